@@ -1,0 +1,202 @@
+// The data-plane transport seam. One interface, two providers chosen at run
+// time by a spec string:
+//   "verbs:<device>"  libibverbs + librdmacm (InfiniBand, RoCE, soft-RoCE)
+//   "soft"            userspace provider: shared memory to same-host peers,
+//                     TCP to others (chosen per connection)
+//   "soft:tcp"        userspace provider, TCP only (cross-host path on one box)
+//   "soft:shm"        userspace provider, shared memory only
+//
+// Semantics shared by every provider (tests/fabric/conformance_test.cpp):
+//  - Reliable connected endpoints. Work requests posted on one endpoint
+//    execute and become visible at the target in posting order; an immediate
+//    is delivered only after its payload is visible.
+//  - A remote write/read with a wrong rkey, out of bounds, or without the
+//    needed access right completes with WcStatus::remote_access_error and
+//    changes no byte at the target. The endpoint then enters the error state:
+//    later work requests complete with WcStatus::flushed.
+//  - When the peer dies or the connection is cut, outstanding and later work
+//    requests complete with an error status, and poll_event() reports
+//    EndpointEvent::disconnected. Nothing blocks forever.
+//  - A RDMA WRITE WITH IMMEDIATE and a SEND each consume one receive posted
+//    with post_recv() at the target. If none is posted the operation waits
+//    (infinite RNR retry) until one is.
+//  - post_*() never blocks: a full queue returns Errc::backpressure.
+//
+// Threading: a Provider may be used from several threads for setup
+// (register, listen, connect). An Endpoint's post_*/poll_* functions are
+// single-threaded (_st): one data-plane thread owns each endpoint.
+#pragma once
+
+#include <catena/fabric/result.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace catena::fabric {
+
+// Access rights of a registered region (bit mask), mirroring IBV_ACCESS_*.
+enum Access : std::uint32_t {
+  kLocalWrite = 1u << 0,
+  kRemoteWrite = 1u << 1,
+  kRemoteRead = 1u << 2,
+};
+
+// What a peer needs to address a region: sent over the control plane or in a
+// SEND message. `addr` is the provider's remote address of the first byte
+// (a virtual address for verbs, an offset-based cookie for soft).
+struct RemoteRegion {
+  std::uint64_t addr = 0;
+  std::uint64_t length = 0;
+  std::uint32_t rkey = 0;
+};
+
+// A registered, pinned memory region owned by its Provider. Allocated by the
+// provider (so the soft provider can place it in shareable memory); zeroed on
+// allocation. Destroying the object deregisters it: afterwards no remote
+// access reaches it.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  [[nodiscard]] virtual std::byte* data() const noexcept = 0;
+  [[nodiscard]] virtual std::size_t size() const noexcept = 0;
+  [[nodiscard]] virtual std::uint32_t lkey() const noexcept = 0;
+  [[nodiscard]] virtual std::uint32_t access() const noexcept = 0;
+  // Remote address of data()+offset, for peers.
+  [[nodiscard]] virtual RemoteRegion remote() const noexcept = 0;
+};
+
+// A local scatter/gather element: a span inside a registered region.
+struct LocalBuffer {
+  const MemoryRegion* mr = nullptr;
+  std::size_t offset = 0;  // from mr->data()
+  std::uint32_t length = 0;
+};
+
+// A remote target: region + offset within it.
+struct RemoteAddress {
+  RemoteRegion region;
+  std::uint64_t offset = 0;
+};
+
+enum class Opcode : std::uint8_t {
+  write,           // initiator completion of post_write
+  write_imm,       // initiator completion of post_write_imm
+  read,            // initiator completion of post_read
+  send,            // initiator completion of post_send
+  recv,            // target: a SEND arrived in a posted receive
+  recv_write_imm,  // target: a WRITE WITH IMMEDIATE consumed a posted receive
+};
+
+enum class WcStatus : std::uint8_t {
+  success = 0,
+  remote_access_error,    // rkey/bounds/access check failed at the target
+  local_protection_error, // local buffer outside its registered region
+  local_length_error,     // received message larger than the posted receive
+  flushed,                // endpoint in error state (earlier error or disconnect)
+  retry_exceeded,         // peer unreachable (transport retries exhausted)
+  general_error,
+};
+
+[[nodiscard]] std::string_view to_string(Opcode op) noexcept;
+[[nodiscard]] std::string_view to_string(WcStatus s) noexcept;
+
+struct Completion {
+  std::uint64_t wr_id = 0;
+  Opcode opcode = Opcode::write;
+  WcStatus status = WcStatus::success;
+  std::uint32_t byte_len = 0;  // bytes received (recv / recv_write_imm)
+  std::uint32_t imm = 0;       // valid if has_imm
+  bool has_imm = false;
+};
+
+// What the endpoint asks for; the provider may grant less (read caps()).
+struct EndpointConfig {
+  std::uint32_t send_queue_depth = 256;
+  std::uint32_t recv_queue_depth = 256;
+  std::uint32_t max_inline = 64;
+};
+
+// What the provider granted. Posting more than send_queue_depth outstanding
+// (uncompleted) work requests returns Errc::backpressure.
+struct EndpointCaps {
+  std::uint32_t send_queue_depth = 0;
+  std::uint32_t recv_queue_depth = 0;
+  std::uint32_t max_inline = 0;
+  std::uint32_t max_message_size = 0;  // largest single write/read/send
+  std::uint32_t max_send_size = 0;     // largest SEND (two-sided) message
+};
+
+enum class EndpointEvent : std::uint8_t { none, disconnected };
+
+enum class EndpointState : std::uint8_t { connected, error, disconnected };
+
+// A reliable connected endpoint (an RC queue pair). Created by
+// Provider::connect or Listener::accept, already connected. Single-threaded:
+// the owning data-plane thread calls post_*/poll_*.
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+
+  [[nodiscard]] virtual Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) = 0;
+  [[nodiscard]] virtual Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst,
+                                            std::uint32_t imm) = 0;
+  [[nodiscard]] virtual Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) = 0;
+  [[nodiscard]] virtual Errc post_send(std::uint64_t wr_id, LocalBuffer src) = 0;
+  [[nodiscard]] virtual Errc post_recv(std::uint64_t wr_id, LocalBuffer dst) = 0;
+
+  // Initiator-side completions (write, write_imm, read, send).
+  virtual int poll_send(Completion* out, int max) = 0;
+  // Target-side completions (recv, recv_write_imm).
+  virtual int poll_recv(Completion* out, int max) = 0;
+
+  // Connection events. Cheap enough to call from an idle loop, not per message.
+  virtual EndpointEvent poll_event() = 0;
+
+  [[nodiscard]] virtual EndpointState state() const noexcept = 0;
+  [[nodiscard]] virtual const EndpointCaps& caps() const noexcept = 0;
+  [[nodiscard]] virtual std::string peer_address() const = 0;
+
+  // Moves the endpoint to the error state at once: posted work is flushed,
+  // the peer sees a disconnect. Used to fence a predecessor.
+  virtual void disconnect() = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Waits up to `timeout` for one incoming connection.
+  virtual Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout) = 0;
+  // The address peers connect to ("ip:port"), with the real port if 0 was asked.
+  [[nodiscard]] virtual std::string address() const = 0;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+
+  // "verbs:<device>", "soft", "soft:tcp", "soft:shm".
+  static Result<std::unique_ptr<Provider>> open(std::string_view spec);
+
+  [[nodiscard]] virtual std::string name() const = 0;
+
+  // Allocates and registers `size` zeroed bytes with the given access mask.
+  virtual Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) = 0;
+
+  // Listens on "ip:port" (port 0 picks one).
+  virtual Result<std::unique_ptr<Listener>> listen(std::string_view address,
+                                                   const EndpointConfig& cfg = {}) = 0;
+  virtual Result<std::unique_ptr<Endpoint>> connect(std::string_view address,
+                                                    const EndpointConfig& cfg = {},
+                                                    std::chrono::milliseconds timeout =
+                                                        std::chrono::milliseconds(5000)) = 0;
+};
+
+// Provider factories, used by Provider::open. Exposed for tests.
+Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options);
+Result<std::unique_ptr<Provider>> open_verbs_provider(std::string_view device);
+
+}  // namespace catena::fabric

@@ -1,0 +1,123 @@
+// Google Benchmark micro-benchmarks of the fabric operations, one process,
+// one thread driving both endpoints of a connected pair: this isolates the
+// provider's own cost per operation (no cross-core wake-ups). The two-process
+// figures with floors come from catena-perf.
+//   catena-fabric-bench                       soft provider (same-host: shm)
+//   CATENA_PROVIDER=soft:tcp catena-fabric-bench
+#include <catena/fabric/fabric.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <future>
+#include <string>
+
+namespace catena::fabric {
+namespace {
+
+struct Pair {
+  std::unique_ptr<Provider> provider;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Endpoint> a, b;
+  std::unique_ptr<MemoryRegion> src, dst, rbuf;
+};
+
+Pair& pair() {
+  static Pair p = [] {
+    Pair q;
+    const char* spec = std::getenv("CATENA_PROVIDER");
+    auto prov = Provider::open(spec && *spec ? spec : "soft");
+    if (!prov) throw std::runtime_error(prov.error().message);
+    q.provider = std::move(prov.value());
+    auto l = q.provider->listen("127.0.0.1:0");
+    if (!l) throw std::runtime_error(l.error().message);
+    q.listener = std::move(l.value());
+    auto fut = std::async(std::launch::async, [&] { return q.provider->connect(q.listener->address()); });
+    auto acc = q.listener->accept(std::chrono::milliseconds(10000));
+    auto con = fut.get();
+    if (!acc || !con) throw std::runtime_error("connect failed");
+    q.a = std::move(con.value());
+    q.b = std::move(acc.value());
+    q.src = std::move(q.provider->allocate(1 << 20, kLocalWrite).value());
+    q.dst = std::move(q.provider->allocate(1 << 20, kLocalWrite | kRemoteWrite | kRemoteRead).value());
+    q.rbuf = std::move(q.provider->allocate(4096, kLocalWrite).value());
+    return q;
+  }();
+  return p;
+}
+
+template <class Fn>
+void spin_until(Fn&& fn) {
+  while (!fn()) {
+  }
+}
+
+// Post + complete one RDMA WRITE of `bytes`.
+void BM_Write(benchmark::State& state) {
+  auto& p = pair();
+  const auto bytes = static_cast<std::uint32_t>(state.range(0));
+  Completion c;
+  for (auto _ : state) {
+    if (p.a->post_write(1, {p.src.get(), 0, bytes}, {p.dst->remote(), 0}) != Errc::ok) {
+      state.SkipWithError("post_write failed");
+      break;
+    }
+    spin_until([&] { return p.a->poll_send(&c, 1) == 1; });
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+}
+BENCHMARK(BM_Write)->RangeMultiplier(8)->Range(8, 1 << 20);
+
+// WRITE WITH IMMEDIATE: initiator completion + target receive completion.
+void BM_WriteImm(benchmark::State& state) {
+  auto& p = pair();
+  const auto bytes = static_cast<std::uint32_t>(state.range(0));
+  Completion c;
+  for (auto _ : state) {
+    if (p.b->post_recv(1, {p.rbuf.get(), 0, 64}) != Errc::ok ||
+        p.a->post_write_imm(1, {p.src.get(), 0, bytes}, {p.dst->remote(), 0}, 7) != Errc::ok) {
+      state.SkipWithError("post failed");
+      break;
+    }
+    spin_until([&] { return p.b->poll_recv(&c, 1) == 1; });
+    spin_until([&] { return p.a->poll_send(&c, 1) == 1; });
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+}
+BENCHMARK(BM_WriteImm)->RangeMultiplier(8)->Range(8, 1 << 20);
+
+void BM_Read(benchmark::State& state) {
+  auto& p = pair();
+  const auto bytes = static_cast<std::uint32_t>(state.range(0));
+  Completion c;
+  for (auto _ : state) {
+    if (p.a->post_read(1, {p.src.get(), 0, bytes}, {p.dst->remote(), 0}) != Errc::ok) {
+      state.SkipWithError("post_read failed");
+      break;
+    }
+    spin_until([&] { return p.a->poll_send(&c, 1) == 1; });
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+}
+BENCHMARK(BM_Read)->RangeMultiplier(8)->Range(8, 1 << 20);
+
+void BM_SendRecv(benchmark::State& state) {
+  auto& p = pair();
+  const auto bytes = static_cast<std::uint32_t>(std::min<std::int64_t>(state.range(0), p.a->caps().max_send_size));
+  Completion c;
+  for (auto _ : state) {
+    if (p.b->post_recv(1, {p.rbuf.get(), 0, 4096}) != Errc::ok ||
+        p.a->post_send(1, {p.src.get(), 0, bytes}) != Errc::ok) {
+      state.SkipWithError("post failed");
+      break;
+    }
+    spin_until([&] { return p.b->poll_recv(&c, 1) == 1; });
+    spin_until([&] { return p.a->poll_send(&c, 1) == 1; });
+  }
+}
+BENCHMARK(BM_SendRecv)->Arg(8)->Arg(64)->Arg(512)->Arg(4096);
+
+}  // namespace
+}  // namespace catena::fabric
+
+BENCHMARK_MAIN();

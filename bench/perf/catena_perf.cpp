@@ -1,0 +1,303 @@
+// catena-perf: latency and bandwidth of the fabric between two processes, in
+// the spirit of perftest's ib_write_lat / ib_write_bw, with the transport's
+// floor measured in the same run (see floors.hpp).
+//
+// The tool forks: the child is the responder (pinned to CPU 1), the parent
+// the initiator (CPU 0). The responder reflects every WRITE WITH IMMEDIATE:
+// the immediate carries a command in its top 4 bits and a length below.
+#include "floors.hpp"
+#include "stats.hpp"
+
+#include <catena/fabric/fabric.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace catena::bench {
+namespace {
+
+using fabric::Completion;
+using fabric::Endpoint;
+using fabric::Errc;
+using fabric::LocalBuffer;
+using fabric::MemoryRegion;
+using fabric::Provider;
+using fabric::RemoteRegion;
+
+constexpr std::uint32_t kCmdEcho = 0;
+constexpr std::uint32_t kCmdBwDone = 1;
+constexpr std::uint32_t kCmdStop = 2;
+constexpr std::uint32_t kLenMask = (1u << 28) - 1;
+constexpr std::size_t kRegionBytes = (1u << 20) + 4096;
+constexpr std::uint32_t kRecvDepth = 64;
+
+struct Options {
+  std::vector<std::string> providers;
+  std::string addr = "127.0.0.1";
+  int iters = 20000;
+  std::vector<std::uint32_t> lat_sizes{64};
+  std::vector<std::uint32_t> bw_sizes{4096, 65536, 1u << 20};
+  double bw_seconds = 1.0;
+  bool json = false;
+  bool pin = true;
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "catena-perf: %s\n", what.c_str());
+  std::exit(2);
+}
+
+template <class T>
+T must(fabric::Result<T> r, const char* what) {
+  if (!r) die(std::string(what) + ": " + r.error().message);
+  return std::move(r.value());
+}
+
+void must_post(Errc e, const char* what) {
+  if (e != Errc::ok) die(std::string(what) + ": " + std::string(fabric::to_string(e)));
+}
+
+// Spin-polls (both processes own a pinned core) until one completion arrives.
+Completion wait_one(Endpoint& ep, bool recv_side) {
+  Completion c{};
+  for (;;) {
+    int n = recv_side ? ep.poll_recv(&c, 1) : ep.poll_send(&c, 1);
+    if (n == 1) {
+      if (c.status != fabric::WcStatus::success) {
+        die("completion failed: " + std::string(fabric::to_string(c.status)));
+      }
+      return c;
+    }
+    if (ep.state() != fabric::EndpointState::connected) die("endpoint lost its connection");
+  }
+}
+
+void drain_send(Endpoint& ep) {
+  Completion c[16];
+  int n;
+  while ((n = ep.poll_send(c, 16)) > 0) {
+    for (int i = 0; i < n; ++i) {
+      if (c[i].status != fabric::WcStatus::success) {
+        die("send completion failed: " + std::string(fabric::to_string(c[i].status)));
+      }
+    }
+  }
+}
+
+// Exchange RemoteRegions with a SEND each way.
+RemoteRegion swap_regions(Endpoint& ep, MemoryRegion& scratch, const RemoteRegion& mine) {
+  must_post(ep.post_recv(0, {&scratch, 64, sizeof(RemoteRegion)}), "post_recv");
+  std::memcpy(scratch.data(), &mine, sizeof mine);
+  must_post(ep.post_send(0, {&scratch, 0, sizeof(RemoteRegion)}), "post_send");
+  wait_one(ep, false);
+  wait_one(ep, true);
+  RemoteRegion theirs;
+  std::memcpy(&theirs, scratch.data() + 64, sizeof theirs);
+  return theirs;
+}
+
+void responder(const Options& o, const std::string& spec, int addr_pipe) {
+  auto provider = must(Provider::open(spec), "open provider");
+  auto listener = must(provider->listen(o.addr + ":0"), "listen");
+  std::string a = listener->address();
+  std::uint32_t n = static_cast<std::uint32_t>(a.size());
+  if (write(addr_pipe, &n, 4) != 4 || write(addr_pipe, a.data(), n) != static_cast<ssize_t>(n)) die("pipe");
+  auto ep = must(listener->accept(std::chrono::milliseconds(30000)), "accept");
+  auto region = must(provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
+  auto scratch = must(provider->allocate(4096, fabric::kLocalWrite), "allocate");
+  RemoteRegion peer = swap_regions(*ep, *scratch, region->remote());
+  for (std::uint32_t i = 0; i < kRecvDepth; ++i) must_post(ep->post_recv(i, {scratch.get(), 1024, 64}), "recv");
+  for (;;) {
+    Completion c = wait_one(*ep, true);
+    must_post(ep->post_recv(c.wr_id, {scratch.get(), 1024, 64}), "recv");
+    std::uint32_t cmd = c.imm >> 28;
+    if (cmd == kCmdStop) break;
+    std::uint32_t len = cmd == kCmdEcho ? (c.imm & kLenMask) : 8;
+    must_post(ep->post_write_imm(c.imm, {region.get(), 0, len}, {peer, 0}, c.imm), "write_imm");
+    drain_send(*ep);
+  }
+  drain_send(*ep);
+}
+
+struct Session {
+  std::unique_ptr<Provider> provider;
+  std::unique_ptr<Endpoint> ep;
+  std::unique_ptr<MemoryRegion> region;
+  std::unique_ptr<MemoryRegion> scratch;
+  RemoteRegion peer;
+};
+
+Percentiles latency(Session& s, std::uint32_t bytes, int iters) {
+  std::vector<std::uint64_t> samples;
+  samples.reserve(static_cast<std::size_t>(iters));
+  const int warmup = std::max(100, iters / 10);
+  for (int i = 0; i < warmup + iters; ++i) {
+    std::uint64_t t0 = now_ns();
+    must_post(s.ep->post_write_imm(1, {s.region.get(), 0, bytes}, {s.peer, 0}, (kCmdEcho << 28) | bytes),
+              "write_imm");
+    Completion c = wait_one(*s.ep, true);
+    std::uint64_t t1 = now_ns();
+    must_post(s.ep->post_recv(c.wr_id, {s.scratch.get(), 1024, 64}), "recv");
+    drain_send(*s.ep);
+    if (i >= warmup) samples.push_back(t1 - t0);
+  }
+  // The last write's completion may still be outstanding.
+  return percentiles(std::move(samples));
+}
+
+double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds) {
+  const std::uint32_t window = std::min<std::uint32_t>(64, s.ep->caps().send_queue_depth - 1);
+  std::uint32_t outstanding = 0;
+  std::uint64_t done_bytes = 0;
+  std::uint64_t t0 = now_ns();
+  const std::uint64_t until = t0 + static_cast<std::uint64_t>(seconds * 1e9);
+  Completion c[32];
+  while (now_ns() < until) {
+    while (outstanding < window) {
+      Errc e = s.ep->post_write(2, {s.region.get(), 0, bytes}, {s.peer, 0});
+      if (e == Errc::backpressure) break;
+      must_post(e, "write");
+      ++outstanding;
+    }
+    int n = s.ep->poll_send(c, 32);
+    for (int i = 0; i < n; ++i) {
+      if (c[i].status != fabric::WcStatus::success) die("write failed");
+      done_bytes += bytes;
+    }
+    outstanding -= static_cast<std::uint32_t>(n);
+  }
+  while (outstanding > 0) {
+    wait_one(*s.ep, false);
+    done_bytes += bytes;
+    --outstanding;
+  }
+  // Ordering: the responder's reply to this arrives after every write landed.
+  must_post(s.ep->post_write_imm(3, {s.region.get(), 0, 8}, {s.peer, 0}, kCmdBwDone << 28), "write_imm");
+  Completion r = wait_one(*s.ep, true);
+  std::uint64_t t1 = now_ns();
+  must_post(s.ep->post_recv(r.wr_id, {s.scratch.get(), 1024, 64}), "recv");
+  drain_send(*s.ep);
+  return static_cast<double>(done_bytes) * 8.0 / static_cast<double>(t1 - t0);
+}
+
+std::string floor_kind(const std::string& spec) {
+  return spec == "soft" || spec == "soft:shm" ? "shm_cacheline_pingpong" : "tcp_nodelay_pingpong";
+}
+
+void run_provider(const Options& o, const std::string& spec) {
+  const bool shm_floor = floor_kind(spec) == "shm_cacheline_pingpong";
+  const int floor_iters = o.iters;
+  ShmFloor shm = ShmFloor::create();
+  int port = 0;
+  int tcp_listen = shm_floor ? -1 : tcp_floor_listen(&port);
+  int fds[2];
+  if (pipe(fds) != 0) die("pipe");
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    close(fds[0]);
+    if (o.pin) pin_to_cpu(1);
+    if (shm_floor) {
+      shm_pingpong_responder(shm, floor_iters);
+    } else {
+      tcp_pingpong_responder(tcp_listen, floor_iters, 64);
+    }
+    responder(o, spec, fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  if (tcp_listen >= 0) close(tcp_listen);
+  if (o.pin) pin_to_cpu(0);
+  Percentiles floor = percentiles(shm_floor ? shm_pingpong_initiator(shm, floor_iters)
+                                            : tcp_pingpong_initiator("127.0.0.1", port, floor_iters, 64));
+
+  std::uint32_t n = 0;
+  if (read(fds[0], &n, 4) != 4 || n > 256) die("responder did not start (see its error above)");
+  std::string addr(n, '\0');
+  if (read(fds[0], addr.data(), n) != static_cast<ssize_t>(n)) die("pipe");
+  Session s;
+  s.provider = must(Provider::open(spec), "open provider");
+  s.ep = must(s.provider->connect(addr), "connect");
+  s.region = must(s.provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
+  s.scratch = must(s.provider->allocate(4096, fabric::kLocalWrite), "allocate");
+  s.peer = swap_regions(*s.ep, *s.scratch, s.region->remote());
+  for (std::uint32_t i = 0; i < kRecvDepth; ++i) {
+    must_post(s.ep->post_recv(i, {s.scratch.get(), 1024, 64}), "recv");
+  }
+
+  const unsigned cores = std::thread::hardware_concurrency();
+  const std::string pinning = o.pin ? "initiator cpu0, responder cpu1, busy-poll" : "unpinned";
+  for (std::uint32_t bytes : o.lat_sizes) {
+    Percentiles p = latency(s, bytes, o.iters);
+    double ratio = floor.p50 ? static_cast<double>(p.p50) / static_cast<double>(floor.p50) : 0.0;
+    if (o.json) {
+      nlohmann::json j{{"provider", spec},   {"op", "write_imm_rtt"},    {"bytes", bytes},
+                       {"iters", p.count},   {"p50_ns", p.p50},          {"p99_ns", p.p99},
+                       {"p999_ns", p.p999},  {"max_ns", p.max},          {"floor", floor_kind(spec)},
+                       {"floor_p50_ns", floor.p50}, {"floor_p99_ns", floor.p99}, {"ratio_p50", ratio},
+                       {"cores", cores},     {"pinning", pinning}};
+      std::cout << j.dump() << std::endl;
+    } else {
+      std::printf("%-10s write_imm round trip %7u B: p50 %8.2f us  p99 %8.2f us  p99.9 %8.2f us  max %9.2f us\n",
+                  spec.c_str(), bytes, p.p50 / 1e3, p.p99 / 1e3, p.p999 / 1e3, p.max / 1e3);
+      std::printf("%-10s floor (%s): p50 %8.2f us  p99 %8.2f us  -> fabric/floor p50 = %.2fx\n", spec.c_str(),
+                  floor_kind(spec).c_str(), floor.p50 / 1e3, floor.p99 / 1e3, ratio);
+    }
+  }
+  for (std::uint32_t bytes : o.bw_sizes) {
+    double gbps = bandwidth_gbps(s, bytes, o.bw_seconds);
+    if (o.json) {
+      nlohmann::json j{{"provider", spec}, {"op", "write_bw"}, {"bytes", bytes},     {"gbps", gbps},
+                       {"cores", cores},   {"pinning", pinning}};
+      std::cout << j.dump() << std::endl;
+    } else {
+      std::printf("%-10s write bandwidth %9u B: %8.2f Gb/s\n", spec.c_str(), bytes, gbps);
+    }
+  }
+  must_post(s.ep->post_write_imm(4, {s.region.get(), 0, 8}, {s.peer, 0}, kCmdStop << 28), "write_imm");
+  wait_one(*s.ep, false);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fds[0]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) die("responder failed");
+}
+
+}  // namespace
+}  // namespace catena::bench
+
+int main(int argc, char** argv) {
+  using catena::bench::Options;
+  Options o;
+  if (const char* a = std::getenv("CATENA_TEST_ADDR")) o.addr = a;
+  CLI::App app{"catena-perf: fabric latency/bandwidth between two local processes, with the transport floor"};
+  app.add_option("--provider", o.providers,
+                 "provider spec(s): soft, soft:shm, soft:tcp, verbs:<dev> (default: soft and soft:tcp)");
+  app.add_option("--addr", o.addr, "IP address the responder listens on")->capture_default_str();
+  app.add_option("--iters", o.iters, "latency round trips per size")->capture_default_str()->check(CLI::Range(100, 10000000));
+  app.add_option("--lat-sizes", o.lat_sizes, "latency message sizes in bytes")->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--bw-sizes", o.bw_sizes, "bandwidth message sizes in bytes")->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--bw-seconds", o.bw_seconds, "seconds per bandwidth size")->capture_default_str();
+  app.add_flag("--json", o.json, "one JSON object per line per measurement");
+  bool no_pin = false;
+  app.add_flag("--no-pin", no_pin, "do not pin the two processes to CPUs 0 and 1");
+  CLI11_PARSE(app, argc, argv);
+  o.pin = !no_pin;
+  if (o.providers.empty()) o.providers = {"soft", "soft:tcp"};
+  if (!o.json) {
+    std::printf("catena-perf: %u cores, %s\n", std::thread::hardware_concurrency(),
+                o.pin ? "initiator pinned to cpu0, responder to cpu1" : "unpinned");
+  }
+  for (const auto& spec : o.providers) catena::bench::run_provider(o, spec);
+  return 0;
+}

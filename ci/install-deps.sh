@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Catena builds, tests and benchmarks with.
+# Idempotent: does nothing when all are present.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
+  thrift-compiler libthrift-dev libboost-dev libevent-dev
+  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  qemu-system-x86 busybox-static kmod cpio iproute2 procps
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "ci/install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine:
+#   1. install packages, 2. build (-Werror) and run every test with ctest,
+#   3. build with ASan+UBSan and run the tests again,
+#   4. boot the soft-RoCE VM and run the verbs provider's conformance suite.
+# Exits non-zero if anything fails. Prints a summary line at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ci/install-deps.sh
+started=$(date +%s)
+declare -a results=()
+failed=0
+stage() {  # stage NAME COMMAND...
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$(date +%s)
+  if "$@"; then results+=("PASS $name ($(( $(date +%s) - t0 ))s)");
+  else results+=("FAIL $name ($(( $(date +%s) - t0 ))s)"); failed=$((failed + 1)); fi
+}
+
+stage "build" ci/build.sh
+stage "ctest" ctest --test-dir build --output-on-failure --timeout 600 -j1
+stage "build (asan+ubsan)" env BUILD_DIR=build-asan ci/build.sh -DCATENA_SANITIZE=ON -DCATENA_BUILD_BENCH=OFF
+stage "ctest (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure --timeout 900 -j1
+if [ -x ci/vm/run-in-vm.sh ]; then
+  stage "verbs conformance on soft-RoCE (VM)" ci/vm/run-in-vm.sh --timeout 900 \
+    --bin build/bin/catena-fabric-conformance -- /bin/catena-fabric-conformance
+else
+  results+=("FAIL soft-RoCE VM harness missing"); failed=$((failed + 1))
+fi
+
+echo "=== summary ($(( $(date +%s) - started ))s)"
+printf '  %s\n' "${results[@]}"
+passed=$(( ${#results[@]} - failed ))
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

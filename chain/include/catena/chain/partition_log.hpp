@@ -1,0 +1,159 @@
+// PartitionLog: one replica's copy of a partition, as a ring of segment slots
+// in pre-registered memory. The same slot index holds the same segment on
+// every replica of the chain, so a predecessor forwards byte ranges of slot s
+// to the same position of its successor's slot s.
+//
+// Slot layout: a 64-byte SegmentHeader at position 0, then record frames
+// (record.hpp). A segment ends with a seal frame.
+//
+// Lifecycle of a slot: free -> open (head appends; replicas validate what the
+// predecessor wrote) -> sealed (when full, or after `ttl` open) -> expired
+// (`ttl` after sealing: no new reader may start there) -> free again `grace`
+// later (lagging readers get `expired`). Slots are used round-robin, so the
+// oldest segment is always the next slot. A record is therefore kept at least
+// `ttl`. If the next slot is not yet free, the head refuses appends with
+// log_full (back-pressure) instead of dropping retained data.
+//
+// Zeroing: the head zeroes a slot before it reuses it; a replica zeroes the
+// stale bytes of a reused slot beyond what the new segment has written, so
+// no byte of an old segment stays readable.
+//
+// Threading: owned by the partition's data-plane thread (_st).
+#pragma once
+
+#include <catena/chain/clock.hpp>
+#include <catena/chain/record.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace catena::chain {
+
+struct SegmentHeader {
+  std::uint64_t magic;
+  std::uint64_t base_offset;  // offset of the first record
+  std::uint64_t generation;   // bumps on every reuse of any slot of this partition
+  std::uint64_t epoch;        // chain epoch when the segment was opened
+  std::uint32_t slot;
+  std::uint32_t reserved0;
+  std::uint64_t reserved1[2];
+  std::uint32_t reserved2;
+  std::uint32_t header_crc;
+};
+static_assert(sizeof(SegmentHeader) == 64);
+inline constexpr std::uint64_t kSegmentMagic = 0x4341544e41534547ull;  // "CATNASEG"
+
+enum class AppendStatus : std::uint8_t { ok, log_full, too_large };
+
+enum class ValidateStatus : std::uint8_t { ok, corrupt, out_of_order };
+
+enum class SlotState : std::uint8_t { free, open, sealed };
+
+struct SlotInfo {
+  SlotState state = SlotState::free;
+  std::uint64_t generation = 0;
+  std::uint64_t base_offset = 0;
+  std::uint64_t next_offset = 0;  // offset after the last valid record
+  std::uint32_t valid_end = 0;    // bytes validated from position 0
+  std::uint64_t opened_ns = 0;
+  std::uint64_t sealed_ns = 0;
+  bool expired = false;
+};
+
+// Where a reader is: a slot, the generation it expects there, a byte position.
+struct Cursor {
+  std::uint32_t slot = 0;
+  std::uint64_t generation = 0;
+  std::uint32_t position = 0;
+  std::uint64_t next_offset = 0;
+  bool valid = false;
+};
+
+enum class ReadStatus : std::uint8_t { record, none, expired };
+
+struct ReadResult {
+  ReadStatus status = ReadStatus::none;
+  const std::byte* frame = nullptr;  // the whole frame (header + padded payload)
+  std::uint32_t frame_bytes = 0;
+  RecordHeader header{};
+};
+
+struct LogConfig {
+  std::uint32_t segment_bytes = 1u << 20;
+  std::uint64_t ttl_ns = 60'000'000'000ull;
+  std::uint64_t grace_ns = 5'000'000'000ull;
+};
+
+class PartitionLog {
+ public:
+  // `slots`: equal-sized spans of registered memory (segment_bytes each).
+  PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cfg, const Clock& clock);
+
+  // --- head side -----------------------------------------------------------
+  // Appends a record with the next offset. `h` carries producer fields and the
+  // payload crc may be left 0 (computed). Sets *offset. Seals and rolls as needed.
+  AppendStatus append(const RecordHeader& h, std::span<const std::byte> payload, std::uint64_t* offset);
+  // Appends a frame the publisher already built (payload crc set); the head
+  // checks it, stamps the offset and copies it in.
+  AppendStatus append_frame(const std::byte* frame, std::uint32_t frame_bytes, std::uint64_t* offset);
+
+  // --- replica side --------------------------------------------------------
+  // The predecessor says slot `slot` now holds `end` valid bytes. Validates the
+  // new frames (checksums, consecutive offsets) and updates state.
+  ValidateStatus on_remote_data(std::uint32_t slot, std::uint32_t end);
+
+  // --- both ----------------------------------------------------------------
+  // Seals the open segment if it has been open for ttl; expires and frees
+  // segments by age. Returns true if anything changed. Call from the idle loop.
+  bool tick();
+  // Head only: seals the open segment once it has been open for ttl.
+  bool roll_if_aged();
+  // Seals the open segment now (handoff, shutdown). No-op if empty/none.
+  void seal_open();
+
+  // First offset not yet written (head) / not yet validated (replica).
+  [[nodiscard]] std::uint64_t end_offset() const noexcept { return end_offset_; }
+  // Oldest offset still readable.
+  [[nodiscard]] std::uint64_t start_offset() const noexcept;
+  [[nodiscard]] std::uint64_t commit_offset() const noexcept { return commit_offset_; }
+  void set_commit_offset(std::uint64_t c) noexcept {
+    if (c > commit_offset_) commit_offset_ = c <= end_offset_ ? c : end_offset_;
+  }
+  // Where a brand-new partition starts (a handoff starts a chain mid-stream).
+  void set_start(std::uint64_t base_offset) noexcept;
+  // Chain epoch stamped into segments this replica opens as head.
+  void set_epoch(std::uint64_t epoch) noexcept { epoch_ = epoch; }
+
+  // Reader positioned at `offset`; invalid cursor if it is not retained.
+  [[nodiscard]] Cursor seek(std::uint64_t offset) const;
+  // Next committed record at the cursor, advancing it.
+  ReadResult read(Cursor& c) const;
+
+  [[nodiscard]] std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(slots_.size()); }
+  [[nodiscard]] const SlotInfo& slot_info(std::uint32_t s) const { return info_[s]; }
+  [[nodiscard]] std::span<std::byte> slot_memory(std::uint32_t s) const { return slots_[s]; }
+  [[nodiscard]] int open_slot() const noexcept { return open_; }
+  // Slots in segment order, oldest first (those not free).
+  [[nodiscard]] std::vector<std::uint32_t> slots_in_order() const;
+  [[nodiscard]] const LogConfig& config() const noexcept { return cfg_; }
+  [[nodiscard]] std::uint64_t bytes_used() const noexcept;
+
+ private:
+  bool open_next_st(std::uint64_t epoch);
+  void seal_st(std::uint32_t s);
+  std::uint32_t room_st(std::uint32_t s) const;
+
+  std::vector<std::span<std::byte>> slots_;
+  std::vector<SlotInfo> info_;
+  LogConfig cfg_;
+  const Clock& clock_;
+  int open_ = -1;
+  std::uint32_t next_slot_ = 0;
+  std::uint64_t generation_ = 0;
+  std::uint64_t end_offset_ = 0;
+  std::uint64_t commit_offset_ = 0;
+  std::uint64_t epoch_ = 0;
+};
+
+}  // namespace catena::chain

@@ -1,0 +1,53 @@
+// Idempotent-producer state of one partition: per producer id its epoch, the
+// last sequence number stored and the offsets of a window of recent
+// sequences, so a retried publish is acknowledged with its original offset
+// instead of being stored twice. Merged into a new head on handoff.
+//
+// Rules (checked by decide()):
+//  - a producer epoch older than the known one is fenced (stale_epoch);
+//    a newer epoch resets the sequence (the producer restarted);
+//  - sequence == last + 1 (or 0 for a new producer/epoch): append;
+//  - sequence <= last and within the window: duplicate, with its offset;
+//  - sequence <= last but older than the window: duplicate_unknown (stored
+//    once, offset no longer known);
+//  - sequence > last + 1: sequence_gap, an error the publisher sees.
+//
+// Threading: owned by the partition's data-plane thread (_st).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <unordered_map>
+
+namespace catena::chain {
+
+enum class SeqDecision : std::uint8_t { append, duplicate, duplicate_unknown, sequence_gap, stale_epoch };
+
+class ProducerState {
+ public:
+  static constexpr std::uint32_t kWindow = 64;
+
+  struct Entry {
+    std::uint32_t epoch = 0;
+    std::int64_t last_seq = -1;
+    std::array<std::uint64_t, kWindow> offsets{};  // offset of seq s at s % kWindow
+  };
+
+  // What to do with (producer, epoch, seq). For `duplicate`, *offset is the
+  // offset the record was stored at.
+  SeqDecision decide(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq,
+                     std::uint64_t* offset) const;
+  // Records that (producer, epoch, seq) was stored at `offset`.
+  void record(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq, std::uint64_t offset);
+
+  // Handoff: takes the other state, keeping per producer the newer one.
+  void merge(const ProducerState& other);
+
+  [[nodiscard]] const std::unordered_map<std::uint64_t, Entry>& entries() const { return map_; }
+  void restore(std::uint64_t producer, const Entry& e) { map_[producer] = e; }
+
+ private:
+  std::unordered_map<std::uint64_t, Entry> map_;
+};
+
+}  // namespace catena::chain

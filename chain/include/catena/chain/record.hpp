@@ -1,0 +1,72 @@
+// The record frame: how one message sits in a segment, in a publisher's
+// staging ring and in a subscriber's delivery ring. 8-byte aligned so a
+// replica can walk frames that a remote NIC wrote, validating each before it
+// forwards, commits or serves it.
+//
+//   0  u32 length          payload bytes
+//   4  u32 flags           kFlagSeal: end of segment, no payload
+//   8  u64 offset          partition-wide position (set by the head)
+//  16  u64 producer_id
+//  24  u32 producer_epoch
+//  28  u32 sequence        per (producer, partition), starts at 0
+//  32  u64 timestamp_ns    wall clock at the publisher
+//  40  u32 payload_crc     XXH32 of the payload, computed by the publisher:
+//                          end-to-end integrity up to the subscriber
+//  44  u32 header_crc      XXH32 of bytes 0..43 (catches torn/garbage frames)
+//  48  payload, then zero padding to the next multiple of 8
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace catena::chain {
+
+struct RecordHeader {
+  std::uint32_t length;
+  std::uint32_t flags;
+  std::uint64_t offset;
+  std::uint64_t producer_id;
+  std::uint32_t producer_epoch;
+  std::uint32_t sequence;
+  std::uint64_t timestamp_ns;
+  std::uint32_t payload_crc;
+  std::uint32_t header_crc;
+};
+static_assert(sizeof(RecordHeader) == 48);
+static_assert(alignof(RecordHeader) == 8);
+
+inline constexpr std::uint32_t kFlagSeal = 1u << 0;
+inline constexpr std::uint32_t kKnownFlags = kFlagSeal;
+inline constexpr std::size_t kRecordAlign = 8;
+// Largest payload a record may carry (a segment must hold at least one).
+inline constexpr std::uint32_t kMaxRecordPayload = 16u << 20;
+
+constexpr std::size_t align_up(std::size_t n, std::size_t a = kRecordAlign) { return (n + a - 1) & ~(a - 1); }
+constexpr std::size_t frame_size(std::uint32_t payload) { return sizeof(RecordHeader) + align_up(payload); }
+
+std::uint32_t payload_checksum(std::span<const std::byte> payload) noexcept;
+std::uint32_t header_checksum(const RecordHeader& h) noexcept;
+
+enum class FrameCheck : std::uint8_t {
+  ok,
+  truncated,       // header or payload runs past the end of the valid range
+  bad_header,      // header checksum mismatch, unknown flags, oversized length
+  bad_payload,     // payload checksum mismatch
+};
+
+// Validates the frame at `at` within `valid` bytes. On ok, *out holds a copy
+// of the header (read once: the memory may be written by a remote NIC).
+FrameCheck check_frame(const std::byte* at, std::size_t valid, RecordHeader* out) noexcept;
+
+// Writes a complete frame (header with checksums, payload, padding) at `at`.
+// Returns the frame size.
+std::size_t write_frame(std::byte* at, RecordHeader h, std::span<const std::byte> payload) noexcept;
+
+// Re-stamps the offset of a frame that already holds a valid payload crc and
+// recomputes the header checksum (used by the head when it copies a
+// publisher's frame into the segment).
+void restamp_offset(std::byte* at, std::uint64_t offset) noexcept;
+
+}  // namespace catena::chain

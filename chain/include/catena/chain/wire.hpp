@@ -1,0 +1,205 @@
+// Small control messages exchanged with SEND/RECV on data-plane endpoints:
+// hellos that set up replica links, publisher and subscriber sessions, and
+// acknowledgements. Bulk data never travels in these: records move with
+// one-sided writes into registered rings and segments.
+//
+// Every message starts with a WireHeader; decode() checks magic, version,
+// kind and length against what actually arrived, so garbage on a data-plane
+// connection is refused without being interpreted.
+#pragma once
+
+#include <catena/fabric/fabric.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace catena::chain::wire {
+
+inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::size_t kMaxChannelName = 128;
+inline constexpr std::uint32_t kMaxSlots = 32;
+// Every control message fits in one receive buffer of this size.
+inline constexpr std::uint32_t kMaxMessage = 2048;
+
+enum class Kind : std::uint16_t {
+  replica_hello = 1,
+  replica_welcome = 2,
+  publisher_hello = 3,
+  publisher_welcome = 4,
+  publish_ack = 5,
+  subscriber_hello = 6,
+  subscriber_welcome = 7,
+  subscriber_credit = 8,
+  subscriber_notice = 9,
+};
+
+// Status codes carried on the wire (stable numbers).
+enum class Status : std::uint16_t {
+  ok = 0,
+  unknown_channel = 1,
+  stale_epoch = 2,     // caller is behind: refresh the route (epoch field says the current one)
+  not_head = 3,        // publish to a node that is not the head: redirect
+  sequence_gap = 4,    // idempotent producer skipped a sequence number
+  producer_fenced = 5, // a newer epoch of this producer exists
+  too_large = 6,       // record larger than the segment allows
+  log_full = 7,        // retention full: back-pressure
+  corrupt = 8,         // frame failed validation
+  position_expired = 9,// subscriber position no longer retained
+  bad_request = 10,
+  not_ready = 11,      // partition not configured here yet: retry
+};
+
+[[nodiscard]] std::string_view to_string(Status s) noexcept;
+
+struct WireHeader {
+  std::uint32_t magic;
+  std::uint16_t version;
+  Kind kind;
+  std::uint32_t length;  // whole message, header included
+  std::uint32_t reserved;
+};
+static_assert(sizeof(WireHeader) == 16);
+
+struct ChannelRef {
+  char channel[kMaxChannelName];
+  std::uint32_t partition;
+  std::uint32_t reserved;
+  std::uint64_t epoch;
+
+  void set(std::string_view name, std::uint32_t p, std::uint64_t e) {
+    std::memset(channel, 0, sizeof channel);
+    std::memcpy(channel, name.data(), std::min(name.size(), sizeof channel - 1));
+    partition = p;
+    reserved = 0;
+    epoch = e;
+  }
+  [[nodiscard]] std::string_view name() const { return {channel, strnlen(channel, sizeof channel)}; }
+};
+
+struct ReplicaHello {
+  ChannelRef ref;
+  char from_node[64];
+  fabric::RemoteRegion commit_word;  // where the successor writes commit offsets
+};
+
+struct SlotState {
+  fabric::RemoteRegion region;
+  std::uint64_t generation;
+  std::uint32_t valid_end;
+  std::uint32_t reserved;
+};
+
+struct ReplicaWelcome {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t slot_count;
+  std::uint64_t epoch;          // the successor's current epoch
+  std::uint32_t segment_bytes;
+  std::uint32_t reserved1;
+  std::uint64_t end_offset;     // first offset the successor does not hold
+  SlotState slots[kMaxSlots];
+};
+
+struct PublisherHello {
+  ChannelRef ref;
+  std::uint64_t producer_id;
+  std::uint32_t producer_epoch;
+  std::uint32_t ring_bytes;  // requested staging ring at the head
+};
+
+struct PublisherWelcome {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t ring_bytes;
+  std::uint64_t epoch;
+  fabric::RemoteRegion ring;
+  std::uint32_t max_record;
+  std::uint32_t next_sequence;  // what the head expects next from this producer
+  char head_hint[64];           // on not_head: where the head is, if known
+};
+
+// One contiguous run of a publisher's records: seqs [first_seq, first_seq+count)
+// stored at offsets [first_offset, first_offset+count) (ok), or refused.
+struct PublishAck {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t first_seq;
+  std::uint32_t count;
+  std::uint32_t reserved1;
+  std::uint64_t first_offset;
+  std::uint64_t ring_consumed;  // bytes of the staging ring the head has consumed (total)
+  std::uint64_t epoch;
+};
+
+enum class StartMode : std::uint32_t { earliest = 0, latest = 1, offset = 2 };
+
+struct SubscriberHello {
+  ChannelRef ref;
+  StartMode mode;
+  std::uint32_t ring_bytes;
+  std::uint64_t start_offset;
+  fabric::RemoteRegion ring;
+};
+
+struct SubscriberWelcome {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t reserved1;
+  std::uint64_t start_offset;   // first offset that will be delivered
+  std::uint64_t commit_offset;
+  std::uint64_t epoch;
+};
+
+struct SubscriberCredit {
+  std::uint64_t consumed;  // total ring bytes consumed by the subscriber
+};
+
+struct SubscriberNotice {
+  Status status;                  // position_expired, stale_epoch...
+  std::uint16_t reserved0;
+  std::uint32_t reserved1;
+  std::uint64_t next_offset;      // on position_expired: oldest retained offset
+};
+
+template <class T>
+constexpr Kind kind_of();
+template <> constexpr Kind kind_of<ReplicaHello>() { return Kind::replica_hello; }
+template <> constexpr Kind kind_of<ReplicaWelcome>() { return Kind::replica_welcome; }
+template <> constexpr Kind kind_of<PublisherHello>() { return Kind::publisher_hello; }
+template <> constexpr Kind kind_of<PublisherWelcome>() { return Kind::publisher_welcome; }
+template <> constexpr Kind kind_of<PublishAck>() { return Kind::publish_ack; }
+template <> constexpr Kind kind_of<SubscriberHello>() { return Kind::subscriber_hello; }
+template <> constexpr Kind kind_of<SubscriberWelcome>() { return Kind::subscriber_welcome; }
+template <> constexpr Kind kind_of<SubscriberCredit>() { return Kind::subscriber_credit; }
+template <> constexpr Kind kind_of<SubscriberNotice>() { return Kind::subscriber_notice; }
+
+// Writes header + body into `out` (at least kMaxMessage bytes); returns length.
+template <class T>
+std::uint32_t encode(std::byte* out, const T& body) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  static_assert(sizeof(WireHeader) + sizeof(T) <= kMaxMessage);
+  WireHeader h{kMagic, kVersion, kind_of<T>(), static_cast<std::uint32_t>(sizeof(WireHeader) + sizeof(T)), 0};
+  std::memcpy(out, &h, sizeof h);
+  std::memcpy(out + sizeof h, &body, sizeof body);
+  return h.length;
+}
+
+// Kind of a received message, or nullopt if it is not a well-formed message.
+std::optional<Kind> peek(const std::byte* in, std::uint32_t len);
+
+// Decodes a message of kind T; nullopt if malformed or of another kind.
+template <class T>
+std::optional<T> decode(const std::byte* in, std::uint32_t len) {
+  auto k = peek(in, len);
+  if (!k || *k != kind_of<T>() || len != sizeof(WireHeader) + sizeof(T)) return std::nullopt;
+  T body;
+  std::memcpy(&body, in + sizeof(WireHeader), sizeof body);
+  return body;
+}
+
+}  // namespace catena::chain::wire

@@ -1,0 +1,280 @@
+#include <catena/chain/partition_log.hpp>
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace catena::chain {
+namespace {
+
+std::uint32_t segment_header_crc(const SegmentHeader& h) {
+  return XXH32(&h, offsetof(SegmentHeader, header_crc), 0x53454748u);
+}
+
+constexpr std::uint32_t kFirstRecord = sizeof(SegmentHeader);
+
+}  // namespace
+
+PartitionLog::PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cfg, const Clock& clock)
+    : slots_(std::move(slots)), info_(slots_.size()), cfg_(cfg), clock_(clock) {
+  if (slots_.size() < 2) throw std::invalid_argument("a partition needs at least 2 segment slots");
+  for (auto& s : slots_) {
+    if (s.size() != cfg_.segment_bytes) throw std::invalid_argument("segment slot size mismatch");
+  }
+  if (cfg_.segment_bytes < 4096 || cfg_.segment_bytes % 8 != 0) {
+    throw std::invalid_argument("segment_bytes must be >= 4096 and a multiple of 8");
+  }
+}
+
+std::uint32_t PartitionLog::room_st(std::uint32_t s) const {
+  std::uint32_t used = info_[s].valid_end + static_cast<std::uint32_t>(sizeof(RecordHeader));
+  return used >= cfg_.segment_bytes ? 0 : cfg_.segment_bytes - used;
+}
+
+bool PartitionLog::open_next_st(std::uint64_t epoch) {
+  const std::uint32_t s = next_slot_;
+  SlotInfo& in = info_[s];
+  if (in.state == SlotState::open) return false;
+  if (in.state == SlotState::sealed) {
+    // Reuse only once the segment expired and its grace period passed.
+    const std::uint64_t now = clock_.now_ns();
+    if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return false;
+  }
+  std::memset(slots_[s].data(), 0, slots_[s].size());
+  SegmentHeader h{};
+  h.magic = kSegmentMagic;
+  h.base_offset = end_offset_;
+  h.generation = ++generation_;
+  h.epoch = epoch;
+  h.slot = s;
+  h.header_crc = segment_header_crc(h);
+  std::memcpy(slots_[s].data(), &h, sizeof h);
+  in = SlotInfo{};
+  in.state = SlotState::open;
+  in.generation = h.generation;
+  in.base_offset = end_offset_;
+  in.next_offset = end_offset_;
+  in.valid_end = kFirstRecord;
+  in.opened_ns = clock_.now_ns();
+  open_ = static_cast<int>(s);
+  next_slot_ = (s + 1) % slot_count();
+  return true;
+}
+
+void PartitionLog::seal_st(std::uint32_t s) {
+  SlotInfo& in = info_[s];
+  RecordHeader seal{};
+  seal.flags = kFlagSeal;
+  seal.offset = in.next_offset;
+  in.valid_end += static_cast<std::uint32_t>(write_frame(slots_[s].data() + in.valid_end, seal, {}));
+  in.state = SlotState::sealed;
+  in.sealed_ns = clock_.now_ns();
+  if (open_ == static_cast<int>(s)) open_ = -1;
+}
+
+AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::byte> payload,
+                                  std::uint64_t* offset) {
+  const std::size_t need = frame_size(static_cast<std::uint32_t>(payload.size()));
+  if (payload.size() > kMaxRecordPayload || need + kFirstRecord + sizeof(RecordHeader) > cfg_.segment_bytes) {
+    return AppendStatus::too_large;
+  }
+  if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < need) seal_st(static_cast<std::uint32_t>(open_));
+  if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
+  SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
+  RecordHeader r = h;
+  r.flags = 0;
+  r.offset = end_offset_;
+  in.valid_end += static_cast<std::uint32_t>(
+      write_frame(slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end, r, payload));
+  *offset = end_offset_;
+  in.next_offset = ++end_offset_;
+  return AppendStatus::ok;
+}
+
+AppendStatus PartitionLog::append_frame(const std::byte* frame, std::uint32_t frame_bytes, std::uint64_t* offset) {
+  if (frame_bytes + kFirstRecord + sizeof(RecordHeader) > cfg_.segment_bytes) return AppendStatus::too_large;
+  if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_bytes) {
+    seal_st(static_cast<std::uint32_t>(open_));
+  }
+  if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
+  SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
+  std::byte* at = slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end;
+  std::memcpy(at, frame, frame_bytes);
+  restamp_offset(at, end_offset_);
+  in.valid_end += frame_bytes;
+  *offset = end_offset_;
+  in.next_offset = ++end_offset_;
+  return AppendStatus::ok;
+}
+
+ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t end) {
+  if (slot >= slot_count() || end > cfg_.segment_bytes || end % kRecordAlign != 0 || end < kFirstRecord) {
+    return ValidateStatus::corrupt;
+  }
+  SlotInfo& in = info_[slot];
+  SegmentHeader sh;
+  std::memcpy(&sh, slots_[slot].data(), sizeof sh);
+  if (sh.magic != kSegmentMagic || sh.header_crc != segment_header_crc(sh) || sh.slot != slot) {
+    return ValidateStatus::corrupt;
+  }
+  if (sh.generation != in.generation || in.state == SlotState::free) {
+    if (sh.generation < in.generation) return ValidateStatus::out_of_order;
+    // A new segment in this slot. It must continue the partition.
+    if (end_offset_ != 0 && sh.base_offset != end_offset_ && generation_ != 0) return ValidateStatus::out_of_order;
+    if (open_ >= 0 && open_ != static_cast<int>(slot)) return ValidateStatus::out_of_order;
+    in = SlotInfo{};
+    in.state = SlotState::open;
+    in.generation = sh.generation;
+    in.base_offset = sh.base_offset;
+    in.next_offset = sh.base_offset;
+    in.valid_end = kFirstRecord;
+    in.opened_ns = clock_.now_ns();
+    generation_ = std::max(generation_, sh.generation);
+    open_ = static_cast<int>(slot);
+    next_slot_ = (slot + 1) % slot_count();
+    if (end_offset_ < sh.base_offset) end_offset_ = sh.base_offset;
+    epoch_ = std::max(epoch_, sh.epoch);
+  }
+  if (end <= in.valid_end) return ValidateStatus::ok;  // already seen (a resend)
+  if (in.state != SlotState::open) return ValidateStatus::corrupt;
+  const std::byte* base = slots_[slot].data();
+  while (in.valid_end < end) {
+    RecordHeader h;
+    if (check_frame(base + in.valid_end, end - in.valid_end, &h) != FrameCheck::ok) return ValidateStatus::corrupt;
+    if (h.offset != in.next_offset) return ValidateStatus::out_of_order;
+    in.valid_end += static_cast<std::uint32_t>(frame_size(h.length));
+    if (h.flags & kFlagSeal) {
+      if (in.valid_end != end) return ValidateStatus::corrupt;  // nothing may follow a seal
+      in.state = SlotState::sealed;
+      in.sealed_ns = clock_.now_ns();
+      open_ = -1;
+      break;
+    }
+    in.next_offset = h.offset + 1;
+    end_offset_ = in.next_offset;
+  }
+  return ValidateStatus::ok;
+}
+
+bool PartitionLog::tick() {
+  const std::uint64_t now = clock_.now_ns();
+  bool changed = false;
+  for (auto& in : info_) {
+    if (in.state == SlotState::sealed && !in.expired && now >= in.sealed_ns + cfg_.ttl_ns) {
+      in.expired = true;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+bool PartitionLog::roll_if_aged() {
+  if (open_ < 0) return false;
+  const SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
+  if (in.next_offset == in.base_offset || clock_.now_ns() < in.opened_ns + cfg_.ttl_ns) return false;
+  seal_st(static_cast<std::uint32_t>(open_));
+  return true;
+}
+
+void PartitionLog::seal_open() {
+  if (open_ >= 0) seal_st(static_cast<std::uint32_t>(open_));
+}
+
+void PartitionLog::set_start(std::uint64_t base_offset) noexcept {
+  end_offset_ = base_offset;
+  commit_offset_ = base_offset;
+}
+
+std::uint64_t PartitionLog::start_offset() const noexcept {
+  std::uint64_t start = end_offset_;
+  for (const auto& in : info_) {
+    if (in.state != SlotState::free && !in.expired) start = std::min(start, in.base_offset);
+  }
+  return start;
+}
+
+std::vector<std::uint32_t> PartitionLog::slots_in_order() const {
+  std::vector<std::uint32_t> order;
+  for (std::uint32_t i = 0; i < slot_count(); ++i) {
+    if (info_[i].state != SlotState::free) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return info_[a].generation < info_[b].generation; });
+  return order;
+}
+
+std::uint64_t PartitionLog::bytes_used() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& in : info_) {
+    if (in.state != SlotState::free) n += in.valid_end;
+  }
+  return n;
+}
+
+Cursor PartitionLog::seek(std::uint64_t offset) const {
+  Cursor c;
+  for (std::uint32_t s = 0; s < slot_count(); ++s) {
+    const SlotInfo& in = info_[s];
+    if (in.state == SlotState::free || in.expired) continue;
+    const bool inside = offset >= in.base_offset &&
+                        (offset < in.next_offset || (offset == in.next_offset && in.state == SlotState::open));
+    if (!inside) continue;
+    std::uint32_t pos = kFirstRecord;
+    std::uint64_t at = in.base_offset;
+    const std::byte* base = slots_[s].data();
+    while (at < offset && pos < in.valid_end) {
+      RecordHeader h;
+      std::memcpy(&h, base + pos, sizeof h);
+      pos += static_cast<std::uint32_t>(frame_size(h.length));
+      ++at;
+    }
+    c.slot = s;
+    c.generation = in.generation;
+    c.position = pos;
+    c.next_offset = offset;
+    c.valid = true;
+    return c;
+  }
+  return c;
+}
+
+ReadResult PartitionLog::read(Cursor& c) const {
+  ReadResult r;
+  if (!c.valid) return r;
+  for (int hops = 0; hops < 2; ++hops) {
+    const SlotInfo& in = info_[c.slot];
+    if (in.generation != c.generation || in.state == SlotState::free) {
+      r.status = ReadStatus::expired;
+      return r;
+    }
+    if (c.position >= in.valid_end) return r;  // nothing new yet
+    RecordHeader h;
+    const std::byte* frame = slots_[c.slot].data() + c.position;
+    std::memcpy(&h, frame, sizeof h);
+    if (h.flags & kFlagSeal) {
+      // Continue in the next segment, which must start where this one ended.
+      const std::uint32_t next = (c.slot + 1) % slot_count();
+      const SlotInfo& nx = info_[next];
+      if (nx.state == SlotState::free || nx.generation <= in.generation || nx.base_offset != c.next_offset) {
+        return r;  // not opened yet
+      }
+      c.slot = next;
+      c.generation = nx.generation;
+      c.position = kFirstRecord;
+      continue;
+    }
+    if (h.offset >= commit_offset_) return r;
+    r.status = ReadStatus::record;
+    r.frame = frame;
+    r.frame_bytes = static_cast<std::uint32_t>(frame_size(h.length));
+    r.header = h;
+    c.position += r.frame_bytes;
+    c.next_offset = h.offset + 1;
+    return r;
+  }
+  return r;
+}
+
+}  // namespace catena::chain

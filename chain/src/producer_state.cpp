@@ -1,0 +1,43 @@
+#include <catena/chain/producer_state.hpp>
+
+namespace catena::chain {
+
+SeqDecision ProducerState::decide(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq,
+                                  std::uint64_t* offset) const {
+  auto it = map_.find(producer);
+  if (it == map_.end() || epoch > it->second.epoch) {
+    return seq == 0 ? SeqDecision::append : SeqDecision::sequence_gap;
+  }
+  const Entry& e = it->second;
+  if (epoch < e.epoch) return SeqDecision::stale_epoch;
+  const std::int64_t s = seq;
+  if (s == e.last_seq + 1) return SeqDecision::append;
+  if (s > e.last_seq + 1) return SeqDecision::sequence_gap;
+  if (e.last_seq - s < static_cast<std::int64_t>(kWindow)) {
+    *offset = e.offsets[seq % kWindow];
+    return SeqDecision::duplicate;
+  }
+  return SeqDecision::duplicate_unknown;
+}
+
+void ProducerState::record(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq, std::uint64_t offset) {
+  Entry& e = map_[producer];
+  if (epoch != e.epoch) {
+    e = Entry{};
+    e.epoch = epoch;
+  }
+  e.last_seq = seq;
+  e.offsets[seq % kWindow] = offset;
+}
+
+void ProducerState::merge(const ProducerState& other) {
+  for (const auto& [id, theirs] : other.map_) {
+    auto it = map_.find(id);
+    if (it == map_.end() || theirs.epoch > it->second.epoch ||
+        (theirs.epoch == it->second.epoch && theirs.last_seq > it->second.last_seq)) {
+      map_[id] = theirs;
+    }
+  }
+}
+
+}  // namespace catena::chain

@@ -1,0 +1,261 @@
+// Unit tests of the chain layer's building blocks: record framing, segment
+// rolling and expiry (with an injected clock), replica validation of bytes a
+// predecessor wrote, readers, idempotent producer state and wire decoding.
+#include <catena/chain/partition_log.hpp>
+#include <catena/chain/producer_state.hpp>
+#include <catena/chain/record.hpp>
+#include <catena/chain/wire.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace catena::chain {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::span<const std::byte> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+struct Slots {
+  Slots(std::size_t n, std::size_t size) : mem(n, std::vector<std::byte>(size)) {}
+  std::vector<std::span<std::byte>> spans() {
+    std::vector<std::span<std::byte>> v;
+    for (auto& m : mem) v.emplace_back(m.data(), m.size());
+    return v;
+  }
+  std::vector<std::vector<std::byte>> mem;
+};
+
+RecordHeader producer(std::uint64_t id, std::uint32_t seq) {
+  RecordHeader h{};
+  h.producer_id = id;
+  h.sequence = seq;
+  h.timestamp_ns = 12345;
+  return h;
+}
+
+TEST(RecordFrame, RoundTripsAndDetectsCorruption) {
+  std::vector<std::byte> buf(256);
+  std::string payload = "hello, chain";
+  RecordHeader h = producer(7, 3);
+  h.offset = 42;
+  std::size_t n = write_frame(buf.data(), h, bytes_of(payload));
+  EXPECT_EQ(n, frame_size(static_cast<std::uint32_t>(payload.size())));
+  EXPECT_EQ(n % 8, 0u);
+  RecordHeader out;
+  ASSERT_EQ(check_frame(buf.data(), n, &out), FrameCheck::ok);
+  EXPECT_EQ(out.offset, 42u);
+  EXPECT_EQ(out.producer_id, 7u);
+  EXPECT_EQ(out.sequence, 3u);
+  EXPECT_EQ(out.length, payload.size());
+  EXPECT_EQ(check_frame(buf.data(), n - 8, &out), FrameCheck::truncated);
+  buf[sizeof(RecordHeader) + 2] ^= std::byte{1};
+  EXPECT_EQ(check_frame(buf.data(), n, &out), FrameCheck::bad_payload);
+  buf[sizeof(RecordHeader) + 2] ^= std::byte{1};
+  buf[9] ^= std::byte{0x80};  // offset bit
+  EXPECT_EQ(check_frame(buf.data(), n, &out), FrameCheck::bad_header);
+}
+
+TEST(RecordFrame, RestampKeepsPayloadCrcValid) {
+  std::vector<std::byte> buf(128);
+  std::size_t n = write_frame(buf.data(), producer(1, 0), bytes_of("x"));
+  restamp_offset(buf.data(), 99);
+  RecordHeader out;
+  ASSERT_EQ(check_frame(buf.data(), n, &out), FrameCheck::ok);
+  EXPECT_EQ(out.offset, 99u);
+}
+
+TEST(RecordFrame, RandomBytesNeverPassAsAFrame) {
+  std::mt19937_64 rng(1);
+  std::vector<std::byte> buf(4096);
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    for (auto& b : buf) b = std::byte(static_cast<std::uint8_t>(rng()));
+    RecordHeader out;
+    accepted += check_frame(buf.data(), buf.size(), &out) == FrameCheck::ok;
+  }
+  EXPECT_EQ(accepted, 0);
+}
+
+class LogTest : public ::testing::Test {
+ protected:
+  static constexpr std::uint32_t kSeg = 4096;
+  LogConfig cfg{kSeg, 10'000'000'000ull, 2'000'000'000ull};
+  ManualClock clock;
+};
+
+TEST_F(LogTest, AppendsWithConsecutiveOffsetsAndRollsWhenFull) {
+  Slots s(4, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  std::string payload(200, 'a');
+  std::uint64_t off = 0;
+  int rolled_at = -1;
+  for (std::uint32_t i = 0; i < 40; ++i) {
+    ASSERT_EQ(log.append(producer(1, i), bytes_of(payload), &off), AppendStatus::ok) << i;
+    EXPECT_EQ(off, i);
+    if (rolled_at < 0 && log.open_slot() == 1) rolled_at = static_cast<int>(i);
+  }
+  EXPECT_GT(rolled_at, 10);  // ~16 frames of 248 bytes fit into 4 KiB
+  EXPECT_EQ(log.end_offset(), 40u);
+  EXPECT_EQ(log.slot_info(0).state, SlotState::sealed);
+  EXPECT_EQ(log.slot_info(1).base_offset, static_cast<std::uint64_t>(rolled_at));
+}
+
+TEST_F(LogTest, FullRetentionIsBackpressureUntilTtlAndGracePass) {
+  Slots s(2, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  std::string payload(1000, 'b');
+  std::uint64_t off;
+  AppendStatus st = AppendStatus::ok;
+  int n = 0;
+  while ((st = log.append(producer(1, static_cast<std::uint32_t>(n)), bytes_of(payload), &off)) == AppendStatus::ok) ++n;
+  EXPECT_EQ(st, AppendStatus::log_full);
+  EXPECT_EQ(n, 6);  // 3 records per 4 KiB segment, 2 slots: slot 0 must not be reused
+  clock.advance(10s);
+  EXPECT_TRUE(log.tick());
+  EXPECT_TRUE(log.slot_info(0).expired);
+  EXPECT_EQ(log.append(producer(1, 6), bytes_of(payload), &off), AppendStatus::log_full);  // grace
+  clock.advance(2s);
+  ASSERT_EQ(log.append(producer(1, 6), bytes_of(payload), &off), AppendStatus::ok);
+  EXPECT_EQ(off, 6u);
+  // Reused slot was zeroed: nothing of the old segment remains past the new frame.
+  const auto mem = log.slot_memory(0);
+  std::size_t used = log.slot_info(0).valid_end;
+  for (std::size_t i = used; i < mem.size(); ++i) ASSERT_EQ(mem[i], std::byte{0}) << i;
+  // Slot 1 (offsets 3..5) was sealed by the refused append at the start, so
+  // it expired together with slot 0: only the new segment is retained.
+  EXPECT_TRUE(log.slot_info(1).expired);
+  EXPECT_EQ(log.start_offset(), 6u);
+}
+
+TEST_F(LogTest, OpenSegmentRollsWhenItsTtlPasses) {
+  Slots s(3, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  std::uint64_t off;
+  ASSERT_EQ(log.append(producer(1, 0), bytes_of("x"), &off), AppendStatus::ok);
+  EXPECT_FALSE(log.roll_if_aged());
+  clock.advance(10s);
+  EXPECT_TRUE(log.roll_if_aged());
+  EXPECT_EQ(log.slot_info(0).state, SlotState::sealed);
+  ASSERT_EQ(log.append(producer(1, 1), bytes_of("y"), &off), AppendStatus::ok);
+  EXPECT_EQ(log.open_slot(), 1);
+}
+
+TEST_F(LogTest, TooLargeRecordIsRefused) {
+  Slots s(2, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  std::string big(kSeg, 'z');
+  std::uint64_t off;
+  EXPECT_EQ(log.append(producer(1, 0), bytes_of(big), &off), AppendStatus::too_large);
+  EXPECT_EQ(log.end_offset(), 0u);
+}
+
+// Mirrors what RDMA forwarding does: copy the head's bytes to the same place
+// in the replica's slot, then tell the replica the new end.
+void forward(const PartitionLog& head, Slots& replica_mem, PartitionLog& replica, std::uint32_t slot) {
+  auto src = head.slot_memory(slot);
+  std::uint32_t end = head.slot_info(slot).valid_end;
+  std::memcpy(replica_mem.mem[slot].data(), src.data(), end);
+  ASSERT_EQ(replica.on_remote_data(slot, end), ValidateStatus::ok);
+}
+
+TEST_F(LogTest, ReplicaValidatesForwardedBytesAndServesCommittedRecords) {
+  Slots hs(3, kSeg), rs(3, kSeg);
+  PartitionLog head(hs.spans(), cfg, clock);
+  PartitionLog rep(rs.spans(), cfg, clock);
+  std::uint64_t off;
+  for (std::uint32_t i = 0; i < 30; ++i) {
+    std::string p = "record-" + std::to_string(i);
+    ASSERT_EQ(head.append(producer(9, i), bytes_of(p), &off), AppendStatus::ok);
+    for (std::uint32_t s : head.slots_in_order()) forward(head, rs, rep, s);
+  }
+  EXPECT_EQ(rep.end_offset(), 30u);
+  // Nothing is readable before it commits.
+  Cursor c = rep.seek(0);
+  ASSERT_TRUE(c.valid);
+  EXPECT_EQ(rep.read(c).status, ReadStatus::none);
+  rep.set_commit_offset(25);
+  for (std::uint64_t i = 0; i < 25; ++i) {
+    ReadResult r = rep.read(c);
+    ASSERT_EQ(r.status, ReadStatus::record) << i;
+    EXPECT_EQ(r.header.offset, i);
+    std::string p(reinterpret_cast<const char*>(r.frame + sizeof(RecordHeader)), r.header.length);
+    EXPECT_EQ(p, "record-" + std::to_string(i));
+  }
+  EXPECT_EQ(rep.read(c).status, ReadStatus::none);
+  Cursor mid = rep.seek(17);
+  ASSERT_TRUE(mid.valid);
+  EXPECT_EQ(rep.read(mid).header.offset, 17u);
+}
+
+TEST_F(LogTest, ReplicaRefusesCorruptOrOutOfOrderBytes) {
+  Slots hs(2, kSeg), rs(2, kSeg);
+  PartitionLog head(hs.spans(), cfg, clock);
+  PartitionLog rep(rs.spans(), cfg, clock);
+  std::uint64_t off;
+  ASSERT_EQ(head.append(producer(1, 0), bytes_of("abc"), &off), AppendStatus::ok);
+  std::uint32_t end = head.slot_info(0).valid_end;
+  std::memcpy(rs.mem[0].data(), hs.mem[0].data(), end);
+  rs.mem[0][end - 8] ^= std::byte{0xff};  // payload byte flipped in flight
+  EXPECT_EQ(rep.on_remote_data(0, end), ValidateStatus::corrupt);
+  EXPECT_EQ(rep.end_offset(), 0u);
+  EXPECT_EQ(rep.on_remote_data(7, 64), ValidateStatus::corrupt);        // no such slot
+  EXPECT_EQ(rep.on_remote_data(0, kSeg + 8), ValidateStatus::corrupt);  // past the end
+  EXPECT_EQ(rep.on_remote_data(0, 61), ValidateStatus::corrupt);        // misaligned
+}
+
+TEST(ProducerStateTest, DuplicatesGapsAndEpochs) {
+  ProducerState ps;
+  std::uint64_t off = 0;
+  EXPECT_EQ(ps.decide(5, 1, 0, &off), SeqDecision::append);
+  EXPECT_EQ(ps.decide(5, 1, 1, &off), SeqDecision::sequence_gap);
+  ps.record(5, 1, 0, 100);
+  ps.record(5, 1, 1, 101);
+  EXPECT_EQ(ps.decide(5, 1, 2, &off), SeqDecision::append);
+  ASSERT_EQ(ps.decide(5, 1, 0, &off), SeqDecision::duplicate);
+  EXPECT_EQ(off, 100u);
+  ASSERT_EQ(ps.decide(5, 1, 1, &off), SeqDecision::duplicate);
+  EXPECT_EQ(off, 101u);
+  EXPECT_EQ(ps.decide(5, 1, 5, &off), SeqDecision::sequence_gap);
+  EXPECT_EQ(ps.decide(5, 0, 2, &off), SeqDecision::stale_epoch);
+  EXPECT_EQ(ps.decide(5, 2, 0, &off), SeqDecision::append);  // producer restarted
+  for (std::uint32_t s = 2; s < 200; ++s) ps.record(5, 1, s, 100 + s);
+  EXPECT_EQ(ps.decide(5, 1, 3, &off), SeqDecision::duplicate_unknown);
+
+  ProducerState other;
+  other.record(5, 1, 250, 400);
+  other.record(6, 1, 0, 401);
+  ps.merge(other);
+  EXPECT_EQ(ps.decide(5, 1, 251, &off), SeqDecision::append);
+  EXPECT_EQ(ps.decide(6, 1, 1, &off), SeqDecision::append);
+}
+
+TEST(Wire, EncodesDecodesAndRefusesGarbage) {
+  std::byte buf[wire::kMaxMessage];
+  wire::PublisherHello h{};
+  h.ref.set("orders", 3, 7);
+  h.producer_id = 99;
+  std::uint32_t n = wire::encode(buf, h);
+  auto back = wire::decode<wire::PublisherHello>(buf, n);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->ref.name(), "orders");
+  EXPECT_EQ(back->ref.partition, 3u);
+  EXPECT_EQ(back->producer_id, 99u);
+  EXPECT_FALSE(wire::decode<wire::SubscriberHello>(buf, n));  // wrong kind
+  EXPECT_FALSE(wire::decode<wire::PublisherHello>(buf, n - 1));
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100000; ++i) {
+    std::uint32_t len = rng() % wire::kMaxMessage;
+    for (std::uint32_t j = 0; j < len; ++j) buf[j] = std::byte(static_cast<std::uint8_t>(rng()));
+    ASSERT_FALSE(wire::peek(buf, len));
+  }
+}
+
+}  // namespace
+}  // namespace catena::chain

@@ -1,4 +1,5 @@
 #include <catena/chain/partition_log.hpp>
+#include <catena/chain/producer_state.hpp>
 
 #include <xxhash.h>
 
@@ -143,6 +144,7 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
   while (in.valid_end < end) {
     RecordHeader h;
     if (check_frame(base + in.valid_end, end - in.valid_end, &h) != FrameCheck::ok) return ValidateStatus::corrupt;
+    if (h.flags & kFlagPad) return ValidateStatus::corrupt;
     if (h.offset != in.next_offset) return ValidateStatus::out_of_order;
     in.valid_end += static_cast<std::uint32_t>(frame_size(h.length));
     if (h.flags & kFlagSeal) {
@@ -154,6 +156,7 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     }
     in.next_offset = h.offset + 1;
     end_offset_ = in.next_offset;
+    if (producers_ != nullptr) producers_->record(h.producer_id, h.producer_epoch, h.sequence, h.offset);
   }
   return ValidateStatus::ok;
 }

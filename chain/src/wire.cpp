@@ -16,6 +16,7 @@ std::string_view to_string(Status s) noexcept {
     case Status::position_expired: return "position_expired";
     case Status::bad_request: return "bad_request";
     case Status::not_ready: return "not_ready";
+    case Status::unavailable: return "unavailable";
   }
   return "unknown";
 }

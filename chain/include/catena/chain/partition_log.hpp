@@ -30,6 +30,8 @@
 
 namespace catena::chain {
 
+class ProducerState;
+
 struct SegmentHeader {
   std::uint64_t magic;
   std::uint64_t base_offset;  // offset of the first record
@@ -134,6 +136,11 @@ class PartitionLog {
   [[nodiscard]] const SlotInfo& slot_info(std::uint32_t s) const { return info_[s]; }
   [[nodiscard]] std::span<std::byte> slot_memory(std::uint32_t s) const { return slots_[s]; }
   [[nodiscard]] int open_slot() const noexcept { return open_; }
+  // The slot the next segment goes to: also the oldest one in use, if any.
+  [[nodiscard]] std::uint32_t next_slot() const noexcept { return next_slot_; }
+  // Replicas rebuild idempotent-producer state from the records they
+  // validate, so a replica promoted to head knows every stored sequence.
+  void track_producers(ProducerState* ps) noexcept { producers_ = ps; }
   // Slots in segment order, oldest first (those not free).
   [[nodiscard]] std::vector<std::uint32_t> slots_in_order() const;
   [[nodiscard]] const LogConfig& config() const noexcept { return cfg_; }
@@ -154,6 +161,7 @@ class PartitionLog {
   std::uint64_t end_offset_ = 0;
   std::uint64_t commit_offset_ = 0;
   std::uint64_t epoch_ = 0;
+  ProducerState* producers_ = nullptr;
 };
 
 }  // namespace catena::chain

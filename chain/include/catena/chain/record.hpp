@@ -4,7 +4,8 @@
 // forwards, commits or serves it.
 //
 //   0  u32 length          payload bytes
-//   4  u32 flags           kFlagSeal: end of segment, no payload
+//   4  u32 flags           kFlagSeal: end of segment, no payload;
+//                          kFlagPad: ring padding up to the ring's end
 //   8  u64 offset          partition-wide position (set by the head)
 //  16  u64 producer_id
 //  24  u32 producer_epoch
@@ -38,7 +39,10 @@ static_assert(sizeof(RecordHeader) == 48);
 static_assert(alignof(RecordHeader) == 8);
 
 inline constexpr std::uint32_t kFlagSeal = 1u << 0;
-inline constexpr std::uint32_t kKnownFlags = kFlagSeal;
+// Ring padding (publisher and subscriber rings only, never in a segment):
+// skip `length` bytes to the end of the ring. Its payload is not checked.
+inline constexpr std::uint32_t kFlagPad = 1u << 1;
+inline constexpr std::uint32_t kKnownFlags = kFlagSeal | kFlagPad;
 inline constexpr std::size_t kRecordAlign = 8;
 // Largest payload a record may carry (a segment must hold at least one).
 inline constexpr std::uint32_t kMaxRecordPayload = 16u << 20;

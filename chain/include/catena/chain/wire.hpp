@@ -52,6 +52,7 @@ enum class Status : std::uint16_t {
   position_expired = 9,// subscriber position no longer retained
   bad_request = 10,
   not_ready = 11,      // partition not configured here yet: retry
+  unavailable = 12,    // client side: partition unreachable past the retry timeout
 };
 
 [[nodiscard]] std::string_view to_string(Status s) noexcept;

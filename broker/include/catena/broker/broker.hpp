@@ -1,0 +1,89 @@
+// Broker: the node's data plane. Owns the fabric provider, the replicas this
+// node holds (one per assigned partition), and three threads:
+//  - the data-plane agent: runs every Replica's duty cycle with a back-off
+//    idle strategy and applies commands (configuration, new links) between
+//    passes, so replicas never see another thread;
+//  - the acceptor: accepts fabric connections and reads each one's hello
+//    (replica, publisher or subscriber) before handing it to the agent;
+//    connections that send garbage or nothing are closed;
+//  - the connector: opens links to successors and brings back their welcome.
+// The control plane talks to the broker only through configure()/stats()
+// (control/ wraps them in the Thrift BrokerAdmin service).
+#pragma once
+
+#include <catena/chain/clock.hpp>
+#include <catena/chain/replica.hpp>
+#include <catena/fabric/fabric.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace catena::broker {
+
+struct BrokerConfig {
+  std::string node_id;
+  std::string provider = "soft";
+  std::string fabric_listen = "127.0.0.1:0";
+  std::uint32_t slot_count = 8;       // segment slots per partition replica
+  std::uint64_t grace_ms = 5000;      // lagging readers' grace after expiry
+  int pin_cpu = -1;                   // pin the data-plane thread (-1: no)
+};
+
+struct PartitionStats {
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;
+  std::uint32_t position = 0;
+  std::uint32_t chain_length = 0;
+  chain::ReplicaStats replica;
+};
+
+struct NodeStats {
+  std::uint64_t segments = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t connections = 0;
+  std::vector<PartitionStats> partitions;
+};
+
+enum class ConfigureStatus : std::uint8_t { applied, stale_epoch, invalid, failed };
+
+struct ConfigureResult {
+  ConfigureStatus status = ConfigureStatus::failed;
+  std::uint64_t current_epoch = 0;
+  std::string message;
+};
+
+class Broker {
+ public:
+  static fabric::Result<std::unique_ptr<Broker>> start(const BrokerConfig& cfg,
+                                                       const chain::Clock& clock = chain::SteadyClock::instance());
+  ~Broker();
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  [[nodiscard]] std::string fabric_address() const;
+  [[nodiscard]] const BrokerConfig& config() const;
+
+  // Any thread. Creates or reconfigures this node's replica of a partition;
+  // waits until the data-plane thread applied it.
+  ConfigureResult configure(const chain::ReplicaConfig& cfg);
+  // Drops this node's replica of a partition if its epoch is <= `epoch`.
+  ConfigureResult fence(const std::string& channel, std::uint32_t partition, std::uint64_t epoch);
+  // Any thread: a snapshot refreshed by the data-plane thread every few ms.
+  NodeStats stats() const;
+  // Nodes the data plane found unreachable (failed forwards, lost links).
+  std::vector<std::string> take_suspects();
+
+  void stop();
+
+  class Impl;
+
+ private:
+  explicit Broker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace catena::broker

@@ -1,0 +1,93 @@
+// catena::Publisher: publishes records to a channel, idempotently.
+//
+// A record is acknowledged only once it is committed (held by every replica
+// of its partition's chain); the acknowledgement carries its offset. Each
+// publisher has a producer id and epoch; every record gets the next sequence
+// number of its partition, so a retry after a failover is stored once and
+// acknowledged with its original offset.
+//
+// Records with the same key go to the same partition (xxh64 of the key);
+// records without a key are spread round-robin.
+//
+// Threading: a Publisher is a polling agent owned by one thread. publish()
+// frames the record straight into registered memory and, unless lingering,
+// hands it to the fabric at once; poll() (also called by flush() and
+// publish()) processes acknowledgements and runs callbacks on that thread.
+// Futures returned by publish() complete during poll()/flush().
+#pragma once
+
+#include <catena/broker/routes.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/fabric.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace catena {
+
+using PublishStatus = chain::wire::Status;
+
+struct PublishResult {
+  PublishStatus status = PublishStatus::ok;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;     // valid when status == ok (~0: retried beyond the dedup window)
+  std::uint32_t sequence = 0;
+};
+
+using PublishCallback = std::function<void(const PublishResult&)>;
+
+struct PublisherOptions {
+  std::string provider = "soft";
+  std::uint64_t producer_id = 0;        // 0: pick a random id
+  std::uint32_t producer_epoch = 1;
+  std::uint32_t ring_bytes = 4u << 20;  // staging ring at each head
+  // Batching: records published within `linger` are sent in one write, up to
+  // max_batch_bytes. linger 0 sends each record at once (lowest latency).
+  std::chrono::microseconds linger{0};
+  std::uint32_t max_batch_bytes = 256u << 10;
+  std::uint32_t max_in_flight = 65536;  // unacknowledged records per partition
+  std::chrono::milliseconds connect_timeout{3000};
+  // How long a partition may stay unreachable before its pending records fail.
+  std::chrono::milliseconds retry_timeout{30000};
+};
+
+class Publisher {
+ public:
+  static fabric::Result<std::unique_ptr<Publisher>> create(RouteSource& routes, const std::string& channel,
+                                                           const PublisherOptions& opts = {});
+  ~Publisher();
+
+  // Queues one record. Returns ok, backpressure (window or ring full: poll and
+  // retry), too_large, or disconnected (partition unreachable past the retry
+  // timeout). The callback runs on this thread from poll().
+  [[nodiscard]] fabric::Errc publish(std::span<const std::byte> key, std::span<const std::byte> payload,
+                                     PublishCallback cb);
+  // Same, to an explicit partition.
+  [[nodiscard]] fabric::Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload,
+                                        PublishCallback cb);
+  // Future flavour; waits (polling) while back-pressured.
+  std::future<PublishResult> publish(std::span<const std::byte> key, std::span<const std::byte> payload);
+
+  // Sends lingering batches, processes acknowledgements, follows redirects
+  // and reconnects. Returns the number of acknowledgements handled.
+  int poll();
+  // Polls until every published record is acknowledged (or failed).
+  bool flush(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+
+  [[nodiscard]] std::uint32_t partitions() const;
+  [[nodiscard]] std::uint64_t producer_id() const;
+  [[nodiscard]] std::uint64_t in_flight() const;
+
+  class Impl;
+
+ private:
+  explicit Publisher(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace catena

@@ -1,0 +1,72 @@
+// Where clients learn routes: partition -> chain (replica addresses, head
+// first) with its epoch. The controller's Thrift client implements this in
+// control/; StaticRoutes is the in-process implementation for tests and for
+// pointing a client at brokers by hand.
+#pragma once
+
+#include <catena/fabric/result.hpp>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace catena {
+
+struct ReplicaAddress {
+  std::string node_id;
+  std::string fabric_addr;
+};
+
+struct Route {
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;
+  std::vector<ReplicaAddress> replicas;  // head first, tail last
+  std::uint64_t start_offset = 0;
+};
+
+struct ChannelLayout {
+  std::uint32_t partitions = 0;
+  std::uint32_t segment_bytes = 0;
+};
+
+class RouteSource {
+ public:
+  virtual ~RouteSource() = default;
+  virtual fabric::Result<ChannelLayout> layout(const std::string& channel) = 0;
+  // The current route; `known_epoch` is the one the caller found stale (0: none).
+  virtual fabric::Result<Route> route(const std::string& channel, std::uint32_t partition,
+                                      std::uint64_t known_epoch) = 0;
+  // A client could not reach `node_id`: a hint for the failure detector.
+  virtual void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) = 0;
+  // Subscriber-group positions (offset of the next record to consume).
+  virtual fabric::Result<void> commit_offset(const std::string& group, const std::string& channel,
+                                             std::uint32_t partition, std::uint64_t offset) = 0;
+  virtual fabric::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
+                                                         std::uint32_t partition) = 0;
+};
+
+// Routes set by hand (tests, tools). Thread-safe.
+class StaticRoutes final : public RouteSource {
+ public:
+  void set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes);
+  fabric::Result<ChannelLayout> layout(const std::string& channel) override;
+  fabric::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
+  fabric::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
+                                     std::uint64_t offset) override;
+  fabric::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
+                                                 std::uint32_t partition) override;
+  std::vector<std::string> unreachable_reports() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, ChannelLayout> layouts_;
+  std::map<std::pair<std::string, std::uint32_t>, Route> routes_;
+  std::map<std::string, std::uint64_t> group_offsets_;
+  std::vector<std::string> reports_;
+};
+
+}  // namespace catena

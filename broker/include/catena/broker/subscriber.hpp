@@ -1,0 +1,88 @@
+// catena::Subscriber: receives committed records of a channel's partitions,
+// in offset order per partition, from a replica of each chain (the tail by
+// default: it commits first).
+//
+// Replicas push records into a ring of registered memory here with one-sided
+// writes; poll() validates each frame (header and payload checksums, offset
+// continuity) before handing it out, and returns ring space as credit. If a
+// replica is lost, the subscriber reconnects to another (refreshing the route)
+// at the offset after the last record it delivered: no gap, no duplicate.
+// If that position has expired meanwhile, the handler sees a Notice.
+//
+// Threading: a polling agent owned by one thread; handlers run in poll().
+#pragma once
+
+#include <catena/broker/routes.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/fabric.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace catena {
+
+struct Message {
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t timestamp_ns = 0;  // publisher's wall clock
+  std::uint64_t producer_id = 0;
+  std::uint32_t sequence = 0;
+  std::span<const std::byte> payload;  // valid during the handler only
+};
+
+enum class Start : std::uint8_t { earliest, latest, offset, committed };
+
+struct SubscriberOptions {
+  std::string provider = "soft";
+  Start start = Start::earliest;
+  std::uint64_t start_offset = 0;         // for Start::offset
+  std::string group;                      // for Start::committed and commit()
+  std::vector<std::uint32_t> partitions;  // empty: all
+  std::uint32_t ring_bytes = 8u << 20;    // per partition
+  enum class ReadFrom : std::uint8_t { tail, head, spread } read_from = ReadFrom::tail;
+  std::chrono::milliseconds connect_timeout{3000};
+};
+
+// Something the subscriber must know that is not a record.
+struct Notice {
+  std::uint32_t partition = 0;
+  chain::wire::Status status = chain::wire::Status::ok;  // position_expired...
+  std::uint64_t next_offset = 0;  // where delivery resumes
+};
+
+class Subscriber {
+ public:
+  using Handler = std::function<void(const Message&)>;
+  using NoticeHandler = std::function<void(const Notice&)>;
+
+  static fabric::Result<std::unique_ptr<Subscriber>> create(RouteSource& routes, const std::string& channel,
+                                                            const SubscriberOptions& opts = {});
+  ~Subscriber();
+
+  // Delivers up to `max` records; returns how many.
+  int poll(const Handler& on_message, int max = 1024);
+  void on_notice(NoticeHandler h);
+
+  // Next offset to be delivered, per partition.
+  [[nodiscard]] std::uint64_t position(std::uint32_t partition) const;
+  // Seeks a partition (reconnects at that offset).
+  void seek(std::uint32_t partition, std::uint64_t offset);
+  // Stores the group's position of every partition (requires options.group).
+  fabric::Result<void> commit();
+
+  [[nodiscard]] std::vector<std::uint32_t> partitions() const;
+
+  class Impl;
+
+ private:
+  explicit Subscriber(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace catena

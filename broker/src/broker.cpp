@@ -1,0 +1,416 @@
+#include <catena/broker/broker.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/idle.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <sched.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace catena::broker {
+
+using chain::Link;
+namespace wire = chain::wire;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A hello-bearing connection waiting for the agent.
+struct Incoming {
+  std::unique_ptr<Link> link;
+  std::vector<std::byte> hello;
+};
+
+// A successor link the connector opened (or failed to).
+struct Outgoing {
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;
+  std::unique_ptr<Link> link;  // null on failure
+  wire::ReplicaWelcome welcome{};
+};
+
+struct ConnectRequest {
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;
+  std::string addr;
+  wire::ReplicaHello hello{};
+};
+
+using Key = std::pair<std::string, std::uint32_t>;
+
+}  // namespace
+
+class Broker::Impl {
+ public:
+  Impl(const BrokerConfig& cfg, const chain::Clock& clock) : cfg_(cfg), clock_(clock) {}
+
+  fabric::Result<void> open() {
+    auto p = fabric::Provider::open(cfg_.provider);
+    if (!p) return p.error();
+    provider_ = std::move(p.value());
+    auto l = provider_->listen(cfg_.fabric_listen);
+    if (!l) return l.error();
+    listener_ = std::move(l.value());
+    agent_ = std::thread([this] { agent_loop(); });
+    acceptor_ = std::thread([this] { acceptor_loop(); });
+    connector_ = std::thread([this] { connector_loop(); });
+    return {};
+  }
+
+  void stop() {
+    if (stopping_.exchange(true)) return;
+    {
+      std::lock_guard lk(connect_mu_);
+      connect_cv_.notify_all();
+    }
+    if (acceptor_.joinable()) acceptor_.join();
+    if (connector_.joinable()) connector_.join();
+    if (agent_.joinable()) agent_.join();
+  }
+
+  ~Impl() { stop(); }
+
+  // --- any thread ------------------------------------------------------------
+  ConfigureResult run_on_agent(std::function<ConfigureResult()> fn) {
+    auto task = std::make_shared<std::packaged_task<ConfigureResult()>>(std::move(fn));
+    auto fut = task->get_future();
+    post([task] { (*task)(); });
+    if (fut.wait_for(10s) != std::future_status::ready) {
+      return {ConfigureStatus::failed, 0, "data-plane thread did not answer in 10 s"};
+    }
+    return fut.get();
+  }
+
+  void post(std::function<void()> fn) {
+    std::lock_guard lk(inbox_mu_);
+    inbox_.push_back(std::move(fn));
+    inbox_flag_.store(true, std::memory_order_release);
+  }
+
+  NodeStats stats() const {
+    std::lock_guard lk(stats_mu_);
+    return stats_;
+  }
+
+  std::vector<std::string> take_suspects() {
+    std::lock_guard lk(stats_mu_);
+    std::vector<std::string> out;
+    out.swap(suspects_);
+    return out;
+  }
+
+  // --- data-plane thread -------------------------------------------------------
+  ConfigureResult configure_st(const chain::ReplicaConfig& in) {
+    chain::ReplicaConfig cfg = in;
+    cfg.node_id = cfg_.node_id;
+    cfg.slot_count = cfg_.slot_count;
+    cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
+    Key key{cfg.channel, cfg.partition};
+    auto it = replicas_.find(key);
+    if (it == replicas_.end()) {
+      auto r = chain::Replica::create(*provider_, cfg, clock_);
+      if (!r) return {ConfigureStatus::invalid, 0, r.error().message};
+      replicas_.emplace(key, std::move(r.value()));
+      spdlog::info("partition {}/{}: epoch {} position {}/{}", cfg.channel, cfg.partition, cfg.epoch,
+                   cfg.position, cfg.chain_length);
+      return {ConfigureStatus::applied, cfg.epoch, ""};
+    }
+    chain::Replica& rep = *it->second;
+    if (cfg.epoch == rep.epoch()) return {ConfigureStatus::applied, cfg.epoch, "already at this epoch"};
+    if (!rep.reconfigure(cfg)) {
+      return {ConfigureStatus::stale_epoch, rep.epoch(),
+              "epoch " + std::to_string(cfg.epoch) + " is older than " + std::to_string(rep.epoch())};
+    }
+    spdlog::info("partition {}/{}: now epoch {} position {}/{}", cfg.channel, cfg.partition, cfg.epoch,
+                 cfg.position, cfg.chain_length);
+    return {ConfigureStatus::applied, cfg.epoch, ""};
+  }
+
+  ConfigureResult fence_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+    auto it = replicas_.find({channel, partition});
+    if (it == replicas_.end()) return {ConfigureStatus::applied, 0, "not held here"};
+    if (it->second->epoch() > epoch) {
+      return {ConfigureStatus::stale_epoch, it->second->epoch(), "replica is newer than the fence"};
+    }
+    replicas_.erase(it);  // links are disconnected, memory deregistered
+    return {ConfigureStatus::applied, epoch, ""};
+  }
+
+  void dispatch_st(Incoming& in) {
+    auto kind = wire::peek(in.hello.data(), static_cast<std::uint32_t>(in.hello.size()));
+    const auto* msg = in.hello.data();
+    const auto len = static_cast<std::uint32_t>(in.hello.size());
+    auto find = [&](const wire::ChannelRef& ref) -> chain::Replica* {
+      auto it = replicas_.find({std::string(ref.name()), ref.partition});
+      return it == replicas_.end() ? nullptr : it->second.get();
+    };
+    auto refuse = [&](auto welcome) {
+      (void)in.link->send(welcome);
+      in.link->poll_send();
+    };
+    if (kind == wire::Kind::replica_hello) {
+      auto h = wire::decode<wire::ReplicaHello>(msg, len);
+      chain::Replica* r = h ? find(h->ref) : nullptr;
+      if (r == nullptr) {
+        wire::ReplicaWelcome w{};
+        w.status = h ? wire::Status::not_ready : wire::Status::bad_request;
+        return refuse(w);
+      }
+      r->attach_predecessor(std::move(in.link), *h);
+    } else if (kind == wire::Kind::publisher_hello) {
+      auto h = wire::decode<wire::PublisherHello>(msg, len);
+      chain::Replica* r = h ? find(h->ref) : nullptr;
+      if (r == nullptr) {
+        wire::PublisherWelcome w{};
+        w.status = h ? wire::Status::unknown_channel : wire::Status::bad_request;
+        return refuse(w);
+      }
+      r->attach_publisher(std::move(in.link), *h);
+    } else if (kind == wire::Kind::subscriber_hello) {
+      auto h = wire::decode<wire::SubscriberHello>(msg, len);
+      chain::Replica* r = h ? find(h->ref) : nullptr;
+      if (r == nullptr) {
+        wire::SubscriberWelcome w{};
+        w.status = h ? wire::Status::unknown_channel : wire::Status::bad_request;
+        return refuse(w);
+      }
+      r->attach_subscriber(std::move(in.link), *h);
+    } else {
+      spdlog::warn("closing fabric connection from {}: first message is not a hello",
+                   in.link->ep().peer_address());
+    }
+  }
+
+  void agent_loop() {
+    if (cfg_.pin_cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cfg_.pin_cpu, &set);
+      sched_setaffinity(0, sizeof set, &set);
+    }
+    fabric::BackoffIdle idle;
+    std::uint64_t next_tick = 0;
+    while (!stopping_.load(std::memory_order_acquire)) {
+      int work = 0;
+      if (inbox_flag_.load(std::memory_order_acquire)) work += drain_inbox_st();
+      for (auto& [key, rep] : replicas_) work += rep->do_work();
+      const std::uint64_t now = clock_.now_ns();
+      if (now >= next_tick) {
+        next_tick = now + 2'000'000;  // 2 ms housekeeping
+        housekeeping_st();
+      }
+      idle.idle(work);
+    }
+    replicas_.clear();
+  }
+
+  int drain_inbox_st() {
+    std::deque<std::function<void()>> batch;
+    {
+      std::lock_guard lk(inbox_mu_);
+      batch.swap(inbox_);
+      inbox_flag_.store(false, std::memory_order_release);
+    }
+    for (auto& fn : batch) fn();
+    return static_cast<int>(batch.size());
+  }
+
+  void housekeeping_st() {
+    NodeStats st;
+    std::vector<std::string> suspects;
+    const std::uint64_t now = clock_.now_ns();
+    for (auto& [key, rep] : replicas_) {
+      rep->tick();
+      for (auto& s : rep->take_suspects()) {
+        if (!s.empty()) suspects.push_back(std::move(s));
+      }
+      const auto& c = rep->config();
+      if (rep->wants_successor()) {
+        auto& due = reconnect_at_[key];
+        if (now >= due) {
+          due = now + 200'000'000;  // retry a failed link every 200 ms
+          request_connect_st(*rep);
+        }
+      }
+      PartitionStats ps{c.channel, c.partition, c.epoch, c.position, c.chain_length, rep->stats()};
+      st.segments += ps.replica.segments;
+      st.bytes += ps.replica.bytes;
+      st.connections += ps.replica.publishers + ps.replica.subscribers + ps.replica.successor_connected +
+                        ps.replica.predecessor_connected;
+      st.partitions.push_back(std::move(ps));
+    }
+    std::lock_guard lk(stats_mu_);
+    stats_ = std::move(st);
+    for (auto& s : suspects) suspects_.push_back(std::move(s));
+  }
+
+  void request_connect_st(chain::Replica& rep) {
+    ConnectRequest req;
+    req.channel = rep.config().channel;
+    req.partition = rep.config().partition;
+    req.epoch = rep.epoch();
+    req.addr = rep.config().successor_addr;
+    req.hello = rep.successor_hello();
+    std::lock_guard lk(connect_mu_);
+    for (const auto& q : connect_queue_) {
+      if (q.channel == req.channel && q.partition == req.partition) return;  // already queued
+    }
+    connect_queue_.push_back(std::move(req));
+    connect_cv_.notify_one();
+  }
+
+  void attach_successor_st(Outgoing& out) {
+    auto it = replicas_.find({out.channel, out.partition});
+    if (it == replicas_.end() || it->second->epoch() != out.epoch || !it->second->wants_successor()) return;
+    if (!it->second->attach_successor(std::move(out.link), out.welcome)) {
+      spdlog::warn("partition {}/{}: successor refused the link: {}", out.channel, out.partition,
+                   wire::to_string(out.welcome.status));
+    }
+  }
+
+  // --- acceptor thread -----------------------------------------------------------
+  void acceptor_loop() {
+    struct Pending {
+      std::unique_ptr<Link> link;
+      std::chrono::steady_clock::time_point deadline;
+    };
+    std::vector<Pending> pending;
+    while (!stopping_.load(std::memory_order_acquire)) {
+      auto ep = listener_->accept(pending.empty() ? 50ms : 1ms);
+      if (ep) {
+        auto link = Link::create(*provider_, std::move(ep.value()));
+        if (link) {
+          pending.push_back({std::move(link.value()), std::chrono::steady_clock::now() + 5s});
+        } else {
+          spdlog::warn("cannot set up an accepted connection: {}", link.error().message);
+        }
+      }
+      for (auto& p : pending) {
+        std::byte buf[wire::kMaxMessage];
+        std::uint32_t got = 0;
+        int n = p.link->poll_recv(
+            [&](const std::byte* msg, std::uint32_t len) {
+              if (got == 0 && len <= wire::kMaxMessage) {
+                std::memcpy(buf, msg, len);
+                got = len;
+              }
+            },
+            [](std::uint32_t, std::uint32_t) {});
+        if (got > 0 && wire::peek(buf, got)) {
+          auto in = std::make_shared<Incoming>();
+          in->link = std::move(p.link);
+          in->hello.assign(buf, buf + got);
+          post([this, in] { dispatch_st(*in); });
+        } else if (got > 0 || n < 0 || p.link->broken() || std::chrono::steady_clock::now() > p.deadline) {
+          spdlog::warn("closing fabric connection from {}: {}", p.link->ep().peer_address(),
+                       got > 0 ? "malformed hello" : "no hello");
+          p.link.reset();
+        }
+      }
+      std::erase_if(pending, [](const Pending& p) { return !p.link; });
+    }
+  }
+
+  // --- connector thread --------------------------------------------------------------
+  void connector_loop() {
+    while (!stopping_.load(std::memory_order_acquire)) {
+      ConnectRequest req;
+      {
+        std::unique_lock lk(connect_mu_);
+        connect_cv_.wait_for(lk, 100ms, [&] { return stopping_.load() || !connect_queue_.empty(); });
+        if (connect_queue_.empty()) continue;
+        req = std::move(connect_queue_.front());
+        connect_queue_.pop_front();
+      }
+      auto out = std::make_shared<Outgoing>();
+      out->channel = req.channel;
+      out->partition = req.partition;
+      out->epoch = req.epoch;
+      auto ep = provider_->connect(req.addr, {}, 2000ms);
+      if (!ep) {
+        spdlog::debug("partition {}/{}: cannot reach successor {}: {}", req.channel, req.partition, req.addr,
+                      ep.error().message);
+        continue;
+      }
+      auto link = Link::create(*provider_, std::move(ep.value()));
+      if (!link) continue;
+      if (link.value()->send(req.hello) != fabric::Errc::ok) continue;
+      std::byte buf[wire::kMaxMessage];
+      std::uint32_t len = link.value()->wait_message(buf, 3000ms);
+      auto w = wire::decode<wire::ReplicaWelcome>(buf, len);
+      if (!w) continue;
+      if (w->status != wire::Status::ok) {
+        spdlog::debug("partition {}/{}: successor answered {}", req.channel, req.partition,
+                      wire::to_string(w->status));
+        continue;
+      }
+      out->welcome = *w;
+      out->link = std::move(link.value());
+      post([this, out] { attach_successor_st(*out); });
+    }
+  }
+
+  BrokerConfig cfg_;
+  const chain::Clock& clock_;
+  std::unique_ptr<fabric::Provider> provider_;
+  std::unique_ptr<fabric::Listener> listener_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex inbox_mu_;
+  std::deque<std::function<void()>> inbox_;
+  std::atomic<bool> inbox_flag_{false};
+
+  std::mutex connect_mu_;
+  std::condition_variable connect_cv_;
+  std::deque<ConnectRequest> connect_queue_;
+
+  mutable std::mutex stats_mu_;
+  NodeStats stats_;
+  std::vector<std::string> suspects_;
+
+  // Data-plane thread only.
+  std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
+  std::map<Key, std::uint64_t> reconnect_at_;
+
+  std::thread agent_;
+  std::thread acceptor_;
+  std::thread connector_;
+};
+
+Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Broker::~Broker() { impl_->stop(); }
+
+fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg, const chain::Clock& clock) {
+  auto impl = std::make_unique<Impl>(cfg, clock);
+  auto r = impl->open();
+  if (!r) return r.error();
+  return std::unique_ptr<Broker>(new Broker(std::move(impl)));
+}
+
+std::string Broker::fabric_address() const { return impl_->listener_->address(); }
+const BrokerConfig& Broker::config() const { return impl_->cfg_; }
+
+ConfigureResult Broker::configure(const chain::ReplicaConfig& cfg) {
+  return impl_->run_on_agent([this, cfg] { return impl_->configure_st(cfg); });
+}
+
+ConfigureResult Broker::fence(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+  return impl_->run_on_agent([this, channel, partition, epoch] { return impl_->fence_st(channel, partition, epoch); });
+}
+
+NodeStats Broker::stats() const { return impl_->stats(); }
+std::vector<std::string> Broker::take_suspects() { return impl_->take_suspects(); }
+void Broker::stop() { impl_->stop(); }
+
+}  // namespace catena::broker

@@ -1,0 +1,348 @@
+#include <catena/broker/publisher.hpp>
+#include <catena/chain/clock.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/record.hpp>
+#include <catena/fabric/idle.hpp>
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <thread>
+
+namespace catena {
+
+using chain::Link;
+using fabric::Errc;
+namespace wire = chain::wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::uint32_t clamp_ring(std::uint32_t want) {
+  return std::clamp<std::uint32_t>(want, 64u << 10, 256u << 20) & ~7u;
+}
+
+}  // namespace
+
+// One partition's session with its head.
+struct PartitionSession {
+  struct Pending {
+    std::uint32_t seq;
+    std::uint32_t frame_bytes;
+    std::uint64_t pos;  // ring total where the frame starts
+    PublishCallback cb;
+  };
+
+  std::uint32_t partition = 0;
+  Route route;
+  std::unique_ptr<Link> link;
+  std::unique_ptr<fabric::MemoryRegion> mirror;  // local image of the head's ring
+  fabric::RemoteRegion ring{};
+  std::uint32_t ring_bytes = 0;
+  std::uint64_t written = 0;   // bytes framed (total)
+  std::uint64_t flushed = 0;   // bytes handed to the fabric
+  std::uint64_t consumed = 0;  // bytes the head has consumed (from acks)
+  std::uint32_t next_seq = 0;
+  std::vector<Pending> pending;  // FIFO ring, capacity max_in_flight
+  std::uint32_t p_head = 0;
+  std::uint32_t p_count = 0;
+  Clock::time_point linger_start{};
+  Clock::time_point down_since{};
+  Clock::time_point retry_at{};
+  bool down = false;
+
+  Pending& at(std::uint32_t i) { return pending[(p_head + i) % pending.size()]; }
+};
+
+class Publisher::Impl {
+ public:
+  Impl(RouteSource& routes, std::string channel, const PublisherOptions& opts)
+      : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
+
+  fabric::Result<void> init() {
+    auto layout = routes_.layout(channel_);
+    if (!layout) return layout.error();
+    if (layout->partitions == 0) return fabric::make_error(Errc::invalid_argument, "channel has no partitions");
+    auto p = fabric::Provider::open(opts_.provider);
+    if (!p) return p.error();
+    provider_ = std::move(p.value());
+    if (opts_.producer_id == 0) {
+      std::random_device rd;
+      opts_.producer_id = (std::uint64_t{rd()} << 32 | rd()) | 1;
+    }
+    ring_bytes_ = clamp_ring(opts_.ring_bytes);
+    for (std::uint32_t i = 0; i < layout->partitions; ++i) {
+      auto s = std::make_unique<PartitionSession>();
+      s->partition = i;
+      auto mirror = provider_->allocate(ring_bytes_, fabric::kLocalWrite);
+      if (!mirror) return mirror.error();
+      s->mirror = std::move(mirror.value());
+      s->pending.resize(std::max<std::uint32_t>(opts_.max_in_flight, 16));
+      sessions_.push_back(std::move(s));
+    }
+    // Connect eagerly so the first publish does not pay for it; failures are
+    // retried from poll().
+    for (auto& s : sessions_) (void)connect_st(*s, 0);
+    return {};
+  }
+
+  Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb) {
+    if (partition >= sessions_.size()) return Errc::invalid_argument;
+    PartitionSession& s = *sessions_[partition];
+    if (payload.size() > max_record_) return Errc::too_large;
+    if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
+    const std::uint32_t fbytes = static_cast<std::uint32_t>(chain::frame_size(static_cast<std::uint32_t>(payload.size())));
+    if (fbytes > ring_bytes_ / 2) return Errc::too_large;
+    if (s.p_count == s.pending.size()) return Errc::backpressure;
+    std::uint64_t pos = s.written % ring_bytes_;
+    const std::uint64_t to_end = ring_bytes_ - pos;
+    const std::uint64_t need = fbytes > to_end ? to_end + fbytes : fbytes;
+    if (ring_bytes_ - (s.written - s.consumed) < need) return Errc::backpressure;
+    if (fbytes > to_end) {
+      pad_st(s, static_cast<std::uint32_t>(to_end));
+      pos = 0;
+    }
+    chain::RecordHeader h{};
+    h.producer_id = opts_.producer_id;
+    h.producer_epoch = opts_.producer_epoch;
+    h.sequence = s.next_seq;
+    h.timestamp_ns = chain::wall_clock_ns();
+    chain::write_frame(s.mirror->data() + pos, h, payload);
+    if (s.p_count == 0 && s.written == s.flushed) s.linger_start = Clock::now();
+    s.at(s.p_count) = PartitionSession::Pending{s.next_seq, fbytes, s.written, std::move(cb)};
+    ++s.p_count;
+    ++s.next_seq;
+    s.written += fbytes;
+    ++in_flight_;
+    if (opts_.linger.count() == 0 || s.written - s.flushed >= opts_.max_batch_bytes) flush_st(s);
+    return Errc::ok;
+  }
+
+  std::uint32_t pick_partition(std::span<const std::byte> key) {
+    if (key.empty()) return rr_++ % static_cast<std::uint32_t>(sessions_.size());
+    return static_cast<std::uint32_t>(XXH64(key.data(), key.size(), 0) % sessions_.size());
+  }
+
+  int poll() {
+    int acks = 0;
+    const auto now = Clock::now();
+    for (auto& sp : sessions_) {
+      PartitionSession& s = *sp;
+      if (!s.link) {
+        if (s.p_count > 0 && now - s.down_since > opts_.retry_timeout) fail_all_st(s, wire::Status::unavailable);
+        if (now >= s.retry_at) (void)connect_st(s, s.route.epoch);
+        continue;
+      }
+      if (s.written > s.flushed && now - s.linger_start >= opts_.linger) flush_st(s);
+      s.link->poll_send();
+      s.link->poll_recv(
+          [&](const std::byte* msg, std::uint32_t len) {
+            if (auto ack = wire::decode<wire::PublishAck>(msg, len)) acks += on_ack_st(s, *ack);
+          },
+          [](std::uint32_t, std::uint32_t) {});
+      if (s.link->broken()) lost_head_st(s, "connection to head lost");
+    }
+    return acks;
+  }
+
+  bool flush(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    fabric::BackoffIdle idle;
+    for (auto& s : sessions_) flush_st(*s);
+    while (in_flight_ > 0 && Clock::now() < deadline) idle.idle(poll());
+    return in_flight_ == 0;
+  }
+
+  // --- internals (publishing thread) -------------------------------------------
+  void pad_st(PartitionSession& s, std::uint32_t to_end) {
+    if (to_end >= sizeof(chain::RecordHeader)) {
+      chain::RecordHeader pad{};
+      pad.flags = chain::kFlagPad;
+      pad.length = to_end - static_cast<std::uint32_t>(sizeof pad);
+      pad.header_crc = chain::header_checksum(pad);
+      std::memcpy(s.mirror->data() + (s.written % ring_bytes_), &pad, sizeof pad);
+    }
+    s.written += to_end;
+  }
+
+  void flush_st(PartitionSession& s) {
+    while (s.link && s.flushed < s.written) {
+      const std::uint64_t pos = s.flushed % ring_bytes_;
+      const std::uint64_t len = std::min<std::uint64_t>(s.written - s.flushed, ring_bytes_ - pos);
+      const bool last = s.flushed + len == s.written;
+      fabric::LocalBuffer src{s.mirror.get(), pos, static_cast<std::uint32_t>(len)};
+      fabric::RemoteAddress dst{s.ring, pos};
+      Errc e = last ? s.link->ep().post_write_imm(chain::kWrData, src, dst, static_cast<std::uint32_t>(s.written / 8))
+                    : s.link->ep().post_write(chain::kWrData, src, dst);
+      if (e != Errc::ok) return;  // send queue full: poll() retries
+      s.flushed += len;
+    }
+  }
+
+  int on_ack_st(PartitionSession& s, const wire::PublishAck& ack) {
+    int handled = 0;
+    for (std::uint32_t i = 0; i < ack.count && s.p_count > 0; ++i) {
+      const std::uint32_t seq = ack.first_seq + i;
+      PartitionSession::Pending& p = s.at(0);
+      if (p.seq != seq) continue;  // an ack for a record already resolved
+      PublishResult r;
+      r.status = ack.status;
+      r.partition = s.partition;
+      r.sequence = seq;
+      r.offset = ack.status == wire::Status::ok
+                     ? (ack.first_offset == ~0ull ? ~0ull : ack.first_offset + i)
+                     : 0;
+      PublishCallback cb = std::move(p.cb);
+      s.p_head = (s.p_head + 1) % static_cast<std::uint32_t>(s.pending.size());
+      --s.p_count;
+      --in_flight_;
+      ++handled;
+      if (cb) cb(r);
+    }
+    if (ack.ring_consumed > s.consumed && ack.ring_consumed <= s.written) s.consumed = ack.ring_consumed;
+    return handled;
+  }
+
+  void fail_all_st(PartitionSession& s, wire::Status st) {
+    while (s.p_count > 0) {
+      PartitionSession::Pending& p = s.at(0);
+      PublishCallback cb = std::move(p.cb);
+      PublishResult r{st, s.partition, 0, p.seq};
+      s.p_head = (s.p_head + 1) % static_cast<std::uint32_t>(s.pending.size());
+      --s.p_count;
+      --in_flight_;
+      if (cb) cb(r);
+    }
+    s.written = s.flushed = s.consumed = 0;
+  }
+
+  void lost_head_st(PartitionSession& s, const std::string& why) {
+    if (!s.route.replicas.empty()) routes_.report_unreachable(s.route.replicas.front().node_id, s.route, why);
+    s.link.reset();
+    s.down = true;
+    s.down_since = Clock::now();
+    s.retry_at = Clock::now();
+  }
+
+  // Connects to the partition's head (refreshing the route) and re-sends every
+  // unacknowledged record: the head's producer state drops what it already has.
+  bool connect_st(PartitionSession& s, std::uint64_t stale_epoch) {
+    const auto now = Clock::now();
+    s.retry_at = now + std::chrono::milliseconds(50);
+    if (!s.down) {
+      s.down = true;
+      s.down_since = now;
+    }
+    auto route = routes_.route(channel_, s.partition, stale_epoch);
+    if (!route || route->replicas.empty()) return false;
+    s.route = route.value();
+    const ReplicaAddress& head = s.route.replicas.front();
+    auto ep = provider_->connect(head.fabric_addr, {}, opts_.connect_timeout);
+    if (!ep) {
+      routes_.report_unreachable(head.node_id, s.route, ep.error().message);
+      return false;
+    }
+    auto link = Link::create(*provider_, std::move(ep.value()));
+    if (!link) return false;
+    wire::PublisherHello hello{};
+    hello.ref.set(channel_, s.partition, s.route.epoch);
+    hello.producer_id = opts_.producer_id;
+    hello.producer_epoch = opts_.producer_epoch;
+    hello.ring_bytes = ring_bytes_;
+    if (link.value()->send(hello) != Errc::ok) return false;
+    std::byte buf[wire::kMaxMessage];
+    auto w = wire::decode<wire::PublisherWelcome>(buf, link.value()->wait_message(buf, opts_.connect_timeout));
+    if (!w) return false;
+    if (w->status == wire::Status::producer_fenced) {
+      fail_all_st(s, wire::Status::producer_fenced);
+      return false;
+    }
+    if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) return false;
+    max_record_ = std::min(max_record_, w->max_record);
+    s.link = std::move(link.value());
+    s.ring = w->ring;
+    s.down = false;
+    resend_st(s);
+    return true;
+  }
+
+  void resend_st(PartitionSession& s) {
+    // The new ring starts empty: lay the unacknowledged frames out again.
+    std::vector<std::byte> copy;
+    std::vector<std::uint32_t> sizes;
+    for (std::uint32_t i = 0; i < s.p_count; ++i) {
+      const auto& p = s.at(i);
+      const std::byte* f = s.mirror->data() + (p.pos % ring_bytes_);
+      copy.insert(copy.end(), f, f + p.frame_bytes);
+      sizes.push_back(p.frame_bytes);
+    }
+    s.written = s.flushed = s.consumed = 0;
+    std::size_t off = 0;
+    for (std::uint32_t i = 0; i < s.p_count; ++i) {
+      const std::uint64_t to_end = ring_bytes_ - (s.written % ring_bytes_);
+      if (sizes[i] > to_end) pad_st(s, static_cast<std::uint32_t>(to_end));
+      std::memcpy(s.mirror->data() + (s.written % ring_bytes_), copy.data() + off, sizes[i]);
+      s.at(i).pos = s.written;
+      s.written += sizes[i];
+      off += sizes[i];
+    }
+    flush_st(s);
+  }
+
+  RouteSource& routes_;
+  std::string channel_;
+  PublisherOptions opts_;
+  std::unique_ptr<fabric::Provider> provider_;
+  std::vector<std::unique_ptr<PartitionSession>> sessions_;
+  std::uint32_t ring_bytes_ = 0;
+  std::uint32_t max_record_ = chain::kMaxRecordPayload;
+  std::uint32_t rr_ = 0;
+  std::uint64_t in_flight_ = 0;
+};
+
+Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Publisher::~Publisher() = default;
+
+fabric::Result<std::unique_ptr<Publisher>> Publisher::create(RouteSource& routes, const std::string& channel,
+                                                             const PublisherOptions& opts) {
+  auto impl = std::make_unique<Impl>(routes, channel, opts);
+  auto r = impl->init();
+  if (!r) return r.error();
+  return std::unique_ptr<Publisher>(new Publisher(std::move(impl)));
+}
+
+Errc Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload, PublishCallback cb) {
+  return impl_->publish_to(impl_->pick_partition(key), payload, std::move(cb));
+}
+
+Errc Publisher::publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb) {
+  return impl_->publish_to(partition, payload, std::move(cb));
+}
+
+std::future<PublishResult> Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload) {
+  auto promise = std::make_shared<std::promise<PublishResult>>();
+  auto fut = promise->get_future();
+  const std::uint32_t p = impl_->pick_partition(key);
+  fabric::BackoffIdle idle;
+  for (;;) {
+    Errc e = impl_->publish_to(p, payload, [promise](const PublishResult& r) { promise->set_value(r); });
+    if (e == Errc::ok) break;
+    if (e != Errc::backpressure) {
+      promise->set_value(PublishResult{e == Errc::too_large ? PublishStatus::too_large : PublishStatus::unavailable,
+                                       p, 0, 0});
+      break;
+    }
+    idle.idle(impl_->poll());
+  }
+  return fut;
+}
+
+int Publisher::poll() { return impl_->poll(); }
+bool Publisher::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
+std::uint32_t Publisher::partitions() const { return static_cast<std::uint32_t>(impl_->sessions_.size()); }
+std::uint64_t Publisher::producer_id() const { return impl_->opts_.producer_id; }
+std::uint64_t Publisher::in_flight() const { return impl_->in_flight_; }
+
+}  // namespace catena

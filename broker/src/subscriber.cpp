@@ -1,0 +1,270 @@
+#include <catena/broker/subscriber.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/record.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace catena {
+
+using chain::Link;
+using fabric::Errc;
+namespace wire = chain::wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::uint64_t advance_total(std::uint64_t total, std::uint32_t imm) {
+  const std::uint32_t low = static_cast<std::uint32_t>(total / 8);
+  return total + static_cast<std::uint64_t>(imm - low) * 8;
+}
+
+}  // namespace
+
+struct SubSession {
+  std::uint32_t partition = 0;
+  Route route;
+  std::unique_ptr<Link> link;
+  std::unique_ptr<fabric::MemoryRegion> ring;
+  std::uint64_t written = 0;
+  std::uint64_t consumed = 0;
+  std::uint64_t credited = 0;
+  std::uint64_t next_offset = 0;
+  bool positioned = false;  // next_offset is known
+  std::uint32_t replica_pick = 0;
+  Clock::time_point retry_at{};
+};
+
+class Subscriber::Impl {
+ public:
+  Impl(RouteSource& routes, std::string channel, const SubscriberOptions& opts)
+      : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
+
+  fabric::Result<void> init() {
+    auto layout = routes_.layout(channel_);
+    if (!layout) return layout.error();
+    auto p = fabric::Provider::open(opts_.provider);
+    if (!p) return p.error();
+    provider_ = std::move(p.value());
+    ring_bytes_ = std::max<std::uint32_t>(opts_.ring_bytes, 2 * layout->segment_bytes) & ~7u;
+    std::vector<std::uint32_t> parts = opts_.partitions;
+    if (parts.empty()) {
+      for (std::uint32_t i = 0; i < layout->partitions; ++i) parts.push_back(i);
+    }
+    for (std::uint32_t part : parts) {
+      if (part >= layout->partitions) {
+        return fabric::make_error(Errc::invalid_argument, "partition " + std::to_string(part) + " does not exist");
+      }
+      auto s = std::make_unique<SubSession>();
+      s->partition = part;
+      auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite);
+      if (!ring) return ring.error();
+      s->ring = std::move(ring.value());
+      s->replica_pick = opts_.read_from == SubscriberOptions::ReadFrom::spread ? part : 0;
+      if (opts_.start == Start::offset) {
+        s->next_offset = opts_.start_offset;
+        s->positioned = true;
+      } else if (opts_.start == Start::committed) {
+        if (opts_.group.empty()) return fabric::make_error(Errc::invalid_argument, "Start::committed needs a group");
+        auto c = routes_.committed_offset(opts_.group, channel_, part);
+        if (c) {
+          s->next_offset = c.value();
+          s->positioned = true;
+        }
+      }
+      sessions_.push_back(std::move(s));
+    }
+    for (auto& s : sessions_) (void)connect_st(*s);
+    return {};
+  }
+
+  int poll(const Handler& on_message, int max) {
+    int delivered = 0;
+    const auto now = Clock::now();
+    for (auto& sp : sessions_) {
+      SubSession& s = *sp;
+      if (!s.link) {
+        if (now >= s.retry_at) (void)connect_st(s);
+        continue;
+      }
+      s.link->poll_send();
+      bool reconnect = false;
+      s.link->poll_recv(
+          [&](const std::byte* msg, std::uint32_t len) {
+            if (auto n = wire::decode<wire::SubscriberNotice>(msg, len)) {
+              notify(Notice{s.partition, n->status, n->next_offset});
+              if (n->status == wire::Status::position_expired) {
+                s.next_offset = n->next_offset;
+                reconnect = true;
+              }
+            }
+          },
+          [&](std::uint32_t imm, std::uint32_t) { s.written = advance_total(s.written, imm); });
+      if (s.written - s.consumed > ring_bytes_) reconnect = true;  // a replica overran the ring: protocol error
+      while (!reconnect && delivered < max && s.consumed < s.written) {
+        const std::uint64_t pos = s.consumed % ring_bytes_;
+        const std::uint64_t to_end = ring_bytes_ - pos;
+        if (to_end < sizeof(chain::RecordHeader)) {
+          s.consumed += to_end;
+          continue;
+        }
+        chain::RecordHeader h;
+        const std::byte* frame = s.ring->data() + pos;
+        if (chain::check_frame(frame, std::min(to_end, s.written - s.consumed), &h) != chain::FrameCheck::ok) {
+          reconnect = true;  // corrupt delivery: refetch from the next offset elsewhere
+          break;
+        }
+        s.consumed += chain::frame_size(h.length);
+        if (h.flags & chain::kFlagPad) continue;
+        if (h.offset != s.next_offset) {
+          reconnect = true;
+          break;
+        }
+        Message m;
+        m.partition = s.partition;
+        m.offset = h.offset;
+        m.timestamp_ns = h.timestamp_ns;
+        m.producer_id = h.producer_id;
+        m.sequence = h.sequence;
+        m.payload = {frame + sizeof h, h.length};
+        s.next_offset = h.offset + 1;
+        ++delivered;
+        if (on_message) on_message(m);
+      }
+      if (s.consumed > s.credited && (s.consumed - s.credited >= ring_bytes_ / 4 || s.consumed == s.written)) {
+        if (s.link->send(wire::SubscriberCredit{s.consumed}) == Errc::ok) s.credited = s.consumed;
+      }
+      if (reconnect || s.link->broken()) {
+        if (!reconnect && !s.route.replicas.empty()) {
+          const auto& r = s.route.replicas[s.replica_pick % s.route.replicas.size()];
+          routes_.report_unreachable(r.node_id, s.route, "subscriber lost its replica");
+        }
+        s.link.reset();
+        ++s.replica_pick;  // try another replica of the chain next
+        s.retry_at = now;
+      }
+    }
+    return delivered;
+  }
+
+  void notify(const Notice& n) {
+    if (notice_) notice_(n);
+  }
+
+  const ReplicaAddress& pick_st(SubSession& s) {
+    const auto& reps = s.route.replicas;
+    const std::size_t n = reps.size();
+    switch (opts_.read_from) {
+      case SubscriberOptions::ReadFrom::tail: return reps[n - 1 - s.replica_pick % n];
+      case SubscriberOptions::ReadFrom::head:
+      case SubscriberOptions::ReadFrom::spread: return reps[s.replica_pick % n];
+    }
+    return reps.back();
+  }
+
+  bool connect_st(SubSession& s) {
+    s.retry_at = Clock::now() + std::chrono::milliseconds(50);
+    auto route = routes_.route(channel_, s.partition, s.route.epoch);
+    if (!route || route->replicas.empty()) return false;
+    s.route = route.value();
+    const ReplicaAddress& rep = pick_st(s);
+    auto ep = provider_->connect(rep.fabric_addr, {}, opts_.connect_timeout);
+    if (!ep) {
+      routes_.report_unreachable(rep.node_id, s.route, ep.error().message);
+      ++s.replica_pick;
+      return false;
+    }
+    auto link = Link::create(*provider_, std::move(ep.value()));
+    if (!link) return false;
+    wire::SubscriberHello hello{};
+    hello.ref.set(channel_, s.partition, 0);
+    if (s.positioned) {
+      hello.mode = wire::StartMode::offset;
+      hello.start_offset = s.next_offset;
+    } else {
+      hello.mode = opts_.start == Start::latest ? wire::StartMode::latest : wire::StartMode::earliest;
+    }
+    hello.ring_bytes = ring_bytes_;
+    hello.ring = s.ring->remote();
+    if (link.value()->send(hello) != Errc::ok) return false;
+    std::byte buf[wire::kMaxMessage];
+    auto w = wire::decode<wire::SubscriberWelcome>(buf, link.value()->wait_message(buf, opts_.connect_timeout));
+    if (!w) {
+      ++s.replica_pick;
+      return false;
+    }
+    if (w->status == wire::Status::position_expired) {
+      notify(Notice{s.partition, w->status, w->start_offset});
+      s.next_offset = w->start_offset;  // resume at the oldest retained record
+      s.positioned = true;
+      s.retry_at = Clock::now();
+      return false;
+    }
+    if (w->status != wire::Status::ok) {
+      if (w->status == wire::Status::bad_request) notify(Notice{s.partition, w->status, s.next_offset});
+      ++s.replica_pick;
+      return false;
+    }
+    s.link = std::move(link.value());
+    s.written = s.consumed = s.credited = 0;
+    s.next_offset = w->start_offset;
+    s.positioned = true;
+    return true;
+  }
+
+  RouteSource& routes_;
+  std::string channel_;
+  SubscriberOptions opts_;
+  std::unique_ptr<fabric::Provider> provider_;
+  std::vector<std::unique_ptr<SubSession>> sessions_;
+  std::uint32_t ring_bytes_ = 0;
+  NoticeHandler notice_;
+};
+
+Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Subscriber::~Subscriber() = default;
+
+fabric::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& routes, const std::string& channel,
+                                                               const SubscriberOptions& opts) {
+  auto impl = std::make_unique<Impl>(routes, channel, opts);
+  auto r = impl->init();
+  if (!r) return r.error();
+  return std::unique_ptr<Subscriber>(new Subscriber(std::move(impl)));
+}
+
+int Subscriber::poll(const Handler& on_message, int max) { return impl_->poll(on_message, max); }
+void Subscriber::on_notice(NoticeHandler h) { impl_->notice_ = std::move(h); }
+
+std::uint64_t Subscriber::position(std::uint32_t partition) const {
+  for (const auto& s : impl_->sessions_) {
+    if (s->partition == partition) return s->next_offset;
+  }
+  return 0;
+}
+
+void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
+  for (auto& s : impl_->sessions_) {
+    if (s->partition != partition) continue;
+    s->link.reset();
+    s->next_offset = offset;
+    s->positioned = true;
+    s->retry_at = Clock::now();
+  }
+}
+
+fabric::Result<void> Subscriber::commit() {
+  if (impl_->opts_.group.empty()) return fabric::make_error(Errc::invalid_argument, "commit() needs options.group");
+  for (const auto& s : impl_->sessions_) {
+    auto r = impl_->routes_.commit_offset(impl_->opts_.group, impl_->channel_, s->partition, s->next_offset);
+    if (!r) return r;
+  }
+  return {};
+}
+
+std::vector<std::uint32_t> Subscriber::partitions() const {
+  std::vector<std::uint32_t> v;
+  for (const auto& s : impl_->sessions_) v.push_back(s->partition);
+  return v;
+}
+
+}  // namespace catena

@@ -1,0 +1,135 @@
+// Link: a fabric endpoint plus the registered buffers its control messages
+// need. It keeps `recv_depth` receives posted at all times (a WRITE WITH
+// IMMEDIATE consumes one too), and a ring of send slots for wire messages.
+//
+// Work-request ids: the top byte says what a completion belongs to. Link owns
+// kWrMessage; callers use the other tags for their writes.
+//
+// Threading: single-threaded (_st) like its Endpoint; built on one thread and
+// handed to the data-plane thread that then owns it.
+#pragma once
+
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/fabric.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace catena::chain {
+
+enum WrTag : std::uint64_t {
+  kWrMessage = 1ull << 56,
+  kWrData = 2ull << 56,
+  kWrCommit = 3ull << 56,
+  kWrDelivery = 4ull << 56,
+};
+inline constexpr std::uint64_t kWrTagMask = 0xffull << 56;
+
+class Link {
+ public:
+  static constexpr std::uint32_t kDefaultRecvDepth = 128;
+  static constexpr std::uint32_t kSendSlots = 32;
+
+  static fabric::Result<std::unique_ptr<Link>> create(fabric::Provider& provider,
+                                                      std::unique_ptr<fabric::Endpoint> ep,
+                                                      std::uint32_t recv_depth = kDefaultRecvDepth);
+
+  fabric::Endpoint& ep() { return *ep_; }
+  [[nodiscard]] bool connected() const { return ep_->state() == fabric::EndpointState::connected; }
+
+  // Sends one wire message. backpressure if all send slots are in flight.
+  template <class T>
+  [[nodiscard]] fabric::Errc send(const T& msg) {
+    if (sends_in_flight_ >= kSendSlots) return fabric::Errc::backpressure;
+    const std::uint32_t slot = send_next_ % kSendSlots;
+    std::uint32_t len = wire::encode(send_buf_->data() + slot * wire::kMaxMessage, msg);
+    fabric::Errc e = ep_->post_send(kWrMessage | slot, {send_buf_.get(), slot * wire::kMaxMessage, len});
+    if (e == fabric::Errc::ok) {
+      ++send_next_;
+      ++sends_in_flight_;
+    }
+    return e;
+  }
+
+  // Receive side. For each completion calls
+  //   on_message(const std::byte* msg, std::uint32_t len)      for SENDs
+  //   on_imm(std::uint32_t imm, std::uint32_t byte_len)         for WRITE WITH IMMEDIATE
+  // and reposts the receive. Returns completions handled; -1 on an error
+  // completion (the link is then broken).
+  template <class OnMessage, class OnImm>
+  int poll_recv(OnMessage&& on_message, OnImm&& on_imm) {
+    fabric::Completion c[16];
+    int n = ep_->poll_recv(c, 16);
+    for (int i = 0; i < n; ++i) {
+      if (c[i].status != fabric::WcStatus::success) {
+        broken_ = true;
+        return -1;
+      }
+      const std::uint32_t slot = static_cast<std::uint32_t>(c[i].wr_id);
+      if (c[i].opcode == fabric::Opcode::recv_write_imm) {
+        on_imm(c[i].imm, c[i].byte_len);
+      } else {
+        on_message(recv_buf_->data() + slot * wire::kMaxMessage, c[i].byte_len);
+      }
+      if (repost(slot) != fabric::Errc::ok) broken_ = true;
+    }
+    return n;
+  }
+
+  // Send side: consumes message-slot completions, hands others to
+  // on_completion(const fabric::Completion&). Returns -1 on an error completion.
+  template <class OnCompletion>
+  int poll_send(OnCompletion&& on_completion) {
+    fabric::Completion c[32];
+    int n = ep_->poll_send(c, 32);
+    for (int i = 0; i < n; ++i) {
+      if (c[i].status != fabric::WcStatus::success) {
+        broken_ = true;
+        return -1;
+      }
+      if ((c[i].wr_id & kWrTagMask) == kWrMessage) {
+        --sends_in_flight_;
+      } else {
+        on_completion(c[i]);
+      }
+    }
+    return n;
+  }
+  int poll_send() {
+    return poll_send([](const fabric::Completion&) {});
+  }
+
+  // True once any completion failed or the peer disconnected.
+  [[nodiscard]] bool broken() {
+    if (!broken_ && ep_->state() != fabric::EndpointState::connected) broken_ = true;
+    return broken_;
+  }
+  // Checks connection events (cheap, but not for every message).
+  void poll_events() {
+    if (ep_->poll_event() == fabric::EndpointEvent::disconnected) broken_ = true;
+  }
+
+  // Blocking helpers for handshakes on setup threads (not the data path).
+  // Waits up to `timeout` for one message; returns its length (0 on timeout
+  // or failure) and copies it into `out` (kMaxMessage bytes).
+  std::uint32_t wait_message(std::byte* out, std::chrono::milliseconds timeout);
+
+ private:
+  Link() = default;
+  fabric::Errc repost(std::uint32_t slot) {
+    return ep_->post_recv(slot, {recv_buf_.get(), slot * wire::kMaxMessage, wire::kMaxMessage});
+  }
+
+  // Buffers outlive the endpoint: it is destroyed (and its posted work
+  // flushed) first.
+  std::unique_ptr<fabric::MemoryRegion> recv_buf_;
+  std::unique_ptr<fabric::MemoryRegion> send_buf_;
+  std::unique_ptr<fabric::Endpoint> ep_;
+  std::uint32_t recv_depth_ = 0;
+  std::uint64_t send_next_ = 0;
+  std::uint32_t sends_in_flight_ = 0;
+  bool broken_ = false;
+};
+
+}  // namespace catena::chain

@@ -1,0 +1,154 @@
+// Replica: one node's part in the chain of one partition, and the data-plane
+// engine that runs it.
+//
+//  - head: consumes publishers' staging rings (frames they wrote with
+//    one-sided writes), checks idempotence, appends to its PartitionLog, and
+//    acknowledges each publisher once the tail's commit covers its records;
+//  - every replica but the tail forwards new byte ranges of each segment slot
+//    to the same place in its successor's slot (RDMA WRITE, then WRITE WITH
+//    IMMEDIATE naming slot and end), oldest segment first, so a new or
+//    lagging successor is caught up by the same code that streams live data;
+//  - every replica but the head validates what its predecessor wrote before
+//    it forwards, commits or serves it;
+//  - the tail's commit offset travels back up: each replica writes it into
+//    its predecessor's commit word (a one-sided write of {commit, ~commit});
+//  - any replica serves subscribers committed records, pushed into their
+//    rings straight from segment memory.
+//
+// Epochs: a Replica lives at one epoch at a time; reconfigure() moves it to a
+// newer one and drops links to nodes that are no longer its neighbours
+// (their connection is moved to error: transport-level fencing). Hellos from
+// an older epoch are refused with stale_epoch.
+//
+// Threading: everything here runs on the node's data-plane thread (_st),
+// except create(), which may run anywhere before handing the object over.
+#pragma once
+
+#include <catena/chain/clock.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/partition_log.hpp>
+#include <catena/chain/producer_state.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/fabric.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace catena::chain {
+
+struct ReplicaConfig {
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;
+  std::string node_id;
+  std::uint32_t position = 0;      // 0 = head
+  std::uint32_t chain_length = 1;  // position == chain_length-1: tail
+  std::string predecessor_node;    // empty for the head
+  std::string successor_node;      // empty for the tail
+  std::string successor_addr;      // fabric address of the successor
+  std::string head_addr;           // for redirecting publishers
+  LogConfig log;
+  std::uint32_t slot_count = 8;
+  std::uint64_t start_offset = 0;
+
+  [[nodiscard]] bool is_head() const { return position == 0; }
+  [[nodiscard]] bool is_tail() const { return position + 1 == chain_length; }
+};
+
+struct ReplicaStats {
+  std::uint64_t end_offset = 0;
+  std::uint64_t commit_offset = 0;
+  std::uint64_t start_offset = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t segments = 0;
+  std::uint32_t publishers = 0;
+  std::uint32_t subscribers = 0;
+  std::uint64_t corrupt_frames = 0;   // refused from publishers or predecessor
+  bool successor_connected = false;
+  bool predecessor_connected = false;
+};
+
+class Replica {
+ public:
+  static fabric::Result<std::unique_ptr<Replica>> create(fabric::Provider& provider, const ReplicaConfig& cfg,
+                                                         const Clock& clock);
+  ~Replica();
+
+  // Moves to a newer epoch. Returns false (and changes nothing) if cfg.epoch
+  // is not newer than the current one.
+  bool reconfigure(const ReplicaConfig& cfg);
+  [[nodiscard]] const ReplicaConfig& config() const { return cfg_; }
+  [[nodiscard]] std::uint64_t epoch() const { return cfg_.epoch; }
+
+  // The data-plane duty cycle: returns how much work it did.
+  int do_work();
+  // Slow-path housekeeping (connection events, TTL): call every few ms.
+  void tick();
+
+  // --- chain links -----------------------------------------------------------
+  // True when this replica has a successor to connect to and no link to it.
+  [[nodiscard]] bool wants_successor() const;
+  [[nodiscard]] wire::ReplicaHello successor_hello() const;
+  // The successor's answer: installs the link and starts (re)forwarding from
+  // what the successor already holds. False if the welcome does not fit.
+  bool attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWelcome& welcome);
+  // A predecessor said hello: answers and, if accepted, installs the link.
+  void attach_predecessor(std::unique_ptr<Link> link, const wire::ReplicaHello& hello);
+
+  // --- client sessions -------------------------------------------------------
+  void attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello);
+  void attach_subscriber(std::unique_ptr<Link> link, const wire::SubscriberHello& hello);
+
+  [[nodiscard]] ReplicaStats stats() const;
+  // Nodes this replica found unreachable since the last call (for failure reports).
+  std::vector<std::string> take_suspects();
+  [[nodiscard]] const PartitionLog& log() const { return *log_; }
+
+  struct PublisherSession;
+  struct SubscriberSession;
+
+ private:
+  Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock);
+
+  int pump_predecessor_st();
+  int forward_st();
+  int pump_successor_st();
+  int propagate_commit_st();
+  int pump_publishers_st();
+  int consume_publisher_st(PublisherSession& s);
+  int ack_publisher_st(PublisherSession& s);
+  int serve_subscribers_st();
+  int deliver_st(SubscriberSession& s);
+  void on_commit_advanced_st();
+  std::uint64_t read_commit_word_st() const;
+
+  fabric::Provider& provider_;
+  ReplicaConfig cfg_;
+  const Clock& clock_;
+  std::vector<std::unique_ptr<fabric::MemoryRegion>> slot_mrs_;
+  std::unique_ptr<fabric::MemoryRegion> commit_word_;  // written by the successor
+  std::unique_ptr<fabric::MemoryRegion> scratch_;      // sources of small writes
+  std::uint32_t scratch_next_ = 0;
+  std::unique_ptr<PartitionLog> log_;
+  ProducerState producers_;
+
+  // Successor side.
+  std::unique_ptr<Link> succ_;
+  std::array<fabric::RemoteRegion, wire::kMaxSlots> succ_slots_{};
+  std::array<std::uint64_t, wire::kMaxSlots> fwd_gen_{};
+  std::array<std::uint32_t, wire::kMaxSlots> fwd_end_{};
+  // Predecessor side.
+  std::unique_ptr<Link> pred_;
+  fabric::RemoteRegion pred_commit_word_{};
+  std::uint64_t commit_sent_up_ = 0;
+
+  std::vector<std::unique_ptr<PublisherSession>> publishers_;
+  std::vector<std::unique_ptr<SubscriberSession>> subscribers_;
+  std::vector<std::string> suspects_;
+  std::uint64_t corrupt_frames_ = 0;
+};
+
+}  // namespace catena::chain

@@ -1,0 +1,283 @@
+// Replica: chain links (forwarding, validation, commit propagation) and
+// reconfiguration. Client sessions are in sessions.cpp.
+#include "sessions.hpp"
+
+#include <catena/chain/replica.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+namespace catena::chain {
+namespace {
+
+// Forward immediates: slot in the top 5 bits, end position / 8 below.
+constexpr std::uint32_t kSlotShift = 27;
+constexpr std::uint32_t kEndMask = (1u << kSlotShift) - 1;
+static_assert(wire::kMaxSlots <= (1u << (32 - kSlotShift)));
+// Largest single forward write: keeps one slot's catch-up from starving the rest.
+constexpr std::uint32_t kMaxForwardChunk = 1u << 20;
+constexpr std::uint32_t kScratchSlot = 64;
+constexpr std::uint32_t kScratchSlots = 256;
+
+}  // namespace
+
+Replica::Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock)
+    : provider_(provider), cfg_(cfg), clock_(clock) {}
+
+Replica::~Replica() = default;
+
+fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provider, const ReplicaConfig& cfg,
+                                                         const Clock& clock) {
+  if (cfg.slot_count < 2 || cfg.slot_count > wire::kMaxSlots) {
+    return fabric::make_error(fabric::Errc::invalid_argument, "slot_count must be in [2, 32]");
+  }
+  if (cfg.log.segment_bytes < 4096 || cfg.log.segment_bytes % 8 != 0 ||
+      cfg.log.segment_bytes / 8 > kEndMask) {
+    return fabric::make_error(fabric::Errc::invalid_argument, "segment_bytes must be a multiple of 8 in [4 KiB, 1 GiB]");
+  }
+  std::unique_ptr<Replica> r(new Replica(provider, cfg, clock));
+  std::vector<std::span<std::byte>> spans;
+  for (std::uint32_t s = 0; s < cfg.slot_count; ++s) {
+    auto mr = provider.allocate(cfg.log.segment_bytes,
+                                fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead);
+    if (!mr) return mr.error();
+    spans.emplace_back(mr.value()->data(), mr.value()->size());
+    r->slot_mrs_.push_back(std::move(mr.value()));
+  }
+  auto cw = provider.allocate(64, fabric::kLocalWrite | fabric::kRemoteWrite);
+  if (!cw) return cw.error();
+  r->commit_word_ = std::move(cw.value());
+  auto sc = provider.allocate(std::size_t{kScratchSlot} * kScratchSlots, fabric::kLocalWrite);
+  if (!sc) return sc.error();
+  r->scratch_ = std::move(sc.value());
+  r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);
+  r->log_->set_start(cfg.start_offset);
+  r->log_->set_epoch(cfg.epoch);
+  r->log_->track_producers(&r->producers_);
+  return r;
+}
+
+bool Replica::reconfigure(const ReplicaConfig& cfg) {
+  if (cfg.epoch <= cfg_.epoch) return false;
+  if (pred_ && cfg.predecessor_node != cfg_.predecessor_node) {
+    pred_->ep().disconnect();  // fence the old predecessor at the transport
+    pred_.reset();
+  }
+  if (succ_ && (cfg.successor_node != cfg_.successor_node || cfg.successor_addr != cfg_.successor_addr)) {
+    succ_->ep().disconnect();
+    succ_.reset();
+  }
+  if (!cfg.is_head()) {
+    for (auto& p : publishers_) p->link->ep().disconnect();
+    publishers_.clear();
+  }
+  cfg_.epoch = cfg.epoch;
+  cfg_.position = cfg.position;
+  cfg_.chain_length = cfg.chain_length;
+  cfg_.predecessor_node = cfg.predecessor_node;
+  cfg_.successor_node = cfg.successor_node;
+  cfg_.successor_addr = cfg.successor_addr;
+  cfg_.head_addr = cfg.head_addr;
+  log_->set_epoch(cfg.epoch);
+  if (cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());  // it holds all that anyone may ack
+  return true;
+}
+
+bool Replica::wants_successor() const { return !cfg_.is_tail() && !succ_ && !cfg_.successor_addr.empty(); }
+
+wire::ReplicaHello Replica::successor_hello() const {
+  wire::ReplicaHello h{};
+  h.ref.set(cfg_.channel, cfg_.partition, cfg_.epoch);
+  std::strncpy(h.from_node, cfg_.node_id.c_str(), sizeof h.from_node - 1);
+  h.commit_word = commit_word_->remote();
+  return h;
+}
+
+bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWelcome& w) {
+  if (w.status != wire::Status::ok || w.epoch != cfg_.epoch || w.slot_count != cfg_.slot_count ||
+      w.segment_bytes != cfg_.log.segment_bytes || cfg_.is_tail()) {
+    link->ep().disconnect();
+    return false;
+  }
+  for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
+    succ_slots_[s] = w.slots[s].region;
+    const SlotInfo& in = log_->slot_info(s);
+    if (in.state != SlotState::free && w.slots[s].generation == in.generation) {
+      // The successor already holds a prefix of this segment: resend the rest.
+      fwd_gen_[s] = in.generation;
+      fwd_end_[s] = std::min(w.slots[s].valid_end, in.valid_end);
+    } else {
+      fwd_gen_[s] = 0;
+      fwd_end_[s] = 0;
+    }
+  }
+  succ_ = std::move(link);
+  return true;
+}
+
+void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::ReplicaHello& hello) {
+  wire::ReplicaWelcome w{};
+  w.epoch = cfg_.epoch;
+  w.slot_count = cfg_.slot_count;
+  w.segment_bytes = cfg_.log.segment_bytes;
+  w.end_offset = log_->end_offset();
+  const std::string_view from(hello.from_node, strnlen(hello.from_node, sizeof hello.from_node));
+  if (hello.ref.epoch < cfg_.epoch || (hello.ref.epoch == cfg_.epoch && from != cfg_.predecessor_node)) {
+    w.status = wire::Status::stale_epoch;
+  } else if (hello.ref.epoch > cfg_.epoch) {
+    w.status = wire::Status::not_ready;
+  } else {
+    w.status = wire::Status::ok;
+    for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
+      const SlotInfo& in = log_->slot_info(s);
+      w.slots[s].region = slot_mrs_[s]->remote();
+      w.slots[s].generation = in.state == SlotState::free ? 0 : in.generation;
+      w.slots[s].valid_end = in.state == SlotState::free ? 0 : in.valid_end;
+    }
+  }
+  if (link->send(w) != fabric::Errc::ok || w.status != wire::Status::ok) {
+    // Give the refused peer a moment to read the answer; its link dies with it.
+    link->poll_send();
+    return;
+  }
+  if (pred_) pred_->ep().disconnect();
+  pred_ = std::move(link);
+  pred_commit_word_ = hello.commit_word;
+  commit_sent_up_ = 0;
+}
+
+int Replica::do_work() {
+  int work = 0;
+  work += pump_predecessor_st();
+  if (cfg_.is_head()) work += pump_publishers_st();
+  work += forward_st();
+  work += pump_successor_st();
+  work += propagate_commit_st();
+  if (cfg_.is_head()) {
+    for (auto& p : publishers_) work += ack_publisher_st(*p);
+  }
+  work += serve_subscribers_st();
+  return work;
+}
+
+void Replica::tick() {
+  log_->tick();
+  if (cfg_.is_head() && log_->roll_if_aged() && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
+  if (pred_) pred_->poll_events();
+  if (succ_) succ_->poll_events();
+}
+
+int Replica::pump_predecessor_st() {
+  if (!pred_) return 0;
+  int n = pred_->poll_recv([](const std::byte*, std::uint32_t) {},
+                           [&](std::uint32_t imm, std::uint32_t) {
+                             const std::uint32_t slot = imm >> kSlotShift;
+                             const std::uint32_t end = (imm & kEndMask) * 8;
+                             if (log_->on_remote_data(slot, end) != ValidateStatus::ok) {
+                               ++corrupt_frames_;
+                               pred_->ep().disconnect();  // refuse a predecessor that writes garbage
+                             }
+                           });
+  pred_->poll_send();
+  if (n < 0 || pred_->broken()) {
+    suspects_.push_back(cfg_.predecessor_node);
+    pred_.reset();
+    return 1;
+  }
+  if (n > 0 && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
+  return n;
+}
+
+int Replica::forward_st() {
+  if (!succ_ || cfg_.is_tail()) return 0;
+  int work = 0;
+  const std::uint32_t slots = cfg_.slot_count;
+  const std::uint32_t max_msg = std::min(kMaxForwardChunk, succ_->ep().caps().max_message_size);
+  for (std::uint32_t i = 0; i < slots; ++i) {
+    const std::uint32_t s = (log_->next_slot() + i) % slots;  // oldest segment first
+    const SlotInfo& in = log_->slot_info(s);
+    if (in.state == SlotState::free) continue;
+    if (fwd_gen_[s] != in.generation) {
+      fwd_gen_[s] = in.generation;
+      fwd_end_[s] = 0;
+    }
+    while (fwd_end_[s] < in.valid_end) {
+      const std::uint32_t len = std::min(in.valid_end - fwd_end_[s], max_msg);
+      const bool last = fwd_end_[s] + len == in.valid_end;
+      fabric::LocalBuffer src{slot_mrs_[s].get(), fwd_end_[s], len};
+      fabric::RemoteAddress dst{succ_slots_[s], fwd_end_[s]};
+      fabric::Errc e = last ? succ_->ep().post_write_imm(kWrData | s, src, dst,
+                                                         (s << kSlotShift) | (in.valid_end / 8))
+                            : succ_->ep().post_write(kWrData | s, src, dst);
+      if (e != fabric::Errc::ok) return work;  // back-pressure: keep order, continue next pass
+      fwd_end_[s] += len;
+      ++work;
+    }
+  }
+  return work;
+}
+
+int Replica::pump_successor_st() {
+  if (!succ_) return 0;
+  int n = succ_->poll_send();
+  succ_->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
+  if (n < 0 || succ_->broken()) {
+    suspects_.push_back(cfg_.successor_node);
+    succ_.reset();
+    return 1;
+  }
+  return n;
+}
+
+std::uint64_t Replica::read_commit_word_st() const {
+  auto* words = reinterpret_cast<std::uint64_t*>(commit_word_->data());
+  const std::uint64_t c = std::atomic_ref<std::uint64_t>(words[0]).load(std::memory_order_acquire);
+  const std::uint64_t check = std::atomic_ref<std::uint64_t>(words[1]).load(std::memory_order_acquire);
+  return check == ~c ? c : 0;  // torn or unset: ignore until the next write
+}
+
+int Replica::propagate_commit_st() {
+  int work = 0;
+  if (!cfg_.is_tail()) {
+    const std::uint64_t c = read_commit_word_st();
+    if (c > log_->commit_offset()) {
+      log_->set_commit_offset(c);
+      ++work;
+    }
+  }
+  if (pred_ && log_->commit_offset() > commit_sent_up_) {
+    const std::uint32_t slot = scratch_next_++ % kScratchSlots;
+    std::uint64_t pair[2] = {log_->commit_offset(), ~log_->commit_offset()};
+    std::memcpy(scratch_->data() + slot * kScratchSlot, pair, sizeof pair);
+    if (pred_->ep().post_write(kWrCommit, {scratch_.get(), slot * kScratchSlot, sizeof pair},
+                               {pred_commit_word_, 0}) == fabric::Errc::ok) {
+      commit_sent_up_ = log_->commit_offset();
+      ++work;
+    }
+  }
+  return work;
+}
+
+ReplicaStats Replica::stats() const {
+  ReplicaStats s;
+  s.end_offset = log_->end_offset();
+  s.commit_offset = log_->commit_offset();
+  s.start_offset = log_->start_offset();
+  s.bytes = log_->bytes_used();
+  for (std::uint32_t i = 0; i < cfg_.slot_count; ++i) s.segments += log_->slot_info(i).state != SlotState::free;
+  s.publishers = static_cast<std::uint32_t>(publishers_.size());
+  s.subscribers = static_cast<std::uint32_t>(subscribers_.size());
+  s.corrupt_frames = corrupt_frames_;
+  s.successor_connected = succ_ != nullptr;
+  s.predecessor_connected = pred_ != nullptr;
+  return s;
+}
+
+std::vector<std::string> Replica::take_suspects() {
+  std::vector<std::string> out;
+  out.swap(suspects_);
+  return out;
+}
+
+}  // namespace catena::chain

@@ -1,0 +1,320 @@
+// Replica: publisher sessions (head only) and subscriber sessions.
+#include "sessions.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace catena::chain {
+namespace {
+
+constexpr std::uint32_t kMinRing = 64u << 10;
+constexpr std::uint32_t kMaxRing = 256u << 20;
+constexpr std::uint32_t kScratchSlot = 64;
+constexpr std::uint32_t kScratchSlots = 256;
+// Bytes delivered to one subscriber per pass, so one fast reader does not
+// hold the thread while others wait.
+constexpr std::uint32_t kDeliveryBudget = 1u << 20;
+
+std::uint32_t clamp_ring(std::uint32_t want) {
+  want = std::clamp(want, kMinRing, kMaxRing);
+  return want & ~7u;
+}
+
+}  // namespace
+
+void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello) {
+  wire::PublisherWelcome w{};
+  w.epoch = cfg_.epoch;
+  w.max_record = std::min<std::uint32_t>(kMaxRecordPayload, cfg_.log.segment_bytes - 64 - 2 * sizeof(RecordHeader));
+  std::strncpy(w.head_hint, cfg_.head_addr.c_str(), sizeof w.head_hint - 1);
+  std::uint64_t unused = 0;
+  if (hello.ref.epoch > cfg_.epoch) {
+    w.status = wire::Status::not_ready;
+  } else if (!cfg_.is_head()) {
+    w.status = wire::Status::not_head;
+  } else if (hello.ref.epoch < cfg_.epoch && hello.ref.epoch != 0) {
+    w.status = wire::Status::stale_epoch;
+  } else if (producers_.decide(hello.producer_id, hello.producer_epoch, 0, &unused) == SeqDecision::stale_epoch) {
+    w.status = wire::Status::producer_fenced;
+  } else {
+    auto session = std::make_unique<PublisherSession>();
+    session->ring_bytes = clamp_ring(hello.ring_bytes);
+    auto ring = provider_.allocate(session->ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
+    if (!ring) {
+      w.status = wire::Status::log_full;
+    } else {
+      session->ring = std::move(ring.value());
+      session->producer_id = hello.producer_id;
+      session->producer_epoch = hello.producer_epoch;
+      w.status = wire::Status::ok;
+      w.ring = session->ring->remote();
+      w.ring_bytes = session->ring_bytes;
+      auto it = producers_.entries().find(hello.producer_id);
+      w.next_sequence = it != producers_.entries().end() && it->second.epoch == hello.producer_epoch
+                            ? static_cast<std::uint32_t>(it->second.last_seq + 1)
+                            : 0;
+      if (link->send(w) == fabric::Errc::ok) {
+        session->link = std::move(link);
+        publishers_.push_back(std::move(session));
+      }
+      return;
+    }
+  }
+  (void)link->send(w);
+  link->poll_send();
+}
+
+int Replica::pump_publishers_st() {
+  int work = 0;
+  for (auto& p : publishers_) work += consume_publisher_st(*p);
+  if (work > 0 && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
+  const auto dead = std::remove_if(publishers_.begin(), publishers_.end(), [](const auto& p) { return p->closed; });
+  publishers_.erase(dead, publishers_.end());
+  return work;
+}
+
+int Replica::consume_publisher_st(PublisherSession& s) {
+  int n = s.link->poll_recv([](const std::byte*, std::uint32_t) {},
+                            [&](std::uint32_t imm, std::uint32_t) { s.written = advance_total(s.written, imm); });
+  s.link->poll_send();
+  if (n < 0 || s.link->broken() || s.written - s.consumed > s.ring_bytes) {
+    s.closed = true;  // gone, or claims more than its ring holds
+    return 1;
+  }
+  int work = 0;
+  const std::byte* ring = s.ring->data();
+  auto push = [&](wire::Status st, std::uint32_t seq, std::uint64_t offset) {
+    PublisherSession::Pending* last = s.last_pending();
+    const bool extends = last && last->status == st && last->first_seq + last->count == seq &&
+                         (st != wire::Status::ok ||
+                          (offset != PublisherSession::kUnknownOffset && last->first_offset != PublisherSession::kUnknownOffset &&
+                           last->first_offset + last->count == offset));
+    if (extends) {
+      ++last->count;
+      last->consumed_after = s.consumed;
+      return;
+    }
+    s.pending[(s.pending_head + s.pending_count) % PublisherSession::kMaxPending] =
+        PublisherSession::Pending{st, seq, 1, offset, s.consumed};
+    ++s.pending_count;
+  };
+  while (s.consumed < s.written && s.pending_count < PublisherSession::kMaxPending) {
+    const std::uint32_t pos = static_cast<std::uint32_t>(s.consumed % s.ring_bytes);
+    const std::uint32_t to_end = s.ring_bytes - pos;
+    if (to_end < sizeof(RecordHeader)) {  // implicit wrap
+      s.consumed += to_end;
+      continue;
+    }
+    const std::uint64_t avail = std::min<std::uint64_t>(s.written - s.consumed, to_end);
+    RecordHeader h;
+    if (check_frame(ring + pos, avail, &h) != FrameCheck::ok || (h.flags & kFlagSeal) ||
+        ((h.flags & kFlagPad) == 0 && (h.producer_id != s.producer_id || h.producer_epoch != s.producer_epoch))) {
+      ++corrupt_frames_;
+      s.link->ep().disconnect();  // nothing of a garbled batch is stored
+      s.closed = true;
+      return work + 1;
+    }
+    const std::uint32_t fbytes = static_cast<std::uint32_t>(frame_size(h.length));
+    if (h.flags & kFlagPad) {
+      s.consumed += fbytes;
+      continue;
+    }
+    std::uint64_t offset = 0;
+    switch (producers_.decide(h.producer_id, h.producer_epoch, h.sequence, &offset)) {
+      case SeqDecision::append: {
+        AppendStatus a = log_->append_frame(ring + pos, fbytes, &offset);
+        if (a == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
+        if (a == AppendStatus::too_large) {
+          s.consumed += fbytes;
+          push(wire::Status::too_large, h.sequence, 0);
+          break;
+        }
+        producers_.record(h.producer_id, h.producer_epoch, h.sequence, offset);
+        s.consumed += fbytes;
+        push(wire::Status::ok, h.sequence, offset);
+        break;
+      }
+      case SeqDecision::duplicate:
+        s.consumed += fbytes;
+        push(wire::Status::ok, h.sequence, offset);
+        break;
+      case SeqDecision::duplicate_unknown:
+        s.consumed += fbytes;
+        push(wire::Status::ok, h.sequence, PublisherSession::kUnknownOffset);
+        break;
+      case SeqDecision::sequence_gap:
+        s.consumed += fbytes;
+        push(wire::Status::sequence_gap, h.sequence, 0);
+        break;
+      case SeqDecision::stale_epoch:
+        s.consumed += fbytes;
+        push(wire::Status::producer_fenced, h.sequence, 0);
+        break;
+    }
+    ++work;
+  }
+  return work;
+}
+
+int Replica::ack_publisher_st(PublisherSession& s) {
+  int work = 0;
+  const std::uint64_t commit = log_->commit_offset();
+  while (s.pending_count > 0 && !s.closed) {
+    const PublisherSession::Pending& p = s.pending[s.pending_head];
+    if (p.status == wire::Status::ok && p.first_offset != PublisherSession::kUnknownOffset &&
+        p.first_offset + p.count > commit) {
+      break;  // acknowledged only once committed
+    }
+    wire::PublishAck ack{};
+    ack.status = p.status;
+    ack.first_seq = p.first_seq;
+    ack.count = p.count;
+    ack.first_offset = p.first_offset;
+    ack.ring_consumed = p.consumed_after;
+    ack.epoch = cfg_.epoch;
+    if (s.link->send(ack) != fabric::Errc::ok) break;
+    s.pending_head = (s.pending_head + 1) % PublisherSession::kMaxPending;
+    --s.pending_count;
+    ++work;
+  }
+  return work;
+}
+
+void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::SubscriberHello& hello) {
+  wire::SubscriberWelcome w{};
+  w.epoch = cfg_.epoch;
+  w.commit_offset = log_->commit_offset();
+  std::uint64_t start = 0;
+  switch (hello.mode) {
+    case wire::StartMode::earliest: start = log_->start_offset(); break;
+    case wire::StartMode::latest: start = log_->commit_offset(); break;
+    case wire::StartMode::offset: start = hello.start_offset; break;
+  }
+  w.start_offset = start;
+  // The ring must hold the largest frame a segment can: frames are never split.
+  const bool ring_ok = hello.ring_bytes >= std::max(kMinRing, cfg_.log.segment_bytes) && hello.ring_bytes % 8 == 0 &&
+                       hello.ring.length >= hello.ring_bytes;
+  if (hello.ref.epoch > cfg_.epoch) {
+    w.status = wire::Status::not_ready;
+  } else if (!ring_ok || static_cast<std::uint32_t>(hello.mode) > 2) {
+    w.status = wire::Status::bad_request;
+  } else if (start < log_->start_offset()) {
+    w.status = wire::Status::position_expired;
+    w.start_offset = log_->start_offset();
+  } else if (start > log_->end_offset()) {
+    w.status = wire::Status::bad_request;
+  } else {
+    w.status = wire::Status::ok;
+  }
+  if (link->send(w) != fabric::Errc::ok || w.status != wire::Status::ok) {
+    link->poll_send();
+    return;
+  }
+  auto s = std::make_unique<SubscriberSession>();
+  s->link = std::move(link);
+  s->ring = hello.ring;
+  s->ring_bytes = hello.ring_bytes;
+  s->next_offset = start;
+  s->cursor = log_->seek(start);
+  subscribers_.push_back(std::move(s));
+}
+
+int Replica::serve_subscribers_st() {
+  int work = 0;
+  for (auto& s : subscribers_) work += deliver_st(*s);
+  const auto dead = std::remove_if(subscribers_.begin(), subscribers_.end(), [](const auto& s) { return s->closed; });
+  subscribers_.erase(dead, subscribers_.end());
+  return work;
+}
+
+int Replica::deliver_st(SubscriberSession& s) {
+  int work = s.link->poll_recv(
+      [&](const std::byte* msg, std::uint32_t len) {
+        if (auto credit = wire::decode<wire::SubscriberCredit>(msg, len)) {
+          if (credit->consumed <= s.written && credit->consumed > s.consumed) s.consumed = credit->consumed;
+        }
+      },
+      [](std::uint32_t, std::uint32_t) {});
+  s.link->poll_send();
+  if (work < 0 || s.link->broken()) {
+    s.closed = true;
+    return 1;
+  }
+  if (!s.cursor.valid) {
+    if (s.next_offset < log_->start_offset() && !s.notified_expired) {
+      wire::SubscriberNotice notice{};
+      notice.status = wire::Status::position_expired;
+      notice.next_offset = log_->start_offset();
+      s.notified_expired = s.link->send(notice) == fabric::Errc::ok;
+      return 1;
+    }
+    s.cursor = log_->seek(s.next_offset);
+    if (!s.cursor.valid) return work;
+  }
+  std::uint32_t budget = kDeliveryBudget;
+  while (budget > 0) {
+    // Gather a run of frames that are contiguous in one slot.
+    Cursor run_start = s.cursor;
+    std::uint32_t run_bytes = 0;
+    const std::byte* run_ptr = nullptr;
+    std::uint32_t run_slot = 0;
+    std::uint64_t ring_pos = s.written % s.ring_bytes;
+    std::uint64_t free_bytes = s.ring_bytes - (s.written - s.consumed);
+    for (;;) {
+      Cursor before = s.cursor;
+      ReadResult r = log_->read(s.cursor);
+      if (r.status == ReadStatus::expired) {
+        s.next_offset = s.cursor.next_offset;
+        s.cursor.valid = false;
+        break;
+      }
+      if (r.status != ReadStatus::record) break;
+      const bool contiguous = run_bytes == 0 || (s.cursor.slot == run_slot && r.frame == run_ptr + run_bytes);
+      const std::uint64_t to_end = s.ring_bytes - ring_pos;
+      if (!contiguous || run_bytes + r.frame_bytes > std::min<std::uint64_t>(to_end, free_bytes) ||
+          run_bytes >= budget) {
+        s.cursor = before;  // not this one: it starts the next run
+        if (run_bytes == 0 && r.frame_bytes > to_end && to_end <= free_bytes) {
+          // Wrap: pad the ring's tail (a pad header if it fits), then retry.
+          if (to_end >= sizeof(RecordHeader)) {
+            const std::uint32_t slot = scratch_next_++ % kScratchSlots;
+            RecordHeader pad{};
+            pad.flags = kFlagPad;
+            pad.length = static_cast<std::uint32_t>(to_end - sizeof(RecordHeader));
+            pad.header_crc = header_checksum(pad);
+            std::memcpy(scratch_->data() + slot * kScratchSlot, &pad, sizeof pad);
+            if (s.link->ep().post_write(kWrDelivery, {scratch_.get(), slot * kScratchSlot, sizeof pad},
+                                        {s.ring, ring_pos}) != fabric::Errc::ok) {
+              return work;
+            }
+          }
+          s.written += to_end;
+          ring_pos = 0;
+          free_bytes -= to_end;
+          continue;
+        }
+        break;
+      }
+      if (run_bytes == 0) {
+        run_ptr = r.frame;
+        run_slot = s.cursor.slot;
+      }
+      run_bytes += r.frame_bytes;
+    }
+    if (run_bytes == 0) break;
+    const std::size_t src_off = static_cast<std::size_t>(run_ptr - slot_mrs_[run_slot]->data());
+    const std::uint32_t imm = static_cast<std::uint32_t>((s.written + run_bytes) / 8);
+    if (s.link->ep().post_write_imm(kWrDelivery, {slot_mrs_[run_slot].get(), src_off, run_bytes},
+                                    {s.ring, ring_pos}, imm) != fabric::Errc::ok) {
+      s.cursor = run_start;
+      break;
+    }
+    s.written += run_bytes;
+    s.next_offset = s.cursor.next_offset;
+    budget = run_bytes >= budget ? 0 : budget - run_bytes;
+    ++work;
+  }
+  return work;
+}
+
+}  // namespace catena::chain

@@ -36,7 +36,7 @@ std::span<const std::byte> bytes(const std::string& s) { return {reinterpret_cas
 
 class ChainE2E : public ::testing::Test {
  protected:
-  static constexpr std::uint32_t kSegment = 64u << 10;
+  static constexpr std::uint32_t kSegment = 512u << 10;  // 4 slots: 2 MiB retained per replica
 
   void SetUp() override {
     for (int i = 0; i < 3; ++i) {

@@ -1,0 +1,189 @@
+#include "soft/arena.hpp"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace catena::fabric::soft {
+namespace {
+
+std::string errno_text(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+std::uint64_t round_up_pages(std::uint64_t bytes) {
+  return (bytes + kPageSize - 1) & ~(kPageSize - 1);
+}
+
+}  // namespace
+
+std::uint64_t random_u64() {
+  std::uint64_t v = 0;
+  // getrandom of 8 bytes from the urandom pool does not block or fail short.
+  while (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+  }
+  return v;
+}
+
+Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
+  std::unique_ptr<Arena> a(new Arena());
+  int fd = memfd_create("catena-soft-arena", MFD_CLOEXEC);
+  if (fd < 0) return make_error(Errc::resource_exhausted, errno_text("memfd_create"));
+  a->id_.memfd = fd;
+  // Ask for a large sparse arena; settle for less where address space or
+  // file size is limited.
+  void* base = MAP_FAILED;
+  for (; size >= kMinArenaSize; size /= 2) {
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) continue;
+    base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (base != MAP_FAILED) break;
+  }
+  if (base == MAP_FAILED) return make_error(Errc::resource_exhausted, errno_text("mmap of the soft arena"));
+  a->view_.base = static_cast<std::byte*>(base);
+  a->view_.size = size;
+  a->id_.size = size;
+  a->id_.pid = getpid();
+  a->id_.nonce[0] = random_u64();
+  a->id_.nonce[1] = random_u64();
+
+  auto* hdr = reinterpret_cast<ArenaHeader*>(base);
+  hdr->magic = kArenaMagic;
+  hdr->version = kArenaVersion;
+  hdr->nonce[0] = a->id_.nonce[0];
+  hdr->nonce[1] = a->id_.nonce[1];
+  hdr->size = size;
+  hdr->table_offset = kTableOffset;
+  hdr->table_capacity = kRegionTableCapacity;
+  hdr->pid = static_cast<std::uint32_t>(a->id_.pid);
+
+  a->table_ = reinterpret_cast<RegionEntry*>(a->view_.base + kTableOffset);
+  a->view_.table = a->table_;
+  a->slot_generation_.assign(kRegionTableCapacity, 0);
+  a->key_salt_ = static_cast<std::uint16_t>(random_u64());
+  for (std::uint32_t i = 0; i < kRegionTableCapacity; ++i) a->free_slots_.push_back(i);
+  return a;
+}
+
+Arena::~Arena() {
+  if (view_.base != nullptr) munmap(view_.base, view_.size);
+  if (id_.memfd >= 0) close(id_.memfd);
+}
+
+Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes) {
+  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  std::lock_guard lock(mu_);
+  for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
+    if (it->second < bytes) continue;
+    std::uint64_t off = it->first;
+    std::uint64_t rest = it->second - bytes;
+    free_ranges_.erase(it);
+    if (rest > 0) free_ranges_.emplace(off + bytes, rest);
+    return off;
+  }
+  if (bytes > view_.size - high_water_) {
+    return make_error(Errc::resource_exhausted, "soft arena exhausted: " + std::to_string(bytes) +
+                                                    " bytes requested, " +
+                                                    std::to_string(view_.size - high_water_) + " left");
+  }
+  std::uint64_t off = high_water_;
+  high_water_ += bytes;
+  return off;
+}
+
+void Arena::free_range(std::uint64_t offset, std::uint64_t bytes) {
+  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  // Dropping the pages both zeroes the range for its next owner and returns
+  // the memory; if the kernel cannot punch, zero by hand.
+  if (fallocate(id_.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                static_cast<off_t>(bytes)) != 0) {
+    std::memset(view_.base + offset, 0, bytes);
+  }
+  std::lock_guard lock(mu_);
+  auto next = free_ranges_.lower_bound(offset);
+  if (next != free_ranges_.end() && next->first == offset + bytes) {
+    bytes += next->second;
+    next = free_ranges_.erase(next);
+  }
+  if (next != free_ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += bytes;
+      return;
+    }
+  }
+  free_ranges_.emplace(offset, bytes);
+}
+
+Result<std::uint32_t> Arena::register_region(std::uint64_t offset, std::uint64_t length,
+                                             std::uint32_t access) {
+  std::lock_guard lock(mu_);
+  if (free_slots_.empty()) {
+    return make_error(Errc::resource_exhausted, "soft provider region table full (" +
+                                                    std::to_string(kRegionTableCapacity) + " regions)");
+  }
+  std::uint32_t slot = free_slots_.front();
+  free_slots_.pop_front();
+  std::uint32_t key = 0;
+  do {
+    std::uint16_t gen = ++slot_generation_[slot];
+    key = (static_cast<std::uint32_t>(static_cast<std::uint16_t>(gen * 40503u + key_salt_)) << 16) | slot;
+  } while (key == 0);
+  RegionEntry& e = table_[slot];
+  e.access.store(access, std::memory_order_relaxed);
+  e.offset.store(offset, std::memory_order_relaxed);
+  e.length.store(length, std::memory_order_relaxed);
+  e.key.store(key, std::memory_order_release);
+  return key;
+}
+
+void Arena::revoke_key(std::uint32_t key) noexcept {
+  table_[key & (kRegionTableCapacity - 1)].key.store(0, std::memory_order_relaxed);
+}
+
+void Arena::release_key(std::uint32_t key) {
+  std::lock_guard lock(mu_);
+  free_slots_.push_back(key & (kRegionTableCapacity - 1));
+}
+
+Result<std::shared_ptr<PeerArena>> PeerArena::map(const ArenaIdentity& id) {
+  std::string path = "/proc/" + std::to_string(id.pid) + "/fd/" + std::to_string(id.memfd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return make_error(Errc::refused, errno_text(("cannot open peer arena " + path).c_str()));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < id.size || id.size < kDataOffset) {
+    close(fd);
+    return make_error(Errc::refused, "peer arena " + path + " is not the announced size");
+  }
+  void* base = mmap(nullptr, id.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  int map_errno = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    errno = map_errno;
+    return make_error(Errc::refused, errno_text(("cannot map peer arena " + path).c_str()));
+  }
+  std::shared_ptr<PeerArena> p(new PeerArena());
+  p->id_ = id;
+  p->view_.base = static_cast<std::byte*>(base);
+  p->view_.size = id.size;
+  const auto* hdr = reinterpret_cast<const ArenaHeader*>(base);
+  if (hdr->magic != kArenaMagic || hdr->version != kArenaVersion || hdr->nonce[0] != id.nonce[0] ||
+      hdr->nonce[1] != id.nonce[1] || hdr->size != id.size || hdr->table_offset != kTableOffset ||
+      hdr->table_capacity != kRegionTableCapacity) {
+    return make_error(Errc::refused, path + " is not the peer's arena (another process or pid namespace)");
+  }
+  p->view_.table = reinterpret_cast<const RegionEntry*>(p->view_.base + kTableOffset);
+  return p;
+}
+
+PeerArena::~PeerArena() {
+  if (view_.base != nullptr) munmap(view_.base, view_.size);
+}
+
+}  // namespace catena::fabric::soft

@@ -1,0 +1,165 @@
+// The soft provider's registered memory: one shareable arena per provider.
+//
+// An Arena is a memfd mapped MAP_SHARED, sized large and sparse (pages
+// materialise on first touch). Every MemoryRegion the provider hands out is a
+// page-aligned range of it, so a same-host peer that maps the same memfd can
+// reach any region by its arena offset. The arena also holds the region table
+// (key, access, offset, length per region); a peer checks a remote access
+// against that table before it copies a byte, which is what an RDMA NIC does
+// with an rkey. The owner writes the table; peers only read it.
+//
+// Lifecycle: created by the provider at open, destroyed when the provider and
+// everything allocated from it are gone. Allocation and key management are
+// setup-path operations guarded by a mutex; ArenaView::resolve() is the
+// lock-free hot-path check and may run on any thread or process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <catena/fabric/result.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace catena::fabric::soft {
+
+inline constexpr std::uint64_t kPageSize = 4096;
+inline constexpr std::uint32_t kArenaMagic = 0x41544143;  // "CATA"
+inline constexpr std::uint32_t kArenaVersion = 1;
+inline constexpr std::uint32_t kRegionTableCapacity = 1u << 16;
+inline constexpr std::uint64_t kDefaultArenaSize = 64ull << 30;
+inline constexpr std::uint64_t kMinArenaSize = 1ull << 30;
+
+// One registered region as peers see it. `key` is written last (release) on
+// registration and cleared first on deregistration; the other fields are only
+// meaningful while a reader has seen its key match.
+struct RegionEntry {
+  std::atomic<std::uint32_t> key;  // 0: free
+  std::atomic<std::uint32_t> access;
+  std::atomic<std::uint64_t> offset;
+  std::atomic<std::uint64_t> length;
+  std::uint64_t reserved;
+};
+static_assert(sizeof(RegionEntry) == 32);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "arena words are shared across processes");
+
+// First page of every arena: lets a peer check it mapped the file it meant to.
+struct ArenaHeader {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::uint64_t nonce[2];
+  std::uint64_t size;
+  std::uint64_t table_offset;
+  std::uint32_t table_capacity;
+  std::uint32_t pid;
+};
+
+inline constexpr std::uint64_t kTableOffset = kPageSize;
+inline constexpr std::uint64_t kDataOffset = 4ull << 20;
+static_assert(kTableOffset + kRegionTableCapacity * sizeof(RegionEntry) <= kDataOffset);
+
+struct ArenaIdentity {
+  std::uint64_t nonce[2] = {0, 0};
+  std::uint64_t size = 0;
+  pid_t pid = 0;
+  int memfd = -1;
+};
+
+// A mapping of an arena (our own or a peer's) and the checks made against it.
+struct ArenaView {
+  std::byte* base = nullptr;
+  std::uint64_t size = 0;
+  const RegionEntry* table = nullptr;
+
+  // The "NIC" check: the bytes [addr, addr+len) (arena offsets) if `key`
+  // names a live region that contains them and grants every bit of `need`;
+  // nullptr otherwise. Never trusts the table beyond the mapping's size.
+  [[nodiscard]] std::byte* resolve(std::uint32_t key, std::uint64_t addr, std::uint64_t len,
+                                   std::uint32_t need) const noexcept {
+    const RegionEntry& e = table[key & (kRegionTableCapacity - 1)];
+    if (key == 0 || e.key.load(std::memory_order_acquire) != key) return nullptr;
+    if ((e.access.load(std::memory_order_relaxed) & need) != need) return nullptr;
+    const std::uint64_t off = e.offset.load(std::memory_order_relaxed);
+    const std::uint64_t rlen = e.length.load(std::memory_order_relaxed);
+    if (off > size || rlen > size - off) return nullptr;
+    if (addr < off || addr - off > rlen || len > rlen - (addr - off)) return nullptr;
+    return base + addr;
+  }
+
+  [[nodiscard]] bool contains(const void* p, std::uint64_t len) const noexcept {
+    auto b = reinterpret_cast<std::uintptr_t>(base);
+    auto q = reinterpret_cast<std::uintptr_t>(p);
+    return q >= b && q - b <= size && len <= size - (q - b);
+  }
+};
+
+// The provider's own arena: memfd, mapping, allocator and region table.
+class Arena {
+ public:
+  static Result<std::unique_ptr<Arena>> create(std::uint64_t size);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  [[nodiscard]] const ArenaView& view() const noexcept { return view_; }
+  [[nodiscard]] const ArenaIdentity& identity() const noexcept { return id_; }
+
+  // Page-aligned, zeroed bytes of the arena (not registered). Returns the
+  // arena offset.
+  Result<std::uint64_t> allocate_range(std::uint64_t bytes);
+  // Returns a range: its pages are dropped (so it reads as zeros again) and
+  // it becomes reusable. The caller has made sure nobody accesses it.
+  void free_range(std::uint64_t offset, std::uint64_t bytes);
+
+  // Publishes a region in the table under a fresh key (never reused while the
+  // provider lives, up to 2^16 registrations per table slot).
+  Result<std::uint32_t> register_region(std::uint64_t offset, std::uint64_t length, std::uint32_t access);
+  // Clears the key: from now on resolve() fails for it. The slot is not
+  // reused until release_key().
+  void revoke_key(std::uint32_t key) noexcept;
+  void release_key(std::uint32_t key);
+
+ private:
+  Arena() = default;
+
+  ArenaIdentity id_;
+  ArenaView view_;
+  RegionEntry* table_ = nullptr;
+
+  std::mutex mu_;
+  std::map<std::uint64_t, std::uint64_t> free_ranges_;  // offset -> length, coalesced
+  std::uint64_t high_water_ = kDataOffset;
+  std::deque<std::uint32_t> free_slots_;  // FIFO: a slot rests as long as possible before reuse
+  std::vector<std::uint16_t> slot_generation_;
+  std::uint16_t key_salt_ = 0;
+};
+
+// A peer's arena mapped into this process (same host only). Shared by every
+// endpoint to that peer; unmapped when the last one goes.
+class PeerArena {
+ public:
+  // Opens /proc/<pid>/fd/<memfd>, maps it and checks the header names the
+  // arena the peer announced (guards against pid reuse and pid namespaces).
+  static Result<std::shared_ptr<PeerArena>> map(const ArenaIdentity& id);
+  ~PeerArena();
+  PeerArena(const PeerArena&) = delete;
+  PeerArena& operator=(const PeerArena&) = delete;
+
+  [[nodiscard]] const ArenaView& view() const noexcept { return view_; }
+  [[nodiscard]] const ArenaIdentity& identity() const noexcept { return id_; }
+
+ private:
+  PeerArena() = default;
+  ArenaIdentity id_;
+  ArenaView view_;
+};
+
+// Random bits from the kernel, for nonces, salts and connection tokens.
+std::uint64_t random_u64();
+
+}  // namespace catena::fabric::soft

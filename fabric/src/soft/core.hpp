@@ -1,0 +1,114 @@
+// State shared by everything a soft provider creates: its options, arena,
+// connection manager, the peers' arenas it has mapped, and the registry of
+// access guards that makes deregistration and disconnect exact.
+//
+// Access guards: anything that may copy into or out of this provider's
+// registered memory without holding a lock — a same-host peer's initiator
+// working in our arena, or our own TCP progress engine — publishes a `busy`
+// counter that is odd while it is inside. It checks keys and tokens only
+// after making the counter odd and issuing a full fence. Whoever revokes
+// access (frees a region, disconnects) first clears the key/token, fences,
+// then waits for every guard to leave the section it may be in. Afterwards
+// no byte can move (Dekker's protocol, one fence per operation).
+//
+// Lifecycle: a Core is shared by the Provider object, its memory regions,
+// listeners and endpoints, so it lives until the last of them is gone.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <catena/fabric/fabric.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "soft/arena.hpp"
+#include "soft/conn_manager.hpp"
+
+namespace catena::fabric::soft {
+
+enum class Mode : std::uint8_t { automatic = 0, tcp = 1, shm = 2 };
+
+struct Options {
+  Mode mode = Mode::automatic;
+  // Overrides the host identity (normally the boot id). Two providers with
+  // different ids never use shared memory with each other: lets one box
+  // stand in for two hosts.
+  std::string host_id;
+};
+
+// "", "tcp", "shm", each optionally followed by ",host=<id>".
+Result<Options> parse_options(std::string_view text);
+
+struct AccessGuard {
+  const std::atomic<std::uint64_t>* busy = nullptr;
+  pid_t peer_pid = 0;  // accessor's process if it is a peer (0: a thread of ours)
+};
+
+// Waits until the guard is outside the section it was in when called (or
+// its process is gone). The caller has revoked access and fenced before.
+void wait_quiescent(const AccessGuard& g);
+
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  static Result<std::shared_ptr<Core>> create(const Options& options);
+
+  [[nodiscard]] const Options& options() const noexcept { return options_; }
+  [[nodiscard]] const std::string& host_id() const noexcept { return host_id_; }
+  [[nodiscard]] Arena& arena() noexcept { return *arena_; }
+  [[nodiscard]] const ArenaView& view() const noexcept { return arena_->view(); }
+  [[nodiscard]] ConnectionManager& manager() noexcept { return *manager_; }
+
+  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access);
+
+  // Registers/unregisters a guard (stable address required).
+  void add_guard(const AccessGuard* g);
+  void remove_guard(const AccessGuard* g);
+  // Fences, then waits until no guard is inside an access section.
+  void quiesce();
+
+  // Maps a same-host peer's arena, or shares an existing mapping of it.
+  Result<std::shared_ptr<PeerArena>> peer_arena(const ArenaIdentity& id);
+
+ private:
+  friend class SoftMemoryRegion;
+  Core() = default;
+  void free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key);
+
+  // Declared in creation order: the manager thread stops before the arena
+  // it may still be touching through a handshake is unmapped.
+  Options options_;
+  std::string host_id_;
+  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<ConnectionManager> manager_;
+
+  std::mutex guards_mu_;
+  std::vector<const AccessGuard*> guards_;
+
+  std::mutex peers_mu_;
+  std::map<std::pair<pid_t, std::uint64_t>, std::weak_ptr<PeerArena>> peers_;
+};
+
+// An AccessGuard registered with a Core for as long as this object lives.
+class GuardRegistration {
+ public:
+  GuardRegistration(Core& core, AccessGuard g) : core_(core), guard_(std::make_unique<AccessGuard>(g)) {
+    core_.add_guard(guard_.get());
+  }
+  ~GuardRegistration() { core_.remove_guard(guard_.get()); }
+  GuardRegistration(const GuardRegistration&) = delete;
+  GuardRegistration& operator=(const GuardRegistration&) = delete;
+  [[nodiscard]] const AccessGuard& guard() const noexcept { return *guard_; }
+
+ private:
+  Core& core_;
+  std::unique_ptr<AccessGuard> guard_;
+};
+
+}  // namespace catena::fabric::soft

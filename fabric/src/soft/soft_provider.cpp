@@ -1,9 +1,148 @@
+// The soft provider: RDMA RC semantics in userspace, for kernels without
+// RDMA. Same-host peers share memory (shm_endpoint.hpp), others talk TCP
+// (tcp_endpoint.hpp); the handshake picks per connection (handshake.hpp).
+#include <sys/socket.h>
+
 #include <catena/fabric/fabric.hpp>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <utility>
+
+#include "soft/core.hpp"
+#include "soft/handshake.hpp"
+#include "soft/net.hpp"
 
 namespace catena::fabric {
+namespace soft {
+namespace {
+
+// Accepts connections in the connection manager and runs their handshakes
+// there, so a peer's connect() completes even before accept() is called;
+// accept() hands out the endpoints (or refusals) in arrival order.
+class SoftListener final : public Listener, private Watcher {
+ public:
+  static Result<std::unique_ptr<Listener>> create(std::shared_ptr<Core> core, UniqueFd fd,
+                                                  const EndpointConfig& cfg) {
+    std::unique_ptr<SoftListener> l(new SoftListener(std::move(core), std::move(fd), cfg));
+    if (auto r = l->core_->manager().add(l->fd_.get(), EPOLLIN, l.get()); !r) return r.error();
+    return std::unique_ptr<Listener>(std::move(l));
+  }
+
+  ~SoftListener() override {
+    core_->manager().remove(watch_token());
+    // No new handshakes now; end the running ones (each waits for its own
+    // callback) before dropping what they may still deliver.
+    std::list<std::unique_ptr<ServerHandshake>> running;
+    {
+      std::lock_guard lock(mu_);
+      running.swap(handshakes_);
+    }
+    running.clear();
+    std::lock_guard lock(mu_);
+    ready_.clear();
+  }
+
+  Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !ready_.empty(); })) {
+      return make_error(Errc::timeout, "no connection on " + address_ + " within " +
+                                           std::to_string(timeout.count()) + " ms");
+    }
+    auto r = std::move(ready_.front());
+    ready_.pop_front();
+    return r;
+  }
+
+  [[nodiscard]] std::string address() const override { return address_; }
+
+ private:
+  static constexpr std::size_t kMaxBacklog = 1024;
+
+  SoftListener(std::shared_ptr<Core> core, UniqueFd fd, const EndpointConfig& cfg)
+      : core_(std::move(core)), fd_(std::move(fd)), cfg_(cfg), address_(local_name(fd_.get())) {}
+
+  void on_ready(std::uint32_t) override {
+    std::lock_guard lock(mu_);
+    handshakes_.remove_if([](const auto& h) { return h->finished(); });
+    for (;;) {
+      UniqueFd conn(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (conn.get() < 0) return;
+      if (ready_.size() + handshakes_.size() >= kMaxBacklog) continue;  // closes it: nobody accepts
+      auto h = std::make_unique<ServerHandshake>(core_, std::move(conn), cfg_,
+                                                 [this](Result<std::unique_ptr<Endpoint>> outcome) {
+                                                   {
+                                                     std::lock_guard l(mu_);
+                                                     ready_.push_back(std::move(outcome));
+                                                   }
+                                                   cv_.notify_one();
+                                                 });
+      if (h->start()) handshakes_.push_back(std::move(h));
+    }
+  }
+
+  std::shared_ptr<Core> core_;
+  UniqueFd fd_;
+  EndpointConfig cfg_;
+  std::string address_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Result<std::unique_ptr<Endpoint>>> ready_;
+  std::list<std::unique_ptr<ServerHandshake>> handshakes_;
+};
+
+class SoftProvider final : public Provider {
+ public:
+  explicit SoftProvider(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+  [[nodiscard]] std::string name() const override {
+    switch (core_->options().mode) {
+      case Mode::tcp:
+        return "soft:tcp";
+      case Mode::shm:
+        return "soft:shm";
+      default:
+        return "soft";
+    }
+  }
+
+  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
+    return core_->allocate(size, access);
+  }
+
+  Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg) override {
+    auto addr = parse_address(address);
+    if (!addr) return addr.error();
+    auto fd = listen_on(addr.value());
+    if (!fd) return fd.error();
+    return SoftListener::create(core_, std::move(fd.value()), cfg);
+  }
+
+  Result<std::unique_ptr<Endpoint>> connect(std::string_view address, const EndpointConfig& cfg,
+                                            std::chrono::milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    auto addr = parse_address(address);
+    if (!addr) return addr.error();
+    auto fd = connect_to(addr.value(), deadline);
+    if (!fd) return fd.error();
+    return client_handshake(core_, std::move(fd.value()), cfg, deadline);
+  }
+
+ private:
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace
+}  // namespace soft
 
 Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options) {
-  return make_error(Errc::no_device, "soft provider under construction: " + std::string(options));
+  auto opts = soft::parse_options(options);
+  if (!opts) return opts.error();
+  auto core = soft::Core::create(opts.value());
+  if (!core) return core.error();
+  return std::unique_ptr<Provider>(std::make_unique<soft::SoftProvider>(std::move(core.value())));
 }
 
 }  // namespace catena::fabric

@@ -40,7 +40,7 @@ std::uint32_t Link::wait_message(std::byte* out, std::chrono::milliseconds timeo
             got = len;
           }
         },
-        [](std::uint32_t, std::uint32_t) {});
+        [&](std::uint32_t imm, std::uint32_t len) { early_imms_.emplace_back(imm, len); });
     if (n < 0 || broken()) return 0;
     if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

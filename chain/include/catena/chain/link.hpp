@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 namespace catena::chain {
 
@@ -59,6 +61,11 @@ class Link {
   // completion (the link is then broken).
   template <class OnMessage, class OnImm>
   int poll_recv(OnMessage&& on_message, OnImm&& on_imm) {
+    if (!early_imms_.empty()) [[unlikely]] {
+      auto early = std::move(early_imms_);
+      early_imms_.clear();
+      for (const auto& [imm, len] : early) on_imm(imm, len);
+    }
     fabric::Completion c[16];
     int n = ep_->poll_recv(c, 16);
     for (int i = 0; i < n; ++i) {
@@ -126,6 +133,9 @@ class Link {
   std::unique_ptr<fabric::MemoryRegion> recv_buf_;
   std::unique_ptr<fabric::MemoryRegion> send_buf_;
   std::unique_ptr<fabric::Endpoint> ep_;
+  // Immediates that arrived while wait_message() waited for a handshake
+  // answer (the peer may start writing right after it): replayed first.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> early_imms_;
   std::uint32_t recv_depth_ = 0;
   std::uint64_t send_next_ = 0;
   std::uint32_t sends_in_flight_ = 0;

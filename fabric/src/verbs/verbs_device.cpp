@@ -1,0 +1,184 @@
+#include "verbs_device.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace catena::fabric::verbs {
+
+namespace {
+
+constexpr std::size_t kPageSize = 4096;
+constexpr std::uint32_t kAllAccess = kLocalWrite | kRemoteWrite | kRemoteRead;
+
+}  // namespace
+
+std::string errno_text(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+void report_destroy_failure(const char* what, int err) noexcept {
+  std::fprintf(stderr, "catena/verbs: %s failed: %s\n", what, std::strerror(err));
+}
+
+void ContextDeleter::operator()(ibv_context* ctx) const noexcept {
+  if (ibv_close_device(ctx) != 0) {
+    report_destroy_failure("ibv_close_device", errno);
+  }
+}
+void PdDeleter::operator()(ibv_pd* pd) const noexcept {
+  if (int rc = ibv_dealloc_pd(pd); rc != 0) {
+    report_destroy_failure("ibv_dealloc_pd", rc);
+  }
+}
+void MrDeleter::operator()(ibv_mr* mr) const noexcept {
+  if (int rc = ibv_dereg_mr(mr); rc != 0) {
+    report_destroy_failure("ibv_dereg_mr", rc);
+  }
+}
+void CqDeleter::operator()(ibv_cq* cq) const noexcept {
+  if (int rc = ibv_destroy_cq(cq); rc != 0) {
+    report_destroy_failure("ibv_destroy_cq", rc);
+  }
+}
+void QpDeleter::operator()(ibv_qp* qp) const noexcept {
+  if (int rc = ibv_destroy_qp(qp); rc != 0) {
+    report_destroy_failure("ibv_destroy_qp", rc);
+  }
+}
+void CmIdDeleter::operator()(rdma_cm_id* id) const noexcept {
+  if (rdma_destroy_id(id) != 0) {
+    report_destroy_failure("rdma_destroy_id", errno);
+  }
+}
+void CmEventAcker::operator()(rdma_cm_event* ev) const noexcept {
+  if (rdma_ack_cm_event(ev) != 0) {
+    report_destroy_failure("rdma_ack_cm_event", errno);
+  }
+}
+void AlignedFree::operator()(std::byte* p) const noexcept {
+  std::free(p);
+}
+
+Result<std::shared_ptr<VerbsDevice>> VerbsDevice::open(std::string_view name) {
+  int count = 0;
+  errno = 0;
+  DeviceListHandle list(ibv_get_device_list(&count));
+  if (!list) {
+    const int err = errno;
+    if (err == ENOSYS) {
+      return make_error(Errc::no_device, "no RDMA device: kernel has no RDMA support (ENOSYS)");
+    }
+    return make_error(Errc::no_device, "no RDMA device: ibv_get_device_list failed: " + errno_text(err));
+  }
+  ibv_device* found = nullptr;
+  std::string available;
+  for (int i = 0; i < count; ++i) {
+    const char* dev_name = ibv_get_device_name(list.get()[i]);
+    if (dev_name == nullptr) {
+      continue;
+    }
+    if (name == dev_name) {
+      found = list.get()[i];
+    }
+    if (!available.empty()) {
+      available += ", ";
+    }
+    available += dev_name;
+  }
+  if (found == nullptr) {
+    return make_error(Errc::no_device, "device '" + std::string(name) + "' not found; available: " +
+                                           (available.empty() ? std::string("none") : available));
+  }
+
+  auto dev = std::make_shared<VerbsDevice>();
+  dev->name = std::string(name);
+  dev->context.reset(ibv_open_device(found));
+  if (!dev->context) {
+    return make_error(Errc::no_device, "cannot open RDMA device '" + dev->name + "': " + errno_text(errno));
+  }
+  if (int rc = ibv_query_device(dev->context.get(), &dev->attr); rc != 0) {
+    return make_error(Errc::io_error, "ibv_query_device on '" + dev->name + "' failed: " + errno_text(rc));
+  }
+  dev->pd.reset(ibv_alloc_pd(dev->context.get()));
+  if (!dev->pd) {
+    return make_error(Errc::resource_exhausted,
+                      "ibv_alloc_pd on '" + dev->name + "' failed: " + errno_text(errno));
+  }
+  return dev;
+}
+
+bool VerbsDevice::same_device(const ibv_context* ctx) const noexcept {
+  if (ctx == nullptr || ctx->device == nullptr) {
+    return false;
+  }
+  if (ctx->device == context->device) {
+    return true;
+  }
+  // librdmacm opens its own context; compare by kernel device name.
+  const char* other = ibv_get_device_name(ctx->device);
+  return other != nullptr && name == other;
+}
+
+int to_ibv_access(std::uint32_t access) noexcept {
+  int flags = 0;
+  if (access & kLocalWrite) {
+    flags |= IBV_ACCESS_LOCAL_WRITE;
+  }
+  if (access & kRemoteWrite) {
+    flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  }
+  if (access & kRemoteRead) {
+    flags |= IBV_ACCESS_REMOTE_READ;
+  }
+  return flags;
+}
+
+Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_ptr<VerbsDevice> device,
+                                                                  std::size_t size, std::uint32_t access) {
+  if (size == 0) {
+    return make_error(Errc::invalid_argument, "cannot register an empty region");
+  }
+  if ((access & ~kAllAccess) != 0) {
+    return make_error(Errc::invalid_argument, "unknown access bits " + std::to_string(access & ~kAllAccess));
+  }
+  if (size > device->attr.max_mr_size || size > SIZE_MAX - kPageSize) {
+    return make_error(Errc::too_large, "region of " + std::to_string(size) + " bytes exceeds the device's " +
+                                           std::to_string(device->attr.max_mr_size) + "-byte limit");
+  }
+  const std::size_t rounded = (size + kPageSize - 1) / kPageSize * kPageSize;
+  AlignedBuffer memory(static_cast<std::byte*>(std::aligned_alloc(kPageSize, rounded)));
+  if (!memory) {
+    return make_error(Errc::resource_exhausted, "cannot allocate " + std::to_string(size) + " bytes");
+  }
+  std::memset(memory.get(), 0, rounded);
+  // Register exactly `size` bytes: the NIC's bounds check is the region's.
+  MrHandle mr(ibv_reg_mr(device->pd.get(), memory.get(), size, to_ibv_access(access)));
+  if (!mr) {
+    const int err = errno;
+    std::string msg = "ibv_reg_mr of " + std::to_string(size) + " bytes failed: " + errno_text(err);
+    if (err == ENOMEM || err == EPERM) {
+      msg += "; check RLIMIT_MEMLOCK (ulimit -l)";
+    }
+    return make_error(err == ENOMEM ? Errc::resource_exhausted : Errc::io_error, std::move(msg));
+  }
+  return std::unique_ptr<MemoryRegion>(
+      new VerbsMemoryRegion(std::move(device), std::move(memory), std::move(mr), size, access));
+}
+
+VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, AlignedBuffer memory, MrHandle mr,
+                                     std::size_t size, std::uint32_t access)
+    : device_(std::move(device)),
+      memory_(std::move(memory)),
+      mr_(std::move(mr)),
+      size_(size),
+      access_(access) {}
+
+RemoteRegion VerbsMemoryRegion::remote() const noexcept {
+  return RemoteRegion{reinterpret_cast<std::uint64_t>(memory_.get()), size_, mr_->rkey};
+}
+
+}  // namespace catena::fabric::verbs

@@ -1,0 +1,354 @@
+#include "verbs_endpoint.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "verbs_cm.hpp"
+
+namespace catena::fabric::verbs {
+
+namespace {
+
+// Completions taken from the CQ per ibv_poll_cq call (a stack array).
+constexpr int kPollBatch = 32;
+
+WcStatus to_wc_status(ibv_wc_status s) noexcept {
+  switch (s) {
+    case IBV_WC_SUCCESS:
+      return WcStatus::success;
+    case IBV_WC_REM_ACCESS_ERR:
+      return WcStatus::remote_access_error;
+    case IBV_WC_WR_FLUSH_ERR:
+      return WcStatus::flushed;
+    case IBV_WC_LOC_PROT_ERR:
+      return WcStatus::local_protection_error;
+    case IBV_WC_LOC_LEN_ERR:
+      return WcStatus::local_length_error;
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return WcStatus::retry_exceeded;
+    default:
+      return WcStatus::general_error;
+  }
+}
+
+// A local buffer must lie inside its registered region; the NIC would catch
+// it too, but only after moving the whole QP to error.
+Errc check_local(const LocalBuffer& b, std::uint32_t limit) noexcept {
+  if (b.length > limit) {
+    return Errc::too_large;
+  }
+  if (b.length == 0) {
+    return Errc::ok;
+  }
+  if (b.mr == nullptr) {
+    return Errc::local_protection;
+  }
+  const std::size_t size = b.mr->size();
+  if (b.offset > size || b.length > size - b.offset) {
+    return Errc::local_protection;
+  }
+  return Errc::ok;
+}
+
+Errc post_failure(int rc) noexcept {
+  switch (rc) {
+    case ENOMEM:
+      return Errc::backpressure;  // queue full by the provider's count
+    case EINVAL:
+      return Errc::invalid_argument;
+    default:
+      return Errc::io_error;
+  }
+}
+
+}  // namespace
+
+Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& conn,
+                                        const EndpointConfig& cfg) {
+  if (cfg.send_queue_depth == 0 || cfg.recv_queue_depth == 0) {
+    return make_error(Errc::invalid_argument, "queue depths must be at least 1");
+  }
+  const auto max_wr =
+      static_cast<std::uint32_t>(std::max(1, std::min(device.attr.max_qp_wr, device.attr.max_cqe)));
+  const std::uint32_t send_wr = std::min(cfg.send_queue_depth, max_wr);
+  const std::uint32_t recv_wr = std::min(cfg.recv_queue_depth, max_wr);
+  ibv_context* ctx = device.context.get();
+
+  conn.send_cq.reset(ibv_create_cq(ctx, static_cast<int>(send_wr), nullptr, nullptr, 0));
+  if (!conn.send_cq) {
+    return make_error(Errc::resource_exhausted, "ibv_create_cq (send) failed: " + errno_text(errno));
+  }
+  conn.recv_cq.reset(ibv_create_cq(ctx, static_cast<int>(recv_wr), nullptr, nullptr, 0));
+  if (!conn.recv_cq) {
+    return make_error(Errc::resource_exhausted, "ibv_create_cq (recv) failed: " + errno_text(errno));
+  }
+
+  ibv_qp_init_attr init{};
+  std::uint32_t inline_size = cfg.max_inline;
+  for (;;) {
+    init = ibv_qp_init_attr{};
+    init.send_cq = conn.send_cq.get();
+    init.recv_cq = conn.recv_cq.get();
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 0;  // every request is posted signaled explicitly
+    init.cap.max_send_wr = send_wr;
+    init.cap.max_recv_wr = recv_wr;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = inline_size;
+    conn.qp.reset(ibv_create_qp(device.pd.get(), &init));
+    if (conn.qp) {
+      break;
+    }
+    const int err = errno;
+    // Devices reject an inline size above their limit instead of clamping.
+    if (inline_size > 0 && (err == EINVAL || err == ENOMEM)) {
+      inline_size /= 2;
+      continue;
+    }
+    return make_error(err == ENOMEM ? Errc::resource_exhausted : Errc::io_error,
+                      "ibv_create_qp failed: " + errno_text(err));
+  }
+
+  ibv_port_attr port{};
+  if (int rc = ibv_query_port(ctx, conn.id->port_num, &port); rc != 0) {
+    return make_error(Errc::io_error,
+                      "ibv_query_port " + std::to_string(conn.id->port_num) + " failed: " + errno_text(rc));
+  }
+
+  // What was granted, not what was asked: a CQ entry per outstanding request
+  // bounds the depth as much as the queue itself.
+  QueuePairInfo info;
+  EndpointCaps& caps = info.caps;
+  caps.send_queue_depth = std::min(init.cap.max_send_wr, static_cast<std::uint32_t>(conn.send_cq->cqe));
+  caps.recv_queue_depth = std::min(init.cap.max_recv_wr, static_cast<std::uint32_t>(conn.recv_cq->cqe));
+  caps.max_inline = init.cap.max_inline_data;
+  caps.max_message_size = port.max_msg_sz;
+  caps.max_send_size = port.max_msg_sz;
+  info.link_layer_ib = port.link_layer == IBV_LINK_LAYER_INFINIBAND;
+
+  if (auto r = qp_to_init(conn.id.get(), conn.qp.get()); !r) {
+    return r.error();
+  }
+  return info;
+}
+
+WrRing::WrRing(std::uint32_t depth)
+    : slots_(new Slot[std::bit_ceil(std::max<std::uint32_t>(depth, 1))]),
+      mask_(std::bit_ceil(std::max<std::uint32_t>(depth, 1)) - 1),
+      depth_(depth) {}
+
+VerbsEndpoint::VerbsEndpoint(std::shared_ptr<VerbsDevice> device, Connection conn, const EndpointCaps& caps,
+                             std::string peer)
+    : device_(std::move(device)),
+      conn_(std::move(conn)),
+      caps_(caps),
+      send_ring_(caps.send_queue_depth),
+      recv_ring_(caps.recv_queue_depth),
+      peer_(std::move(peer)) {}
+
+VerbsEndpoint::~VerbsEndpoint() {
+  shut_down_connection();
+}
+
+Errc VerbsEndpoint::post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) {
+  return post_send_queue(wr_id, Opcode::write, IBV_WR_RDMA_WRITE, src, &dst, 0);
+}
+
+Errc VerbsEndpoint::post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst,
+                                   std::uint32_t imm) {
+  return post_send_queue(wr_id, Opcode::write_imm, IBV_WR_RDMA_WRITE_WITH_IMM, src, &dst, imm);
+}
+
+Errc VerbsEndpoint::post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) {
+  return post_send_queue(wr_id, Opcode::read, IBV_WR_RDMA_READ, dst, &src, 0);
+}
+
+Errc VerbsEndpoint::post_send(std::uint64_t wr_id, LocalBuffer src) {
+  return post_send_queue(wr_id, Opcode::send, IBV_WR_SEND, src, nullptr, 0);
+}
+
+Errc VerbsEndpoint::post_send_queue(std::uint64_t wr_id, Opcode opcode, ibv_wr_opcode verb, LocalBuffer buf,
+                                    const RemoteAddress* remote, std::uint32_t imm) {
+  const std::uint32_t limit = opcode == Opcode::send ? caps_.max_send_size : caps_.max_message_size;
+  if (Errc e = check_local(buf, limit); e != Errc::ok) {
+    return e;
+  }
+  if (send_ring_.full()) {
+    return Errc::backpressure;
+  }
+  if (state_ != EndpointState::connected) {
+    send_ring_.push(wr_id, opcode, false);
+    return Errc::ok;
+  }
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  wr.wr_id = send_ring_.next_seq();
+  wr.opcode = verb;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (buf.length > 0) {
+    sge.addr = reinterpret_cast<std::uint64_t>(buf.mr->data() + buf.offset);
+    sge.length = buf.length;
+    sge.lkey = buf.mr->lkey();
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    if (buf.length <= caps_.max_inline && verb != IBV_WR_RDMA_READ) {
+      wr.send_flags |= IBV_SEND_INLINE;
+    }
+  }
+  if (remote != nullptr) {
+    wr.wr.rdma.remote_addr = remote->region.addr + remote->offset;
+    wr.wr.rdma.rkey = remote->region.rkey;
+  }
+  if (verb == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    wr.imm_data = htonl(imm);
+  }
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(conn_.qp.get(), &wr, &bad); rc != 0) {
+    return post_failure(rc);
+  }
+  send_ring_.push(wr_id, opcode, true);
+  return Errc::ok;
+}
+
+Errc VerbsEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
+  if (Errc e = check_local(dst, caps_.max_message_size); e != Errc::ok) {
+    return e;
+  }
+  if (recv_ring_.full()) {
+    return Errc::backpressure;
+  }
+  if (state_ != EndpointState::connected) {
+    recv_ring_.push(wr_id, Opcode::recv, false);
+    return Errc::ok;
+  }
+  ibv_sge sge{};
+  ibv_recv_wr wr{};
+  wr.wr_id = recv_ring_.next_seq();
+  if (dst.length > 0) {
+    sge.addr = reinterpret_cast<std::uint64_t>(dst.mr->data() + dst.offset);
+    sge.length = dst.length;
+    sge.lkey = dst.mr->lkey();
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+  }
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(conn_.qp.get(), &wr, &bad); rc != 0) {
+    return post_failure(rc);
+  }
+  recv_ring_.push(wr_id, Opcode::recv, true);
+  return Errc::ok;
+}
+
+int VerbsEndpoint::poll_send(Completion* out, int max) {
+  return drain(conn_.send_cq.get(), send_ring_, false, out, max);
+}
+
+int VerbsEndpoint::poll_recv(Completion* out, int max) {
+  return drain(conn_.recv_cq.get(), recv_ring_, true, out, max);
+}
+
+int VerbsEndpoint::drain(ibv_cq* cq, WrRing& ring, bool receive_side, Completion* out, int max) {
+  int n = 0;
+  ibv_wc wc[kPollBatch];
+  while (n < max && ring.in_hardware() > 0) {
+    const int want = std::min(max - n, kPollBatch);
+    const int got = ibv_poll_cq(cq, want, wc);
+    if (got < 0) {
+      enter_error();
+      break;
+    }
+    // Every completion's status is checked, not just the batch's first.
+    for (int i = 0; i < got; ++i) {
+      const ibv_wc& w = wc[i];
+      const WrRing::Slot& slot = ring.complete_hardware(w.wr_id);
+      Completion& c = out[n++];
+      c = Completion{};
+      c.wr_id = slot.wr_id;
+      c.opcode = slot.opcode;
+      c.status = to_wc_status(w.status);
+      if (c.status != WcStatus::success) {
+        enter_error();
+        continue;
+      }
+      if (receive_side) {
+        c.opcode = w.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::recv_write_imm : Opcode::recv;
+        c.byte_len = w.byte_len;
+        if (w.wc_flags & IBV_WC_WITH_IMM) {
+          c.has_imm = true;
+          c.imm = ntohl(w.imm_data);
+        }
+      }
+    }
+    if (got < want) {
+      break;
+    }
+  }
+  // Work posted after the endpoint left the connected state never reached
+  // the NIC; it completes once everything the NIC still owes has.
+  while (n < max && ring.in_hardware() == 0 && !ring.empty()) {
+    const WrRing::Slot& slot = ring.pop_unposted();
+    Completion& c = out[n++];
+    c = Completion{};
+    c.wr_id = slot.wr_id;
+    c.opcode = slot.opcode;
+    c.status = WcStatus::flushed;
+  }
+  return n;
+}
+
+EndpointEvent VerbsEndpoint::poll_event() {
+  for (;;) {
+    auto got = try_get_event(conn_.channel.get());
+    if (!got || !got.value()) {
+      return EndpointEvent::none;
+    }
+    switch (got.value()->type) {
+      case RDMA_CM_EVENT_DISCONNECTED:
+      case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+        // rdma_cm does not touch a QP it did not create: flush it here.
+        shut_down_connection();
+        state_ = EndpointState::disconnected;
+        if (!disconnect_reported_) {
+          disconnect_reported_ = true;
+          return EndpointEvent::disconnected;
+        }
+        break;
+      default:
+        break;  // a repeated ESTABLISHED, ADDR_CHANGE: nothing to do
+    }
+  }
+}
+
+void VerbsEndpoint::disconnect() {
+  shut_down_connection();
+  enter_error();
+}
+
+void VerbsEndpoint::enter_error() noexcept {
+  if (state_ == EndpointState::connected) {
+    state_ = EndpointState::error;
+  }
+}
+
+void VerbsEndpoint::shut_down_connection() noexcept {
+  if (shut_down_) {
+    return;
+  }
+  shut_down_ = true;
+  if (int rc = qp_to_error(conn_.qp.get()); rc != 0) {
+    report_destroy_failure("ibv_modify_qp to ERR", rc);
+  }
+  // Sends DREQ, or answers the peer's. Fails harmlessly if the CM has
+  // already left the connected state (peer gone, device removed).
+  (void)rdma_disconnect(conn_.id.get());
+}
+
+}  // namespace catena::fabric::verbs

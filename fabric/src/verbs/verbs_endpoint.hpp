@@ -1,0 +1,136 @@
+// A connected RC queue pair behind the Endpoint interface.
+//
+// Lifecycle: built by the provider's connect/accept code once rdma_cm has
+// established the connection; destroyed by its owner, which disconnects
+// first if still connected. Threading: the post_*/poll_* functions and
+// poll_event() belong to one data-plane thread (_st); nothing here locks.
+//
+// Data path: a post builds its work request on the stack and rings the
+// doorbell; a poll drains the CQ into the caller's array. Each work queue has
+// a fixed ring (allocated at setup) remembering, per outstanding request, the
+// caller's wr_id and opcode: the hardware wr_id is the ring sequence number,
+// so error completions (whose opcode the NIC leaves undefined) still report
+// what was posted. Once the endpoint has left the connected state, new work
+// is not handed to the NIC at all: it completes as flushed, in posting order,
+// after the requests the NIC still owes — a behaviour some providers
+// (soft-RoCE among them) do not give for work posted to a QP in error.
+#pragma once
+
+#include <catena/fabric/fabric.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "verbs_device.hpp"
+#include "verbs_handles.hpp"
+
+namespace catena::fabric::verbs {
+
+// The rdma_cm and verbs objects of one connection, declared in creation
+// order so that destruction runs QP, CQs, cm_id, event channel.
+struct Connection {
+  EventChannelHandle channel;
+  CmIdHandle id;
+  CqHandle send_cq;
+  CqHandle recv_cq;
+  QpHandle qp;
+};
+
+struct QueuePairInfo {
+  EndpointCaps caps;           // what the device granted
+  bool link_layer_ib = false;  // InfiniBand port (not RoCE/iWARP)
+};
+
+// Creates both CQs and the RC QP (in INIT) on the device's PD for `conn.id`,
+// which must already be bound to a port of the device.
+Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& conn,
+                                        const EndpointConfig& cfg);
+
+// Outstanding work requests of one work queue, in posting order.
+class WrRing {
+ public:
+  struct Slot {
+    std::uint64_t wr_id = 0;
+    Opcode opcode = Opcode::write;
+  };
+
+  explicit WrRing(std::uint32_t depth);
+
+  [[nodiscard]] bool full() const noexcept { return tail_ - head_ >= depth_; }
+  [[nodiscard]] bool empty() const noexcept { return tail_ == head_; }
+  // Requests handed to the NIC and not yet completed by it.
+  [[nodiscard]] std::uint64_t in_hardware() const noexcept { return in_hardware_; }
+  // Sequence number the next pushed request gets (the NIC's wr_id).
+  [[nodiscard]] std::uint64_t next_seq() const noexcept { return tail_; }
+
+  void push(std::uint64_t wr_id, Opcode opcode, bool in_hardware) noexcept {
+    slots_[tail_ & mask_] = Slot{wr_id, opcode};
+    ++tail_;
+    if (in_hardware) {
+      ++in_hardware_;
+    }
+  }
+  // The NIC completed request `seq` (completions of one queue come in order).
+  const Slot& complete_hardware(std::uint64_t seq) noexcept {
+    ++head_;
+    --in_hardware_;
+    return slots_[seq & mask_];
+  }
+  // The oldest request, which was never given to the NIC.
+  const Slot& pop_unposted() noexcept { return slots_[head_++ & mask_]; }
+
+ private:
+  std::unique_ptr<Slot[]> slots_;
+  std::uint64_t mask_;
+  std::uint64_t depth_;
+  std::uint64_t head_ = 0;
+  std::uint64_t tail_ = 0;
+  std::uint64_t in_hardware_ = 0;
+};
+
+class VerbsEndpoint final : public Endpoint {
+ public:
+  VerbsEndpoint(std::shared_ptr<VerbsDevice> device, Connection conn, const EndpointCaps& caps,
+                std::string peer);
+  ~VerbsEndpoint() override;
+  VerbsEndpoint(const VerbsEndpoint&) = delete;
+  VerbsEndpoint& operator=(const VerbsEndpoint&) = delete;
+
+  [[nodiscard]] Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override;
+  [[nodiscard]] Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst,
+                                    std::uint32_t imm) override;
+  [[nodiscard]] Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) override;
+  [[nodiscard]] Errc post_send(std::uint64_t wr_id, LocalBuffer src) override;
+  [[nodiscard]] Errc post_recv(std::uint64_t wr_id, LocalBuffer dst) override;
+
+  int poll_send(Completion* out, int max) override;
+  int poll_recv(Completion* out, int max) override;
+  EndpointEvent poll_event() override;
+
+  [[nodiscard]] EndpointState state() const noexcept override { return state_; }
+  [[nodiscard]] const EndpointCaps& caps() const noexcept override { return caps_; }
+  [[nodiscard]] std::string peer_address() const override { return peer_; }
+
+  void disconnect() override;
+
+ private:
+  Errc post_send_queue(std::uint64_t wr_id, Opcode opcode, ibv_wr_opcode verb, LocalBuffer buf,
+                       const RemoteAddress* remote, std::uint32_t imm);
+  int drain(ibv_cq* cq, WrRing& ring, bool receive_side, Completion* out, int max);
+  void enter_error() noexcept;
+  // Moves the QP to error and tells rdma_cm (sends DREQ, or DREP to a DREQ).
+  void shut_down_connection() noexcept;
+
+  // Declared first: the PD and context outlive the QP and CQs below.
+  std::shared_ptr<VerbsDevice> device_;
+  Connection conn_;
+  EndpointCaps caps_;
+  WrRing send_ring_;
+  WrRing recv_ring_;
+  std::string peer_;
+  EndpointState state_ = EndpointState::connected;
+  bool shut_down_ = false;
+  bool disconnect_reported_ = false;
+};
+
+}  // namespace catena::fabric::verbs

@@ -24,8 +24,11 @@ stage "build (asan+ubsan)" env BUILD_DIR=build-asan ci/build.sh -DCATENA_SANITIZ
 stage "ctest (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure --timeout 900 -j1
 if [ -x ci/vm/run-in-vm.sh ]; then
-  stage "verbs conformance on soft-RoCE (VM)" ci/vm/run-in-vm.sh --timeout 900 \
-    --bin build/bin/catena-fabric-conformance -- /bin/catena-fabric-conformance
+  # The same fabric conformance suite and the same 3-broker chain test as on
+  # the host, against the verbs provider on a real rdma_rxe device.
+  stage "verbs on soft-RoCE (VM): fabric conformance + chain e2e" ci/vm/run-in-vm.sh --timeout 900 \
+    --bin build/bin/catena-fabric-conformance --bin build/bin/catena-broker-test -- \
+    sh -c '/bin/catena-fabric-conformance && /bin/catena-broker-test'
 else
   results+=("FAIL soft-RoCE VM harness missing"); failed=$((failed + 1))
 fi

@@ -1,0 +1,190 @@
+// Catena control-plane wire protocol.
+//
+// Two services share these types:
+//   Controller   - served by catena-controller; called by brokers (register,
+//                  heartbeat), clients and the CLI (routes, channels, status)
+//                  and anyone who sees a peer fail (reportFailure).
+//   BrokerAdmin  - served by every catenad; called only by the controller to
+//                  install chain configurations and to probe liveness.
+//
+// Transport: both services use TFramedTransport + TBinaryProtocol (strict
+// read and write) over TCP. A server must refuse frames above 16 MiB.
+//
+// Epochs: the controller is the only authority that creates epochs.
+//   * node_epoch   - a cluster-wide counter; every registerNode hands out a
+//                    new one. A node whose node_epoch was retired (declared
+//                    DEAD, or superseded by a re-registration) is fenced.
+//   * route epoch  - per (channel, partition); starts at 1 and grows by one
+//                    with every change of the chain. A request that names an
+//                    older epoch than the receiver's is refused with
+//                    STALE_EPOCH and, where the receiver knows it, the
+//                    current route.
+
+namespace cpp catena.control.idl
+
+enum ErrorCode {
+  OK = 0,
+  UNKNOWN_CHANNEL = 1,     // no channel by that name (or no such partition)
+  CHANNEL_EXISTS = 2,
+  INVALID_ARGUMENT = 3,    // message says which field and why
+  STALE_EPOCH = 4,         // current_route carries what the receiver knows
+  NOT_ENOUGH_NODES = 5,    // fewer ALIVE nodes than the replication factor
+  UNKNOWN_NODE = 6,        // node_id never registered: call registerNode
+  FENCED = 7,              // caller's node_epoch was retired: re-register
+  NOT_LEADER = 8,          // reserved for a replicated controller
+  NOT_HEAD = 9,            // a publish reached a replica that is not the head
+  INTERNAL = 10,
+  UNAVAILABLE = 11,        // a peer (broker or controller) could not be reached
+}
+
+// One replica of a chain: enough for a client or a neighbour to reach it.
+struct Replica {
+  1: string node_id,
+  2: string fabric_addr,
+  3: string admin_addr,
+}
+
+// The chain of one partition at one epoch. replicas[0] is the head (takes
+// appends), replicas[last] the tail (commits, serves the commit offset).
+struct PartitionRoute {
+  1: string channel,
+  2: i32 partition,
+  3: i64 epoch,
+  4: list<Replica> replicas,
+  5: i64 start_offset,
+}
+
+exception CatenaError {
+  1: ErrorCode code,
+  2: string message,
+  3: optional PartitionRoute current_route,
+}
+
+struct NodeInfo {
+  1: string node_id,       // empty on first registration: the controller assigns "node-N"
+  2: string admin_addr,    // host:port of this node's BrokerAdmin server
+  3: string fabric_addr,   // data-plane address, opaque to the controller
+  4: string zone,
+  5: string datacenter,
+}
+
+struct ChannelConfig {
+  1: string name,                       // [A-Za-z0-9._-]{1,128}
+  2: i32 partitions = 1,                // 1..1024
+  3: i32 replication = 3,               // 1..7 (chain length R)
+  4: i64 segment_bytes = 67108864,      // 4 KiB..1 GiB, a multiple of 4096
+  5: i64 ttl_ms = 3600000,              // >= 1000
+}
+
+struct ChannelInfo {
+  1: ChannelConfig config,
+  2: list<PartitionRoute> routes,       // index == partition
+}
+
+struct RegisterReply {
+  1: string node_id,
+  2: i64 node_epoch,
+  3: i32 heartbeat_interval_ms,
+}
+
+struct NodeStats {
+  1: i64 segments,
+  2: i64 bytes,
+  3: i64 connections,
+}
+
+struct HeartbeatRequest {
+  1: string node_id,
+  2: i64 node_epoch,
+  3: NodeStats stats,
+}
+
+struct HeartbeatReply {
+  // true: this node_epoch is retired. The node must drop every chain role it
+  // holds and call registerNode again; it comes back as a fresh, empty node.
+  1: bool fenced,
+}
+
+struct FailureReport {
+  1: string reporter,          // node id or client name, for the log
+  2: string suspect_node_id,
+  3: string channel,           // empty if the report is not about one chain
+  4: i32 partition,
+  5: i64 epoch,                // the route epoch the reporter was using
+  6: string reason,
+}
+
+enum NodeState {
+  ALIVE = 1,
+  SUSPECT = 2,                 // missed heartbeats or reported; being probed
+  DEAD = 3,                    // fenced and removed from every chain
+}
+
+struct NodeStatus {
+  1: NodeInfo info,
+  2: NodeState state,
+  3: i64 node_epoch,
+  4: i64 last_heartbeat_ms_ago,
+  5: NodeStats stats,
+  6: i32 replicas,             // chain memberships held by this node
+}
+
+struct ClusterStatus {
+  1: list<NodeStatus> nodes,
+  2: i32 repairs_in_progress,
+}
+
+service Controller {
+  // Registers (or re-registers) a node. Every call returns a new node_epoch;
+  // an earlier incarnation of the same node_id is retired and removed from
+  // its chains (a restarted broker has lost its in-memory segments).
+  RegisterReply registerNode(1: NodeInfo info) throws (1: CatenaError err),
+
+  // fenced=true if node_epoch is not the node's current one. UNKNOWN_NODE if
+  // the id was never registered.
+  HeartbeatReply heartbeat(1: HeartbeatRequest req) throws (1: CatenaError err),
+
+  // Places every partition's chain (epoch 1, start_offset 0), persists it and
+  // pushes configureChain to the replicas before returning.
+  ChannelInfo createChannel(1: ChannelConfig config) throws (1: CatenaError err),
+
+  list<ChannelInfo> listChannels() throws (1: CatenaError err),
+  ChannelInfo describeChannel(1: string name) throws (1: CatenaError err),
+
+  // The current route. known_epoch is the caller's epoch (0 if none); a
+  // known_epoch newer than the controller's is INVALID_ARGUMENT.
+  PartitionRoute getRoute(1: string channel, 2: i32 partition, 3: i64 known_epoch)
+      throws (1: CatenaError err),
+
+  // Asks the controller to verify suspect_node_id by probing it. It is only
+  // evicted if the controller cannot reach it either. If channel is set and
+  // epoch is older than the route's, STALE_EPOCH with current_route: the
+  // chain has already been reconfigured, go there.
+  void reportFailure(1: FailureReport report) throws (1: CatenaError err),
+
+  ClusterStatus clusterStatus() throws (1: CatenaError err),
+}
+
+// What a broker must host for one partition.
+struct ChainAssignment {
+  1: PartitionRoute route,     // the broker finds its role by its position
+  2: i64 segment_bytes,
+  3: i64 ttl_ms,
+  4: i32 channel_partitions,
+}
+
+service BrokerAdmin {
+  // Install route for (route.channel, route.partition).
+  //   route.epoch <  installed: throw STALE_EPOCH with the installed route.
+  //   route.epoch == installed: no-op success (the controller retries).
+  //   route.epoch >  installed: adopt it; refuse data-plane traffic carrying
+  //                             older epochs from now on.
+  // A broker that is not in route.replicas drops the partition.
+  void configureChain(1: ChainAssignment assignment) throws (1: CatenaError err),
+
+  // Refuse everything for (channel, partition) below epoch. Idempotent.
+  void fence(1: string channel, 2: i32 partition, 3: i64 epoch) throws (1: CatenaError err),
+
+  // Liveness probe; also reports load.
+  NodeStats ping() throws (1: CatenaError err),
+}

@@ -1,0 +1,57 @@
+// The controller's durable metadata, as stored in its write-ahead log and
+// snapshots. Private to the controller: nothing else reads these files.
+//
+// A MetaRecord is one atomic batch of mutations, applied in field order by
+// apply_record() both live and on replay, so a restart rebuilds exactly the
+// state the controller had acknowledged.
+
+include "catena.thrift"
+
+namespace cpp catena.control.meta
+
+struct NodeRecord {
+  1: catena.NodeInfo info,
+  2: i64 node_epoch,
+  3: bool dead,                // node_epoch retired; heartbeats get fenced=true
+}
+
+struct ChannelRecord {
+  1: catena.ChannelConfig config,
+  2: list<catena.PartitionRoute> routes,
+}
+
+struct RouteKey {
+  1: string channel,
+  2: i32 partition,
+}
+
+// Written before a dead node is removed from its chains; closed once every
+// listed route no longer contains the node and has its replication factor
+// back (or the channel is gone).
+struct RepairIntent {
+  1: i64 id,
+  2: string node_id,
+  3: i64 node_epoch,
+  4: string reason,
+  5: list<RouteKey> routes,
+}
+
+struct MetaState {
+  1: map<string, NodeRecord> nodes,
+  2: map<string, ChannelRecord> channels,
+  3: map<i64, RepairIntent> intents,
+  4: i64 next_node_seq = 1,
+  5: i64 next_node_epoch = 1,
+  6: i64 next_intent_id = 1,
+}
+
+struct MetaRecord {
+  1: optional NodeRecord put_node,
+  2: optional ChannelRecord put_channel,
+  3: optional list<catena.PartitionRoute> put_routes,
+  4: optional RepairIntent begin_repair,
+  5: optional i64 end_repair,
+  6: optional i64 next_node_seq,
+  7: optional i64 next_node_epoch,
+  8: optional i64 next_intent_id,
+}

@@ -1,0 +1,41 @@
+#include <catena/control/result.hpp>
+
+#include <fmt/format.h>
+
+namespace catena::control {
+
+std::string_view code_name(ErrorCode code) noexcept {
+  switch (code) {
+    case idl::ErrorCode::OK: return "OK";
+    case idl::ErrorCode::UNKNOWN_CHANNEL: return "UNKNOWN_CHANNEL";
+    case idl::ErrorCode::CHANNEL_EXISTS: return "CHANNEL_EXISTS";
+    case idl::ErrorCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case idl::ErrorCode::STALE_EPOCH: return "STALE_EPOCH";
+    case idl::ErrorCode::NOT_ENOUGH_NODES: return "NOT_ENOUGH_NODES";
+    case idl::ErrorCode::UNKNOWN_NODE: return "UNKNOWN_NODE";
+    case idl::ErrorCode::FENCED: return "FENCED";
+    case idl::ErrorCode::NOT_LEADER: return "NOT_LEADER";
+    case idl::ErrorCode::NOT_HEAD: return "NOT_HEAD";
+    case idl::ErrorCode::INTERNAL: return "INTERNAL";
+    case idl::ErrorCode::UNAVAILABLE: return "UNAVAILABLE";
+  }
+  return "UNKNOWN_ERROR_CODE";
+}
+
+idl::CatenaError ControlError::to_thrift() const {
+  idl::CatenaError e;
+  e.__set_code(code);
+  e.__set_message(message);
+  if (current_route) e.__set_current_route(*current_route);
+  return e;
+}
+
+ControlError ControlError::from_thrift(const idl::CatenaError& e) {
+  ControlError out{e.code, e.message, std::nullopt};
+  if (e.__isset.current_route) out.current_route = e.current_route;
+  return out;
+}
+
+std::string ControlError::describe() const { return fmt::format("{}: {}", code_name(code), message); }
+
+}  // namespace catena::control

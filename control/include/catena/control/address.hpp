@@ -1,0 +1,23 @@
+// "host:port" addresses as they appear in configs and in NodeInfo.
+#pragma once
+
+#include <catena/control/result.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace catena::control {
+
+struct HostPort {
+  std::string host;  // name, IPv4, or IPv6 without brackets
+  std::uint16_t port = 0;
+
+  [[nodiscard]] std::string to_string() const;  // brackets IPv6 hosts
+};
+
+// Accepts "host:port" and "[v6addr]:port". Port 0 is refused unless
+// allow_port_zero (listen addresses may ask the kernel for a port).
+[[nodiscard]] Result<HostPort> parse_host_port(std::string_view text, bool allow_port_zero = false);
+
+}  // namespace catena::control

@@ -1,0 +1,53 @@
+// Where chain replicas go.
+//
+// Rules, in priority order, for each replica picked:
+//   1. only ALIVE nodes not already in the chain (the caller passes just
+//      those as candidates, plus an exclude set);
+//   2. zone spread: a node in a zone the chain does not use yet beats any
+//      node in a used zone, so two replicas share a zone only when no other
+//      zone has an eligible node;
+//   3. least loaded: fewest chain memberships, then segments, then bytes
+//      (the last two from heartbeats), then node id for determinism.
+// The chain order is the pick order: the first pick of a new chain is its head.
+//
+// A Placement accumulates the replicas it hands out, so placing the many
+// partitions of one channel spreads them instead of piling them on the node
+// that was least loaded at the start.
+//
+// Thread: a Placement is a short-lived value used under the controller lock.
+#pragma once
+
+#include <catena/control/result.hpp>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace catena::control {
+
+struct PlacementCandidate {
+  std::string node_id;
+  std::string zone;
+  std::int64_t replicas = 0;  // chain memberships
+  std::int64_t segments = 0;
+  std::int64_t bytes = 0;
+};
+
+class Placement {
+ public:
+  explicit Placement(std::vector<PlacementCandidate> candidates) : candidates_(std::move(candidates)) {}
+
+  // Picks count nodes to add to a chain whose current members are in
+  // member_zones (one entry per member) and whose ids are in exclude.
+  // NOT_ENOUGH_NODES if fewer than count eligible candidates exist.
+  [[nodiscard]] Result<std::vector<std::string>> choose(int count, std::vector<std::string> member_zones,
+                                                        const std::set<std::string>& exclude);
+
+  [[nodiscard]] const std::vector<PlacementCandidate>& candidates() const noexcept { return candidates_; }
+
+ private:
+  std::vector<PlacementCandidate> candidates_;
+};
+
+}  // namespace catena::control

@@ -1,0 +1,63 @@
+#include <catena/control/validation.hpp>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include <catena/control/address.hpp>
+
+namespace catena::control {
+namespace {
+
+ControlError invalid(std::string message) {
+  return make_error(idl::ErrorCode::INVALID_ARGUMENT, std::move(message));
+}
+
+bool name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+         c == '-';
+}
+
+}  // namespace
+
+Result<void> validate_name(std::string_view field, std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength || !std::all_of(name.begin(), name.end(), name_char)) {
+    return invalid(fmt::format("{} must be 1..{} characters of [A-Za-z0-9._-], got '{}' ({} characters)", field,
+                               kMaxNameLength, name.substr(0, 160), name.size()));
+  }
+  return {};
+}
+
+Result<void> validate_channel_config(const idl::ChannelConfig& c) {
+  if (auto r = validate_name("channel name", c.name); !r) return r;
+  if (c.partitions < 1 || c.partitions > kMaxPartitions) {
+    return invalid(fmt::format("partitions must be 1..{}, got {}", kMaxPartitions, c.partitions));
+  }
+  if (c.replication < 1 || c.replication > kMaxReplication) {
+    return invalid(fmt::format("replication must be 1..{}, got {}", kMaxReplication, c.replication));
+  }
+  if (c.segment_bytes < kMinSegmentBytes || c.segment_bytes > kMaxSegmentBytes ||
+      c.segment_bytes % kSegmentAlignment != 0) {
+    return invalid(fmt::format("segment_bytes must be a multiple of {} in [{}, {}], got {}", kSegmentAlignment,
+                               kMinSegmentBytes, kMaxSegmentBytes, c.segment_bytes));
+  }
+  if (c.ttl_ms < kMinTtlMs) {
+    return invalid(fmt::format("ttl_ms must be >= {}, got {}", kMinTtlMs, c.ttl_ms));
+  }
+  return {};
+}
+
+Result<void> validate_node_info(const idl::NodeInfo& info) {
+  if (!info.node_id.empty()) {
+    if (auto r = validate_name("node_id", info.node_id); !r) return r;
+  }
+  if (auto r = parse_host_port(info.admin_addr); !r) {
+    return invalid(fmt::format("admin_addr: {}", r.error().message));
+  }
+  if (info.fabric_addr.empty()) {
+    return invalid("fabric_addr must not be empty");
+  }
+  return {};
+}
+
+}  // namespace catena::control

@@ -1,0 +1,43 @@
+// The controller's side of the BrokerAdmin service: the seam through which
+// it configures chains on brokers and probes them.
+//
+// Two implementations:
+//   ThriftBrokerAdmin  (thrift_broker_admin.hpp) - real sockets, timeouts,
+//                      reconnects; what catena-controller uses.
+//   InProcBrokerAdmin  (inproc_broker_admin.hpp) - calls idl::BrokerAdminIf
+//                      handlers in this process through hooks that can drop,
+//                      hold back and reorder calls; what tests use.
+//
+// Errors: UNAVAILABLE when the broker could not be reached or did not answer
+// in time (the call may or may not have been applied); otherwise the code the
+// broker threw (STALE_EPOCH with its installed route, ...).
+//
+// Thread: implementations are safe to call from several threads at once.
+#pragma once
+
+#include <catena/control/idl/catena_types.h>
+#include <catena/control/result.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace catena::control {
+
+struct BrokerTarget {
+  std::string node_id;     // for logs and hooks
+  std::string admin_addr;  // host:port of the broker's BrokerAdmin server
+};
+
+class BrokerAdminClient {
+ public:
+  virtual ~BrokerAdminClient() = default;
+
+  [[nodiscard]] virtual Result<void> configure_chain(const BrokerTarget& to,
+                                                     const idl::ChainAssignment& assignment) = 0;
+  [[nodiscard]] virtual Result<void> fence(const BrokerTarget& to, const std::string& channel,
+                                           std::int32_t partition, std::int64_t epoch) = 0;
+  // Liveness probe. Implementations bound it by their probe timeout.
+  [[nodiscard]] virtual Result<idl::NodeStats> ping(const BrokerTarget& to) = 0;
+};
+
+}  // namespace catena::control

@@ -1,0 +1,49 @@
+// BrokerAdminClient over Thrift: one pooled TCP connection per broker,
+// opened on first use and reopened after any transport error.
+//
+// A call that times out discards its connection (a late answer must never be
+// read as the answer to the next call). Calls to one broker are serialised
+// on its connection; calls to different brokers run in parallel.
+//
+// Thread: thread-safe.
+#pragma once
+
+#include <catena/control/broker_admin.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace catena::control {
+
+class ThriftBrokerAdmin final : public BrokerAdminClient {
+ public:
+  struct Options {
+    std::chrono::milliseconds connect_timeout{200};
+    std::chrono::milliseconds rpc_timeout{1000};    // configureChain, fence
+    std::chrono::milliseconds probe_timeout{200};   // ping: connect + answer
+  };
+
+  explicit ThriftBrokerAdmin(Options options) : options_(options) {}
+  ~ThriftBrokerAdmin() override;
+
+  [[nodiscard]] Result<void> configure_chain(const BrokerTarget& to,
+                                             const idl::ChainAssignment& assignment) override;
+  [[nodiscard]] Result<void> fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
+                                   std::int64_t epoch) override;
+  [[nodiscard]] Result<idl::NodeStats> ping(const BrokerTarget& to) override;
+
+ private:
+  struct Connection;
+  template <class Fn>
+  Result<void> call(const BrokerTarget& to, std::chrono::milliseconds connect_timeout,
+                    std::chrono::milliseconds timeout, Fn&& fn);
+
+  Options options_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Connection>> connections_;  // by admin_addr
+};
+
+}  // namespace catena::control

@@ -1,0 +1,72 @@
+// A Thrift service on a TCP port, configured the way every Catena control
+// endpoint must be: TFramedTransport (frames capped at 16 MiB) with the
+// strict binary protocol (bounded strings and containers), one thread per
+// connection (TThreadedServer), idle connections closed after idle_timeout.
+// Malformed input only costs its own connection.
+//
+// The controller serves Controller with it (controller_server.hpp); brokers
+// serve BrokerAdmin with make_broker_admin_server() so both ends agree on
+// the wire format.
+//
+// Lifecycle: construct, start() (binds synchronously: a busy port is an
+// error from start(), and port() is known when it returns), stop()
+// (idempotent; the destructor calls it). Handlers must be thread-safe.
+#pragma once
+
+#include <catena/control/idl/BrokerAdmin.h>
+#include <catena/control/result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace apache::thrift {
+class TProcessor;
+namespace server {
+class TThreadedServer;
+}
+}  // namespace apache::thrift
+
+namespace catena::control {
+
+class ThriftServer {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 0;                          // 0: any free port, see port()
+    std::chrono::milliseconds idle_timeout{60000};
+    std::int64_t max_connections = 1024;             // further clients wait in the accept backlog
+  };
+
+  ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options);
+  ~ThriftServer();
+  ThriftServer(const ThriftServer&) = delete;
+  ThriftServer& operator=(const ThriftServer&) = delete;
+
+  [[nodiscard]] Result<void> start();
+  [[nodiscard]] std::uint16_t port() const noexcept { return bound_port_; }
+  [[nodiscard]] std::string address() const;  // host:port once started
+  void stop();
+
+ private:
+  std::shared_ptr<apache::thrift::TProcessor> processor_;
+  Options options_;
+  std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
+  std::uint16_t bound_port_ = 0;
+  std::thread serve_thread_;
+  std::mutex mu_;
+  bool stopped_ = false;
+};
+
+// A BrokerAdmin endpoint for a broker daemon (or a test double).
+[[nodiscard]] std::unique_ptr<ThriftServer> make_broker_admin_server(std::shared_ptr<idl::BrokerAdminIf> handler,
+                                                                     ThriftServer::Options options);
+
+// Routes the Thrift library's own diagnostics (connection errors and the
+// like) to spdlog at debug level. Call once at startup.
+void route_thrift_logs_to_spdlog();
+
+}  // namespace catena::control

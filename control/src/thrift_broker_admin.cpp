@@ -1,0 +1,90 @@
+#include <catena/control/thrift_broker_admin.hpp>
+
+#include <catena/control/address.hpp>
+#include <catena/control/idl/BrokerAdmin.h>
+
+#include <thrift/TApplicationException.h>
+#include <thrift/protocol/TProtocolException.h>
+#include <thrift/transport/TTransportException.h>
+
+#include <fmt/format.h>
+
+#include "thrift_socket.hpp"
+
+namespace catena::control {
+
+struct ThriftBrokerAdmin::Connection {
+  std::mutex mu;
+  detail::ThriftConnection link;
+  std::unique_ptr<idl::BrokerAdminClient> client;
+};
+
+ThriftBrokerAdmin::~ThriftBrokerAdmin() {
+  std::lock_guard lock(mu_);
+  for (auto& [addr, conn] : connections_) {
+    std::lock_guard conn_lock(conn->mu);
+    conn->client.reset();
+    conn->link.close();
+  }
+}
+
+template <class Fn>
+Result<void> ThriftBrokerAdmin::call(const BrokerTarget& to, std::chrono::milliseconds connect_timeout,
+                                     std::chrono::milliseconds timeout, Fn&& fn) {
+  auto peer = parse_host_port(to.admin_addr);
+  if (!peer) return peer.error();
+  std::shared_ptr<Connection> conn;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = connections_[to.admin_addr];
+    if (!slot) slot = std::make_shared<Connection>();
+    conn = slot;
+  }
+  std::lock_guard conn_lock(conn->mu);
+  auto drop = [&] {
+    conn->client.reset();
+    conn->link.close();
+  };
+  if (conn->client && conn->link.stale()) drop();
+  if (!conn->client) {
+    auto link = detail::open_connection(*peer, connect_timeout, timeout);
+    if (!link) return link.error();
+    conn->link = std::move(*link);
+    conn->client = std::make_unique<idl::BrokerAdminClient>(conn->link.protocol);
+  }
+  conn->link.set_timeout(timeout);
+  try {
+    fn(*conn->client);
+    return {};
+  } catch (const idl::CatenaError& e) {
+    return ControlError::from_thrift(e);  // an answer: the connection is in sync
+  } catch (const apache::thrift::transport::TTransportException& e) {
+    drop();
+    return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("{} ({}): {}", to.admin_addr, to.node_id, e.what()));
+  } catch (const std::exception& e) {
+    // Protocol or application errors leave the stream in an unknown state.
+    drop();
+    return make_error(idl::ErrorCode::INTERNAL, fmt::format("{} ({}): {}", to.admin_addr, to.node_id, e.what()));
+  }
+}
+
+Result<void> ThriftBrokerAdmin::configure_chain(const BrokerTarget& to, const idl::ChainAssignment& assignment) {
+  return call(to, options_.connect_timeout, options_.rpc_timeout,
+              [&](idl::BrokerAdminClient& c) { c.configureChain(assignment); });
+}
+
+Result<void> ThriftBrokerAdmin::fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
+                                      std::int64_t epoch) {
+  return call(to, options_.connect_timeout, options_.rpc_timeout,
+              [&](idl::BrokerAdminClient& c) { c.fence(channel, partition, epoch); });
+}
+
+Result<idl::NodeStats> ThriftBrokerAdmin::ping(const BrokerTarget& to) {
+  idl::NodeStats stats;
+  auto r = call(to, options_.probe_timeout, options_.probe_timeout,
+                [&](idl::BrokerAdminClient& c) { c.ping(stats); });
+  if (!r) return r.error();
+  return stats;
+}
+
+}  // namespace catena::control

@@ -1,0 +1,166 @@
+// The controller core: cluster membership, channels, routes and epochs, the
+// failure detector and chain repair. Transport-independent: the Thrift
+// server (controller_server.hpp) is a thin adapter over it, and tests drive
+// it directly with a ManualClock and an InProcBrokerAdmin.
+//
+// Epoch authority: the controller is the only component that creates epochs.
+// A node_epoch is handed out by registerNode (a cluster-wide counter); a
+// route epoch starts at 1 and grows by one with every change of the chain.
+// Both are made durable before anyone hears of them, so no epoch is ever
+// issued twice, even across controller restarts.
+//
+// Reconfiguration protocol (all durable steps go to the metadata WAL first):
+//   create channel  placement -> routes at epoch 1 persisted -> configureChain
+//                   pushed to every replica before the call returns.
+//   node DEAD       [intent: node dead + routes it is in] -> every such route
+//                   loses the node at epoch+1 (head dies: next is head; tail
+//                   dies: predecessor is tail; middle: predecessor links to
+//                   successor) -> pushed to the remaining replicas -> once
+//                   they all acknowledged it, replacements picked by zone and
+//                   load are appended at the tail at epoch+1 again -> pushed
+//                   -> intent closed when every route is back to R and acked.
+//   restart         the store replays; unfinished removals are redone before
+//                   anything else runs, and every route is pushed again.
+//
+// Pushes that fail are not lost: each replica that has not acknowledged its
+// route's current epoch is retried by tick() with per-node exponential
+// back-off (push_retry_initial doubling to push_retry_max); a heartbeat from
+// the node cuts its back-off short so it is retried on the next tick.
+// configureChain is idempotent at a given epoch, so retries are safe.
+//
+// Thread: every public method is thread-safe. tick() is meant to be called
+// by one maintenance thread (the server runs one; tests call it directly);
+// RPCs to brokers are never made while the controller's lock is held.
+#pragma once
+
+#include <catena/control/broker_admin.hpp>
+#include <catena/control/clock.hpp>
+#include <catena/control/failure_detector.hpp>
+#include <catena/control/idl/catena_meta_types.h>
+#include <catena/control/metadata_store.hpp>
+#include <catena/control/placement.hpp>
+#include <catena/control/result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace catena::control {
+
+class Controller {
+ public:
+  struct Options {
+    std::filesystem::path data_dir = "catena-controller-data";
+    std::chrono::milliseconds heartbeat_interval{100};  // told to brokers at registration
+    std::chrono::milliseconds heartbeat_timeout{500};   // silence before a node is SUSPECT
+    int probe_attempts = 2;                             // failed probes in a row before DEAD
+    std::chrono::milliseconds push_retry_initial{100};
+    std::chrono::milliseconds push_retry_max{5000};
+    std::uint64_t snapshot_every_records = 1000;
+    // Fault injection for restart tests: called at "repair.intent_written",
+    // "repair.removed" and "repair.restored". Returning true stops the
+    // controller on the spot, as if its process died there; every later call
+    // fails with INTERNAL and the object can only be destroyed.
+    std::function<bool(std::string_view point)> crash_point;
+  };
+
+  [[nodiscard]] static Result<std::unique_ptr<Controller>> open(Options options, const Clock& clock,
+                                                                BrokerAdminClient& brokers);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info);
+  [[nodiscard]] Result<idl::HeartbeatReply> heartbeat(const idl::HeartbeatRequest& request);
+  [[nodiscard]] Result<idl::ChannelInfo> create_channel(const idl::ChannelConfig& config);
+  [[nodiscard]] Result<std::vector<idl::ChannelInfo>> list_channels() const;
+  [[nodiscard]] Result<idl::ChannelInfo> describe_channel(const std::string& name) const;
+  [[nodiscard]] Result<idl::PartitionRoute> get_route(const std::string& channel, std::int32_t partition,
+                                                      std::int64_t known_epoch) const;
+  [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
+  [[nodiscard]] Result<idl::ClusterStatus> cluster_status() const;
+
+  // One round of maintenance: suspect silent nodes, probe suspects, evict
+  // the dead and repair their chains, restore replication, retry pushes.
+  void tick();
+
+  [[nodiscard]] bool halted() const;
+  // Copy of the durable state, for tests and diagnostics.
+  [[nodiscard]] meta::MetaState metadata() const;
+
+ private:
+  using RouteId = std::pair<std::string, std::int32_t>;
+  struct AckState {
+    std::int64_t epoch = 0;
+    std::set<std::string> nodes;
+  };
+  struct Backoff {
+    Clock::time_point next_attempt;
+    Clock::duration delay{};
+  };
+  struct PushJob {
+    BrokerTarget to;
+    idl::ChainAssignment assignment;
+  };
+  struct FenceJob {
+    BrokerTarget to;
+    std::string channel;
+    std::int32_t partition = 0;
+    std::int64_t epoch = 0;
+  };
+
+  Controller(Options options, const Clock& clock, BrokerAdminClient& brokers, std::unique_ptr<MetadataStore> store);
+
+  // --- all *_locked functions require mu_ ---
+  [[nodiscard]] Result<void> check_running_locked() const;
+  bool crash_locked(std::string_view point);
+  [[nodiscard]] const meta::NodeRecord* node_locked(const std::string& node_id) const;
+  [[nodiscard]] Result<const meta::ChannelRecord*> channel_locked(const std::string& name) const;
+  [[nodiscard]] Result<const idl::PartitionRoute*> route_locked(const std::string& channel,
+                                                                std::int32_t partition) const;
+  [[nodiscard]] std::map<std::string, std::int64_t> replica_counts_locked() const;
+  [[nodiscard]] std::vector<PlacementCandidate> candidates_locked() const;  // ALIVE nodes and their load
+  [[nodiscard]] bool in_any_route_locked(const std::string& node_id) const;
+  [[nodiscard]] bool fully_acked_locked(const idl::PartitionRoute& route) const;
+  [[nodiscard]] std::string assign_node_id_locked(std::int64_t* next_seq) const;
+
+  // Declares node_id DEAD and takes it out of its chains. fence_evicted:
+  // also send it best-effort fences (not when its address now belongs to a
+  // new incarnation or another node).
+  [[nodiscard]] Result<void> evict_locked(const std::string& node_id, const std::string& reason, bool fence_evicted);
+  [[nodiscard]] Result<void> remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted);
+  [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id);
+  void restore_replication_locked();
+  void close_finished_repairs_locked();
+  [[nodiscard]] std::vector<PushJob> collect_pushes_locked();
+
+  void run_probes();
+  void run_pushes();
+
+  const Options options_;
+  const Clock& clock_;
+  BrokerAdminClient& brokers_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<MetadataStore> store_;
+  FailureDetector detector_;
+  std::map<std::string, idl::NodeStats> stats_;             // from heartbeats and probes
+  std::map<RouteId, AckState> acks_;                        // who confirmed which route epoch
+  std::set<std::pair<std::string, RouteId>> pushing_;       // (node, route) pushes in flight
+  std::map<std::string, Backoff> backoff_;                  // per node push back-off
+  std::vector<FenceJob> fences_;                            // best-effort fences of evicted nodes
+  std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
+  bool halted_ = false;
+  std::mutex tick_mu_;                                      // one tick at a time
+};
+
+}  // namespace catena::control

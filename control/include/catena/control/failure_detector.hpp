@@ -1,0 +1,80 @@
+// Decides which nodes are alive, from heartbeats, failure reports and the
+// results of probes the controller sends. It performs no I/O itself: the
+// controller asks due_probes(), pings those nodes through the BrokerAdmin
+// seam and feeds the answers back to probe_result().
+//
+//   ALIVE --(no heartbeat for heartbeat_timeout)--> SUSPECT
+//   ALIVE --(report)------------------------------> SUSPECT (reported)
+//   SUSPECT --(probe answered)--------------------> ALIVE   (fresh timeout window)
+//   SUSPECT --(heartbeat, unless reported)--------> ALIVE
+//   SUSPECT --(probe_attempts probes in a row fail)-> dead verdict
+//
+// A report alone never kills a node: only the controller's own failed probes
+// do, so one client with a bad link cannot evict a healthy broker. Dead nodes
+// are removed with forget(); the controller keeps them (fenced) in its store.
+//
+// Thread: not thread-safe; used under the controller's lock.
+#pragma once
+
+#include <catena/control/clock.hpp>
+#include <catena/control/idl/catena_types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace catena::control {
+
+class FailureDetector {
+ public:
+  struct Options {
+    Clock::duration heartbeat_timeout = std::chrono::milliseconds(500);
+    int probe_attempts = 2;  // consecutive failed probes before the dead verdict
+  };
+
+  struct Probe {
+    std::string node_id;
+    std::int64_t node_epoch = 0;
+  };
+
+  enum class Verdict { alive, suspect, dead, ignored };
+
+  FailureDetector(Options options, const Clock& clock) : options_(options), clock_(clock) {}
+
+  // Starts watching a node incarnation as ALIVE with a fresh timeout window.
+  void track(const std::string& node_id, std::int64_t node_epoch);
+  void forget(const std::string& node_id);
+
+  // A heartbeat from the tracked incarnation.
+  void heartbeat(const std::string& node_id);
+  // Someone could not reach node_id: verify it.
+  void report(const std::string& node_id, const std::string& reason);
+
+  // Moves nodes whose heartbeats are overdue to SUSPECT and returns every
+  // SUSPECT node without a probe in flight; marks them in flight.
+  [[nodiscard]] std::vector<Probe> due_probes();
+  // The answer (or failure) of a probe from due_probes().
+  Verdict probe_result(const std::string& node_id, std::int64_t node_epoch, bool answered);
+
+  [[nodiscard]] std::optional<idl::NodeState::type> state(const std::string& node_id) const;
+  [[nodiscard]] std::optional<Clock::duration> since_heartbeat(const std::string& node_id) const;
+  [[nodiscard]] bool is_alive(const std::string& node_id) const;
+
+ private:
+  struct Entry {
+    std::int64_t node_epoch = 0;
+    idl::NodeState::type state = idl::NodeState::ALIVE;
+    Clock::time_point last_heartbeat;
+    bool reported = false;  // SUSPECT because of a report: heartbeats do not clear it
+    bool probing = false;
+    int failed_probes = 0;
+  };
+
+  Options options_;
+  const Clock& clock_;
+  std::map<std::string, Entry> nodes_;
+};
+
+}  // namespace catena::control

@@ -1,0 +1,362 @@
+// Controller: opening, membership and the request paths. Detection, repair
+// and pushes live in controller_maintenance.cpp.
+#include <catena/control/controller.hpp>
+
+#include <catena/control/placement.hpp>
+#include <catena/control/validation.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace catena::control {
+namespace {
+
+idl::Replica replica_of(const meta::NodeRecord& node) {
+  idl::Replica r;
+  r.__set_node_id(node.info.node_id);
+  r.__set_fabric_addr(node.info.fabric_addr);
+  r.__set_admin_addr(node.info.admin_addr);
+  return r;
+}
+
+idl::ChannelInfo channel_info(const meta::ChannelRecord& ch) {
+  idl::ChannelInfo info;
+  info.__set_config(ch.config);
+  info.__set_routes(ch.routes);
+  return info;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Controller>> Controller::open(Options options, const Clock& clock,
+                                                     BrokerAdminClient& brokers) {
+  if (options.heartbeat_interval.count() <= 0 || options.heartbeat_timeout <= options.heartbeat_interval) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      fmt::format("heartbeat_timeout ({} ms) must exceed heartbeat_interval ({} ms) > 0",
+                                  options.heartbeat_timeout.count(), options.heartbeat_interval.count()));
+  }
+  if (options.probe_attempts < 1 || options.push_retry_initial.count() <= 0 ||
+      options.push_retry_max < options.push_retry_initial || options.snapshot_every_records == 0) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      "probe_attempts >= 1, 0 < push_retry_initial <= push_retry_max, snapshot_every_records > 0");
+  }
+  auto store = MetadataStore::open({options.data_dir, options.snapshot_every_records});
+  if (!store) return store.error();
+
+  std::unique_ptr<Controller> c(new Controller(std::move(options), clock, brokers, std::move(*store)));
+  std::lock_guard lock(c->mu_);
+  const auto& state = c->store_->state();
+  const auto& rec = c->store_->recovery();
+  spdlog::info("metadata in {}: {} node(s), {} channel(s), {} open repair(s); snapshot {} (lsn {}), {} log "
+               "record(s) replayed, {} torn tail byte(s) dropped",
+               c->options_.data_dir.string(), state.nodes.size(), state.channels.size(), state.intents.size(),
+               rec.had_snapshot ? "loaded" : "absent", rec.snapshot_lsn, rec.replayed_records,
+               rec.dropped_tail_bytes);
+  // Every live node gets a fresh timeout window: silence while we were down
+  // is not evidence against it.
+  for (const auto& [id, node] : state.nodes) {
+    if (!node.dead) c->detector_.track(id, node.node_epoch);
+  }
+  // Finish removals a crash interrupted before anything else can run. The
+  // rest of each repair (restore R, pushes) is reconciled by tick(); no route
+  // counts as acknowledged yet, so every replica is pushed its route again.
+  const auto intents = state.intents;
+  for (const auto& [id, intent] : intents) {
+    spdlog::info("resuming repair {} of {} ({})", id, intent.node_id, intent.reason);
+    if (auto r = c->remove_from_routes_locked(intent, /*fence_evicted=*/false); !r) return r.error();
+  }
+  return c;
+}
+
+Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& brokers,
+                       std::unique_ptr<MetadataStore> store)
+    : options_(std::move(options)),
+      clock_(clock),
+      brokers_(brokers),
+      store_(std::move(store)),
+      detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts}, clock) {}
+
+Controller::~Controller() = default;
+
+Result<void> Controller::check_running_locked() const {
+  if (halted_) return make_error(idl::ErrorCode::INTERNAL, "controller halted (injected crash)");
+  return {};
+}
+
+bool Controller::crash_locked(std::string_view point) {
+  if (options_.crash_point && options_.crash_point(point)) {
+    spdlog::warn("injected crash at {}", point);
+    halted_ = true;
+  }
+  return halted_;
+}
+
+bool Controller::halted() const {
+  std::lock_guard lock(mu_);
+  return halted_;
+}
+
+meta::MetaState Controller::metadata() const {
+  std::lock_guard lock(mu_);
+  return store_->state();
+}
+
+const meta::NodeRecord* Controller::node_locked(const std::string& node_id) const {
+  const auto& nodes = store_->state().nodes;
+  auto it = nodes.find(node_id);
+  return it == nodes.end() ? nullptr : &it->second;
+}
+
+Result<const meta::ChannelRecord*> Controller::channel_locked(const std::string& name) const {
+  const auto& channels = store_->state().channels;
+  auto it = channels.find(name);
+  if (it == channels.end()) {
+    return make_error(idl::ErrorCode::UNKNOWN_CHANNEL, fmt::format("no channel named '{}'", name));
+  }
+  return &it->second;
+}
+
+Result<const idl::PartitionRoute*> Controller::route_locked(const std::string& channel,
+                                                            std::int32_t partition) const {
+  auto ch = channel_locked(channel);
+  if (!ch) return ch.error();
+  const auto& routes = (*ch)->routes;
+  if (partition < 0 || static_cast<std::size_t>(partition) >= routes.size()) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      fmt::format("channel '{}' has partitions 0..{}, not {}", channel, routes.size() - 1, partition));
+  }
+  return &routes[static_cast<std::size_t>(partition)];
+}
+
+std::map<std::string, std::int64_t> Controller::replica_counts_locked() const {
+  std::map<std::string, std::int64_t> counts;
+  for (const auto& [name, ch] : store_->state().channels) {
+    for (const auto& route : ch.routes) {
+      for (const auto& r : route.replicas) ++counts[r.node_id];
+    }
+  }
+  return counts;
+}
+
+bool Controller::in_any_route_locked(const std::string& node_id) const {
+  return replica_counts_locked().count(node_id) != 0;
+}
+
+std::string Controller::assign_node_id_locked(std::int64_t* next_seq) const {
+  std::int64_t seq = store_->state().next_node_seq;
+  std::string id;
+  do {
+    id = fmt::format("node-{}", seq++);
+  } while (node_locked(id) != nullptr);  // an operator may have picked "node-N" by hand
+  *next_seq = seq;
+  return id;
+}
+
+Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& request) {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  if (auto r = validate_node_info(request); !r) return r.error();
+
+  meta::MetaRecord record;
+  idl::NodeInfo info = request;
+  if (info.node_id.empty()) {
+    std::int64_t next_seq = 0;
+    info.__set_node_id(assign_node_id_locked(&next_seq));
+    record.__set_next_node_seq(next_seq);
+  }
+  const std::string id = info.node_id;
+
+  // Another live node registered at this admin address is gone: two brokers
+  // cannot listen on one port, and probes to it would reach the newcomer.
+  std::vector<std::string> displaced;
+  for (const auto& [other_id, other] : store_->state().nodes) {
+    if (other_id != id && !other.dead && other.info.admin_addr == info.admin_addr) displaced.push_back(other_id);
+  }
+  for (const auto& other_id : displaced) {
+    const auto reason = fmt::format("{} registered at its admin address {}", id, info.admin_addr);
+    if (auto r = evict_locked(other_id, reason, /*fence_evicted=*/false); !r) return r.error();
+  }
+  // An earlier incarnation still in chains lost its in-memory segments when
+  // it restarted: take it out of every chain before the new one exists.
+  if (const auto* old = node_locked(id); old != nullptr) {
+    Result<void> r;
+    if (old->dead) {
+      r = finish_removals_locked(id);
+    } else if (in_any_route_locked(id)) {
+      r = evict_locked(id, "re-registered: the previous incarnation lost its state", /*fence_evicted=*/false);
+    }
+    if (!r) return r.error();
+  }
+
+  meta::NodeRecord node;
+  node.__set_info(info);
+  node.__set_node_epoch(store_->state().next_node_epoch);
+  node.__set_dead(false);
+  record.__set_put_node(node);
+  record.__set_next_node_epoch(node.node_epoch + 1);
+  if (auto r = store_->commit(record); !r) return r.error();
+
+  detector_.track(id, node.node_epoch);
+  stats_.erase(id);
+  backoff_.erase(id);
+  spdlog::info("node {} registered: epoch {}, admin {}, fabric {}, zone '{}', datacenter '{}'", id, node.node_epoch,
+               info.admin_addr, info.fabric_addr, info.zone, info.datacenter);
+
+  idl::RegisterReply reply;
+  reply.__set_node_id(id);
+  reply.__set_node_epoch(node.node_epoch);
+  reply.__set_heartbeat_interval_ms(static_cast<std::int32_t>(options_.heartbeat_interval.count()));
+  return reply;
+}
+
+Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& request) {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto* node = node_locked(request.node_id);
+  if (node == nullptr) {
+    return make_error(idl::ErrorCode::UNKNOWN_NODE,
+                      fmt::format("node '{}' is not registered: call registerNode", request.node_id));
+  }
+  idl::HeartbeatReply reply;
+  if (node->dead || request.node_epoch != node->node_epoch) {
+    reply.__set_fenced(true);  // a retired incarnation: it must drop its roles and re-register
+    return reply;
+  }
+  detector_.heartbeat(request.node_id);
+  stats_[request.node_id] = request.stats;
+  if (auto it = backoff_.find(request.node_id); it != backoff_.end()) {
+    it->second.next_attempt = clock_.now();  // it is reachable again: retry its pushes next tick
+  }
+  reply.__set_fenced(false);
+  return reply;
+}
+
+Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& config) {
+  idl::ChannelInfo info;
+  {
+    std::lock_guard lock(mu_);
+    if (auto r = check_running_locked(); !r) return r.error();
+    if (auto r = validate_channel_config(config); !r) return r.error();
+    if (store_->state().channels.count(config.name) != 0) {
+      return make_error(idl::ErrorCode::CHANNEL_EXISTS, fmt::format("channel '{}' already exists", config.name));
+    }
+    Placement placement(candidates_locked());
+    meta::ChannelRecord channel;
+    channel.__set_config(config);
+    for (std::int32_t p = 0; p < config.partitions; ++p) {
+      auto chosen = placement.choose(config.replication, {}, {});
+      if (!chosen) {
+        return make_error(chosen.code(), fmt::format("channel '{}' needs {} alive nodes for replication {}: {}",
+                                                     config.name, config.replication, config.replication,
+                                                     chosen.error().message));
+      }
+      idl::PartitionRoute route;
+      route.__set_channel(config.name);
+      route.__set_partition(p);
+      route.__set_epoch(1);
+      route.__set_start_offset(0);
+      for (const auto& id : *chosen) route.replicas.push_back(replica_of(*node_locked(id)));
+      route.__isset.replicas = true;
+      channel.routes.push_back(std::move(route));
+    }
+    channel.__isset.routes = true;
+    meta::MetaRecord record;
+    record.__set_put_channel(channel);
+    if (auto r = store_->commit(record); !r) return r.error();
+    spdlog::info("channel '{}' created: {} partition(s), replication {}, segment {} B, ttl {} ms", config.name,
+                 config.partitions, config.replication, config.segment_bytes, config.ttl_ms);
+    info = channel_info(channel);
+  }
+  // Durable first, then pushed: a failed push is retried by tick(), the
+  // route itself is never lost.
+  run_pushes();
+  return info;
+}
+
+Result<std::vector<idl::ChannelInfo>> Controller::list_channels() const {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  std::vector<idl::ChannelInfo> out;
+  for (const auto& [name, ch] : store_->state().channels) out.push_back(channel_info(ch));
+  return out;
+}
+
+Result<idl::ChannelInfo> Controller::describe_channel(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  auto ch = channel_locked(name);
+  if (!ch) return ch.error();
+  return channel_info(**ch);
+}
+
+Result<idl::PartitionRoute> Controller::get_route(const std::string& channel, std::int32_t partition,
+                                                  std::int64_t known_epoch) const {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  auto route = route_locked(channel, partition);
+  if (!route) return route.error();
+  if (known_epoch > (*route)->epoch) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      fmt::format("{}/{}: known_epoch {} is newer than the controller's epoch {}", channel,
+                                  partition, known_epoch, (*route)->epoch));
+  }
+  return **route;
+}
+
+Result<void> Controller::report_failure(const idl::FailureReport& report) {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto* node = node_locked(report.suspect_node_id);
+  if (node == nullptr) {
+    return make_error(idl::ErrorCode::UNKNOWN_NODE, fmt::format("no node '{}'", report.suspect_node_id));
+  }
+  if (!report.channel.empty()) {
+    auto route = route_locked(report.channel, report.partition);
+    if (!route) return route.error();
+    if (report.epoch < (*route)->epoch) {
+      ControlError e = make_error(idl::ErrorCode::STALE_EPOCH,
+                                  fmt::format("{}/{} is at epoch {}, the report is about epoch {}", report.channel,
+                                              report.partition, (*route)->epoch, report.epoch));
+      e.current_route = **route;
+      return e;
+    }
+    if (report.epoch > (*route)->epoch) {
+      return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                        fmt::format("{}/{}: epoch {} is newer than the controller's epoch {}", report.channel,
+                                    report.partition, report.epoch, (*route)->epoch));
+    }
+  }
+  if (node->dead) return {};  // already handled
+  detector_.report(report.suspect_node_id,
+                   fmt::format("by '{}'{}: {}", report.reporter,
+                               report.channel.empty() ? std::string()
+                                                      : fmt::format(" on {}/{}", report.channel, report.partition),
+                               report.reason));
+  return {};
+}
+
+Result<idl::ClusterStatus> Controller::cluster_status() const {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto counts = replica_counts_locked();
+  idl::ClusterStatus status;
+  for (const auto& [id, node] : store_->state().nodes) {
+    idl::NodeStatus s;
+    s.__set_info(node.info);
+    s.__set_node_epoch(node.node_epoch);
+    const auto state = detector_.state(id);
+    s.__set_state(node.dead || !state ? idl::NodeState::DEAD : *state);
+    const auto age = detector_.since_heartbeat(id);
+    s.__set_last_heartbeat_ms_ago(
+        age ? std::chrono::duration_cast<std::chrono::milliseconds>(*age).count() : std::int64_t{-1});
+    if (auto it = stats_.find(id); it != stats_.end()) s.__set_stats(it->second);
+    auto it = counts.find(id);
+    s.__set_replicas(it == counts.end() ? 0 : static_cast<std::int32_t>(it->second));
+    status.nodes.push_back(std::move(s));
+  }
+  status.__isset.nodes = true;
+  status.__set_repairs_in_progress(static_cast<std::int32_t>(store_->state().intents.size()));
+  return status;
+}
+
+}  // namespace catena::control

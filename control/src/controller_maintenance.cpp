@@ -1,0 +1,377 @@
+// Controller: failure detection, chain repair and configuration pushes.
+// Everything here runs from tick() (one maintenance thread), except
+// run_pushes(), which create_channel() also calls.
+#include <catena/control/controller.hpp>
+
+#include <algorithm>
+#include <future>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+namespace catena::control {
+namespace {
+
+std::vector<std::string> chain_ids(const idl::PartitionRoute& route) {
+  std::vector<std::string> ids;
+  for (const auto& r : route.replicas) ids.push_back(r.node_id);
+  return ids;
+}
+
+bool contains(const idl::PartitionRoute& route, const std::string& node_id) {
+  return std::any_of(route.replicas.begin(), route.replicas.end(),
+                     [&](const idl::Replica& r) { return r.node_id == node_id; });
+}
+
+std::string role_in(const idl::PartitionRoute& route, const std::string& node_id) {
+  if (route.replicas.size() == 1) return "only replica";
+  if (route.replicas.front().node_id == node_id) return "head";
+  if (route.replicas.back().node_id == node_id) return "tail";
+  return "middle";
+}
+
+}  // namespace
+
+std::vector<PlacementCandidate> Controller::candidates_locked() const {
+  const auto counts = replica_counts_locked();
+  std::vector<PlacementCandidate> out;
+  for (const auto& [id, node] : store_->state().nodes) {
+    if (node.dead || !detector_.is_alive(id)) continue;
+    PlacementCandidate c{id, node.info.zone, 0, 0, 0};
+    if (auto it = counts.find(id); it != counts.end()) c.replicas = it->second;
+    if (auto it = stats_.find(id); it != stats_.end()) {
+      c.segments = it->second.segments;
+      c.bytes = it->second.bytes;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+bool Controller::fully_acked_locked(const idl::PartitionRoute& route) const {
+  auto it = acks_.find({route.channel, route.partition});
+  if (it == acks_.end()) return route.replicas.empty();
+  if (it->second.epoch != route.epoch) return false;
+  return std::all_of(route.replicas.begin(), route.replicas.end(),
+                     [&](const idl::Replica& r) { return it->second.nodes.count(r.node_id) != 0; });
+}
+
+void Controller::tick() {
+  std::lock_guard tick_lock(tick_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (halted_) return;
+  }
+  run_probes();
+  {
+    std::lock_guard lock(mu_);
+    if (halted_) return;
+    restore_replication_locked();
+    if (halted_) return;
+  }
+  run_pushes();
+  std::lock_guard lock(mu_);
+  if (!halted_) close_finished_repairs_locked();
+}
+
+void Controller::run_probes() {
+  std::vector<std::pair<FailureDetector::Probe, BrokerTarget>> probes;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& probe : detector_.due_probes()) {
+      const auto* node = node_locked(probe.node_id);
+      if (node == nullptr) continue;
+      probes.emplace_back(probe, BrokerTarget{probe.node_id, node->info.admin_addr});
+    }
+  }
+  if (probes.empty()) return;
+  // Probe in parallel: each may take up to the probe timeout.
+  std::vector<std::future<Result<idl::NodeStats>>> answers;
+  for (const auto& [probe, target] : probes) {
+    answers.push_back(std::async(std::launch::async, [this, to = target] { return brokers_.ping(to); }));
+  }
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    const auto& [probe, target] = probes[i];
+    auto answer = answers[i].get();
+    if (halted_) continue;  // drain the futures, act on none
+    if (!answer) {
+      spdlog::warn("probe of {} at {} failed: {}", probe.node_id, target.admin_addr, answer.error().describe());
+    } else {
+      stats_[probe.node_id] = *answer;
+    }
+    const auto verdict = detector_.probe_result(probe.node_id, probe.node_epoch, answer.ok());
+    if (verdict != FailureDetector::Verdict::dead) continue;
+    const auto reason =
+        fmt::format("failed {} probe(s) in a row, last: {}", options_.probe_attempts, answer.error().message);
+    if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
+      spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
+    }
+  }
+}
+
+Result<void> Controller::evict_locked(const std::string& node_id, const std::string& reason, bool fence_evicted) {
+  const auto* current = node_locked(node_id);
+  if (current == nullptr || current->dead) return {};
+  meta::NodeRecord node = *current;
+  node.__set_dead(true);
+
+  meta::RepairIntent intent;
+  intent.__set_id(store_->state().next_intent_id);
+  intent.__set_node_id(node_id);
+  intent.__set_node_epoch(node.node_epoch);
+  intent.__set_reason(reason);
+  for (const auto& [name, ch] : store_->state().channels) {
+    for (const auto& route : ch.routes) {
+      if (!contains(route, node_id)) continue;
+      meta::RouteKey key;
+      key.__set_channel(name);
+      key.__set_partition(route.partition);
+      intent.routes.push_back(std::move(key));
+    }
+  }
+  intent.__isset.routes = true;
+
+  // One atomic record: the node is fenced and the repair is on file before
+  // any chain changes, so a crash from here on resumes the repair.
+  meta::MetaRecord record;
+  record.__set_put_node(node);
+  record.__set_begin_repair(intent);
+  record.__set_next_intent_id(intent.id + 1);
+  if (auto r = store_->commit(record); !r) return r;
+  spdlog::warn("node {} (epoch {}) is DEAD: {}; fenced, repairing {} chain(s)", node_id, node.node_epoch, reason,
+               intent.routes.size());
+  detector_.forget(node_id);
+  stats_.erase(node_id);
+  backoff_.erase(node_id);
+  if (crash_locked("repair.intent_written")) return make_error(idl::ErrorCode::INTERNAL, "halted");
+  return remove_from_routes_locked(intent, fence_evicted);
+}
+
+Result<void> Controller::remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted) {
+  // Only the incarnation the intent is about: if the id re-registered since,
+  // the new incarnation may legitimately be in chains again.
+  const auto* node = node_locked(intent.node_id);
+  if (node == nullptr || !node->dead || node->node_epoch != intent.node_epoch) return {};
+  std::vector<idl::PartitionRoute> changed;
+  for (const auto& key : intent.routes) {
+    auto route = route_locked(key.channel, key.partition);
+    if (!route || !contains(**route, intent.node_id)) continue;
+    idl::PartitionRoute next = **route;
+    const auto role = role_in(next, intent.node_id);
+    next.replicas.erase(std::remove_if(next.replicas.begin(), next.replicas.end(),
+                                       [&](const idl::Replica& r) { return r.node_id == intent.node_id; }),
+                        next.replicas.end());
+    next.__set_epoch(next.epoch + 1);
+    spdlog::info("{}/{}: dropped {} ({}), epoch {}: [{}]", next.channel, next.partition, intent.node_id, role,
+                 next.epoch, fmt::join(chain_ids(next), " -> "));
+    changed.push_back(std::move(next));
+  }
+  if (changed.empty()) return {};
+  meta::MetaRecord record;
+  record.__set_put_routes(changed);
+  if (auto r = store_->commit(record); !r) return r;
+  // Best effort: if the evicted node is in fact alive, tell it to stop.
+  for (const auto& route : changed) {
+    if (!fence_evicted) break;
+    fences_.push_back(FenceJob{BrokerTarget{intent.node_id, node->info.admin_addr}, route.channel, route.partition,
+                               route.epoch});
+  }
+  if (crash_locked("repair.removed")) return make_error(idl::ErrorCode::INTERNAL, "halted");
+  return {};
+}
+
+Result<void> Controller::finish_removals_locked(const std::string& node_id) {
+  const auto intents = store_->state().intents;
+  for (const auto& [id, intent] : intents) {
+    if (intent.node_id != node_id) continue;
+    if (auto r = remove_from_routes_locked(intent, /*fence_evicted=*/false); !r) return r;
+  }
+  return {};
+}
+
+void Controller::restore_replication_locked() {
+  Placement placement(candidates_locked());
+  std::vector<idl::PartitionRoute> changed;
+  for (const auto& [name, ch] : store_->state().channels) {
+    for (const auto& route : ch.routes) {
+      const auto missing = ch.config.replication - static_cast<std::int32_t>(route.replicas.size());
+      // Wait until the shortened chain is installed everywhere: each replica
+      // sees epoch+1 (without the dead node) before epoch+2 (with the new tail).
+      if (missing <= 0 || !fully_acked_locked(route)) continue;
+      std::vector<std::string> zones;
+      std::set<std::string> members;
+      for (const auto& r : route.replicas) {
+        members.insert(r.node_id);
+        if (const auto* n = node_locked(r.node_id)) zones.push_back(n->info.zone);
+      }
+      auto chosen = placement.choose(missing, zones, members);
+      if (!chosen) {
+        if (warned_short_.insert({{route.channel, route.partition}, route.epoch}).second) {
+          spdlog::warn("{}/{} has {} of {} replicas and cannot be restored yet: {}", route.channel,
+                       route.partition, route.replicas.size(), ch.config.replication, chosen.error().message);
+        }
+        continue;
+      }
+      if (route.replicas.empty()) {
+        spdlog::error("{}/{} lost every replica; its unexpired messages are gone, restarting it empty",
+                      route.channel, route.partition);
+      }
+      idl::PartitionRoute next = route;
+      for (const auto& id : *chosen) {
+        const auto* n = node_locked(id);
+        idl::Replica r;
+        r.__set_node_id(id);
+        r.__set_fabric_addr(n->info.fabric_addr);
+        r.__set_admin_addr(n->info.admin_addr);
+        next.replicas.push_back(std::move(r));
+      }
+      next.__set_epoch(route.epoch + 1);
+      spdlog::info("{}/{}: appended {} at the tail, epoch {}: [{}]", next.channel, next.partition,
+                   fmt::join(*chosen, ", "), next.epoch, fmt::join(chain_ids(next), " -> "));
+      changed.push_back(std::move(next));
+    }
+  }
+  if (changed.empty()) return;
+  meta::MetaRecord record;
+  record.__set_put_routes(changed);
+  if (auto r = store_->commit(record); !r) {
+    spdlog::error("could not persist restored chains (will retry): {}", r.error().describe());
+    return;
+  }
+  crash_locked("repair.restored");
+}
+
+void Controller::close_finished_repairs_locked() {
+  std::vector<std::int64_t> done;
+  for (const auto& [id, intent] : store_->state().intents) {
+    // If the id registered again, the removal of this incarnation happened
+    // before that (register_node ensures it), and the id in a chain now is
+    // the new, empty incarnation added as a replacement.
+    const auto* node = node_locked(intent.node_id);
+    const bool same_incarnation = node != nullptr && node->dead && node->node_epoch == intent.node_epoch;
+    const bool finished = std::all_of(intent.routes.begin(), intent.routes.end(), [&](const meta::RouteKey& key) {
+      auto ch = channel_locked(key.channel);
+      if (!ch) return true;  // channel gone
+      auto route = route_locked(key.channel, key.partition);
+      if (!route) return true;
+      return (!same_incarnation || !contains(**route, intent.node_id)) &&
+             static_cast<std::int32_t>((*route)->replicas.size()) >= (*ch)->config.replication &&
+             fully_acked_locked(**route);
+    });
+    if (finished) done.push_back(id);
+  }
+  for (const auto id : done) {
+    meta::MetaRecord record;
+    record.__set_end_repair(id);
+    if (auto r = store_->commit(record); !r) {
+      spdlog::error("could not close repair {}: {}", id, r.error().describe());
+      return;
+    }
+    spdlog::info("repair {} finished: every affected chain is back to full replication", id);
+  }
+}
+
+std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
+  const auto now = clock_.now();
+  std::vector<PushJob> jobs;
+  for (const auto& [name, ch] : store_->state().channels) {
+    for (const auto& route : ch.routes) {
+      const RouteId rid{route.channel, route.partition};
+      const auto ack = acks_.find(rid);
+      for (const auto& replica : route.replicas) {
+        if (ack != acks_.end() && ack->second.epoch == route.epoch && ack->second.nodes.count(replica.node_id)) {
+          continue;
+        }
+        const auto* node = node_locked(replica.node_id);
+        if (node == nullptr || node->dead) continue;
+        if (auto b = backoff_.find(replica.node_id); b != backoff_.end() && now < b->second.next_attempt) continue;
+        if (!pushing_.insert({replica.node_id, rid}).second) continue;  // another thread is on it
+        idl::ChainAssignment a;
+        a.__set_route(route);
+        a.__set_segment_bytes(ch.config.segment_bytes);
+        a.__set_ttl_ms(ch.config.ttl_ms);
+        a.__set_channel_partitions(ch.config.partitions);
+        jobs.push_back(PushJob{BrokerTarget{replica.node_id, node->info.admin_addr}, std::move(a)});
+      }
+    }
+  }
+  return jobs;
+}
+
+void Controller::run_pushes() {
+  std::map<std::string, std::vector<PushJob>> by_node;
+  std::vector<FenceJob> fences;
+  {
+    std::lock_guard lock(mu_);
+    if (halted_) return;
+    for (auto& job : collect_pushes_locked()) by_node[job.to.node_id].push_back(std::move(job));
+    fences.swap(fences_);
+  }
+  // Best-effort fences go first and are never retried: the node is dead to
+  // us either way, and its replicas' new epoch fences it on the data plane.
+  for (const auto& f : fences) {
+    if (auto r = brokers_.fence(f.to, f.channel, f.partition, f.epoch); !r) {
+      spdlog::debug("fence of evicted {} on {}/{} not delivered: {}", f.to.node_id, f.channel, f.partition,
+                    r.error().describe());
+    }
+  }
+  if (by_node.empty()) return;
+
+  struct Outcome {
+    std::string node_id;
+    RouteId rid;
+    std::int64_t epoch = 0;
+    std::optional<ControlError> error;  // nullopt: acknowledged
+    bool attempted = false;
+  };
+  // One task per broker, so a slow broker only delays its own pushes. After
+  // the first unreachable answer the rest of that broker's pushes wait for
+  // the next round.
+  auto push_all = [this](std::vector<PushJob> jobs) {
+    std::vector<Outcome> out;
+    bool unreachable = false;
+    for (auto& job : jobs) {
+      Outcome o{job.to.node_id, {job.assignment.route.channel, job.assignment.route.partition},
+                job.assignment.route.epoch, std::nullopt, !unreachable};
+      if (!unreachable) {
+        auto r = brokers_.configure_chain(job.to, job.assignment);
+        if (!r) {
+          o.error = r.error();
+          unreachable = r.code() == idl::ErrorCode::UNAVAILABLE;
+        }
+      }
+      out.push_back(std::move(o));
+    }
+    return out;
+  };
+  std::vector<std::future<std::vector<Outcome>>> tasks;
+  for (auto& [node, jobs] : by_node) tasks.push_back(std::async(std::launch::async, push_all, std::move(jobs)));
+
+  std::lock_guard lock(mu_);
+  const auto now = clock_.now();
+  for (auto& task : tasks) {
+    for (auto& o : task.get()) {
+      pushing_.erase({o.node_id, o.rid});
+      if (o.attempted && !o.error) {
+        auto& ack = acks_[o.rid];
+        if (o.epoch > ack.epoch) ack = AckState{o.epoch, {}};
+        if (o.epoch == ack.epoch) ack.nodes.insert(o.node_id);
+        backoff_.erase(o.node_id);
+        continue;
+      }
+      if (!o.attempted) continue;
+      auto& b = backoff_[o.node_id];
+      b.delay = b.delay.count() == 0 ? Clock::duration(options_.push_retry_initial)
+                                     : std::min<Clock::duration>(b.delay * 2, options_.push_retry_max);
+      b.next_attempt = now + b.delay;
+      const auto level = o.error->code == idl::ErrorCode::STALE_EPOCH ? spdlog::level::err : spdlog::level::warn;
+      spdlog::log(level, "configureChain {}/{} epoch {} to {} failed: {} (retry in {} ms)", o.rid.first,
+                  o.rid.second, o.epoch, o.node_id, o.error->describe(),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(b.delay).count());
+    }
+  }
+}
+
+}  // namespace catena::control

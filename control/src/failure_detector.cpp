@@ -1,0 +1,92 @@
+#include <catena/control/failure_detector.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace catena::control {
+
+void FailureDetector::track(const std::string& node_id, std::int64_t node_epoch) {
+  Entry e;
+  e.node_epoch = node_epoch;
+  e.last_heartbeat = clock_.now();
+  nodes_[node_id] = e;
+}
+
+void FailureDetector::forget(const std::string& node_id) { nodes_.erase(node_id); }
+
+void FailureDetector::heartbeat(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  auto& e = it->second;
+  e.last_heartbeat = clock_.now();
+  if (e.state == idl::NodeState::SUSPECT && !e.reported) {
+    spdlog::info("node {} is heartbeating again", node_id);
+    e.state = idl::NodeState::ALIVE;
+    e.failed_probes = 0;
+  }
+}
+
+void FailureDetector::report(const std::string& node_id, const std::string& reason) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  auto& e = it->second;
+  if (e.state == idl::NodeState::ALIVE) {
+    spdlog::info("node {} reported unreachable ({}): probing it", node_id, reason);
+  }
+  e.state = idl::NodeState::SUSPECT;
+  e.reported = true;
+}
+
+std::vector<FailureDetector::Probe> FailureDetector::due_probes() {
+  const auto now = clock_.now();
+  std::vector<Probe> out;
+  for (auto& [id, e] : nodes_) {
+    if (e.state == idl::NodeState::ALIVE && now - e.last_heartbeat > options_.heartbeat_timeout) {
+      spdlog::warn("node {} missed heartbeats for {} ms: suspect, probing it", id,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last_heartbeat).count());
+      e.state = idl::NodeState::SUSPECT;
+    }
+    if (e.state == idl::NodeState::SUSPECT && !e.probing) {
+      e.probing = true;
+      out.push_back(Probe{id, e.node_epoch});
+    }
+  }
+  return out;
+}
+
+FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_id, std::int64_t node_epoch,
+                                                       bool answered) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.node_epoch != node_epoch) return Verdict::ignored;
+  auto& e = it->second;
+  e.probing = false;
+  if (e.state != idl::NodeState::SUSPECT) return Verdict::ignored;  // a heartbeat cleared it meanwhile
+  if (answered) {
+    spdlog::info("node {} answered its probe: alive", node_id);
+    e.state = idl::NodeState::ALIVE;
+    e.reported = false;
+    e.failed_probes = 0;
+    e.last_heartbeat = clock_.now();  // a fresh window before it can be suspected again
+    return Verdict::alive;
+  }
+  if (++e.failed_probes >= options_.probe_attempts) return Verdict::dead;
+  return Verdict::suspect;
+}
+
+std::optional<idl::NodeState::type> FailureDetector::state(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.state;
+}
+
+std::optional<Clock::duration> FailureDetector::since_heartbeat(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  return clock_.now() - it->second.last_heartbeat;
+}
+
+bool FailureDetector::is_alive(const std::string& node_id) const {
+  auto s = state(node_id);
+  return s && *s == idl::NodeState::ALIVE;
+}
+
+}  // namespace catena::control

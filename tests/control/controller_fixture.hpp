@@ -1,0 +1,213 @@
+// FakeBroker and the in-process controller fixture shared by the control-plane tests.
+#pragma once
+
+#include <catena/control/clock.hpp>
+#include <catena/control/controller.hpp>
+#include <catena/control/idl/BrokerAdmin.h>
+#include <catena/control/inproc_broker_admin.hpp>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace catena::control::testing {
+
+// A broker's BrokerAdmin as the contract in catena.thrift describes it: it
+// keeps the newest route per partition, refuses older epochs with
+// STALE_EPOCH, treats a repeated epoch as a no-op. Records every call.
+class FakeBroker final : public idl::BrokerAdminIf {
+ public:
+  explicit FakeBroker(std::string name) : name_(std::move(name)) {}
+
+  void configureChain(const idl::ChainAssignment& a) override {
+    std::lock_guard lock(mu_);
+    configure_calls_.push_back(a);
+    const auto key = std::make_pair(a.route.channel, a.route.partition);
+    auto it = installed_.find(key);
+    if (it != installed_.end() && a.route.epoch < it->second.epoch) {
+      idl::CatenaError e;
+      e.__set_code(idl::ErrorCode::STALE_EPOCH);
+      e.__set_message(name_ + ": stale configureChain");
+      e.__set_current_route(it->second);
+      throw e;
+    }
+    installed_[key] = a.route;
+  }
+  void fence(const std::string& channel, std::int32_t partition, std::int64_t epoch) override {
+    std::lock_guard lock(mu_);
+    fences_.push_back({channel, partition, epoch});
+  }
+  void ping(idl::NodeStats& out) override {
+    std::lock_guard lock(mu_);
+    ++pings_;
+    out = stats_;
+  }
+
+  [[nodiscard]] std::vector<idl::ChainAssignment> configure_calls() const {
+    std::lock_guard lock(mu_);
+    return configure_calls_;
+  }
+  // Epochs of every configureChain this broker accepted or refused, in order.
+  [[nodiscard]] std::vector<std::int64_t> epochs_seen(const std::string& channel, std::int32_t partition) const {
+    std::lock_guard lock(mu_);
+    std::vector<std::int64_t> out;
+    for (const auto& a : configure_calls_) {
+      if (a.route.channel == channel && a.route.partition == partition) out.push_back(a.route.epoch);
+    }
+    return out;
+  }
+  [[nodiscard]] std::optional<idl::PartitionRoute> installed(const std::string& channel, std::int32_t p) const {
+    std::lock_guard lock(mu_);
+    auto it = installed_.find({channel, p});
+    if (it == installed_.end()) return std::nullopt;
+    return it->second;
+  }
+  [[nodiscard]] int pings() const {
+    std::lock_guard lock(mu_);
+    return pings_;
+  }
+  void set_stats(const idl::NodeStats& s) {
+    std::lock_guard lock(mu_);
+    stats_ = s;
+  }
+
+  struct Fence {
+    std::string channel;
+    std::int32_t partition;
+    std::int64_t epoch;
+  };
+  [[nodiscard]] std::vector<Fence> fences() const {
+    std::lock_guard lock(mu_);
+    return fences_;
+  }
+
+ private:
+  std::string name_;
+  mutable std::mutex mu_;
+  std::vector<idl::ChainAssignment> configure_calls_;
+  std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;
+  std::vector<Fence> fences_;
+  idl::NodeStats stats_;
+  int pings_ = 0;
+};
+
+// A controller over a ManualClock and in-process brokers. Nodes are added
+// by name; each gets a FakeBroker at "<name>.test:7000" and heartbeats only
+// when the test says so.
+class ControllerFixture : public ::testing::Test {
+ protected:
+  struct Node {
+    std::string id;
+    std::int64_t epoch = 0;
+    std::string admin_addr;
+    std::shared_ptr<FakeBroker> broker;
+  };
+
+  Controller::Options options() {
+    Controller::Options o;
+    o.data_dir = dir_.path() / "meta";
+    o.heartbeat_interval = std::chrono::milliseconds(100);
+    o.heartbeat_timeout = std::chrono::milliseconds(500);
+    o.probe_attempts = 2;
+    o.push_retry_initial = std::chrono::milliseconds(100);
+    o.push_retry_max = std::chrono::milliseconds(1000);
+    o.crash_point = [this](std::string_view point) { return point == crash_at_; };
+    return o;
+  }
+
+  void SetUp() override { open(); }
+
+  void open() {
+    auto c = Controller::open(options(), clock_, admin_);
+    ASSERT_TRUE(c.ok()) << c.error().describe();
+    controller_ = std::move(*c);
+  }
+  // Drops the controller object (as if its process died) and opens a new one
+  // on the same data directory.
+  void restart() {
+    controller_.reset();
+    crash_at_.clear();
+    open();
+  }
+
+  Node& add_node(const std::string& name, const std::string& zone, std::string node_id = {}) {
+    Node n;
+    n.admin_addr = name + ".test:7000";
+    n.broker = std::make_shared<FakeBroker>(name);
+    admin_.attach(n.admin_addr, n.broker);
+    idl::NodeInfo info;
+    info.__set_node_id(node_id);
+    info.__set_admin_addr(n.admin_addr);
+    info.__set_fabric_addr(name + ".test:9000");
+    info.__set_zone(zone);
+    auto r = controller_->register_node(info);
+    EXPECT_TRUE(r.ok()) << r.error().describe();
+    n.id = r->node_id;
+    n.epoch = r->node_epoch;
+    nodes_[name] = n;
+    return nodes_[name];
+  }
+
+  void heartbeat(const std::string& name) {
+    const auto& n = nodes_.at(name);
+    idl::HeartbeatRequest req;
+    req.__set_node_id(n.id);
+    req.__set_node_epoch(n.epoch);
+    auto r = controller_->heartbeat(req);
+    ASSERT_TRUE(r.ok()) << r.error().describe();
+    ASSERT_FALSE(r->fenced) << name;
+  }
+  void heartbeat_all_but(const std::set<std::string>& silent = {}) {
+    for (const auto& [name, n] : nodes_) {
+      if (silent.count(name) == 0) heartbeat(name);
+    }
+  }
+  // Takes a broker down: it stops heartbeating (the test decides) and no
+  // longer answers BrokerAdmin calls.
+  void kill_broker(const std::string& name) { admin_.detach(nodes_.at(name).admin_addr); }
+
+  // Advances time in heartbeat-sized steps, heartbeating the living, and
+  // ticks after each step.
+  void run_for(std::chrono::milliseconds total, const std::set<std::string>& silent = {}) {
+    for (auto t = std::chrono::milliseconds(0); t < total; t += std::chrono::milliseconds(100)) {
+      clock_.advance(std::chrono::milliseconds(100));
+      heartbeat_all_but(silent);
+      controller_->tick();
+    }
+  }
+
+  idl::NodeState::type state_of(const std::string& name) {
+    auto status = controller_->cluster_status();
+    EXPECT_TRUE(status.ok());
+    for (const auto& s : status->nodes) {
+      if (s.info.node_id == nodes_.at(name).id) return s.state;
+    }
+    ADD_FAILURE() << "no status for " << name;
+    return idl::NodeState::DEAD;
+  }
+
+  idl::PartitionRoute route(const std::string& channel, int partition = 0) {
+    auto r = controller_->get_route(channel, partition, 0);
+    EXPECT_TRUE(r.ok()) << r.error().describe();
+    return r.ok() ? *r : idl::PartitionRoute{};
+  }
+
+  std::string id(const std::string& name) const { return nodes_.at(name).id; }
+
+  TempDir dir_;
+  ManualClock clock_;
+  InProcBrokerAdmin admin_;
+  std::unique_ptr<Controller> controller_;
+  std::map<std::string, Node> nodes_;
+  std::string crash_at_;
+};
+
+}  // namespace catena::control::testing

@@ -1,0 +1,176 @@
+// Failure detection with a ManualClock: timeouts, probes, reports, fencing.
+#include <gtest/gtest.h>
+
+#include "controller_fixture.hpp"
+
+namespace catena::control {
+namespace {
+
+using namespace std::chrono_literals;
+using Fate = InProcBrokerAdmin::Fate;
+using Method = InProcBrokerAdmin::Method;
+
+class Detector : public testing::ControllerFixture {
+ protected:
+  void SetUp() override {
+    ControllerFixture::SetUp();
+    add_node("a", "z1");
+    add_node("b", "z2");
+    add_node("c", "z3");
+  }
+};
+
+TEST_F(Detector, SilentUnreachableNodeGoesSuspectThenDead) {
+  kill_broker("c");
+  run_for(500ms, {"c"});  // exactly the timeout: not yet overdue
+  EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
+  clock_.advance(1ms);
+  heartbeat_all_but({"c"});
+  controller_->tick();  // overdue -> SUSPECT, first probe fails
+  EXPECT_EQ(state_of("c"), idl::NodeState::SUSPECT);
+  controller_->tick();  // second failed probe -> DEAD
+  EXPECT_EQ(state_of("c"), idl::NodeState::DEAD);
+  EXPECT_EQ(state_of("a"), idl::NodeState::ALIVE);
+  EXPECT_EQ(state_of("b"), idl::NodeState::ALIVE);
+}
+
+TEST_F(Detector, HeartbeatClearsATimeoutSuspicion) {
+  kill_broker("c");
+  run_for(600ms, {"c"});
+  EXPECT_EQ(state_of("c"), idl::NodeState::SUSPECT);
+  heartbeat("c");
+  EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
+  run_for(300ms);
+  EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
+}
+
+TEST_F(Detector, ProbeSavesASilentButHealthyNode) {
+  // c's heartbeats are lost, but it answers the controller's probes.
+  run_for(3000ms, {"c"});
+  EXPECT_NE(state_of("c"), idl::NodeState::DEAD);
+  EXPECT_GT(nodes_["c"].broker->pings(), 0);
+}
+
+TEST_F(Detector, OneLostProbeIsNotEnough) {
+  int pings = 0;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method == Method::ping && call.to.node_id == id("c") && pings++ == 0) return Fate::drop_request;
+    return Fate::deliver;
+  });
+  run_for(1000ms, {"c"});
+  EXPECT_NE(state_of("c"), idl::NodeState::DEAD);
+  EXPECT_GE(pings, 2);
+}
+
+TEST_F(Detector, FlakyClientReportsDoNotEvictAHealthyNode) {
+  ASSERT_TRUE(controller_->create_channel(testing::channel_config("ch")).ok());
+  const auto before = route("ch");
+  idl::FailureReport report;
+  report.__set_reporter("flaky-client");
+  report.__set_suspect_node_id(id("b"));
+  report.__set_channel("ch");
+  report.__set_partition(0);
+  report.__set_epoch(before.epoch);
+  report.__set_reason("read timed out");
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(controller_->report_failure(report).ok());
+    run_for(100ms);
+  }
+  EXPECT_EQ(state_of("b"), idl::NodeState::ALIVE);
+  EXPECT_GE(nodes_["b"].broker->pings(), 1);
+  EXPECT_EQ(route("ch"), before) << "no reconfiguration for a node that answers its probes";
+}
+
+TEST_F(Detector, ReportAboutAnUnreachableNodeEvictsItBeforeTheTimeout) {
+  kill_broker("b");
+  idl::FailureReport report;
+  report.__set_reporter("node-1");
+  report.__set_suspect_node_id(id("b"));
+  report.__set_reason("successor unreachable");
+  ASSERT_TRUE(controller_->report_failure(report).ok());
+  EXPECT_EQ(state_of("b"), idl::NodeState::SUSPECT);
+  controller_->tick();
+  controller_->tick();
+  EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
+}
+
+TEST_F(Detector, ReportsAreCheckedAgainstTheRoute) {
+  ASSERT_TRUE(controller_->create_channel(testing::channel_config("ch")).ok());
+  idl::FailureReport report;
+  report.__set_reporter("client");
+  report.__set_suspect_node_id("node-99");
+  EXPECT_EQ(controller_->report_failure(report).code(), idl::ErrorCode::UNKNOWN_NODE);
+  report.__set_suspect_node_id(id("a"));
+  report.__set_channel("nope");
+  EXPECT_EQ(controller_->report_failure(report).code(), idl::ErrorCode::UNKNOWN_CHANNEL);
+  report.__set_channel("ch");
+  report.__set_epoch(0);
+  auto stale = controller_->report_failure(report);
+  ASSERT_EQ(stale.code(), idl::ErrorCode::STALE_EPOCH);
+  ASSERT_TRUE(stale.error().current_route.has_value());
+  EXPECT_EQ(*stale.error().current_route, route("ch"));
+  EXPECT_EQ(state_of("a"), idl::NodeState::ALIVE) << "a stale report triggers nothing";
+}
+
+TEST_F(Detector, DeadNodeIsFencedUntilItRegistersAgain) {
+  kill_broker("c");
+  const auto old_epoch = nodes_["c"].epoch;
+  run_for(800ms, {"c"});
+  ASSERT_EQ(state_of("c"), idl::NodeState::DEAD);
+
+  idl::HeartbeatRequest hb;
+  hb.__set_node_id(id("c"));
+  hb.__set_node_epoch(old_epoch);
+  for (int i = 0; i < 3; ++i) {
+    auto r = controller_->heartbeat(hb);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->fenced);
+    run_for(100ms, {"c"});
+  }
+  EXPECT_EQ(state_of("c"), idl::NodeState::DEAD) << "heartbeats from a fenced epoch do not revive it";
+
+  // It restarts and registers again under its id: a fresh incarnation.
+  auto& again = add_node("c", "z3", id("c"));
+  EXPECT_GT(again.epoch, old_epoch);
+  EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
+  heartbeat("c");
+  auto r = controller_->heartbeat(hb);  // the old incarnation stays fenced
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->fenced);
+  auto status = controller_->cluster_status();
+  ASSERT_TRUE(status.ok());
+  for (const auto& s : status->nodes) {
+    if (s.info.node_id == id("c")) {
+      EXPECT_EQ(s.replicas, 0);
+    }
+  }
+}
+
+TEST_F(Detector, HeartbeatFromAnUnknownNode) {
+  idl::HeartbeatRequest hb;
+  hb.__set_node_id("node-42");
+  hb.__set_node_epoch(1);
+  EXPECT_EQ(controller_->heartbeat(hb).code(), idl::ErrorCode::UNKNOWN_NODE);
+}
+
+TEST_F(Detector, StatusReportsHeartbeatAgeAndStats) {
+  idl::HeartbeatRequest hb;
+  hb.__set_node_id(id("a"));
+  hb.__set_node_epoch(nodes_["a"].epoch);
+  hb.stats.__set_segments(4);
+  hb.stats.__set_bytes(4096);
+  ASSERT_TRUE(controller_->heartbeat(hb).ok());
+  clock_.advance(250ms);
+  auto status = controller_->cluster_status();
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->nodes.size(), 3u);
+  for (const auto& s : status->nodes) {
+    if (s.info.node_id != id("a")) continue;
+    EXPECT_EQ(s.last_heartbeat_ms_ago, 250);
+    EXPECT_EQ(s.stats.segments, 4);
+    EXPECT_EQ(s.stats.bytes, 4096);
+  }
+}
+
+}  // namespace
+}  // namespace catena::control

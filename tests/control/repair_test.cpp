@@ -1,0 +1,271 @@
+// Chain repair after a node dies: order, epochs, pushes, replacement choice,
+// retries of failed pushes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "controller_fixture.hpp"
+
+namespace catena::control {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::chain_of;
+using testing::channel_config;
+using Fate = InProcBrokerAdmin::Fate;
+using Method = InProcBrokerAdmin::Method;
+using Ids = std::vector<std::string>;
+
+// a(z1) b(z2) c(z3) hold the chain [a, b, c]; d(z1) and e(z2) join later as
+// spares, so a replacement choice between them shows zone awareness (d sorts
+// first on every load key, e only wins on zone).
+class Repair : public testing::ControllerFixture {
+ protected:
+  void SetUp() override {
+    ControllerFixture::SetUp();
+    add_node("a", "z1");
+    add_node("b", "z2");
+    add_node("c", "z3");
+    auto ch = controller_->create_channel(channel_config("orders"));
+    ASSERT_TRUE(ch.ok()) << ch.error().describe();
+    ASSERT_EQ(chain_of(ch->routes[0]), (Ids{id("a"), id("b"), id("c")}));
+    add_node("d", "z1");
+    add_node("e", "z2");
+  }
+
+  // Kills name and runs until its chains are back to three replicas.
+  void kill_and_repair(const std::string& name) {
+    kill_broker(name);
+    run_for(2000ms, {name});
+    ASSERT_EQ(state_of(name), idl::NodeState::DEAD);
+  }
+
+  // Every broker in the final route has it installed, and the repair is closed.
+  void expect_settled(const idl::PartitionRoute& r) {
+    for (const auto& rep : r.replicas) {
+      for (const auto& [name, n] : nodes_) {
+        if (n.id != rep.node_id) continue;
+        auto installed = n.broker->installed(r.channel, r.partition);
+        ASSERT_TRUE(installed.has_value()) << name;
+        EXPECT_EQ(*installed, r) << name;
+      }
+    }
+    auto status = controller_->cluster_status();
+    ASSERT_TRUE(status.ok());
+    EXPECT_EQ(status->repairs_in_progress, 0);
+    EXPECT_TRUE(controller_->metadata().intents.empty());
+  }
+};
+
+TEST_F(Repair, HeadDiesNextBecomesHead) {
+  kill_and_repair("a");
+  const auto r = route("orders");
+  EXPECT_EQ(r.epoch, 3);
+  // Epoch 2 is [b, c]; epoch 3 appends the replacement at the tail. a was the
+  // only z1 replica, so d (z1) keeps the zones distinct; e would double z2.
+  EXPECT_EQ(chain_of(r), (Ids{id("b"), id("c"), id("d")}));
+  EXPECT_EQ(nodes_["b"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(nodes_["c"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3}));
+  const auto calls = nodes_["b"].broker->configure_calls();
+  EXPECT_EQ(chain_of(calls[1].route), (Ids{id("b"), id("c")}));
+  EXPECT_EQ(calls[1].segment_bytes, 1 << 20);
+  EXPECT_EQ(calls[1].ttl_ms, 60000);
+  EXPECT_EQ(calls[1].channel_partitions, 1);
+  expect_settled(r);
+}
+
+TEST_F(Repair, MiddleDiesPredecessorLinksToSuccessorAndTheReplacementIsZoneAware) {
+  kill_and_repair("b");
+  const auto r = route("orders");
+  EXPECT_EQ(r.epoch, 3);
+  // b was the only z2 replica: e (z2) is picked although d sorts first.
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("c"), id("e")}));
+  const auto calls = nodes_["a"].broker->configure_calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(chain_of(calls[1].route), (Ids{id("a"), id("c")}));
+  EXPECT_EQ(calls[1].route.epoch, 2);
+  expect_settled(r);
+}
+
+TEST_F(Repair, TailDiesPredecessorBecomesTail) {
+  kill_and_repair("c");
+  const auto r = route("orders");
+  EXPECT_EQ(r.epoch, 3);
+  // c was the only z3 node: no spare restores three zones, so the least
+  // loaded spare wins (d and e tie on load: id order).
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b"), id("d")}));
+  const auto calls = nodes_["b"].broker->configure_calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(chain_of(calls[1].route), (Ids{id("a"), id("b")}));
+  EXPECT_EQ(calls[1].route.replicas.back().node_id, id("b"));
+  expect_settled(r);
+}
+
+TEST_F(Repair, ReplacementPrefersTheLessLoadedOfEquallyGoodZones) {
+  idl::NodeStats busy;
+  busy.__set_segments(50);
+  idl::HeartbeatRequest hb;
+  hb.__set_node_id(id("d"));
+  hb.__set_node_epoch(nodes_["d"].epoch);
+  hb.__set_stats(busy);
+  ASSERT_TRUE(controller_->heartbeat(hb).ok());
+  kill_broker("c");
+  // Keep d's heavy stats current while time runs.
+  for (int i = 0; i < 20; ++i) {
+    clock_.advance(100ms);
+    heartbeat_all_but({"c", "d"});
+    ASSERT_TRUE(controller_->heartbeat(hb).ok());
+    controller_->tick();
+  }
+  // No spare is in z3; d and e each repeat a zone, and d is busier.
+  EXPECT_EQ(chain_of(route("orders")), (Ids{id("a"), id("b"), id("e")}));
+}
+
+TEST_F(Repair, EveryRouteOfTheDeadNodeIsRepaired) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("more", 8, 3)).ok());
+  kill_and_repair("b");
+  const auto channels = controller_->list_channels();
+  ASSERT_TRUE(channels.ok());
+  for (const auto& ch : *channels) {
+    for (const auto& r : ch.routes) {
+      const auto chain = chain_of(r);
+      EXPECT_EQ(chain.size(), 3u) << ch.config.name << "/" << r.partition;
+      EXPECT_EQ(std::count(chain.begin(), chain.end(), id("b")), 0);
+      expect_settled(r);
+    }
+  }
+}
+
+TEST_F(Repair, FailedPushIsPersistedAndRetried) {
+  bool partitioned = true;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    return partitioned && call.method == Method::configure_chain && call.to.node_id == id("e") ? Fate::drop_request
+                                                                                                : Fate::deliver;
+  });
+  auto ch = controller_->create_channel(channel_config("late", 1, 2));
+  ASSERT_TRUE(ch.ok()) << "a failed push does not fail the request";
+  EXPECT_EQ(chain_of(ch->routes[0]), (Ids{id("d"), id("e")}));
+  EXPECT_TRUE(nodes_["d"].broker->installed("late", 0).has_value());
+  EXPECT_FALSE(nodes_["e"].broker->installed("late", 0).has_value());
+
+  // Not before the back-off expires...
+  controller_->tick();
+  EXPECT_FALSE(nodes_["e"].broker->installed("late", 0).has_value());
+  // ...and the route survives a restart in the meantime.
+  restart();
+  partitioned = false;
+  run_for(200ms);
+  EXPECT_TRUE(nodes_["e"].broker->installed("late", 0).has_value());
+  EXPECT_EQ(nodes_["d"].broker->epochs_seen("late", 0), (std::vector<std::int64_t>{1, 1}))
+      << "after a restart every route is pushed again, at the same epoch";
+}
+
+TEST_F(Repair, HeartbeatCutsThePushBackOffShort) {
+  bool partitioned = true;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    return partitioned && call.method == Method::configure_chain && call.to.node_id == id("e") ? Fate::drop_request
+                                                                                                : Fate::deliver;
+  });
+  ASSERT_TRUE(controller_->create_channel(channel_config("late", 1, 2)).ok());
+  // Several failures push the back-off to its 1 s cap.
+  for (int i = 0; i < 6; ++i) {
+    clock_.advance(1000ms);
+    heartbeat_all_but({"e"});
+    controller_->tick();
+  }
+  partitioned = false;
+  clock_.advance(10ms);
+  controller_->tick();
+  EXPECT_FALSE(nodes_["e"].broker->installed("late", 0).has_value()) << "still backing off";
+  heartbeat("e");
+  controller_->tick();
+  EXPECT_TRUE(nodes_["e"].broker->installed("late", 0).has_value());
+}
+
+TEST_F(Repair, LostAcknowledgementIsRetriedIdempotently) {
+  std::atomic<int> lost{0};
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    return call.method == Method::configure_chain && call.to.node_id == id("d") && lost++ == 0 ? Fate::drop_reply
+                                                                                              : Fate::deliver;
+  });
+  ASSERT_TRUE(controller_->create_channel(channel_config("dup", 1, 2)).ok());
+  run_for(300ms);
+  EXPECT_EQ(nodes_["d"].broker->epochs_seen("dup", 0), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_TRUE(nodes_["d"].broker->installed("dup", 0).has_value());
+}
+
+TEST_F(Repair, DelayedOldConfigurationCannotRollABrokerBack) {
+  // Hold b's epoch-2 push in the network, let the repair go on, then deliver
+  // the held push after the newer one: the broker's epoch check refuses it.
+  std::atomic<int> holds{0};
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    return call.method == Method::configure_chain && call.to.node_id == id("b") &&
+                   call.assignment.route.epoch == 2 && holds++ == 0
+               ? Fate::hold
+               : Fate::deliver;
+  });
+  kill_broker("a");
+  run_for(2000ms, {"a"});  // held once, retried, acknowledged, then epoch 3
+  ASSERT_EQ(admin_.held(), 1u);
+  ASSERT_EQ(route("orders").epoch, 3);
+  EXPECT_EQ(admin_.release_held(/*newest_first=*/true), 1u);
+  EXPECT_EQ(nodes_["b"].broker->installed("orders", 0)->epoch, 3);
+}
+
+TEST_F(Repair, ReplicationIsRestoredWhenANodeArrives) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("wide", 1, 5)).ok());
+  kill_and_repair("e");
+  auto r = route("wide");
+  EXPECT_EQ(r.replicas.size(), 4u) << "no spare: the chain runs short";
+  EXPECT_EQ(controller_->cluster_status()->repairs_in_progress, 1);
+  add_node("f", "z4");
+  run_for(500ms, {"e"});
+  r = route("wide");
+  EXPECT_EQ(r.replicas.size(), 5u);
+  EXPECT_EQ(r.replicas.back().node_id, id("f"));
+  expect_settled(r);
+}
+
+TEST_F(Repair, ReRegistrationTakesTheOldIncarnationOutOfItsChains) {
+  // b restarts (losing its memory) and registers again before anyone noticed.
+  add_node("b", "z2", id("b"));
+  auto r = route("orders");
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("c")}));
+  EXPECT_EQ(r.epoch, 2);
+  run_for(500ms);
+  r = route("orders");
+  EXPECT_EQ(r.epoch, 3);
+  // The fresh b is an empty node like any other spare: it restores z2 and
+  // wins the load tie with e on id order.
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("c"), id("b")}));
+  EXPECT_TRUE(nodes_["b"].broker->fences().empty()) << "the new incarnation must not be fenced";
+  expect_settled(r);
+}
+
+TEST_F(Repair, NewNodeAtAnOldAdminAddressDisplacesTheOldNode) {
+  add_node("b", "z2");  // same admin address, no id: a different node now
+  EXPECT_EQ(state_of("a"), idl::NodeState::ALIVE);
+  auto status = controller_->cluster_status();
+  int dead = 0;
+  for (const auto& s : status->nodes) dead += s.state == idl::NodeState::DEAD;
+  EXPECT_EQ(dead, 1);
+  EXPECT_EQ(route("orders").epoch, 2);
+}
+
+TEST_F(Repair, EvictedNodeIsToldToFenceIfReachable) {
+  // c's heartbeats stop and its probes fail, but its admin port still
+  // answers fences: it hears that it was replaced.
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    return call.method == Method::ping && call.to.node_id == id("c") ? Fate::drop_request : Fate::deliver;
+  });
+  run_for(1000ms, {"c"});
+  ASSERT_EQ(state_of("c"), idl::NodeState::DEAD);
+  const auto fences = nodes_["c"].broker->fences();
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].channel, "orders");
+  EXPECT_EQ(fences[0].epoch, 2);
+}
+
+}  // namespace
+}  // namespace catena::control

@@ -1,0 +1,67 @@
+// Controller request paths: channel creation errors, route lookups,
+// registration ids and epochs.
+#include <gtest/gtest.h>
+
+#include "controller_fixture.hpp"
+
+namespace catena::control {
+namespace {
+
+using testing::channel_config;
+
+class ControllerRequests : public testing::ControllerFixture {};
+
+TEST_F(ControllerRequests, CreateChannelErrors) {
+  add_node("a", "z1");
+  add_node("b", "z2");
+  auto bad = controller_->create_channel(channel_config("bad name"));
+  EXPECT_EQ(bad.code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error().message.find("channel name"), std::string::npos);
+
+  auto short_of_nodes = controller_->create_channel(channel_config("r3", 1, 3));
+  EXPECT_EQ(short_of_nodes.code(), idl::ErrorCode::NOT_ENOUGH_NODES) << short_of_nodes.error().message;
+  EXPECT_FALSE(controller_->describe_channel("r3").ok()) << "a refused channel must not be half-created";
+
+  ASSERT_TRUE(controller_->create_channel(channel_config("r2", 4, 2)).ok());
+  EXPECT_EQ(controller_->create_channel(channel_config("r2", 1, 1)).code(), idl::ErrorCode::CHANNEL_EXISTS);
+}
+
+TEST_F(ControllerRequests, RouteLookups) {
+  add_node("a", "z1");
+  ASSERT_TRUE(controller_->create_channel(channel_config("c", 2, 1)).ok());
+  EXPECT_EQ(controller_->get_route("nope", 0, 0).code(), idl::ErrorCode::UNKNOWN_CHANNEL);
+  EXPECT_EQ(controller_->describe_channel("nope").code(), idl::ErrorCode::UNKNOWN_CHANNEL);
+  EXPECT_EQ(controller_->get_route("c", 2, 0).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->get_route("c", -1, 0).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->get_route("c", 0, 2).code(), idl::ErrorCode::INVALID_ARGUMENT);  // from the future
+  auto r = controller_->get_route("c", 1, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->epoch, 1);
+  EXPECT_EQ(r->start_offset, 0);
+  EXPECT_EQ(r->partition, 1);
+  auto list = controller_->list_channels();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].routes.size(), 2u);
+}
+
+TEST_F(ControllerRequests, RegistrationAssignsIdsAndFreshEpochs) {
+  auto& a = add_node("a", "z1");
+  auto& b = add_node("b", "z1");
+  EXPECT_EQ(a.id, "node-1");
+  EXPECT_EQ(b.id, "node-2");
+  EXPECT_LT(a.epoch, b.epoch);
+  auto& named = add_node("c", "z1", "node-3");  // the operator took the next automatic id
+  EXPECT_EQ(named.id, "node-3");
+  EXPECT_EQ(add_node("d", "z1").id, "node-4");
+  const auto old_epoch = nodes_["a"].epoch;
+  EXPECT_GT(add_node("a", "z1", "node-1").epoch, old_epoch);
+
+  idl::NodeInfo bad;
+  bad.__set_admin_addr("nowhere");
+  bad.__set_fabric_addr("x");
+  EXPECT_EQ(controller_->register_node(bad).code(), idl::ErrorCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace catena::control

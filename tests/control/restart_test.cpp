@@ -1,0 +1,147 @@
+// Controller restarts: state reloads exactly, epochs are never reissued, and
+// a repair interrupted at any step finishes after the restart.
+#include <gtest/gtest.h>
+
+#include "controller_fixture.hpp"
+
+namespace catena::control {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::chain_of;
+using testing::channel_config;
+using Ids = std::vector<std::string>;
+
+class Restart : public testing::ControllerFixture {
+ protected:
+  void SetUp() override {
+    ControllerFixture::SetUp();
+    add_node("a", "z1");
+    add_node("b", "z2");
+    add_node("c", "z3");
+    ASSERT_TRUE(controller_->create_channel(channel_config("orders", 2, 3)).ok());
+    add_node("d", "z2");
+    run_for(200ms);
+  }
+
+  // Kills b and runs the controller until it halts at point.
+  void crash_during_repair_at(const std::string& point) {
+    crash_at_ = point;
+    kill_broker("b");
+    for (int i = 0; i < 30 && !controller_->halted(); ++i) {
+      clock_.advance(100ms);
+      heartbeat_all_but({"b"});
+      controller_->tick();
+    }
+    ASSERT_TRUE(controller_->halted()) << "never reached " << point;
+    EXPECT_EQ(controller_->cluster_status().code(), idl::ErrorCode::INTERNAL);
+  }
+
+  void expect_repaired() {
+    for (int p = 0; p < 2; ++p) {
+      const auto r = route("orders", p);
+      EXPECT_EQ(chain_of(r), (Ids{id("a"), id("c"), id("d")})) << "partition " << p;
+      EXPECT_EQ(r.epoch, 3) << "one epoch to drop b, one to add d: a resumed repair repeats neither";
+      for (const auto& name : {"a", "c", "d"}) {
+        auto installed = nodes_[name].broker->installed("orders", p);
+        ASSERT_TRUE(installed.has_value()) << name;
+        EXPECT_EQ(*installed, r) << name;
+      }
+    }
+    EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
+    EXPECT_EQ(controller_->cluster_status()->repairs_in_progress, 0);
+  }
+};
+
+TEST_F(Restart, ReloadsTheSameStateAndKeepsNodesTheirEpochs) {
+  const auto before = controller_->metadata();
+  const auto channels = *controller_->list_channels();
+  restart();
+  EXPECT_EQ(controller_->metadata(), before);
+  EXPECT_EQ(*controller_->list_channels(), channels);
+  // Brokers keep heartbeating with the epochs they had: none is fenced.
+  heartbeat_all_but();
+  // Nobody is judged on silence that happened while the controller was down.
+  for (const auto& name : {"a", "b", "c", "d"}) EXPECT_EQ(state_of(name), idl::NodeState::ALIVE);
+}
+
+TEST_F(Restart, EpochsAreNeverReissued) {
+  const auto last = nodes_["d"].epoch;
+  restart();
+  EXPECT_GT(add_node("e", "z3").epoch, last);
+  EXPECT_EQ(nodes_["e"].id, "node-5");
+}
+
+TEST_F(Restart, EveryRouteIsPushedAgainAfterARestart) {
+  restart();
+  run_for(100ms);
+  for (const auto& name : {"a", "b", "c"}) {
+    EXPECT_EQ(nodes_[name].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 1})) << name;
+  }
+}
+
+TEST_F(Restart, RepairResumesAfterCrashOnceTheIntentIsWritten) {
+  crash_during_repair_at("repair.intent_written");
+  // Crashed before any chain changed.
+  EXPECT_EQ(controller_->metadata().channels.at("orders").routes[0].epoch, 1);
+  restart();
+  // The removal is redone while opening, before any request is served.
+  EXPECT_EQ(chain_of(route("orders", 0)), (Ids{id("a"), id("c")}));
+  EXPECT_EQ(controller_->cluster_status()->repairs_in_progress, 1);
+  run_for(500ms, {"b"});
+  expect_repaired();
+}
+
+TEST_F(Restart, RepairResumesAfterCrashOnceTheNodeIsRemoved) {
+  crash_during_repair_at("repair.removed");
+  EXPECT_EQ(controller_->metadata().channels.at("orders").routes[1].epoch, 2);
+  EXPECT_EQ(nodes_["a"].broker->epochs_seen("orders", 1), (std::vector<std::int64_t>{1}))
+      << "crashed before pushing epoch 2";
+  restart();
+  run_for(500ms, {"b"});
+  expect_repaired();
+  EXPECT_EQ(nodes_["a"].broker->epochs_seen("orders", 1), (std::vector<std::int64_t>{1, 2, 3}));
+}
+
+TEST_F(Restart, RepairResumesAfterCrashOnceTheReplacementIsChosen) {
+  crash_during_repair_at("repair.restored");
+  EXPECT_EQ(controller_->metadata().channels.at("orders").routes[0].epoch, 3);
+  EXPECT_FALSE(nodes_["d"].broker->installed("orders", 0).has_value()) << "crashed before pushing epoch 3";
+  restart();
+  run_for(500ms, {"b"});
+  expect_repaired();
+}
+
+TEST_F(Restart, DeadNodeStaysFencedAcrossARestart) {
+  kill_broker("b");
+  run_for(1500ms, {"b"});
+  ASSERT_EQ(state_of("b"), idl::NodeState::DEAD);
+  restart();
+  idl::HeartbeatRequest hb;
+  hb.__set_node_id(id("b"));
+  hb.__set_node_epoch(nodes_["b"].epoch);
+  auto r = controller_->heartbeat(hb);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->fenced);
+  EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
+}
+
+TEST_F(Restart, SnapshotsDoNotChangeWhatARestartSees) {
+  // A tiny snapshot interval forces several snapshots and log resets.
+  controller_.reset();
+  auto o = options();
+  o.snapshot_every_records = 2;
+  auto c = Controller::open(o, clock_, admin_);
+  ASSERT_TRUE(c.ok());
+  controller_ = std::move(*c);
+  add_node("e", "z3");
+  ASSERT_TRUE(controller_->create_channel(channel_config("more", 3, 2)).ok());
+  kill_broker("a");
+  run_for(1500ms, {"a"});
+  const auto before = controller_->metadata();
+  restart();
+  EXPECT_EQ(controller_->metadata(), before);
+}
+
+}  // namespace
+}  // namespace catena::control

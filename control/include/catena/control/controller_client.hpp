@@ -1,0 +1,66 @@
+// A typed client for the Controller service, for brokers, the CLI and the
+// client library.
+//
+// It holds one connection, opened on first use (or by connect()) and
+// reopened on the next call after any transport failure; a connection the
+// server closed while idle is noticed and replaced before a call is sent.
+// Calls are never retried behind your back: an UNAVAILABLE answer means the
+// call may or may not have reached the controller, and only the caller knows
+// whether repeating it is safe (createChannel, for one, is not).
+//
+// Errors: UNAVAILABLE for connect failures and timeouts; otherwise the
+// controller's CatenaError code, message and (STALE_EPOCH) current_route.
+//
+// Thread: thread-safe; calls are serialised on the one connection.
+#pragma once
+
+#include <catena/control/idl/catena_types.h>
+#include <catena/control/result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace catena::control {
+
+class ControllerClient {
+ public:
+  struct Options {
+    std::string address = "127.0.0.1:7400";
+    std::chrono::milliseconds connect_timeout{1000};
+    std::chrono::milliseconds rpc_timeout{5000};
+  };
+
+  explicit ControllerClient(Options options);
+  ~ControllerClient();
+  ControllerClient(const ControllerClient&) = delete;
+  ControllerClient& operator=(const ControllerClient&) = delete;
+
+  // Connects now instead of on the first call.
+  [[nodiscard]] static Result<std::unique_ptr<ControllerClient>> connect(Options options);
+
+  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info);
+  [[nodiscard]] Result<idl::HeartbeatReply> heartbeat(const idl::HeartbeatRequest& request);
+  [[nodiscard]] Result<idl::ChannelInfo> create_channel(const idl::ChannelConfig& config);
+  [[nodiscard]] Result<std::vector<idl::ChannelInfo>> list_channels();
+  [[nodiscard]] Result<idl::ChannelInfo> describe_channel(const std::string& name);
+  [[nodiscard]] Result<idl::PartitionRoute> get_route(const std::string& channel, std::int32_t partition,
+                                                      std::int64_t known_epoch = 0);
+  [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
+  [[nodiscard]] Result<idl::ClusterStatus> cluster_status();
+
+  void close();
+
+ private:
+  struct Impl;
+  template <class Fn>
+  Result<void> call(Fn&& fn);
+
+  std::mutex mu_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace catena::control

@@ -1,0 +1,118 @@
+#include <catena/control/controller_client.hpp>
+
+#include <catena/control/address.hpp>
+#include <catena/control/idl/Controller.h>
+
+#include <thrift/transport/TTransportException.h>
+
+#include <fmt/format.h>
+
+#include "thrift_socket.hpp"
+
+namespace catena::control {
+
+struct ControllerClient::Impl {
+  Options options;
+  detail::ThriftConnection link;
+  std::unique_ptr<idl::ControllerClient> client;
+
+  void drop() {
+    client.reset();
+    link.close();
+  }
+};
+
+ControllerClient::ControllerClient(Options options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+
+ControllerClient::~ControllerClient() { close(); }
+
+void ControllerClient::close() {
+  std::lock_guard lock(mu_);
+  impl_->drop();
+}
+
+Result<std::unique_ptr<ControllerClient>> ControllerClient::connect(Options options) {
+  auto client = std::make_unique<ControllerClient>(std::move(options));
+  if (auto r = client->call([](idl::ControllerClient&) {}); !r) return r.error();
+  return client;
+}
+
+template <class Fn>
+Result<void> ControllerClient::call(Fn&& fn) {
+  std::lock_guard lock(mu_);
+  auto& s = *impl_;
+  if (s.client && s.link.stale()) s.drop();
+  if (!s.client) {
+    auto peer = parse_host_port(s.options.address);
+    if (!peer) return peer.error();
+    auto link = detail::open_connection(*peer, s.options.connect_timeout, s.options.rpc_timeout);
+    if (!link) return link.error();
+    s.link = std::move(*link);
+    s.client = std::make_unique<idl::ControllerClient>(s.link.protocol);
+  }
+  try {
+    fn(*s.client);
+    return {};
+  } catch (const idl::CatenaError& e) {
+    return ControlError::from_thrift(e);
+  } catch (const apache::thrift::transport::TTransportException& e) {
+    s.drop();
+    return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("controller {}: {}", s.options.address, e.what()));
+  } catch (const std::exception& e) {
+    s.drop();
+    return make_error(idl::ErrorCode::INTERNAL, fmt::format("controller {}: {}", s.options.address, e.what()));
+  }
+}
+
+Result<idl::RegisterReply> ControllerClient::register_node(const idl::NodeInfo& info) {
+  idl::RegisterReply out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.registerNode(out, info); }); !r) return r.error();
+  return out;
+}
+
+Result<idl::HeartbeatReply> ControllerClient::heartbeat(const idl::HeartbeatRequest& request) {
+  idl::HeartbeatReply out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.heartbeat(out, request); }); !r) return r.error();
+  return out;
+}
+
+Result<idl::ChannelInfo> ControllerClient::create_channel(const idl::ChannelConfig& config) {
+  idl::ChannelInfo out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.createChannel(out, config); }); !r) return r.error();
+  return out;
+}
+
+Result<std::vector<idl::ChannelInfo>> ControllerClient::list_channels() {
+  std::vector<idl::ChannelInfo> out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.listChannels(out); }); !r) return r.error();
+  return out;
+}
+
+Result<idl::ChannelInfo> ControllerClient::describe_channel(const std::string& name) {
+  idl::ChannelInfo out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.describeChannel(out, name); }); !r) return r.error();
+  return out;
+}
+
+Result<idl::PartitionRoute> ControllerClient::get_route(const std::string& channel, std::int32_t partition,
+                                                        std::int64_t known_epoch) {
+  idl::PartitionRoute out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.getRoute(out, channel, partition, known_epoch); }); !r) {
+    return r.error();
+  }
+  return out;
+}
+
+Result<void> ControllerClient::report_failure(const idl::FailureReport& report) {
+  return call([&](idl::ControllerClient& c) { c.reportFailure(report); });
+}
+
+Result<idl::ClusterStatus> ControllerClient::cluster_status() {
+  idl::ClusterStatus out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.clusterStatus(out); }); !r) return r.error();
+  return out;
+}
+
+}  // namespace catena::control

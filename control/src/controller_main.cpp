@@ -1,0 +1,132 @@
+// catena-controller: the Catena control plane as a daemon.
+//
+//   catena-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR] ...
+//
+// Settings come from defaults, then the TOML file, then flags (see
+// catena/control/config.hpp for every key). SIGINT or SIGTERM stops it
+// cleanly: the server stops accepting, open calls finish, the metadata
+// store is closed.
+#include <catena/control/config.hpp>
+#include <catena/control/controller.hpp>
+#include <catena/control/controller_server.hpp>
+#include <catena/control/thrift_broker_admin.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+namespace {
+
+using catena::control::ControllerConfig;
+
+// Writes the bound port so a parent process that asked for port 0 can find it.
+bool write_port_file(const std::string& path, std::uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"catena-controller: Catena's control plane (membership, routes, epochs, chain repair)"};
+  std::string config_path;
+  std::string port_file;
+  bool print_config = false;
+  ControllerConfig flags;
+  std::vector<std::pair<CLI::Option*, std::function<void(ControllerConfig&)>>> overrides;
+  auto flag = [&](const std::string& name, auto ControllerConfig::*field, const std::string& help) {
+    auto* opt = app.add_option(name, flags.*field, help)->capture_default_str();
+    overrides.emplace_back(opt, [field, &flags](ControllerConfig& c) { c.*field = flags.*field; });
+  };
+  app.add_option("-c,--config", config_path, "TOML config file (keys as the long flags, with '_')")
+      ->check(CLI::ExistingFile);
+  flag("-l,--listen", &ControllerConfig::listen, "Thrift listen address host:port (port 0: any free port)");
+  flag("-d,--data-dir", &ControllerConfig::data_dir, "metadata directory (WAL, snapshot)");
+  flag("--heartbeat-interval-ms", &ControllerConfig::heartbeat_interval_ms, "heartbeat period told to brokers");
+  flag("--heartbeat-timeout-ms", &ControllerConfig::heartbeat_timeout_ms, "silence before a node is SUSPECT");
+  flag("--probe-timeout-ms", &ControllerConfig::probe_timeout_ms, "BrokerAdmin.ping timeout");
+  flag("--probe-attempts", &ControllerConfig::probe_attempts, "failed probes in a row before DEAD");
+  flag("--broker-connect-timeout-ms", &ControllerConfig::broker_connect_timeout_ms, "connect timeout to brokers");
+  flag("--broker-rpc-timeout-ms", &ControllerConfig::broker_rpc_timeout_ms, "configureChain/fence timeout");
+  flag("--push-retry-initial-ms", &ControllerConfig::push_retry_initial_ms, "first retry delay of a failed push");
+  flag("--push-retry-max-ms", &ControllerConfig::push_retry_max_ms, "retry delay cap");
+  flag("--tick-interval-ms", &ControllerConfig::tick_interval_ms, "maintenance loop period");
+  flag("--idle-timeout-ms", &ControllerConfig::idle_timeout_ms, "close client connections idle this long");
+  flag("--max-connections", &ControllerConfig::max_connections, "concurrent client connections");
+  flag("--snapshot-every-records", &ControllerConfig::snapshot_every_records, "WAL records between snapshots");
+  flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
+  app.add_option("--port-file", port_file, "write the bound port to this file once listening");
+  app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  ControllerConfig config;
+  if (!config_path.empty()) {
+    if (auto r = catena::control::apply_toml_file(config_path, config); !r) {
+      std::cerr << "catena-controller: " << r.error().message << "\n";
+      return 2;
+    }
+  }
+  for (auto& [opt, apply] : overrides) {
+    if (opt->count() > 0) apply(config);
+  }
+  if (auto r = config.validate(); !r) {
+    std::cerr << "catena-controller: " << r.error().message << "\n";
+    return 2;
+  }
+  if (print_config) {
+    std::cout << config.to_toml();
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+
+  // Signals are taken synchronously by the main thread; block them before
+  // any other thread exists so none of those receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a peer closing mid-write is an error value, not a death
+  catena::control::route_thrift_logs_to_spdlog();
+
+  catena::control::SteadyClock clock;
+  catena::control::ThriftBrokerAdmin brokers(config.broker_admin_options());
+  auto controller = catena::control::Controller::open(config.controller_options(), clock, brokers);
+  if (!controller) {
+    spdlog::critical("cannot open the controller: {}", controller.error().describe());
+    return 1;
+  }
+  const auto server_options = config.server_options();
+  catena::control::ControllerServer server(**controller, server_options);
+  if (auto r = server.start(); !r) {
+    spdlog::critical("{}", r.error().message);
+    return 1;
+  }
+  spdlog::info("catena-controller listening on {}:{} (data in {})", server_options.thrift.host, server.port(),
+               config.data_dir);
+  if (!port_file.empty() && !write_port_file(port_file, server.port())) {
+    spdlog::critical("cannot write port file {}", port_file);
+    server.stop();
+    return 1;
+  }
+
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,84 @@
+#include <catena/control/controller_server.hpp>
+
+#include <catena/control/idl/Controller.h>
+
+#include <utility>
+
+namespace catena::control {
+namespace {
+
+template <class T>
+T value_or_throw(Result<T> r) {
+  if (!r) throw r.error().to_thrift();
+  return std::move(r).value();
+}
+
+// Thin adapter: Thrift calls to Controller calls, errors to CatenaError.
+class Handler final : public idl::ControllerIf {
+ public:
+  explicit Handler(Controller& c) : c_(c) {}
+
+  void registerNode(idl::RegisterReply& out, const idl::NodeInfo& info) override {
+    out = value_or_throw(c_.register_node(info));
+  }
+  void heartbeat(idl::HeartbeatReply& out, const idl::HeartbeatRequest& req) override {
+    out = value_or_throw(c_.heartbeat(req));
+  }
+  void createChannel(idl::ChannelInfo& out, const idl::ChannelConfig& config) override {
+    out = value_or_throw(c_.create_channel(config));
+  }
+  void listChannels(std::vector<idl::ChannelInfo>& out) override { out = value_or_throw(c_.list_channels()); }
+  void describeChannel(idl::ChannelInfo& out, const std::string& name) override {
+    out = value_or_throw(c_.describe_channel(name));
+  }
+  void getRoute(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition,
+                std::int64_t known_epoch) override {
+    out = value_or_throw(c_.get_route(channel, partition, known_epoch));
+  }
+  void reportFailure(const idl::FailureReport& report) override {
+    if (auto r = c_.report_failure(report); !r) throw r.error().to_thrift();
+  }
+  void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c_.cluster_status()); }
+
+ private:
+  Controller& c_;
+};
+
+}  // namespace
+
+ControllerServer::ControllerServer(Controller& controller, Options options)
+    : controller_(controller),
+      tick_interval_(options.tick_interval),
+      server_(std::make_shared<idl::ControllerProcessor>(std::make_shared<Handler>(controller)),
+              std::move(options.thrift)) {}
+
+ControllerServer::~ControllerServer() { stop(); }
+
+Result<void> ControllerServer::start() {
+  if (auto r = server_.start(); !r) return r;
+  if (tick_interval_.count() > 0) maintenance_thread_ = std::thread([this] { maintenance_loop(); });
+  return {};
+}
+
+void ControllerServer::maintenance_loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    controller_.tick();
+    lock.lock();
+    wake_.wait_for(lock, tick_interval_, [this] { return stopping_; });
+  }
+}
+
+void ControllerServer::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  server_.stop();
+  if (maintenance_thread_.joinable()) maintenance_thread_.join();
+}
+
+}  // namespace catena::control

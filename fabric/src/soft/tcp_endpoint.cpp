@@ -131,7 +131,8 @@ int TcpEndpoint::poll_send(Completion* out, int max) {
   if (!lock_.try_lock()) return 0;  // the connection manager is making progress for us
   if (!out_.empty()) {
     polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    progress_locked();
+    if (passes_ == send_seen_passes_) progress_locked();
+    send_seen_passes_ = passes_;
   }
   int n = 0;
   while (n < max && !scq_.empty()) {
@@ -145,7 +146,8 @@ int TcpEndpoint::poll_send(Completion* out, int max) {
 int TcpEndpoint::poll_recv(Completion* out, int max) {
   if (!lock_.try_lock()) return 0;
   polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  progress_locked();
+  if (passes_ == recv_seen_passes_) progress_locked();
+  recv_seen_passes_ = passes_;
   int n = 0;
   while (n < max && !rcq_.empty()) {
     out[n++] = rcq_.front();

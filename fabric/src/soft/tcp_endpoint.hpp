@@ -152,6 +152,12 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   std::atomic<std::uint8_t> state_{static_cast<std::uint8_t>(EndpointState::connected)};
   std::atomic<bool> link_down_{false};
   std::atomic<std::uint64_t> polls_{0};
+  // Progress passes so far, and as last seen by each poll function: a poll
+  // skips its pass when the other one made one since (a loop calling both
+  // then costs one recv() per turn, not two).
+  std::uint64_t passes_ = 0;
+  std::uint64_t send_seen_passes_ = 0;
+  std::uint64_t recv_seen_passes_ = 0;
   bool event_reported_ = false;  // data-plane thread
   bool fatal_ = false;           // socket shut, queues flushed
   bool local_error_ = false;     // we failed a request of the peer: only waiting for its EOF

@@ -27,6 +27,7 @@ bool valid_nak_status(std::uint8_t s) {
 
 int TcpEndpoint::progress_locked() {
   if (fatal_) return 0;
+  ++passes_;
   const std::size_t completions = scq_.size() + rcq_.size();
   const bool owed_before = peer_done_ != ack_sent_;
   const bool got = receive_locked();

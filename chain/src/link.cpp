@@ -41,6 +41,7 @@ std::uint32_t Link::wait_message(std::byte* out, std::chrono::milliseconds timeo
           }
         },
         [&](std::uint32_t imm, std::uint32_t len) { early_imms_.emplace_back(imm, len); });
+    if (got > 0) break;  // a refusal may arrive just before the peer hangs up
     if (n < 0 || broken()) return 0;
     if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

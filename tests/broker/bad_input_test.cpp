@@ -1,0 +1,231 @@
+// Bad input on the data plane: raw garbage on a broker's fabric port, a
+// connection whose first message is not a hello, malformed hellos, a
+// publisher that writes garbage frames into its ring, and writes with forged
+// keys. Each must be refused without disturbing the broker or losing
+// anything committed.
+#include <catena/broker/broker.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/routes.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/wire.hpp>
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+namespace catena {
+namespace {
+
+using namespace std::chrono_literals;
+namespace wire = chain::wire;
+
+std::string provider_spec() {
+  const char* p = std::getenv("CATENA_PROVIDER");
+  return p && *p ? p : "soft";
+}
+
+std::span<const std::byte> bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    broker::BrokerConfig cfg;
+    cfg.node_id = "solo";
+    cfg.provider = provider_spec();
+    cfg.slot_count = 4;
+    auto b = broker::Broker::start(cfg);
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    broker_ = std::move(b.value());
+    chain::ReplicaConfig rc;
+    rc.channel = "c";
+    rc.epoch = 1;
+    rc.chain_length = 1;
+    rc.head_addr = broker_->fabric_address();
+    rc.log.segment_bytes = 256 << 10;
+    ASSERT_EQ(broker_->configure(rc).status, broker::ConfigureStatus::applied);
+    routes_.set(Route{"c", 0, 1, {{"solo", broker_->fabric_address()}}, 0}, 1, 256 << 10);
+    auto p = fabric::Provider::open(provider_spec());
+    ASSERT_TRUE(p.ok());
+    provider_ = std::move(p.value());
+  }
+
+  // Publishes `n` records and returns their offsets (all must be acked).
+  std::vector<std::uint64_t> publish(int n, const std::string& prefix) {
+    PublisherOptions po;
+    po.provider = provider_spec();
+    auto pub = Publisher::create(routes_, "c", po);
+    EXPECT_TRUE(pub.ok());
+    std::vector<std::uint64_t> offsets;
+    for (int i = 0; i < n; ++i) {
+      auto f = pub.value()->publish({}, bytes(prefix + std::to_string(i)));
+      EXPECT_TRUE(pub.value()->flush(10s));
+      auto r = f.get();
+      EXPECT_EQ(r.status, PublishStatus::ok);
+      offsets.push_back(r.offset);
+    }
+    return offsets;
+  }
+
+  // Reads everything committed from the start.
+  std::vector<std::string> read_all(std::size_t expect) {
+    SubscriberOptions so;
+    so.provider = provider_spec();
+    auto sub = Subscriber::create(routes_, "c", so);
+    EXPECT_TRUE(sub.ok());
+    std::vector<std::string> out;
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (out.size() < expect && std::chrono::steady_clock::now() < deadline) {
+      sub.value()->poll([&](const Message& m) {
+        out.emplace_back(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+      });
+    }
+    return out;
+  }
+
+  std::unique_ptr<broker::Broker> broker_;
+  StaticRoutes routes_;
+  std::unique_ptr<fabric::Provider> provider_;
+};
+
+TEST_F(BadInput, RawGarbageOnTheFabricPortIsDropped) {
+  publish(5, "before-");
+  // The soft provider listens on TCP; verbs would listen with rdma_cm.
+  if (provider_spec().rfind("soft", 0) == 0) {
+    const std::string addr = broker_->fabric_address();
+    const auto colon = addr.rfind(':');
+    std::mt19937 rng(7);
+    for (int round = 0; round < 20; ++round) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1))));
+      inet_pton(AF_INET, addr.substr(0, colon).c_str(), &a.sin_addr);
+      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      std::vector<char> junk(1 + rng() % 4096);
+      for (auto& c : junk) c = static_cast<char>(rng());
+      (void)!write(fd, junk.data(), junk.size());
+      close(fd);
+    }
+  }
+  publish(5, "after-");
+  auto all = read_all(10);
+  ASSERT_EQ(all.size(), 10u);
+  EXPECT_EQ(all[0], "before-0");
+  EXPECT_EQ(all[9], "after-4");
+}
+
+TEST_F(BadInput, NonHelloAndMalformedHellosAreRefused) {
+  publish(3, "x");
+  for (int variant = 0; variant < 3; ++variant) {
+    auto ep = provider_->connect(broker_->fabric_address());
+    ASSERT_TRUE(ep.ok()) << ep.error().message;
+    auto link = chain::Link::create(*provider_, std::move(ep.value()));
+    ASSERT_TRUE(link.ok());
+    std::byte buf[wire::kMaxMessage];
+    if (variant == 0) {
+      // A well-formed message, but not a hello.
+      ASSERT_EQ(link.value()->send(wire::SubscriberCredit{42}), fabric::Errc::ok);
+    } else if (variant == 1) {
+      // A hello for a channel that does not exist.
+      wire::PublisherHello h{};
+      h.ref.set("nope", 0, 1);
+      ASSERT_EQ(link.value()->send(h), fabric::Errc::ok);
+      auto w = wire::decode<wire::PublisherWelcome>(buf, link.value()->wait_message(buf, 5s));
+      ASSERT_TRUE(w);
+      EXPECT_EQ(w->status, wire::Status::unknown_channel);
+    } else {
+      // A subscriber asking for a position beyond the end.
+      auto ring = provider_->allocate(1 << 20, fabric::kLocalWrite | fabric::kRemoteWrite);
+      wire::SubscriberHello h{};
+      h.ref.set("c", 0, 0);
+      h.mode = wire::StartMode::offset;
+      h.start_offset = 1'000'000;
+      h.ring_bytes = 1 << 20;
+      h.ring = ring.value()->remote();
+      ASSERT_EQ(link.value()->send(h), fabric::Errc::ok);
+      auto w = wire::decode<wire::SubscriberWelcome>(buf, link.value()->wait_message(buf, 5s));
+      ASSERT_TRUE(w);
+      EXPECT_EQ(w->status, wire::Status::bad_request);
+    }
+  }
+  publish(2, "y");
+  EXPECT_EQ(read_all(5).size(), 5u);
+}
+
+TEST_F(BadInput, PublisherWritingGarbageFramesIsCutOffAndNothingIsStored) {
+  publish(4, "good-");
+  auto ep = provider_->connect(broker_->fabric_address());
+  ASSERT_TRUE(ep.ok());
+  auto link = chain::Link::create(*provider_, std::move(ep.value()));
+  ASSERT_TRUE(link.ok());
+  wire::PublisherHello h{};
+  h.ref.set("c", 0, 1);
+  h.producer_id = 666;
+  h.producer_epoch = 1;
+  h.ring_bytes = 64 << 10;
+  ASSERT_EQ(link.value()->send(h), fabric::Errc::ok);
+  std::byte buf[wire::kMaxMessage];
+  auto w = wire::decode<wire::PublisherWelcome>(buf, link.value()->wait_message(buf, 5s));
+  ASSERT_TRUE(w);
+  ASSERT_EQ(w->status, wire::Status::ok);
+  auto junk = provider_->allocate(4096, fabric::kLocalWrite);
+  ASSERT_TRUE(junk.ok());
+  std::mt19937 rng(11);
+  for (std::size_t i = 0; i < 4096; ++i) junk.value()->data()[i] = std::byte(static_cast<std::uint8_t>(rng()));
+  ASSERT_EQ(link.value()->ep().post_write_imm(1, {junk.value().get(), 0, 4096}, {w->ring, 0}, 4096 / 8),
+            fabric::Errc::ok);
+  // The broker drops the session.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (link.value()->connected() && std::chrono::steady_clock::now() < deadline) {
+    link.value()->poll_send();
+    link.value()->poll_events();
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_FALSE(link.value()->connected()) << "broker kept a publisher that wrote garbage";
+  publish(2, "later-");
+  auto all = read_all(6);
+  ASSERT_EQ(all.size(), 6u);
+  EXPECT_EQ(all[3], "good-3");
+  EXPECT_EQ(all[4], "later-0");
+  EXPECT_GE(broker_->stats().partitions[0].replica.corrupt_frames, 1u);
+}
+
+TEST_F(BadInput, ForgedKeysCannotWriteIntoTheBroker) {
+  publish(3, "safe-");
+  auto ep = provider_->connect(broker_->fabric_address());
+  ASSERT_TRUE(ep.ok());
+  auto link = chain::Link::create(*provider_, std::move(ep.value()));
+  ASSERT_TRUE(link.ok());
+  wire::PublisherHello h{};
+  h.ref.set("c", 0, 1);
+  h.producer_id = 777;
+  h.producer_epoch = 1;
+  h.ring_bytes = 64 << 10;
+  ASSERT_EQ(link.value()->send(h), fabric::Errc::ok);
+  std::byte buf[wire::kMaxMessage];
+  auto w = wire::decode<wire::PublisherWelcome>(buf, link.value()->wait_message(buf, 5s));
+  ASSERT_TRUE(w && w->status == wire::Status::ok);
+  auto src = provider_->allocate(4096, fabric::kLocalWrite);
+  fabric::RemoteRegion forged = w->ring;
+  forged.rkey ^= 0x1234567u;
+  ASSERT_EQ(link.value()->ep().post_write(1, {src.value().get(), 0, 64}, {forged, 0}), fabric::Errc::ok);
+  fabric::Completion c{};
+  for (int i = 0; i < 100000 && link.value()->ep().poll_send(&c, 1) == 0; ++i) std::this_thread::sleep_for(10us);
+  EXPECT_EQ(c.status, fabric::WcStatus::remote_access_error);
+  publish(2, "still-");
+  auto all = read_all(5);
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(all[0], "safe-0");
+  EXPECT_EQ(all[4], "still-1");
+}
+
+}  // namespace
+}  // namespace catena

@@ -24,7 +24,7 @@ namespace cpp catena.control.idl
 
 enum ErrorCode {
   OK = 0,
-  UNKNOWN_CHANNEL = 1,     // no channel by that name (or no such partition)
+  UNKNOWN_CHANNEL = 1,     // no channel by that name
   CHANNEL_EXISTS = 2,
   INVALID_ARGUMENT = 3,    // message says which field and why
   STALE_EPOCH = 4,         // current_route carries what the receiver knows
@@ -35,6 +35,7 @@ enum ErrorCode {
   NOT_HEAD = 9,            // a publish reached a replica that is not the head
   INTERNAL = 10,
   UNAVAILABLE = 11,        // a peer (broker or controller) could not be reached
+  NO_OFFSET = 12,          // the group never committed an offset for that partition
 }
 
 // One replica of a chain: enough for a client or a neighbour to reach it.
@@ -163,6 +164,14 @@ service Controller {
   void reportFailure(1: FailureReport report) throws (1: CatenaError err),
 
   ClusterStatus clusterStatus() throws (1: CatenaError err),
+
+  // Subscriber-group progress: offset is the next record the group will
+  // consume from channel/partition. Durable (one fsync per call: commit
+  // periodically, not per message). May move backwards (a rewind).
+  void commitOffset(1: string group, 2: string channel, 3: i32 partition, 4: i64 offset)
+      throws (1: CatenaError err),
+  // The last committed offset; NO_OFFSET if the group never committed one.
+  i64 fetchOffset(1: string group, 2: string channel, 3: i32 partition) throws (1: CatenaError err),
 }
 
 // What a broker must host for one partition.

@@ -36,6 +36,14 @@ struct RepairIntent {
   5: list<RouteKey> routes,
 }
 
+// The next offset a subscriber group consumes from one partition.
+struct OffsetCommit {
+  1: string group,
+  2: string channel,
+  3: i32 partition,
+  4: i64 offset,
+}
+
 struct MetaState {
   1: map<string, NodeRecord> nodes,
   2: map<string, ChannelRecord> channels,
@@ -43,6 +51,7 @@ struct MetaState {
   4: i64 next_node_seq = 1,
   5: i64 next_node_epoch = 1,
   6: i64 next_intent_id = 1,
+  7: map<string, map<string, map<i32, i64>>> group_offsets,   // group -> channel -> partition -> offset
 }
 
 struct MetaRecord {
@@ -54,4 +63,5 @@ struct MetaRecord {
   6: optional i64 next_node_seq,
   7: optional i64 next_node_epoch,
   8: optional i64 next_intent_id,
+  9: optional OffsetCommit commit_offset,
 }

@@ -359,4 +359,38 @@ Result<idl::ClusterStatus> Controller::cluster_status() const {
   return status;
 }
 
+Result<void> Controller::commit_offset(const std::string& group, const std::string& channel,
+                                       std::int32_t partition, std::int64_t offset) {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r;
+  if (auto r = validate_name("group", group); !r) return r;
+  if (auto route = route_locked(channel, partition); !route) return route.error();
+  if (offset < 0) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT, fmt::format("offset must be >= 0, got {}", offset));
+  }
+  meta::OffsetCommit commit;
+  commit.__set_group(group);
+  commit.__set_channel(channel);
+  commit.__set_partition(partition);
+  commit.__set_offset(offset);
+  meta::MetaRecord record;
+  record.__set_commit_offset(commit);
+  return store_->commit(record);
+}
+
+Result<std::int64_t> Controller::fetch_offset(const std::string& group, const std::string& channel,
+                                              std::int32_t partition) const {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  if (auto route = route_locked(channel, partition); !route) return route.error();
+  const auto& offsets = store_->state().group_offsets;
+  if (auto g = offsets.find(group); g != offsets.end()) {
+    if (auto c = g->second.find(channel); c != g->second.end()) {
+      if (auto p = c->second.find(partition); p != c->second.end()) return p->second;
+    }
+  }
+  return make_error(idl::ErrorCode::NO_OFFSET,
+                    fmt::format("group '{}' has no committed offset for {}/{}", group, channel, partition));
+}
+
 }  // namespace catena::control

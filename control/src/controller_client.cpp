@@ -115,4 +115,18 @@ Result<idl::ClusterStatus> ControllerClient::cluster_status() {
   return out;
 }
 
+Result<void> ControllerClient::commit_offset(const std::string& group, const std::string& channel,
+                                             std::int32_t partition, std::int64_t offset) {
+  return call([&](idl::ControllerClient& c) { c.commitOffset(group, channel, partition, offset); });
+}
+
+Result<std::int64_t> ControllerClient::fetch_offset(const std::string& group, const std::string& channel,
+                                                    std::int32_t partition) {
+  std::int64_t out = 0;
+  if (auto r = call([&](idl::ControllerClient& c) { out = c.fetchOffset(group, channel, partition); }); !r) {
+    return r.error();
+  }
+  return out;
+}
+
 }  // namespace catena::control

@@ -39,6 +39,13 @@ class Handler final : public idl::ControllerIf {
     if (auto r = c_.report_failure(report); !r) throw r.error().to_thrift();
   }
   void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c_.cluster_status()); }
+  void commitOffset(const std::string& group, const std::string& channel, std::int32_t partition,
+                    std::int64_t offset) override {
+    if (auto r = c_.commit_offset(group, channel, partition, offset); !r) throw r.error().to_thrift();
+  }
+  std::int64_t fetchOffset(const std::string& group, const std::string& channel, std::int32_t partition) override {
+    return value_or_throw(c_.fetch_offset(group, channel, partition));
+  }
 
  private:
   Controller& c_;

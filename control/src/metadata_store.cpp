@@ -91,6 +91,10 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
   if (record.__isset.end_repair) {
     state.intents.erase(record.end_repair);
   }
+  if (record.__isset.commit_offset) {
+    const auto& c = record.commit_offset;
+    state.group_offsets[c.group][c.channel][c.partition] = c.offset;
+  }
   if (record.__isset.next_node_seq) state.next_node_seq = record.next_node_seq;
   if (record.__isset.next_node_epoch) state.next_node_epoch = record.next_node_epoch;
   if (record.__isset.next_intent_id) state.next_intent_id = record.next_intent_id;

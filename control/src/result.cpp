@@ -18,6 +18,7 @@ std::string_view code_name(ErrorCode code) noexcept {
     case idl::ErrorCode::NOT_HEAD: return "NOT_HEAD";
     case idl::ErrorCode::INTERNAL: return "INTERNAL";
     case idl::ErrorCode::UNAVAILABLE: return "UNAVAILABLE";
+    case idl::ErrorCode::NO_OFFSET: return "NO_OFFSET";
   }
   return "UNKNOWN_ERROR_CODE";
 }

@@ -63,5 +63,24 @@ TEST_F(ControllerRequests, RegistrationAssignsIdsAndFreshEpochs) {
   EXPECT_EQ(controller_->register_node(bad).code(), idl::ErrorCode::INVALID_ARGUMENT);
 }
 
+TEST_F(ControllerRequests, GroupOffsetsAreDurablePerGroupAndPartition) {
+  add_node("a", "z1");
+  ASSERT_TRUE(controller_->create_channel(channel_config("c", 2, 1)).ok());
+  EXPECT_EQ(controller_->fetch_offset("g1", "c", 0).code(), idl::ErrorCode::NO_OFFSET);
+  ASSERT_TRUE(controller_->commit_offset("g1", "c", 0, 100).ok());
+  ASSERT_TRUE(controller_->commit_offset("g1", "c", 1, 7).ok());
+  ASSERT_TRUE(controller_->commit_offset("g2", "c", 0, 5).ok());
+  ASSERT_TRUE(controller_->commit_offset("g1", "c", 0, 90).ok());  // a rewind is allowed
+  EXPECT_EQ(controller_->commit_offset("g1", "nope", 0, 1).code(), idl::ErrorCode::UNKNOWN_CHANNEL);
+  EXPECT_EQ(controller_->commit_offset("g1", "c", 2, 1).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->commit_offset("g1", "c", 0, -1).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->commit_offset("", "c", 0, 1).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  restart();
+  EXPECT_EQ(*controller_->fetch_offset("g1", "c", 0), 90);
+  EXPECT_EQ(*controller_->fetch_offset("g1", "c", 1), 7);
+  EXPECT_EQ(*controller_->fetch_offset("g2", "c", 0), 5);
+  EXPECT_EQ(controller_->fetch_offset("g2", "c", 1).code(), idl::ErrorCode::NO_OFFSET);
+}
+
 }  // namespace
 }  // namespace catena::control

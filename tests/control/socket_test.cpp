@@ -183,6 +183,12 @@ TEST_F(SocketTest, ChannelsRoutesAndTypedErrorsOverThrift) {
   idl::HeartbeatRequest hb;
   hb.__set_node_id("node-77");
   EXPECT_EQ(client_->heartbeat(hb).code(), idl::ErrorCode::UNKNOWN_NODE);
+
+  EXPECT_EQ(client_->fetch_offset("readers", "trades", 1).code(), idl::ErrorCode::NO_OFFSET);
+  ASSERT_TRUE(client_->commit_offset("readers", "trades", 1, 4242).ok());
+  auto offset = client_->fetch_offset("readers", "trades", 1);
+  ASSERT_TRUE(offset.ok());
+  EXPECT_EQ(*offset, 4242);
 }
 
 TEST_F(SocketTest, GarbageOnThePortDoesNotHurtTheServer) {

@@ -88,6 +88,10 @@ class Controller {
                                                       std::int64_t known_epoch) const;
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status() const;
+  [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
+                                           std::int32_t partition, std::int64_t offset);
+  [[nodiscard]] Result<std::int64_t> fetch_offset(const std::string& group, const std::string& channel,
+                                                  std::int32_t partition) const;
 
   // One round of maintenance: suspect silent nodes, probe suspects, evict
   // the dead and repair their chains, restore replication, retry pushes.

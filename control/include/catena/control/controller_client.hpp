@@ -51,6 +51,11 @@ class ControllerClient {
                                                       std::int64_t known_epoch = 0);
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status();
+  [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
+                                           std::int32_t partition, std::int64_t offset);
+  // NO_OFFSET if the group never committed one for that partition.
+  [[nodiscard]] Result<std::int64_t> fetch_offset(const std::string& group, const std::string& channel,
+                                                  std::int32_t partition);
 
   void close();
 

@@ -182,16 +182,24 @@ struct ChainAssignment {
   4: i32 channel_partitions,
 }
 
+// Implemented by every broker; called only by the controller, which is the
+// sole source of epochs. Calls may arrive late, twice, or out of order (the
+// controller retries after timeouts), so every method is idempotent and
+// decided by epoch alone.
 service BrokerAdmin {
   // Install route for (route.channel, route.partition).
   //   route.epoch <  installed: throw STALE_EPOCH with the installed route.
   //   route.epoch == installed: no-op success (the controller retries).
   //   route.epoch >  installed: adopt it; refuse data-plane traffic carrying
   //                             older epochs from now on.
-  // A broker that is not in route.replicas drops the partition.
+  // The broker's role is its position in route.replicas (0: head, last:
+  // tail). A broker that is not in route.replicas drops the partition.
   void configureChain(1: ChainAssignment assignment) throws (1: CatenaError err),
 
-  // Refuse everything for (channel, partition) below epoch. Idempotent.
+  // The caller was removed from the chain of (channel, partition) at epoch:
+  // refuse everything for that partition below epoch and hold no role in it
+  // until a configureChain at >= epoch names this broker again. Sent best
+  // effort to evicted nodes. Idempotent; an epoch <= installed is a no-op.
   void fence(1: string channel, 2: i32 partition, 3: i64 epoch) throws (1: CatenaError err),
 
   // Liveness probe; also reports load.

@@ -48,10 +48,14 @@ bool wait_event(Endpoint& ep, std::vector<Completion>* recvs = nullptr,
                 std::chrono::milliseconds timeout = 10s) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (ep.poll_event() == EndpointEvent::disconnected) return true;
+    if (ep.poll_event() == EndpointEvent::disconnected) {
+      return true;
+    }
     Completion c[8];
     int n = ep.poll_recv(c, 8);
-    if (recvs != nullptr) recvs->insert(recvs->end(), c, c + n);
+    if (recvs != nullptr) {
+      recvs->insert(recvs->end(), c, c + n);
+    }
     std::this_thread::sleep_for(1ms);
   }
   return false;
@@ -166,8 +170,8 @@ class Proxy {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-    listen(listen_fd_, 1);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    EXPECT_EQ(listen(listen_fd_, 1), 0);
     socklen_t len = sizeof sa;
     getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
     address_ = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
@@ -179,10 +183,16 @@ class Proxy {
     shutdown(server_fd_.load(), SHUT_RDWR);
     shutdown(listen_fd_, SHUT_RDWR);
     thread_.join();
-    if (back_.joinable()) back_.join();
+    if (back_.joinable()) {
+      back_.join();
+    }
     close(listen_fd_);
-    if (client_fd_ >= 0) close(client_fd_);
-    if (server_fd_ >= 0) close(server_fd_);
+    if (client_fd_ >= 0) {
+      close(client_fd_);
+    }
+    if (server_fd_ >= 0) {
+      close(server_fd_);
+    }
   }
   [[nodiscard]] const std::string& address() const { return address_; }
   void inject(const void* data, std::size_t len) {
@@ -195,15 +205,21 @@ class Proxy {
     char buf[65536];
     for (;;) {
       ssize_t n = recv(from, buf, sizeof buf, 0);
-      if (n <= 0) break;
+      if (n <= 0) {
+        break;
+      }
       std::lock_guard lock(mu_);
-      if (send(to, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) break;
+      if (send(to, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) {
+        break;
+      }
     }
     shutdown(to, SHUT_WR);
   }
   void run() {
     int c = accept(listen_fd_, nullptr, nullptr);
-    if (c < 0 || stop_) return;
+    if (c < 0 || stop_) {
+      return;
+    }
     client_fd_ = c;
     auto colon = target_.rfind(':');
     sockaddr_in sa{};
@@ -211,7 +227,9 @@ class Proxy {
     sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(target_.substr(colon + 1))));
     inet_pton(AF_INET, target_.substr(0, colon).c_str(), &sa.sin_addr);
     int s = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return;
+    if (connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      return;
+    }
     server_fd_ = s;
     back_ = std::thread([this] { pump(server_fd_, client_fd_); });
     pump(client_fd_, server_fd_);
@@ -288,8 +306,9 @@ TEST_P(SoftGarbage, MalformedFramesEndTheConnectionCleanly) {
   EXPECT_TRUE(wait_event(*server.value(), &recvs)) << "the server endpoint did not give up on the connection";
   EXPECT_NE(server.value()->state(), EndpointState::connected);
   Completion c{};
-  if (recvs.empty() && poll_until([&] { return server.value()->poll_recv(&c, 1); }, 1, 5000ms) == 1)
+  if (recvs.empty() && poll_until([&] { return server.value()->poll_recv(&c, 1); }, 1, 5000ms) == 1) {
     recvs.push_back(c);
+  }
   ASSERT_EQ(recvs.size(), 1u);
   EXPECT_EQ(recvs[0].wr_id, 7u);
   EXPECT_EQ(recvs[0].status, WcStatus::flushed);
@@ -351,14 +370,16 @@ TEST_P(SoftModes, DisconnectFencesThePeerAtOnce) {
   // The client has not heard of it yet; its writes must not land anyway.
   for (int i = 0; i < 16; ++i) {
     Errc e = pair_.client->post_write(i, {src.get(), 0, 4096}, {dst->remote(), 0});
-    if (e != Errc::ok) break;
+    if (e != Errc::ok) {
+      break;
+    }
     EXPECT_NE(wait_send(*pair_.client).status, WcStatus::success);
   }
   EXPECT_TRUE(all_zero(*dst));
 }
 
 TEST_P(SoftModes, FreedRegionTakesNoLateWritesAndItsMemoryComesBackZeroed) {
-  constexpr std::size_t kSize = 64 * 1024;
+  constexpr std::size_t kSize = std::size_t{64} * 1024;
   auto src = alloc(kSize, kLocalWrite);
   std::memset(src->data(), 0x22, kSize);
   auto victim = alloc(kSize, kLocalWrite | kRemoteWrite);
@@ -367,11 +388,15 @@ TEST_P(SoftModes, FreedRegionTakesNoLateWritesAndItsMemoryComesBackZeroed) {
   std::thread writer([&] {
     for (std::uint64_t i = 0; !failed; ++i) {
       Errc e = pair_.client->post_write(i, {src.get(), 0, kSize}, {rr, 0});
-      if (e == Errc::backpressure) std::this_thread::yield();
+      if (e == Errc::backpressure) {
+        std::this_thread::yield();
+      }
       Completion c[16];
       int n = pair_.client->poll_send(c, 16);
       for (int k = 0; k < n; ++k) {
-        if (c[k].status != WcStatus::success) failed = true;
+        if (c[k].status != WcStatus::success) {
+          failed = true;
+        }
       }
     }
   });
@@ -384,7 +409,9 @@ TEST_P(SoftModes, FreedRegionTakesNoLateWritesAndItsMemoryComesBackZeroed) {
     EXPECT_TRUE(all_zero(*fresh)) << "round " << round;
   }
   auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!failed && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  while (!failed && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
   failed = true;
   writer.join();
 }
@@ -428,7 +455,9 @@ TEST_P(SoftModes, InlineSendMayReuseItsBufferAtOnce) {
   auto r = wait_recv(*pair_.server);
   ASSERT_EQ(r.status, WcStatus::success);
   ASSERT_EQ(r.byte_len, 16u);
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(dst->data()[i], std::byte{0x33}) << i;
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(dst->data()[i], std::byte{0x33}) << i;
+  }
 }
 
 TEST_P(SoftModes, LargeWriteAndReadCrossManyFrames) {
@@ -436,8 +465,9 @@ TEST_P(SoftModes, LargeWriteAndReadCrossManyFrames) {
   auto src = alloc(kSize, kLocalWrite);
   auto dst = alloc(kSize, kLocalWrite | kRemoteWrite | kRemoteRead);
   auto back = alloc(kSize, kLocalWrite);
-  for (std::size_t i = 0; i < kSize; i += 4096)
+  for (std::size_t i = 0; i < kSize; i += 4096) {
     src->data()[i] = std::byte(static_cast<std::uint8_t>(i >> 12));
+  }
   ASSERT_EQ(pair_.client->post_write(1, {src.get(), 0, kSize}, {dst->remote(), 0}), Errc::ok);
   ASSERT_EQ(wait_send(*pair_.client).status, WcStatus::success);
   ASSERT_EQ(pair_.client->post_read(2, {back.get(), 0, kSize}, {dst->remote(), 0}), Errc::ok);

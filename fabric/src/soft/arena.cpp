@@ -35,17 +35,25 @@ std::uint64_t random_u64() {
 Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
   std::unique_ptr<Arena> a(new Arena());
   int fd = memfd_create("catena-soft-arena", MFD_CLOEXEC);
-  if (fd < 0) return make_error(Errc::resource_exhausted, errno_text("memfd_create"));
+  if (fd < 0) {
+    return make_error(Errc::resource_exhausted, errno_text("memfd_create"));
+  }
   a->id_.memfd = fd;
   // Ask for a large sparse arena; settle for less where address space or
   // file size is limited.
   void* base = MAP_FAILED;
   for (; size >= kMinArenaSize; size /= 2) {
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0) continue;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      continue;
+    }
     base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    if (base != MAP_FAILED) break;
+    if (base != MAP_FAILED) {
+      break;
+    }
   }
-  if (base == MAP_FAILED) return make_error(Errc::resource_exhausted, errno_text("mmap of the soft arena"));
+  if (base == MAP_FAILED) {
+    return make_error(Errc::resource_exhausted, errno_text("mmap of the soft arena"));
+  }
   a->view_.base = static_cast<std::byte*>(base);
   a->view_.size = size;
   a->id_.size = size;
@@ -67,24 +75,34 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
   a->view_.table = a->table_;
   a->slot_generation_.assign(kRegionTableCapacity, 0);
   a->key_salt_ = static_cast<std::uint16_t>(random_u64());
-  for (std::uint32_t i = 0; i < kRegionTableCapacity; ++i) a->free_slots_.push_back(i);
+  for (std::uint32_t i = 0; i < kRegionTableCapacity; ++i) {
+    a->free_slots_.push_back(i);
+  }
   return a;
 }
 
 Arena::~Arena() {
-  if (view_.base != nullptr) munmap(view_.base, view_.size);
-  if (id_.memfd >= 0) close(id_.memfd);
+  if (view_.base != nullptr) {
+    munmap(view_.base, view_.size);
+  }
+  if (id_.memfd >= 0) {
+    close(id_.memfd);
+  }
 }
 
 Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes) {
   bytes = round_up_pages(bytes == 0 ? 1 : bytes);
   std::lock_guard lock(mu_);
   for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
-    if (it->second < bytes) continue;
+    if (it->second < bytes) {
+      continue;
+    }
     std::uint64_t off = it->first;
     std::uint64_t rest = it->second - bytes;
     free_ranges_.erase(it);
-    if (rest > 0) free_ranges_.emplace(off + bytes, rest);
+    if (rest > 0) {
+      free_ranges_.emplace(off + bytes, rest);
+    }
     return off;
   }
   if (bytes > view_.size - high_water_) {
@@ -155,7 +173,9 @@ void Arena::release_key(std::uint32_t key) {
 Result<std::shared_ptr<PeerArena>> PeerArena::map(const ArenaIdentity& id) {
   std::string path = "/proc/" + std::to_string(id.pid) + "/fd/" + std::to_string(id.memfd);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return make_error(Errc::refused, errno_text(("cannot open peer arena " + path).c_str()));
+  if (fd < 0) {
+    return make_error(Errc::refused, errno_text(("cannot open peer arena " + path).c_str()));
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < id.size || id.size < kDataOffset) {
     close(fd);
@@ -183,7 +203,9 @@ Result<std::shared_ptr<PeerArena>> PeerArena::map(const ArenaIdentity& id) {
 }
 
 PeerArena::~PeerArena() {
-  if (view_.base != nullptr) munmap(view_.base, view_.size);
+  if (view_.base != nullptr) {
+    munmap(view_.base, view_.size);
+  }
 }
 
 }  // namespace catena::fabric::soft

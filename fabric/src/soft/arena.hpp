@@ -82,12 +82,20 @@ struct ArenaView {
   [[nodiscard]] std::byte* resolve(std::uint32_t key, std::uint64_t addr, std::uint64_t len,
                                    std::uint32_t need) const noexcept {
     const RegionEntry& e = table[key & (kRegionTableCapacity - 1)];
-    if (key == 0 || e.key.load(std::memory_order_acquire) != key) return nullptr;
-    if ((e.access.load(std::memory_order_relaxed) & need) != need) return nullptr;
+    if (key == 0 || e.key.load(std::memory_order_acquire) != key) {
+      return nullptr;
+    }
+    if ((e.access.load(std::memory_order_relaxed) & need) != need) {
+      return nullptr;
+    }
     const std::uint64_t off = e.offset.load(std::memory_order_relaxed);
     const std::uint64_t rlen = e.length.load(std::memory_order_relaxed);
-    if (off > size || rlen > size - off) return nullptr;
-    if (addr < off || addr - off > rlen || len > rlen - (addr - off)) return nullptr;
+    if (off > size || rlen > size - off) {
+      return nullptr;
+    }
+    if (addr < off || addr - off > rlen || len > rlen - (addr - off)) {
+      return nullptr;
+    }
     return base + addr;
   }
 

@@ -12,9 +12,13 @@ namespace catena::fabric::soft {
 Result<std::unique_ptr<ConnectionManager>> ConnectionManager::create() {
   std::unique_ptr<ConnectionManager> m(new ConnectionManager());
   m->epfd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (m->epfd_ < 0) return make_error(Errc::io_error, std::string("epoll_create1: ") + std::strerror(errno));
+  if (m->epfd_ < 0) {
+    return make_error(Errc::io_error, std::string("epoll_create1: ") + std::strerror(errno));
+  }
   m->wakefd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (m->wakefd_ < 0) return make_error(Errc::io_error, std::string("eventfd: ") + std::strerror(errno));
+  if (m->wakefd_ < 0) {
+    return make_error(Errc::io_error, std::string("eventfd: ") + std::strerror(errno));
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
@@ -35,8 +39,12 @@ ConnectionManager::~ConnectionManager() {
     wake();
     thread_.join();
   }
-  if (wakefd_ >= 0) close(wakefd_);
-  if (epfd_ >= 0) close(epfd_);
+  if (wakefd_ >= 0) {
+    close(wakefd_);
+  }
+  if (epfd_ >= 0) {
+    close(epfd_);
+  }
 }
 
 void ConnectionManager::wake() {
@@ -63,7 +71,9 @@ Result<void> ConnectionManager::add(int fd, std::uint32_t events, Watcher* w) {
 void ConnectionManager::rearm(std::uint64_t token, std::uint32_t events) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(token);
-  if (it == entries_.end() || it->second.fd < 0) return;
+  if (it == entries_.end() || it->second.fd < 0) {
+    return;
+  }
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = token;
@@ -75,23 +85,31 @@ void ConnectionManager::set_timer(std::uint64_t token, Clock::time_point when) {
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(token);
-    if (it == entries_.end()) return;
+    if (it == entries_.end()) {
+      return;
+    }
     it->second.timer = when;
     it->second.timer_set = true;
     earliest = timers_.empty() || when < timers_.top().first;
     timers_.emplace(when, token);
   }
-  if (earliest && !on_manager_thread()) wake();
+  if (earliest && !on_manager_thread()) {
+    wake();
+  }
 }
 
 void ConnectionManager::remove(std::uint64_t token) {
   std::unique_lock lock(mu_);
   auto it = entries_.find(token);
   if (it != entries_.end()) {
-    if (it->second.fd >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    if (it->second.fd >= 0) {
+      epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    }
     entries_.erase(it);
   }
-  if (!on_manager_thread()) idle_cv_.wait(lock, [&] { return in_callback_ != token; });
+  if (!on_manager_thread()) {
+    idle_cv_.wait(lock, [&] { return in_callback_ != token; });
+  }
 }
 
 void ConnectionManager::dispatch(std::uint64_t token, std::uint32_t events, bool timer) {
@@ -99,7 +117,9 @@ void ConnectionManager::dispatch(std::uint64_t token, std::uint32_t events, bool
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(token);
-    if (it == entries_.end()) return;
+    if (it == entries_.end()) {
+      return;
+    }
     w = it->second.watcher;
     in_callback_ = token;
   }
@@ -122,7 +142,9 @@ void ConnectionManager::run() {
     int timeout_ms = -1;
     {
       std::lock_guard lock(mu_);
-      if (stop_) return;
+      if (stop_) {
+        return;
+      }
       if (!timers_.empty()) {
         auto left = timers_.top().first - Clock::now();
         auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
@@ -148,13 +170,17 @@ void ConnectionManager::run() {
           timers_.pop();
           auto it = entries_.find(token);
           // Stale items (timer replaced or watcher gone) are skipped.
-          if (it == entries_.end() || !it->second.timer_set || it->second.timer != when) continue;
+          if (it == entries_.end() || !it->second.timer_set || it->second.timer != when) {
+            continue;
+          }
           it->second.timer_set = false;
           due = token;
           break;
         }
       }
-      if (due == 0) break;
+      if (due == 0) {
+        break;
+      }
       dispatch(due, 0, true);
     }
   }

@@ -17,12 +17,16 @@ constexpr std::uint32_t kAllAccess = kLocalWrite | kRemoteWrite | kRemoteRead;
 
 // A dead peer cannot finish the access it was in; a zombie counts as dead.
 bool process_gone(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    return true;
+  }
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(in, line);
   auto paren = line.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  if (paren == std::string::npos || paren + 2 >= line.size()) {
+    return true;
+  }
   char state = line[paren + 2];
   return state == 'Z' || state == 'X';
 }
@@ -74,7 +78,9 @@ Result<Options> parse_options(std::string_view text) {
 
 void wait_quiescent(const AccessGuard& g) {
   const std::uint64_t b = g.busy->load(std::memory_order_acquire);
-  if ((b & 1) == 0) return;
+  if ((b & 1) == 0) {
+    return;
+  }
   for (std::uint32_t spins = 0; g.busy->load(std::memory_order_acquire) == b; ++spins) {
     if (spins < 4096) {
       cpu_relax();
@@ -91,21 +97,29 @@ Result<std::shared_ptr<Core>> Core::create(const Options& options) {
   c->options_ = options;
   c->host_id_ = options.host_id.empty() ? host_identity() : options.host_id;
   auto arena = Arena::create(kDefaultArenaSize);
-  if (!arena) return arena.error();
+  if (!arena) {
+    return arena.error();
+  }
   c->arena_ = std::move(arena.value());
   auto manager = ConnectionManager::create();
-  if (!manager) return manager.error();
+  if (!manager) {
+    return manager.error();
+  }
   c->manager_ = std::move(manager.value());
   return c;
 }
 
 Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint32_t access) {
-  if (size == 0) return make_error(Errc::invalid_argument, "cannot allocate a zero-byte region");
+  if (size == 0) {
+    return make_error(Errc::invalid_argument, "cannot allocate a zero-byte region");
+  }
   if ((access & ~kAllAccess) != 0) {
     return make_error(Errc::invalid_argument, "unknown access bits " + std::to_string(access));
   }
   auto off = arena_->allocate_range(size);
-  if (!off) return off.error();
+  if (!off) {
+    return off.error();
+  }
   auto key = arena_->register_region(off.value(), size, access);
   if (!key) {
     arena_->free_range(off.value(), size);
@@ -135,17 +149,23 @@ void Core::remove_guard(const AccessGuard* g) {
 void Core::quiesce() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::lock_guard lock(guards_mu_);
-  for (const AccessGuard* g : guards_) wait_quiescent(*g);
+  for (const AccessGuard* g : guards_) {
+    wait_quiescent(*g);
+  }
 }
 
 Result<std::shared_ptr<PeerArena>> Core::peer_arena(const ArenaIdentity& id) {
   std::lock_guard lock(peers_mu_);
   auto key = std::make_pair(id.pid, id.nonce[0]);
   if (auto it = peers_.find(key); it != peers_.end()) {
-    if (auto p = it->second.lock(); p && p->identity().nonce[1] == id.nonce[1]) return p;
+    if (auto p = it->second.lock(); p && p->identity().nonce[1] == id.nonce[1]) {
+      return p;
+    }
   }
   auto p = PeerArena::map(id);
-  if (!p) return p.error();
+  if (!p) {
+    return p.error();
+  }
   // Forget mappings whose endpoints are all gone.
   std::erase_if(peers_, [](const auto& kv) { return kv.second.expired(); });
   peers_[key] = p.value();

@@ -40,7 +40,9 @@ inline EndpointCaps grant_caps(const EndpointConfig& cfg) {
 // no meaning here, as an lkey of another protection domain has none on a
 // NIC). Zero-length buffers need no region.
 inline Errc resolve_local(const ArenaView& own, const LocalBuffer& b, std::byte** out) noexcept {
-  if (b.length > kMaxMessageSize) return Errc::too_large;
+  if (b.length > kMaxMessageSize) {
+    return Errc::too_large;
+  }
   if (b.length == 0) {
     *out = nullptr;
     return Errc::ok;
@@ -49,7 +51,9 @@ inline Errc resolve_local(const ArenaView& own, const LocalBuffer& b, std::byte*
     return Errc::local_protection;
   }
   std::byte* p = b.mr->data() + b.offset;
-  if (!own.contains(p, b.length)) return Errc::local_protection;
+  if (!own.contains(p, b.length)) {
+    return Errc::local_protection;
+  }
   *out = p;
   return Errc::ok;
 }

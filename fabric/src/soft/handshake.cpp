@@ -77,7 +77,9 @@ ArenaIdentity identity_of(const HandshakeMsg& m) {
 // is ready for a ShmEndpoint and guards our frees against its accesses.
 Result<void> attach_peer(Core& core, const HandshakeMsg& m, ShmPeer& peer) {
   auto arena = core.peer_arena(identity_of(m));
-  if (!arena) return arena.error();
+  if (!arena) {
+    return arena.error();
+  }
   if (!channel_fits(arena.value()->view(), m.channel_offset, m.channel_capacity) || m.channel_token == 0 ||
       m.channel_capacity < m.recv_depth) {
     return make_error(Errc::refused, "peer announced a receive channel outside its arena");
@@ -108,15 +110,21 @@ Result<std::unique_ptr<Endpoint>> client_handshake(const std::shared_ptr<Core>& 
   OwnChannel own;
   if (mine != Mode::tcp) {
     auto ch = OwnChannel::allocate(core, std::bit_ceil(caps.recv_queue_depth));
-    if (!ch) return ch.error();
+    if (!ch) {
+      return ch.error();
+    }
     own = std::move(ch.value());
     hello.channel_offset = own.offset();
     hello.channel_capacity = own.capacity();
     hello.channel_token = own.token();
   }
-  if (auto r = write_exact(fd.get(), &hello, sizeof hello, deadline); !r) return r.error();
+  if (auto r = write_exact(fd.get(), &hello, sizeof hello, deadline); !r) {
+    return r.error();
+  }
   HandshakeMsg reply{};
-  if (auto r = read_exact(fd.get(), &reply, sizeof reply, deadline); !r) return r.error();
+  if (auto r = read_exact(fd.get(), &reply, sizeof reply, deadline); !r) {
+    return r.error();
+  }
   if (!well_formed(reply, HandshakeKind::reply)) {
     return make_error(Errc::refused, "the peer does not speak the soft provider's protocol");
   }
@@ -141,12 +149,15 @@ Result<std::unique_ptr<Endpoint>> client_handshake(const std::shared_ptr<Core>& 
       use_shm ? Decision::shm : (mine != Mode::shm && theirs != Mode::shm ? Decision::tcp : Decision::abort);
   decision.verdict = static_cast<std::uint8_t>(verdict);
   copy_text(decision.reason, sizeof decision.reason, why_not_shm);
-  if (auto r = write_exact(fd.get(), &decision, sizeof decision, deadline); !r) return r.error();
+  if (auto r = write_exact(fd.get(), &decision, sizeof decision, deadline); !r) {
+    return r.error();
+  }
   if (verdict == Decision::abort) {
     return make_error(Errc::refused, "no shared memory to " + peer_name(fd.get()) + ": " + why_not_shm);
   }
-  if (verdict == Decision::shm)
+  if (verdict == Decision::shm) {
     return ShmEndpoint::create(core, std::move(fd), caps, std::move(own), std::move(peer));
+  }
   own.release();
   return TcpEndpoint::create(core, std::move(fd), caps, reply.send_depth);
 }
@@ -156,12 +167,18 @@ ServerHandshake::ServerHandshake(std::shared_ptr<Core> core, UniqueFd fd, const 
     : core_(std::move(core)), fd_(std::move(fd)), cfg_(cfg), caps_(grant_caps(cfg)), done_(std::move(done)) {}
 
 ServerHandshake::~ServerHandshake() {
-  if (registered_) core_->manager().remove(watch_token());
+  if (registered_) {
+    core_->manager().remove(watch_token());
+  }
 }
 
 Result<void> ServerHandshake::start() {
-  if (auto r = configure_stream(fd_.get()); !r) return r;
-  if (auto r = core_->manager().add(fd_.get(), EPOLLIN | EPOLLRDHUP, this); !r) return r;
+  if (auto r = configure_stream(fd_.get()); !r) {
+    return r;
+  }
+  if (auto r = core_->manager().add(fd_.get(), EPOLLIN | EPOLLRDHUP, this); !r) {
+    return r;
+  }
   registered_ = true;
   core_->manager().set_timer(watch_token(), Clock::now() + kServerHandshakeTimeout);
   return {};
@@ -176,23 +193,33 @@ void ServerHandshake::finish(Result<std::unique_ptr<Endpoint>> outcome, bool rep
   fd_.reset();
   own_.release();
   peer_ = ShmPeer{};
-  if (report) done_(std::move(outcome));
+  if (report) {
+    done_(std::move(outcome));
+  }
 }
 
 void ServerHandshake::on_timer() {
-  if (!finished_) finish(make_error(Errc::timeout, "handshake timed out"), false);
+  if (!finished_) {
+    finish(make_error(Errc::timeout, "handshake timed out"), false);
+  }
 }
 
 void ServerHandshake::on_ready(std::uint32_t) {
-  if (finished_) return;
+  if (finished_) {
+    return;
+  }
   ssize_t n = recv(fd_.get(), reinterpret_cast<char*>(&in_) + got_, sizeof in_ - got_, MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     finish(make_error(Errc::disconnected, "peer left during the handshake"), false);
     return;
   }
-  if (n < 0) return;
+  if (n < 0) {
+    return;
+  }
   got_ += static_cast<std::size_t>(n);
-  if (got_ < sizeof in_) return;
+  if (got_ < sizeof in_) {
+    return;
+  }
   got_ = 0;
   if (!have_hello_) {
     on_hello();

@@ -30,16 +30,24 @@ Result<bool> wait_fd(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
     int n = poll(&p, 1, millis_until(deadline));
-    if (n > 0) return true;
-    if (n == 0) return false;
-    if (errno != EINTR) return sys_error(Errc::io_error, "poll");
+    if (n > 0) {
+      return true;
+    }
+    if (n == 0) {
+      return false;
+    }
+    if (errno != EINTR) {
+      return sys_error(Errc::io_error, "poll");
+    }
   }
 }
 
 }  // namespace
 
 void UniqueFd::reset(int fd) noexcept {
-  if (fd_ >= 0) close(fd_);
+  if (fd_ >= 0) {
+    close(fd_);
+  }
   fd_ = fd;
 }
 
@@ -49,14 +57,22 @@ Result<SocketAddress> parse_address(std::string_view address) {
                       "bad address '" + std::string(address) + "' (" + why + "; expected ip:port)");
   };
   auto colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return bad("no port");
+  if (colon == std::string_view::npos || colon == 0) {
+    return bad("no port");
+  }
   std::string_view host = address.substr(0, colon);
   std::string_view port_text = address.substr(colon + 1);
   unsigned port = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port > 65535) return bad("bad port");
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty() || host.find_first_of(" \t[]") != std::string_view::npos) return bad("bad host");
+  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port > 65535) {
+    return bad("bad port");
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host.find_first_of(" \t[]") != std::string_view::npos) {
+    return bad("bad host");
+  }
 
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -83,40 +99,52 @@ std::string format_address(const sockaddr* sa, socklen_t len) {
   if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return "?";
   }
-  if (sa->sa_family == AF_INET6) return std::string("[") + host + "]:" + serv;
+  if (sa->sa_family == AF_INET6) {
+    return std::string("[") + host + "]:" + serv;
+  }
   return std::string(host) + ":" + serv;
 }
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return "?";
+  }
   return format_address(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
 std::string local_name(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return "?";
+  }
   return format_address(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
 Result<UniqueFd> listen_on(const SocketAddress& addr) {
   UniqueFd fd(socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return sys_error(Errc::io_error, "socket");
+  if (fd.get() < 0) {
+    return sys_error(Errc::io_error, "socket");
+  }
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0) {
     return sys_error(errno == EADDRNOTAVAIL ? Errc::invalid_argument : Errc::io_error,
                      "bind " + format_address(reinterpret_cast<const sockaddr*>(&addr.storage), addr.length));
   }
-  if (listen(fd.get(), 128) != 0) return sys_error(Errc::io_error, "listen");
+  if (listen(fd.get(), 128) != 0) {
+    return sys_error(Errc::io_error, "listen");
+  }
   return fd;
 }
 
 Result<void> configure_stream(int fd) {
   int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return sys_error(Errc::io_error, "fcntl");
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return sys_error(Errc::io_error, "fcntl");
+  }
   int one = 1;
   // Every frame is a complete message the peer is waiting for: never let
   // Nagle hold one back.
@@ -129,13 +157,23 @@ Result<void> configure_stream(int fd) {
 Result<UniqueFd> connect_to(const SocketAddress& addr, Clock::time_point deadline) {
   const std::string name = format_address(reinterpret_cast<const sockaddr*>(&addr.storage), addr.length);
   UniqueFd fd(socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return sys_error(Errc::io_error, "socket");
+  if (fd.get() < 0) {
+    return sys_error(Errc::io_error, "socket");
+  }
   if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0) {
-    if (errno == ECONNREFUSED) return sys_error(Errc::refused, "connect " + name);
-    if (errno != EINPROGRESS) return sys_error(Errc::io_error, "connect " + name);
+    if (errno == ECONNREFUSED) {
+      return sys_error(Errc::refused, "connect " + name);
+    }
+    if (errno != EINPROGRESS) {
+      return sys_error(Errc::io_error, "connect " + name);
+    }
     auto ready = wait_fd(fd.get(), POLLOUT, deadline);
-    if (!ready) return ready.error();
-    if (!ready.value()) return make_error(Errc::timeout, "connect " + name + ": timed out");
+    if (!ready) {
+      return ready.error();
+    }
+    if (!ready.value()) {
+      return make_error(Errc::timeout, "connect " + name + ": timed out");
+    }
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
@@ -144,7 +182,9 @@ Result<UniqueFd> connect_to(const SocketAddress& addr, Clock::time_point deadlin
       return sys_error(err == ECONNREFUSED ? Errc::refused : Errc::io_error, "connect " + name);
     }
   }
-  if (auto r = configure_stream(fd.get()); !r) return r.error();
+  if (auto r = configure_stream(fd.get()); !r) {
+    return r.error();
+  }
   return fd;
 }
 
@@ -157,11 +197,17 @@ Result<void> write_exact(int fd, const void* buf, std::size_t len, Clock::time_p
       len -= static_cast<std::size_t>(n);
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       auto ready = wait_fd(fd, POLLOUT, deadline);
-      if (!ready) return ready.error();
-      if (!ready.value()) return make_error(Errc::timeout, "handshake write timed out");
+      if (!ready) {
+        return ready.error();
+      }
+      if (!ready.value()) {
+        return make_error(Errc::timeout, "handshake write timed out");
+      }
       continue;
     }
     return sys_error(Errc::disconnected, "handshake write");
@@ -178,12 +224,20 @@ Result<void> read_exact(int fd, void* buf, std::size_t len, Clock::time_point de
       len -= static_cast<std::size_t>(n);
       continue;
     }
-    if (n == 0) return make_error(Errc::disconnected, "peer closed the connection during the handshake");
-    if (errno == EINTR) continue;
+    if (n == 0) {
+      return make_error(Errc::disconnected, "peer closed the connection during the handshake");
+    }
+    if (errno == EINTR) {
+      continue;
+    }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       auto ready = wait_fd(fd, POLLIN, deadline);
-      if (!ready) return ready.error();
-      if (!ready.value()) return make_error(Errc::timeout, "handshake read timed out");
+      if (!ready) {
+        return ready.error();
+      }
+      if (!ready.value()) {
+        return make_error(Errc::timeout, "handshake read timed out");
+      }
       continue;
     }
     return sys_error(Errc::disconnected, "handshake read");

@@ -6,7 +6,9 @@ namespace catena::fabric::soft {
 
 Result<OwnChannel> OwnChannel::allocate(std::shared_ptr<Core> core, std::uint32_t capacity) {
   auto off = core->arena().allocate_range(channel_bytes(capacity));
-  if (!off) return off.error();
+  if (!off) {
+    return off.error();
+  }
   OwnChannel c;
   c.core_ = std::move(core);
   c.offset_ = off.value();
@@ -31,7 +33,9 @@ OwnChannel& OwnChannel::operator=(OwnChannel&& o) noexcept {
 }
 
 void OwnChannel::release() {
-  if (!core_) return;
+  if (!core_) {
+    return;
+  }
   block()->token.store(0, std::memory_order_relaxed);
   core_->quiesce();
   core_->arena().free_range(offset_, channel_bytes(capacity_));

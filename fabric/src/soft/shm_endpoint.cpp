@@ -27,7 +27,9 @@ Result<std::unique_ptr<Endpoint>> ShmEndpoint::create(std::shared_ptr<Core> core
       new ShmEndpoint(std::move(core), std::move(control), caps, std::move(own), std::move(peer)));
   // Level-triggered: any readability on a control socket is EOF, an error or
   // a protocol violation, and each ends the connection.
-  if (auto r = mgr.add(fd, EPOLLIN | EPOLLRDHUP, ep.get()); !r) return r.error();
+  if (auto r = mgr.add(fd, EPOLLIN | EPOLLRDHUP, ep.get()); !r) {
+    return r.error();
+  }
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 
@@ -82,9 +84,13 @@ Errc ShmEndpoint::post_send(std::uint64_t wr_id, LocalBuffer src) {
 
 Errc ShmEndpoint::post_locked(Opcode op, std::uint64_t wr_id, LocalBuffer local, std::uint64_t remote_addr,
                               std::uint32_t rkey, std::uint32_t imm) {
-  if (scq_.size() + pending_.size() >= caps_.send_queue_depth) return Errc::backpressure;
+  if (scq_.size() + pending_.size() >= caps_.send_queue_depth) {
+    return Errc::backpressure;
+  }
   Wr w;
-  if (Errc e = resolve_local(own_view_, local, &w.local); e != Errc::ok) return e;
+  if (Errc e = resolve_local(own_view_, local, &w.local); e != Errc::ok) {
+    return e;
+  }
   w.wr_id = wr_id;
   w.remote_addr = remote_addr;
   w.rkey = rkey;
@@ -125,7 +131,9 @@ ShmEndpoint::Outcome ShmEndpoint::execute_locked(const Wr& w, WcStatus* status) 
   switch (w.op) {
     case Opcode::write:
     case Opcode::read: {
-      if (w.len == 0) break;  // as on a NIC: a zero-length access checks no key
+      if (w.len == 0) {
+        break;  // as on a NIC: a zero-length access checks no key
+      }
       const bool is_write = w.op == Opcode::write;
       std::byte* r = peer_view_.resolve(w.rkey, w.remote_addr, w.len, is_write ? kRemoteWrite : kRemoteRead);
       if (r == nullptr) {
@@ -204,8 +212,12 @@ void ShmEndpoint::finish_locked(const Wr& w, Outcome o, WcStatus status) {
   c.wr_id = w.wr_id;
   c.opcode = w.op;
   c.status = o == Outcome::done ? WcStatus::success : status;
-  if (o == Outcome::failed) fail(EndpointState::error);
-  if (o == Outcome::closed) fail(EndpointState::disconnected);
+  if (o == Outcome::failed) {
+    fail(EndpointState::error);
+  }
+  if (o == Outcome::closed) {
+    fail(EndpointState::disconnected);
+  }
 }
 
 void ShmEndpoint::drain_locked() {
@@ -213,7 +225,9 @@ void ShmEndpoint::drain_locked() {
     const Wr& w = pending_.front().wr;
     WcStatus status = WcStatus::flushed;
     Outcome o = connected() ? execute_locked(w, &status) : Outcome::closed;
-    if (o == Outcome::rnr) return;
+    if (o == Outcome::rnr) {
+      return;
+    }
     finish_locked(w, o, status);
     pending_.pop();
   }
@@ -221,7 +235,9 @@ void ShmEndpoint::drain_locked() {
 
 int ShmEndpoint::poll_send(Completion* out, int max) {
   std::lock_guard guard(lock_);
-  if (!pending_.empty()) drain_locked();
+  if (!pending_.empty()) {
+    drain_locked();
+  }
   int n = 0;
   while (n < max && !scq_.empty()) {
     out[n++] = scq_.front();
@@ -233,9 +249,13 @@ int ShmEndpoint::poll_send(Completion* out, int max) {
 // ------------------------------------------------------------------- target
 
 Errc ShmEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
-  if (rq_posted_ - rq_done_ >= caps_.recv_queue_depth) return Errc::backpressure;
+  if (rq_posted_ - rq_done_ >= caps_.recv_queue_depth) {
+    return Errc::backpressure;
+  }
   std::byte* p = nullptr;
-  if (Errc e = resolve_local(own_view_, dst, &p); e != Errc::ok) return e;
+  if (Errc e = resolve_local(own_view_, dst, &p); e != Errc::ok) {
+    return e;
+  }
   const std::uint64_t i = rq_posted_ & own_mask_;
   RecvSlot& slot = own_slots_[i];
   slot.buf_addr = p == nullptr ? 0 : static_cast<std::uint64_t>(p - own_view_.base);
@@ -260,7 +280,9 @@ int ShmEndpoint::deliver_st(Completion* out, int max) {
   while (n < max && rq_done_ < rq_posted_) {
     const std::uint64_t i = rq_done_ & own_mask_;
     const RecvSlot& slot = own_slots_[i];
-    if (slot.seq.load(std::memory_order_acquire) != 2 * rq_done_ + 2) break;
+    if (slot.seq.load(std::memory_order_acquire) != 2 * rq_done_ + 2) {
+      break;
+    }
     Completion& c = out[n++];
     c = Completion{};
     c.wr_id = rq_wr_id_[i];
@@ -279,7 +301,9 @@ int ShmEndpoint::deliver_st(Completion* out, int max) {
       c.status = WcStatus::general_error;
     }
     ++rq_done_;
-    if (c.status != WcStatus::success) fail(EndpointState::error);
+    if (c.status != WcStatus::success) {
+      fail(EndpointState::error);
+    }
   }
   return n;
 }
@@ -320,7 +344,9 @@ void ShmEndpoint::fail(EndpointState to) {
 }
 
 void ShmEndpoint::fence_peer_once() {
-  if (!peer_fenced_.exchange(true)) fence_peer();
+  if (!peer_fenced_.exchange(true)) {
+    fence_peer();
+  }
 }
 
 // Closes our arena to the peer and waits until it has left any access it was
@@ -355,7 +381,9 @@ void ShmEndpoint::on_ready(std::uint32_t events) {
   std::uint8_t expected = kConnected;
   state_.compare_exchange_strong(expected, static_cast<std::uint8_t>(EndpointState::disconnected));
   link_dead_.store(true, std::memory_order_release);
-  if (n > 0) shutdown(control_.get(), SHUT_RDWR);
+  if (n > 0) {
+    shutdown(control_.get(), SHUT_RDWR);
+  }
   core_->manager().remove(watch_token());
 }
 

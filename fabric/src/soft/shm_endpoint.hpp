@@ -71,7 +71,7 @@ class ShmEndpoint final : public Endpoint, private Watcher {
   // buffer at once, as with inline sends on a NIC.
   struct PendingWr {
     Wr wr;
-    std::byte inline_data[kMaxInline];
+    std::byte inline_data[kMaxInline]{};
   };
   enum class Outcome : std::uint8_t { done, rnr, failed, closed };
 

@@ -26,7 +26,9 @@ class SoftListener final : public Listener, private Watcher {
   static Result<std::unique_ptr<Listener>> create(std::shared_ptr<Core> core, UniqueFd fd,
                                                   const EndpointConfig& cfg) {
     std::unique_ptr<SoftListener> l(new SoftListener(std::move(core), std::move(fd), cfg));
-    if (auto r = l->core_->manager().add(l->fd_.get(), EPOLLIN, l.get()); !r) return r.error();
+    if (auto r = l->core_->manager().add(l->fd_.get(), EPOLLIN, l.get()); !r) {
+      return r.error();
+    }
     return std::unique_ptr<Listener>(std::move(l));
   }
 
@@ -68,8 +70,12 @@ class SoftListener final : public Listener, private Watcher {
     handshakes_.remove_if([](const auto& h) { return h->finished(); });
     for (;;) {
       UniqueFd conn(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (conn.get() < 0) return;
-      if (ready_.size() + handshakes_.size() >= kMaxBacklog) continue;  // closes it: nobody accepts
+      if (conn.get() < 0) {
+        return;
+      }
+      if (ready_.size() + handshakes_.size() >= kMaxBacklog) {
+        continue;  // closes it: nobody accepts
+      }
       auto h = std::make_unique<ServerHandshake>(core_, std::move(conn), cfg_,
                                                  [this](Result<std::unique_ptr<Endpoint>> outcome) {
                                                    {
@@ -78,7 +84,9 @@ class SoftListener final : public Listener, private Watcher {
                                                    }
                                                    cv_.notify_one();
                                                  });
-      if (h->start()) handshakes_.push_back(std::move(h));
+      if (h->start()) {
+        handshakes_.push_back(std::move(h));
+      }
     }
   }
 
@@ -114,9 +122,13 @@ class SoftProvider final : public Provider {
 
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg) override {
     auto addr = parse_address(address);
-    if (!addr) return addr.error();
+    if (!addr) {
+      return addr.error();
+    }
     auto fd = listen_on(addr.value());
-    if (!fd) return fd.error();
+    if (!fd) {
+      return fd.error();
+    }
     return SoftListener::create(core_, std::move(fd.value()), cfg);
   }
 
@@ -124,9 +136,13 @@ class SoftProvider final : public Provider {
                                             std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
     auto addr = parse_address(address);
-    if (!addr) return addr.error();
+    if (!addr) {
+      return addr.error();
+    }
     auto fd = connect_to(addr.value(), deadline);
-    if (!fd) return fd.error();
+    if (!fd) {
+      return fd.error();
+    }
     return client_handshake(core_, std::move(fd.value()), cfg, deadline);
   }
 
@@ -139,9 +155,13 @@ class SoftProvider final : public Provider {
 
 Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options) {
   auto opts = soft::parse_options(options);
-  if (!opts) return opts.error();
+  if (!opts) {
+    return opts.error();
+  }
   auto core = soft::Core::create(opts.value());
-  if (!core) return core.error();
+  if (!core) {
+    return core.error();
+  }
   return std::unique_ptr<Provider>(std::make_unique<soft::SoftProvider>(std::move(core.value())));
 }
 

@@ -22,7 +22,9 @@ Result<std::unique_ptr<Endpoint>> TcpEndpoint::create(std::shared_ptr<Core> core
   ConnectionManager& mgr = core->manager();
   const int raw = fd.get();
   std::unique_ptr<TcpEndpoint> ep(new TcpEndpoint(std::move(core), std::move(fd), caps, peer_send_depth));
-  if (auto r = mgr.add(raw, kWatchIn, ep.get()); !r) return r.error();
+  if (auto r = mgr.add(raw, kWatchIn, ep.get()); !r) {
+    return r.error();
+  }
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 
@@ -75,14 +77,20 @@ Errc TcpEndpoint::post_send(std::uint64_t wr_id, LocalBuffer src) {
 
 Errc TcpEndpoint::post_locked(FrameOp fop, Opcode op, std::uint64_t wr_id, LocalBuffer local,
                               std::uint64_t addr, std::uint32_t rkey, std::uint32_t imm) {
-  if (out_.size() + scq_.size() >= caps_.send_queue_depth) return Errc::backpressure;
+  if (out_.size() + scq_.size() >= caps_.send_queue_depth) {
+    return Errc::backpressure;
+  }
   std::byte* p = nullptr;
-  if (Errc e = resolve_local(own_view_, local, &p); e != Errc::ok) return e;
+  if (Errc e = resolve_local(own_view_, local, &p); e != Errc::ok) {
+    return e;
+  }
   if (!connected()) {
     // After our own error the queues are already flushed; after a
     // disconnect() from another thread settle them first, so completions
     // stay in posting order.
-    if (!local_error_) link_down_locked(EndpointState::error);
+    if (!local_error_) {
+      link_down_locked(EndpointState::error);
+    }
     push_completion(scq_, wr_id, op, WcStatus::flushed);
     return Errc::ok;
   }
@@ -112,26 +120,36 @@ Errc TcpEndpoint::post_locked(FrameOp fop, Opcode op, std::uint64_t wr_id, Local
 
 Errc TcpEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
   std::lock_guard g(lock_);
-  if (rq_.size() + rcq_.size() >= caps_.recv_queue_depth) return Errc::backpressure;
+  if (rq_.size() + rcq_.size() >= caps_.recv_queue_depth) {
+    return Errc::backpressure;
+  }
   std::byte* p = nullptr;
-  if (Errc e = resolve_local(own_view_, dst, &p); e != Errc::ok) return e;
+  if (Errc e = resolve_local(own_view_, dst, &p); e != Errc::ok) {
+    return e;
+  }
   if (fatal_ || local_error_) {
     push_completion(rcq_, wr_id, Opcode::recv, WcStatus::flushed);
     return Errc::ok;
   }
   rq_.push(PostedRecv{wr_id, p, dst.length});
   // A request may be waiting for exactly this receive (RNR): let it in now.
-  if (rx_state_ == RxState::stalled) progress_locked();
+  if (rx_state_ == RxState::stalled) {
+    progress_locked();
+  }
   return Errc::ok;
 }
 
 // ---------------------------------------------------------------- polling
 
 int TcpEndpoint::poll_send(Completion* out, int max) {
-  if (!lock_.try_lock()) return 0;  // the connection manager is making progress for us
+  if (!lock_.try_lock()) {
+    return 0;  // the connection manager is making progress for us
+  }
   if (!out_.empty()) {
     polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (passes_ == send_seen_passes_) progress_locked();
+    if (passes_ == send_seen_passes_) {
+      progress_locked();
+    }
     send_seen_passes_ = passes_;
   }
   int n = 0;
@@ -144,9 +162,13 @@ int TcpEndpoint::poll_send(Completion* out, int max) {
 }
 
 int TcpEndpoint::poll_recv(Completion* out, int max) {
-  if (!lock_.try_lock()) return 0;
+  if (!lock_.try_lock()) {
+    return 0;
+  }
   polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (passes_ == recv_seen_passes_) progress_locked();
+  if (passes_ == recv_seen_passes_) {
+    progress_locked();
+  }
   recv_seen_passes_ = passes_;
   int n = 0;
   while (n < max && !rcq_.empty()) {
@@ -202,11 +224,15 @@ void TcpEndpoint::flush_all_locked() {
   for (; !out_.empty(); out_.pop(), ++completed_) {
     push_completion(scq_, out_.front().wr_id, out_.front().op, WcStatus::flushed);
   }
-  for (; !rq_.empty(); rq_.pop()) push_completion(rcq_, rq_.front().wr_id, Opcode::recv, WcStatus::flushed);
+  for (; !rq_.empty(); rq_.pop()) {
+    push_completion(rcq_, rq_.front().wr_id, Opcode::recv, WcStatus::flushed);
+  }
 }
 
 void TcpEndpoint::link_down_locked(EndpointState to) {
-  if (fatal_) return;
+  if (fatal_) {
+    return;
+  }
   fatal_ = true;
   std::uint8_t expected = kConnected;
   state_.compare_exchange_strong(expected, static_cast<std::uint8_t>(to));
@@ -243,7 +269,9 @@ void TcpEndpoint::on_timer() {
   bg_seen_polls_ = polls;
   const bool owner_busy = !lock_.try_lock();
   const bool leftover = owner_busy || peer_done_ != ack_sent_ || !tx_.empty();
-  if (!owner_busy) lock_.unlock();
+  if (!owner_busy) {
+    lock_.unlock();
+  }
   if (leftover) {
     core_->manager().set_timer(watch_token(), Clock::now() + kOwnerGrace);
   } else {

@@ -59,7 +59,7 @@ class TcpEndpoint final : public Endpoint, private Watcher {
 
   // How long data may sit unpolled before the connection manager takes over.
   static constexpr std::chrono::milliseconds kOwnerGrace{5};
-  static constexpr std::size_t kRxBufferSize = 64 * 1024;
+  static constexpr std::size_t kRxBufferSize = std::size_t{64} * 1024;
   // Passes without progress, with requests outstanding, before we ask the
   // peer for an ack; doubled up to the maximum while nothing moves.
   static constexpr std::uint32_t kAckRequestPasses = 256;

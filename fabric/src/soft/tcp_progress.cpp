@@ -26,13 +26,19 @@ bool valid_nak_status(std::uint8_t s) {
 }  // namespace
 
 int TcpEndpoint::progress_locked() {
-  if (fatal_) return 0;
+  if (fatal_) {
+    return 0;
+  }
   ++passes_;
   const std::size_t completions = scq_.size() + rcq_.size();
   const bool owed_before = peer_done_ != ack_sent_;
   const bool got = receive_locked();
-  if (!fatal_) parse_locked();
-  if (!fatal_) flush_tx_locked();
+  if (!fatal_) {
+    parse_locked();
+  }
+  if (!fatal_) {
+    flush_tx_locked();
+  }
   // An acknowledgement waits one pass for a frame of ours to ride on (a
   // reply usually follows within it); then it goes out on its own: when a
   // pass found nothing new, or when it was owed before this pass began (a
@@ -59,19 +65,25 @@ int TcpEndpoint::progress_locked() {
 bool TcpEndpoint::receive_locked() {
   if (rx_head_ == rx_tail_) {
     rx_head_ = rx_tail_ = 0;
-  } else if (rx_head_ > 0 && rx_.size() - rx_tail_ < kHeaderSize * 4) {
+  } else if (rx_head_ > 0 && rx_.size() - rx_tail_ < std::size_t{kHeaderSize} * 4) {
     std::memmove(rx_.data(), rx_.data() + rx_head_, rx_tail_ - rx_head_);
     rx_tail_ -= rx_head_;
     rx_head_ = 0;
   }
-  if (rx_tail_ == rx_.size()) return false;  // stalled on a receive; TCP holds the rest
+  if (rx_tail_ == rx_.size()) {
+    return false;  // stalled on a receive; TCP holds the rest
+  }
   ssize_t n = recv(fd_.get(), rx_.data() + rx_tail_, rx_.size() - rx_tail_, MSG_DONTWAIT);
   if (n > 0) {
-    if (local_error_) return true;  // we failed the peer; only its EOF matters now
+    if (local_error_) {
+      return true;  // we failed the peer; only its EOF matters now
+    }
     rx_tail_ += static_cast<std::size_t>(n);
     return true;
   }
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    return false;
+  }
   link_down_locked(EndpointState::disconnected);
   return false;
 }
@@ -79,14 +91,18 @@ bool TcpEndpoint::receive_locked() {
 void TcpEndpoint::parse_locked() {
   while (!fatal_) {
     if (rx_state_ == RxState::header) {
-      if (rx_tail_ - rx_head_ < kHeaderSize) return;
+      if (rx_tail_ - rx_head_ < kHeaderSize) {
+        return;
+      }
       std::memcpy(&cur_, rx_.data() + rx_head_, kHeaderSize);
       rx_head_ += kHeaderSize;
       begin_frame_locked();
       continue;
     }
     if (rx_state_ == RxState::stalled) {
-      if (rq_.empty()) return;
+      if (rq_.empty()) {
+        return;
+      }
       begin_target_locked();
       continue;
     }
@@ -96,7 +112,9 @@ void TcpEndpoint::parse_locked() {
       rx_head_ += take;
       cur_left_ -= take;
     }
-    if (cur_left_ > 0) return;
+    if (cur_left_ > 0) {
+      return;
+    }
     rx_state_ = RxState::header;
     finish_frame_locked();
   }
@@ -129,7 +147,9 @@ void TcpEndpoint::begin_frame_locked() {
     case FrameOp::write:
       cur_left_ = cur_.len;
       rx_state_ = RxState::payload;
-      if (cur_.len == 0) return;  // a zero-length write checks no key
+      if (cur_.len == 0) {
+        return;  // a zero-length write checks no key
+      }
       if (own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteWrite) == nullptr) {
         region_lost_ = true;
       } else {
@@ -153,7 +173,9 @@ void TcpEndpoint::begin_frame_locked() {
         nak_locked(WcStatus::remote_access_error);
         return;
       }
-      if (tx_.full()) break;  // more reads outstanding than the peer's queue allows
+      if (tx_.full()) {
+        break;  // more reads outstanding than the peer's queue allows
+      }
       TxFrame& f = tx_.push();
       f.hdr = FrameHeader{
           kFrameMagic, static_cast<std::uint8_t>(FrameOp::read_resp), 0, 0, cur_.len, 0, 0, 0, cur_.seq, 0};
@@ -167,9 +189,13 @@ void TcpEndpoint::begin_frame_locked() {
     }
     case FrameOp::read_resp: {
       const std::uint64_t seq = our_seq(cur_.seq);
-      if (seq >= issued_) break;
+      if (seq >= issued_) {
+        break;
+      }
       OutReq& r = out_.at(seq - completed_);
-      if (r.op != Opcode::read || r.answered || r.len != cur_.len) break;
+      if (r.op != Opcode::read || r.answered || r.len != cur_.len) {
+        break;
+      }
       cur_req_ = seq;
       sink_ = Sink::buffer;
       cur_dst_ = r.read_dst;
@@ -179,14 +205,18 @@ void TcpEndpoint::begin_frame_locked() {
     }
     case FrameOp::nak: {
       const std::uint64_t seq = our_seq(cur_.seq);
-      if (seq >= issued_ || cur_.len != 0 || !valid_nak_status(cur_.status)) break;
+      if (seq >= issued_ || cur_.len != 0 || !valid_nak_status(cur_.status)) {
+        break;
+      }
       rx_state_ = RxState::header;
       on_nak_locked(seq, static_cast<WcStatus>(cur_.status));
       return;
     }
     case FrameOp::ack:
     case FrameOp::ack_request:
-      if (cur_.len != 0) break;
+      if (cur_.len != 0) {
+        break;
+      }
       rx_state_ = RxState::header;
       return;
   }
@@ -198,7 +228,9 @@ void TcpEndpoint::begin_target_locked() {
   rx_state_ = RxState::payload;
   cur_left_ = cur_.len;
   if (static_cast<FrameOp>(cur_.op) == FrameOp::write_imm) {
-    if (cur_.len == 0) return;
+    if (cur_.len == 0) {
+      return;
+    }
     if (own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteWrite) == nullptr) {
       region_lost_ = true;
     } else {
@@ -228,7 +260,9 @@ void TcpEndpoint::take_payload_locked(const std::byte* src, std::uint32_t n) {
     // endpoint disconnected since the frame began takes no more bytes.
     enter_guarded();
     std::byte* dst = connected() ? own_view_.resolve(cur_.rkey, cur_addr_, n, kRemoteWrite) : nullptr;
-    if (dst != nullptr) std::memcpy(dst, src, n);
+    if (dst != nullptr) {
+      std::memcpy(dst, src, n);
+    }
     leave_guarded();
     if (dst == nullptr) {
       region_lost_ = true;
@@ -245,7 +279,9 @@ void TcpEndpoint::finish_frame_locked() {
     complete_answered_locked();
     return;
   }
-  if (!cur_executes_) return;
+  if (!cur_executes_) {
+    return;
+  }
   if (region_lost_) {
     nak_locked(WcStatus::remote_access_error);
     return;
@@ -262,7 +298,9 @@ void TcpEndpoint::finish_frame_locked() {
 
 bool TcpEndpoint::accept_ack_locked(std::uint32_t ack) {
   const std::uint64_t full = acked_ + static_cast<std::uint32_t>(ack - static_cast<std::uint32_t>(acked_));
-  if (full > issued_) return false;
+  if (full > issued_) {
+    return false;
+  }
   if (full > acked_) {
     acked_ = full;
     complete_answered_locked();
@@ -275,7 +313,9 @@ bool TcpEndpoint::accept_ack_locked(std::uint32_t ack) {
 void TcpEndpoint::complete_answered_locked() {
   while (!out_.empty() && completed_ < acked_) {
     const OutReq& r = out_.front();
-    if (r.op == Opcode::read && !r.answered) return;
+    if (r.op == Opcode::read && !r.answered) {
+      return;
+    }
     push_completion(scq_, r.wr_id, r.op, WcStatus::success);
     out_.pop();
     ++completed_;
@@ -309,8 +349,12 @@ void TcpEndpoint::on_nak_locked(std::uint64_t seq, WcStatus status) {
 
 void TcpEndpoint::queue_ack_locked() {
   // An unsent frame at the tail will carry the ack; otherwise send a bare one.
-  if (!tx_.empty() && tx_.back().sent == 0) return;
-  if (!tx_.full()) queue_control_locked(FrameOp::ack, WcStatus::success, 0);
+  if (!tx_.empty() && tx_.back().sent == 0) {
+    return;
+  }
+  if (!tx_.full()) {
+    queue_control_locked(FrameOp::ack, WcStatus::success, 0);
+  }
 }
 
 // A frame without payload; the caller made sure there is room.
@@ -350,8 +394,9 @@ void TcpEndpoint::flush_tx_locked() {
       bool ok = connected();
       for (std::size_t i = 0; ok && i < tx_.size(); ++i) {
         const TxFrame& f = tx_.at(i);
-        if (f.guard_key != 0)
+        if (f.guard_key != 0) {
           ok = own_view_.resolve(f.guard_key, f.guard_addr, f.payload_len, kRemoteRead) != nullptr;
+        }
       }
       if (!ok) {
         // The region went away under a read response already begun: the
@@ -365,10 +410,16 @@ void TcpEndpoint::flush_tx_locked() {
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<std::size_t>(cnt);
     ssize_t n = sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (guarded) leave_guarded();
+    if (guarded) {
+      leave_guarded();
+    }
     if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) link_down_locked(EndpointState::disconnected);
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        link_down_locked(EndpointState::disconnected);
+      }
       return;
     }
     auto left = static_cast<std::size_t>(n);
@@ -377,10 +428,14 @@ void TcpEndpoint::flush_tx_locked() {
       const std::size_t step = std::min<std::size_t>(left, kHeaderSize + f.payload_len - f.sent);
       f.sent += static_cast<std::uint32_t>(step);
       left -= step;
-      if (f.sent < kHeaderSize + f.payload_len) break;
+      if (f.sent < kHeaderSize + f.payload_len) {
+        break;
+      }
       tx_.pop();
     }
-    if (!tx_.empty() && tx_.front().sent > 0) return;  // the socket took less than offered: it is full
+    if (!tx_.empty() && tx_.front().sent > 0) {
+      return;  // the socket took less than offered: it is full
+    }
   }
   if (tx_.empty() && shut_after_tx_ && !fatal_) {
     shut_after_tx_ = false;

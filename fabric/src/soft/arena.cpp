@@ -162,7 +162,7 @@ Result<std::uint32_t> Arena::register_region(std::uint64_t offset, std::uint64_t
 }
 
 void Arena::revoke_key(std::uint32_t key) noexcept {
-  table_[key & (kRegionTableCapacity - 1)].key.store(0, std::memory_order_relaxed);
+  table_[key & (kRegionTableCapacity - 1)].key.store(0, std::memory_order_seq_cst);
 }
 
 void Arena::release_key(std::uint32_t key) {

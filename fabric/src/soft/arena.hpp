@@ -79,10 +79,12 @@ struct ArenaView {
   // The "NIC" check: the bytes [addr, addr+len) (arena offsets) if `key`
   // names a live region that contains them and grants every bit of `need`;
   // nullptr otherwise. Never trusts the table beyond the mapping's size.
+  // The key is read sequentially consistent: it is one side of the access
+  // guard protocol (core.hpp).
   [[nodiscard]] std::byte* resolve(std::uint32_t key, std::uint64_t addr, std::uint64_t len,
                                    std::uint32_t need) const noexcept {
     const RegionEntry& e = table[key & (kRegionTableCapacity - 1)];
-    if (key == 0 || e.key.load(std::memory_order_acquire) != key) {
+    if (key == 0 || e.key.load(std::memory_order_seq_cst) != key) {
       return nullptr;
     }
     if ((e.access.load(std::memory_order_relaxed) & need) != need) {

@@ -77,7 +77,7 @@ Result<Options> parse_options(std::string_view text) {
 }
 
 void wait_quiescent(const AccessGuard& g) {
-  const std::uint64_t b = g.busy->load(std::memory_order_acquire);
+  const std::uint64_t b = g.busy->load(std::memory_order_seq_cst);
   if ((b & 1) == 0) {
     return;
   }
@@ -147,7 +147,6 @@ void Core::remove_guard(const AccessGuard* g) {
 }
 
 void Core::quiesce() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   std::lock_guard lock(guards_mu_);
   for (const AccessGuard* g : guards_) {
     wait_quiescent(*g);

@@ -5,11 +5,13 @@
 // Access guards: anything that may copy into or out of this provider's
 // registered memory without holding a lock — a same-host peer's initiator
 // working in our arena, or our own TCP progress engine — publishes a `busy`
-// counter that is odd while it is inside. It checks keys and tokens only
-// after making the counter odd and issuing a full fence. Whoever revokes
-// access (frees a region, disconnects) first clears the key/token, fences,
-// then waits for every guard to leave the section it may be in. Afterwards
-// no byte can move (Dekker's protocol, one fence per operation).
+// counter that is odd while it is inside. It makes the counter odd and only
+// then checks keys and tokens, all with sequentially consistent operations.
+// Whoever revokes access (frees a region, disconnects) clears the key/token
+// the same way, then waits for every guard to leave the section it may be
+// in. Either the accessor sees the revocation or the revoker sees it inside;
+// afterwards no byte can move (Dekker's protocol: one locked store per
+// operation, no shared lock, no standalone fence).
 //
 // Lifecycle: a Core is shared by the Provider object, its memory regions,
 // listeners and endpoints, so it lives until the last of them is gone.
@@ -52,7 +54,7 @@ struct AccessGuard {
 };
 
 // Waits until the guard is outside the section it was in when called (or
-// its process is gone). The caller has revoked access and fenced before.
+// its process is gone). The caller has revoked access (seq_cst) before.
 void wait_quiescent(const AccessGuard& g);
 
 class Core : public std::enable_shared_from_this<Core> {
@@ -70,7 +72,8 @@ class Core : public std::enable_shared_from_this<Core> {
   // Registers/unregisters a guard (stable address required).
   void add_guard(const AccessGuard* g);
   void remove_guard(const AccessGuard* g);
-  // Fences, then waits until no guard is inside an access section.
+  // Waits until no guard is inside an access section it may have entered
+  // before the caller's revocation.
   void quiesce();
 
   // Maps a same-host peer's arena, or shares an existing mapping of it.

@@ -36,7 +36,7 @@ void OwnChannel::release() {
   if (!core_) {
     return;
   }
-  block()->token.store(0, std::memory_order_relaxed);
+  block()->token.store(0, std::memory_order_seq_cst);
   core_->quiesce();
   core_->arena().free_range(offset_, channel_bytes(capacity_));
   core_.reset();

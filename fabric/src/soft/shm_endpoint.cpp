@@ -120,9 +120,9 @@ Errc ShmEndpoint::post_locked(Opcode op, std::uint64_t wr_id, LocalBuffer local,
 
 ShmEndpoint::Outcome ShmEndpoint::execute_locked(const Wr& w, WcStatus* status) {
   enter_peer_locked();
-  // The peer clears its token to fence us out; checked after the fence, so
+  // The peer clears its token to fence us out; checked after entering, so
   // either we see it cleared or the peer waits for us to leave.
-  if (peer_block_->token.load(std::memory_order_relaxed) != peer_token_) {
+  if (peer_block_->token.load(std::memory_order_seq_cst) != peer_token_) {
     leave_peer_locked();
     *status = WcStatus::flushed;
     return Outcome::closed;
@@ -152,9 +152,8 @@ ShmEndpoint::Outcome ShmEndpoint::execute_locked(const Wr& w, WcStatus* status) 
       if (slot.seq.load(std::memory_order_acquire) != 2 * peer_next_ + 1) {
         // Ask the peer to kick us when it posts a receive, then look once
         // more: a receive posted before our flag was visible sends no kick.
-        peer_block_->rnr_waiting.store(1, std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (slot.seq.load(std::memory_order_acquire) != 2 * peer_next_ + 1) {
+        peer_block_->rnr_waiting.store(1, std::memory_order_seq_cst);
+        if (slot.seq.load(std::memory_order_seq_cst) != 2 * peer_next_ + 1) {
           out = Outcome::rnr;
           break;
         }
@@ -263,12 +262,11 @@ Errc ShmEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
   slot.buf_key = dst.length == 0 ? 0 : dst.mr->lkey();
   rq_wr_id_[i] = wr_id;
   rq_len_[i] = dst.length;
-  slot.seq.store(2 * rq_posted_ + 1, std::memory_order_release);
+  // Sequentially consistent, pairing with execute_locked(): either the peer
+  // sees this receive or we see its flag.
+  slot.seq.store(2 * rq_posted_ + 1, std::memory_order_seq_cst);
   ++rq_posted_;
-  // Pairs with the fence in execute_locked(): either the peer sees this
-  // receive or we see its flag.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (own_block_->rnr_waiting.load(std::memory_order_relaxed) != 0 &&
+  if (own_block_->rnr_waiting.load(std::memory_order_seq_cst) != 0 &&
       own_block_->rnr_waiting.exchange(0, std::memory_order_relaxed) != 0) {
     (void)!send(control_.get(), &kKickByte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
@@ -352,8 +350,7 @@ void ShmEndpoint::fence_peer_once() {
 // Closes our arena to the peer and waits until it has left any access it was
 // in; then tells it (EOF on the control socket). Idempotent, any thread.
 void ShmEndpoint::fence_peer() {
-  own_block_->token.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  own_block_->token.store(0, std::memory_order_seq_cst);
   wait_quiescent(peer_.guard->guard());
   shutdown(control_.get(), SHUT_RDWR);
 }

@@ -91,10 +91,7 @@ class ShmEndpoint final : public Endpoint, private Watcher {
   [[nodiscard]] bool connected() const noexcept {
     return state_.load(std::memory_order_relaxed) == static_cast<std::uint8_t>(EndpointState::connected);
   }
-  void enter_peer_locked() noexcept {
-    own_block_->busy.store(++busy_seq_, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  }
+  void enter_peer_locked() noexcept { own_block_->busy.store(++busy_seq_, std::memory_order_seq_cst); }
   void leave_peer_locked() noexcept { own_block_->busy.store(++busy_seq_, std::memory_order_release); }
 
   void on_ready(std::uint32_t events) override;

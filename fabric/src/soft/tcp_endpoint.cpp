@@ -207,7 +207,6 @@ void TcpEndpoint::disconnect() {
   shutdown(fd_.get(), SHUT_RDWR);
   // Once we return, no write of the peer's may land: wait for a copy our
   // engine may be in the middle of (it checks the state inside its section).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   wait_quiescent(guard_.guard());
 }
 

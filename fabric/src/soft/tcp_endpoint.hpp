@@ -120,13 +120,12 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   void watch_locked();
   void push_completion(Ring<Completion>& q, std::uint64_t wr_id, Opcode op, WcStatus s, std::uint32_t len = 0,
                        std::uint32_t imm = 0, bool has_imm = false);
+  // Sequentially consistent: inside a guarded section it pairs with
+  // disconnect() (access guard protocol, core.hpp).
   [[nodiscard]] bool connected() const noexcept {
-    return state_.load(std::memory_order_relaxed) == static_cast<std::uint8_t>(EndpointState::connected);
+    return state_.load(std::memory_order_seq_cst) == static_cast<std::uint8_t>(EndpointState::connected);
   }
-  void enter_guarded() noexcept {
-    busy_.store(++busy_seq_, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  }
+  void enter_guarded() noexcept { busy_.store(++busy_seq_, std::memory_order_seq_cst); }
   void leave_guarded() noexcept { busy_.store(++busy_seq_, std::memory_order_release); }
   // Full sequence number of the peer's answer to one of our requests.
   [[nodiscard]] std::uint64_t our_seq(std::uint32_t wire) const noexcept {

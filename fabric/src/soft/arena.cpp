@@ -115,14 +115,38 @@ Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes) {
   return off;
 }
 
-void Arena::free_range(std::uint64_t offset, std::uint64_t bytes) {
-  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+void Arena::zero_range(std::uint64_t offset, std::uint64_t bytes) {
   // Dropping the pages both zeroes the range for its next owner and returns
   // the memory; if the kernel cannot punch, zero by hand.
   if (fallocate(id_.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                 static_cast<off_t>(bytes)) != 0) {
     std::memset(view_.base + offset, 0, bytes);
   }
+}
+
+Result<std::uint64_t> Arena::allocate_channel_range(std::uint64_t bytes) {
+  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = free_channels_.find(bytes); it != free_channels_.end()) {
+      std::uint64_t off = it->second;
+      free_channels_.erase(it);
+      return off;
+    }
+  }
+  return allocate_range(bytes);
+}
+
+void Arena::free_channel_range(std::uint64_t offset, std::uint64_t bytes) {
+  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  zero_range(offset, bytes);
+  std::lock_guard lock(mu_);
+  free_channels_.emplace(bytes, offset);
+}
+
+void Arena::free_range(std::uint64_t offset, std::uint64_t bytes) {
+  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  zero_range(offset, bytes);
   std::lock_guard lock(mu_);
   auto next = free_ranges_.lower_bound(offset);
   if (next != free_ranges_.end() && next->first == offset + bytes) {

@@ -126,6 +126,12 @@ class Arena {
   // it becomes reusable. The caller has made sure nobody accesses it.
   void free_range(std::uint64_t offset, std::uint64_t bytes);
 
+  // Channel blocks (shm_channel.hpp) are recycled only as channel blocks of
+  // the same size, zeroed: a peer that still watches a block's busy word
+  // after we let it go then reads 0 or a live counter, never user data.
+  Result<std::uint64_t> allocate_channel_range(std::uint64_t bytes);
+  void free_channel_range(std::uint64_t offset, std::uint64_t bytes);
+
   // Publishes a region in the table under a fresh key (never reused while the
   // provider lives, up to 2^16 registrations per table slot).
   Result<std::uint32_t> register_region(std::uint64_t offset, std::uint64_t length, std::uint32_t access);
@@ -136,13 +142,15 @@ class Arena {
 
  private:
   Arena() = default;
+  void zero_range(std::uint64_t offset, std::uint64_t bytes);
 
   ArenaIdentity id_;
   ArenaView view_;
   RegionEntry* table_ = nullptr;
 
   std::mutex mu_;
-  std::map<std::uint64_t, std::uint64_t> free_ranges_;  // offset -> length, coalesced
+  std::map<std::uint64_t, std::uint64_t> free_ranges_;         // offset -> length, coalesced
+  std::multimap<std::uint64_t, std::uint64_t> free_channels_;  // length -> offset
   std::uint64_t high_water_ = kDataOffset;
   std::deque<std::uint32_t> free_slots_;  // FIFO: a slot rests as long as possible before reuse
   std::vector<std::uint16_t> slot_generation_;

@@ -5,7 +5,7 @@
 namespace catena::fabric::soft {
 
 Result<OwnChannel> OwnChannel::allocate(std::shared_ptr<Core> core, std::uint32_t capacity) {
-  auto off = core->arena().allocate_range(channel_bytes(capacity));
+  auto off = core->arena().allocate_channel_range(channel_bytes(capacity));
   if (!off) {
     return off.error();
   }
@@ -38,7 +38,7 @@ void OwnChannel::release() {
   }
   block()->token.store(0, std::memory_order_seq_cst);
   core_->quiesce();
-  core_->arena().free_range(offset_, channel_bytes(capacity_));
+  core_->arena().free_channel_range(offset_, channel_bytes(capacity_));
   core_.reset();
 }
 

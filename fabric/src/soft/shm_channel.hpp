@@ -65,7 +65,8 @@ inline bool channel_fits(const ArenaView& v, std::uint64_t offset, std::uint32_t
 }
 
 // Our ChannelBlock, owned. Freed by revoking the token and waiting out the
-// peer's accesses in flight before the memory can be reused.
+// peer's accesses in flight; the memory is then only ever reused for another
+// ChannelBlock (Arena::free_channel_range).
 class OwnChannel {
  public:
   static Result<OwnChannel> allocate(std::shared_ptr<Core> core, std::uint32_t capacity);

@@ -99,6 +99,9 @@ void ConnectionManager::set_timer(std::uint64_t token, Clock::time_point when) {
 }
 
 void ConnectionManager::remove(std::uint64_t token) {
+  if (token == 0) {
+    return;  // never registered
+  }
   std::unique_lock lock(mu_);
   auto it = entries_.find(token);
   if (it != entries_.end()) {

@@ -57,6 +57,7 @@ class ConnectionManager {
   // Calls w->on_timer() once at `when` (replaces an earlier timer).
   void set_timer(std::uint64_t token, Clock::time_point when);
   // Stops watching. Waits for a callback in flight unless called from one.
+  // Token 0 (a watcher never added) is ignored.
   void remove(std::uint64_t token);
 
   [[nodiscard]] bool on_manager_thread() const noexcept { return std::this_thread::get_id() == thread_id_; }

@@ -143,10 +143,11 @@ Errc TcpEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
 
 int TcpEndpoint::poll_send(Completion* out, int max) {
   if (!lock_.try_lock()) {
+    note_poll();
     return 0;  // the connection manager is making progress for us
   }
   if (!out_.empty()) {
-    polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    note_poll();
     if (passes_ == send_seen_passes_) {
       progress_locked();
     }
@@ -162,10 +163,10 @@ int TcpEndpoint::poll_send(Completion* out, int max) {
 }
 
 int TcpEndpoint::poll_recv(Completion* out, int max) {
+  note_poll();
   if (!lock_.try_lock()) {
     return 0;
   }
-  polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (passes_ == recv_seen_passes_) {
     progress_locked();
   }

@@ -125,6 +125,10 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   [[nodiscard]] bool connected() const noexcept {
     return state_.load(std::memory_order_seq_cst) == static_cast<std::uint8_t>(EndpointState::connected);
   }
+  // The owner is polling in a way that makes progress (data-plane thread).
+  void note_poll() noexcept {
+    polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   void enter_guarded() noexcept { busy_.store(++busy_seq_, std::memory_order_seq_cst); }
   void leave_guarded() noexcept { busy_.store(++busy_seq_, std::memory_order_release); }
   // Full sequence number of the peer's answer to one of our requests.

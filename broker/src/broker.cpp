@@ -399,7 +399,7 @@ fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg, c
 }
 
 std::string Broker::fabric_address() const { return impl_->listener_->address(); }
-const BrokerConfig& Broker::config() const { return impl_->cfg_; }
+const BrokerConfig& Broker::config() const { return impl_->cfg_; }  // node_id: use node_id()
 
 ConfigureResult Broker::configure(const chain::ReplicaConfig& cfg) {
   return impl_->run_on_agent([this, cfg] { return impl_->configure_st(cfg); });
@@ -407,6 +407,26 @@ ConfigureResult Broker::configure(const chain::ReplicaConfig& cfg) {
 
 ConfigureResult Broker::fence(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
   return impl_->run_on_agent([this, channel, partition, epoch] { return impl_->fence_st(channel, partition, epoch); });
+}
+
+void Broker::set_node_id(const std::string& node_id) {
+  impl_->run_on_agent([this, node_id] {
+    std::lock_guard lk(impl_->stats_mu_);
+    impl_->cfg_.node_id = node_id;
+    return ConfigureResult{ConfigureStatus::applied, 0, ""};
+  });
+}
+
+std::string Broker::node_id() const {
+  std::lock_guard lk(impl_->stats_mu_);
+  return impl_->cfg_.node_id;
+}
+
+void Broker::drop_all() {
+  impl_->run_on_agent([this] {
+    impl_->replicas_.clear();
+    return ConfigureResult{ConfigureStatus::applied, 0, ""};
+  });
 }
 
 NodeStats Broker::stats() const { return impl_->stats(); }

@@ -76,6 +76,12 @@ class Broker {
   NodeStats stats() const;
   // Nodes the data plane found unreachable (failed forwards, lost links).
   std::vector<std::string> take_suspects();
+  // The controller assigns ids at registration, after the fabric listener
+  // exists (its address is part of the registration).
+  void set_node_id(const std::string& node_id);
+  [[nodiscard]] std::string node_id() const;
+  // Drops every replica (the node was fenced and comes back empty).
+  void drop_all();
 
   void stop();
 

@@ -1,0 +1,196 @@
+// catenad: one Catena node. Composition root: the broker's data plane
+// (catena_broker) plus the control plane's BrokerAdmin service and
+// controller client (catena_control), which is why this binary, unlike the
+// broker library, links both.
+//
+// Startup: open the fabric and listen, serve BrokerAdmin, register with the
+// controller (retrying until it answers), then heartbeat. A heartbeat answered
+// `fenced` means the controller declared this node dead: it drops every
+// replica and registers again as a fresh node. Links the data plane lost are
+// reported to the controller, which verifies them before acting.
+#include <catena/broker/broker.hpp>
+#include <catena/control/broker_admin_server.hpp>
+#include <catena/control/controller_client.hpp>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+#include <toml++/toml.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+struct Settings {
+  std::string config_file;
+  std::string node_id;
+  std::string zone = "zone-a";
+  std::string datacenter = "dc-1";
+  std::string controller = "127.0.0.1:7400";
+  std::string admin_listen = "127.0.0.1:0";
+  std::string provider = "soft";
+  std::string fabric_listen = "127.0.0.1:0";
+  std::uint32_t slots = 8;
+  std::uint64_t grace_ms = 5000;
+  int pin_cpu = -1;
+  std::string log_level = "info";
+  std::string ready_file;
+};
+
+// TOML first, flags override (CLI11 only assigns flags that were given, so
+// parse the file into defaults and re-run the parser).
+void apply_toml(const std::string& path, Settings& s) {
+  toml::table t = toml::parse_file(path);
+  s.node_id = t["node"]["id"].value_or(s.node_id);
+  s.zone = t["node"]["zone"].value_or(s.zone);
+  s.datacenter = t["node"]["datacenter"].value_or(s.datacenter);
+  s.controller = t["controller"]["address"].value_or(s.controller);
+  s.admin_listen = t["admin"]["listen"].value_or(s.admin_listen);
+  s.provider = t["fabric"]["provider"].value_or(s.provider);
+  s.fabric_listen = t["fabric"]["listen"].value_or(s.fabric_listen);
+  s.slots = t["storage"]["segment_slots"].value_or(s.slots);
+  s.grace_ms = t["storage"]["grace_ms"].value_or(s.grace_ms);
+  s.pin_cpu = t["cpu"]["pin_data_plane"].value_or(s.pin_cpu);
+  s.log_level = t["log"]["level"].value_or(s.log_level);
+}
+
+std::pair<std::string, std::uint16_t> split_host_port(const std::string& hp) {
+  auto colon = hp.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("expected host:port, got '" + hp + "'");
+  return {hp.substr(0, colon), static_cast<std::uint16_t>(std::stoi(hp.substr(colon + 1)))};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  CLI::App app{"catenad: a Catena broker node"};
+  auto add_flags = [&](CLI::App& a) {
+    a.add_option("--config", s.config_file, "TOML config file (flags override it)");
+    a.add_option("--node-id", s.node_id, "node id (default: assigned by the controller)");
+    a.add_option("--zone", s.zone, "zone label for replica placement")->capture_default_str();
+    a.add_option("--datacenter", s.datacenter, "datacenter label")->capture_default_str();
+    a.add_option("--controller", s.controller, "controller host:port")->capture_default_str();
+    a.add_option("--admin-listen", s.admin_listen, "BrokerAdmin Thrift host:port (port 0: any)")->capture_default_str();
+    a.add_option("--provider", s.provider, "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>")->capture_default_str();
+    a.add_option("--fabric-listen", s.fabric_listen, "data-plane host:port (port 0: any)")->capture_default_str();
+    a.add_option("--segment-slots", s.slots, "segment slots per partition replica (memory = slots x segment_bytes)")
+        ->capture_default_str();
+    a.add_option("--grace-ms", s.grace_ms, "grace for lagging readers after a segment expires")->capture_default_str();
+    a.add_option("--pin-cpu", s.pin_cpu, "pin the data-plane thread to this CPU (-1: no)")->capture_default_str();
+    a.add_option("--log-level", s.log_level, "trace, debug, info, warn, error")->capture_default_str();
+    a.add_option("--ready-file", s.ready_file, "write 'node_id admin_addr fabric_addr' here once registered");
+  };
+  add_flags(app);
+  CLI11_PARSE(app, argc, argv);
+  if (!s.config_file.empty()) {
+    try {
+      Settings from_file = s;
+      apply_toml(s.config_file, from_file);
+      s = from_file;
+      CLI::App again{"catenad"};
+      add_flags(again);
+      again.parse(argc, argv);  // flags win over the file
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "catenad: config %s: %s\n", s.config_file.c_str(), e.what());
+      return 2;
+    }
+  }
+  spdlog::set_level(spdlog::level::from_str(s.log_level));
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  catena::broker::BrokerConfig bc;
+  bc.node_id = s.node_id;
+  bc.provider = s.provider;
+  bc.fabric_listen = s.fabric_listen;
+  bc.slot_count = s.slots;
+  bc.grace_ms = s.grace_ms;
+  bc.pin_cpu = s.pin_cpu;
+  auto broker = catena::broker::Broker::start(bc);
+  if (!broker) {
+    spdlog::error("cannot start the data plane: {}", broker.error().message);
+    return 1;
+  }
+  std::pair<std::string, std::uint16_t> admin_hp;
+  try {
+    admin_hp = split_host_port(s.admin_listen);
+  } catch (const std::exception& e) {
+    spdlog::error("--admin-listen: {}", e.what());
+    return 2;
+  }
+  catena::control::BrokerAdminServer admin(*broker.value(), {admin_hp.first, admin_hp.second});
+  if (auto r = admin.start(); !r) {
+    spdlog::error("{}", r.error().describe());
+    return 1;
+  }
+  const std::string admin_addr = admin_hp.first + ":" + std::to_string(admin.port());
+  const std::string fabric_addr = broker.value()->fabric_address();
+
+  catena::control::ControllerClient controller({s.controller, std::chrono::milliseconds(1000),
+                                                std::chrono::milliseconds(5000)});
+  catena::control::idl::NodeInfo info;
+  info.node_id = s.node_id;
+  info.admin_addr = admin_addr;
+  info.fabric_addr = fabric_addr;
+  info.zone = s.zone;
+  info.datacenter = s.datacenter;
+
+  std::int64_t node_epoch = 0;
+  int interval_ms = 100;
+  auto register_node = [&]() -> bool {
+    auto r = controller.register_node(info);
+    if (!r) {
+      spdlog::warn("register with controller {}: {}", s.controller, r.error().describe());
+      return false;
+    }
+    info.node_id = r->node_id;
+    node_epoch = r->node_epoch;
+    interval_ms = std::max(10, r->heartbeat_interval_ms);
+    broker.value()->set_node_id(r->node_id);
+    spdlog::info("registered as {} (node epoch {}), admin {}, fabric {} ({})", r->node_id, node_epoch, admin_addr,
+                 fabric_addr, s.provider);
+    return true;
+  };
+  while (!g_stop && !register_node()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (!s.ready_file.empty() && !g_stop) {
+    std::ofstream(s.ready_file) << info.node_id << ' ' << admin_addr << ' ' << fabric_addr << '\n';
+  }
+
+  while (!g_stop) {
+    auto st = broker.value()->stats();
+    catena::control::idl::HeartbeatRequest hb;
+    hb.node_id = info.node_id;
+    hb.node_epoch = node_epoch;
+    hb.stats.segments = static_cast<std::int64_t>(st.segments);
+    hb.stats.bytes = static_cast<std::int64_t>(st.bytes);
+    hb.stats.connections = static_cast<std::int64_t>(st.connections);
+    auto reply = controller.heartbeat(hb);
+    if (reply && reply->fenced) {
+      spdlog::warn("controller fenced node epoch {}: dropping all replicas and registering again", node_epoch);
+      broker.value()->drop_all();
+      register_node();
+    } else if (!reply && reply.code() == catena::control::idl::ErrorCode::UNKNOWN_NODE) {
+      register_node();
+    }
+    for (const auto& suspect : broker.value()->take_suspects()) {
+      catena::control::idl::FailureReport rep;
+      rep.reporter = info.node_id;
+      rep.suspect_node_id = suspect;
+      rep.reason = "data-plane link lost";
+      (void)controller.report_failure(rep);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+  spdlog::info("shutting down");
+  admin.stop();
+  broker.value()->stop();
+  return 0;
+}

@@ -1,0 +1,243 @@
+#include "commands.hpp"
+
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/control/controller_client.hpp>
+#include <catena/control/controller_routes.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+namespace catena::cli {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) { g_interrupted = 1; }
+
+int fail(const std::string& what, const std::string& why) {
+  std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
+  return 1;
+}
+
+control::ControllerClient::Options client_options(const Common& c) {
+  control::ControllerClient::Options o;
+  o.address = c.controller_address();
+  return o;
+}
+
+const char* state_name(control::idl::NodeState::type s) {
+  switch (s) {
+    case control::idl::NodeState::ALIVE: return "ALIVE";
+    case control::idl::NodeState::SUSPECT: return "SUSPECT";
+    case control::idl::NodeState::DEAD: return "DEAD";
+  }
+  return "?";
+}
+
+void print_channel(const control::idl::ChannelInfo& ch) {
+  std::printf("%s: %d partition(s), replication %d, segment %lld bytes, ttl %lld ms\n", ch.config.name.c_str(),
+              ch.config.partitions, ch.config.replication, static_cast<long long>(ch.config.segment_bytes),
+              static_cast<long long>(ch.config.ttl_ms));
+  for (const auto& r : ch.routes) {
+    std::printf("  partition %d  epoch %lld  start %lld  chain:", r.partition, static_cast<long long>(r.epoch),
+                static_cast<long long>(r.start_offset));
+    for (std::size_t i = 0; i < r.replicas.size(); ++i) {
+      std::printf(" %s%s(%s)", i ? "-> " : "", r.replicas[i].node_id.c_str(), r.replicas[i].fabric_addr.c_str());
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+std::string Common::controller_address() const {
+  if (!controller.empty()) return controller;
+  if (const char* env = std::getenv("CATENA_CONTROLLER"); env && *env) return env;
+  std::ifstream in("catena-cluster/cluster.env");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CONTROLLER=", 0) == 0) return line.substr(11);
+  }
+  return "127.0.0.1:7400";
+}
+
+int cluster_up(ClusterOptions opts, bool detach) {
+  LocalCluster cluster(opts);
+  std::string err;
+  std::fprintf(stderr, "starting a controller and %d broker(s) (provider %s) in %s/\n", opts.nodes,
+               opts.provider.c_str(), opts.dir.c_str());
+  if (!cluster.start(&err)) return fail("cluster up", err);
+  std::printf("controller %s\n", cluster.controller_address().c_str());
+  for (const auto& n : cluster.nodes()) {
+    std::printf("%s  pid %d  admin %s  fabric %s\n", n.node_id.c_str(), n.pid, n.admin_addr.c_str(),
+                n.fabric_addr.c_str());
+  }
+  std::printf("export CATENA_CONTROLLER=%s\n", cluster.controller_address().c_str());
+  std::fflush(stdout);
+  if (detach) {
+    cluster.detach();
+    std::printf("running in the background; stop it with: catena cluster down --dir %s\n", opts.dir.c_str());
+    return 0;
+  }
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  std::fprintf(stderr, "cluster is up; Ctrl-C stops it\n");
+  while (!g_interrupted) std::this_thread::sleep_for(100ms);
+  std::fprintf(stderr, "stopping the cluster\n");
+  return 0;
+}
+
+int cluster_down(const ClusterOptions& opts) {
+  int n = stop_recorded_cluster(opts.dir);
+  if (n == 0) return fail("cluster down", "no running cluster recorded in " + opts.dir + "/cluster.env");
+  std::printf("sent SIGTERM to %d process(es)\n", n);
+  return 0;
+}
+
+int channel_create(const Common& c, const ChannelSpec& spec) {
+  control::ControllerClient client(client_options(c));
+  control::idl::ChannelConfig cfg;
+  cfg.name = spec.name;
+  cfg.partitions = spec.partitions;
+  cfg.replication = spec.replication;
+  cfg.segment_bytes = spec.segment_bytes;
+  cfg.ttl_ms = spec.ttl_ms;
+  auto r = client.create_channel(cfg);
+  if (!r) return fail("channel create " + spec.name, r.error().describe());
+  print_channel(r.value());
+  return 0;
+}
+
+int channel_list(const Common& c) {
+  control::ControllerClient client(client_options(c));
+  auto r = client.list_channels();
+  if (!r) return fail("channel list", r.error().describe());
+  for (const auto& ch : r.value()) {
+    std::printf("%-32s partitions %-4d replication %d\n", ch.config.name.c_str(), ch.config.partitions,
+                ch.config.replication);
+  }
+  if (r->empty()) std::printf("(no channels)\n");
+  return 0;
+}
+
+int channel_describe(const Common& c, const std::string& name) {
+  control::ControllerClient client(client_options(c));
+  auto r = client.describe_channel(name);
+  if (!r) return fail("channel describe " + name, r.error().describe());
+  print_channel(r.value());
+  return 0;
+}
+
+int cluster_status(const Common& c) {
+  control::ControllerClient client(client_options(c));
+  auto r = client.cluster_status();
+  if (!r) return fail("status", r.error().describe());
+  std::printf("controller %s, %zu node(s), %d repair(s) in progress\n", c.controller_address().c_str(),
+              r->nodes.size(), r->repairs_in_progress);
+  for (const auto& n : r->nodes) {
+    std::printf("  %-10s %-7s zone %-8s replicas %-3d segments %-5lld bytes %-12lld heartbeat %lld ms ago  %s\n",
+                n.info.node_id.c_str(), state_name(n.state), n.info.zone.c_str(), n.replicas,
+                static_cast<long long>(n.stats.segments), static_cast<long long>(n.stats.bytes),
+                static_cast<long long>(n.last_heartbeat_ms_ago), n.info.fabric_addr.c_str());
+  }
+  return 0;
+}
+
+int publish_stdin(const Common& c, const PublishOptions& o) {
+  control::ControllerRoutes routes(client_options(c), "catena-cli");
+  PublisherOptions po;
+  po.provider = c.provider;
+  auto pub = Publisher::create(routes, o.channel, po);
+  if (!pub) return fail("publish " + o.channel, pub.error().message);
+  std::string line;
+  std::uint64_t acked = 0, failed = 0, sent = 0;
+  auto on_ack = [&](const PublishResult& r) {
+    if (r.status == PublishStatus::ok) {
+      ++acked;
+      if (!o.quiet) std::printf("%u:%llu\n", r.partition, static_cast<unsigned long long>(r.offset));
+    } else {
+      ++failed;
+      std::fprintf(stderr, "catena: publish: record %u refused: %s\n", r.sequence,
+                   std::string(chain::wire::to_string(r.status)).c_str());
+    }
+  };
+  const auto key = std::span(reinterpret_cast<const std::byte*>(o.key.data()), o.key.size());
+  while (std::getline(std::cin, line)) {
+    const auto payload = std::span(reinterpret_cast<const std::byte*>(line.data()), line.size());
+    for (;;) {
+      fabric::Errc e = o.partition >= 0 ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), payload, on_ack)
+                                        : pub.value()->publish(key, payload, on_ack);
+      if (e == fabric::Errc::ok) break;
+      if (e != fabric::Errc::backpressure) return fail("publish", std::string(fabric::to_string(e)));
+      pub.value()->poll();
+    }
+    ++sent;
+    pub.value()->poll();
+  }
+  if (!pub.value()->flush(30s)) std::fprintf(stderr, "catena: publish: %llu record(s) still unacknowledged\n",
+                                              static_cast<unsigned long long>(pub.value()->in_flight()));
+  std::fprintf(stderr, "published %llu, acknowledged %llu, refused %llu\n", static_cast<unsigned long long>(sent),
+               static_cast<unsigned long long>(acked), static_cast<unsigned long long>(failed));
+  return failed == 0 && acked == sent ? 0 : 1;
+}
+
+int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
+  control::ControllerRoutes routes(client_options(c), "catena-cli");
+  SubscriberOptions so;
+  so.provider = c.provider;
+  so.group = o.group;
+  if (o.from == "earliest") {
+    so.start = Start::earliest;
+  } else if (o.from == "latest") {
+    so.start = Start::latest;
+  } else if (o.from == "committed") {
+    so.start = Start::committed;
+  } else {
+    try {
+      so.start = Start::offset;
+      so.start_offset = std::stoull(o.from);
+    } catch (const std::exception&) {
+      return fail("subscribe", "--from must be earliest, latest, committed or a number, not '" + o.from + "'");
+    }
+  }
+  auto sub = Subscriber::create(routes, o.channel, so);
+  if (!sub) return fail("subscribe " + o.channel, sub.error().message);
+  sub.value()->on_notice([](const Notice& n) {
+    std::fprintf(stderr, "catena: partition %u: %s, continuing at offset %llu\n", n.partition,
+                 std::string(chain::wire::to_string(n.status)).c_str(), static_cast<unsigned long long>(n.next_offset));
+  });
+  std::signal(SIGINT, on_interrupt);
+  std::uint64_t got = 0;
+  auto last = std::chrono::steady_clock::now();
+  while (!g_interrupted && (o.count == 0 || got < o.count)) {
+    int n = sub.value()->poll(
+        [&](const Message& m) {
+          if (o.show_offsets) std::printf("%u:%llu ", m.partition, static_cast<unsigned long long>(m.offset));
+          std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+          std::fputc('\n', stdout);
+          ++got;
+        },
+        o.count ? static_cast<int>(std::min<std::uint64_t>(o.count - got, 1024)) : 1024);
+    if (n > 0) {
+      last = std::chrono::steady_clock::now();
+      std::fflush(stdout);
+    } else {
+      if (o.timeout_ms > 0 && std::chrono::steady_clock::now() - last > std::chrono::milliseconds(o.timeout_ms)) break;
+      std::this_thread::sleep_for(200us);
+    }
+  }
+  if (!o.group.empty()) {
+    if (auto r = sub.value()->commit(); !r) return fail("subscribe: commit", r.error().message);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace catena::cli

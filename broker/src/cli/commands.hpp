@@ -1,0 +1,92 @@
+// The catena CLI's commands. Each returns a process exit code and prints
+// errors as `catena: <what>: <why>` on stderr.
+#pragma once
+
+#include <catena/broker/local_cluster.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace catena::cli {
+
+using catena::ClusterOptions;
+using catena::LocalCluster;
+
+struct Common {
+  std::string controller;  // empty: $CATENA_CONTROLLER, ./catena-cluster, 127.0.0.1:7400
+  std::string provider = "soft";
+  [[nodiscard]] std::string controller_address() const;
+};
+
+struct ChannelSpec {
+  std::string name;
+  int partitions = 1;
+  int replication = 3;
+  std::int64_t segment_bytes = 4 << 20;
+  std::int64_t ttl_ms = 600000;
+};
+
+struct PublishOptions {
+  std::string channel;
+  std::string key;
+  int partition = -1;
+  bool quiet = false;
+};
+
+struct SubscribeOptions {
+  std::string channel;
+  std::string from = "earliest";
+  std::uint64_t count = 0;
+  std::string group;
+  int timeout_ms = 0;
+  bool show_offsets = false;
+};
+
+struct DemoOptions {
+  int records = 20000;
+  int bytes = 64;
+  int partitions = 2;
+  bool kill = false;
+};
+
+struct BenchOptions {
+  int nodes = 3;
+  int replicas = 3;
+  int iters = 5000;
+  int warmup = 500;
+  std::string latency_sizes = "64";
+  std::string sizes = "64,1024,16384,65536";
+  double seconds = 2.0;
+  int window = 4096;
+  int linger_us = 20;
+  int max_batch_bytes = 256 << 10;
+  int ring_bytes = 16 << 20;
+  std::int64_t segment_bytes = 32 << 20;
+  std::string pin = "spread";
+  bool json = false;
+  bool no_floor = false;
+  bool no_throughput = false;
+  bool failover = false;
+  int kills = 5;
+  int timeout_ms = 50;
+  std::string dir = "catena-bench";
+};
+
+int cluster_up(ClusterOptions opts, bool detach);
+int cluster_down(const ClusterOptions& opts);
+int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& common);
+int channel_create(const Common& c, const ChannelSpec& spec);
+int channel_list(const Common& c);
+int channel_describe(const Common& c, const std::string& name);
+int publish_stdin(const Common& c, const PublishOptions& o);
+int subscribe_stdout(const Common& c, const SubscribeOptions& o);
+int cluster_status(const Common& c);
+
+void add_bench_options(CLI::App& app, BenchOptions& o);
+int run_bench(const Common& c, const BenchOptions& o);
+
+}  // namespace catena::cli

@@ -1,0 +1,97 @@
+// catena: the command line for people. See `catena --help`.
+#include <catena/broker/local_cluster.hpp>
+#include "commands.hpp"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  using namespace catena::cli;
+  std::signal(SIGPIPE, SIG_IGN);
+  spdlog::set_level(spdlog::level::warn);
+  CLI::App app{"catena: replicated publish/subscribe over RDMA chains"};
+  app.require_subcommand(1);
+  Common common;
+  app.add_option("--controller", common.controller, "controller host:port (default: $CATENA_CONTROLLER or "
+                                                    "the local cluster in ./catena-cluster, else 127.0.0.1:7400)");
+  app.add_option("--provider", common.provider, "fabric provider for clients: soft, soft:tcp, verbs:<dev>")
+      ->capture_default_str();
+
+  // cluster ------------------------------------------------------------------
+  auto* cluster = app.add_subcommand("cluster", "run a local cluster (controller + brokers as processes)");
+  cluster->require_subcommand(1);
+  ClusterOptions copts;
+  bool detach = false;
+  auto* up = cluster->add_subcommand("up", "start a controller and N brokers on loopback; Ctrl-C stops them");
+  up->add_option("--nodes", copts.nodes, "brokers to start")->capture_default_str()->check(CLI::Range(1, 64));
+  up->add_option("--dir", copts.dir, "state and logs directory")->capture_default_str();
+  up->add_option("--controller-port", copts.controller_port, "controller port (0: any)")->capture_default_str();
+  up->add_option("--heartbeat-timeout-ms", copts.heartbeat_timeout_ms, "failure detector timeout")
+      ->capture_default_str();
+  up->add_flag("--detach", detach, "leave the cluster running and return");
+  auto* down = cluster->add_subcommand("down", "stop a cluster started with --detach");
+  down->add_option("--dir", copts.dir, "state directory")->capture_default_str();
+  DemoOptions demo;
+  auto* demo_cmd = cluster->add_subcommand("demo", "start a cluster, publish and subscribe through it, report");
+  demo_cmd->add_option("--nodes", copts.nodes, "brokers")->capture_default_str()->check(CLI::Range(1, 64));
+  demo_cmd->add_option("--dir", copts.dir, "state and logs directory")->capture_default_str();
+  demo_cmd->add_option("--records", demo.records, "records to publish")->capture_default_str();
+  demo_cmd->add_option("--bytes", demo.bytes, "payload bytes")->capture_default_str();
+  demo_cmd->add_option("--partitions", demo.partitions, "partitions of the demo channel")->capture_default_str();
+  demo_cmd->add_flag("--kill", demo.kill, "kill -9 a broker in the middle of the traffic");
+
+  // channels -------------------------------------------------------------------
+  auto* channel = app.add_subcommand("channel", "create, list and describe channels");
+  channel->require_subcommand(1);
+  ChannelSpec spec;
+  auto* create = channel->add_subcommand("create", "create a channel");
+  create->add_option("name", spec.name, "channel name")->required();
+  create->add_option("--partitions", spec.partitions, "partitions")->capture_default_str();
+  create->add_option("--replication", spec.replication, "chain length R")->capture_default_str();
+  create->add_option("--segment-bytes", spec.segment_bytes, "segment size")->capture_default_str();
+  create->add_option("--ttl-ms", spec.ttl_ms, "segment time-to-live")->capture_default_str();
+  auto* list = channel->add_subcommand("list", "list channels");
+  std::string describe_name;
+  auto* describe = channel->add_subcommand("describe", "show a channel's partitions and chains");
+  describe->add_option("name", describe_name, "channel name")->required();
+
+  // data -------------------------------------------------------------------------
+  PublishOptions pub;
+  auto* publish = app.add_subcommand("publish", "publish stdin, one record per line; prints offsets");
+  publish->add_option("channel", pub.channel, "channel")->required();
+  publish->add_option("--key", pub.key, "key (records with one key go to one partition)");
+  publish->add_option("--partition", pub.partition, "explicit partition");
+  publish->add_flag("--quiet", pub.quiet, "print only the summary");
+  SubscribeOptions sub;
+  auto* subscribe = app.add_subcommand("subscribe", "print committed records, one per line");
+  subscribe->add_option("channel", sub.channel, "channel")->required();
+  subscribe->add_option("--from", sub.from, "earliest, latest, committed or an offset")->capture_default_str();
+  subscribe->add_option("--count", sub.count, "exit after this many records (0: never)");
+  subscribe->add_option("--group", sub.group, "subscriber group (commits its position)");
+  subscribe->add_option("--timeout-ms", sub.timeout_ms, "exit after this long without a record (0: never)");
+  subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
+
+  auto* status = app.add_subcommand("status", "show the cluster's nodes and their state");
+
+  BenchOptions bench;
+  auto* bench_cmd = app.add_subcommand("bench", "latency and throughput of a replicated channel, against this "
+                                                "machine's floor (starts its own cluster unless --controller)");
+  add_bench_options(*bench_cmd, bench);
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (up->parsed()) return cluster_up(copts, detach);
+  if (down->parsed()) return cluster_down(copts);
+  if (demo_cmd->parsed()) return cluster_demo(copts, demo, common);
+  if (create->parsed()) return channel_create(common, spec);
+  if (list->parsed()) return channel_list(common);
+  if (describe->parsed()) return channel_describe(common, describe_name);
+  if (publish->parsed()) return publish_stdin(common, pub);
+  if (subscribe->parsed()) return subscribe_stdout(common, sub);
+  if (status->parsed()) return cluster_status(common);
+  if (bench_cmd->parsed()) return run_bench(common, bench);
+  return 2;
+}

@@ -1,0 +1,190 @@
+#include <catena/broker/local_cluster.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace catena {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string self_dir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : p.parent_path().string();
+}
+
+LocalCluster::LocalCluster(ClusterOptions opts) : opts_(std::move(opts)) {
+  if (opts_.bin_dir.empty()) opts_.bin_dir = self_dir();
+}
+
+LocalCluster::~LocalCluster() {
+  if (!detached_) stop();
+}
+
+pid_t LocalCluster::spawn(const std::string& name, const std::vector<std::string>& args) {
+  const std::string log = opts_.dir + "/" + name + ".log";
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child: own process group (Ctrl-C in the terminal reaches the CLI, which
+  // stops the cluster in order), output to its log file.
+  setpgid(0, 0);
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+  }
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, 0);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(argv[0], argv.data());
+  std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+bool LocalCluster::start_controller(std::string* error) {
+  const std::string port_file = opts_.dir + "/controller.port";
+  fs::remove(port_file);
+  controller_.name = "controller";
+  controller_.pid = spawn("controller", {opts_.bin_dir + "/catena-controller", "--listen",
+                                         opts_.host + ":" + std::to_string(opts_.controller_port), "--data-dir",
+                                         opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
+                                         std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
+                                         std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) {
+      opts_.controller_port = port;  // a restart reuses the port
+      controller_addr_ = opts_.host + ":" + std::to_string(port);
+      return true;
+    }
+    int status = 0;
+    if (waitpid(controller_.pid, &status, WNOHANG) == controller_.pid) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  *error = "controller did not start; see " + opts_.dir + "/controller.log";
+  return false;
+}
+
+bool LocalCluster::start_node(int index, std::string* error) {
+  NodeProcess n;
+  n.name = "node-" + std::to_string(index);
+  const std::string ready = opts_.dir + "/" + n.name + ".ready";
+  fs::remove(ready);
+  // Three zones, round-robin, so placement has something to spread over.
+  const std::string zone = "zone-" + std::string(1, static_cast<char>('a' + index % 3));
+  n.pid = spawn(n.name, {opts_.bin_dir + "/catenad", "--controller", controller_addr_, "--provider", opts_.provider,
+                         "--fabric-listen", opts_.host + ":0", "--admin-listen", opts_.host + ":0", "--zone", zone,
+                         "--ready-file", ready, "--grace-ms", "1000"});
+  for (int i = 0; i < 300; ++i) {
+    std::ifstream in(ready);
+    if (in >> n.node_id >> n.admin_addr >> n.fabric_addr) {
+      nodes_.push_back(n);
+      return true;
+    }
+    int status = 0;
+    if (waitpid(n.pid, &status, WNOHANG) == n.pid) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  *error = n.name + " did not register; see " + opts_.dir + "/" + n.name + ".log";
+  return false;
+}
+
+bool LocalCluster::start(std::string* error) {
+  // Brokers keep segments in memory: a new cluster starts with new metadata
+  // too (a controller restart, below, keeps it).
+  std::error_code ec;
+  fs::remove_all(opts_.dir + "/controller-data", ec);
+  fs::create_directories(opts_.dir);
+  if (!start_controller(error)) return false;
+  for (int i = 0; i < opts_.nodes; ++i) {
+    if (!opts_.quiet) std::fprintf(stderr, "  starting node %d/%d...\r", i + 1, opts_.nodes);
+    if (!start_node(i, error)) return false;
+  }
+  if (!opts_.quiet) std::fprintf(stderr, "%40s\r", "");
+  write_state();
+  return true;
+}
+
+bool LocalCluster::add_node(std::string* error) {
+  bool ok = start_node(static_cast<int>(nodes_.size()), error);
+  write_state();
+  return ok;
+}
+
+bool LocalCluster::signal_node(std::size_t i, int sig) {
+  if (i >= nodes_.size() || nodes_[i].pid <= 0) return false;
+  if (kill(nodes_[i].pid, sig) != 0) return false;
+  if (sig == SIGKILL) {
+    waitpid(nodes_[i].pid, nullptr, 0);
+    nodes_[i].pid = -1;
+  }
+  return true;
+}
+
+bool LocalCluster::restart_controller(std::string* error) {
+  if (controller_.pid > 0) {
+    kill(controller_.pid, SIGKILL);
+    waitpid(controller_.pid, nullptr, 0);
+  }
+  return start_controller(error);
+}
+
+void LocalCluster::stop() {
+  auto stop_one = [](NodeProcess& p) {
+    if (p.pid <= 0) return;
+    kill(p.pid, SIGCONT);  // a paused process cannot handle SIGTERM
+    kill(p.pid, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(p.pid, nullptr, WNOHANG) == p.pid) {
+        p.pid = -1;
+        return;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    kill(p.pid, SIGKILL);
+    waitpid(p.pid, nullptr, 0);
+    p.pid = -1;
+  };
+  for (auto& n : nodes_) stop_one(n);
+  stop_one(controller_);
+}
+
+void LocalCluster::write_state() const {
+  std::ofstream out(opts_.dir + "/cluster.env");
+  out << "CONTROLLER=" << controller_addr_ << "\n";
+  out << "PIDS=" << controller_.pid;
+  for (const auto& n : nodes_) out << ' ' << n.pid;
+  out << "\n";
+}
+
+int stop_recorded_cluster(const std::string& dir) {
+  std::ifstream in(dir + "/cluster.env");
+  std::string line;
+  int stopped = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("PIDS=", 0) != 0) continue;
+    std::istringstream pids(line.substr(5));
+    pid_t pid;
+    while (pids >> pid) {
+      if (pid > 0 && kill(pid, SIGTERM) == 0) ++stopped;
+    }
+  }
+  return stopped;
+}
+
+}  // namespace catena

@@ -1,0 +1,39 @@
+// catena::RouteSource backed by the controller (Thrift ControllerClient):
+// what the client library and the CLI use to find chains. Routes are cached
+// per partition and refreshed when a client reports the one it has as stale.
+#pragma once
+
+#include <catena/broker/routes.hpp>
+#include <catena/control/controller_client.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace catena::control {
+
+class ControllerRoutes final : public RouteSource {
+ public:
+  explicit ControllerRoutes(ControllerClient::Options options, std::string client_name = "client");
+
+  fabric::Result<ChannelLayout> layout(const std::string& channel) override;
+  fabric::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
+  fabric::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
+                                     std::uint64_t offset) override;
+  fabric::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
+                                                 std::uint32_t partition) override;
+
+  ControllerClient& client() { return client_; }
+
+  static Route to_route(const idl::PartitionRoute& r);
+
+ private:
+  ControllerClient client_;
+  std::string name_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::uint32_t>, Route> cache_;
+};
+
+}  // namespace catena::control

@@ -1,0 +1,86 @@
+#include <catena/control/controller_routes.hpp>
+
+namespace catena::control {
+
+namespace {
+
+fabric::Error to_fabric(const ControlError& e) {
+  fabric::Errc code = fabric::Errc::io_error;
+  switch (e.code) {
+    case idl::ErrorCode::UNKNOWN_CHANNEL:
+    case idl::ErrorCode::INVALID_ARGUMENT: code = fabric::Errc::invalid_argument; break;
+    case idl::ErrorCode::UNAVAILABLE: code = fabric::Errc::not_connected; break;
+    default: break;
+  }
+  return fabric::make_error(code, e.describe());
+}
+
+}  // namespace
+
+ControllerRoutes::ControllerRoutes(ControllerClient::Options options, std::string client_name)
+    : client_(std::move(options)), name_(std::move(client_name)) {}
+
+Route ControllerRoutes::to_route(const idl::PartitionRoute& r) {
+  Route out;
+  out.channel = r.channel;
+  out.partition = static_cast<std::uint32_t>(r.partition);
+  out.epoch = static_cast<std::uint64_t>(r.epoch);
+  out.start_offset = static_cast<std::uint64_t>(r.start_offset);
+  for (const auto& rep : r.replicas) out.replicas.push_back({rep.node_id, rep.fabric_addr});
+  return out;
+}
+
+fabric::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channel) {
+  auto info = client_.describe_channel(channel);
+  if (!info) return to_fabric(info.error());
+  std::lock_guard lk(mu_);
+  for (const auto& r : info->routes) cache_[{channel, static_cast<std::uint32_t>(r.partition)}] = to_route(r);
+  return ChannelLayout{static_cast<std::uint32_t>(info->config.partitions),
+                       static_cast<std::uint32_t>(info->config.segment_bytes)};
+}
+
+fabric::Result<Route> ControllerRoutes::route(const std::string& channel, std::uint32_t partition,
+                                              std::uint64_t known_epoch) {
+  {
+    std::lock_guard lk(mu_);
+    auto it = cache_.find({channel, partition});
+    // A cached route newer than the one the caller found wanting is still good.
+    if (it != cache_.end() && it->second.epoch > known_epoch) return it->second;
+  }
+  auto r = client_.get_route(channel, static_cast<std::int32_t>(partition), 0);
+  if (!r) return to_fabric(r.error());
+  Route route = to_route(r.value());
+  std::lock_guard lk(mu_);
+  cache_[{channel, partition}] = route;
+  return route;
+}
+
+void ControllerRoutes::report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) {
+  idl::FailureReport rep;
+  rep.reporter = name_;
+  rep.suspect_node_id = node_id;
+  rep.channel = route.channel;
+  rep.partition = static_cast<std::int32_t>(route.partition);
+  rep.epoch = static_cast<std::int64_t>(route.epoch);
+  rep.reason = reason;
+  (void)client_.report_failure(rep);
+  std::lock_guard lk(mu_);
+  cache_.erase({route.channel, route.partition});  // next lookup asks the controller
+}
+
+fabric::Result<void> ControllerRoutes::commit_offset(const std::string& group, const std::string& channel,
+                                                     std::uint32_t partition, std::uint64_t offset) {
+  auto r = client_.commit_offset(group, channel, static_cast<std::int32_t>(partition),
+                                 static_cast<std::int64_t>(offset));
+  if (!r) return to_fabric(r.error());
+  return {};
+}
+
+fabric::Result<std::uint64_t> ControllerRoutes::committed_offset(const std::string& group, const std::string& channel,
+                                                                 std::uint32_t partition) {
+  auto r = client_.fetch_offset(group, channel, static_cast<std::int32_t>(partition));
+  if (!r) return to_fabric(r.error());
+  return static_cast<std::uint64_t>(r.value());
+}
+
+}  // namespace catena::control

@@ -91,12 +91,14 @@ class SocketTest : public ::testing::Test {
       brokers_.push_back(std::move(b));
     }
     admin_ = std::make_unique<ThriftBrokerAdmin>(
-        ThriftBrokerAdmin::Options{std::chrono::milliseconds(200), std::chrono::milliseconds(1000),
-                                   std::chrono::milliseconds(200)});
+        ThriftBrokerAdmin::Options{std::chrono::milliseconds(1000), std::chrono::milliseconds(2000),
+                                   std::chrono::milliseconds(1000)});
     Controller::Options o;
     o.data_dir = dir_.path() / "meta";
     o.heartbeat_interval = 100ms;
-    o.heartbeat_timeout = 400ms;  // nobody heartbeats here: probes keep the healthy alive
+    // Nobody heartbeats here. A long timeout keeps a loaded machine from
+    // turning slow probes into evictions; failures come from reports.
+    o.heartbeat_timeout = 60s;
     auto c = Controller::open(o, clock_, *admin_);
     ASSERT_TRUE(c.ok()) << c.error().describe();
     controller_ = std::move(*c);
@@ -274,9 +276,11 @@ class ControllerProcess {
   ControllerProcess(const std::filesystem::path& data_dir, const std::filesystem::path& port_file)
       : port_file_(port_file) {
     std::filesystem::remove(port_file);
-    std::vector<std::string> args = {CATENA_CONTROLLER_BIN, "--listen",   "127.0.0.1:0",       "--data-dir",
-                                     data_dir.string(),     "--port-file", port_file.string(), "--log-level",
-                                     "warn"};
+    // The test does not heartbeat: a long timeout keeps its node alive.
+    std::vector<std::string> args = {CATENA_CONTROLLER_BIN,  "--listen",    "127.0.0.1:0",
+                                     "--data-dir",           data_dir.string(), "--port-file",
+                                     port_file.string(),     "--log-level", "warn",
+                                     "--heartbeat-timeout-ms", "60000"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

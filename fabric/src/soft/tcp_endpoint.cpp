@@ -284,7 +284,9 @@ void TcpEndpoint::background_pass() {
     core_->manager().set_timer(watch_token(), Clock::now() + std::chrono::milliseconds(1));
     return;
   }
-  for (int i = 0; i < 64 && progress_locked() > 0; ++i) {
+  // A few passes at most: the owner may want the lock back for a post, and
+  // the re-armed watch fires again at once if more is waiting.
+  for (int i = 0; i < 8 && progress_locked() > 0; ++i) {
   }
   if (!fatal_) {
     if (rx_tail_ - rx_head_ == rx_.size()) {

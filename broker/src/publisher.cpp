@@ -1,6 +1,7 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/chain/clock.hpp>
 #include <catena/chain/link.hpp>
+#include <catena/chain/producer_state.hpp>
 #include <catena/chain/record.hpp>
 #include <catena/fabric/idle.hpp>
 
@@ -79,7 +80,7 @@ class Publisher::Impl {
       auto mirror = provider_->allocate(ring_bytes_, fabric::kLocalWrite);
       if (!mirror) return mirror.error();
       s->mirror = std::move(mirror.value());
-      s->pending.resize(std::max<std::uint32_t>(opts_.max_in_flight, 16));
+      s->pending.resize(std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow));
       sessions_.push_back(std::move(s));
     }
     // Connect eagerly so the first publish does not pay for it; failures are

@@ -23,8 +23,8 @@ SeqDecision ProducerState::decide(std::uint64_t producer, std::uint32_t epoch, s
 void ProducerState::record(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq, std::uint64_t offset) {
   Entry& e = map_[producer];
   if (epoch != e.epoch) {
-    e = Entry{};
     e.epoch = epoch;
+    e.last_seq = -1;
   }
   e.last_seq = seq;
   e.offsets[seq % kWindow] = offset;

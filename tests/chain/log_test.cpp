@@ -225,14 +225,14 @@ TEST(ProducerStateTest, DuplicatesGapsAndEpochs) {
   EXPECT_EQ(ps.decide(5, 1, 5, &off), SeqDecision::sequence_gap);
   EXPECT_EQ(ps.decide(5, 0, 2, &off), SeqDecision::stale_epoch);
   EXPECT_EQ(ps.decide(5, 2, 0, &off), SeqDecision::append);  // producer restarted
-  for (std::uint32_t s = 2; s < 200; ++s) ps.record(5, 1, s, 100 + s);
+  for (std::uint32_t s = 2; s < ProducerState::kWindow + 10; ++s) ps.record(5, 1, s, 100 + s);
   EXPECT_EQ(ps.decide(5, 1, 3, &off), SeqDecision::duplicate_unknown);
 
   ProducerState other;
-  other.record(5, 1, 250, 400);
+  other.record(5, 1, ProducerState::kWindow + 50, 400);
   other.record(6, 1, 0, 401);
   ps.merge(other);
-  EXPECT_EQ(ps.decide(5, 1, 251, &off), SeqDecision::append);
+  EXPECT_EQ(ps.decide(5, 1, ProducerState::kWindow + 51, &off), SeqDecision::append);
   EXPECT_EQ(ps.decide(6, 1, 1, &off), SeqDecision::append);
 }
 

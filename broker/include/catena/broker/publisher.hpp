@@ -50,7 +50,9 @@ struct PublisherOptions {
   // max_batch_bytes. linger 0 sends each record at once (lowest latency).
   std::chrono::microseconds linger{0};
   std::uint32_t max_batch_bytes = 256u << 10;
-  std::uint32_t max_in_flight = 65536;  // unacknowledged records per partition
+  // Unacknowledged records per partition; capped to the head's dedup window
+  // (chain::ProducerState::kWindow) so a retry always finds its offset.
+  std::uint32_t max_in_flight = 8192;
   std::chrono::milliseconds connect_timeout{3000};
   // How long a partition may stay unreachable before its pending records fail.
   std::chrono::milliseconds retry_timeout{30000};

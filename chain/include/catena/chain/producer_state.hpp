@@ -15,7 +15,7 @@
 // Threading: owned by the partition's data-plane thread (_st).
 #pragma once
 
-#include <array>
+#include <vector>
 #include <cstdint>
 #include <unordered_map>
 
@@ -25,12 +25,15 @@ enum class SeqDecision : std::uint8_t { append, duplicate, duplicate_unknown, se
 
 class ProducerState {
  public:
-  static constexpr std::uint32_t kWindow = 64;
+  // Offsets remembered per producer and partition. A publisher never has
+  // more unacknowledged records than this in one partition (Publisher caps
+  // max_in_flight to it), so every retry it can make finds its offset.
+  static constexpr std::uint32_t kWindow = 8192;
 
   struct Entry {
     std::uint32_t epoch = 0;
     std::int64_t last_seq = -1;
-    std::array<std::uint64_t, kWindow> offsets{};  // offset of seq s at s % kWindow
+    std::vector<std::uint64_t> offsets = std::vector<std::uint64_t>(kWindow);  // seq s at s % kWindow
   };
 
   // What to do with (producer, epoch, seq). For `duplicate`, *offset is the

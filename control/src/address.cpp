@@ -1,8 +1,7 @@
-#include <catena/control/address.hpp>
-
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include <catena/control/address.hpp>
+#include <charconv>
 
 namespace catena::control {
 

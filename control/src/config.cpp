@@ -1,19 +1,19 @@
-#include <catena/control/config.hpp>
+#include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <catena/control/address.hpp>
-
+#include <catena/control/config.hpp>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 
-#include <fmt/format.h>
-#include <toml++/toml.h>
-
 namespace catena::control {
 namespace {
 
-ControlError invalid(std::string message) { return make_error(idl::ErrorCode::INVALID_ARGUMENT, std::move(message)); }
+ControlError invalid(std::string message) {
+  return make_error(idl::ErrorCode::INVALID_ARGUMENT, std::move(message));
+}
 
 using Setter = std::function<Result<void>(const toml::node&, ControllerConfig&)>;
 
@@ -63,8 +63,8 @@ Result<void> apply_toml(std::string_view text, std::string_view source, Controll
   try {
     table = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    return invalid(fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column,
-                               e.description()));
+    return invalid(
+        fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
   }
   ControllerConfig next = config;
   for (const auto& [key, node] : table) {
@@ -117,7 +117,8 @@ Result<void> ControllerConfig::validate() const {
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid("push_retry_max_ms must be >= push_retry_initial_ms");
   }
-  static constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  static constexpr std::string_view kLevels[] = {"trace", "debug",    "info", "warn",
+                                                 "error", "critical", "off"};
   if (std::find(std::begin(kLevels), std::end(kLevels), log_level) == std::end(kLevels)) {
     return invalid(fmt::format("log_level '{}' is not one of trace, debug, info, warn, error, critical, off",
                                log_level));

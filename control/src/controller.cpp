@@ -1,12 +1,11 @@
 // Controller: opening, membership and the request paths. Detection, repair
 // and pushes live in controller_maintenance.cpp.
-#include <catena/control/controller.hpp>
-
-#include <catena/control/placement.hpp>
-#include <catena/control/validation.hpp>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <catena/control/controller.hpp>
+#include <catena/control/placement.hpp>
+#include <catena/control/validation.hpp>
 
 namespace catena::control {
 namespace {
@@ -37,8 +36,9 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
   }
   if (options.probe_attempts < 1 || options.push_retry_initial.count() <= 0 ||
       options.push_retry_max < options.push_retry_initial || options.snapshot_every_records == 0) {
-    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
-                      "probe_attempts >= 1, 0 < push_retry_initial <= push_retry_max, snapshot_every_records > 0");
+    return make_error(
+        idl::ErrorCode::INVALID_ARGUMENT,
+        "probe_attempts >= 1, 0 < push_retry_initial <= push_retry_max, snapshot_every_records > 0");
   }
   auto store = MetadataStore::open({options.data_dir, options.snapshot_every_records});
   if (!store) return store.error();
@@ -47,11 +47,11 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
   std::lock_guard lock(c->mu_);
   const auto& state = c->store_->state();
   const auto& rec = c->store_->recovery();
-  spdlog::info("metadata in {}: {} node(s), {} channel(s), {} open repair(s); snapshot {} (lsn {}), {} log "
-               "record(s) replayed, {} torn tail byte(s) dropped",
-               c->options_.data_dir.string(), state.nodes.size(), state.channels.size(), state.intents.size(),
-               rec.had_snapshot ? "loaded" : "absent", rec.snapshot_lsn, rec.replayed_records,
-               rec.dropped_tail_bytes);
+  spdlog::info(
+      "metadata in {}: {} node(s), {} channel(s), {} open repair(s); snapshot {} (lsn {}), {} log "
+      "record(s) replayed, {} torn tail byte(s) dropped",
+      c->options_.data_dir.string(), state.nodes.size(), state.channels.size(), state.intents.size(),
+      rec.had_snapshot ? "loaded" : "absent", rec.snapshot_lsn, rec.replayed_records, rec.dropped_tail_bytes);
   // Every live node gets a fresh timeout window: silence while we were down
   // is not evidence against it.
   for (const auto& [id, node] : state.nodes) {
@@ -122,8 +122,9 @@ Result<const idl::PartitionRoute*> Controller::route_locked(const std::string& c
   if (!ch) return ch.error();
   const auto& routes = (*ch)->routes;
   if (partition < 0 || static_cast<std::size_t>(partition) >= routes.size()) {
-    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
-                      fmt::format("channel '{}' has partitions 0..{}, not {}", channel, routes.size() - 1, partition));
+    return make_error(
+        idl::ErrorCode::INVALID_ARGUMENT,
+        fmt::format("channel '{}' has partitions 0..{}, not {}", channel, routes.size() - 1, partition));
   }
   return &routes[static_cast<std::size_t>(partition)];
 }
@@ -170,7 +171,8 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
   // cannot listen on one port, and probes to it would reach the newcomer.
   std::vector<std::string> displaced;
   for (const auto& [other_id, other] : store_->state().nodes) {
-    if (other_id != id && !other.dead && other.info.admin_addr == info.admin_addr) displaced.push_back(other_id);
+    if (other_id != id && !other.dead && other.info.admin_addr == info.admin_addr)
+      displaced.push_back(other_id);
   }
   for (const auto& other_id : displaced) {
     const auto reason = fmt::format("{} registered at its admin address {}", id, info.admin_addr);
@@ -199,8 +201,8 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
   detector_.track(id, node.node_epoch);
   stats_.erase(id);
   backoff_.erase(id);
-  spdlog::info("node {} registered: epoch {}, admin {}, fabric {}, zone '{}', datacenter '{}'", id, node.node_epoch,
-               info.admin_addr, info.fabric_addr, info.zone, info.datacenter);
+  spdlog::info("node {} registered: epoch {}, admin {}, fabric {}, zone '{}', datacenter '{}'", id,
+               node.node_epoch, info.admin_addr, info.fabric_addr, info.zone, info.datacenter);
 
   idl::RegisterReply reply;
   reply.__set_node_id(id);
@@ -238,7 +240,8 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
     if (auto r = check_running_locked(); !r) return r.error();
     if (auto r = validate_channel_config(config); !r) return r.error();
     if (store_->state().channels.count(config.name) != 0) {
-      return make_error(idl::ErrorCode::CHANNEL_EXISTS, fmt::format("channel '{}' already exists", config.name));
+      return make_error(idl::ErrorCode::CHANNEL_EXISTS,
+                        fmt::format("channel '{}' already exists", config.name));
     }
     Placement placement(candidates_locked());
     meta::ChannelRecord channel;
@@ -246,9 +249,9 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
     for (std::int32_t p = 0; p < config.partitions; ++p) {
       auto chosen = placement.choose(config.replication, {}, {});
       if (!chosen) {
-        return make_error(chosen.code(), fmt::format("channel '{}' needs {} alive nodes for replication {}: {}",
-                                                     config.name, config.replication, config.replication,
-                                                     chosen.error().message));
+        return make_error(chosen.code(),
+                          fmt::format("channel '{}' needs {} alive nodes for replication {}: {}", config.name,
+                                      config.replication, config.replication, chosen.error().message));
       }
       idl::PartitionRoute route;
       route.__set_channel(config.name);
@@ -263,8 +266,8 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
     meta::MetaRecord record;
     record.__set_put_channel(channel);
     if (auto r = store_->commit(record); !r) return r.error();
-    spdlog::info("channel '{}' created: {} partition(s), replication {}, segment {} B, ttl {} ms", config.name,
-                 config.partitions, config.replication, config.segment_bytes, config.ttl_ms);
+    spdlog::info("channel '{}' created: {} partition(s), replication {}, segment {} B, ttl {} ms",
+                 config.name, config.partitions, config.replication, config.segment_bytes, config.ttl_ms);
     info = channel_info(channel);
   }
   // Durable first, then pushed: a failed push is retried by tick(), the
@@ -314,9 +317,10 @@ Result<void> Controller::report_failure(const idl::FailureReport& report) {
     auto route = route_locked(report.channel, report.partition);
     if (!route) return route.error();
     if (report.epoch < (*route)->epoch) {
-      ControlError e = make_error(idl::ErrorCode::STALE_EPOCH,
-                                  fmt::format("{}/{} is at epoch {}, the report is about epoch {}", report.channel,
-                                              report.partition, (*route)->epoch, report.epoch));
+      ControlError e =
+          make_error(idl::ErrorCode::STALE_EPOCH,
+                     fmt::format("{}/{} is at epoch {}, the report is about epoch {}", report.channel,
+                                 report.partition, (*route)->epoch, report.epoch));
       e.current_route = **route;
       return e;
     }
@@ -327,11 +331,12 @@ Result<void> Controller::report_failure(const idl::FailureReport& report) {
     }
   }
   if (node->dead) return {};  // already handled
-  detector_.report(report.suspect_node_id,
-                   fmt::format("by '{}'{}: {}", report.reporter,
-                               report.channel.empty() ? std::string()
-                                                      : fmt::format(" on {}/{}", report.channel, report.partition),
-                               report.reason));
+  detector_.report(
+      report.suspect_node_id,
+      fmt::format(
+          "by '{}'{}: {}", report.reporter,
+          report.channel.empty() ? std::string() : fmt::format(" on {}/{}", report.channel, report.partition),
+          report.reason));
   return {};
 }
 
@@ -347,8 +352,8 @@ Result<idl::ClusterStatus> Controller::cluster_status() const {
     const auto state = detector_.state(id);
     s.__set_state(node.dead || !state ? idl::NodeState::DEAD : *state);
     const auto age = detector_.since_heartbeat(id);
-    s.__set_last_heartbeat_ms_ago(
-        age ? std::chrono::duration_cast<std::chrono::milliseconds>(*age).count() : std::int64_t{-1});
+    s.__set_last_heartbeat_ms_ago(age ? std::chrono::duration_cast<std::chrono::milliseconds>(*age).count()
+                                      : std::int64_t{-1});
     if (auto it = stats_.find(id); it != stats_.end()) s.__set_stats(it->second);
     auto it = counts.find(id);
     s.__set_replicas(it == counts.end() ? 0 : static_cast<std::int32_t>(it->second));

@@ -1,11 +1,9 @@
-#include <catena/control/controller_client.hpp>
-
-#include <catena/control/address.hpp>
 #include <catena/control/idl/Controller.h>
-
+#include <fmt/format.h>
 #include <thrift/transport/TTransportException.h>
 
-#include <fmt/format.h>
+#include <catena/control/address.hpp>
+#include <catena/control/controller_client.hpp>
 
 #include "thrift_socket.hpp"
 
@@ -26,7 +24,9 @@ ControllerClient::ControllerClient(Options options) : impl_(std::make_unique<Imp
   impl_->options = std::move(options);
 }
 
-ControllerClient::~ControllerClient() { close(); }
+ControllerClient::~ControllerClient() {
+  close();
+}
 
 void ControllerClient::close() {
   std::lock_guard lock(mu_);
@@ -59,10 +59,12 @@ Result<void> ControllerClient::call(Fn&& fn) {
     return ControlError::from_thrift(e);
   } catch (const apache::thrift::transport::TTransportException& e) {
     s.drop();
-    return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("controller {}: {}", s.options.address, e.what()));
+    return make_error(idl::ErrorCode::UNAVAILABLE,
+                      fmt::format("controller {}: {}", s.options.address, e.what()));
   } catch (const std::exception& e) {
     s.drop();
-    return make_error(idl::ErrorCode::INTERNAL, fmt::format("controller {}: {}", s.options.address, e.what()));
+    return make_error(idl::ErrorCode::INTERNAL,
+                      fmt::format("controller {}: {}", s.options.address, e.what()));
   }
 }
 
@@ -99,7 +101,8 @@ Result<idl::ChannelInfo> ControllerClient::describe_channel(const std::string& n
 Result<idl::PartitionRoute> ControllerClient::get_route(const std::string& channel, std::int32_t partition,
                                                         std::int64_t known_epoch) {
   idl::PartitionRoute out;
-  if (auto r = call([&](idl::ControllerClient& c) { c.getRoute(out, channel, partition, known_epoch); }); !r) {
+  if (auto r = call([&](idl::ControllerClient& c) { c.getRoute(out, channel, partition, known_epoch); });
+      !r) {
     return r.error();
   }
   return out;

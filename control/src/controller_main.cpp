@@ -6,11 +6,13 @@
 // catena/control/config.hpp for every key). SIGINT or SIGTERM stops it
 // cleanly: the server stops accepting, open calls finish, the metadata
 // store is closed.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <catena/control/config.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/controller_server.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -18,9 +20,6 @@
 #include <iostream>
 #include <utility>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 namespace {
 
@@ -54,18 +53,22 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   flag("-l,--listen", &ControllerConfig::listen, "Thrift listen address host:port (port 0: any free port)");
   flag("-d,--data-dir", &ControllerConfig::data_dir, "metadata directory (WAL, snapshot)");
-  flag("--heartbeat-interval-ms", &ControllerConfig::heartbeat_interval_ms, "heartbeat period told to brokers");
+  flag("--heartbeat-interval-ms", &ControllerConfig::heartbeat_interval_ms,
+       "heartbeat period told to brokers");
   flag("--heartbeat-timeout-ms", &ControllerConfig::heartbeat_timeout_ms, "silence before a node is SUSPECT");
   flag("--probe-timeout-ms", &ControllerConfig::probe_timeout_ms, "BrokerAdmin.ping timeout");
   flag("--probe-attempts", &ControllerConfig::probe_attempts, "failed probes in a row before DEAD");
-  flag("--broker-connect-timeout-ms", &ControllerConfig::broker_connect_timeout_ms, "connect timeout to brokers");
+  flag("--broker-connect-timeout-ms", &ControllerConfig::broker_connect_timeout_ms,
+       "connect timeout to brokers");
   flag("--broker-rpc-timeout-ms", &ControllerConfig::broker_rpc_timeout_ms, "configureChain/fence timeout");
-  flag("--push-retry-initial-ms", &ControllerConfig::push_retry_initial_ms, "first retry delay of a failed push");
+  flag("--push-retry-initial-ms", &ControllerConfig::push_retry_initial_ms,
+       "first retry delay of a failed push");
   flag("--push-retry-max-ms", &ControllerConfig::push_retry_max_ms, "retry delay cap");
   flag("--tick-interval-ms", &ControllerConfig::tick_interval_ms, "maintenance loop period");
   flag("--idle-timeout-ms", &ControllerConfig::idle_timeout_ms, "close client connections idle this long");
   flag("--max-connections", &ControllerConfig::max_connections, "concurrent client connections");
-  flag("--snapshot-every-records", &ControllerConfig::snapshot_every_records, "WAL records between snapshots");
+  flag("--snapshot-every-records", &ControllerConfig::snapshot_every_records,
+       "WAL records between snapshots");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");

@@ -1,14 +1,13 @@
 // Controller: failure detection, chain repair and configuration pushes.
 // Everything here runs from tick() (one maintenance thread), except
 // run_pushes(), which create_channel() also calls.
-#include <catena/control/controller.hpp>
-
-#include <algorithm>
-#include <future>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <catena/control/controller.hpp>
+#include <future>
 
 namespace catena::control {
 namespace {
@@ -97,7 +96,8 @@ void Controller::run_probes() {
     auto answer = answers[i].get();
     if (halted_) continue;  // drain the futures, act on none
     if (!answer) {
-      spdlog::warn("probe of {} at {} failed: {}", probe.node_id, target.admin_addr, answer.error().describe());
+      spdlog::warn("probe of {} at {} failed: {}", probe.node_id, target.admin_addr,
+                   answer.error().describe());
     } else {
       stats_[probe.node_id] = *answer;
     }
@@ -111,7 +111,8 @@ void Controller::run_probes() {
   }
 }
 
-Result<void> Controller::evict_locked(const std::string& node_id, const std::string& reason, bool fence_evicted) {
+Result<void> Controller::evict_locked(const std::string& node_id, const std::string& reason,
+                                      bool fence_evicted) {
   const auto* current = node_locked(node_id);
   if (current == nullptr || current->dead) return {};
   meta::NodeRecord node = *current;
@@ -140,8 +141,8 @@ Result<void> Controller::evict_locked(const std::string& node_id, const std::str
   record.__set_begin_repair(intent);
   record.__set_next_intent_id(intent.id + 1);
   if (auto r = store_->commit(record); !r) return r;
-  spdlog::warn("node {} (epoch {}) is DEAD: {}; fenced, repairing {} chain(s)", node_id, node.node_epoch, reason,
-               intent.routes.size());
+  spdlog::warn("node {} (epoch {}) is DEAD: {}; fenced, repairing {} chain(s)", node_id, node.node_epoch,
+               reason, intent.routes.size());
   detector_.forget(node_id);
   stats_.erase(node_id);
   backoff_.erase(node_id);
@@ -175,8 +176,8 @@ Result<void> Controller::remove_from_routes_locked(const meta::RepairIntent& int
   // Best effort: if the evicted node is in fact alive, tell it to stop.
   for (const auto& route : changed) {
     if (!fence_evicted) break;
-    fences_.push_back(FenceJob{BrokerTarget{intent.node_id, node->info.admin_addr}, route.channel, route.partition,
-                               route.epoch});
+    fences_.push_back(FenceJob{BrokerTarget{intent.node_id, node->info.admin_addr}, route.channel,
+                               route.partition, route.epoch});
   }
   if (crash_locked("repair.removed")) return make_error(idl::ErrorCode::INTERNAL, "halted");
   return {};
@@ -251,15 +252,16 @@ void Controller::close_finished_repairs_locked() {
     // the new, empty incarnation added as a replacement.
     const auto* node = node_locked(intent.node_id);
     const bool same_incarnation = node != nullptr && node->dead && node->node_epoch == intent.node_epoch;
-    const bool finished = std::all_of(intent.routes.begin(), intent.routes.end(), [&](const meta::RouteKey& key) {
-      auto ch = channel_locked(key.channel);
-      if (!ch) return true;  // channel gone
-      auto route = route_locked(key.channel, key.partition);
-      if (!route) return true;
-      return (!same_incarnation || !contains(**route, intent.node_id)) &&
-             static_cast<std::int32_t>((*route)->replicas.size()) >= (*ch)->config.replication &&
-             fully_acked_locked(**route);
-    });
+    const bool finished =
+        std::all_of(intent.routes.begin(), intent.routes.end(), [&](const meta::RouteKey& key) {
+          auto ch = channel_locked(key.channel);
+          if (!ch) return true;  // channel gone
+          auto route = route_locked(key.channel, key.partition);
+          if (!route) return true;
+          return (!same_incarnation || !contains(**route, intent.node_id)) &&
+                 static_cast<std::int32_t>((*route)->replicas.size()) >= (*ch)->config.replication &&
+                 fully_acked_locked(**route);
+        });
     if (finished) done.push_back(id);
   }
   for (const auto id : done) {
@@ -281,12 +283,14 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
       const RouteId rid{route.channel, route.partition};
       const auto ack = acks_.find(rid);
       for (const auto& replica : route.replicas) {
-        if (ack != acks_.end() && ack->second.epoch == route.epoch && ack->second.nodes.count(replica.node_id)) {
+        if (ack != acks_.end() && ack->second.epoch == route.epoch &&
+            ack->second.nodes.count(replica.node_id)) {
           continue;
         }
         const auto* node = node_locked(replica.node_id);
         if (node == nullptr || node->dead) continue;
-        if (auto b = backoff_.find(replica.node_id); b != backoff_.end() && now < b->second.next_attempt) continue;
+        if (auto b = backoff_.find(replica.node_id); b != backoff_.end() && now < b->second.next_attempt)
+          continue;
         if (!pushing_.insert({replica.node_id, rid}).second) continue;  // another thread is on it
         idl::ChainAssignment a;
         a.__set_route(route);
@@ -333,8 +337,11 @@ void Controller::run_pushes() {
     std::vector<Outcome> out;
     bool unreachable = false;
     for (auto& job : jobs) {
-      Outcome o{job.to.node_id, {job.assignment.route.channel, job.assignment.route.partition},
-                job.assignment.route.epoch, std::nullopt, !unreachable};
+      Outcome o{job.to.node_id,
+                {job.assignment.route.channel, job.assignment.route.partition},
+                job.assignment.route.epoch,
+                std::nullopt,
+                !unreachable};
       if (!unreachable) {
         auto r = brokers_.configure_chain(job.to, job.assignment);
         if (!r) {
@@ -347,7 +354,8 @@ void Controller::run_pushes() {
     return out;
   };
   std::vector<std::future<std::vector<Outcome>>> tasks;
-  for (auto& [node, jobs] : by_node) tasks.push_back(std::async(std::launch::async, push_all, std::move(jobs)));
+  for (auto& [node, jobs] : by_node)
+    tasks.push_back(std::async(std::launch::async, push_all, std::move(jobs)));
 
   std::lock_guard lock(mu_);
   const auto now = clock_.now();
@@ -366,7 +374,8 @@ void Controller::run_pushes() {
       b.delay = b.delay.count() == 0 ? Clock::duration(options_.push_retry_initial)
                                      : std::min<Clock::duration>(b.delay * 2, options_.push_retry_max);
       b.next_attempt = now + b.delay;
-      const auto level = o.error->code == idl::ErrorCode::STALE_EPOCH ? spdlog::level::err : spdlog::level::warn;
+      const auto level =
+          o.error->code == idl::ErrorCode::STALE_EPOCH ? spdlog::level::err : spdlog::level::warn;
       spdlog::log(level, "configureChain {}/{} epoch {} to {} failed: {} (retry in {} ms)", o.rid.first,
                   o.rid.second, o.epoch, o.node_id, o.error->describe(),
                   std::chrono::duration_cast<std::chrono::milliseconds>(b.delay).count());

@@ -1,7 +1,6 @@
-#include <catena/control/controller_server.hpp>
-
 #include <catena/control/idl/Controller.h>
 
+#include <catena/control/controller_server.hpp>
 #include <utility>
 
 namespace catena::control {
@@ -43,7 +42,8 @@ class Handler final : public idl::ControllerIf {
                     std::int64_t offset) override {
     if (auto r = c_.commit_offset(group, channel, partition, offset); !r) throw r.error().to_thrift();
   }
-  std::int64_t fetchOffset(const std::string& group, const std::string& channel, std::int32_t partition) override {
+  std::int64_t fetchOffset(const std::string& group, const std::string& channel,
+                           std::int32_t partition) override {
     return value_or_throw(c_.fetch_offset(group, channel, partition));
   }
 
@@ -59,7 +59,9 @@ ControllerServer::ControllerServer(Controller& controller, Options options)
       server_(std::make_shared<idl::ControllerProcessor>(std::make_shared<Handler>(controller)),
               std::move(options.thrift)) {}
 
-ControllerServer::~ControllerServer() { stop(); }
+ControllerServer::~ControllerServer() {
+  stop();
+}
 
 Result<void> ControllerServer::start() {
   if (auto r = server_.start(); !r) return r;

@@ -1,6 +1,6 @@
-#include <catena/control/failure_detector.hpp>
-
 #include <spdlog/spdlog.h>
+
+#include <catena/control/failure_detector.hpp>
 
 namespace catena::control {
 
@@ -11,7 +11,9 @@ void FailureDetector::track(const std::string& node_id, std::int64_t node_epoch)
   nodes_[node_id] = e;
 }
 
-void FailureDetector::forget(const std::string& node_id) { nodes_.erase(node_id); }
+void FailureDetector::forget(const std::string& node_id) {
+  nodes_.erase(node_id);
+}
 
 void FailureDetector::heartbeat(const std::string& node_id) {
   auto it = nodes_.find(node_id);

@@ -1,10 +1,9 @@
-#include <catena/control/inproc_broker_admin.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <catena/control/inproc_broker_admin.hpp>
 #include <exception>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace catena::control {
 
@@ -53,10 +52,12 @@ Result<void> InProcBrokerAdmin::send(const Call& call, idl::NodeStats* stats) {
     case Fate::deliver:
       return deliver(call, stats);
     case Fate::drop_request:
-      return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("{}: request lost (timeout)", call.to.admin_addr));
+      return make_error(idl::ErrorCode::UNAVAILABLE,
+                        fmt::format("{}: request lost (timeout)", call.to.admin_addr));
     case Fate::drop_reply:
       (void)deliver(call, stats);
-      return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("{}: reply lost (timeout)", call.to.admin_addr));
+      return make_error(idl::ErrorCode::UNAVAILABLE,
+                        fmt::format("{}: reply lost (timeout)", call.to.admin_addr));
     case Fate::hold: {
       std::lock_guard lock(mu_);
       held_.push_back(call);
@@ -91,12 +92,14 @@ Result<void> InProcBrokerAdmin::deliver(const Call& call, idl::NodeStats* stats)
   } catch (const idl::CatenaError& e) {
     return ControlError::from_thrift(e);
   } catch (const std::exception& e) {
-    return make_error(idl::ErrorCode::INTERNAL, fmt::format("{}: broker failed: {}", call.to.admin_addr, e.what()));
+    return make_error(idl::ErrorCode::INTERNAL,
+                      fmt::format("{}: broker failed: {}", call.to.admin_addr, e.what()));
   }
   return {};
 }
 
-Result<void> InProcBrokerAdmin::configure_chain(const BrokerTarget& to, const idl::ChainAssignment& assignment) {
+Result<void> InProcBrokerAdmin::configure_chain(const BrokerTarget& to,
+                                                const idl::ChainAssignment& assignment) {
   Call call;
   call.method = Method::configure_chain;
   call.to = to;
@@ -105,8 +108,8 @@ Result<void> InProcBrokerAdmin::configure_chain(const BrokerTarget& to, const id
   return send(call, &ignored);
 }
 
-Result<void> InProcBrokerAdmin::fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
-                                      std::int64_t epoch) {
+Result<void> InProcBrokerAdmin::fence(const BrokerTarget& to, const std::string& channel,
+                                      std::int32_t partition, std::int64_t epoch) {
   Call call;
   call.method = Method::fence;
   call.to = to;

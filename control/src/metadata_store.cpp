@@ -1,17 +1,15 @@
-#include <catena/control/metadata_store.hpp>
-
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <catena/control/metadata_store.hpp>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "crc32c.hpp"
 #include "thrift_codec.hpp"
@@ -31,7 +29,9 @@ std::uint64_t get_le(const char* p, int bytes) {
   return v;
 }
 
-ControlError internal(std::string message) { return make_error(idl::ErrorCode::INTERNAL, std::move(message)); }
+ControlError internal(std::string message) {
+  return make_error(idl::ErrorCode::INTERNAL, std::move(message));
+}
 
 std::string encode_snapshot(const meta::MetaState& state, std::uint64_t lsn) {
   const std::string payload = detail::encode(state);
@@ -111,8 +111,8 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::open(Options options) {
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(lock_fd);
-    return internal(fmt::format("{} is in use by another controller ({})", options.dir.string(),
-                                std::strerror(err)));
+    return internal(
+        fmt::format("{} is in use by another controller ({})", options.dir.string(), std::strerror(err)));
   }
   auto fail = [lock_fd](ControlError e) -> Result<std::unique_ptr<MetadataStore>> {
     ::close(lock_fd);
@@ -136,11 +136,13 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::open(Options options) {
   for (const auto& rec : contents->records) {
     if (rec.lsn <= snap_lsn) continue;  // already in the snapshot (crashed before the log was emptied)
     if (rec.lsn != last_lsn + 1) {
-      return fail(internal(fmt::format("wal starts at lsn {} but the snapshot ends at lsn {}", rec.lsn, last_lsn)));
+      return fail(
+          internal(fmt::format("wal starts at lsn {} but the snapshot ends at lsn {}", rec.lsn, last_lsn)));
     }
     meta::MetaRecord record;
     if (!detail::decode(rec.payload, record)) {
-      return fail(internal(fmt::format("wal record lsn {} has a valid checksum but does not decode", rec.lsn)));
+      return fail(
+          internal(fmt::format("wal record lsn {} has a valid checksum but does not decode", rec.lsn)));
     }
     apply_record(state, record);
     last_lsn = rec.lsn;
@@ -178,7 +180,8 @@ Result<void> MetadataStore::commit(const meta::MetaRecord& record) {
 }
 
 Result<void> MetadataStore::snapshot() {
-  if (auto r = write_file_durably(options_.dir / "snapshot", encode_snapshot(state_, last_lsn_)); !r) return r;
+  if (auto r = write_file_durably(options_.dir / "snapshot", encode_snapshot(state_, last_lsn_)); !r)
+    return r;
   // A crash here leaves records <= last_lsn_ in the log; open() skips them.
   if (auto r = wal_.reset(); !r) return r;
   records_since_snapshot_ = 0;

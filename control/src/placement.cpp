@@ -1,11 +1,10 @@
-#include <catena/control/placement.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <catena/control/placement.hpp>
 #include <map>
 #include <string_view>
 #include <tuple>
-
-#include <fmt/format.h>
 
 namespace catena::control {
 
@@ -16,9 +15,9 @@ Result<std::vector<std::string>> Placement::choose(int count, std::vector<std::s
     if (exclude.count(candidates_[i].node_id) == 0) eligible.push_back(i);
   }
   if (count < 0 || eligible.size() < static_cast<std::size_t>(count)) {
-    return make_error(idl::ErrorCode::NOT_ENOUGH_NODES,
-                      fmt::format("need {} more alive node(s) for this chain, only {} eligible", count,
-                                  eligible.size()));
+    return make_error(
+        idl::ErrorCode::NOT_ENOUGH_NODES,
+        fmt::format("need {} more alive node(s) for this chain, only {} eligible", count, eligible.size()));
   }
   std::map<std::string, int> zone_use;
   for (const auto& z : member_zones) ++zone_use[z];

@@ -1,24 +1,37 @@
-#include <catena/control/result.hpp>
-
 #include <fmt/format.h>
+
+#include <catena/control/result.hpp>
 
 namespace catena::control {
 
 std::string_view code_name(ErrorCode code) noexcept {
   switch (code) {
-    case idl::ErrorCode::OK: return "OK";
-    case idl::ErrorCode::UNKNOWN_CHANNEL: return "UNKNOWN_CHANNEL";
-    case idl::ErrorCode::CHANNEL_EXISTS: return "CHANNEL_EXISTS";
-    case idl::ErrorCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case idl::ErrorCode::STALE_EPOCH: return "STALE_EPOCH";
-    case idl::ErrorCode::NOT_ENOUGH_NODES: return "NOT_ENOUGH_NODES";
-    case idl::ErrorCode::UNKNOWN_NODE: return "UNKNOWN_NODE";
-    case idl::ErrorCode::FENCED: return "FENCED";
-    case idl::ErrorCode::NOT_LEADER: return "NOT_LEADER";
-    case idl::ErrorCode::NOT_HEAD: return "NOT_HEAD";
-    case idl::ErrorCode::INTERNAL: return "INTERNAL";
-    case idl::ErrorCode::UNAVAILABLE: return "UNAVAILABLE";
-    case idl::ErrorCode::NO_OFFSET: return "NO_OFFSET";
+    case idl::ErrorCode::OK:
+      return "OK";
+    case idl::ErrorCode::UNKNOWN_CHANNEL:
+      return "UNKNOWN_CHANNEL";
+    case idl::ErrorCode::CHANNEL_EXISTS:
+      return "CHANNEL_EXISTS";
+    case idl::ErrorCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case idl::ErrorCode::STALE_EPOCH:
+      return "STALE_EPOCH";
+    case idl::ErrorCode::NOT_ENOUGH_NODES:
+      return "NOT_ENOUGH_NODES";
+    case idl::ErrorCode::UNKNOWN_NODE:
+      return "UNKNOWN_NODE";
+    case idl::ErrorCode::FENCED:
+      return "FENCED";
+    case idl::ErrorCode::NOT_LEADER:
+      return "NOT_LEADER";
+    case idl::ErrorCode::NOT_HEAD:
+      return "NOT_HEAD";
+    case idl::ErrorCode::INTERNAL:
+      return "INTERNAL";
+    case idl::ErrorCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case idl::ErrorCode::NO_OFFSET:
+      return "NO_OFFSET";
   }
   return "UNKNOWN_ERROR_CODE";
 }
@@ -37,6 +50,8 @@ ControlError ControlError::from_thrift(const idl::CatenaError& e) {
   return out;
 }
 
-std::string ControlError::describe() const { return fmt::format("{}: {}", code_name(code), message); }
+std::string ControlError::describe() const {
+  return fmt::format("{}: {}", code_name(code), message);
+}
 
 }  // namespace catena::control

@@ -1,13 +1,11 @@
-#include <catena/control/thrift_broker_admin.hpp>
-
-#include <catena/control/address.hpp>
 #include <catena/control/idl/BrokerAdmin.h>
-
+#include <fmt/format.h>
 #include <thrift/TApplicationException.h>
 #include <thrift/protocol/TProtocolException.h>
 #include <thrift/transport/TTransportException.h>
 
-#include <fmt/format.h>
+#include <catena/control/address.hpp>
+#include <catena/control/thrift_broker_admin.hpp>
 
 #include "thrift_socket.hpp"
 
@@ -60,21 +58,24 @@ Result<void> ThriftBrokerAdmin::call(const BrokerTarget& to, std::chrono::millis
     return ControlError::from_thrift(e);  // an answer: the connection is in sync
   } catch (const apache::thrift::transport::TTransportException& e) {
     drop();
-    return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("{} ({}): {}", to.admin_addr, to.node_id, e.what()));
+    return make_error(idl::ErrorCode::UNAVAILABLE,
+                      fmt::format("{} ({}): {}", to.admin_addr, to.node_id, e.what()));
   } catch (const std::exception& e) {
     // Protocol or application errors leave the stream in an unknown state.
     drop();
-    return make_error(idl::ErrorCode::INTERNAL, fmt::format("{} ({}): {}", to.admin_addr, to.node_id, e.what()));
+    return make_error(idl::ErrorCode::INTERNAL,
+                      fmt::format("{} ({}): {}", to.admin_addr, to.node_id, e.what()));
   }
 }
 
-Result<void> ThriftBrokerAdmin::configure_chain(const BrokerTarget& to, const idl::ChainAssignment& assignment) {
+Result<void> ThriftBrokerAdmin::configure_chain(const BrokerTarget& to,
+                                                const idl::ChainAssignment& assignment) {
   return call(to, options_.connect_timeout, options_.rpc_timeout,
               [&](idl::BrokerAdminClient& c) { c.configureChain(assignment); });
 }
 
-Result<void> ThriftBrokerAdmin::fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
-                                      std::int64_t epoch) {
+Result<void> ThriftBrokerAdmin::fence(const BrokerTarget& to, const std::string& channel,
+                                      std::int32_t partition, std::int64_t epoch) {
   return call(to, options_.connect_timeout, options_.rpc_timeout,
               [&](idl::BrokerAdminClient& c) { c.fence(channel, partition, epoch); });
 }

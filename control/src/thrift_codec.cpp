@@ -1,10 +1,10 @@
 #include "thrift_codec.hpp"
 
-#include <cstdint>
-#include <memory>
-
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
+
+#include <cstdint>
+#include <memory>
 
 namespace catena::control::detail {
 

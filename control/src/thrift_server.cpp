@@ -1,18 +1,15 @@
-#include <catena/control/thrift_server.hpp>
-
+#include <fmt/format.h>
 #include <netinet/in.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
-
 #include <thrift/TOutput.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TServerSocket.h>
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-
 #include <catena/control/address.hpp>
+#include <catena/control/thrift_server.hpp>
 
 #include "thrift_socket.hpp"
 
@@ -52,18 +49,26 @@ class FramedTransportFactory final : public TTransportFactory {
   }
 };
 
-void thrift_output(const char* message) { spdlog::debug("thrift: {}", message); }
+void thrift_output(const char* message) {
+  spdlog::debug("thrift: {}", message);
+}
 
 }  // namespace
 
-void route_thrift_logs_to_spdlog() { apache::thrift::GlobalOutput.setOutputFunction(&thrift_output); }
+void route_thrift_logs_to_spdlog() {
+  apache::thrift::GlobalOutput.setOutputFunction(&thrift_output);
+}
 
 ThriftServer::ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options)
     : processor_(std::move(processor)), options_(std::move(options)) {}
 
-ThriftServer::~ThriftServer() { stop(); }
+ThriftServer::~ThriftServer() {
+  stop();
+}
 
-std::string ThriftServer::address() const { return HostPort{options_.host, bound_port_}.to_string(); }
+std::string ThriftServer::address() const {
+  return HostPort{options_.host, bound_port_}.to_string();
+}
 
 Result<void> ThriftServer::start() {
   auto socket = std::make_shared<PreboundServerSocket>(options_.host, options_.port);
@@ -84,8 +89,9 @@ Result<void> ThriftServer::start() {
   bound_port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                            : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
 
-  auto protocol = std::make_shared<TBinaryProtocolFactory>(detail::kMaxStringBytes, detail::kMaxContainerItems,
-                                                           /*strict_read=*/true, /*strict_write=*/true);
+  auto protocol =
+      std::make_shared<TBinaryProtocolFactory>(detail::kMaxStringBytes, detail::kMaxContainerItems,
+                                               /*strict_read=*/true, /*strict_write=*/true);
   server_ = std::make_shared<TThreadedServer>(processor_, socket, std::make_shared<FramedTransportFactory>(),
                                               protocol);
   server_->setConcurrentClientLimit(options_.max_connections);

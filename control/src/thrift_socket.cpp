@@ -1,12 +1,10 @@
 #include "thrift_socket.hpp"
 
+#include <fmt/format.h>
 #include <poll.h>
-
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TTransportException.h>
-
-#include <fmt/format.h>
 
 namespace catena::control::detail {
 
@@ -50,7 +48,8 @@ Result<ThriftConnection> open_connection(const HostPort& peer, std::chrono::mill
   c.socket->setNoDelay(true);
   c.set_timeout(rpc_timeout);
   c.transport = std::make_shared<TFramedTransport>(c.socket, wire_config());
-  c.protocol = std::make_shared<TBinaryProtocol>(c.transport, kMaxStringBytes, kMaxContainerItems, true, true);
+  c.protocol =
+      std::make_shared<TBinaryProtocol>(c.transport, kMaxStringBytes, kMaxContainerItems, true, true);
   try {
     c.transport->open();
   } catch (const std::exception& e) {

@@ -2,15 +2,14 @@
 // connect timeout, framed transport, strict binary protocol.
 #pragma once
 
-#include <chrono>
-#include <memory>
-
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TProtocol.h>
 #include <thrift/transport/TSocket.h>
 
 #include <catena/control/address.hpp>
 #include <catena/control/result.hpp>
+#include <chrono>
+#include <memory>
 
 namespace catena::control::detail {
 
@@ -35,7 +34,8 @@ struct ThriftConnection {
 };
 
 // UNAVAILABLE if the peer cannot be reached within connect_timeout.
-[[nodiscard]] Result<ThriftConnection> open_connection(const HostPort& peer, std::chrono::milliseconds connect_timeout,
+[[nodiscard]] Result<ThriftConnection> open_connection(const HostPort& peer,
+                                                       std::chrono::milliseconds connect_timeout,
                                                        std::chrono::milliseconds rpc_timeout);
 
 }  // namespace catena::control::detail

@@ -1,10 +1,8 @@
-#include <catena/control/validation.hpp>
-
-#include <algorithm>
-
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <catena/control/address.hpp>
+#include <catena/control/validation.hpp>
 
 namespace catena::control {
 namespace {
@@ -22,8 +20,8 @@ bool name_char(char c) {
 
 Result<void> validate_name(std::string_view field, std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength || !std::all_of(name.begin(), name.end(), name_char)) {
-    return invalid(fmt::format("{} must be 1..{} characters of [A-Za-z0-9._-], got '{}' ({} characters)", field,
-                               kMaxNameLength, name.substr(0, 160), name.size()));
+    return invalid(fmt::format("{} must be 1..{} characters of [A-Za-z0-9._-], got '{}' ({} characters)",
+                               field, kMaxNameLength, name.substr(0, 160), name.size()));
   }
   return {};
 }
@@ -38,8 +36,8 @@ Result<void> validate_channel_config(const idl::ChannelConfig& c) {
   }
   if (c.segment_bytes < kMinSegmentBytes || c.segment_bytes > kMaxSegmentBytes ||
       c.segment_bytes % kSegmentAlignment != 0) {
-    return invalid(fmt::format("segment_bytes must be a multiple of {} in [{}, {}], got {}", kSegmentAlignment,
-                               kMinSegmentBytes, kMaxSegmentBytes, c.segment_bytes));
+    return invalid(fmt::format("segment_bytes must be a multiple of {} in [{}, {}], got {}",
+                               kSegmentAlignment, kMinSegmentBytes, kMaxSegmentBytes, c.segment_bytes));
   }
   if (c.ttl_ms < kMinTtlMs) {
     return invalid(fmt::format("ttl_ms must be >= {}, got {}", kMinTtlMs, c.ttl_ms));

@@ -1,18 +1,16 @@
-#include <catena/control/wal.hpp>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
+#include <catena/control/wal.hpp>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "crc32c.hpp"
 
@@ -128,13 +126,15 @@ Result<WalContents> read_wal(const std::filesystem::path& path) {
       put_u32(m, kRecordMagic);
       return m;
     }();
-    for (std::size_t pos = data.find(magic, off + 1); pos != std::string::npos; pos = data.find(magic, pos + 1)) {
+    for (std::size_t pos = data.find(magic, off + 1); pos != std::string::npos;
+         pos = data.find(magic, pos + 1)) {
       std::size_t next = 0;
       if (parse_record(data, pos, &next)) {
-        return make_error(idl::ErrorCode::INTERNAL,
-                          fmt::format("{}: corrupt record at offset {} followed by an intact record at offset "
-                                      "{}; refusing to drop acknowledged metadata",
-                                      path.string(), off, pos));
+        return make_error(
+            idl::ErrorCode::INTERNAL,
+            fmt::format("{}: corrupt record at offset {} followed by an intact record at offset "
+                        "{}; refusing to drop acknowledged metadata",
+                        path.string(), off, pos));
       }
     }
   }
@@ -162,7 +162,10 @@ Result<WalWriter> WalWriter::open(const std::filesystem::path& path, std::uint64
 }
 
 WalWriter::WalWriter(WalWriter&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), end_(other.end_), path_(std::move(other.path_)), broken_(other.broken_) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      end_(other.end_),
+      path_(std::move(other.path_)),
+      broken_(other.broken_) {}
 
 WalWriter& WalWriter::operator=(WalWriter&& other) noexcept {
   if (this != &other) {
@@ -184,7 +187,8 @@ Result<void> WalWriter::append(std::uint64_t lsn, std::string_view payload) {
     return make_error(idl::ErrorCode::INTERNAL, "WAL is unusable after an earlier write failure");
   }
   if (payload.size() > kWalMaxRecordBytes) {
-    return make_error(idl::ErrorCode::INTERNAL, fmt::format("WAL record of {} bytes too large", payload.size()));
+    return make_error(idl::ErrorCode::INTERNAL,
+                      fmt::format("WAL record of {} bytes too large", payload.size()));
   }
   const auto length = static_cast<std::uint32_t>(payload.size());
   std::string buf;
@@ -197,7 +201,8 @@ Result<void> WalWriter::append(std::uint64_t lsn, std::string_view payload) {
   auto r = write_all(fd_, buf, path_);
   if (r && ::fdatasync(fd_) != 0) r = io_error("fdatasync", path_, errno);
   if (!r) {
-    if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0 || ::lseek(fd_, static_cast<off_t>(end_), SEEK_SET) < 0) {
+    if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0 ||
+        ::lseek(fd_, static_cast<off_t>(end_), SEEK_SET) < 0) {
       broken_ = true;
     }
     return r;

@@ -1,8 +1,8 @@
 // catena-controller configuration: TOML overlay and validation.
+#include <gtest/gtest.h>
+
 #include <catena/control/address.hpp>
 #include <catena/control/config.hpp>
-
-#include <gtest/gtest.h>
 
 namespace catena::control {
 namespace {
@@ -21,7 +21,8 @@ TEST(Config, DefaultsAreValidAndDocumented) {
 
 TEST(Config, TomlOverridesOnlyTheKeysItHas) {
   ControllerConfig c;
-  ASSERT_TRUE(apply_toml("listen = '0.0.0.0:0'\nheartbeat_timeout_ms = 900\nlog_level = 'debug'\n", "t", c).ok());
+  ASSERT_TRUE(
+      apply_toml("listen = '0.0.0.0:0'\nheartbeat_timeout_ms = 900\nlog_level = 'debug'\n", "t", c).ok());
   EXPECT_EQ(c.listen, "0.0.0.0:0");
   EXPECT_EQ(c.heartbeat_timeout_ms, 900);
   EXPECT_EQ(c.heartbeat_interval_ms, 100);

@@ -1,13 +1,12 @@
 // FakeBroker and the in-process controller fixture shared by the control-plane tests.
 #pragma once
 
-#include <catena/control/clock.hpp>
-#include <catena/control/controller.hpp>
 #include <catena/control/idl/BrokerAdmin.h>
-#include <catena/control/inproc_broker_admin.hpp>
-
 #include <gtest/gtest.h>
 
+#include <catena/control/clock.hpp>
+#include <catena/control/controller.hpp>
+#include <catena/control/inproc_broker_admin.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,7 +55,8 @@ class FakeBroker final : public idl::BrokerAdminIf {
     return configure_calls_;
   }
   // Epochs of every configureChain this broker accepted or refused, in order.
-  [[nodiscard]] std::vector<std::int64_t> epochs_seen(const std::string& channel, std::int32_t partition) const {
+  [[nodiscard]] std::vector<std::int64_t> epochs_seen(const std::string& channel,
+                                                      std::int32_t partition) const {
     std::lock_guard lock(mu_);
     std::vector<std::int64_t> out;
     for (const auto& a : configure_calls_) {
@@ -64,7 +64,8 @@ class FakeBroker final : public idl::BrokerAdminIf {
     }
     return out;
   }
-  [[nodiscard]] std::optional<idl::PartitionRoute> installed(const std::string& channel, std::int32_t p) const {
+  [[nodiscard]] std::optional<idl::PartitionRoute> installed(const std::string& channel,
+                                                             std::int32_t p) const {
     std::lock_guard lock(mu_);
     auto it = installed_.find({channel, p});
     if (it == installed_.end()) return std::nullopt;

@@ -1,15 +1,14 @@
 // Placement: distinct nodes, zone spread before load, least loaded first.
-#include <catena/control/placement.hpp>
-
 #include <gtest/gtest.h>
 
+#include <catena/control/placement.hpp>
 #include <set>
 
 namespace catena::control {
 namespace {
 
-PlacementCandidate node(std::string id, std::string zone, std::int64_t replicas = 0, std::int64_t segments = 0,
-                        std::int64_t bytes = 0) {
+PlacementCandidate node(std::string id, std::string zone, std::int64_t replicas = 0,
+                        std::int64_t segments = 0, std::int64_t bytes = 0) {
   return {std::move(id), std::move(zone), replicas, segments, bytes};
 }
 
@@ -72,8 +71,8 @@ TEST(Placement, NotEnoughNodes) {
 }
 
 TEST(Placement, SpreadsPartitionsOfOneChannelAcrossNodes) {
-  Placement p({node("a", "z1"), node("b", "z2"), node("c", "z3"), node("d", "z1"), node("e", "z2"),
-               node("f", "z3")});
+  Placement p(
+      {node("a", "z1"), node("b", "z2"), node("c", "z3"), node("d", "z1"), node("e", "z2"), node("f", "z3")});
   const auto first = choose(p, 3);
   const auto second = choose(p, 3);
   std::set<std::string> all(first.begin(), first.end());

@@ -140,8 +140,9 @@ TEST_F(Repair, EveryRouteOfTheDeadNodeIsRepaired) {
 TEST_F(Repair, FailedPushIsPersistedAndRetried) {
   bool partitioned = true;
   admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
-    return partitioned && call.method == Method::configure_chain && call.to.node_id == id("e") ? Fate::drop_request
-                                                                                                : Fate::deliver;
+    return partitioned && call.method == Method::configure_chain && call.to.node_id == id("e")
+               ? Fate::drop_request
+               : Fate::deliver;
   });
   auto ch = controller_->create_channel(channel_config("late", 1, 2));
   ASSERT_TRUE(ch.ok()) << "a failed push does not fail the request";
@@ -164,8 +165,9 @@ TEST_F(Repair, FailedPushIsPersistedAndRetried) {
 TEST_F(Repair, HeartbeatCutsThePushBackOffShort) {
   bool partitioned = true;
   admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
-    return partitioned && call.method == Method::configure_chain && call.to.node_id == id("e") ? Fate::drop_request
-                                                                                                : Fate::deliver;
+    return partitioned && call.method == Method::configure_chain && call.to.node_id == id("e")
+               ? Fate::drop_request
+               : Fate::deliver;
   });
   ASSERT_TRUE(controller_->create_channel(channel_config("late", 1, 2)).ok());
   // Several failures push the back-off to its 1 s cap.
@@ -186,8 +188,9 @@ TEST_F(Repair, HeartbeatCutsThePushBackOffShort) {
 TEST_F(Repair, LostAcknowledgementIsRetriedIdempotently) {
   std::atomic<int> lost{0};
   admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
-    return call.method == Method::configure_chain && call.to.node_id == id("d") && lost++ == 0 ? Fate::drop_reply
-                                                                                              : Fate::deliver;
+    return call.method == Method::configure_chain && call.to.node_id == id("d") && lost++ == 0
+               ? Fate::drop_reply
+               : Fate::deliver;
   });
   ASSERT_TRUE(controller_->create_channel(channel_config("dup", 1, 2)).ok());
   run_for(300ms);

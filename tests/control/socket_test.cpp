@@ -1,11 +1,7 @@
 // The control plane over real TCP sockets: the Thrift controller server and
 // BrokerAdmin servers in this process, then the catena-controller binary.
-#include <catena/control/controller_client.hpp>
-#include <catena/control/controller_server.hpp>
-#include <catena/control/thrift_broker_admin.hpp>
-#include <catena/control/thrift_server.hpp>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -13,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
+#include <catena/control/controller_client.hpp>
+#include <catena/control/controller_server.hpp>
+#include <catena/control/thrift_broker_admin.hpp>
+#include <catena/control/thrift_server.hpp>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -90,9 +88,8 @@ class SocketTest : public ::testing::Test {
       ASSERT_TRUE(b.server->start().ok());
       brokers_.push_back(std::move(b));
     }
-    admin_ = std::make_unique<ThriftBrokerAdmin>(
-        ThriftBrokerAdmin::Options{std::chrono::milliseconds(1000), std::chrono::milliseconds(2000),
-                                   std::chrono::milliseconds(1000)});
+    admin_ = std::make_unique<ThriftBrokerAdmin>(ThriftBrokerAdmin::Options{
+        std::chrono::milliseconds(1000), std::chrono::milliseconds(2000), std::chrono::milliseconds(1000)});
     Controller::Options o;
     o.data_dir = dir_.path() / "meta";
     o.heartbeat_interval = 100ms;
@@ -109,7 +106,8 @@ class SocketTest : public ::testing::Test {
     server_ = std::make_unique<ControllerServer>(*controller_, so);
     ASSERT_TRUE(server_->start().ok());
     ASSERT_NE(server_->port(), 0);
-    client_ = std::make_unique<ControllerClient>(ControllerClient::Options{server_->address(), 1000ms, 5000ms});
+    client_ =
+        std::make_unique<ControllerClient>(ControllerClient::Options{server_->address(), 1000ms, 5000ms});
   }
 
   void TearDown() override {
@@ -265,7 +263,8 @@ TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
   const auto status = client_->cluster_status();
   ASSERT_TRUE(status.ok());
   for (const auto& s : status->nodes) {
-    EXPECT_EQ(s.state, s.info.node_id == ids[1] ? idl::NodeState::DEAD : idl::NodeState::ALIVE) << s.info.node_id;
+    EXPECT_EQ(s.state, s.info.node_id == ids[1] ? idl::NodeState::DEAD : idl::NodeState::ALIVE)
+        << s.info.node_id;
   }
 }
 
@@ -277,10 +276,17 @@ class ControllerProcess {
       : port_file_(port_file) {
     std::filesystem::remove(port_file);
     // The test does not heartbeat: a long timeout keeps its node alive.
-    std::vector<std::string> args = {CATENA_CONTROLLER_BIN,  "--listen",    "127.0.0.1:0",
-                                     "--data-dir",           data_dir.string(), "--port-file",
-                                     port_file.string(),     "--log-level", "warn",
-                                     "--heartbeat-timeout-ms", "60000"};
+    std::vector<std::string> args = {CATENA_CONTROLLER_BIN,
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--data-dir",
+                                     data_dir.string(),
+                                     "--port-file",
+                                     port_file.string(),
+                                     "--log-level",
+                                     "warn",
+                                     "--heartbeat-timeout-ms",
+                                     "60000"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

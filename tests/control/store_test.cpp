@@ -1,8 +1,7 @@
 // MetadataStore: exact replay, snapshots, and what happens to damaged files.
-#include <catena/control/metadata_store.hpp>
-
 #include <gtest/gtest.h>
 
+#include <catena/control/metadata_store.hpp>
 #include <fstream>
 #include <random>
 
@@ -56,7 +55,8 @@ meta::MetaRecord route_bump(const meta::MetaState& state, const std::string& nam
   return r;
 }
 
-std::unique_ptr<MetadataStore> open_store(const std::filesystem::path& dir, std::uint64_t snapshot_every = 1000) {
+std::unique_ptr<MetadataStore> open_store(const std::filesystem::path& dir,
+                                          std::uint64_t snapshot_every = 1000) {
   auto s = MetadataStore::open({dir, snapshot_every});
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().describe());
   return s.ok() ? std::move(*s) : nullptr;

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <catena/control/idl/catena_types.h>
-
 #include <stdlib.h>
 
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // Request validation: every bad field is INVALID_ARGUMENT naming the field.
-#include <catena/control/validation.hpp>
-
 #include <gtest/gtest.h>
+
+#include <catena/control/validation.hpp>
 
 #include "test_support.hpp"
 
@@ -41,8 +41,8 @@ TEST(Validation, SegmentBytes) {
     c.__set_segment_bytes(ok);
     EXPECT_TRUE(validate_channel_config(c).ok()) << ok;
   }
-  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{4095}, std::int64_t{6000}, (std::int64_t{1} << 30) + 4096,
-                           std::int64_t{-4096}}) {
+  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{4095}, std::int64_t{6000},
+                           (std::int64_t{1} << 30) + 4096, std::int64_t{-4096}}) {
     c.__set_segment_bytes(bad);
     expect_invalid(c, "segment_bytes must be a multiple of 4096");
   }

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <catena/control/result.hpp>
-
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -16,8 +16,8 @@
 #pragma once
 
 #include <catena/control/idl/catena_types.h>
-#include <catena/control/result.hpp>
 
+#include <catena/control/result.hpp>
 #include <cstdint>
 #include <string>
 

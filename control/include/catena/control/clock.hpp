@@ -27,7 +27,8 @@ class SteadyClock final : public Clock {
 // the test thread while a controller reads it from others.
 class ManualClock final : public Clock {
  public:
-  explicit ManualClock(time_point start = time_point{std::chrono::hours(1)}) : ns_(start.time_since_epoch().count()) {}
+  explicit ManualClock(time_point start = time_point{std::chrono::hours(1)})
+      : ns_(start.time_since_epoch().count()) {}
 
   [[nodiscard]] time_point now() const noexcept override {
     return time_point{duration{ns_.load(std::memory_order_acquire)}};

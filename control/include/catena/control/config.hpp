@@ -7,7 +7,6 @@
 #include <catena/control/controller_server.hpp>
 #include <catena/control/result.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
-
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -16,21 +15,21 @@
 namespace catena::control {
 
 struct ControllerConfig {
-  std::string listen = "127.0.0.1:7400";          // host:port; port 0 picks a free one
+  std::string listen = "127.0.0.1:7400";  // host:port; port 0 picks a free one
   std::string data_dir = "./catena-controller-data";
-  std::int64_t heartbeat_interval_ms = 100;       // told to brokers at registration
-  std::int64_t heartbeat_timeout_ms = 500;        // silence before SUSPECT
-  std::int64_t probe_timeout_ms = 200;            // one BrokerAdmin.ping, connect included
-  std::int64_t probe_attempts = 2;                // failed probes in a row before DEAD
+  std::int64_t heartbeat_interval_ms = 100;  // told to brokers at registration
+  std::int64_t heartbeat_timeout_ms = 500;   // silence before SUSPECT
+  std::int64_t probe_timeout_ms = 200;       // one BrokerAdmin.ping, connect included
+  std::int64_t probe_attempts = 2;           // failed probes in a row before DEAD
   std::int64_t broker_connect_timeout_ms = 200;
-  std::int64_t broker_rpc_timeout_ms = 1000;      // configureChain, fence
+  std::int64_t broker_rpc_timeout_ms = 1000;  // configureChain, fence
   std::int64_t push_retry_initial_ms = 100;
   std::int64_t push_retry_max_ms = 5000;
-  std::int64_t tick_interval_ms = 50;             // maintenance loop period
-  std::int64_t idle_timeout_ms = 60000;           // idle client connections are closed
+  std::int64_t tick_interval_ms = 50;    // maintenance loop period
+  std::int64_t idle_timeout_ms = 60000;  // idle client connections are closed
   std::int64_t max_connections = 1024;
   std::int64_t snapshot_every_records = 1000;
-  std::string log_level = "info";                 // trace, debug, info, warn, error, critical, off
+  std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
 
   [[nodiscard]] Result<void> validate() const;
   [[nodiscard]] std::string to_toml() const;
@@ -42,7 +41,8 @@ struct ControllerConfig {
 };
 
 // Overlays the keys present in TOML text onto config.
-[[nodiscard]] Result<void> apply_toml(std::string_view text, std::string_view source, ControllerConfig& config);
+[[nodiscard]] Result<void> apply_toml(std::string_view text, std::string_view source,
+                                      ControllerConfig& config);
 [[nodiscard]] Result<void> apply_toml_file(const std::filesystem::path& path, ControllerConfig& config);
 
 }  // namespace catena::control

@@ -33,14 +33,14 @@
 // RPCs to brokers are never made while the controller's lock is held.
 #pragma once
 
+#include <catena/control/idl/catena_meta_types.h>
+
 #include <catena/control/broker_admin.hpp>
 #include <catena/control/clock.hpp>
 #include <catena/control/failure_detector.hpp>
-#include <catena/control/idl/catena_meta_types.h>
 #include <catena/control/metadata_store.hpp>
 #include <catena/control/placement.hpp>
 #include <catena/control/result.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -122,7 +122,8 @@ class Controller {
     std::int64_t epoch = 0;
   };
 
-  Controller(Options options, const Clock& clock, BrokerAdminClient& brokers, std::unique_ptr<MetadataStore> store);
+  Controller(Options options, const Clock& clock, BrokerAdminClient& brokers,
+             std::unique_ptr<MetadataStore> store);
 
   // --- all *_locked functions require mu_ ---
   [[nodiscard]] Result<void> check_running_locked() const;
@@ -140,7 +141,8 @@ class Controller {
   // Declares node_id DEAD and takes it out of its chains. fence_evicted:
   // also send it best-effort fences (not when its address now belongs to a
   // new incarnation or another node).
-  [[nodiscard]] Result<void> evict_locked(const std::string& node_id, const std::string& reason, bool fence_evicted);
+  [[nodiscard]] Result<void> evict_locked(const std::string& node_id, const std::string& reason,
+                                          bool fence_evicted);
   [[nodiscard]] Result<void> remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted);
   [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id);
   void restore_replication_locked();
@@ -157,14 +159,14 @@ class Controller {
   mutable std::mutex mu_;
   std::unique_ptr<MetadataStore> store_;
   FailureDetector detector_;
-  std::map<std::string, idl::NodeStats> stats_;             // from heartbeats and probes
-  std::map<RouteId, AckState> acks_;                        // who confirmed which route epoch
-  std::set<std::pair<std::string, RouteId>> pushing_;       // (node, route) pushes in flight
-  std::map<std::string, Backoff> backoff_;                  // per node push back-off
-  std::vector<FenceJob> fences_;                            // best-effort fences of evicted nodes
+  std::map<std::string, idl::NodeStats> stats_;              // from heartbeats and probes
+  std::map<RouteId, AckState> acks_;                         // who confirmed which route epoch
+  std::set<std::pair<std::string, RouteId>> pushing_;        // (node, route) pushes in flight
+  std::map<std::string, Backoff> backoff_;                   // per node push back-off
+  std::vector<FenceJob> fences_;                             // best-effort fences of evicted nodes
   std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
   bool halted_ = false;
-  std::mutex tick_mu_;                                      // one tick at a time
+  std::mutex tick_mu_;  // one tick at a time
 };
 
 }  // namespace catena::control

@@ -15,8 +15,8 @@
 #pragma once
 
 #include <catena/control/idl/catena_types.h>
-#include <catena/control/result.hpp>
 
+#include <catena/control/result.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -9,7 +9,6 @@
 #include <catena/control/controller.hpp>
 #include <catena/control/result.hpp>
 #include <catena/control/thrift_server.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

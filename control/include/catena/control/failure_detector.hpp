@@ -16,9 +16,9 @@
 // Thread: not thread-safe; used under the controller's lock.
 #pragma once
 
-#include <catena/control/clock.hpp>
 #include <catena/control/idl/catena_types.h>
 
+#include <catena/control/clock.hpp>
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -17,9 +17,9 @@
 // never under this object's lock.
 #pragma once
 
-#include <catena/control/broker_admin.hpp>
 #include <catena/control/idl/BrokerAdmin.h>
 
+#include <catena/control/broker_admin.hpp>
 #include <deque>
 #include <functional>
 #include <map>

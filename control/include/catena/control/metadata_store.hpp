@@ -15,9 +15,9 @@
 #pragma once
 
 #include <catena/control/idl/catena_meta_types.h>
+
 #include <catena/control/result.hpp>
 #include <catena/control/wal.hpp>
-
 #include <cstdint>
 #include <filesystem>
 #include <memory>

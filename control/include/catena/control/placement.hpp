@@ -18,7 +18,6 @@
 #pragma once
 
 #include <catena/control/result.hpp>
-
 #include <cstdint>
 #include <set>
 #include <string>

@@ -37,8 +37,8 @@ struct ControlError {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}           // NOLINT(google-explicit-constructor)
-  Result(ControlError err) : v_(std::move(err)) {}    // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
+  Result(ControlError err) : v_(std::move(err)) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
@@ -54,9 +54,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
   [[nodiscard]] const ControlError& error() const { return std::get<1>(v_); }
-  [[nodiscard]] ErrorCode code() const noexcept {
-    return ok() ? idl::ErrorCode::OK : std::get<1>(v_).code;
-  }
+  [[nodiscard]] ErrorCode code() const noexcept { return ok() ? idl::ErrorCode::OK : std::get<1>(v_).code; }
 
  private:
   std::variant<T, ControlError> v_;

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <catena/control/broker_admin.hpp>
-
 #include <chrono>
 #include <map>
 #include <memory>
@@ -22,8 +21,8 @@ class ThriftBrokerAdmin final : public BrokerAdminClient {
  public:
   struct Options {
     std::chrono::milliseconds connect_timeout{200};
-    std::chrono::milliseconds rpc_timeout{1000};    // configureChain, fence
-    std::chrono::milliseconds probe_timeout{200};   // ping: connect + answer
+    std::chrono::milliseconds rpc_timeout{1000};   // configureChain, fence
+    std::chrono::milliseconds probe_timeout{200};  // ping: connect + answer
   };
 
   explicit ThriftBrokerAdmin(Options options) : options_(options) {}

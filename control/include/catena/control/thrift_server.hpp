@@ -14,8 +14,8 @@
 #pragma once
 
 #include <catena/control/idl/BrokerAdmin.h>
-#include <catena/control/result.hpp>
 
+#include <catena/control/result.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -36,9 +36,9 @@ class ThriftServer {
  public:
   struct Options {
     std::string host = "127.0.0.1";
-    std::uint16_t port = 0;                          // 0: any free port, see port()
+    std::uint16_t port = 0;  // 0: any free port, see port()
     std::chrono::milliseconds idle_timeout{60000};
-    std::int64_t max_connections = 1024;             // further clients wait in the accept backlog
+    std::int64_t max_connections = 1024;  // further clients wait in the accept backlog
   };
 
   ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options);
@@ -62,8 +62,8 @@ class ThriftServer {
 };
 
 // A BrokerAdmin endpoint for a broker daemon (or a test double).
-[[nodiscard]] std::unique_ptr<ThriftServer> make_broker_admin_server(std::shared_ptr<idl::BrokerAdminIf> handler,
-                                                                     ThriftServer::Options options);
+[[nodiscard]] std::unique_ptr<ThriftServer> make_broker_admin_server(
+    std::shared_ptr<idl::BrokerAdminIf> handler, ThriftServer::Options options);
 
 // Routes the Thrift library's own diagnostics (connection errors and the
 // like) to spdlog at debug level. Call once at startup.

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <catena/control/result.hpp>
-
 #include <cstdint>
 #include <string_view>
 

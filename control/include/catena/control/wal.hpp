@@ -16,7 +16,6 @@
 #pragma once
 
 #include <catena/control/result.hpp>
-
 #include <cstdint>
 #include <filesystem>
 #include <string>

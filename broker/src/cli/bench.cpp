@@ -312,6 +312,8 @@ double rate(std::size_t n, std::uint64_t elapsed_ns) {
 
 // --- catena measurements -------------------------------------------------------------------
 
+constexpr std::int64_t kLatencySegment = 4 << 20;  // latency runs write little
+
 std::vector<std::byte> make_payload(std::uint32_t bytes) {
   std::vector<std::byte> p(bytes);
   for (std::uint32_t i = 0; i < bytes; ++i) p[i] = static_cast<std::byte>('a' + i % 26);
@@ -321,6 +323,62 @@ std::vector<std::byte> make_payload(std::uint32_t bytes) {
 struct Fail {
   std::string what;
 };
+
+struct Throughput {
+  std::uint64_t acked = 0;
+  std::uint64_t elapsed_ns = 0;
+  std::vector<std::uint64_t> ack_ns;
+};
+
+// Keeps the pipeline full for `seconds` (or until `max_records` were acked,
+// if not 0), then waits for the last acks.
+Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records = 0) {
+  const auto payload = make_payload(bytes);
+  Throughput out;
+  out.ack_ns.reserve(1u << 20);
+  std::uint64_t failed = 0;
+  fabric::BackoffIdle idle;
+  const std::uint64_t start = now_ns();
+  const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
+  std::uint64_t now = start;
+  while (now < end && (max_records == 0 || out.acked < max_records)) {
+    int work = 0;
+    for (int k = 0; k < 256; ++k) {
+      const auto e = pub.publish_to(0, payload, [&out, &failed, t0 = now](const PublishResult& r) {
+        if (r.status != PublishStatus::ok) {
+          ++failed;
+          return;
+        }
+        ++out.acked;
+        if (out.ack_ns.size() < out.ack_ns.capacity()) out.ack_ns.push_back(now_ns() - t0);
+      });
+      if (e == fabric::Errc::backpressure) break;
+      if (e != fabric::Errc::ok) throw Fail{"publish: " + std::string(fabric::to_string(e))};
+      ++work;
+    }
+    work += pub.poll();
+    idle.idle(work);
+    now = now_ns();
+  }
+  if (!pub.flush(30s)) throw Fail{"flush timed out"};
+  out.elapsed_ns = now_ns() - start;
+  if (failed > 0) throw Fail{std::to_string(failed) + " records refused"};
+  return out;
+}
+
+// One lap through every segment slot of a channel's log, pipelined. Until a
+// page of the log has been touched in every process that maps it (the
+// publisher's image of the head's ring, each replica's slots and its image of
+// its successor's, a subscriber's ring), each first touch is a page fault,
+// ~20 us each on this kind of VM: a short run would measure the faults, which
+// a long-running broker pays once. Returns MB/s of that lap.
+double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint64_t* bytes_out) {
+  const std::uint32_t wb = 64u << 10;
+  const std::uint64_t lap = static_cast<std::uint64_t>(slots) * static_cast<std::uint64_t>(segment_bytes);
+  Throughput w = throughput(pub, wb, 120.0, lap / wb + 1);
+  *bytes_out = w.acked * wb;
+  return static_cast<double>(w.acked * wb) * 1e3 / static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
+}
 
 // publish -> commit ack, one record in flight.
 std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
@@ -402,8 +460,13 @@ std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes,
     }
     if (counted < 0) {
       if (delivered.load(std::memory_order_acquire) > 0) {
-        // Let the records published before the subscriber caught up drain.
-        std::this_thread::sleep_for(20ms);
+        // Connected. Warm the subscriber's ring (a lap of it, for the
+        // reason warm_log() gives), then let everything drain.
+        (void)throughput(pub, 64u << 10, 60.0, SubscriberOptions{}.ring_bytes / (64u << 10) * 5 / 4 + 1);
+        for (std::uint64_t seen = ~0ull; seen != delivered.load(std::memory_order_acquire);) {
+          seen = delivered.load(std::memory_order_acquire);
+          std::this_thread::sleep_for(50ms);
+        }
         base = delivered.load(std::memory_order_acquire);
         counted = 0;
       } else if (now_ns() > connect_deadline) {
@@ -424,47 +487,6 @@ std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes,
   const std::size_t skip = static_cast<std::size_t>(base) + static_cast<std::size_t>(warmup);
   if (lat.size() <= skip) return {};
   return {lat.begin() + static_cast<std::ptrdiff_t>(skip), lat.end()};
-}
-
-struct Throughput {
-  std::uint64_t acked = 0;
-  std::uint64_t elapsed_ns = 0;
-  std::vector<std::uint64_t> ack_ns;
-};
-
-// Keeps the pipeline full for `seconds`, then waits for the last acks.
-Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds) {
-  const auto payload = make_payload(bytes);
-  Throughput out;
-  out.ack_ns.reserve(1u << 20);
-  std::uint64_t failed = 0;
-  fabric::BackoffIdle idle;
-  const std::uint64_t start = now_ns();
-  const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
-  std::uint64_t now = start;
-  while (now < end) {
-    int work = 0;
-    for (int k = 0; k < 256; ++k) {
-      const auto e = pub.publish_to(0, payload, [&out, &failed, t0 = now](const PublishResult& r) {
-        if (r.status != PublishStatus::ok) {
-          ++failed;
-          return;
-        }
-        ++out.acked;
-        if (out.ack_ns.size() < out.ack_ns.capacity()) out.ack_ns.push_back(now_ns() - t0);
-      });
-      if (e == fabric::Errc::backpressure) break;
-      if (e != fabric::Errc::ok) throw Fail{"publish: " + std::string(fabric::to_string(e))};
-      ++work;
-    }
-    work += pub.poll();
-    idle.idle(work);
-    now = now_ns();
-  }
-  if (!pub.flush(30s)) throw Fail{"flush timed out"};
-  out.elapsed_ns = now_ns() - start;
-  if (failed > 0) throw Fail{std::to_string(failed) + " records refused"};
-  return out;
 }
 
 std::vector<std::uint32_t> parse_sizes(const std::string& s) {
@@ -501,6 +523,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--ring-bytes", o.ring_bytes, "publisher staging ring at the head for throughput runs")
       ->capture_default_str();
   app.add_option("--segment-bytes", o.segment_bytes, "segment size of the throughput channel")->capture_default_str();
+  app.add_option("--log-slots", o.log_slots,
+                 "segment slots per replica (catenad --segment-slots) to warm up before measuring (0: measure cold)")
+      ->capture_default_str();
   app.add_option("--pin", o.pin, "none, spread (chain neighbours on different cores) or split (client alone)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
@@ -633,7 +658,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
   try {
     pin_self(place->client_cpu);
     // Latency: one channel; each replica's log is small.
-    auto lat_ch = create(tag + "-lat", 4 << 20);
+    auto lat_ch = create(tag + "-lat", kLatencySegment);
     if (!lat_ch) return 1;
     pin_chain(*lat_ch);
     control::ControllerRoutes routes(co, "bench");
@@ -641,6 +666,12 @@ int run_bench(const Common& c, const BenchOptions& o) {
     po.provider = c.provider;
     auto pub = Publisher::create(routes, lat_ch->config.name, po);
     if (!pub) throw Fail{"publisher: " + pub.error().message};
+    if (o.log_slots > 0) {
+      std::uint64_t bytes = 0;
+      const double mbs = warm_log(*pub.value(), o.log_slots, kLatencySegment, &bytes);
+      std::fprintf(info, "  warm-up of the latency log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
+                   static_cast<unsigned long long>(bytes >> 20), mbs);
+    }
     for (std::uint32_t bytes : lat_sizes) {
       Row r;
       r.replicas = o.replicas;
@@ -680,6 +711,12 @@ int run_bench(const Common& c, const BenchOptions& o) {
       tpo.max_in_flight = static_cast<std::uint32_t>(o.window);
       auto tpub = Publisher::create(routes, tput_ch->config.name, tpo);
       if (!tpub) throw Fail{"publisher: " + tpub.error().message};
+      if (o.log_slots > 0 && !tput_sizes.empty()) {
+        std::uint64_t bytes = 0;
+        const double mbs = warm_log(*tpub.value(), o.log_slots, o.segment_bytes, &bytes);
+        std::fprintf(info, "  warm-up of the throughput log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
+                     static_cast<unsigned long long>(bytes >> 20), mbs);
+      }
       for (std::uint32_t bytes : tput_sizes) {
         Throughput t = throughput(*tpub.value(), bytes, o.seconds);
         Row r;
@@ -696,6 +733,13 @@ int run_bench(const Common& c, const BenchOptions& o) {
     rc = 1;
   }
   pin_self(-1);
+  if (!o.json && rc == 0 && !o.no_throughput && own_cluster && o.log_slots > 1) {
+    // A slot is reused only after ttl (1 s) + the cluster's grace (1 s):
+    // the other slots must hold that much traffic.
+    std::printf("  (retention caps sustained throughput at %d x %lld MiB per 2 s = %.0f MB/s of frames)\n",
+                o.log_slots - 1, static_cast<long long>(o.segment_bytes >> 20),
+                static_cast<double>(o.log_slots - 1) * static_cast<double>(o.segment_bytes) / 2e6);
+  }
   if (!o.json && rc == 0) {
     std::printf("  (latency rows: one record in flight; throughput: up to %d in flight, linger %d us, batches up to "
                 "%d bytes, segments of %lld bytes with a 1 s ttl)\n",

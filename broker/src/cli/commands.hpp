@@ -65,7 +65,8 @@ struct BenchOptions {
   int linger_us = 20;
   int max_batch_bytes = 256 << 10;
   int ring_bytes = 16 << 20;
-  std::int64_t segment_bytes = 32 << 20;
+  std::int64_t segment_bytes = 64 << 20;
+  int log_slots = 8;
   std::string pin = "spread";
   bool json = false;
   bool no_floor = false;

@@ -1,28 +1,12 @@
 #include <catena/control/broker_admin_server.hpp>
 #include <catena/control/idl/BrokerAdmin.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <thrift/protocol/TBinaryProtocol.h>
-#include <thrift/server/TThreadedServer.h>
-#include <thrift/transport/TBufferTransports.h>
-#include <thrift/transport/TServerSocket.h>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
+#include <catena/control/thrift_server.hpp>
 
 #include <map>
 #include <mutex>
 
-#include "thrift_socket.hpp"
-
 namespace catena::control {
-
-using apache::thrift::protocol::TBinaryProtocolFactory;
-using apache::thrift::server::TThreadedServer;
-using apache::thrift::transport::TServerSocket;
-using apache::thrift::transport::TTransport;
-using apache::thrift::transport::TTransportFactory;
 
 bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a, chain::ReplicaConfig* out) {
   const auto& reps = a.route.replicas;
@@ -114,77 +98,24 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;
 };
 
-namespace {
-
-// Binds in start() so the chosen port is known before serve() runs.
-class PreboundServerSocket final : public TServerSocket {
- public:
-  using TServerSocket::TServerSocket;
-  void listen() override {
-    if (!listening_) {
-      TServerSocket::listen();
-      listening_ = true;
-    }
-  }
-  void close() override {
-    TServerSocket::close();
-    listening_ = false;
-  }
-
- private:
-  bool listening_ = false;
-};
-
-class FramedTransportFactory final : public TTransportFactory {
- public:
-  std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> trans) override {
-    return std::make_shared<apache::thrift::transport::TFramedTransport>(trans, detail::wire_config());
-  }
-};
-
-}  // namespace
-
 BrokerAdminServer::BrokerAdminServer(broker::Broker& broker, Options options)
     : broker_(broker), options_(std::move(options)) {}
 
 BrokerAdminServer::~BrokerAdminServer() { stop(); }
 
 Result<void> BrokerAdminServer::start() {
-  auto socket = std::make_shared<PreboundServerSocket>(options_.host, options_.port);
-  socket->setRecvTimeout(60000);
-  socket->setSendTimeout(60000);
-  try {
-    socket->listen();
-  } catch (const std::exception& e) {
-    return make_error(idl::ErrorCode::UNAVAILABLE,
-                      fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port, e.what()));
-  }
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getsockname(socket->getSocketFD(), reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    bound_port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                             : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  }
   handler_ = std::make_shared<Handler>(broker_);
-  auto protocol = std::make_shared<TBinaryProtocolFactory>(detail::kMaxStringBytes, detail::kMaxContainerItems,
-                                                           true, true);
-  server_ = std::make_shared<TThreadedServer>(std::make_shared<idl::BrokerAdminProcessor>(handler_), socket,
-                                              std::make_shared<FramedTransportFactory>(), protocol);
-  serve_thread_ = std::thread([server = server_] {
-    try {
-      server->serve();
-    } catch (const std::exception& e) {
-      spdlog::error("broker admin server stopped: {}", e.what());
-    }
-  });
-  return {};
+  ThriftServer::Options o;
+  o.host = options_.host;
+  o.port = options_.port;
+  server_ = make_broker_admin_server(handler_, o);
+  return server_->start();
 }
 
+std::uint16_t BrokerAdminServer::port() const noexcept { return server_ ? server_->port() : 0; }
+
 void BrokerAdminServer::stop() {
-  if (stopped_) return;
-  stopped_ = true;
   if (server_) server_->stop();
-  if (serve_thread_.joinable()) serve_thread_.join();
 }
 
 }  // namespace catena::control

@@ -14,15 +14,11 @@
 
 #include <catena/broker/broker.hpp>
 #include <catena/control/result.hpp>
+#include <catena/control/thrift_server.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
-
-namespace apache::thrift::server {
-class TThreadedServer;
-}
 
 namespace catena::control {
 
@@ -39,7 +35,7 @@ class BrokerAdminServer {
   BrokerAdminServer& operator=(const BrokerAdminServer&) = delete;
 
   [[nodiscard]] Result<void> start();
-  [[nodiscard]] std::uint16_t port() const noexcept { return bound_port_; }
+  [[nodiscard]] std::uint16_t port() const noexcept;
   void stop();
 
   class Handler;
@@ -48,10 +44,7 @@ class BrokerAdminServer {
   broker::Broker& broker_;
   Options options_;
   std::shared_ptr<Handler> handler_;
-  std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
-  std::uint16_t bound_port_ = 0;
-  std::thread serve_thread_;
-  bool stopped_ = false;
+  std::unique_ptr<ThriftServer> server_;
 };
 
 // Maps a controller assignment to this node's replica configuration.

@@ -531,9 +531,15 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
   app.add_flag("--no-floor", o.no_floor, "skip the floor measurement");
   app.add_flag("--no-throughput", o.no_throughput, "latency rows only");
+  app.add_flag("--failover", o.failover,
+               "measure failover instead: kill -9 the head under traffic, time to the first commit on the new chain");
+  app.add_option("--kills", o.kills, "failover rounds (a fresh cluster each)")->capture_default_str();
+  app.add_option("--timeout-ms", o.timeout_ms, "failure detector heartbeat timeout for --failover")
+      ->capture_default_str();
 }
 
 int run_bench(const Common& c, const BenchOptions& o) {
+  if (o.failover) return run_failover_bench(c, o);
   (void)initial_mask();  // before anything is pinned
   auto place = plan_placement(o.pin, o.replicas);
   if (!place) {

@@ -89,5 +89,7 @@ int cluster_status(const Common& c);
 
 void add_bench_options(CLI::App& app, BenchOptions& o);
 int run_bench(const Common& c, const BenchOptions& o);
+// `catena bench --failover` (bench_failover.cpp).
+int run_failover_bench(const Common& c, const BenchOptions& o);
 
 }  // namespace catena::cli

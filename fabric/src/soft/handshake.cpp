@@ -167,9 +167,9 @@ ServerHandshake::ServerHandshake(std::shared_ptr<Core> core, UniqueFd fd, const 
     : core_(std::move(core)), fd_(std::move(fd)), cfg_(cfg), caps_(grant_caps(cfg)), done_(std::move(done)) {}
 
 ServerHandshake::~ServerHandshake() {
-  if (registered_) {
-    core_->manager().remove(watch_token());
-  }
+  // Always: finish() may have unregistered already while the manager thread
+  // is still inside our callback; remove() waits until it has left it.
+  core_->manager().remove(watch_token());
 }
 
 Result<void> ServerHandshake::start() {

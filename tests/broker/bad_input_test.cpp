@@ -40,6 +40,9 @@ class BadInput : public ::testing::Test {
     broker::BrokerConfig cfg;
     cfg.node_id = "solo";
     cfg.provider = provider_spec();
+    // Inside the soft-RoCE VM, loopback is not on the RDMA device.
+    const char* a = std::getenv("CATENA_TEST_ADDR");
+    cfg.fabric_listen = std::string(a && *a ? a : "127.0.0.1") + ":0";
     cfg.slot_count = 4;
     auto b = broker::Broker::start(cfg);
     ASSERT_TRUE(b.ok()) << b.error().message;

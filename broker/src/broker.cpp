@@ -337,26 +337,20 @@ class Broker::Impl {
       out->channel = req.channel;
       out->partition = req.partition;
       out->epoch = req.epoch;
-      auto ep = provider_->connect(req.addr, {}, 2000ms);
-      if (!ep) {
-        spdlog::debug("partition {}/{}: cannot reach successor {}: {}", req.channel, req.partition, req.addr,
-                      ep.error().message);
+      auto d = Link::dial<wire::ReplicaWelcome>(*provider_, req.addr, req.hello, 2000ms);
+      if (!d.welcome) {
+        spdlog::debug("partition {}/{}: cannot link to successor {}: {}", req.channel, req.partition, req.addr,
+                      d.error.message);
         continue;
       }
-      auto link = Link::create(*provider_, std::move(ep.value()));
-      if (!link) continue;
-      if (link.value()->send(req.hello) != fabric::Errc::ok) continue;
-      std::byte buf[wire::kMaxMessage];
-      std::uint32_t len = link.value()->wait_message(buf, 3000ms);
-      auto w = wire::decode<wire::ReplicaWelcome>(buf, len);
-      if (!w) continue;
+      const auto& w = d.welcome;
       if (w->status != wire::Status::ok) {
         spdlog::debug("partition {}/{}: successor answered {}", req.channel, req.partition,
                       wire::to_string(w->status));
         continue;
       }
       out->welcome = *w;
-      out->link = std::move(link.value());
+      out->link = std::move(d.link);
       post([this, out] { attach_successor_st(*out); });
     }
   }

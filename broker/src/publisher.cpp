@@ -240,29 +240,22 @@ class Publisher::Impl {
     if (!route || route->replicas.empty()) return false;
     s.route = route.value();
     const ReplicaAddress& head = s.route.replicas.front();
-    auto ep = provider_->connect(head.fabric_addr, {}, opts_.connect_timeout);
-    if (!ep) {
-      routes_.report_unreachable(head.node_id, s.route, ep.error().message);
-      return false;
-    }
-    auto link = Link::create(*provider_, std::move(ep.value()));
-    if (!link) return false;
     wire::PublisherHello hello{};
     hello.ref.set(channel_, s.partition, s.route.epoch);
     hello.producer_id = opts_.producer_id;
     hello.producer_epoch = opts_.producer_epoch;
     hello.ring_bytes = ring_bytes_;
-    if (link.value()->send(hello) != Errc::ok) return false;
-    std::byte buf[wire::kMaxMessage];
-    auto w = wire::decode<wire::PublisherWelcome>(buf, link.value()->wait_message(buf, opts_.connect_timeout));
-    if (!w) return false;
+    auto d = Link::dial<wire::PublisherWelcome>(*provider_, head.fabric_addr, hello, opts_.connect_timeout);
+    if (d.unreachable) routes_.report_unreachable(head.node_id, s.route, d.error.message);
+    if (!d.welcome) return false;
+    const auto& w = d.welcome;
     if (w->status == wire::Status::producer_fenced) {
       fail_all_st(s, wire::Status::producer_fenced);
       return false;
     }
     if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) return false;
     max_record_ = std::min(max_record_, w->max_record);
-    s.link = std::move(link.value());
+    s.link = std::move(d.link);
     s.ring = w->ring;
     s.down = false;
     resend_st(s);

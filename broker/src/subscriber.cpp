@@ -168,14 +168,6 @@ class Subscriber::Impl {
     if (!route || route->replicas.empty()) return false;
     s.route = route.value();
     const ReplicaAddress& rep = pick_st(s);
-    auto ep = provider_->connect(rep.fabric_addr, {}, opts_.connect_timeout);
-    if (!ep) {
-      routes_.report_unreachable(rep.node_id, s.route, ep.error().message);
-      ++s.replica_pick;
-      return false;
-    }
-    auto link = Link::create(*provider_, std::move(ep.value()));
-    if (!link) return false;
     wire::SubscriberHello hello{};
     hello.ref.set(channel_, s.partition, 0);
     if (s.positioned) {
@@ -186,9 +178,9 @@ class Subscriber::Impl {
     }
     hello.ring_bytes = ring_bytes_;
     hello.ring = s.ring->remote();
-    if (link.value()->send(hello) != Errc::ok) return false;
-    std::byte buf[wire::kMaxMessage];
-    auto w = wire::decode<wire::SubscriberWelcome>(buf, link.value()->wait_message(buf, opts_.connect_timeout));
+    auto d = Link::dial<wire::SubscriberWelcome>(*provider_, rep.fabric_addr, hello, opts_.connect_timeout);
+    if (d.unreachable) routes_.report_unreachable(rep.node_id, s.route, d.error.message);
+    const auto& w = d.welcome;
     if (!w) {
       ++s.replica_pick;
       return false;
@@ -205,7 +197,7 @@ class Subscriber::Impl {
       ++s.replica_pick;
       return false;
     }
-    s.link = std::move(link.value());
+    s.link = std::move(d.link);
     s.written = s.consumed = s.credited = 0;
     s.next_offset = w->start_offset;
     s.positioned = true;

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -115,6 +117,44 @@ class Link {
   // Checks connection events (cheap, but not for every message).
   void poll_events() {
     if (ep_->poll_event() == fabric::EndpointEvent::disconnected) broken_ = true;
+  }
+
+  // What dial() brought back.
+  template <class Welcome>
+  struct Dialed {
+    std::unique_ptr<Link> link;      // set once connected
+    std::optional<Welcome> welcome;  // the peer's answer, if a well-formed one came in time
+    bool unreachable = false;        // the connect itself failed (a hint for failure reports)
+    fabric::Error error;             // why link or welcome is missing
+  };
+
+  // Setup threads only: connects to `addr`, sends `hello` and waits up to
+  // `timeout` for the answer, the handshake every client and replica link
+  // starts with.
+  template <class Welcome, class Hello>
+  static Dialed<Welcome> dial(fabric::Provider& provider, std::string_view addr, const Hello& hello,
+                              std::chrono::milliseconds timeout) {
+    Dialed<Welcome> d;
+    auto ep = provider.connect(addr, {}, timeout);
+    if (!ep) {
+      d.unreachable = true;
+      d.error = ep.error();
+      return d;
+    }
+    auto link = create(provider, std::move(ep.value()));
+    if (!link) {
+      d.error = link.error();
+      return d;
+    }
+    d.link = std::move(link.value());
+    if (fabric::Errc e = d.link->send(hello); e != fabric::Errc::ok) {
+      d.error = fabric::make_error(e, "cannot send the hello");
+      return d;
+    }
+    std::byte buf[wire::kMaxMessage];
+    d.welcome = wire::decode<Welcome>(buf, d.link->wait_message(buf, timeout));
+    if (!d.welcome) d.error = fabric::make_error(fabric::Errc::timeout, "no well-formed answer to the hello");
+    return d;
   }
 
   // Blocking helpers for handshakes on setup threads (not the data path).

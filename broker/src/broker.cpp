@@ -186,6 +186,15 @@ class Broker::Impl {
         return refuse(w);
       }
       r->attach_subscriber(std::move(in.link), *h);
+    } else if (kind == wire::Kind::commit_watch_hello) {
+      auto h = wire::decode<wire::CommitWatchHello>(msg, len);
+      chain::Replica* r = h ? find(h->ref) : nullptr;
+      if (r == nullptr) {
+        wire::CommitWatchWelcome w{};
+        w.status = h ? wire::Status::unknown_channel : wire::Status::bad_request;
+        return refuse(w);
+      }
+      r->attach_watcher(std::move(in.link), *h);
     } else {
       spdlog::warn("closing fabric connection from {}: first message is not a hello",
                    in.link->ep().peer_address());
@@ -246,8 +255,8 @@ class Broker::Impl {
       PartitionStats ps{c.channel, c.partition, c.epoch, c.position, c.chain_length, rep->stats()};
       st.segments += ps.replica.segments;
       st.bytes += ps.replica.bytes;
-      st.connections += ps.replica.publishers + ps.replica.subscribers + ps.replica.successor_connected +
-                        ps.replica.predecessor_connected;
+      st.connections += ps.replica.publishers + ps.replica.subscribers + ps.replica.watchers +
+                        ps.replica.successor_connected + ps.replica.predecessor_connected;
       st.partitions.push_back(std::move(ps));
     }
     std::lock_guard lk(stats_mu_);

@@ -27,7 +27,7 @@ std::uint32_t clamp_ring(std::uint32_t want) {
 
 }  // namespace
 
-// One partition's session with its head.
+// One partition's session with its head, and its commit watch with the tail.
 struct PartitionSession {
   struct Pending {
     std::uint32_t seq;
@@ -39,6 +39,7 @@ struct PartitionSession {
   std::uint32_t partition = 0;
   Route route;
   std::unique_ptr<Link> link;
+  std::unique_ptr<Link> watch;  // the tail's early acks (chains of 2 or more)
   std::unique_ptr<fabric::MemoryRegion> mirror;  // local image of the head's ring
   fabric::RemoteRegion ring{};
   std::uint32_t ring_bytes = 0;
@@ -52,6 +53,8 @@ struct PartitionSession {
   Clock::time_point linger_start{};
   Clock::time_point down_since{};
   Clock::time_point retry_at{};
+  Clock::time_point watch_at{};
+  std::chrono::milliseconds watch_backoff{0};
   bool down = false;
 
   Pending& at(std::uint32_t i) { return pending[(p_head + i) % pending.size()]; }
@@ -137,6 +140,16 @@ class Publisher::Impl {
         continue;
       }
       if (s.written > s.flushed && now - s.linger_start >= opts_.linger) flush_st(s);
+      if (s.watch) {
+        s.watch->poll_recv(
+            [&](const std::byte* msg, std::uint32_t len) {
+              if (auto ack = wire::decode<wire::PublishAck>(msg, len)) acks += on_ack_st(s, *ack);
+            },
+            [](std::uint32_t, std::uint32_t) {});
+        if (s.watch->broken()) drop_watch_st(s);
+      } else if (now >= s.watch_at && s.route.replicas.size() >= 2) {
+        watch_st(s, true);
+      }
       s.link->poll_send();
       s.link->poll_recv(
           [&](const std::byte* msg, std::uint32_t len) {
@@ -222,6 +235,7 @@ class Publisher::Impl {
   void lost_head_st(PartitionSession& s, const std::string& why) {
     if (!s.route.replicas.empty()) routes_.report_unreachable(s.route.replicas.front().node_id, s.route, why);
     s.link.reset();
+    s.watch.reset();
     s.down = true;
     s.down_since = Clock::now();
     s.retry_at = Clock::now();
@@ -258,8 +272,43 @@ class Publisher::Impl {
     s.link = std::move(d.link);
     s.ring = w->ring;
     s.down = false;
+    s.watch.reset();
+    s.watch_backoff = std::chrono::milliseconds(0);
+    if (s.route.replicas.size() >= 2) watch_st(s, false);
     resend_st(s);
     return true;
+  }
+
+  // Opens the commit watch with the tail. Optional: without it the head's
+  // acks still come, one round trip through the chain later. A failure is
+  // retried with back-off (the dial is bounded, so a cut-off tail stalls
+  // publishing at most that long per attempt).
+  void watch_st(PartitionSession& s, bool refresh_route) {
+    s.watch_backoff = std::clamp(s.watch_backoff * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
+    s.watch_at = Clock::now() + s.watch_backoff;
+    if (refresh_route) {
+      auto route = routes_.route(channel_, s.partition, s.route.epoch);
+      if (!route || route->replicas.size() < 2) return;
+      // A new head means the head session is about to break and reconnect;
+      // a new tail under the same head (a repair) is the one to watch.
+      if (route->replicas.front().node_id != s.route.replicas.front().node_id) return;
+      s.route = route.value();
+    }
+    wire::CommitWatchHello hello{};
+    hello.ref.set(channel_, s.partition, s.route.epoch);
+    hello.producer_id = opts_.producer_id;
+    hello.producer_epoch = opts_.producer_epoch;
+    const auto timeout = std::min(opts_.connect_timeout, std::chrono::milliseconds(250));
+    auto d = Link::dial<wire::CommitWatchWelcome>(*provider_, s.route.replicas.back().fabric_addr, hello, timeout);
+    if (d.welcome && d.welcome->status == wire::Status::ok) {
+      s.watch = std::move(d.link);
+      s.watch_backoff = std::chrono::milliseconds(0);
+    }
+  }
+
+  void drop_watch_st(PartitionSession& s) {
+    s.watch.reset();
+    s.watch_at = Clock::now() + std::chrono::milliseconds(100);
   }
 
   void resend_st(PartitionSession& s) {

@@ -72,6 +72,7 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
     for (auto& p : publishers_) p->link->ep().disconnect();
     publishers_.clear();
   }
+  if (!cfg.is_tail() || cfg.chain_length < 2) drop_watchers_st();  // what it holds is no longer committed
   cfg_.epoch = cfg.epoch;
   cfg_.position = cfg.position;
   cfg_.chain_length = cfg.chain_length;
@@ -153,6 +154,7 @@ int Replica::do_work() {
   if (cfg_.is_head()) work += pump_publishers_st();
   work += forward_st();
   work += pump_successor_st();
+  if (!watchers_.empty()) work += ack_watchers_st();
   work += propagate_commit_st();
   if (cfg_.is_head()) {
     for (auto& p : publishers_) work += ack_publisher_st(*p);
@@ -268,6 +270,7 @@ ReplicaStats Replica::stats() const {
   for (std::uint32_t i = 0; i < cfg_.slot_count; ++i) s.segments += log_->slot_info(i).state != SlotState::free;
   s.publishers = static_cast<std::uint32_t>(publishers_.size());
   s.subscribers = static_cast<std::uint32_t>(subscribers_.size());
+  s.watchers = static_cast<std::uint32_t>(watchers_.size());
   s.corrupt_frames = corrupt_frames_;
   s.successor_connected = succ_ != nullptr;
   s.predecessor_connected = pred_ != nullptr;

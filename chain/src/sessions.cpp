@@ -318,3 +318,100 @@ int Replica::deliver_st(SubscriberSession& s) {
 }
 
 }  // namespace catena::chain
+
+namespace catena::chain {
+
+void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatchHello& hello) {
+  wire::CommitWatchWelcome w{};
+  w.epoch = cfg_.epoch;
+  if (hello.ref.epoch > cfg_.epoch) {
+    w.status = wire::Status::not_ready;
+  } else if (!cfg_.is_tail() || cfg_.chain_length < 2) {
+    w.status = wire::Status::not_tail;
+  } else if (hello.ref.epoch < cfg_.epoch) {
+    w.status = wire::Status::stale_epoch;
+  } else {
+    w.status = wire::Status::ok;
+  }
+  if (link->send(w) != fabric::Errc::ok || w.status != wire::Status::ok) {
+    link->poll_send();
+    return;
+  }
+  if (watchers_.empty()) {
+    // Records already here were acknowledged (or will be) by the head.
+    watch_next_ = log_->commit_offset();
+    watch_cursor_ = log_->seek(watch_next_);
+  }
+  auto s = std::make_unique<WatchSession>();
+  s->link = std::move(link);
+  s->producer_id = hello.producer_id;
+  s->producer_epoch = hello.producer_epoch;
+  watchers_.push_back(std::move(s));
+}
+
+void Replica::drop_watchers_st() {
+  for (auto& w : watchers_) w->link->ep().disconnect();
+  watchers_.clear();
+}
+
+int Replica::ack_watchers_st() {
+  int work = 0;
+  for (auto& w : watchers_) {
+    const int n = w->link->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
+    w->link->poll_send();
+    if (n < 0 || w->link->broken()) w->closed = true;
+  }
+  auto flush = [&](WatchSession& w) {
+    if (w.count == 0) return;
+    wire::PublishAck ack{};
+    ack.status = wire::Status::ok;
+    ack.first_seq = w.first_seq;
+    ack.count = w.count;
+    ack.first_offset = w.first_offset;
+    ack.ring_consumed = 0;  // ring credit comes from the head
+    ack.epoch = cfg_.epoch;
+    // A full send queue drops this ack: the head's covers the same records.
+    (void)w.link->send(ack);
+    w.count = 0;
+    ++work;
+  };
+  if (!watch_cursor_.valid) watch_cursor_ = log_->seek(watch_next_);
+  WatchSession* last = nullptr;
+  while (watch_cursor_.valid) {
+    ReadResult r = log_->read(watch_cursor_);  // committed records only
+    if (r.status == ReadStatus::expired) {
+      watch_next_ = log_->commit_offset();  // lagged past retention: skip, the head acks
+      watch_cursor_.valid = false;
+      break;
+    }
+    if (r.status != ReadStatus::record) break;
+    watch_next_ = watch_cursor_.next_offset;
+    const RecordHeader& h = r.header;
+    if (last == nullptr || last->producer_id != h.producer_id || last->producer_epoch != h.producer_epoch) {
+      last = nullptr;
+      // Newest first: a publisher that re-opened its watch reads the new one.
+      for (auto it = watchers_.rbegin(); it != watchers_.rend(); ++it) {
+        if ((*it)->producer_id == h.producer_id && (*it)->producer_epoch == h.producer_epoch && !(*it)->closed) {
+          last = it->get();
+          break;
+        }
+      }
+      if (last == nullptr) continue;
+    }
+    const bool extends = h.sequence == last->first_seq + last->count && h.offset == last->first_offset + last->count;
+    if (last->count > 0 && !extends) {
+      flush(*last);
+    }
+    if (last->count == 0) {
+      last->first_seq = h.sequence;
+      last->first_offset = h.offset;
+    }
+    ++last->count;
+  }
+  for (auto& w : watchers_) flush(*w);
+  const auto dead = std::remove_if(watchers_.begin(), watchers_.end(), [](const auto& w) { return w->closed; });
+  watchers_.erase(dead, watchers_.end());
+  return work;
+}
+
+}  // namespace catena::chain

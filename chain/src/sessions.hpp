@@ -53,6 +53,18 @@ struct Replica::SubscriberSession {
   bool closed = false;
 };
 
+// A publisher's commit watch at the tail: the run of its records seen in
+// this pass is acknowledged at the end of the pass.
+struct Replica::WatchSession {
+  std::unique_ptr<Link> link;
+  std::uint64_t producer_id = 0;
+  std::uint32_t producer_epoch = 0;
+  std::uint32_t first_seq = 0;
+  std::uint32_t count = 0;
+  std::uint64_t first_offset = 0;
+  bool closed = false;
+};
+
 // Reconstructs a 64-bit byte count from a doorbell immediate (count/8 mod 2^32).
 inline std::uint64_t advance_total(std::uint64_t total, std::uint32_t imm) {
   const std::uint32_t low = static_cast<std::uint32_t>(total / 8);

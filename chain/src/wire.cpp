@@ -17,6 +17,7 @@ std::string_view to_string(Status s) noexcept {
     case Status::bad_request: return "bad_request";
     case Status::not_ready: return "not_ready";
     case Status::unavailable: return "unavailable";
+    case Status::not_tail: return "not_tail";
   }
   return "unknown";
 }
@@ -27,7 +28,8 @@ std::optional<Kind> peek(const std::byte* in, std::uint32_t len) {
   std::memcpy(&h, in, sizeof h);
   if (h.magic != kMagic || h.version != kVersion || h.length != len) return std::nullopt;
   const auto k = static_cast<std::uint16_t>(h.kind);
-  if (k < static_cast<std::uint16_t>(Kind::replica_hello) || k > static_cast<std::uint16_t>(Kind::subscriber_notice)) {
+  if (k < static_cast<std::uint16_t>(Kind::replica_hello) ||
+      k > static_cast<std::uint16_t>(Kind::commit_watch_welcome)) {
     return std::nullopt;
   }
   return h.kind;

@@ -7,6 +7,8 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/wire.hpp>
 
 #include <gtest/gtest.h>
 
@@ -234,6 +236,79 @@ TEST_F(ChainE2E, MiddleReplicaReplacedMidStreamLosesNothing) {
     });
   }
   EXPECT_EQ(next, 1100u);
+}
+
+// The tail acknowledges a watching producer's records with the offsets the
+// head gave them; only the tail of a chain of two or more accepts a watch.
+TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
+  configure("watch", 0, 1, {0, 1, 2}, 1);
+  auto provider = fabric::Provider::open(provider_spec());
+  ASSERT_TRUE(provider.ok()) << provider.error().message;
+  auto watch = [&](int node, const std::string& channel, std::uint64_t epoch, std::uint64_t producer) {
+    chain::wire::CommitWatchHello h{};
+    h.ref.set(channel, 0, epoch);
+    h.producer_id = producer;
+    h.producer_epoch = 1;
+    return chain::Link::dial<chain::wire::CommitWatchWelcome>(**provider, brokers_[node]->fabric_address(), h, 3s);
+  };
+  for (int node : {0, 1}) {
+    auto d = watch(node, "watch", 1, 99);
+    ASSERT_TRUE(d.welcome.has_value()) << d.error.message;
+    EXPECT_EQ(d.welcome->status, chain::wire::Status::not_tail) << "node " << node;
+  }
+  auto unknown = watch(2, "no-such-channel", 1, 99);
+  ASSERT_TRUE(unknown.welcome.has_value());
+  EXPECT_EQ(unknown.welcome->status, chain::wire::Status::unknown_channel);
+  auto stale = watch(2, "watch", 0, 99);
+  ASSERT_TRUE(stale.welcome.has_value());
+  EXPECT_EQ(stale.welcome->status, chain::wire::Status::stale_epoch);
+
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.producer_id = 777;
+  auto pub = Publisher::create(routes_, "watch", po);  // opens its own watch first
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  auto mine = watch(2, "watch", 1, 777);  // the newest watch of producer 777 gets the acks
+  ASSERT_TRUE(mine.welcome.has_value()) << mine.error.message;
+  ASSERT_EQ(mine.welcome->status, chain::wire::Status::ok);
+  // Another producer's records interleave and must not show up in 777's acks.
+  PublisherOptions other_opts = po;
+  other_opts.producer_id = 888;
+  auto other = Publisher::create(routes_, "watch", other_opts);
+  ASSERT_TRUE(other.ok());
+
+  constexpr std::uint32_t kRecords = 2000;
+  std::map<std::uint32_t, std::uint64_t> offset_of_seq;
+  for (std::uint32_t i = 0; i < kRecords; ++i) {
+    const std::string payload = "w" + std::to_string(i);
+    while (pub.value()->publish_to(0, bytes(payload), [&](const PublishResult& r) {
+             ASSERT_EQ(r.status, PublishStatus::ok);
+             offset_of_seq[r.sequence] = r.offset;
+           }) != fabric::Errc::ok) {
+      pub.value()->poll();
+    }
+    if (i % 3 == 0) (void)other.value()->publish_to(0, bytes(payload), nullptr);
+  }
+  ASSERT_TRUE(pub.value()->flush(20s));
+  ASSERT_TRUE(other.value()->flush(20s));
+  ASSERT_EQ(offset_of_seq.size(), kRecords);
+
+  std::map<std::uint32_t, std::uint64_t> tail_said;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (tail_said.size() < kRecords && std::chrono::steady_clock::now() < deadline) {
+    mine.link->poll_recv(
+        [&](const std::byte* msg, std::uint32_t len) {
+          auto ack = chain::wire::decode<chain::wire::PublishAck>(msg, len);
+          ASSERT_TRUE(ack.has_value());
+          EXPECT_EQ(ack->status, chain::wire::Status::ok);
+          EXPECT_EQ(ack->ring_consumed, 0u);
+          for (std::uint32_t i = 0; i < ack->count; ++i) {
+            EXPECT_TRUE(tail_said.emplace(ack->first_seq + i, ack->first_offset + i).second) << "acked twice";
+          }
+        },
+        [](std::uint32_t, std::uint32_t) {});
+  }
+  EXPECT_EQ(tail_said, offset_of_seq);
 }
 
 TEST_F(ChainE2E, UnknownChannelAndOversizedRecordsAreClearErrors) {

@@ -12,6 +12,9 @@
 //    it forwards, commits or serves it;
 //  - the tail's commit offset travels back up: each replica writes it into
 //    its predecessor's commit word (a one-sided write of {commit, ~commit});
+//  - the tail also acknowledges records straight to their publishers when
+//    they opened a commit watch with it (wire::CommitWatchHello): whatever the
+//    tail holds is committed, so the ack needs no trip back up the chain;
 //  - any replica serves subscribers committed records, pushed into their
 //    rings straight from segment memory.
 //
@@ -66,6 +69,7 @@ struct ReplicaStats {
   std::uint32_t segments = 0;
   std::uint32_t publishers = 0;
   std::uint32_t subscribers = 0;
+  std::uint32_t watchers = 0;
   std::uint64_t corrupt_frames = 0;   // refused from publishers or predecessor
   bool successor_connected = false;
   bool predecessor_connected = false;
@@ -101,6 +105,7 @@ class Replica {
   // --- client sessions -------------------------------------------------------
   void attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello);
   void attach_subscriber(std::unique_ptr<Link> link, const wire::SubscriberHello& hello);
+  void attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatchHello& hello);
 
   [[nodiscard]] ReplicaStats stats() const;
   // Nodes this replica found unreachable since the last call (for failure reports).
@@ -109,6 +114,7 @@ class Replica {
 
   struct PublisherSession;
   struct SubscriberSession;
+  struct WatchSession;
 
  private:
   Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock);
@@ -122,6 +128,8 @@ class Replica {
   int ack_publisher_st(PublisherSession& s);
   int serve_subscribers_st();
   int deliver_st(SubscriberSession& s);
+  int ack_watchers_st();
+  void drop_watchers_st();
   void on_commit_advanced_st();
   std::uint64_t read_commit_word_st() const;
 
@@ -147,6 +155,9 @@ class Replica {
 
   std::vector<std::unique_ptr<PublisherSession>> publishers_;
   std::vector<std::unique_ptr<SubscriberSession>> subscribers_;
+  std::vector<std::unique_ptr<WatchSession>> watchers_;
+  Cursor watch_cursor_;            // next record the tail has not yet acknowledged to watchers
+  std::uint64_t watch_next_ = 0;
   std::vector<std::string> suspects_;
   std::uint64_t corrupt_frames_ = 0;
 };

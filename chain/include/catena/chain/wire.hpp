@@ -36,6 +36,8 @@ enum class Kind : std::uint16_t {
   subscriber_welcome = 7,
   subscriber_credit = 8,
   subscriber_notice = 9,
+  commit_watch_hello = 10,
+  commit_watch_welcome = 11,
 };
 
 // Status codes carried on the wire (stable numbers).
@@ -53,6 +55,7 @@ enum class Status : std::uint16_t {
   bad_request = 10,
   not_ready = 11,      // partition not configured here yet: retry
   unavailable = 12,    // client side: partition unreachable past the retry timeout
+  not_tail = 13,       // a commit watch opened on a node that is not the tail
 };
 
 [[nodiscard]] std::string_view to_string(Status s) noexcept;
@@ -137,6 +140,26 @@ struct PublishAck {
   std::uint64_t epoch;
 };
 
+// A publisher's second session, with the tail of a chain of two or more. The
+// tail holds a record only once every replica does, so it acknowledges this
+// producer's records (PublishAck, ring_consumed 0) as soon as they arrive:
+// two hand-offs sooner than the head, which learns of the commit through the
+// rest of the chain. The head's acknowledgements stay authoritative (errors,
+// duplicates, ring credit); the publisher takes whichever comes first.
+struct CommitWatchHello {
+  ChannelRef ref;
+  std::uint64_t producer_id;
+  std::uint32_t producer_epoch;
+  std::uint32_t reserved;
+};
+
+struct CommitWatchWelcome {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t reserved1;
+  std::uint64_t epoch;
+};
+
 enum class StartMode : std::uint32_t { earliest = 0, latest = 1, offset = 2 };
 
 struct SubscriberHello {
@@ -178,6 +201,8 @@ template <> constexpr Kind kind_of<SubscriberHello>() { return Kind::subscriber_
 template <> constexpr Kind kind_of<SubscriberWelcome>() { return Kind::subscriber_welcome; }
 template <> constexpr Kind kind_of<SubscriberCredit>() { return Kind::subscriber_credit; }
 template <> constexpr Kind kind_of<SubscriberNotice>() { return Kind::subscriber_notice; }
+template <> constexpr Kind kind_of<CommitWatchHello>() { return Kind::commit_watch_hello; }
+template <> constexpr Kind kind_of<CommitWatchWelcome>() { return Kind::commit_watch_welcome; }
 
 // Writes header + body into `out` (at least kMaxMessage bytes); returns length.
 template <class T>

@@ -122,8 +122,8 @@ class Broker::Impl {
       auto r = chain::Replica::create(*provider_, cfg, clock_);
       if (!r) return {ConfigureStatus::invalid, 0, r.error().message};
       replicas_.emplace(key, std::move(r.value()));
-      spdlog::info("partition {}/{}: epoch {} position {}/{}", cfg.channel, cfg.partition, cfg.epoch,
-                   cfg.position, cfg.chain_length);
+      spdlog::info("partition {}/{}: epoch {} position {}/{}{}", cfg.channel, cfg.partition, cfg.epoch,
+                   cfg.position, cfg.chain_length, cfg.is_joining() ? " (joining)" : "");
       return {ConfigureStatus::applied, cfg.epoch, ""};
     }
     chain::Replica& rep = *it->second;
@@ -132,8 +132,8 @@ class Broker::Impl {
       return {ConfigureStatus::stale_epoch, rep.epoch(),
               "epoch " + std::to_string(cfg.epoch) + " is older than " + std::to_string(rep.epoch())};
     }
-    spdlog::info("partition {}/{}: now epoch {} position {}/{}", cfg.channel, cfg.partition, cfg.epoch,
-                 cfg.position, cfg.chain_length);
+    spdlog::info("partition {}/{}: now epoch {} position {}/{}{}", cfg.channel, cfg.partition, cfg.epoch,
+                 cfg.position, cfg.chain_length, cfg.is_joining() ? " (joining)" : "");
     return {ConfigureStatus::applied, cfg.epoch, ""};
   }
 

@@ -165,13 +165,12 @@ int main(int argc, char** argv) {
   }
 
   while (!g_stop) {
-    auto st = broker.value()->stats();
     catena::control::idl::HeartbeatRequest hb;
     hb.node_id = info.node_id;
     hb.node_epoch = node_epoch;
-    hb.stats.segments = static_cast<std::int64_t>(st.segments);
-    hb.stats.bytes = static_cast<std::int64_t>(st.bytes);
-    hb.stats.connections = static_cast<std::int64_t>(st.connections);
+    // Load and per-partition progress: the controller promotes a joining
+    // replica once its tail reports it caught up.
+    hb.stats = catena::control::node_stats_of(broker.value()->stats());
     auto reply = controller.heartbeat(hb);
     if (reply && reply->fenced) {
       spdlog::warn("controller fenced node epoch {}: dropping all replicas and registering again", node_epoch);

@@ -17,6 +17,11 @@ constexpr std::uint32_t kEndMask = (1u << kSlotShift) - 1;
 static_assert(wire::kMaxSlots <= (1u << (32 - kSlotShift)));
 // Largest single forward write: keeps one slot's catch-up from starving the rest.
 constexpr std::uint32_t kMaxForwardChunk = 1u << 20;
+// Forward work-request ids: kWrData | length << kWrLenShift | slot, so a
+// completion says how many bytes reached the successor.
+constexpr std::uint32_t kWrLenShift = 8;
+constexpr std::uint64_t kWrLenMask = (1ull << 32) - 1;
+static_assert(wire::kMaxSlots <= (1u << kWrLenShift));
 constexpr std::uint32_t kScratchSlot = 64;
 constexpr std::uint32_t kScratchSlots = 256;
 
@@ -67,6 +72,7 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   if (succ_ && (cfg.successor_node != cfg_.successor_node || cfg.successor_addr != cfg_.successor_addr)) {
     succ_->ep().disconnect();
     succ_.reset();
+    fwd_in_flight_ = 0;
   }
   if (!cfg.is_head()) {
     for (auto& p : publishers_) p->link->ep().disconnect();
@@ -85,7 +91,9 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   return true;
 }
 
-bool Replica::wants_successor() const { return !cfg_.is_tail() && !succ_ && !cfg_.successor_addr.empty(); }
+// A tail with a joining successor forwards to it like any replica does:
+// forwarding follows the link, commit follows the role.
+bool Replica::wants_successor() const { return !succ_ && !cfg_.successor_addr.empty(); }
 
 wire::ReplicaHello Replica::successor_hello() const {
   wire::ReplicaHello h{};
@@ -97,7 +105,7 @@ wire::ReplicaHello Replica::successor_hello() const {
 
 bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWelcome& w) {
   if (w.status != wire::Status::ok || w.epoch != cfg_.epoch || w.slot_count != cfg_.slot_count ||
-      w.segment_bytes != cfg_.log.segment_bytes || cfg_.is_tail()) {
+      w.segment_bytes != cfg_.log.segment_bytes || cfg_.successor_addr.empty()) {
     link->ep().disconnect();
     return false;
   }
@@ -114,6 +122,7 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
     }
   }
   succ_ = std::move(link);
+  fwd_in_flight_ = 0;
   return true;
 }
 
@@ -192,7 +201,7 @@ int Replica::pump_predecessor_st() {
 }
 
 int Replica::forward_st() {
-  if (!succ_ || cfg_.is_tail()) return 0;
+  if (!succ_) return 0;
   int work = 0;
   const std::uint32_t slots = cfg_.slot_count;
   const std::uint32_t max_msg = std::min(kMaxForwardChunk, succ_->ep().caps().max_message_size);
@@ -209,11 +218,13 @@ int Replica::forward_st() {
       const bool last = fwd_end_[s] + len == in.valid_end;
       fabric::LocalBuffer src{slot_mrs_[s].get(), fwd_end_[s], len};
       fabric::RemoteAddress dst{succ_slots_[s], fwd_end_[s]};
-      fabric::Errc e = last ? succ_->ep().post_write_imm(kWrData | s, src, dst,
-                                                         (s << kSlotShift) | (in.valid_end / 8))
-                            : succ_->ep().post_write(kWrData | s, src, dst);
+      const std::uint64_t wr_id = kWrData | (std::uint64_t{len} << kWrLenShift) | s;
+      const std::uint32_t imm = (s << kSlotShift) | (in.valid_end / 8);
+      fabric::Errc e = last ? succ_->ep().post_write_imm(wr_id, src, dst, imm)
+                            : succ_->ep().post_write(wr_id, src, dst);
       if (e != fabric::Errc::ok) return work;  // back-pressure: keep order, continue next pass
       fwd_end_[s] += len;
+      fwd_in_flight_ += len;
       ++work;
     }
   }
@@ -222,11 +233,15 @@ int Replica::forward_st() {
 
 int Replica::pump_successor_st() {
   if (!succ_) return 0;
-  int n = succ_->poll_send();
+  int n = succ_->poll_send([&](const fabric::Completion& c) {
+    if ((c.wr_id & kWrTagMask) != kWrData) return;
+    fwd_in_flight_ -= std::min(fwd_in_flight_, (c.wr_id >> kWrLenShift) & kWrLenMask);
+  });
   succ_->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
   if (n < 0 || succ_->broken()) {
     suspects_.push_back(cfg_.successor_node);
     succ_.reset();
+    fwd_in_flight_ = 0;
     return 1;
   }
   return n;
@@ -240,6 +255,10 @@ std::uint64_t Replica::read_commit_word_st() const {
 }
 
 int Replica::propagate_commit_st() {
+  // A joining replica holds no commit of its own: nothing the successor
+  // behind it writes counts, and it writes nothing up (the tail would ignore
+  // it anyway: a tail never reads its commit word).
+  if (cfg_.is_joining()) return 0;
   int work = 0;
   if (!cfg_.is_tail()) {
     const std::uint64_t c = read_commit_word_st();
@@ -274,6 +293,17 @@ ReplicaStats Replica::stats() const {
   s.corrupt_frames = corrupt_frames_;
   s.successor_connected = succ_ != nullptr;
   s.predecessor_connected = pred_ != nullptr;
+  if (succ_) {
+    std::uint64_t backlog = fwd_in_flight_;
+    for (std::uint32_t i = 0; i < cfg_.slot_count; ++i) {
+      const SlotInfo& in = log_->slot_info(i);
+      if (in.state == SlotState::free) continue;
+      // A slot of a generation not yet started is owed whole.
+      const std::uint32_t sent = fwd_gen_[i] == in.generation ? std::min(fwd_end_[i], in.valid_end) : 0;
+      backlog += in.valid_end - sent;
+    }
+    s.successor_backlog_bytes = static_cast<std::int64_t>(backlog);
+  }
   return s;
 }
 

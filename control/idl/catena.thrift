@@ -47,12 +47,21 @@ struct Replica {
 
 // The chain of one partition at one epoch. replicas[0] is the head (takes
 // appends), replicas[last] the tail (commits, serves the commit offset).
+//
+// joining: replacement replicas being caught up behind the tail, in chain
+// order (the tail forwards to joining[0], joining[0] to joining[1], ...).
+// They copy every retained segment and every new write while the chain keeps
+// committing without them; they hold no client-visible role (no commits, no
+// reads, no acknowledgements) until the controller promotes joining[0] to
+// tail with a new epoch. Clients use `replicas` only. Absent in metadata
+// written before it existed (decodes as empty).
 struct PartitionRoute {
   1: string channel,
   2: i32 partition,
   3: i64 epoch,
   4: list<Replica> replicas,
   5: i64 start_offset,
+  6: list<Replica> joining,
 }
 
 exception CatenaError {
@@ -88,10 +97,25 @@ struct RegisterReply {
   3: i32 heartbeat_interval_ms,
 }
 
+// One replica's progress in one partition, as its node last saw it.
+struct PartitionProgress {
+  1: string channel,
+  2: i32 partition,
+  3: i64 epoch,                          // the route epoch the replica is at
+  4: i64 end_offset,                     // first offset it does not hold
+  5: i64 commit_offset,
+  // Bytes it holds that its successor does not have yet (not yet written,
+  // or written and not yet completed); -1: no link to a successor.
+  6: i64 successor_backlog_bytes = -1,
+}
+
 struct NodeStats {
   1: i64 segments,
   2: i64 bytes,
   3: i64 connections,
+  // Every replica the node holds. The controller promotes a joining replica
+  // once the tail reports a small backlog towards it.
+  4: optional list<PartitionProgress> partitions,
 }
 
 struct HeartbeatRequest {
@@ -127,7 +151,7 @@ struct NodeStatus {
   3: i64 node_epoch,
   4: i64 last_heartbeat_ms_ago,
   5: NodeStats stats,
-  6: i32 replicas,             // chain memberships held by this node
+  6: i32 replicas,             // chain memberships held by this node (joining ones included)
 }
 
 struct ClusterStatus {
@@ -193,7 +217,9 @@ service BrokerAdmin {
   //   route.epoch >  installed: adopt it; refuse data-plane traffic carrying
   //                             older epochs from now on.
   // The broker's role is its position in route.replicas (0: head, last:
-  // tail). A broker that is not in route.replicas drops the partition.
+  // tail), or, if it is in route.joining, a joining replica after the tail
+  // (copies, never commits or serves). A broker in neither drops the
+  // partition.
   void configureChain(1: ChainAssignment assignment) throws (1: CatenaError err),
 
   // The caller was removed from the chain of (channel, partition) at epoch:

@@ -5,27 +5,34 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace catena::control {
 
 bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a, chain::ReplicaConfig* out) {
+  // The whole chain as this node sees it: the replicas, then the joining
+  // replicas behind the tail. A joining replica only exists behind a tail.
   const auto& reps = a.route.replicas;
-  std::size_t pos = reps.size();
-  for (std::size_t i = 0; i < reps.size(); ++i) {
-    if (reps[i].node_id == node_id) pos = i;
+  if (reps.empty()) return false;
+  std::vector<const idl::Replica*> line;
+  for (const auto& r : reps) line.push_back(&r);
+  for (const auto& r : a.route.joining) line.push_back(&r);
+  std::size_t pos = line.size();
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i]->node_id == node_id) pos = i;
   }
-  if (pos == reps.size()) return false;
+  if (pos == line.size()) return false;
   chain::ReplicaConfig rc;
   rc.channel = a.route.channel;
   rc.partition = static_cast<std::uint32_t>(a.route.partition);
   rc.epoch = static_cast<std::uint64_t>(a.route.epoch);
   rc.node_id = node_id;
-  rc.position = static_cast<std::uint32_t>(pos);
+  rc.position = static_cast<std::uint32_t>(pos);  // >= chain_length: joining
   rc.chain_length = static_cast<std::uint32_t>(reps.size());
-  if (pos > 0) rc.predecessor_node = reps[pos - 1].node_id;
-  if (pos + 1 < reps.size()) {
-    rc.successor_node = reps[pos + 1].node_id;
-    rc.successor_addr = reps[pos + 1].fabric_addr;
+  if (pos > 0) rc.predecessor_node = line[pos - 1]->node_id;
+  if (pos + 1 < line.size()) {
+    rc.successor_node = line[pos + 1]->node_id;
+    rc.successor_addr = line[pos + 1]->fabric_addr;
   }
   rc.head_addr = reps.front().fabric_addr;
   rc.log.segment_bytes = static_cast<std::uint32_t>(a.segment_bytes);
@@ -33,6 +40,27 @@ bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& 
   rc.start_offset = static_cast<std::uint64_t>(a.route.start_offset);
   *out = rc;
   return true;
+}
+
+idl::NodeStats node_stats_of(const broker::NodeStats& st) {
+  idl::NodeStats out;
+  out.__set_segments(static_cast<std::int64_t>(st.segments));
+  out.__set_bytes(static_cast<std::int64_t>(st.bytes));
+  out.__set_connections(static_cast<std::int64_t>(st.connections));
+  std::vector<idl::PartitionProgress> partitions;
+  partitions.reserve(st.partitions.size());
+  for (const auto& p : st.partitions) {
+    idl::PartitionProgress pp;
+    pp.__set_channel(p.channel);
+    pp.__set_partition(static_cast<std::int32_t>(p.partition));
+    pp.__set_epoch(static_cast<std::int64_t>(p.epoch));
+    pp.__set_end_offset(static_cast<std::int64_t>(p.replica.end_offset));
+    pp.__set_commit_offset(static_cast<std::int64_t>(p.replica.commit_offset));
+    pp.__set_successor_backlog_bytes(p.replica.successor_backlog_bytes);
+    partitions.push_back(std::move(pp));
+  }
+  out.__set_partitions(std::move(partitions));
+  return out;
 }
 
 class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
@@ -77,12 +105,7 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     installed_.erase({channel, partition});
   }
 
-  void ping(idl::NodeStats& out) override {
-    auto st = broker_.stats();
-    out.segments = static_cast<std::int64_t>(st.segments);
-    out.bytes = static_cast<std::int64_t>(st.bytes);
-    out.connections = static_cast<std::int64_t>(st.connections);
-  }
+  void ping(idl::NodeStats& out) override { out = node_stats_of(broker_.stats()); }
 
  private:
   idl::CatenaError stale(const std::pair<std::string, std::int32_t>& key, const std::string& msg) {

@@ -134,6 +134,7 @@ std::map<std::string, std::int64_t> Controller::replica_counts_locked() const {
   for (const auto& [name, ch] : store_->state().channels) {
     for (const auto& route : ch.routes) {
       for (const auto& r : route.replicas) ++counts[r.node_id];
+      for (const auto& r : route.joining) ++counts[r.node_id];  // copying costs like holding
     }
   }
   return counts;

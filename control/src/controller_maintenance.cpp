@@ -8,22 +8,46 @@
 #include <algorithm>
 #include <catena/control/controller.hpp>
 #include <future>
+#include <vector>
 
 namespace catena::control {
 namespace {
 
-std::vector<std::string> chain_ids(const idl::PartitionRoute& route) {
+// "a -> b -> c", then " (joining: d)" if any are joining, for logs.
+std::string describe_chain(const idl::PartitionRoute& route) {
   std::vector<std::string> ids;
   for (const auto& r : route.replicas) ids.push_back(r.node_id);
-  return ids;
+  std::string out = fmt::format("[{}]", fmt::join(ids, " -> "));
+  if (route.joining.empty()) return out;
+  ids.clear();
+  for (const auto& r : route.joining) ids.push_back(r.node_id);
+  return out + fmt::format(" (joining: {})", fmt::join(ids, " -> "));
 }
 
+bool has_node(const std::vector<idl::Replica>& list, const std::string& node_id) {
+  return std::any_of(list.begin(), list.end(), [&](const idl::Replica& r) { return r.node_id == node_id; });
+}
+
+// In the chain or joining it.
 bool contains(const idl::PartitionRoute& route, const std::string& node_id) {
-  return std::any_of(route.replicas.begin(), route.replicas.end(),
-                     [&](const idl::Replica& r) { return r.node_id == node_id; });
+  return has_node(route.replicas, node_id) || has_node(route.joining, node_id);
+}
+
+void erase_node(std::vector<idl::Replica>& list, const std::string& node_id) {
+  std::erase_if(list, [&](const idl::Replica& r) { return r.node_id == node_id; });
+}
+
+// Every node that holds (or is copying) the partition and must be pushed
+// its route: the chain, then the joining replicas.
+std::vector<const idl::Replica*> members_of(const idl::PartitionRoute& route) {
+  std::vector<const idl::Replica*> out;
+  for (const auto& r : route.replicas) out.push_back(&r);
+  for (const auto& r : route.joining) out.push_back(&r);
+  return out;
 }
 
 std::string role_in(const idl::PartitionRoute& route, const std::string& node_id) {
+  if (has_node(route.joining, node_id)) return "joining";
   if (route.replicas.size() == 1) return "only replica";
   if (route.replicas.front().node_id == node_id) return "head";
   if (route.replicas.back().node_id == node_id) return "tail";
@@ -49,11 +73,29 @@ std::vector<PlacementCandidate> Controller::candidates_locked() const {
 }
 
 bool Controller::fully_acked_locked(const idl::PartitionRoute& route) const {
+  const auto members = members_of(route);
+  if (members.empty()) return true;  // nobody to wait for (an older epoch's acks may linger)
   auto it = acks_.find({route.channel, route.partition});
-  if (it == acks_.end()) return route.replicas.empty();
-  if (it->second.epoch != route.epoch) return false;
-  return std::all_of(route.replicas.begin(), route.replicas.end(),
-                     [&](const idl::Replica& r) { return it->second.nodes.count(r.node_id) != 0; });
+  if (it == acks_.end() || it->second.epoch != route.epoch) return false;
+  return std::all_of(members.begin(), members.end(),
+                     [&](const idl::Replica* r) { return it->second.nodes.count(r->node_id) != 0; });
+}
+
+std::int64_t Controller::promote_backlog_limit(std::int64_t segment_bytes) {
+  return std::max<std::int64_t>(std::int64_t{1} << 20, segment_bytes / 4);
+}
+
+bool Controller::caught_up_locked(const idl::PartitionRoute& route, std::int64_t segment_bytes) const {
+  if (route.replicas.empty() || route.joining.empty()) return false;
+  auto it = stats_.find(route.replicas.back().node_id);
+  if (it == stats_.end()) return false;
+  for (const auto& p : it->second.partitions) {
+    if (p.channel != route.channel || p.partition != route.partition) continue;
+    // Only a report at this epoch is about the link to joining[0].
+    return p.epoch == route.epoch && p.successor_backlog_bytes >= 0 &&
+           p.successor_backlog_bytes <= promote_backlog_limit(segment_bytes);
+  }
+  return false;
 }
 
 void Controller::tick() {
@@ -65,6 +107,8 @@ void Controller::tick() {
   run_probes();
   {
     std::lock_guard lock(mu_);
+    if (halted_) return;
+    promote_caught_up_locked();
     if (halted_) return;
     restore_replication_locked();
     if (halted_) return;
@@ -161,12 +205,23 @@ Result<void> Controller::remove_from_routes_locked(const meta::RepairIntent& int
     if (!route || !contains(**route, intent.node_id)) continue;
     idl::PartitionRoute next = **route;
     const auto role = role_in(next, intent.node_id);
-    next.replicas.erase(std::remove_if(next.replicas.begin(), next.replicas.end(),
-                                       [&](const idl::Replica& r) { return r.node_id == intent.node_id; }),
-                        next.replicas.end());
+    // A joining node simply leaves; the others re-link around whatever left
+    // (replica_config_for derives every neighbour from the route).
+    erase_node(next.replicas, intent.node_id);
+    erase_node(next.joining, intent.node_id);
+    if (next.replicas.empty() && !next.joining.empty()) {
+      // The chain is gone; the joining replicas hold a prefix of what it
+      // held, which beats restarting the partition empty.
+      spdlog::error(
+          "{}/{} lost every replica of its chain; the joining replica(s) take over with what they "
+          "copied, acknowledged records they did not copy yet are gone",
+          next.channel, next.partition);
+      next.replicas = std::move(next.joining);
+      next.joining.clear();
+    }
     next.__set_epoch(next.epoch + 1);
-    spdlog::info("{}/{}: dropped {} ({}), epoch {}: [{}]", next.channel, next.partition, intent.node_id, role,
-                 next.epoch, fmt::join(chain_ids(next), " -> "));
+    spdlog::info("{}/{}: dropped {} ({}), epoch {}: {}", next.channel, next.partition, intent.node_id, role,
+                 next.epoch, describe_chain(next));
     changed.push_back(std::move(next));
   }
   if (changed.empty()) return {};
@@ -197,25 +252,32 @@ void Controller::restore_replication_locked() {
   std::vector<idl::PartitionRoute> changed;
   for (const auto& [name, ch] : store_->state().channels) {
     for (const auto& route : ch.routes) {
-      const auto missing = ch.config.replication - static_cast<std::int32_t>(route.replicas.size());
+      const auto missing = ch.config.replication - static_cast<std::int32_t>(route.replicas.size()) -
+                           static_cast<std::int32_t>(route.joining.size());
       // Wait until the shortened chain is installed everywhere: each replica
-      // sees epoch+1 (without the dead node) before epoch+2 (with the new tail).
+      // sees epoch+1 (without the dead node) before epoch+2 (with the
+      // replacement joining).
       if (missing <= 0 || !fully_acked_locked(route)) continue;
       std::vector<std::string> zones;
       std::set<std::string> members;
-      for (const auto& r : route.replicas) {
-        members.insert(r.node_id);
-        if (const auto* n = node_locked(r.node_id)) zones.push_back(n->info.zone);
+      for (const auto* r : members_of(route)) {
+        members.insert(r->node_id);
+        if (const auto* n = node_locked(r->node_id)) zones.push_back(n->info.zone);
       }
       auto chosen = placement.choose(missing, zones, members);
       if (!chosen) {
         if (warned_short_.insert({{route.channel, route.partition}, route.epoch}).second) {
           spdlog::warn("{}/{} has {} of {} replicas and cannot be restored yet: {}", route.channel,
-                       route.partition, route.replicas.size(), ch.config.replication, chosen.error().message);
+                       route.partition, route.replicas.size() + route.joining.size(), ch.config.replication,
+                       chosen.error().message);
         }
         continue;
       }
-      if (route.replicas.empty()) {
+      // With a chain left, replacements join behind its tail and copy while
+      // it keeps committing; promote_caught_up_locked() makes them replicas.
+      // Without one there is nothing to copy: they form the chain directly.
+      const bool empty = route.replicas.empty();
+      if (empty) {
         spdlog::error("{}/{} lost every replica; its unexpired messages are gone, restarting it empty",
                       route.channel, route.partition);
       }
@@ -226,11 +288,16 @@ void Controller::restore_replication_locked() {
         r.__set_node_id(id);
         r.__set_fabric_addr(n->info.fabric_addr);
         r.__set_admin_addr(n->info.admin_addr);
-        next.replicas.push_back(std::move(r));
+        (empty ? next.replicas : next.joining).push_back(std::move(r));
       }
       next.__set_epoch(route.epoch + 1);
-      spdlog::info("{}/{}: appended {} at the tail, epoch {}: [{}]", next.channel, next.partition,
-                   fmt::join(*chosen, ", "), next.epoch, fmt::join(chain_ids(next), " -> "));
+      if (empty) {
+        spdlog::info("{}/{}: {} form the chain, epoch {}: {}", next.channel, next.partition,
+                     fmt::join(*chosen, ", "), next.epoch, describe_chain(next));
+      } else {
+        spdlog::info("{}/{}: {} joining behind the tail, epoch {}: {}", next.channel, next.partition,
+                     fmt::join(*chosen, ", "), next.epoch, describe_chain(next));
+      }
       changed.push_back(std::move(next));
     }
   }
@@ -242,6 +309,36 @@ void Controller::restore_replication_locked() {
     return;
   }
   crash_locked("repair.restored");
+}
+
+void Controller::promote_caught_up_locked() {
+  std::vector<idl::PartitionRoute> changed;
+  for (const auto& [name, ch] : store_->state().channels) {
+    for (const auto& route : ch.routes) {
+      // Every member runs this epoch (so the tail forwards to joining[0]),
+      // and the tail says joining[0] is nearly level with it.
+      if (route.joining.empty() || !fully_acked_locked(route) ||
+          !caught_up_locked(route, ch.config.segment_bytes)) {
+        continue;
+      }
+      idl::PartitionRoute next = route;
+      const std::string id = next.joining.front().node_id;
+      next.replicas.push_back(next.joining.front());
+      next.joining.erase(next.joining.begin());
+      next.__set_epoch(route.epoch + 1);
+      spdlog::info("{}/{}: {} caught up, now the tail, epoch {}: {}", next.channel, next.partition, id,
+                   next.epoch, describe_chain(next));
+      changed.push_back(std::move(next));
+    }
+  }
+  if (changed.empty()) return;
+  meta::MetaRecord record;
+  record.__set_put_routes(changed);
+  if (auto r = store_->commit(record); !r) {
+    spdlog::error("could not persist promoted chains (will retry): {}", r.error().describe());
+    return;
+  }
+  crash_locked("repair.promoted");
 }
 
 void Controller::close_finished_repairs_locked() {
@@ -282,7 +379,8 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
     for (const auto& route : ch.routes) {
       const RouteId rid{route.channel, route.partition};
       const auto ack = acks_.find(rid);
-      for (const auto& replica : route.replicas) {
+      for (const auto* member : members_of(route)) {
+        const auto& replica = *member;
         if (ack != acks_.end() && ack->second.epoch == route.epoch &&
             ack->second.nodes.count(replica.node_id)) {
           continue;

@@ -4,6 +4,7 @@
 #include <catena/control/idl/BrokerAdmin.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <catena/control/clock.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/inproc_broker_admin.hpp>
@@ -22,6 +23,12 @@ namespace catena::control::testing {
 // A broker's BrokerAdmin as the contract in catena.thrift describes it: it
 // keeps the newest route per partition, refuses older epochs with
 // STALE_EPOCH, treats a repeated epoch as a no-op. Records every call.
+//
+// Its reports (heartbeat stats and ping answers, see report()) carry the
+// progress of every route it is a member of, at the installed epoch: a
+// replica with a successor (a tail with a joining node behind it included)
+// reports a backlog of 0 unless the test set one with set_backlog(), so a
+// joining node is caught up as soon as its tail runs its epoch.
 class FakeBroker final : public idl::BrokerAdminIf {
  public:
   explicit FakeBroker(std::string name) : name_(std::move(name)) {}
@@ -45,9 +52,44 @@ class FakeBroker final : public idl::BrokerAdminIf {
     fences_.push_back({channel, partition, epoch});
   }
   void ping(idl::NodeStats& out) override {
+    out = report();
     std::lock_guard lock(mu_);
     ++pings_;
-    out = stats_;
+  }
+
+  // What the broker reports about itself: load set by set_stats(), plus
+  // progress of every installed route that lists node_id.
+  [[nodiscard]] idl::NodeStats report() const {
+    std::lock_guard lock(mu_);
+    idl::NodeStats out = stats_;
+    std::vector<idl::PartitionProgress> progress;
+    for (const auto& [key, route] : installed_) {
+      std::vector<std::string> line;
+      for (const auto& r : route.replicas) line.push_back(r.node_id);
+      for (const auto& r : route.joining) line.push_back(r.node_id);
+      const auto at = std::find(line.begin(), line.end(), node_id_);
+      if (at == line.end()) continue;
+      idl::PartitionProgress p;
+      p.__set_channel(key.first);
+      p.__set_partition(key.second);
+      p.__set_epoch(route.epoch);
+      const bool has_successor = at + 1 != line.end();
+      auto b = backlog_.find(key);
+      p.__set_successor_backlog_bytes(!has_successor ? -1 : b == backlog_.end() ? 0 : b->second);
+      progress.push_back(std::move(p));
+    }
+    out.__set_partitions(std::move(progress));
+    return out;
+  }
+  void set_node_id(const std::string& id) {
+    std::lock_guard lock(mu_);
+    node_id_ = id;
+  }
+  // The backlog this broker reports towards its successor in
+  // channel/partition from now on (whenever it has one).
+  void set_backlog(const std::string& channel, std::int32_t p, std::int64_t bytes) {
+    std::lock_guard lock(mu_);
+    backlog_[{channel, p}] = bytes;
   }
 
   [[nodiscard]] std::vector<idl::ChainAssignment> configure_calls() const {
@@ -93,6 +135,8 @@ class FakeBroker final : public idl::BrokerAdminIf {
  private:
   std::string name_;
   mutable std::mutex mu_;
+  std::string node_id_;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> backlog_;
   std::vector<idl::ChainAssignment> configure_calls_;
   std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;
   std::vector<Fence> fences_;
@@ -153,6 +197,7 @@ class ControllerFixture : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.error().describe();
     n.id = r->node_id;
     n.epoch = r->node_epoch;
+    n.broker->set_node_id(n.id);
     nodes_[name] = n;
     return nodes_[name];
   }
@@ -162,6 +207,7 @@ class ControllerFixture : public ::testing::Test {
     idl::HeartbeatRequest req;
     req.__set_node_id(n.id);
     req.__set_node_epoch(n.epoch);
+    req.__set_stats(n.broker->report());
     auto r = controller_->heartbeat(req);
     ASSERT_TRUE(r.ok()) << r.error().describe();
     ASSERT_FALSE(r->fenced) << name;

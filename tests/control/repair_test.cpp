@@ -1,5 +1,6 @@
 // Chain repair after a node dies: order, epochs, pushes, replacement choice,
-// retries of failed pushes.
+// the joining stage (a replacement copies behind the tail and is promoted
+// once the tail reports it caught up), retries of failed pushes.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::chain_of;
 using testing::channel_config;
+using testing::joining_of;
 using Fate = InProcBrokerAdmin::Fate;
 using Method = InProcBrokerAdmin::Method;
 using Ids = std::vector<std::string>;
@@ -40,6 +42,16 @@ class Repair : public testing::ControllerFixture {
     ASSERT_EQ(state_of(name), idl::NodeState::DEAD);
   }
 
+  std::int32_t replicas_held_by(const std::string& name) {
+    auto status = controller_->cluster_status();
+    EXPECT_TRUE(status.ok());
+    for (const auto& s : status->nodes) {
+      if (s.info.node_id == id(name)) return s.replicas;
+    }
+    ADD_FAILURE() << "no status for " << name;
+    return -1;
+  }
+
   // Every broker in the final route has it installed, and the repair is closed.
   void expect_settled(const idl::PartitionRoute& r) {
     for (const auto& rep : r.replicas) {
@@ -60,29 +72,35 @@ class Repair : public testing::ControllerFixture {
 TEST_F(Repair, HeadDiesNextBecomesHead) {
   kill_and_repair("a");
   const auto r = route("orders");
-  EXPECT_EQ(r.epoch, 3);
-  // Epoch 2 is [b, c]; epoch 3 appends the replacement at the tail. a was the
-  // only z1 replica, so d (z1) keeps the zones distinct; e would double z2.
+  EXPECT_EQ(r.epoch, 4);
+  // Epoch 2 is [b, c]; at epoch 3 the replacement joins behind the tail; at
+  // epoch 4, caught up, it is the tail. a was the only z1 replica, so d (z1)
+  // keeps the zones distinct; e would double z2.
   EXPECT_EQ(chain_of(r), (Ids{id("b"), id("c"), id("d")}));
-  EXPECT_EQ(nodes_["b"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 2, 3}));
-  EXPECT_EQ(nodes_["c"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 2, 3}));
-  EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3}));
+  EXPECT_TRUE(r.joining.empty());
+  EXPECT_EQ(nodes_["b"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(nodes_["c"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3, 4}));
   const auto calls = nodes_["b"].broker->configure_calls();
+  ASSERT_EQ(calls.size(), 4u);
   EXPECT_EQ(chain_of(calls[1].route), (Ids{id("b"), id("c")}));
   EXPECT_EQ(calls[1].segment_bytes, 1 << 20);
   EXPECT_EQ(calls[1].ttl_ms, 60000);
   EXPECT_EQ(calls[1].channel_partitions, 1);
+  EXPECT_EQ(chain_of(calls[2].route), (Ids{id("b"), id("c")}));
+  EXPECT_EQ(joining_of(calls[2].route), (Ids{id("d")}));
+  EXPECT_EQ(calls[2].route.epoch, 3);
   expect_settled(r);
 }
 
 TEST_F(Repair, MiddleDiesPredecessorLinksToSuccessorAndTheReplacementIsZoneAware) {
   kill_and_repair("b");
   const auto r = route("orders");
-  EXPECT_EQ(r.epoch, 3);
+  EXPECT_EQ(r.epoch, 4);
   // b was the only z2 replica: e (z2) is picked although d sorts first.
   EXPECT_EQ(chain_of(r), (Ids{id("a"), id("c"), id("e")}));
   const auto calls = nodes_["a"].broker->configure_calls();
-  ASSERT_EQ(calls.size(), 3u);
+  ASSERT_EQ(calls.size(), 4u);
   EXPECT_EQ(chain_of(calls[1].route), (Ids{id("a"), id("c")}));
   EXPECT_EQ(calls[1].route.epoch, 2);
   expect_settled(r);
@@ -91,12 +109,12 @@ TEST_F(Repair, MiddleDiesPredecessorLinksToSuccessorAndTheReplacementIsZoneAware
 TEST_F(Repair, TailDiesPredecessorBecomesTail) {
   kill_and_repair("c");
   const auto r = route("orders");
-  EXPECT_EQ(r.epoch, 3);
+  EXPECT_EQ(r.epoch, 4);
   // c was the only z3 node: no spare restores three zones, so the least
   // loaded spare wins (d and e tie on load: id order).
   EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b"), id("d")}));
   const auto calls = nodes_["b"].broker->configure_calls();
-  ASSERT_EQ(calls.size(), 3u);
+  ASSERT_EQ(calls.size(), 4u);
   EXPECT_EQ(chain_of(calls[1].route), (Ids{id("a"), id("b")}));
   EXPECT_EQ(calls[1].route.replicas.back().node_id, id("b"));
   expect_settled(r);
@@ -209,11 +227,11 @@ TEST_F(Repair, DelayedOldConfigurationCannotRollABrokerBack) {
                : Fate::deliver;
   });
   kill_broker("a");
-  run_for(2000ms, {"a"});  // held once, retried, acknowledged, then epoch 3
+  run_for(2000ms, {"a"});  // held once, retried, acknowledged, then epochs 3 and 4
   ASSERT_EQ(admin_.held(), 1u);
-  ASSERT_EQ(route("orders").epoch, 3);
+  ASSERT_EQ(route("orders").epoch, 4);
   EXPECT_EQ(admin_.release_held(/*newest_first=*/true), 1u);
-  EXPECT_EQ(nodes_["b"].broker->installed("orders", 0)->epoch, 3);
+  EXPECT_EQ(nodes_["b"].broker->installed("orders", 0)->epoch, 4);
 }
 
 TEST_F(Repair, ReplicationIsRestoredWhenANodeArrives) {
@@ -238,7 +256,7 @@ TEST_F(Repair, ReRegistrationTakesTheOldIncarnationOutOfItsChains) {
   EXPECT_EQ(r.epoch, 2);
   run_for(500ms);
   r = route("orders");
-  EXPECT_EQ(r.epoch, 3);
+  EXPECT_EQ(r.epoch, 4);
   // The fresh b is an empty node like any other spare: it restores z2 and
   // wins the load tie with e on id order.
   EXPECT_EQ(chain_of(r), (Ids{id("a"), id("c"), id("b")}));
@@ -268,6 +286,172 @@ TEST_F(Repair, EvictedNodeIsToldToFenceIfReachable) {
   ASSERT_EQ(fences.size(), 1u);
   EXPECT_EQ(fences[0].channel, "orders");
   EXPECT_EQ(fences[0].epoch, 2);
+}
+
+// The replacement copies behind the tail while the chain runs without it;
+// only a tail report at the current epoch with a backlog within the limit
+// promotes it. Clients never see it before that.
+TEST_F(Repair, JoiningNodeIsPromotedOnlyOnceTheTailReportsItCaughtUp) {
+  const std::int64_t limit = Controller::promote_backlog_limit(1 << 20);
+  ASSERT_EQ(limit, 1 << 20) << "max(1 MiB, segment/4) for a 1 MiB segment";
+  nodes_["b"].broker->set_backlog("orders", 0, 64 << 20);  // b becomes the tail
+  kill_broker("c");
+  run_for(2000ms, {"c"});
+  ASSERT_EQ(state_of("c"), idl::NodeState::DEAD);
+
+  auto r = route("orders");
+  EXPECT_EQ(r.epoch, 3);
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b")})) << "clients get the chain without the joining node";
+  EXPECT_EQ(joining_of(r), (Ids{id("d")}));
+  auto described = controller_->describe_channel("orders");
+  ASSERT_TRUE(described.ok());
+  EXPECT_EQ(joining_of(described->routes[0]), (Ids{id("d")}));
+  for (const auto& name : {"a", "b", "d"}) {
+    auto installed = nodes_[name].broker->installed("orders", 0);
+    ASSERT_TRUE(installed.has_value()) << name;
+    EXPECT_EQ(*installed, r) << name << ": every member, the joining one included, runs epoch 3";
+  }
+  EXPECT_EQ(replicas_held_by("d"), 1) << "a joining replica counts as load";
+  EXPECT_EQ(controller_->cluster_status()->repairs_in_progress, 1) << "two replicas are not three";
+
+  // A report from an older epoch is not about the link to d.
+  idl::HeartbeatRequest stale;
+  stale.__set_node_id(id("b"));
+  stale.__set_node_epoch(nodes_["b"].epoch);
+  idl::NodeStats old_progress;
+  idl::PartitionProgress p;
+  p.__set_channel("orders");
+  p.__set_partition(0);
+  p.__set_epoch(2);
+  p.__set_successor_backlog_bytes(0);
+  old_progress.__set_partitions({p});
+  stale.__set_stats(old_progress);
+  for (int i = 0; i < 5; ++i) {
+    clock_.advance(100ms);
+    heartbeat_all_but({"b", "c"});
+    ASSERT_TRUE(controller_->heartbeat(stale).ok());
+    controller_->tick();
+  }
+  EXPECT_EQ(route("orders").epoch, 3);
+
+  nodes_["b"].broker->set_backlog("orders", 0, limit + 1);
+  run_for(1000ms, {"c"});
+  EXPECT_EQ(route("orders").epoch, 3) << "one byte over the limit";
+  EXPECT_EQ(chain_of(route("orders")), (Ids{id("a"), id("b")}));
+
+  nodes_["b"].broker->set_backlog("orders", 0, limit);
+  run_for(300ms, {"c"});
+  r = route("orders");
+  EXPECT_EQ(r.epoch, 4);
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b"), id("d")}));
+  EXPECT_TRUE(r.joining.empty());
+  EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3, 4}));
+  EXPECT_EQ(replicas_held_by("d"), 1);
+  expect_settled(r);
+}
+
+TEST_F(Repair, JoiningNodeThatDiesIsDroppedAndReplaced) {
+  nodes_["b"].broker->set_backlog("orders", 0, 64 << 20);
+  kill_broker("c");
+  run_for(2000ms, {"c"});
+  ASSERT_EQ(joining_of(route("orders")), (Ids{id("d")}));
+  ASSERT_EQ(route("orders").epoch, 3);
+
+  kill_broker("d");
+  run_for(2000ms, {"c", "d"});
+  ASSERT_EQ(state_of("d"), idl::NodeState::DEAD);
+  auto r = route("orders");
+  // Epoch 4 drops d (the chain itself is untouched), epoch 5 lets e join.
+  EXPECT_EQ(r.epoch, 5);
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b")}));
+  EXPECT_EQ(joining_of(r), (Ids{id("e")}));
+  const auto calls = nodes_["b"].broker->configure_calls();
+  ASSERT_GE(calls.size(), 4u);
+  EXPECT_EQ(calls[3].route.epoch, 4);
+  EXPECT_EQ(chain_of(calls[3].route), (Ids{id("a"), id("b")}));
+  EXPECT_TRUE(calls[3].route.joining.empty());
+  EXPECT_EQ(controller_->cluster_status()->repairs_in_progress, 2);
+
+  nodes_["b"].broker->set_backlog("orders", 0, 0);
+  run_for(500ms, {"c", "d"});
+  r = route("orders");
+  EXPECT_EQ(r.epoch, 6);
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b"), id("e")}));
+  expect_settled(r);
+}
+
+// The tail dies while d is joining behind it: d re-links behind the new
+// tail (its predecessor) and the chain gets one more joining node; they are
+// promoted one at a time, each once the tail in front reports it caught up.
+TEST_F(Repair, TailDiesWhileANodeJoinsAndTheJoiningNodeReLinks) {
+  nodes_["b"].broker->set_backlog("orders", 0, 64 << 20);
+  nodes_["a"].broker->set_backlog("orders", 0, 64 << 20);
+  kill_broker("c");
+  run_for(2000ms, {"c"});
+  ASSERT_EQ(joining_of(route("orders")), (Ids{id("d")}));
+
+  kill_broker("b");
+  run_for(2000ms, {"b", "c"});
+  auto r = route("orders");
+  EXPECT_EQ(r.epoch, 5) << "4: b dropped, d now joins behind a; 5: e joins behind d";
+  EXPECT_EQ(chain_of(r), (Ids{id("a")}));
+  EXPECT_EQ(joining_of(r), (Ids{id("d"), id("e")}));
+  EXPECT_EQ(*nodes_["d"].broker->installed("orders", 0), r);
+  const auto d_calls = nodes_["d"].broker->configure_calls();
+  ASSERT_GE(d_calls.size(), 2u);
+  EXPECT_EQ(chain_of(d_calls[1].route), (Ids{id("a")}));
+  EXPECT_EQ(joining_of(d_calls[1].route), (Ids{id("d")}));
+
+  nodes_["a"].broker->set_backlog("orders", 0, 0);
+  nodes_["d"].broker->set_backlog("orders", 0, 64 << 20);
+  run_for(500ms, {"b", "c"});
+  r = route("orders");
+  EXPECT_EQ(r.epoch, 6);
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("d")}));
+  EXPECT_EQ(joining_of(r), (Ids{id("e")}));
+
+  nodes_["d"].broker->set_backlog("orders", 0, 0);
+  run_for(500ms, {"b", "c"});
+  r = route("orders");
+  EXPECT_EQ(r.epoch, 7);
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("d"), id("e")}));
+  expect_settled(r);
+}
+
+// With no replica left there is nothing to copy: the replacement forms the
+// chain at once. With only joining nodes left, they become the chain.
+TEST_F(Repair, ChainWithNoReplicaLeftTakesItsReplacementsDirectly) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("solo", 1, 1)).ok());
+  const auto solo = route("solo");
+  ASSERT_EQ(chain_of(solo), (Ids{id("d")}));
+  kill_broker("d");
+  run_for(2000ms, {"d"});
+  const auto r = route("solo");
+  EXPECT_EQ(r.epoch, 3) << "2: empty, 3: the replacement is the chain";
+  ASSERT_EQ(r.replicas.size(), 1u);
+  EXPECT_TRUE(r.joining.empty());
+  EXPECT_EQ(nodes_["e"].broker->epochs_seen("solo", 0), (std::vector<std::int64_t>{3}));
+  expect_settled(r);
+}
+
+TEST_F(Repair, JoiningNodesTakeOverWhenTheWholeChainIsLost) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("pair", 1, 2)).ok());
+  ASSERT_EQ(chain_of(route("pair")), (Ids{id("d"), id("e")}));
+  nodes_["d"].broker->set_backlog("pair", 0, 64 << 20);
+  kill_broker("e");
+  run_for(2000ms, {"e"});
+  auto r = route("pair");
+  ASSERT_EQ(chain_of(r), (Ids{id("d")}));
+  ASSERT_EQ(r.joining.size(), 1u);
+  const std::string joiner = r.joining[0].node_id;
+
+  kill_broker("d");
+  run_for(2000ms, {"d", "e"});
+  r = route("pair");
+  ASSERT_GE(r.replicas.size(), 1u);
+  EXPECT_EQ(r.replicas[0].node_id, joiner) << "the joining node holds the only surviving copy";
+  EXPECT_EQ(r.replicas.size(), 2u) << "and a new replacement joined and was promoted behind it";
+  expect_settled(r);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::chain_of;
 using testing::channel_config;
+using testing::joining_of;
 using Ids = std::vector<std::string>;
 
 class Restart : public testing::ControllerFixture {
@@ -41,7 +42,9 @@ class Restart : public testing::ControllerFixture {
     for (int p = 0; p < 2; ++p) {
       const auto r = route("orders", p);
       EXPECT_EQ(chain_of(r), (Ids{id("a"), id("c"), id("d")})) << "partition " << p;
-      EXPECT_EQ(r.epoch, 3) << "one epoch to drop b, one to add d: a resumed repair repeats neither";
+      EXPECT_EQ(r.epoch, 4) << "one epoch to drop b, one for d to join, one to promote it: a resumed repair "
+                               "repeats none";
+      EXPECT_TRUE(r.joining.empty());
       for (const auto& name : {"a", "c", "d"}) {
         auto installed = nodes_[name].broker->installed("orders", p);
         ASSERT_TRUE(installed.has_value()) << name;
@@ -100,13 +103,49 @@ TEST_F(Restart, RepairResumesAfterCrashOnceTheNodeIsRemoved) {
   restart();
   run_for(500ms, {"b"});
   expect_repaired();
-  EXPECT_EQ(nodes_["a"].broker->epochs_seen("orders", 1), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(nodes_["a"].broker->epochs_seen("orders", 1), (std::vector<std::int64_t>{1, 2, 3, 4}));
 }
 
 TEST_F(Restart, RepairResumesAfterCrashOnceTheReplacementIsChosen) {
   crash_during_repair_at("repair.restored");
-  EXPECT_EQ(controller_->metadata().channels.at("orders").routes[0].epoch, 3);
+  const auto before = controller_->metadata().channels.at("orders").routes[0];
+  EXPECT_EQ(before.epoch, 3);
+  EXPECT_EQ(chain_of(before), (Ids{id("a"), id("c")}));
+  EXPECT_EQ(joining_of(before), (Ids{id("d")}));
   EXPECT_FALSE(nodes_["d"].broker->installed("orders", 0).has_value()) << "crashed before pushing epoch 3";
+  restart();
+  // The joining stage is durable: the restarted controller has d joining.
+  const auto after = controller_->metadata().channels.at("orders").routes[0];
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(joining_of(route("orders", 0)), (Ids{id("d")}));
+  run_for(500ms, {"b"});
+  expect_repaired();
+  EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3, 4}));
+}
+
+TEST_F(Restart, JoiningNodeStaysJoiningAcrossARestartUntilTheTailReportsItCaughtUp) {
+  for (int p = 0; p < 2; ++p) nodes_["c"].broker->set_backlog("orders", p, 64 << 20);
+  kill_broker("b");
+  run_for(2000ms, {"b"});
+  ASSERT_EQ(joining_of(route("orders", 0)), (Ids{id("d")}));
+  const auto before = controller_->metadata();
+  restart();
+  EXPECT_EQ(controller_->metadata(), before);
+  run_for(1000ms, {"b"});
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(route("orders", p).epoch, 3) << "still joining: the tail still reports a backlog";
+    EXPECT_EQ(joining_of(route("orders", p)), (Ids{id("d")}));
+  }
+  for (int p = 0; p < 2; ++p) nodes_["c"].broker->set_backlog("orders", p, 0);
+  run_for(500ms, {"b"});
+  expect_repaired();
+}
+
+TEST_F(Restart, RepairResumesAfterCrashOnceTheJoiningNodeIsPromoted) {
+  crash_during_repair_at("repair.promoted");
+  EXPECT_EQ(controller_->metadata().channels.at("orders").routes[0].epoch, 4);
+  EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3}))
+      << "crashed before pushing epoch 4";
   restart();
   run_for(500ms, {"b"});
   expect_repaired();

@@ -28,6 +28,7 @@ using namespace std::chrono_literals;
 using testing::chain_of;
 using testing::channel_config;
 using testing::FakeBroker;
+using testing::joining_of;
 using testing::TempDir;
 
 // Connects to 127.0.0.1:port, writes bytes, half-closes, and waits for the
@@ -123,7 +124,21 @@ class SocketTest : public ::testing::Test {
     info.__set_zone(zone);
     auto r = client_->register_node(info);
     EXPECT_TRUE(r.ok()) << r.error().describe();
-    return r.ok() ? r->node_id : "";
+    if (!r.ok()) return "";
+    brokers_[static_cast<std::size_t>(i)].fake->set_node_id(r->node_id);
+    node_epochs_[r->node_id] = r->node_epoch;
+    return r->node_id;
+  }
+
+  // One heartbeat of broker i over Thrift, carrying its progress report.
+  void heartbeat(int i, const std::string& node_id) {
+    idl::HeartbeatRequest hb;
+    hb.__set_node_id(node_id);
+    hb.__set_node_epoch(node_epochs_.at(node_id));
+    hb.__set_stats(brokers_[static_cast<std::size_t>(i)].fake->report());
+    auto r = client_->heartbeat(hb);
+    ASSERT_TRUE(r.ok()) << r.error().describe();
+    EXPECT_FALSE(r->fenced);
   }
 
   TempDir dir_;
@@ -133,6 +148,7 @@ class SocketTest : public ::testing::Test {
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<ControllerServer> server_;
   std::unique_ptr<ControllerClient> client_;
+  std::map<std::string, std::int64_t> node_epochs_;
 };
 
 TEST_F(SocketTest, ChannelsRoutesAndTypedErrorsOverThrift) {
@@ -253,9 +269,19 @@ TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
   ASSERT_TRUE(eventually([&] {
     auto r = client_->get_route("c", 0);
     return r.ok() && r->epoch == 3;
-  })) << "chain not repaired";
+  })) << "no replacement joining";
+  const auto joining = *client_->get_route("c", 0);
+  EXPECT_EQ(chain_of(joining), (std::vector<std::string>{ids[0], ids[2]}));
+  EXPECT_EQ(joining_of(joining), (std::vector<std::string>{spare}));
+  // The tail's heartbeat, over Thrift, reports the spare caught up.
+  ASSERT_TRUE(eventually([&] {
+    heartbeat(2, ids[2]);
+    auto r = client_->get_route("c", 0);
+    return r.ok() && r->epoch == 4;
+  })) << "the joining replacement was not promoted";
   const auto r = *client_->get_route("c", 0);
   EXPECT_EQ(chain_of(r), (std::vector<std::string>{ids[0], ids[2], spare}));
+  EXPECT_TRUE(r.joining.empty());
   EXPECT_TRUE(eventually([&] {
     auto installed = brokers_[3].fake->installed("c", 0);
     return installed && *installed == r;

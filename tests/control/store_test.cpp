@@ -1,7 +1,10 @@
 // MetadataStore: exact replay, snapshots, and what happens to damaged files.
 #include <gtest/gtest.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
 
 #include <catena/control/metadata_store.hpp>
+#include <catena/control/wal.hpp>
 #include <fstream>
 #include <random>
 
@@ -152,6 +155,90 @@ TEST(MetadataStore, CrashBetweenSnapshotAndLogResetReplaysOnlyNewerRecords) {
   }
   auto store = open_store(dir.path());
   EXPECT_EQ(store->state(), expected);
+}
+
+// A MetaRecord putting channel `name` as a controller from before
+// PartitionRoute.joining (field 6) wrote it: routes carry fields 1-5 only.
+std::string record_without_joining(const std::string& name) {
+  using namespace apache::thrift::protocol;
+  auto buffer = std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+  TBinaryProtocol out(buffer);
+  out.writeStructBegin("MetaRecord");
+  out.writeFieldBegin("put_channel", T_STRUCT, 2);
+  out.writeStructBegin("ChannelRecord");
+  out.writeFieldBegin("config", T_STRUCT, 1);
+  testing::channel_config(name, 1, 2).write(&out);
+  out.writeFieldEnd();
+  out.writeFieldBegin("routes", T_LIST, 2);
+  out.writeListBegin(T_STRUCT, 1);
+  out.writeStructBegin("PartitionRoute");
+  out.writeFieldBegin("channel", T_STRING, 1);
+  out.writeString(name);
+  out.writeFieldEnd();
+  out.writeFieldBegin("partition", T_I32, 2);
+  out.writeI32(0);
+  out.writeFieldEnd();
+  out.writeFieldBegin("epoch", T_I64, 3);
+  out.writeI64(7);
+  out.writeFieldEnd();
+  out.writeFieldBegin("replicas", T_LIST, 4);
+  out.writeListBegin(T_STRUCT, 2);
+  for (int k = 0; k < 2; ++k) {
+    idl::Replica rep;
+    rep.__set_node_id("node-" + std::to_string(k));
+    rep.write(&out);
+  }
+  out.writeListEnd();
+  out.writeFieldEnd();
+  out.writeFieldBegin("start_offset", T_I64, 5);
+  out.writeI64(0);
+  out.writeFieldEnd();
+  out.writeFieldStop();
+  out.writeStructEnd();
+  out.writeListEnd();
+  out.writeFieldEnd();
+  out.writeFieldStop();
+  out.writeStructEnd();
+  out.writeFieldEnd();
+  out.writeFieldStop();
+  out.writeStructEnd();
+  return buffer->getBufferAsString();
+}
+
+TEST(MetadataStore, RoutesWrittenBeforeTheJoiningFieldLoadWithNoneJoining) {
+  TempDir dir;
+  {
+    auto wal = WalWriter::open(dir.path() / "wal", 0);
+    ASSERT_TRUE(wal.ok()) << wal.error().describe();
+    ASSERT_TRUE(wal->append(1, record_without_joining("legacy")).ok());
+  }
+  meta::MetaState expected;
+  {
+    auto store = open_store(dir.path());
+    ASSERT_NE(store, nullptr);
+    ASSERT_EQ(store->recovery().replayed_records, 1u);
+    const auto& route = store->state().channels.at("legacy").routes.at(0);
+    EXPECT_EQ(route.epoch, 7);
+    ASSERT_EQ(route.replicas.size(), 2u);
+    EXPECT_EQ(route.replicas[1].node_id, "node-1");
+    EXPECT_TRUE(route.joining.empty());
+    // The same store takes a route with a joining replica from here on.
+    idl::PartitionRoute next = route;
+    next.__set_epoch(8);
+    idl::Replica joiner;
+    joiner.__set_node_id("node-2");
+    next.joining.push_back(joiner);
+    meta::MetaRecord r;
+    r.__set_put_routes({next});
+    ASSERT_TRUE(store->commit(r).ok());
+    ASSERT_TRUE(store->snapshot().ok());
+    expected = store->state();
+  }
+  auto store = open_store(dir.path());
+  EXPECT_EQ(store->state(), expected);
+  const auto& route = store->state().channels.at("legacy").routes.at(0);
+  ASSERT_EQ(route.joining.size(), 1u);
+  EXPECT_EQ(route.joining[0].node_id, "node-2");
 }
 
 TEST(MetadataStore, TruncatedTailIsDroppedAndLogStaysAppendable) {

@@ -37,6 +37,12 @@ inline std::vector<std::string> chain_of(const idl::PartitionRoute& route) {
   return ids;
 }
 
+inline std::vector<std::string> joining_of(const idl::PartitionRoute& route) {
+  std::vector<std::string> ids;
+  for (const auto& r : route.joining) ids.push_back(r.node_id);
+  return ids;
+}
+
 inline idl::ChannelConfig channel_config(const std::string& name, int partitions = 1, int replication = 3) {
   idl::ChannelConfig c;
   c.__set_name(name);

@@ -4,10 +4,19 @@
 //  - head: consumes publishers' staging rings (frames they wrote with
 //    one-sided writes), checks idempotence, appends to its PartitionLog, and
 //    acknowledges each publisher once the tail's commit covers its records;
-//  - every replica but the tail forwards new byte ranges of each segment slot
-//    to the same place in its successor's slot (RDMA WRITE, then WRITE WITH
-//    IMMEDIATE naming slot and end), oldest segment first, so a new or
-//    lagging successor is caught up by the same code that streams live data;
+//  - every replica that has a successor forwards new byte ranges of each
+//    segment slot to the same place in its successor's slot (RDMA WRITE, then
+//    WRITE WITH IMMEDIATE naming slot and end), oldest segment first, so a
+//    new or lagging successor is caught up by the same code that streams
+//    live data;
+//  - a joining replica sits after the tail (position >= chain_length): the
+//    tail forwards to it like to any successor, but it is not part of the
+//    chain yet. The tail commits what it holds whatever the joining replica
+//    has, and never reads the commit word; the joining replica never commits,
+//    so it neither serves records nor acknowledges anything. Once caught up
+//    it is reconfigured as the tail (the controller's promotion): it then
+//    commits what it holds and its commit travels up through the old tail,
+//    now a middle, over the link that already exists;
 //  - every replica but the head validates what its predecessor wrote before
 //    it forwards, commits or serves it;
 //  - the tail's commit offset travels back up: each replica writes it into
@@ -47,10 +56,10 @@ struct ReplicaConfig {
   std::uint32_t partition = 0;
   std::uint64_t epoch = 0;
   std::string node_id;
-  std::uint32_t position = 0;      // 0 = head
-  std::uint32_t chain_length = 1;  // position == chain_length-1: tail
+  std::uint32_t position = 0;      // 0 = head; >= chain_length: joining after the tail
+  std::uint32_t chain_length = 1;  // replicas in the chain proper; position == chain_length-1: tail
   std::string predecessor_node;    // empty for the head
-  std::string successor_node;      // empty for the tail
+  std::string successor_node;      // empty for the last replica (the tail, unless one is joining)
   std::string successor_addr;      // fabric address of the successor
   std::string head_addr;           // for redirecting publishers
   LogConfig log;
@@ -59,6 +68,7 @@ struct ReplicaConfig {
 
   [[nodiscard]] bool is_head() const { return position == 0; }
   [[nodiscard]] bool is_tail() const { return position + 1 == chain_length; }
+  [[nodiscard]] bool is_joining() const { return position >= chain_length; }
 };
 
 struct ReplicaStats {
@@ -73,6 +83,9 @@ struct ReplicaStats {
   std::uint64_t corrupt_frames = 0;   // refused from publishers or predecessor
   bool successor_connected = false;
   bool predecessor_connected = false;
+  // Bytes this replica holds that its successor does not have yet: not yet
+  // posted, or posted and not yet completed. -1 without a successor link.
+  std::int64_t successor_backlog_bytes = -1;
 };
 
 class Replica {
@@ -93,7 +106,8 @@ class Replica {
   void tick();
 
   // --- chain links -----------------------------------------------------------
-  // True when this replica has a successor to connect to and no link to it.
+  // True when this replica has a successor (a joining one included) to
+  // connect to and no link to it.
   [[nodiscard]] bool wants_successor() const;
   [[nodiscard]] wire::ReplicaHello successor_hello() const;
   // The successor's answer: installs the link and starts (re)forwarding from
@@ -148,6 +162,7 @@ class Replica {
   std::array<fabric::RemoteRegion, wire::kMaxSlots> succ_slots_{};
   std::array<std::uint64_t, wire::kMaxSlots> fwd_gen_{};
   std::array<std::uint32_t, wire::kMaxSlots> fwd_end_{};
+  std::uint64_t fwd_in_flight_ = 0;  // bytes of data writes posted and not yet completed
   // Predecessor side.
   std::unique_ptr<Link> pred_;
   fabric::RemoteRegion pred_commit_word_{};

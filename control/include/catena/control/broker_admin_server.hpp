@@ -4,13 +4,16 @@
 // Thrift; this adapter is the only place the two meet.
 //
 // configureChain: the broker finds its role by its node id's position in the
-// route; a route that does not list it drops (fences) its replica. Epochs
+// route (in route.replicas, or in route.joining: after the tail); a route
+// that lists it nowhere drops (fences) its replica. Epochs
 // below the installed one are refused with STALE_EPOCH and the installed
 // route; the same epoch again is a no-op (the controller retries pushes).
 //
 // Lifecycle: start() binds (port 0 picks one), stop() is idempotent. The
 // Broker must outlive the server.
 #pragma once
+
+#include <catena/control/idl/catena_types.h>
 
 #include <catena/broker/broker.hpp>
 #include <catena/control/result.hpp>
@@ -48,7 +51,14 @@ class BrokerAdminServer {
 };
 
 // Maps a controller assignment to this node's replica configuration.
-// Returns nullopt-like false when the node is not in the route.
+// Returns false when the node is not in the route. A node in route.joining
+// gets position replicas.size()+k with chain_length replicas.size(), its
+// predecessor is the tail (or the joining node before it), and the tail's
+// successor is joining[0].
 bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a, chain::ReplicaConfig* out);
+
+// What the node reports in heartbeats and ping(): its load plus every
+// replica's progress (epoch, offsets, backlog towards its successor).
+[[nodiscard]] idl::NodeStats node_stats_of(const broker::NodeStats& stats);
 
 }  // namespace catena::control

@@ -15,10 +15,18 @@
 //   node DEAD       [intent: node dead + routes it is in] -> every such route
 //                   loses the node at epoch+1 (head dies: next is head; tail
 //                   dies: predecessor is tail; middle: predecessor links to
-//                   successor) -> pushed to the remaining replicas -> once
-//                   they all acknowledged it, replacements picked by zone and
-//                   load are appended at the tail at epoch+1 again -> pushed
-//                   -> intent closed when every route is back to R and acked.
+//                   successor; a joining node just leaves) -> pushed to the
+//                   remaining replicas -> once they all acknowledged it,
+//                   replacements picked by zone and load join behind the
+//                   tail (route.joining) at epoch+1 again -> pushed; the tail
+//                   copies every retained segment to joining[0] while it
+//                   keeps committing -> once every member acknowledged the
+//                   epoch and the tail's heartbeat reports, at that epoch, a
+//                   backlog towards joining[0] of at most
+//                   promote_backlog_limit(), joining[0] becomes the tail at
+//                   epoch+1 (one at a time) -> intent closed when every route
+//                   has R replicas (joining ones do not count) and is acked.
+//                   A chain with no replica left takes replacements directly.
 //   restart         the store replays; unfinished removals are redone before
 //                   anything else runs, and every route is pushed again.
 //
@@ -67,9 +75,10 @@ class Controller {
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
     // Fault injection for restart tests: called at "repair.intent_written",
-    // "repair.removed" and "repair.restored". Returning true stops the
-    // controller on the spot, as if its process died there; every later call
-    // fails with INTERNAL and the object can only be destroyed.
+    // "repair.removed", "repair.restored" (replacements joining) and
+    // "repair.promoted" (a joining replica became the tail). Returning true
+    // stops the controller on the spot, as if its process died there; every
+    // later call fails with INTERNAL and the object can only be destroyed.
     std::function<bool(std::string_view point)> crash_point;
   };
 
@@ -94,8 +103,17 @@ class Controller {
                                                   std::int32_t partition) const;
 
   // One round of maintenance: suspect silent nodes, probe suspects, evict
-  // the dead and repair their chains, restore replication, retry pushes.
+  // the dead and repair their chains, promote caught-up joining replicas,
+  // restore replication, retry pushes.
   void tick();
+
+  // The largest backlog (bytes the tail holds that joining[0] does not have
+  // yet) at which joining[0] is promoted to tail: max(1 MiB, segment/4).
+  // On promotion the new tail commits only what it holds, so the chain's
+  // commit waits for this remainder, which the existing link delivers in
+  // about one forwarding pass. Zero would wait for a moment with no write
+  // in flight, which a busy partition may never have.
+  [[nodiscard]] static std::int64_t promote_backlog_limit(std::int64_t segment_bytes);
 
   [[nodiscard]] bool halted() const;
   // Copy of the durable state, for tests and diagnostics.
@@ -135,7 +153,11 @@ class Controller {
   [[nodiscard]] std::map<std::string, std::int64_t> replica_counts_locked() const;
   [[nodiscard]] std::vector<PlacementCandidate> candidates_locked() const;  // ALIVE nodes and their load
   [[nodiscard]] bool in_any_route_locked(const std::string& node_id) const;
+  // Every member of the route, joining ones included, acknowledged its epoch.
   [[nodiscard]] bool fully_acked_locked(const idl::PartitionRoute& route) const;
+  // The tail's last report, at the route's epoch, shows joining[0] within
+  // promote_backlog_limit() of it.
+  [[nodiscard]] bool caught_up_locked(const idl::PartitionRoute& route, std::int64_t segment_bytes) const;
   [[nodiscard]] std::string assign_node_id_locked(std::int64_t* next_seq) const;
 
   // Declares node_id DEAD and takes it out of its chains. fence_evicted:
@@ -146,6 +168,7 @@ class Controller {
   [[nodiscard]] Result<void> remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted);
   [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id);
   void restore_replication_locked();
+  void promote_caught_up_locked();
   void close_finished_repairs_locked();
   [[nodiscard]] std::vector<PushJob> collect_pushes_locked();
 
@@ -159,7 +182,7 @@ class Controller {
   mutable std::mutex mu_;
   std::unique_ptr<MetadataStore> store_;
   FailureDetector detector_;
-  std::map<std::string, idl::NodeStats> stats_;              // from heartbeats and probes
+  std::map<std::string, idl::NodeStats> stats_;              // from heartbeats and probes (progress too)
   std::map<RouteId, AckState> acks_;                         // who confirmed which route epoch
   std::set<std::pair<std::string, RouteId>> pushing_;        // (node, route) pushes in flight
   std::map<std::string, Backoff> backoff_;                   // per node push back-off

@@ -1,0 +1,266 @@
+// A replacement replica joins behind the tail: the chain keeps committing and
+// acknowledging while the joining replica copies the history and the live
+// writes, the joining replica commits and serves nothing, and once promoted
+// to tail it holds every record. Brokers in one process (each with its own
+// fabric provider), configured from controller routes through the same seam
+// catenad uses (control::replica_config_for), with real Publisher and
+// Subscriber clients on the routes clients get (ControllerRoutes::to_route).
+#include <gtest/gtest.h>
+
+#include <catena/broker/broker.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/routes.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/control/broker_admin_server.hpp>
+#include <catena/control/controller_routes.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace catena {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string provider_spec() {
+  const char* p = std::getenv("CATENA_PROVIDER");
+  return p && *p ? p : "soft";
+}
+
+std::string listen_addr() {
+  const char* a = std::getenv("CATENA_TEST_ADDR");
+  return std::string(a && *a ? a : "127.0.0.1") + ":0";
+}
+
+std::span<const std::byte> bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+class Joining : public ::testing::Test {
+ protected:
+  // 8 slots of 256 KiB: the history below spans several segments.
+  static constexpr std::int64_t kSegment = 256 << 10;
+  static constexpr const char* kChannel = "join";
+
+  void SetUp() override {
+    for (int i = 0; i < 3; ++i) {
+      broker::BrokerConfig cfg;
+      cfg.node_id = "node-" + std::to_string(i);
+      cfg.provider = provider_spec();
+      cfg.fabric_listen = listen_addr();
+      cfg.slot_count = 8;
+      auto b = broker::Broker::start(cfg);
+      ASSERT_TRUE(b.ok()) << b.error().message;
+      brokers_.push_back(std::move(b.value()));
+    }
+  }
+
+  control::idl::Replica replica(int i) {
+    control::idl::Replica r;
+    r.__set_node_id(brokers_[static_cast<std::size_t>(i)]->config().node_id);
+    r.__set_fabric_addr(brokers_[static_cast<std::size_t>(i)]->fabric_address());
+    return r;
+  }
+
+  control::idl::PartitionRoute make_route(std::int64_t epoch, const std::vector<int>& chain,
+                                          const std::vector<int>& joining) {
+    control::idl::PartitionRoute route;
+    route.__set_channel(kChannel);
+    route.__set_partition(0);
+    route.__set_epoch(epoch);
+    route.__set_start_offset(0);
+    for (int i : chain) route.replicas.push_back(replica(i));
+    for (int i : joining) route.joining.push_back(replica(i));
+    return route;
+  }
+
+  // Installs `route` on the listed brokers, as the controller's pushes
+  // would, and gives clients the route they would get.
+  void install(const control::idl::PartitionRoute& route, const std::vector<int>& on) {
+    control::idl::ChainAssignment a;
+    a.__set_route(route);
+    a.__set_segment_bytes(kSegment);
+    a.__set_ttl_ms(600000);
+    a.__set_channel_partitions(1);
+    for (int i : on) {
+      chain::ReplicaConfig rc;
+      ASSERT_TRUE(
+          control::replica_config_for(brokers_[static_cast<std::size_t>(i)]->config().node_id, a, &rc));
+      auto r = brokers_[static_cast<std::size_t>(i)]->configure(rc);
+      ASSERT_EQ(r.status, broker::ConfigureStatus::applied) << r.message;
+    }
+    client_route_ = control::ControllerRoutes::to_route(route);
+    routes_.set(client_route_, 1, static_cast<std::uint32_t>(kSegment));
+  }
+
+  chain::ReplicaStats stats_of(int i) {
+    auto st = brokers_[static_cast<std::size_t>(i)]->stats();
+    EXPECT_EQ(st.partitions.size(), 1u) << "node " << i;
+    return st.partitions.empty() ? chain::ReplicaStats{} : st.partitions[0].replica;
+  }
+
+  bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (cond()) return true;
+      std::this_thread::sleep_for(2ms);
+    }
+    return cond();
+  }
+
+  // Publishes records [from, from + n) and waits for every acknowledgement.
+  void publish(Publisher& pub, int from, int n) {
+    for (int i = from; i < from + n; ++i) {
+      std::string payload =
+          "rec-" + std::to_string(i) + ":" + std::string(static_cast<std::size_t>(i % 400), 'p');
+      for (;;) {
+        auto e = pub.publish_to(0, bytes(payload), [this, payload](const PublishResult& r) {
+          if (r.status != PublishStatus::ok) {
+            if (failed_++ == 0) ADD_FAILURE() << "refused: " << chain::wire::to_string(r.status);
+            return;
+          }
+          EXPECT_TRUE(acked_.emplace(r.offset, payload).second) << "offset acknowledged twice: " << r.offset;
+        });
+        if (e == fabric::Errc::ok) break;
+        ASSERT_EQ(e, fabric::Errc::backpressure);
+        pub.poll();
+      }
+    }
+    ASSERT_TRUE(pub.flush(30s)) << "records " << from << ".." << from + n << " not all acknowledged";
+    ASSERT_EQ(failed_, 0);
+    ASSERT_EQ(acked_.size(), static_cast<std::size_t>(from + n));
+  }
+
+  // Reads everything from the tail of `routes` and checks it against acked_.
+  void expect_tail_serves_everything(RouteSource& routes) {
+    SubscriberOptions so;
+    so.provider = provider_spec();
+    so.read_from = SubscriberOptions::ReadFrom::tail;
+    auto sub = Subscriber::create(routes, kChannel, so);
+    ASSERT_TRUE(sub.ok()) << sub.error().message;
+    sub.value()->on_notice([](const Notice& n) {
+      ADD_FAILURE() << "notice " << chain::wire::to_string(n.status) << " at " << n.next_offset;
+    });
+    std::uint64_t next = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (next < acked_.size() && std::chrono::steady_clock::now() < deadline) {
+      const int n = sub.value()->poll([&](const Message& m) {
+        ASSERT_EQ(m.offset, next) << "delivery out of order or with a gap";
+        ASSERT_EQ(std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()),
+                  acked_[next])
+            << "payload mismatch at offset " << next;
+        ++next;
+      });
+      if (n == 0) std::this_thread::sleep_for(100us);
+    }
+    EXPECT_EQ(next, acked_.size());
+  }
+
+  // Nothing reaches a subscriber pointed straight at node i within `wait`.
+  void expect_serves_nothing(int i, std::chrono::milliseconds wait) {
+    StaticRoutes direct;
+    Route r = client_route_;
+    r.replicas = {{brokers_[static_cast<std::size_t>(i)]->config().node_id,
+                   brokers_[static_cast<std::size_t>(i)]->fabric_address()}};
+    direct.set(r, 1, static_cast<std::uint32_t>(kSegment));
+    SubscriberOptions so;
+    so.provider = provider_spec();
+    auto sub = Subscriber::create(direct, kChannel, so);
+    ASSERT_TRUE(sub.ok()) << sub.error().message;
+    int got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (sub.value()->poll([&](const Message&) { ++got; }) == 0) std::this_thread::sleep_for(1ms);
+    }
+    EXPECT_EQ(got, 0) << "a joining replica served records it has not committed";
+  }
+
+  // `chain` runs and takes a history; `joiner` joins behind its tail while
+  // records keep being published, is promoted, and must then hold and serve
+  // every record.
+  void join_and_promote(const std::vector<int>& chain, int joiner) {
+    const std::uint64_t all = 7000;
+    std::vector<int> members = chain;
+    install(make_route(1, chain, {}), chain);
+    PublisherOptions po;
+    po.provider = provider_spec();
+    auto pub = Publisher::create(routes_, kChannel, po);
+    ASSERT_TRUE(pub.ok()) << pub.error().message;
+    publish(*pub.value(), 0, 3000);
+    const int tail = chain.back();
+
+    // Epoch 2: `joiner` joins behind the tail. Its broker does not have the
+    // route yet, so the tail has a successor it cannot reach: it must keep
+    // committing and acknowledging on its own.
+    const auto joining = make_route(2, chain, {joiner});
+    install(joining, chain);
+    for (const auto& r : client_route_.replicas) {
+      ASSERT_NE(r.node_id, brokers_[static_cast<std::size_t>(joiner)]->config().node_id)
+          << "clients must never be routed to a joining replica";
+    }
+    ASSERT_EQ(client_route_.replicas.size(), chain.size());
+    publish(*pub.value(), 3000, 1000);
+    ASSERT_TRUE(eventually([&] { return stats_of(tail).commit_offset == 4000; }));
+    EXPECT_EQ(stats_of(tail).successor_backlog_bytes, -1) << "no link to the joining replica yet";
+
+    // The joining replica gets its route: the tail copies 4000 records of
+    // history to it while 2000 more are published and acknowledged.
+    install(joining, {joiner});
+    publish(*pub.value(), 4000, 2000);
+    EXPECT_TRUE(eventually([&] { return stats_of(tail).commit_offset == 6000; }))
+        << "the tail commits what it holds, whatever the joining replica has";
+    ASSERT_TRUE(eventually([&] {
+      const auto t = stats_of(tail);
+      return t.successor_backlog_bytes == 0 && stats_of(joiner).end_offset == 6000;
+    })) << "tail backlog "
+        << stats_of(tail).successor_backlog_bytes << ", joining replica holds "
+        << stats_of(joiner).end_offset;
+    const auto j = stats_of(joiner);
+    EXPECT_EQ(j.commit_offset, 0u) << "a joining replica never commits";
+    EXPECT_TRUE(j.predecessor_connected);
+    EXPECT_EQ(j.successor_backlog_bytes, -1);
+    EXPECT_EQ(j.watchers, 0u);
+    EXPECT_EQ(stats_of(tail).commit_offset, 6000u) << "the joining replica's commit word does not count";
+    expect_serves_nothing(joiner, 300ms);
+
+    // Epoch 3: promoted. The old tail is a middle now and takes its commit
+    // from the new tail over the link that already exists.
+    members.push_back(joiner);
+    install(make_route(3, members, {}), members);
+    EXPECT_TRUE(eventually([&] { return stats_of(joiner).commit_offset == 6000; }))
+        << "the new tail commits what it holds";
+    publish(*pub.value(), 6000, 1000);
+    ASSERT_TRUE(eventually([&] {
+      for (int m : members) {
+        const auto s = stats_of(m);
+        if (s.end_offset != all || s.commit_offset != all) return false;
+      }
+      return true;
+    })) << "every replica holds and has committed all records";
+    EXPECT_GE(stats_of(tail).successor_backlog_bytes, 0) << "the old tail keeps its link to the new tail";
+    expect_tail_serves_everything(routes_);
+  }
+
+  std::vector<std::unique_ptr<broker::Broker>> brokers_;
+  StaticRoutes routes_;
+  Route client_route_;
+  std::map<std::uint64_t, std::string> acked_;  // offset -> payload
+  int failed_ = 0;
+};
+
+TEST_F(Joining, ReplacementCopiesBehindTheTailWhileItCommitsAndHoldsEverythingOncePromoted) {
+  join_and_promote({0, 1}, 2);
+}
+
+// The same with a chain of one: the head is the tail and forwards to the
+// joining replica while it commits on its own.
+TEST_F(Joining, ReplacementJoinsBehindAChainOfOne) {
+  join_and_promote({0}, 1);
+}
+
+}  // namespace
+}  // namespace catena

@@ -147,7 +147,7 @@ class Publisher::Impl {
             },
             [](std::uint32_t, std::uint32_t) {});
         if (s.watch->broken()) drop_watch_st(s);
-      } else if (now >= s.watch_at && s.route.replicas.size() >= 2) {
+      } else if (opts_.tail_acks && now >= s.watch_at && s.route.replicas.size() >= 2) {
         watch_st(s, true);
       }
       s.link->poll_send();
@@ -274,7 +274,7 @@ class Publisher::Impl {
     s.down = false;
     s.watch.reset();
     s.watch_backoff = std::chrono::milliseconds(0);
-    if (s.route.replicas.size() >= 2) watch_st(s, false);
+    if (opts_.tail_acks && s.route.replicas.size() >= 2) watch_st(s, false);
     resend_st(s);
     return true;
   }

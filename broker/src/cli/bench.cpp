@@ -291,10 +291,10 @@ struct Report {
     }
     auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e3; };
     if (r.mode == "throughput") {
-      std::printf("  %-18s %6u B  %10.0f msg/s  %8.1f MB/s   ack latency p50 %8.1f us  p99 %9.1f us\n", r.mode.c_str(),
+      std::printf("  %-28s %6u B  %10.0f msg/s  %8.1f MB/s   ack latency p50 %8.1f us  p99 %9.1f us\n", r.mode.c_str(),
                   r.bytes, r.msgs_per_s, r.msgs_per_s * r.bytes / 1e6, us(r.pct.p50), us(r.pct.p99));
     } else {
-      std::printf("  %-18s %6u B  p50 %7.1f us  p99 %7.1f us  p99.9 %8.1f us  max %8.1f us", r.mode.c_str(), r.bytes,
+      std::printf("  %-28s %6u B  p50 %7.1f us  p99 %7.1f us  p99.9 %8.1f us  max %8.1f us", r.mode.c_str(), r.bytes,
                   us(r.pct.p50), us(r.pct.p99), us(r.pct.p999), us(r.pct.max));
       if (r.system != "floor" && r.floor_p50_ns > 0) {
         std::printf("  = %.2fx floor p50", static_cast<double>(r.pct.p50) / static_cast<double>(r.floor_p50_ns));
@@ -569,7 +569,13 @@ int run_bench(const Common& c, const BenchOptions& o) {
   std::fprintf(info, "catena bench: %d cores (%s), provider %s, %d replicas, load average %.2f\n", place->cpus,
                cpu_model().c_str(), c.provider.c_str(), o.replicas, load_average());
   std::fprintf(info, "  pinning %s\n", rep.pinning.c_str());
-  std::fprintf(info, "  every polling loop (brokers, client, floor stages) backs off: spin 200, yield 50, park 1us..1ms\n");
+  {
+    const fabric::BackoffIdle::Config ic = fabric::BackoffIdle{}.config();
+    std::fprintf(info,
+                 "  every polling loop (brokers, client, floor stages) backs off: spin %.0f us, yield until %.0f us, "
+                 "then park %.0f us..%.0f ms\n",
+                 ic.spin_ns / 1e3, static_cast<double>(ic.yield_ns) / 1e3, ic.min_park_ns / 1e3, ic.max_park_ns / 1e6);
+  }
 
   std::vector<std::uint32_t> lat_sizes, tput_sizes;
   try {
@@ -698,6 +704,26 @@ int run_bench(const Common& c, const BenchOptions& o) {
       r.msgs_per_s = rate(s.size(), dt);
       r.floor_p50_ns = floor_ring.p50;
       rep.emit(r);
+    }
+    if (o.replicas >= 2) {
+      // The same path with only the head acknowledging (the commit travels
+      // back up the chain first): what the tail's direct acks save.
+      PublisherOptions hpo = po;
+      hpo.tail_acks = false;
+      auto hpub = Publisher::create(routes, lat_ch->config.name, hpo);
+      if (!hpub) throw Fail{"publisher: " + hpub.error().message};
+      for (std::uint32_t bytes : lat_sizes) {
+        Row r;
+        r.replicas = o.replicas;
+        r.bytes = bytes;
+        r.mode = "commit_ack_latency_head_only";
+        std::uint64_t dt = 0;
+        auto s = commit_ack_latency(*hpub.value(), bytes, o.iters, o.warmup, &dt);
+        r.pct = bench::percentiles(s);
+        r.msgs_per_s = rate(s.size(), dt);
+        r.floor_p50_ns = floor_ring.p50;
+        rep.emit(r);
+      }
     }
     for (std::uint32_t bytes : lat_sizes) {
       Row r;

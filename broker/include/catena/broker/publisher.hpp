@@ -53,6 +53,10 @@ struct PublisherOptions {
   // Unacknowledged records per partition; capped to the head's dedup window
   // (chain::ProducerState::kWindow) so a retry always finds its offset.
   std::uint32_t max_in_flight = 8192;
+  // Open a commit watch with each partition's tail, which then acknowledges
+  // records as soon as it holds them (two hand-offs sooner than the head).
+  // Off: only the head acknowledges.
+  bool tail_acks = true;
   std::chrono::milliseconds connect_timeout{3000};
   // How long a partition may stay unreachable before its pending records fail.
   std::chrono::milliseconds retry_timeout{30000};

@@ -175,6 +175,11 @@ int main(int argc, char** argv) {
     if (reply && reply->fenced) {
       spdlog::warn("controller fenced node epoch {}: dropping all replicas and registering again", node_epoch);
       broker.value()->drop_all();
+      // Links the retired incarnation lost say nothing about its old
+      // neighbours: they dropped it. Reported now, under the new
+      // registration, they would have the controller suspect and probe
+      // healthy nodes (seen after a network cut healed).
+      (void)broker.value()->take_suspects();
       register_node();
     } else if (!reply && reply.code() == catena::control::idl::ErrorCode::UNKNOWN_NODE) {
       register_node();

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -50,7 +51,7 @@ pid_t LocalCluster::spawn(const std::string& name, const std::vector<std::string
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  execv(argv[0], argv.data());
+  execvp(argv[0], argv.data());
   std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
   _exit(127);
 }
@@ -87,9 +88,16 @@ bool LocalCluster::start_node(int index, std::string* error) {
   fs::remove(ready);
   // Three zones, round-robin, so placement has something to spread over.
   const std::string zone = "zone-" + std::string(1, static_cast<char>('a' + index % 3));
-  n.pid = spawn(n.name, {opts_.bin_dir + "/catenad", "--controller", controller_addr_, "--provider", opts_.provider,
-                         "--fabric-listen", opts_.host + ":0", "--admin-listen", opts_.host + ":0", "--zone", zone,
-                         "--ready-file", ready, "--grace-ms", "1000"});
+  std::vector<std::string> args;
+  std::string host = opts_.host;
+  if (auto it = opts_.node_launch.find(index); it != opts_.node_launch.end()) {
+    args = it->second.wrap;
+    if (!it->second.host.empty()) host = it->second.host;
+  }
+  args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller_addr_, "--provider",
+                           opts_.provider, "--fabric-listen", host + ":0", "--admin-listen", host + ":0",
+                           "--zone", zone, "--ready-file", ready, "--grace-ms", "1000"});
+  n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {
     std::ifstream in(ready);
     if (in >> n.node_id >> n.admin_addr >> n.fabric_addr) {
@@ -134,6 +142,17 @@ bool LocalCluster::signal_node(std::size_t i, int sig) {
     nodes_[i].pid = -1;
   }
   return true;
+}
+
+bool LocalCluster::node_running(std::size_t i) {
+  if (i >= nodes_.size() || nodes_[i].pid <= 0) return false;
+  pid_t r;
+  do {
+    r = waitpid(nodes_[i].pid, nullptr, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) return true;
+  nodes_[i].pid = -1;
+  return false;
 }
 
 bool LocalCluster::restart_controller(std::string* error) {

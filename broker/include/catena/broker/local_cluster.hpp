@@ -1,14 +1,30 @@
 // A local cluster for people and tests: a controller and N brokers as
-// separate processes on loopback, each logging to <dir>/<name>.log.
+// separate processes on one host (loopback by default), each logging to
+// <dir>/<name>.log.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace catena {
+
+// How one broker is launched when it must run somewhere other than beside
+// the controller, e.g. in its own network namespace so a test can cut it off
+// the network.
+struct NodeLaunch {
+  // Command prefix catenad runs under, looked up in PATH (e.g. {"ip",
+  // "netns", "exec", "<ns>"}). It must exec catenad in place, not fork it, so
+  // that the pid LocalCluster signals and reaps is catenad's own.
+  std::vector<std::string> wrap;
+  // Address its fabric and admin services listen on, instead of
+  // ClusterOptions::host; the controller, the other brokers and clients must
+  // be able to route to it, and it to ClusterOptions::host.
+  std::string host;
+};
 
 struct ClusterOptions {
   int nodes = 3;
@@ -20,6 +36,9 @@ struct ClusterOptions {
   int heartbeat_interval_ms = 100;
   std::string bin_dir;                     // where catenad / catena-controller are (default: next to catena)
   bool quiet = false;
+  // Per broker, by index (the i of "node-<i>", spares included); brokers
+  // without an entry run directly, on `host`.
+  std::map<int, NodeLaunch> node_launch;
 };
 
 struct NodeProcess {
@@ -46,6 +65,8 @@ class LocalCluster {
   bool add_node(std::string* error);
   // Sends `sig` to broker i (SIGKILL, SIGSTOP, SIGCONT...).
   bool signal_node(std::size_t i, int sig);
+  // Whether broker i's process is still running; reaps it if it exited.
+  bool node_running(std::size_t i);
   bool restart_controller(std::string* error);
   void detach() { detached_ = true; }
   // Writes pids and addresses to <dir>/cluster.env (for `catena cluster down`).

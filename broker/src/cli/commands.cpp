@@ -51,6 +51,10 @@ void print_channel(const control::idl::ChannelInfo& ch) {
     for (std::size_t i = 0; i < r.replicas.size(); ++i) {
       std::printf(" %s%s(%s)", i ? "-> " : "", r.replicas[i].node_id.c_str(), r.replicas[i].fabric_addr.c_str());
     }
+    // Replacements copying the partition behind the tail; not yet part of the chain.
+    for (std::size_t i = 0; i < r.joining.size(); ++i) {
+      std::printf(" %s%s(%s)", i ? "-> " : "  joining: ", r.joining[i].node_id.c_str(), r.joining[i].fabric_addr.c_str());
+    }
     std::printf("\n");
   }
 }

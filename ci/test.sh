@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/install-deps.sh
+# The network-cut failover tests need root and iproute2 (installed above): here
+# they must run, not skip.
+export CATENA_REQUIRE_NETNS=1
 started=$(date +%s)
 declare -a results=()
 failed=0

@@ -54,6 +54,8 @@ struct PartitionSession {
   Clock::time_point down_since{};
   Clock::time_point retry_at{};
   Clock::time_point watch_at{};
+  Clock::time_point last_progress{};  // last ack, or the publish that found nothing pending
+  Clock::time_point route_check_at{};
   std::chrono::milliseconds watch_backoff{0};
   bool down = false;
 
@@ -114,6 +116,7 @@ class Publisher::Impl {
     h.sequence = s.next_seq;
     h.timestamp_ns = chain::wall_clock_ns();
     chain::write_frame(s.mirror->data() + pos, h, payload);
+    if (s.p_count == 0) s.last_progress = Clock::now();
     if (s.p_count == 0 && s.written == s.flushed) s.linger_start = Clock::now();
     s.at(s.p_count) = PartitionSession::Pending{s.next_seq, fbytes, s.written, std::move(cb)};
     ++s.p_count;
@@ -156,9 +159,27 @@ class Publisher::Impl {
             if (auto ack = wire::decode<wire::PublishAck>(msg, len)) acks += on_ack_st(s, *ack);
           },
           [](std::uint32_t, std::uint32_t) {});
-      if (s.link->broken()) lost_head_st(s, "connection to head lost");
+      if (s.link->broken()) {
+        lost_head_st(s, "connection to head lost");
+      } else if (s.p_count > 0 && now - s.last_progress >= opts_.stall_check && now >= s.route_check_at) {
+        check_route_st(s, now);
+      }
     }
     return acks;
+  }
+
+  // Acks stalled: a new head in the route means the old one was cut off
+  // (silently: no reset) and replaced; a new tail, that the watch is stale.
+  void check_route_st(PartitionSession& s, Clock::time_point now) {
+    s.route_check_at = now + opts_.stall_check;
+    auto r = routes_.route(channel_, s.partition, s.route.epoch);
+    if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return;
+    if (r->replicas.front().node_id != s.route.replicas.front().node_id) {
+      lost_head_st(s, "acknowledgements stalled and the chain has a new head");
+      return;
+    }
+    if (s.watch && r->replicas.back().node_id != s.route.replicas.back().node_id) drop_watch_st(s);
+    s.route = r.value();
   }
 
   bool flush(std::chrono::milliseconds timeout) {
@@ -197,6 +218,7 @@ class Publisher::Impl {
 
   int on_ack_st(PartitionSession& s, const wire::PublishAck& ack) {
     int handled = 0;
+    s.last_progress = Clock::now();
     for (std::uint32_t i = 0; i < ack.count && s.p_count > 0; ++i) {
       const std::uint32_t seq = ack.first_seq + i;
       PartitionSession::Pending& p = s.at(0);

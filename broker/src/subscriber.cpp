@@ -32,6 +32,9 @@ struct SubSession {
   std::uint64_t next_offset = 0;
   bool positioned = false;  // next_offset is known
   std::uint32_t replica_pick = 0;
+  std::string reading_from;            // node id of the replica serving us
+  Clock::time_point last_delivery{};   // or connect
+  Clock::time_point route_check_at{};
   Clock::time_point retry_at{};
 };
 
@@ -128,11 +131,19 @@ class Subscriber::Impl {
         m.sequence = h.sequence;
         m.payload = {frame + sizeof h, h.length};
         s.next_offset = h.offset + 1;
+        s.last_delivery = now;
         ++delivered;
         if (on_message) on_message(m);
       }
       if (s.consumed > s.credited && (s.consumed - s.credited >= ring_bytes_ / 4 || s.consumed == s.written)) {
         if (s.link->send(wire::SubscriberCredit{s.consumed}) == Errc::ok) s.credited = s.consumed;
+      }
+      if (!reconnect && now - s.last_delivery >= opts_.stall_check && now >= s.route_check_at &&
+          replica_left_chain_st(s, now)) {
+        s.link.reset();  // resume at next_offset on the replica the route now prefers
+        s.replica_pick = 0;
+        s.retry_at = now;
+        continue;
       }
       if (reconnect || s.link->broken()) {
         if (!reconnect && !s.route.replicas.empty()) {
@@ -145,6 +156,17 @@ class Subscriber::Impl {
       }
     }
     return delivered;
+  }
+
+  // Nothing came for a while: fine if the partition is idle, not if our
+  // replica has left the chain (it may be cut off, and silent).
+  bool replica_left_chain_st(SubSession& s, Clock::time_point now) {
+    s.route_check_at = now + opts_.stall_check;
+    auto r = routes_.route(channel_, s.partition, s.route.epoch);
+    if (!r || r->epoch <= s.route.epoch) return false;
+    s.route = r.value();
+    return std::none_of(s.route.replicas.begin(), s.route.replicas.end(),
+                        [&](const ReplicaAddress& a) { return a.node_id == s.reading_from; });
   }
 
   void notify(const Notice& n) {
@@ -198,6 +220,8 @@ class Subscriber::Impl {
       return false;
     }
     s.link = std::move(d.link);
+    s.reading_from = rep.node_id;
+    s.last_delivery = Clock::now();
     s.written = s.consumed = s.credited = 0;
     s.next_offset = w->start_offset;
     s.positioned = true;

@@ -276,9 +276,10 @@ TEST_F(Failover, PauseNodePastTimeoutThenResume) {
 // down after the cluster, whatever the outcome.
 class NetworkCut : public Failover {
  protected:
-  // node-1 is placement's second pick on a fresh cluster (zones a, b, c in
-  // registration order): the middle of the chain. The test checks that.
-  static constexpr std::size_t kIsolated = 1;
+  // Placement picks node-0, node-1, node-2 on a fresh cluster (zones a, b, c
+  // in registration order): node-i is at position i of the chain. The test
+  // checks that. NetworkCut isolates the middle; NetworkCutHead the head.
+  virtual std::size_t isolated() const { return 1; }
 
   void SetUp() override {
     std::string why;
@@ -291,7 +292,7 @@ class NetworkCut : public Failover {
     ClusterOptions o = default_options();
     o.provider = "soft:tcp";
     o.host = netns_->host_addr();
-    o.node_launch[static_cast<int>(kIsolated)] = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr()};
+    o.node_launch[static_cast<int>(isolated())] = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr()};
     client_provider_ = "soft:tcp";
     // Room for ~300k records at ~6k/s at most: the longest cut and the
     // slowest re-registration the waits below allow, with margin.
@@ -319,27 +320,28 @@ class NetworkCut : public Failover {
                        [&](const control::idl::Replica& r) { return r.node_id == node_id; });
   }
 
-  // The middle replica loses its network link under traffic, for at least
+  // A replica (the middle, or the head) loses its network link under traffic, for at least
   // `hold`. Nothing resets a connection, so only the controller's failure
   // detector can notice (missed heartbeats, then failed probes): it must
   // declare the node dead, retire its node epoch and repair the chain
   // without it, and publishing must resume. When the link comes back the
   // node, still running, is answered `fenced` and must register again as a
   // fresh incarnation that holds no replica; its old epoch stays retired.
-  void cut_middle_replica_then_heal(std::chrono::milliseconds hold) {
-    const std::string victim = cluster_->nodes()[kIsolated].node_id;
+  void cut_replica_then_heal(std::chrono::milliseconds hold) {
+    const std::size_t idx = isolated();  // position in the chain and index in the cluster
+    const std::string victim = cluster_->nodes()[idx].node_id;
     // ip netns exec must have run catenad in place: the pid the cluster
     // signals and reaps is the broker's, not a wrapper's.
     std::error_code ec;
     const auto exe = std::filesystem::read_symlink(
-        "/proc/" + std::to_string(cluster_->nodes()[kIsolated].pid) + "/exe", ec);
+        "/proc/" + std::to_string(cluster_->nodes()[idx].pid) + "/exe", ec);
     ASSERT_EQ(exe.filename(), "catenad") << exe;
     auto before = admin_->get_route("f", 0, 0);
     ASSERT_TRUE(before.ok()) << before.error().describe();
     ASSERT_EQ(before->replicas.size(), 3u);
-    ASSERT_EQ(before->replicas[1].node_id, victim) << "the isolated node is not the chain's middle replica";
-    ASSERT_EQ(before->replicas[1].fabric_addr.rfind(netns_->inner_addr() + ":", 0), 0u)
-        << "the isolated node's fabric address is not in its namespace: " << before->replicas[1].fabric_addr;
+    ASSERT_EQ(before->replicas[idx].node_id, victim) << "the isolated node is not at position " << idx;
+    ASSERT_EQ(before->replicas[idx].fabric_addr.rfind(netns_->inner_addr() + ":", 0), 0u)
+        << "the isolated node's fabric address is not in its namespace: " << before->replicas[idx].fabric_addr;
     const auto registered = status_of(victim);
     ASSERT_TRUE(registered.has_value());
     const std::int64_t old_node_epoch = registered->node_epoch;
@@ -389,7 +391,7 @@ class NetworkCut : public Failover {
           },
           20s, "the healed node to register again"));
       to_registered = Clock::now() - healed_at;
-      EXPECT_TRUE(cluster_->node_running(kIsolated)) << "catenad exited after being fenced";
+      EXPECT_TRUE(cluster_->node_running(idx)) << "catenad exited after being fenced";
       EXPECT_EQ(again->replicas, 0) << "the new incarnation must start empty";
       ASSERT_TRUE(route_now());
       EXPECT_FALSE(in_chain(*route, victim)) << "the old incarnation is back in the chain";
@@ -419,17 +421,29 @@ class NetworkCut : public Failover {
   std::unique_ptr<testing::NetnsLink> netns_;
 };
 
+class NetworkCutHead : public NetworkCut {
+ protected:
+  std::size_t isolated() const override { return 0; }
+};
+
 // Healed within about a second: what the node sent into the cut (its
 // heartbeat, data-plane writes) may still be in TCP retransmission and arrive
 // after the heal, from an incarnation the cluster has already retired.
 TEST_F(NetworkCut, MiddleReplicaCutOffBrieflyThenHealed) {
-  cut_middle_replica_then_heal(0ms);
+  cut_replica_then_heal(0ms);
 }
 
 // Cut for longer than the node's controller calls wait (5 s): it gives up its
 // connections while cut off and must dial the controller again after the heal.
 TEST_F(NetworkCut, MiddleReplicaCutOffPastItsTimeoutsThenHealed) {
-  cut_middle_replica_then_heal(7s);
+  cut_replica_then_heal(7s);
+}
+
+// The head goes silent: nothing breaks the publisher's connection to it, so
+// the publisher must notice that its acks stalled, find the new head in the
+// route and re-send there; subscribers reading from the head move too.
+TEST_F(NetworkCutHead, HeadCutOffThenHealed) {
+  cut_replica_then_heal(0ms);
 }
 
 }  // namespace

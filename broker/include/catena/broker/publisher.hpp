@@ -60,6 +60,10 @@ struct PublisherOptions {
   std::chrono::milliseconds connect_timeout{3000};
   // How long a partition may stay unreachable before its pending records fail.
   std::chrono::milliseconds retry_timeout{30000};
+  // While records await their ack and none came for this long, re-read the
+  // partition's route: a head cut off the network goes silent without
+  // breaking the connection, and a new head in the route means moving on.
+  std::chrono::milliseconds stall_check{250};
 };
 
 class Publisher {

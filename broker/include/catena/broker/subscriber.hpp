@@ -47,6 +47,10 @@ struct SubscriberOptions {
   std::uint32_t ring_bytes = 8u << 20;    // per partition
   enum class ReadFrom : std::uint8_t { tail, head, spread } read_from = ReadFrom::tail;
   std::chrono::milliseconds connect_timeout{3000};
+  // With nothing delivered for this long, re-read the route: a replica cut
+  // off the network goes silent without breaking the connection, and one
+  // that left the chain means reading from another.
+  std::chrono::milliseconds stall_check{1000};
 };
 
 // Something the subscriber must know that is not a record.

@@ -155,46 +155,27 @@ class Broker::Impl {
       auto it = replicas_.find({std::string(ref.name()), ref.partition});
       return it == replicas_.end() ? nullptr : it->second.get();
     };
-    auto refuse = [&](auto welcome) {
-      (void)in.link->send(welcome);
+    // Decodes a hello of type Hello and hands the link to the replica it
+    // names, or answers with a Welcome saying why not (`missing`: the
+    // partition is not held here).
+    auto route_hello = [&]<class Hello, class Welcome>(void (chain::Replica::*attach)(std::unique_ptr<chain::Link>,
+                                                                                       const Hello&),
+                                                       Welcome w, wire::Status missing) {
+      auto h = wire::decode<Hello>(msg, len);
+      chain::Replica* r = h ? find(h->ref) : nullptr;
+      if (r != nullptr) return (r->*attach)(std::move(in.link), *h);
+      w.status = h ? missing : wire::Status::bad_request;
+      (void)in.link->send(w);
       in.link->poll_send();
     };
     if (kind == wire::Kind::replica_hello) {
-      auto h = wire::decode<wire::ReplicaHello>(msg, len);
-      chain::Replica* r = h ? find(h->ref) : nullptr;
-      if (r == nullptr) {
-        wire::ReplicaWelcome w{};
-        w.status = h ? wire::Status::not_ready : wire::Status::bad_request;
-        return refuse(w);
-      }
-      r->attach_predecessor(std::move(in.link), *h);
+      route_hello(&chain::Replica::attach_predecessor, wire::ReplicaWelcome{}, wire::Status::not_ready);
     } else if (kind == wire::Kind::publisher_hello) {
-      auto h = wire::decode<wire::PublisherHello>(msg, len);
-      chain::Replica* r = h ? find(h->ref) : nullptr;
-      if (r == nullptr) {
-        wire::PublisherWelcome w{};
-        w.status = h ? wire::Status::unknown_channel : wire::Status::bad_request;
-        return refuse(w);
-      }
-      r->attach_publisher(std::move(in.link), *h);
+      route_hello(&chain::Replica::attach_publisher, wire::PublisherWelcome{}, wire::Status::unknown_channel);
     } else if (kind == wire::Kind::subscriber_hello) {
-      auto h = wire::decode<wire::SubscriberHello>(msg, len);
-      chain::Replica* r = h ? find(h->ref) : nullptr;
-      if (r == nullptr) {
-        wire::SubscriberWelcome w{};
-        w.status = h ? wire::Status::unknown_channel : wire::Status::bad_request;
-        return refuse(w);
-      }
-      r->attach_subscriber(std::move(in.link), *h);
+      route_hello(&chain::Replica::attach_subscriber, wire::SubscriberWelcome{}, wire::Status::unknown_channel);
     } else if (kind == wire::Kind::commit_watch_hello) {
-      auto h = wire::decode<wire::CommitWatchHello>(msg, len);
-      chain::Replica* r = h ? find(h->ref) : nullptr;
-      if (r == nullptr) {
-        wire::CommitWatchWelcome w{};
-        w.status = h ? wire::Status::unknown_channel : wire::Status::bad_request;
-        return refuse(w);
-      }
-      r->attach_watcher(std::move(in.link), *h);
+      route_hello(&chain::Replica::attach_watcher, wire::CommitWatchWelcome{}, wire::Status::unknown_channel);
     } else {
       spdlog::warn("closing fabric connection from {}: first message is not a hello",
                    in.link->ep().peer_address());

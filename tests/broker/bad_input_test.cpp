@@ -21,18 +21,16 @@
 #include <random>
 #include <thread>
 
+#include "../test_env.hpp"
+
 namespace catena {
 namespace {
 
+using test::bytes;
+using test::provider_spec;
+
 using namespace std::chrono_literals;
 namespace wire = chain::wire;
-
-std::string provider_spec() {
-  const char* p = std::getenv("CATENA_PROVIDER");
-  return p && *p ? p : "soft";
-}
-
-std::span<const std::byte> bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
 
 class BadInput : public ::testing::Test {
  protected:
@@ -40,9 +38,7 @@ class BadInput : public ::testing::Test {
     broker::BrokerConfig cfg;
     cfg.node_id = "solo";
     cfg.provider = provider_spec();
-    // Inside the soft-RoCE VM, loopback is not on the RDMA device.
-    const char* a = std::getenv("CATENA_TEST_ADDR");
-    cfg.fabric_listen = std::string(a && *a ? a : "127.0.0.1") + ":0";
+    cfg.fabric_listen = test::listen_address();  // in the soft-RoCE VM: the rxe interface
     cfg.slot_count = 4;
     auto b = broker::Broker::start(cfg);
     ASSERT_TRUE(b.ok()) << b.error().message;

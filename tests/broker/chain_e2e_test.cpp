@@ -19,22 +19,15 @@
 #include <thread>
 #include <vector>
 
+#include "../test_env.hpp"
+
 namespace catena {
 namespace {
 
+using test::bytes;
+using test::provider_spec;
+
 using namespace std::chrono_literals;
-
-std::string provider_spec() {
-  const char* p = std::getenv("CATENA_PROVIDER");
-  return p && *p ? p : "soft";
-}
-
-std::string listen_addr() {
-  const char* a = std::getenv("CATENA_TEST_ADDR");
-  return std::string(a && *a ? a : "127.0.0.1") + ":0";
-}
-
-std::span<const std::byte> bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
 
 class ChainE2E : public ::testing::Test {
  protected:
@@ -45,7 +38,7 @@ class ChainE2E : public ::testing::Test {
       broker::BrokerConfig cfg;
       cfg.node_id = "node-" + std::to_string(i);
       cfg.provider = provider_spec();
-      cfg.fabric_listen = listen_addr();
+      cfg.fabric_listen = test::listen_address();
       cfg.slot_count = 4;
       cfg.grace_ms = 100;
       auto b = broker::Broker::start(cfg);

@@ -15,17 +15,12 @@
 #include <string>
 #include <thread>
 
+#include "../test_env.hpp"
+
 namespace catena::fabric::test {
 
-inline std::string provider_spec() {
-  const char* p = std::getenv("CATENA_PROVIDER");
-  return p && *p ? p : "soft";
-}
-
-inline std::string listen_address() {
-  const char* a = std::getenv("CATENA_TEST_ADDR");
-  return std::string(a && *a ? a : "127.0.0.1") + ":0";
-}
+using catena::test::listen_address;
+using catena::test::provider_spec;
 
 struct EndpointPair {
   std::unique_ptr<Listener> listener;

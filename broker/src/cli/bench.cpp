@@ -693,18 +693,21 @@ int run_bench(const Common& c, const BenchOptions& o) {
       std::fprintf(info, "  warm-up of the latency log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
                    static_cast<unsigned long long>(bytes >> 20), mbs);
     }
-    for (std::uint32_t bytes : lat_sizes) {
-      Row r;
-      r.replicas = o.replicas;
-      r.bytes = bytes;
-      r.mode = "commit_ack_latency";
-      std::uint64_t dt = 0;
-      auto s = commit_ack_latency(*pub.value(), bytes, o.iters, o.warmup, &dt);
-      r.pct = bench::percentiles(s);
-      r.msgs_per_s = rate(s.size(), dt);
-      r.floor_p50_ns = floor_ring.p50;
-      rep.emit(r);
-    }
+    auto commit_ack_rows = [&](Publisher& p, const char* mode) {
+      for (std::uint32_t bytes : lat_sizes) {
+        Row r;
+        r.replicas = o.replicas;
+        r.bytes = bytes;
+        r.mode = mode;
+        std::uint64_t dt = 0;
+        auto s = commit_ack_latency(p, bytes, o.iters, o.warmup, &dt);
+        r.pct = bench::percentiles(s);
+        r.msgs_per_s = rate(s.size(), dt);
+        r.floor_p50_ns = floor_ring.p50;
+        rep.emit(r);
+      }
+    };
+    commit_ack_rows(*pub.value(), "commit_ack_latency");
     if (o.replicas >= 2) {
       // The same path with only the head acknowledging (the commit travels
       // back up the chain first): what the tail's direct acks save.
@@ -712,18 +715,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
       hpo.tail_acks = false;
       auto hpub = Publisher::create(routes, lat_ch->config.name, hpo);
       if (!hpub) throw Fail{"publisher: " + hpub.error().message};
-      for (std::uint32_t bytes : lat_sizes) {
-        Row r;
-        r.replicas = o.replicas;
-        r.bytes = bytes;
-        r.mode = "commit_ack_latency_head_only";
-        std::uint64_t dt = 0;
-        auto s = commit_ack_latency(*hpub.value(), bytes, o.iters, o.warmup, &dt);
-        r.pct = bench::percentiles(s);
-        r.msgs_per_s = rate(s.size(), dt);
-        r.floor_p50_ns = floor_ring.p50;
-        rep.emit(r);
-      }
+      commit_ack_rows(*hpub.value(), "commit_ack_latency_head_only");
     }
     for (std::uint32_t bytes : lat_sizes) {
       Row r;

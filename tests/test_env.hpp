@@ -1,0 +1,30 @@
+// What every data-plane test asks of its environment: which fabric provider
+// to test (env CATENA_PROVIDER, default "soft") and which address to listen
+// on (env CATENA_TEST_ADDR, default 127.0.0.1; inside the soft-RoCE VM the
+// rxe interface's address). CI runs the same tests on the host with the soft
+// provider and in the VM on verbs.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <span>
+#include <string>
+
+namespace catena::test {
+
+inline std::string provider_spec() {
+  const char* p = std::getenv("CATENA_PROVIDER");
+  return p && *p ? p : "soft";
+}
+
+// host:0 — any free port on the test address.
+inline std::string listen_address() {
+  const char* a = std::getenv("CATENA_TEST_ADDR");
+  return std::string(a && *a ? a : "127.0.0.1") + ":0";
+}
+
+inline std::span<const std::byte> bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+}  // namespace catena::test

@@ -57,6 +57,7 @@ struct PartitionSession {
   Clock::time_point last_progress{};  // last ack, or the publish that found nothing pending
   Clock::time_point route_check_at{};
   std::chrono::milliseconds watch_backoff{0};
+  std::uint32_t head_first = 0;  // records the head resolved since the watch last said anything
   bool down = false;
 
   Pending& at(std::uint32_t i) { return pending[(p_head + i) % pending.size()]; }
@@ -64,6 +65,11 @@ struct PartitionSession {
 
 class Publisher::Impl {
  public:
+  // Records the head acknowledged while the tail's watch said nothing at
+  // all: this many means the watch is on a node that no longer gets the
+  // chain's records (cut off, and silent rather than disconnected).
+  static constexpr std::uint32_t kStaleWatch = 1024;
+
   Impl(RouteSource& routes, std::string channel, const PublisherOptions& opts)
       : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
 
@@ -146,17 +152,27 @@ class Publisher::Impl {
       if (s.watch) {
         s.watch->poll_recv(
             [&](const std::byte* msg, std::uint32_t len) {
-              if (auto ack = wire::decode<wire::PublishAck>(msg, len)) acks += on_ack_st(s, *ack);
+              if (auto ack = wire::decode<wire::PublishAck>(msg, len)) {
+                s.head_first = 0;  // the tail is alive and acking
+                acks += on_ack_st(s, *ack);
+              }
             },
             [](std::uint32_t, std::uint32_t) {});
-        if (s.watch->broken()) drop_watch_st(s);
+        // A tail cut off the network stays connected and silent while the
+        // repaired chain acks through the head: a watch that keeps losing
+        // to the head is stale.
+        if (s.watch->broken() || s.head_first >= kStaleWatch) drop_watch_st(s);
       } else if (opts_.tail_acks && now >= s.watch_at && s.route.replicas.size() >= 2) {
         watch_st(s, true);
       }
       s.link->poll_send();
       s.link->poll_recv(
           [&](const std::byte* msg, std::uint32_t len) {
-            if (auto ack = wire::decode<wire::PublishAck>(msg, len)) acks += on_ack_st(s, *ack);
+            if (auto ack = wire::decode<wire::PublishAck>(msg, len)) {
+              const int n = on_ack_st(s, *ack);
+              if (s.watch) s.head_first += static_cast<std::uint32_t>(n);
+              acks += n;
+            }
           },
           [](std::uint32_t, std::uint32_t) {});
       if (s.link->broken()) {
@@ -330,6 +346,7 @@ class Publisher::Impl {
 
   void drop_watch_st(PartitionSession& s) {
     s.watch.reset();
+    s.head_first = 0;
     s.watch_at = Clock::now() + std::chrono::milliseconds(100);
   }
 

@@ -304,6 +304,47 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
   EXPECT_EQ(tail_said, offset_of_seq);
 }
 
+// A tail that leaves the chain without its connections breaking (cut off:
+// silent) keeps the publisher's watch open; the publisher notices that only
+// the head acknowledges and moves its watch to the new tail.
+TEST_F(ChainE2E, PublisherMovesItsWatchOffASilentOldTail) {
+  configure("moving", 0, 1, {0, 1, 2}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, "moving", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  auto watchers = [&](int node) -> std::uint32_t {
+    for (const auto& p : brokers_[node]->stats().partitions) {
+      if (p.channel == "moving") return p.replica.watchers;
+    }
+    return 0;
+  };
+  auto wait_watchers = [&](int node, std::uint32_t want) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (watchers(node) != want && std::chrono::steady_clock::now() < deadline) {
+      pub.value()->poll();
+      std::this_thread::sleep_for(1ms);
+    }
+    return watchers(node) == want;
+  };
+  ASSERT_TRUE(wait_watchers(2, 1)) << "the publisher did not watch the tail";
+  // Node 2 is dropped from the chain but never told: its sessions stay open.
+  configure("moving", 0, 1, {0, 1}, 2);
+  int acked = 0;
+  for (int i = 0; i < 3000; ++i) {
+    while (pub.value()->publish_to(0, bytes("m" + std::to_string(i)), [&](const PublishResult& r) {
+             if (r.status == PublishStatus::ok) ++acked;
+           }) != fabric::Errc::ok) {
+      pub.value()->poll();
+    }
+  }
+  ASSERT_TRUE(pub.value()->flush(20s));
+  EXPECT_EQ(acked, 3000);
+  EXPECT_TRUE(wait_watchers(1, 1)) << "the watch did not move to the new tail";
+  ASSERT_EQ(brokers_[2]->stats().partitions.size(), 1u);
+  EXPECT_EQ(brokers_[2]->stats().partitions[0].epoch, 1u) << "node 2 was reconfigured: not a silent old tail";
+}
+
 TEST_F(ChainE2E, UnknownChannelAndOversizedRecordsAreClearErrors) {
   configure("small", 0, 1, {0, 1, 2}, 1);
   PublisherOptions po;

@@ -149,15 +149,24 @@ class Publisher::Impl {
         continue;
       }
       if (s.written > s.flushed && now - s.linger_start >= opts_.linger) flush_st(s);
-      if (s.watch) {
-        s.watch->poll_recv(
+      // Acks from the tail's watch or from the head: the first one resolves.
+      auto take_acks = [&](Link& link, bool from_tail) {
+        link.poll_recv(
             [&](const std::byte* msg, std::uint32_t len) {
-              if (auto ack = wire::decode<wire::PublishAck>(msg, len)) {
+              auto ack = wire::decode<wire::PublishAck>(msg, len);
+              if (!ack) return;
+              const int n = on_ack_st(s, *ack);
+              if (from_tail) {
                 s.head_first = 0;  // the tail is alive and acking
-                acks += on_ack_st(s, *ack);
+              } else if (s.watch) {
+                s.head_first += static_cast<std::uint32_t>(n);
               }
+              acks += n;
             },
             [](std::uint32_t, std::uint32_t) {});
+      };
+      if (s.watch) {
+        take_acks(*s.watch, true);
         // A tail cut off the network stays connected and silent while the
         // repaired chain acks through the head: a watch that keeps losing
         // to the head is stale.
@@ -166,36 +175,28 @@ class Publisher::Impl {
         watch_st(s, true);
       }
       s.link->poll_send();
-      s.link->poll_recv(
-          [&](const std::byte* msg, std::uint32_t len) {
-            if (auto ack = wire::decode<wire::PublishAck>(msg, len)) {
-              const int n = on_ack_st(s, *ack);
-              if (s.watch) s.head_first += static_cast<std::uint32_t>(n);
-              acks += n;
-            }
-          },
-          [](std::uint32_t, std::uint32_t) {});
+      take_acks(*s.link, false);
       if (s.link->broken()) {
         lost_head_st(s, "connection to head lost");
       } else if (s.p_count > 0 && now - s.last_progress >= opts_.stall_check && now >= s.route_check_at) {
-        check_route_st(s, now);
+        // Acks stalled: a head cut off the network goes silent, no reset.
+        s.route_check_at = now + opts_.stall_check;
+        if (!refresh_route_st(s)) lost_head_st(s, "acknowledgements stalled and the chain has a new head");
       }
     }
     return acks;
   }
 
-  // Acks stalled: a new head in the route means the old one was cut off
-  // (silently: no reset) and replaced; a new tail, that the watch is stale.
-  void check_route_st(PartitionSession& s, Clock::time_point now) {
-    s.route_check_at = now + opts_.stall_check;
+  // Re-reads the partition's route. False if the chain has a new head: the
+  // head session is stale, and the route is left for connect_st(). A new
+  // tail under the same head (a repair) makes the watch stale.
+  bool refresh_route_st(PartitionSession& s) {
     auto r = routes_.route(channel_, s.partition, s.route.epoch);
-    if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return;
-    if (r->replicas.front().node_id != s.route.replicas.front().node_id) {
-      lost_head_st(s, "acknowledgements stalled and the chain has a new head");
-      return;
-    }
+    if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return true;
+    if (r->replicas.front().node_id != s.route.replicas.front().node_id) return false;
     if (s.watch && r->replicas.back().node_id != s.route.replicas.back().node_id) drop_watch_st(s);
     s.route = r.value();
+    return true;
   }
 
   bool flush(std::chrono::milliseconds timeout) {
@@ -324,14 +325,8 @@ class Publisher::Impl {
   void watch_st(PartitionSession& s, bool refresh_route) {
     s.watch_backoff = std::clamp(s.watch_backoff * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
     s.watch_at = Clock::now() + s.watch_backoff;
-    if (refresh_route) {
-      auto route = routes_.route(channel_, s.partition, s.route.epoch);
-      if (!route || route->replicas.size() < 2) return;
-      // A new head means the head session is about to break and reconnect;
-      // a new tail under the same head (a repair) is the one to watch.
-      if (route->replicas.front().node_id != s.route.replicas.front().node_id) return;
-      s.route = route.value();
-    }
+    // A new head means the head session is about to break and reconnect.
+    if ((refresh_route && !refresh_route_st(s)) || s.route.replicas.size() < 2) return;
     wire::CommitWatchHello hello{};
     hello.ref.set(channel_, s.partition, s.route.epoch);
     hello.producer_id = opts_.producer_id;

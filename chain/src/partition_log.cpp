@@ -39,9 +39,13 @@ bool PartitionLog::open_next_st(std::uint64_t epoch) {
   SlotInfo& in = info_[s];
   if (in.state == SlotState::open) return false;
   if (in.state == SlotState::sealed) {
-    // Reuse only once the segment expired and its grace period passed.
+    // Reuse only once the segment expired, its grace period passed, and
+    // every record in it is committed: a record the tail does not hold yet
+    // (commits stalled by a dead successor) may still be acknowledged, and
+    // this slot may be its only copy.
     const std::uint64_t now = clock_.now_ns();
     if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return false;
+    if (in.next_offset > commit_offset_) return false;
   }
   std::memset(slots_[s].data(), 0, slots_[s].size());
   SegmentHeader h{};

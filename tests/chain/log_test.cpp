@@ -117,6 +117,7 @@ TEST_F(LogTest, FullRetentionIsBackpressureUntilTtlAndGracePass) {
   while ((st = log.append(producer(1, static_cast<std::uint32_t>(n)), bytes_of(payload), &off)) == AppendStatus::ok) ++n;
   EXPECT_EQ(st, AppendStatus::log_full);
   EXPECT_EQ(n, 6);  // 3 records per 4 KiB segment, 2 slots: slot 0 must not be reused
+  log.set_commit_offset(log.end_offset());  // everything committed: only age holds slot 0
   clock.advance(10s);
   EXPECT_TRUE(log.tick());
   EXPECT_TRUE(log.slot_info(0).expired);
@@ -132,6 +133,43 @@ TEST_F(LogTest, FullRetentionIsBackpressureUntilTtlAndGracePass) {
   // it expired together with slot 0: only the new segment is retained.
   EXPECT_TRUE(log.slot_info(1).expired);
   EXPECT_EQ(log.start_offset(), 6u);
+}
+
+// Commits stalled past TTL + grace (a dead successor nobody repaired yet):
+// the head must not reuse a slot whose records never reached the tail, or
+// it would overwrite the only copy of records it may yet acknowledge.
+TEST_F(LogTest, SlotIsReusedOnlyOnceExpiredAndCommitted) {
+  Slots s(2, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  std::string payload(1000, 'c');
+  std::uint64_t off;
+  std::uint32_t n = 0;
+  while (log.append(producer(1, n), bytes_of(payload), &off) == AppendStatus::ok) ++n;
+  ASSERT_EQ(n, 6u);
+  log.set_commit_offset(2);  // slot 0 holds offsets 0..2: offset 2 is not committed
+  clock.advance(60s);        // far past TTL + grace
+  log.tick();
+  EXPECT_EQ(log.append(producer(1, n), bytes_of(payload), &off), AppendStatus::log_full);
+  EXPECT_EQ(log.end_offset(), 6u);
+  // The uncommitted records are still there, intact, for the chain to forward.
+  EXPECT_EQ(log.slot_info(0).state, SlotState::sealed);
+  std::uint32_t pos = sizeof(SegmentHeader);
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    RecordHeader h;
+    const auto mem = log.slot_memory(0);
+    ASSERT_EQ(check_frame(mem.data() + pos, log.slot_info(0).valid_end - pos, &h), FrameCheck::ok) << i;
+    EXPECT_EQ(h.offset, i);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(mem.data() + pos + sizeof h), h.length), payload);
+    pos += static_cast<std::uint32_t>(frame_size(h.length));
+  }
+  log.set_commit_offset(3);
+  // Slot 0 is now committed and long expired: it may be reused. Slot 1
+  // (offsets 3..5) is not committed and stays.
+  ASSERT_EQ(log.append(producer(1, n), bytes_of(payload), &off), AppendStatus::ok);
+  EXPECT_EQ(off, 6u);
+  EXPECT_EQ(log.open_slot(), 0);
+  EXPECT_EQ(log.slot_info(1).state, SlotState::sealed);
+  EXPECT_EQ(log.slot_info(1).base_offset, 3u);
 }
 
 TEST_F(LogTest, OpenSegmentRollsWhenItsTtlPasses) {

@@ -9,14 +9,17 @@
 // Lifecycle of a slot: free -> open (head appends; replicas validate what the
 // predecessor wrote) -> sealed (when full, or after `ttl` open) -> expired
 // (`ttl` after sealing: no new reader may start there) -> free again `grace`
-// later (lagging readers get `expired`). Slots are used round-robin, so the
-// oldest segment is always the next slot. A record is therefore kept at least
-// `ttl`. If the next slot is not yet free, the head refuses appends with
-// log_full (back-pressure) instead of dropping retained data.
+// later (lagging readers get `expired`), but only once every record in it is
+// committed. Slots are used round-robin, so the oldest segment is always the
+// next slot. A record is therefore kept at least `ttl`, and never dropped
+// before the tail holds it. If the next slot is not yet free, the head
+// refuses appends with log_full (back-pressure) instead of dropping data.
 //
-// Zeroing: the head zeroes a slot before it reuses it; a replica zeroes the
-// stale bytes of a reused slot beyond what the new segment has written, so
-// no byte of an old segment stays readable.
+// Zeroing: the head zeroes a slot before it reuses it. A replica does not:
+// its predecessor may be writing the new segment's next bytes while it
+// validates the first, so it cannot clear ahead of them; it never reads past
+// what it validated, and stale bytes of the old segment beyond that stay in
+// its memory until the new segment overwrites them.
 //
 // Threading: owned by the partition's data-plane thread (_st).
 #pragma once

@@ -30,7 +30,7 @@ std::uint32_t clamp_ring(std::uint32_t want) {
 // One partition's session with its head, and its commit watch with the tail.
 struct PartitionSession {
   struct Pending {
-    std::uint32_t seq;
+    std::uint64_t seq;
     std::uint32_t frame_bytes;
     std::uint64_t pos;  // ring total where the frame starts
     PublishCallback cb;
@@ -46,7 +46,7 @@ struct PartitionSession {
   std::uint64_t written = 0;   // bytes framed (total)
   std::uint64_t flushed = 0;   // bytes handed to the fabric
   std::uint64_t consumed = 0;  // bytes the head has consumed (from acks)
-  std::uint32_t next_seq = 0;
+  std::uint64_t next_seq = 0;
   std::vector<Pending> pending;  // FIFO ring, capacity max_in_flight
   std::uint32_t p_head = 0;
   std::uint32_t p_count = 0;
@@ -59,6 +59,7 @@ struct PartitionSession {
   std::chrono::milliseconds watch_backoff{0};
   std::uint32_t head_first = 0;  // records the head resolved since the watch last said anything
   bool down = false;
+  bool resync = false;  // the head reported a sequence gap: reconnect and follow its welcome
 
   Pending& at(std::uint32_t i) { return pending[(p_head + i) % pending.size()]; }
 };
@@ -80,10 +81,10 @@ class Publisher::Impl {
     auto p = fabric::Provider::open(opts_.provider);
     if (!p) return p.error();
     provider_ = std::move(p.value());
-    if (opts_.producer_id == 0) {
-      std::random_device rd;
-      opts_.producer_id = (std::uint64_t{rd()} << 32 | rd()) | 1;
-    }
+    auto identity = routes_.init_producer(opts_.producer_id);
+    if (!identity) return identity.error();
+    opts_.producer_id = identity->producer_id;
+    producer_epoch_ = identity->producer_epoch;
     ring_bytes_ = clamp_ring(opts_.ring_bytes);
     for (std::uint32_t i = 0; i < layout->partitions; ++i) {
       auto s = std::make_unique<PartitionSession>();
@@ -118,7 +119,7 @@ class Publisher::Impl {
     }
     chain::RecordHeader h{};
     h.producer_id = opts_.producer_id;
-    h.producer_epoch = opts_.producer_epoch;
+    h.producer_epoch = producer_epoch_;
     h.sequence = s.next_seq;
     h.timestamp_ns = chain::wall_clock_ns();
     chain::write_frame(s.mirror->data() + pos, h, payload);
@@ -176,7 +177,16 @@ class Publisher::Impl {
       }
       s.link->poll_send();
       take_acks(*s.link, false);
-      if (s.link->broken()) {
+      if (s.resync) {
+        // Not a failure of the head: reconnect, and its welcome says where
+        // this producer's sequence stands.
+        s.resync = false;
+        s.link.reset();
+        s.watch.reset();
+        s.down = true;
+        s.down_since = now;
+        s.retry_at = now;
+      } else if (s.link->broken()) {
         lost_head_st(s, "connection to head lost");
       } else if (s.p_count > 0 && now - s.last_progress >= opts_.stall_check && now >= s.route_check_at) {
         // Acks stalled: a head cut off the network goes silent, no reset.
@@ -236,8 +246,14 @@ class Publisher::Impl {
   int on_ack_st(PartitionSession& s, const wire::PublishAck& ack) {
     int handled = 0;
     s.last_progress = Clock::now();
+    if (ack.status == wire::Status::sequence_gap) {
+      // The head holds none of these records: nothing to resolve, resync.
+      if (ack.ring_consumed > s.consumed && ack.ring_consumed <= s.written) s.consumed = ack.ring_consumed;
+      s.resync = true;
+      return 0;
+    }
     for (std::uint32_t i = 0; i < ack.count && s.p_count > 0; ++i) {
-      const std::uint32_t seq = ack.first_seq + i;
+      const std::uint64_t seq = ack.first_seq + i;
       PartitionSession::Pending& p = s.at(0);
       if (p.seq != seq) continue;  // an ack for a record already resolved
       PublishResult r;
@@ -296,7 +312,7 @@ class Publisher::Impl {
     wire::PublisherHello hello{};
     hello.ref.set(channel_, s.partition, s.route.epoch);
     hello.producer_id = opts_.producer_id;
-    hello.producer_epoch = opts_.producer_epoch;
+    hello.producer_epoch = producer_epoch_;
     hello.ring_bytes = ring_bytes_;
     auto d = Link::dial<wire::PublisherWelcome>(*provider_, head.fabric_addr, hello, opts_.connect_timeout);
     if (d.unreachable) routes_.report_unreachable(head.node_id, s.route, d.error.message);
@@ -307,6 +323,7 @@ class Publisher::Impl {
       return false;
     }
     if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) return false;
+    if (!resync_st(s, w->next_sequence)) return false;
     max_record_ = std::min(max_record_, w->max_record);
     s.link = std::move(d.link);
     s.ring = w->ring;
@@ -330,7 +347,7 @@ class Publisher::Impl {
     wire::CommitWatchHello hello{};
     hello.ref.set(channel_, s.partition, s.route.epoch);
     hello.producer_id = opts_.producer_id;
-    hello.producer_epoch = opts_.producer_epoch;
+    hello.producer_epoch = producer_epoch_;
     const auto timeout = std::min(opts_.connect_timeout, std::chrono::milliseconds(250));
     auto d = Link::dial<wire::CommitWatchWelcome>(*provider_, s.route.replicas.back().fabric_addr, hello, timeout);
     if (d.welcome && d.welcome->status == wire::Status::ok) {
@@ -343,6 +360,30 @@ class Publisher::Impl {
     s.watch.reset();
     s.head_first = 0;
     s.watch_at = Clock::now() + std::chrono::milliseconds(100);
+  }
+
+  // Follows the head's view of this producer epoch: it holds every sequence
+  // below `next` and none from `next` on. Pending records from `next` on are
+  // resent as they are; if the head expects less than the first pending
+  // record (records failed after the retry timeout were never stored, or a
+  // new head has none of this producer's records), pending records are
+  // renumbered from `next`: the head holds none of them, so none can be
+  // stored twice. A head ahead of everything sent means another process
+  // publishes with this producer epoch: fenced.
+  bool resync_st(PartitionSession& s, std::uint64_t next) {
+    const std::uint64_t first = s.p_count > 0 ? s.at(0).seq : s.next_seq;
+    if (next > s.next_seq) {
+      fail_all_st(s, wire::Status::producer_fenced);
+      return false;
+    }
+    if (next >= first) return true;
+    for (std::uint32_t i = 0; i < s.p_count; ++i) {
+      auto& p = s.at(i);
+      p.seq = next + i;
+      chain::restamp_sequence(s.mirror->data() + (p.pos % ring_bytes_), p.seq);
+    }
+    s.next_seq = next + s.p_count;
+    return true;
   }
 
   void resend_st(PartitionSession& s) {
@@ -375,6 +416,7 @@ class Publisher::Impl {
   std::vector<std::unique_ptr<PartitionSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;
   std::uint32_t max_record_ = chain::kMaxRecordPayload;
+  std::uint64_t producer_epoch_ = 0;
   std::uint32_t rr_ = 0;
   std::uint64_t in_flight_ = 0;
 };
@@ -420,6 +462,7 @@ int Publisher::poll() { return impl_->poll(); }
 bool Publisher::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
 std::uint32_t Publisher::partitions() const { return static_cast<std::uint32_t>(impl_->sessions_.size()); }
 std::uint64_t Publisher::producer_id() const { return impl_->opts_.producer_id; }
+std::uint64_t Publisher::producer_epoch() const { return impl_->producer_epoch_; }
 std::uint64_t Publisher::in_flight() const { return impl_->in_flight_; }
 
 }  // namespace catena

@@ -28,6 +28,14 @@ fabric::Result<Route> StaticRoutes::route(const std::string& channel, std::uint3
   return it->second;
 }
 
+fabric::Result<ProducerIdentity> StaticRoutes::init_producer(std::uint64_t producer_id) {
+  std::lock_guard lk(mu_);
+  ProducerIdentity id;
+  id.producer_epoch = next_producer_number_++;
+  id.producer_id = producer_id != 0 ? producer_id : (std::uint64_t{1} << 62 | next_producer_number_++);
+  return id;
+}
+
 void StaticRoutes::report_unreachable(const std::string& node_id, const Route&, const std::string&) {
   std::lock_guard lk(mu_);
   reports_.push_back(node_id);

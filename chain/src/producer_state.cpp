@@ -2,7 +2,7 @@
 
 namespace catena::chain {
 
-SeqDecision ProducerState::decide(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq,
+SeqDecision ProducerState::decide(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq,
                                   std::uint64_t* offset) const {
   auto it = map_.find(producer);
   if (it == map_.end() || epoch > it->second.epoch) {
@@ -10,7 +10,7 @@ SeqDecision ProducerState::decide(std::uint64_t producer, std::uint32_t epoch, s
   }
   const Entry& e = it->second;
   if (epoch < e.epoch) return SeqDecision::stale_epoch;
-  const std::int64_t s = seq;
+  const auto s = static_cast<std::int64_t>(seq);
   if (s == e.last_seq + 1) return SeqDecision::append;
   if (s > e.last_seq + 1) return SeqDecision::sequence_gap;
   if (e.last_seq - s < static_cast<std::int64_t>(kWindow)) {
@@ -20,13 +20,13 @@ SeqDecision ProducerState::decide(std::uint64_t producer, std::uint32_t epoch, s
   return SeqDecision::duplicate_unknown;
 }
 
-void ProducerState::record(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq, std::uint64_t offset) {
+void ProducerState::record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq, std::uint64_t offset) {
   Entry& e = map_[producer];
   if (epoch != e.epoch) {
     e.epoch = epoch;
     e.last_seq = -1;
   }
-  e.last_seq = seq;
+  e.last_seq = static_cast<std::int64_t>(seq);
   e.offsets[seq % kWindow] = offset;
 }
 

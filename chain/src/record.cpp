@@ -48,4 +48,12 @@ void restamp_offset(std::byte* at, std::uint64_t offset) noexcept {
   std::memcpy(at, &h, sizeof h);
 }
 
+void restamp_sequence(std::byte* at, std::uint64_t sequence) noexcept {
+  RecordHeader h;
+  std::memcpy(&h, at, sizeof h);
+  h.sequence = sequence;
+  h.header_crc = header_checksum(h);
+  std::memcpy(at, &h, sizeof h);
+}
+
 }  // namespace catena::chain

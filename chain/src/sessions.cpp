@@ -51,7 +51,7 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
       w.ring_bytes = session->ring_bytes;
       auto it = producers_.entries().find(hello.producer_id);
       w.next_sequence = it != producers_.entries().end() && it->second.epoch == hello.producer_epoch
-                            ? static_cast<std::uint32_t>(it->second.last_seq + 1)
+                            ? static_cast<std::uint64_t>(it->second.last_seq + 1)
                             : 0;
       if (link->send(w) == fabric::Errc::ok) {
         session->link = std::move(link);
@@ -83,7 +83,7 @@ int Replica::consume_publisher_st(PublisherSession& s) {
   }
   int work = 0;
   const std::byte* ring = s.ring->data();
-  auto push = [&](wire::Status st, std::uint32_t seq, std::uint64_t offset) {
+  auto push = [&](wire::Status st, std::uint64_t seq, std::uint64_t offset) {
     PublisherSession::Pending* last = s.last_pending();
     const bool extends = last && last->status == st && last->first_seq + last->count == seq &&
                          (st != wire::Status::ok ||
@@ -95,7 +95,7 @@ int Replica::consume_publisher_st(PublisherSession& s) {
       return;
     }
     s.pending[(s.pending_head + s.pending_count) % PublisherSession::kMaxPending] =
-        PublisherSession::Pending{st, seq, 1, offset, s.consumed};
+        PublisherSession::Pending{st, 1, seq, offset, s.consumed};
     ++s.pending_count;
   };
   while (s.consumed < s.written && s.pending_count < PublisherSession::kMaxPending) {

@@ -13,8 +13,8 @@ namespace catena::chain {
 struct Replica::PublisherSession {
   struct Pending {
     wire::Status status;
-    std::uint32_t first_seq;
     std::uint32_t count;
+    std::uint64_t first_seq;
     std::uint64_t first_offset;
     std::uint64_t consumed_after;  // ring bytes consumed once this run is processed
   };
@@ -25,7 +25,7 @@ struct Replica::PublisherSession {
   std::unique_ptr<fabric::MemoryRegion> ring;
   std::uint32_t ring_bytes = 0;
   std::uint64_t producer_id = 0;
-  std::uint32_t producer_epoch = 0;
+  std::uint64_t producer_epoch = 0;
   std::uint64_t written = 0;
   std::uint64_t consumed = 0;
   std::vector<Pending> pending = std::vector<Pending>(kMaxPending);  // FIFO ring
@@ -58,8 +58,8 @@ struct Replica::SubscriberSession {
 struct Replica::WatchSession {
   std::unique_ptr<Link> link;
   std::uint64_t producer_id = 0;
-  std::uint32_t producer_epoch = 0;
-  std::uint32_t first_seq = 0;
+  std::uint64_t producer_epoch = 0;
+  std::uint64_t first_seq = 0;
   std::uint32_t count = 0;
   std::uint64_t first_offset = 0;
   bool closed = false;

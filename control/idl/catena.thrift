@@ -91,6 +91,16 @@ struct ChannelInfo {
   2: list<PartitionRoute> routes,       // index == partition
 }
 
+// A publisher's identity, issued by the controller (as Kafka's
+// InitProducerId): every call hands out a producer_epoch newer than any
+// issued before, for any id, so a restarted publisher's new records are
+// never taken for retries of its old ones, and an older incarnation that is
+// still running is fenced (producer_fenced) once the new one publishes.
+struct ProducerIdentity {
+  1: i64 producer_id,
+  2: i64 producer_epoch,
+}
+
 struct RegisterReply {
   1: string node_id,
   2: i64 node_epoch,
@@ -196,6 +206,12 @@ service Controller {
       throws (1: CatenaError err),
   // The last committed offset; NO_OFFSET if the group never committed one.
   i64 fetchOffset(1: string group, 2: string channel, 3: i32 partition) throws (1: CatenaError err),
+
+  // A new producer epoch for producer_id, durable before it is returned.
+  // producer_id 0: a new id is issued too (issued ids have bit 62 set);
+  // otherwise 1 .. 2^62-1, chosen by the application (an id stable across
+  // restarts), else INVALID_ARGUMENT.
+  ProducerIdentity initProducer(1: i64 producer_id) throws (1: CatenaError err),
 }
 
 // What a broker must host for one partition.

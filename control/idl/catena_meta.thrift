@@ -52,6 +52,10 @@ struct MetaState {
   5: i64 next_node_epoch = 1,
   6: i64 next_intent_id = 1,
   7: map<string, map<string, map<i32, i64>>> group_offsets,   // group -> channel -> partition -> offset
+  // Producer ids and epochs are numbers below this that were never issued
+  // twice: the controller reserves them in blocks and, after a restart,
+  // continues above the last reservation.
+  20: i64 producer_numbers_reserved = 0,
 }
 
 struct MetaRecord {
@@ -64,4 +68,5 @@ struct MetaRecord {
   7: optional i64 next_node_epoch,
   8: optional i64 next_intent_id,
   9: optional OffsetCommit commit_offset,
+  20: optional i64 producer_numbers_reserved,
 }

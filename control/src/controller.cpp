@@ -1,6 +1,7 @@
 // Controller: opening, membership and the request paths. Detection, repair
 // and pushes live in controller_maintenance.cpp.
 #include <fmt/format.h>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include <catena/control/controller.hpp>
@@ -74,7 +75,9 @@ Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& b
       clock_(clock),
       brokers_(brokers),
       store_(std::move(store)),
-      detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts}, clock) {}
+      detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts}, clock),
+      // Numbers of a block reserved before a restart may have been handed out.
+      next_producer_number_(std::max<std::int64_t>(1, store_->state().producer_numbers_reserved)) {}
 
 Controller::~Controller() = default;
 
@@ -397,6 +400,25 @@ Result<std::int64_t> Controller::fetch_offset(const std::string& group, const st
   }
   return make_error(idl::ErrorCode::NO_OFFSET,
                     fmt::format("group '{}' has no committed offset for {}/{}", group, channel, partition));
+}
+
+Result<idl::ProducerIdentity> Controller::init_producer(std::int64_t producer_id) {
+  std::lock_guard lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  if (producer_id < 0 || producer_id >= kIssuedProducerIdBit) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      fmt::format("producer_id must be 0 (issue one) or 1..2^62-1, got {}", producer_id));
+  }
+  const std::int64_t need = producer_id == 0 ? 2 : 1;
+  if (next_producer_number_ + need > store_->state().producer_numbers_reserved) {
+    meta::MetaRecord record;
+    record.__set_producer_numbers_reserved(next_producer_number_ + need + kProducerBlock);
+    if (auto r = store_->commit(record); !r) return r.error();
+  }
+  idl::ProducerIdentity out;
+  out.__set_producer_epoch(next_producer_number_++);
+  out.__set_producer_id(producer_id != 0 ? producer_id : (kIssuedProducerIdBit | next_producer_number_++));
+  return out;
 }
 
 }  // namespace catena::control

@@ -132,4 +132,10 @@ Result<std::int64_t> ControllerClient::fetch_offset(const std::string& group, co
   return out;
 }
 
+Result<idl::ProducerIdentity> ControllerClient::init_producer(std::int64_t producer_id) {
+  idl::ProducerIdentity out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.initProducer(out, producer_id); }); !r) return r.error();
+  return out;
+}
+
 }  // namespace catena::control

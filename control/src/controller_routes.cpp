@@ -68,6 +68,12 @@ void ControllerRoutes::report_unreachable(const std::string& node_id, const Rout
   cache_.erase({route.channel, route.partition});  // next lookup asks the controller
 }
 
+fabric::Result<ProducerIdentity> ControllerRoutes::init_producer(std::uint64_t producer_id) {
+  auto r = client_.init_producer(static_cast<std::int64_t>(producer_id));
+  if (!r) return to_fabric(r.error());
+  return ProducerIdentity{static_cast<std::uint64_t>(r->producer_id), static_cast<std::uint64_t>(r->producer_epoch)};
+}
+
 fabric::Result<void> ControllerRoutes::commit_offset(const std::string& group, const std::string& channel,
                                                      std::uint32_t partition, std::uint64_t offset) {
   auto r = client_.commit_offset(group, channel, static_cast<std::int32_t>(partition),

@@ -46,6 +46,9 @@ class Handler final : public idl::ControllerIf {
                            std::int32_t partition) override {
     return value_or_throw(c_.fetch_offset(group, channel, partition));
   }
+  void initProducer(idl::ProducerIdentity& out, std::int64_t producer_id) override {
+    out = value_or_throw(c_.init_producer(producer_id));
+  }
 
  private:
   Controller& c_;

@@ -144,42 +144,127 @@ TEST_F(ChainE2E, AcknowledgedRecordsReachEverySubscriberOnceInOrder) {
   }
 }
 
-TEST_F(ChainE2E, RetriedPublishIsStoredOnceWithItsOriginalOffset) {
+// Reads partition 0 of `channel` from the tail until `count` records came.
+std::vector<std::pair<std::uint64_t, std::string>> read_all(StaticRoutes& routes, const std::string& channel,
+                                                            std::size_t count) {
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  auto sub = Subscriber::create(routes, channel, so);
+  EXPECT_TRUE(sub.ok());
+  std::vector<std::pair<std::uint64_t, std::string>> got;
+  if (!sub.ok()) return got;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
+    sub.value()->poll([&](const Message& m) {
+      got.emplace_back(m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+    });
+  }
+  return got;
+}
+
+// A publisher restarted with the same producer id gets a new epoch from its
+// route source, so its new records (different payloads, the same sequence
+// numbers) are stored, not taken for retries of the old ones; the old
+// instance, still running, is fenced.
+TEST_F(ChainE2E, RestartedPublisherWithTheSameIdIsNewDataAndFencesTheOldOne) {
   configure("idem", 0, 1, {0, 1, 2}, 1);
   PublisherOptions po;
   po.provider = provider_spec();
   po.producer_id = 4242;
-  std::vector<std::uint64_t> first_offsets;
-  {
-    auto pub = Publisher::create(routes_, "idem", po);
-    ASSERT_TRUE(pub.ok()) << pub.error().message;
+  auto publish_all = [](Publisher& pub, const std::string& prefix, std::vector<std::uint64_t>* offsets) {
     for (int i = 0; i < 10; ++i) {
-      auto f = pub.value()->publish({}, bytes("v" + std::to_string(i)));
-      ASSERT_TRUE(pub.value()->flush(10s));
+      auto f = pub.publish({}, bytes(prefix + std::to_string(i)));
+      ASSERT_TRUE(pub.flush(10s));
       auto r = f.get();
-      ASSERT_EQ(r.status, PublishStatus::ok);
-      first_offsets.push_back(r.offset);
+      ASSERT_EQ(r.status, PublishStatus::ok) << chain::wire::to_string(r.status);
+      EXPECT_EQ(r.sequence, static_cast<std::uint64_t>(i));
+      offsets->push_back(r.offset);
     }
-  }
-  // Same producer id and epoch, sequences restart at 0: all duplicates.
-  auto again = Publisher::create(routes_, "idem", po);
-  ASSERT_TRUE(again.ok());
+  };
+  std::vector<std::uint64_t> first, second;
+  auto old_run = Publisher::create(routes_, "idem", po);
+  ASSERT_TRUE(old_run.ok()) << old_run.error().message;
+  publish_all(*old_run.value(), "old-", &first);
+  auto new_run = Publisher::create(routes_, "idem", po);
+  ASSERT_TRUE(new_run.ok()) << new_run.error().message;
+  EXPECT_EQ(new_run.value()->producer_id(), 4242u);
+  EXPECT_GT(new_run.value()->producer_epoch(), old_run.value()->producer_epoch());
+  publish_all(*new_run.value(), "new-", &second);
   for (int i = 0; i < 10; ++i) {
-    auto f = again.value()->publish({}, bytes("v" + std::to_string(i)));
-    ASSERT_TRUE(again.value()->flush(10s));
-    auto r = f.get();
-    ASSERT_EQ(r.status, PublishStatus::ok);
-    EXPECT_EQ(r.offset, first_offsets[static_cast<std::size_t>(i)]);
+    EXPECT_EQ(first[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(i));
+    EXPECT_EQ(second[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(10 + i)) << "new data taken for a retry";
+  }
+  // The old incarnation is a zombie now.
+  auto zombie = old_run.value()->publish({}, bytes("zombie"));
+  ASSERT_TRUE(old_run.value()->flush(10s));
+  EXPECT_EQ(zombie.get().status, PublishStatus::producer_fenced);
+
+  const auto got = read_all(routes_, "idem", 20);
+  ASSERT_EQ(got.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(got[static_cast<std::size_t>(i)].first, static_cast<std::uint64_t>(i));
+    EXPECT_EQ(got[static_cast<std::size_t>(i)].second, (i < 10 ? "old-" : "new-") + std::to_string(i % 10));
   }
   std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(brokers_[2]->stats().partitions[0].replica.end_offset, 10u) << "a retry was stored twice";
-  // A newer producer epoch starts over and is stored.
-  po.producer_epoch = 2;
-  auto next = Publisher::create(routes_, "idem", po);
-  ASSERT_TRUE(next.ok());
-  auto f = next.value()->publish({}, bytes("new"));
-  ASSERT_TRUE(next.value()->flush(10s));
-  EXPECT_EQ(f.get().offset, 10u);
+  EXPECT_EQ(brokers_[2]->stats().partitions[0].replica.end_offset, 20u);
+}
+
+// Records that failed after the retry timeout were never stored; the
+// publisher's next records must not be refused as a sequence gap forever:
+// it follows the head's next sequence and keeps publishing.
+TEST_F(ChainE2E, PublisherRecoversFromRecordsThatFailedAfterTheRetryTimeout) {
+  configure("gap", 0, 1, {0, 1, 2}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.retry_timeout = 300ms;
+  po.connect_timeout = 200ms;
+  auto pub = Publisher::create(routes_, "gap", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  std::map<std::uint64_t, std::string> acked;
+  std::vector<PublishStatus> failures;
+  auto publish = [&](const std::string& payload) {
+    for (;;) {
+      auto e = pub.value()->publish_to(0, bytes(payload), [&, payload](const PublishResult& r) {
+        if (r.status == PublishStatus::ok) {
+          EXPECT_TRUE(acked.emplace(r.offset, payload).second) << "offset " << r.offset << " acked twice";
+        } else {
+          failures.push_back(r.status);
+        }
+      });
+      if (e == fabric::Errc::ok) return;
+      ASSERT_TRUE(e == fabric::Errc::backpressure || e == fabric::Errc::disconnected) << static_cast<int>(e);
+      pub.value()->poll();
+      std::this_thread::sleep_for(1ms);
+    }
+  };
+  for (int i = 0; i < 5; ++i) publish("a" + std::to_string(i));
+  ASSERT_TRUE(pub.value()->flush(10s));
+  ASSERT_EQ(acked.size(), 5u);
+
+  // The partition becomes unreachable: its route names a node nobody runs,
+  // and the head drops the partition.
+  Route ghost{"gap", 0, 2, {{"ghost", "127.0.0.1:1"}}, 0};
+  routes_.set(ghost, 1, kSegment);
+  ASSERT_EQ(brokers_[0]->fence("gap", 0, 1).status, broker::ConfigureStatus::applied);
+  for (int i = 0; i < 5; ++i) publish("lost" + std::to_string(i));
+  ASSERT_TRUE(pub.value()->flush(5s));  // resolved: every one failed
+  ASSERT_EQ(failures.size(), 5u);
+  for (auto st : failures) EXPECT_EQ(st, PublishStatus::unavailable);
+
+  // The chain comes back without the old head: nodes 1 and 2 hold the five
+  // acknowledged records and know this producer up to sequence 4.
+  configure("gap", 0, 1, {1, 2}, 3);
+  for (int i = 0; i < 20; ++i) publish("b" + std::to_string(i));
+  ASSERT_TRUE(pub.value()->flush(20s));
+  EXPECT_EQ(failures.size(), 5u) << "records after the failed ones were refused";
+  ASSERT_EQ(acked.size(), 25u);
+  for (std::uint64_t off = 0; off < 25; ++off) {
+    ASSERT_TRUE(acked.count(off)) << "offset " << off << " missing";
+    EXPECT_EQ(acked[off], off < 5 ? "a" + std::to_string(off) : "b" + std::to_string(off - 5));
+  }
+  const auto got = read_all(routes_, "gap", 25);
+  ASSERT_EQ(got.size(), 25u);
+  for (const auto& [off, payload] : got) EXPECT_EQ(payload, acked[off]);
 }
 
 TEST_F(ChainE2E, MiddleReplicaReplacedMidStreamLosesNothing) {
@@ -237,11 +322,12 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
   configure("watch", 0, 1, {0, 1, 2}, 1);
   auto provider = fabric::Provider::open(provider_spec());
   ASSERT_TRUE(provider.ok()) << provider.error().message;
+  std::uint64_t producer_epoch = 0;  // set once the publisher has its issued epoch
   auto watch = [&](int node, const std::string& channel, std::uint64_t epoch, std::uint64_t producer) {
     chain::wire::CommitWatchHello h{};
     h.ref.set(channel, 0, epoch);
     h.producer_id = producer;
-    h.producer_epoch = 1;
+    h.producer_epoch = producer_epoch;
     return chain::Link::dial<chain::wire::CommitWatchWelcome>(**provider, brokers_[node]->fabric_address(), h, 3s);
   };
   for (int node : {0, 1}) {
@@ -261,6 +347,7 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
   po.producer_id = 777;
   auto pub = Publisher::create(routes_, "watch", po);  // opens its own watch first
   ASSERT_TRUE(pub.ok()) << pub.error().message;
+  producer_epoch = pub.value()->producer_epoch();
   auto mine = watch(2, "watch", 1, 777);  // the newest watch of producer 777 gets the acks
   ASSERT_TRUE(mine.welcome.has_value()) << mine.error.message;
   ASSERT_EQ(mine.welcome->status, chain::wire::Status::ok);
@@ -271,7 +358,7 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
   ASSERT_TRUE(other.ok());
 
   constexpr std::uint32_t kRecords = 2000;
-  std::map<std::uint32_t, std::uint64_t> offset_of_seq;
+  std::map<std::uint64_t, std::uint64_t> offset_of_seq;
   for (std::uint32_t i = 0; i < kRecords; ++i) {
     const std::string payload = "w" + std::to_string(i);
     while (pub.value()->publish_to(0, bytes(payload), [&](const PublishResult& r) {
@@ -286,7 +373,7 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
   ASSERT_TRUE(other.value()->flush(20s));
   ASSERT_EQ(offset_of_seq.size(), kRecords);
 
-  std::map<std::uint32_t, std::uint64_t> tail_said;
+  std::map<std::uint64_t, std::uint64_t> tail_said;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (tail_said.size() < kRecords && std::chrono::steady_clock::now() < deadline) {
     mine.link->poll_recv(

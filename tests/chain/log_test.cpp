@@ -32,7 +32,7 @@ struct Slots {
   std::vector<std::vector<std::byte>> mem;
 };
 
-RecordHeader producer(std::uint64_t id, std::uint32_t seq) {
+RecordHeader producer(std::uint64_t id, std::uint64_t seq) {
   RecordHeader h{};
   h.producer_id = id;
   h.sequence = seq;
@@ -272,6 +272,36 @@ TEST(ProducerStateTest, DuplicatesGapsAndEpochs) {
   ps.merge(other);
   EXPECT_EQ(ps.decide(5, 1, ProducerState::kWindow + 51, &off), SeqDecision::append);
   EXPECT_EQ(ps.decide(6, 1, 1, &off), SeqDecision::append);
+}
+
+// 2^32 records from one producer to one partition (35 minutes at 2 M/s):
+// the next record is new data, not a retry of sequence 0.
+TEST(ProducerStateTest, SequencesDoNotWrapAt32Bits) {
+  ProducerState ps;
+  std::uint64_t off = 0;
+  const std::uint64_t wrap = std::uint64_t{1} << 32;
+  for (std::uint64_t s = wrap - 4; s < wrap; ++s) ps.record(5, 1, s, s);
+  EXPECT_EQ(ps.decide(5, 1, wrap, &off), SeqDecision::append);
+  ps.record(5, 1, wrap, wrap);
+  EXPECT_EQ(ps.decide(5, 1, wrap + 1, &off), SeqDecision::append);
+  ASSERT_EQ(ps.decide(5, 1, wrap, &off), SeqDecision::duplicate);
+  EXPECT_EQ(off, wrap);
+  ASSERT_EQ(ps.decide(5, 1, wrap - 1, &off), SeqDecision::duplicate);
+  EXPECT_EQ(off, wrap - 1);
+  EXPECT_EQ(ps.decide(5, 1, 0, &off), SeqDecision::duplicate_unknown);  // long gone, never new
+  EXPECT_EQ(ps.entries().at(5).last_seq, static_cast<std::int64_t>(wrap));
+}
+
+TEST(RecordFrame, CarriesA64BitSequenceAndEpoch) {
+  std::vector<std::byte> buf(128);
+  RecordHeader h = producer(3, 0);
+  h.sequence = (std::uint64_t{1} << 32) + 5;
+  h.producer_epoch = (std::uint64_t{1} << 33) + 1;
+  const std::size_t n = write_frame(buf.data(), h, bytes_of("x"));
+  RecordHeader out;
+  ASSERT_EQ(check_frame(buf.data(), n, &out), FrameCheck::ok);
+  EXPECT_EQ(out.sequence, (std::uint64_t{1} << 32) + 5);
+  EXPECT_EQ(out.producer_epoch, (std::uint64_t{1} << 33) + 1);
 }
 
 TEST(Wire, EncodesDecodesAndRefusesGarbage) {

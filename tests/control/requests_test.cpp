@@ -2,6 +2,8 @@
 // registration ids and epochs.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "controller_fixture.hpp"
 
 namespace catena::control {
@@ -80,6 +82,34 @@ TEST_F(ControllerRequests, GroupOffsetsAreDurablePerGroupAndPartition) {
   EXPECT_EQ(*controller_->fetch_offset("g1", "c", 1), 7);
   EXPECT_EQ(*controller_->fetch_offset("g2", "c", 0), 5);
   EXPECT_EQ(controller_->fetch_offset("g2", "c", 1).code(), idl::ErrorCode::NO_OFFSET);
+}
+
+// Producer identities are issued, never chosen: every call hands out an
+// epoch above every epoch issued before, across controller restarts (which
+// skip the rest of a reserved block rather than risk reissuing it).
+TEST_F(ControllerRequests, ProducerEpochsAreIssuedOnceAndGrowAcrossRestarts) {
+  std::set<std::int64_t> epochs;
+  std::int64_t last = 0;
+  auto issue = [&](std::int64_t id) {
+    auto r = controller_->init_producer(id);
+    EXPECT_TRUE(r.ok()) << r.error().describe();
+    if (!r.ok()) return idl::ProducerIdentity{};
+    EXPECT_GT(r->producer_epoch, last);
+    last = r->producer_epoch;
+    EXPECT_TRUE(epochs.insert(r->producer_epoch).second);
+    return *r;
+  };
+  const auto a = issue(0);
+  const auto b = issue(0);
+  EXPECT_NE(a.producer_id, b.producer_id);
+  EXPECT_NE(a.producer_id & Controller::kIssuedProducerIdBit, 0);
+  EXPECT_EQ(issue(77).producer_id, 77);
+  for (int i = 0; i < 3 * Controller::kProducerBlock; ++i) issue(77);  // crosses reserved blocks
+  restart();
+  EXPECT_EQ(issue(77).producer_id, 77);
+  EXPECT_NE(issue(0).producer_id, a.producer_id);
+  EXPECT_EQ(controller_->init_producer(-1).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->init_producer(Controller::kIssuedProducerIdBit).code(), idl::ErrorCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -205,6 +205,14 @@ TEST_F(SocketTest, ChannelsRoutesAndTypedErrorsOverThrift) {
   auto offset = client_->fetch_offset("readers", "trades", 1);
   ASSERT_TRUE(offset.ok());
   EXPECT_EQ(*offset, 4242);
+
+  auto first = client_->init_producer(5);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
+  auto second = client_->init_producer(5);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->producer_id, 5);
+  EXPECT_GT(second->producer_epoch, first->producer_epoch);
+  EXPECT_EQ(client_->init_producer(-3).code(), idl::ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST_F(SocketTest, GarbageOnThePortDoesNotHurtTheServer) {

@@ -168,7 +168,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
       if (!o.quiet) std::printf("%u:%llu\n", r.partition, static_cast<unsigned long long>(r.offset));
     } else {
       ++failed;
-      std::fprintf(stderr, "catena: publish: record %u refused: %s\n", r.sequence,
+      std::fprintf(stderr, "catena: publish: a record to partition %u failed: %s\n", r.partition,
                    std::string(chain::wire::to_string(r.status)).c_str());
     }
   };

@@ -2,9 +2,18 @@
 //
 // A record is acknowledged only once it is committed (held by every replica
 // of its partition's chain); the acknowledgement carries its offset. Each
-// publisher has a producer id and epoch; every record gets the next sequence
-// number of its partition, so a retry after a failover is stored once and
-// acknowledged with its original offset.
+// publisher has a producer id and an epoch that the controller issues when
+// the publisher is created (RouteSource::init_producer), newer than any
+// before: a restarted publisher's records are new data, and an older
+// instance with the same id is fenced. Every record gets the next 64-bit
+// sequence number of its partition, so a retry after a failover is stored
+// once and acknowledged with its original offset.
+//
+// Sequences follow the head: its welcome says which sequence it expects
+// next, and records the head never stored (they failed after the retry
+// timeout, or a new head holds none of this producer's records) are
+// renumbered from there, so a failed batch never wedges the partition with
+// sequence gaps.
 //
 // Records with the same key go to the same partition (xxh64 of the key);
 // records without a key are spread round-robin.
@@ -36,15 +45,16 @@ struct PublishResult {
   PublishStatus status = PublishStatus::ok;
   std::uint32_t partition = 0;
   std::uint64_t offset = 0;     // valid when status == ok (~0: retried beyond the dedup window)
-  std::uint32_t sequence = 0;
+  std::uint64_t sequence = 0;
 };
 
 using PublishCallback = std::function<void(const PublishResult&)>;
 
 struct PublisherOptions {
   std::string provider = "soft";
-  std::uint64_t producer_id = 0;        // 0: pick a random id
-  std::uint32_t producer_epoch = 1;
+  // 0: the controller issues an id. Otherwise 1..2^62-1, e.g. an id that
+  // stays the same across restarts; the epoch is issued either way.
+  std::uint64_t producer_id = 0;
   std::uint32_t ring_bytes = 4u << 20;  // staging ring at each head
   // Batching: records published within `linger` are sent in one write, up to
   // max_batch_bytes. linger 0 sends each record at once (lowest latency).
@@ -58,7 +68,9 @@ struct PublisherOptions {
   // Off: only the head acknowledges.
   bool tail_acks = true;
   std::chrono::milliseconds connect_timeout{3000};
-  // How long a partition may stay unreachable before its pending records fail.
+  // How long a partition may stay unreachable before its pending records
+  // fail with `unavailable`. Such a record may or may not have been stored
+  // (the head may have taken it just before the link broke).
   std::chrono::milliseconds retry_timeout{30000};
   // While records await their ack and none came for this long, re-read the
   // partition's route: a head cut off the network goes silent without
@@ -91,6 +103,7 @@ class Publisher {
 
   [[nodiscard]] std::uint32_t partitions() const;
   [[nodiscard]] std::uint64_t producer_id() const;
+  [[nodiscard]] std::uint64_t producer_epoch() const;
   [[nodiscard]] std::uint64_t in_flight() const;
 
   class Impl;

@@ -27,6 +27,12 @@ struct Route {
   std::uint64_t start_offset = 0;
 };
 
+// Who a publisher is: an id and an epoch issued for this run of it.
+struct ProducerIdentity {
+  std::uint64_t producer_id = 0;
+  std::uint64_t producer_epoch = 0;
+};
+
 struct ChannelLayout {
   std::uint32_t partitions = 0;
   std::uint32_t segment_bytes = 0;
@@ -39,6 +45,10 @@ class RouteSource {
   // The current route; `known_epoch` is the one the caller found stale (0: none).
   virtual fabric::Result<Route> route(const std::string& channel, std::uint32_t partition,
                                       std::uint64_t known_epoch) = 0;
+  // A new epoch for `producer_id` (0: a new id too), newer than every epoch
+  // issued before: called once per Publisher, so a restarted publisher's new
+  // records are never mistaken for retries of its old ones.
+  virtual fabric::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) = 0;
   // A client could not reach `node_id`: a hint for the failure detector.
   virtual void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) = 0;
   // Subscriber-group positions (offset of the next record to consume).
@@ -54,6 +64,8 @@ class StaticRoutes final : public RouteSource {
   void set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes);
   fabric::Result<ChannelLayout> layout(const std::string& channel) override;
   fabric::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  // Issues from an in-memory counter (ids issued here have bit 62 set).
+  fabric::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
   void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
   fabric::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
                                      std::uint64_t offset) override;
@@ -67,6 +79,7 @@ class StaticRoutes final : public RouteSource {
   std::map<std::pair<std::string, std::uint32_t>, Route> routes_;
   std::map<std::string, std::uint64_t> group_offsets_;
   std::vector<std::string> reports_;
+  std::uint64_t next_producer_number_ = 1;
 };
 
 }  // namespace catena

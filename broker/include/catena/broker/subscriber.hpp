@@ -32,7 +32,7 @@ struct Message {
   std::uint64_t offset = 0;
   std::uint64_t timestamp_ns = 0;  // publisher's wall clock
   std::uint64_t producer_id = 0;
-  std::uint32_t sequence = 0;
+  std::uint64_t sequence = 0;
   std::span<const std::byte> payload;  // valid during the handler only
 };
 

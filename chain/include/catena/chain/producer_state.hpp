@@ -31,17 +31,17 @@ class ProducerState {
   static constexpr std::uint32_t kWindow = 8192;
 
   struct Entry {
-    std::uint32_t epoch = 0;
+    std::uint64_t epoch = 0;
     std::int64_t last_seq = -1;
     std::vector<std::uint64_t> offsets = std::vector<std::uint64_t>(kWindow);  // seq s at s % kWindow
   };
 
   // What to do with (producer, epoch, seq). For `duplicate`, *offset is the
   // offset the record was stored at.
-  SeqDecision decide(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq,
+  SeqDecision decide(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq,
                      std::uint64_t* offset) const;
   // Records that (producer, epoch, seq) was stored at `offset`.
-  void record(std::uint64_t producer, std::uint32_t epoch, std::uint32_t seq, std::uint64_t offset);
+  void record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq, std::uint64_t offset);
 
   // Handoff: takes the other state, keeping per producer the newer one.
   void merge(const ProducerState& other);

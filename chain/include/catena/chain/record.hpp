@@ -8,13 +8,15 @@
 //                          kFlagPad: ring padding up to the ring's end
 //   8  u64 offset          partition-wide position (set by the head)
 //  16  u64 producer_id
-//  24  u32 producer_epoch
-//  28  u32 sequence        per (producer, partition), starts at 0
-//  32  u64 timestamp_ns    wall clock at the publisher
-//  40  u32 payload_crc     XXH32 of the payload, computed by the publisher:
+//  24  u64 producer_epoch  issued by the controller on every publisher start
+//  32  u64 sequence        per (producer epoch, partition), starts at 0;
+//                          64 bits so it never wraps (2^32 records take
+//                          35 minutes at 2 M/s)
+//  40  u64 timestamp_ns    wall clock at the publisher
+//  48  u32 payload_crc     XXH32 of the payload, computed by the publisher:
 //                          end-to-end integrity up to the subscriber
-//  44  u32 header_crc      XXH32 of bytes 0..43 (catches torn/garbage frames)
-//  48  payload, then zero padding to the next multiple of 8
+//  52  u32 header_crc      XXH32 of bytes 0..51 (catches torn/garbage frames)
+//  56  payload, then zero padding to the next multiple of 8
 #pragma once
 
 #include <cstddef>
@@ -29,13 +31,13 @@ struct RecordHeader {
   std::uint32_t flags;
   std::uint64_t offset;
   std::uint64_t producer_id;
-  std::uint32_t producer_epoch;
-  std::uint32_t sequence;
+  std::uint64_t producer_epoch;
+  std::uint64_t sequence;
   std::uint64_t timestamp_ns;
   std::uint32_t payload_crc;
   std::uint32_t header_crc;
 };
-static_assert(sizeof(RecordHeader) == 48);
+static_assert(sizeof(RecordHeader) == 56);
 static_assert(alignof(RecordHeader) == 8);
 
 inline constexpr std::uint32_t kFlagSeal = 1u << 0;
@@ -72,5 +74,10 @@ std::size_t write_frame(std::byte* at, RecordHeader h, std::span<const std::byte
 // recomputes the header checksum (used by the head when it copies a
 // publisher's frame into the segment).
 void restamp_offset(std::byte* at, std::uint64_t offset) noexcept;
+
+// Re-numbers a frame the publisher built and the head never stored (the
+// publisher resynchronises with the head's next sequence) and recomputes the
+// header checksum.
+void restamp_sequence(std::byte* at, std::uint64_t sequence) noexcept;
 
 }  // namespace catena::chain

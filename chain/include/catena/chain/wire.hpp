@@ -20,7 +20,7 @@
 namespace catena::chain::wire {
 
 inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
-inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kVersion = 2;  // 2: 64-bit producer epochs and sequences
 inline constexpr std::size_t kMaxChannelName = 128;
 inline constexpr std::uint32_t kMaxSlots = 32;
 // Every control message fits in one receive buffer of this size.
@@ -112,8 +112,9 @@ struct ReplicaWelcome {
 struct PublisherHello {
   ChannelRef ref;
   std::uint64_t producer_id;
-  std::uint32_t producer_epoch;
-  std::uint32_t ring_bytes;  // requested staging ring at the head
+  std::uint64_t producer_epoch;  // issued by the controller (RouteSource::init_producer)
+  std::uint32_t ring_bytes;      // requested staging ring at the head
+  std::uint32_t reserved;
 };
 
 struct PublisherWelcome {
@@ -123,7 +124,10 @@ struct PublisherWelcome {
   std::uint64_t epoch;
   fabric::RemoteRegion ring;
   std::uint32_t max_record;
-  std::uint32_t next_sequence;  // what the head expects next from this producer
+  std::uint32_t reserved1;
+  // What the head expects next from this producer epoch: it holds every
+  // sequence below and none at or above. 0 for an epoch it never saw.
+  std::uint64_t next_sequence;
   char head_hint[64];           // on not_head: where the head is, if known
 };
 
@@ -132,9 +136,8 @@ struct PublisherWelcome {
 struct PublishAck {
   Status status;
   std::uint16_t reserved0;
-  std::uint32_t first_seq;
   std::uint32_t count;
-  std::uint32_t reserved1;
+  std::uint64_t first_seq;
   std::uint64_t first_offset;
   std::uint64_t ring_consumed;  // bytes of the staging ring the head has consumed (total)
   std::uint64_t epoch;
@@ -149,8 +152,7 @@ struct PublishAck {
 struct CommitWatchHello {
   ChannelRef ref;
   std::uint64_t producer_id;
-  std::uint32_t producer_epoch;
-  std::uint32_t reserved;
+  std::uint64_t producer_epoch;
 };
 
 struct CommitWatchWelcome {

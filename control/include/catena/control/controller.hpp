@@ -101,6 +101,11 @@ class Controller {
                                            std::int32_t partition, std::int64_t offset);
   [[nodiscard]] Result<std::int64_t> fetch_offset(const std::string& group, const std::string& channel,
                                                   std::int32_t partition) const;
+  // A new producer epoch (and, for producer_id 0, a new id). Numbers are
+  // reserved durably in blocks of kProducerBlock, so most calls write nothing.
+  [[nodiscard]] Result<idl::ProducerIdentity> init_producer(std::int64_t producer_id);
+  static constexpr std::int64_t kIssuedProducerIdBit = std::int64_t{1} << 62;
+  static constexpr std::int64_t kProducerBlock = 1024;
 
   // One round of maintenance: suspect silent nodes, probe suspects, evict
   // the dead and repair their chains, promote caught-up joining replicas,
@@ -189,6 +194,7 @@ class Controller {
   std::vector<FenceJob> fences_;                             // best-effort fences of evicted nodes
   std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
   bool halted_ = false;
+  std::int64_t next_producer_number_ = 0;  // below store_->state().producer_numbers_reserved
   std::mutex tick_mu_;  // one tick at a time
 };
 

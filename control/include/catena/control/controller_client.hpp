@@ -53,6 +53,8 @@ class ControllerClient {
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status();
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);
+  // A new producer epoch (and id, if producer_id is 0): Controller.initProducer.
+  [[nodiscard]] Result<idl::ProducerIdentity> init_producer(std::int64_t producer_id);
   // NO_OFFSET if the group never committed one for that partition.
   [[nodiscard]] Result<std::int64_t> fetch_offset(const std::string& group, const std::string& channel,
                                                   std::int32_t partition);

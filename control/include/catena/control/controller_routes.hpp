@@ -19,6 +19,7 @@ class ControllerRoutes final : public RouteSource {
 
   fabric::Result<ChannelLayout> layout(const std::string& channel) override;
   fabric::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  fabric::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
   void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
   fabric::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
                                      std::uint64_t offset) override;

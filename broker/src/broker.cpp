@@ -354,6 +354,7 @@ class Broker::Impl {
   std::mutex inbox_mu_;
   std::deque<std::function<void()>> inbox_;
   std::atomic<bool> inbox_flag_{false};
+  std::atomic<std::uint64_t> node_epoch_{0};  // set at registration, read by the admin server
 
   std::mutex connect_mu_;
   std::condition_variable connect_cv_;
@@ -405,6 +406,9 @@ std::string Broker::node_id() const {
   std::lock_guard lk(impl_->stats_mu_);
   return impl_->cfg_.node_id;
 }
+
+void Broker::set_node_epoch(std::uint64_t node_epoch) { impl_->node_epoch_.store(node_epoch); }
+std::uint64_t Broker::node_epoch() const { return impl_->node_epoch_.load(); }
 
 void Broker::drop_all() {
   impl_->run_on_agent([this] {

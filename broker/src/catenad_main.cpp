@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
     node_epoch = r->node_epoch;
     interval_ms = std::max(10, r->heartbeat_interval_ms);
     broker.value()->set_node_id(r->node_id);
+    broker.value()->set_node_epoch(static_cast<std::uint64_t>(r->node_epoch));
     spdlog::info("registered as {} (node epoch {}), admin {}, fabric {} ({})", r->node_id, node_epoch, admin_addr,
                  fabric_addr, s.provider);
     return true;

@@ -81,7 +81,7 @@ bool LocalCluster::start_controller(std::string* error) {
   return false;
 }
 
-bool LocalCluster::start_node(int index, std::string* error) {
+bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* previous) {
   NodeProcess n;
   n.name = "node-" + std::to_string(index);
   const std::string ready = opts_.dir + "/" + n.name + ".ready";
@@ -94,14 +94,21 @@ bool LocalCluster::start_node(int index, std::string* error) {
     args = it->second.wrap;
     if (!it->second.host.empty()) host = it->second.host;
   }
+  const std::string fabric_listen = previous != nullptr ? previous->fabric_addr : host + ":0";
+  const std::string admin_listen = previous != nullptr ? previous->admin_addr : host + ":0";
   args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller_addr_, "--provider",
-                           opts_.provider, "--fabric-listen", host + ":0", "--admin-listen", host + ":0",
+                           opts_.provider, "--fabric-listen", fabric_listen, "--admin-listen", admin_listen,
                            "--zone", zone, "--ready-file", ready, "--grace-ms", "1000"});
+  if (previous != nullptr) args.insert(args.end(), {"--node-id", previous->node_id});
   n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {
     std::ifstream in(ready);
     if (in >> n.node_id >> n.admin_addr >> n.fabric_addr) {
-      nodes_.push_back(n);
+      if (previous != nullptr) {
+        nodes_[static_cast<std::size_t>(index)] = n;
+      } else {
+        nodes_.push_back(n);
+      }
       return true;
     }
     int status = 0;
@@ -142,6 +149,18 @@ bool LocalCluster::signal_node(std::size_t i, int sig) {
     nodes_[i].pid = -1;
   }
   return true;
+}
+
+bool LocalCluster::restart_node(std::size_t i, std::string* error) {
+  if (i >= nodes_.size()) {
+    *error = "no broker " + std::to_string(i);
+    return false;
+  }
+  if (nodes_[i].pid > 0) signal_node(i, SIGKILL);
+  const NodeProcess previous = nodes_[i];
+  const bool ok = start_node(static_cast<int>(i), error, &previous);
+  write_state();
+  return ok;
 }
 
 bool LocalCluster::node_running(std::size_t i) {

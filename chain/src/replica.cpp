@@ -65,11 +65,13 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
 
 bool Replica::reconfigure(const ReplicaConfig& cfg) {
   if (cfg.epoch <= cfg_.epoch) return false;
-  if (pred_ && cfg.predecessor_node != cfg_.predecessor_node) {
+  if (pred_ && (cfg.predecessor_node != cfg_.predecessor_node ||
+                cfg.predecessor_node_epoch != cfg_.predecessor_node_epoch)) {
     pred_->ep().disconnect();  // fence the old predecessor at the transport
     pred_.reset();
   }
-  if (succ_ && (cfg.successor_node != cfg_.successor_node || cfg.successor_addr != cfg_.successor_addr)) {
+  if (succ_ && (cfg.successor_node != cfg_.successor_node || cfg.successor_addr != cfg_.successor_addr ||
+                cfg.successor_node_epoch != cfg_.successor_node_epoch)) {
     succ_->ep().disconnect();
     succ_.reset();
     fwd_in_flight_ = 0;
@@ -82,8 +84,11 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   cfg_.epoch = cfg.epoch;
   cfg_.position = cfg.position;
   cfg_.chain_length = cfg.chain_length;
+  cfg_.node_epoch = cfg.node_epoch;
   cfg_.predecessor_node = cfg.predecessor_node;
+  cfg_.predecessor_node_epoch = cfg.predecessor_node_epoch;
   cfg_.successor_node = cfg.successor_node;
+  cfg_.successor_node_epoch = cfg.successor_node_epoch;
   cfg_.successor_addr = cfg.successor_addr;
   cfg_.head_addr = cfg.head_addr;
   log_->set_epoch(cfg.epoch);
@@ -100,12 +105,15 @@ wire::ReplicaHello Replica::successor_hello() const {
   h.ref.set(cfg_.channel, cfg_.partition, cfg_.epoch);
   std::strncpy(h.from_node, cfg_.node_id.c_str(), sizeof h.from_node - 1);
   h.commit_word = commit_word_->remote();
+  h.from_node_epoch = cfg_.node_epoch;
   return h;
 }
 
 bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWelcome& w) {
+  const bool other_incarnation = cfg_.successor_node_epoch != 0 && w.node_epoch != cfg_.successor_node_epoch;
   if (w.status != wire::Status::ok || w.epoch != cfg_.epoch || w.slot_count != cfg_.slot_count ||
-      w.segment_bytes != cfg_.log.segment_bytes || cfg_.successor_addr.empty()) {
+      w.segment_bytes != cfg_.log.segment_bytes || cfg_.successor_addr.empty() || other_incarnation) {
+    if (other_incarnation && w.status == wire::Status::ok) suspects_.push_back(cfg_.successor_node);
     link->ep().disconnect();
     return false;
   }
@@ -132,8 +140,11 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
   w.slot_count = cfg_.slot_count;
   w.segment_bytes = cfg_.log.segment_bytes;
   w.end_offset = log_->end_offset();
+  w.node_epoch = cfg_.node_epoch;
   const std::string_view from(hello.from_node, strnlen(hello.from_node, sizeof hello.from_node));
-  if (hello.ref.epoch < cfg_.epoch || (hello.ref.epoch == cfg_.epoch && from != cfg_.predecessor_node)) {
+  const bool named = from == cfg_.predecessor_node &&
+                     (cfg_.predecessor_node_epoch == 0 || hello.from_node_epoch == cfg_.predecessor_node_epoch);
+  if (hello.ref.epoch < cfg_.epoch || (hello.ref.epoch == cfg_.epoch && !named)) {
     w.status = wire::Status::stale_epoch;
   } else if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;

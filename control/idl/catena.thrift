@@ -39,10 +39,17 @@ enum ErrorCode {
 }
 
 // One replica of a chain: enough for a client or a neighbour to reach it.
+//
+// node_epoch names the incarnation of the node that holds this replica (its
+// registration). A broker refuses an assignment that names another
+// incarnation of itself (FENCED), and a replica link is accepted only from
+// the incarnation the route names: a restarted, empty process with the same
+// node id and address never takes its predecessor's role back.
 struct Replica {
   1: string node_id,
   2: string fabric_addr,
   3: string admin_addr,
+  4: i64 node_epoch = 0,
 }
 
 // The chain of one partition at one epoch. replicas[0] is the head (takes

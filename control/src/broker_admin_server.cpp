@@ -2,6 +2,7 @@
 #include <catena/control/idl/BrokerAdmin.h>
 
 #include <catena/control/thrift_server.hpp>
+#include <fmt/format.h>
 
 #include <map>
 #include <mutex>
@@ -27,12 +28,17 @@ bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& 
   rc.partition = static_cast<std::uint32_t>(a.route.partition);
   rc.epoch = static_cast<std::uint64_t>(a.route.epoch);
   rc.node_id = node_id;
+  rc.node_epoch = static_cast<std::uint64_t>(line[pos]->node_epoch);
   rc.position = static_cast<std::uint32_t>(pos);  // >= chain_length: joining
   rc.chain_length = static_cast<std::uint32_t>(reps.size());
-  if (pos > 0) rc.predecessor_node = line[pos - 1]->node_id;
+  if (pos > 0) {
+    rc.predecessor_node = line[pos - 1]->node_id;
+    rc.predecessor_node_epoch = static_cast<std::uint64_t>(line[pos - 1]->node_epoch);
+  }
   if (pos + 1 < line.size()) {
     rc.successor_node = line[pos + 1]->node_id;
     rc.successor_addr = line[pos + 1]->fabric_addr;
+    rc.successor_node_epoch = static_cast<std::uint64_t>(line[pos + 1]->node_epoch);
   }
   rc.head_addr = reps.front().fabric_addr;
   rc.log.segment_bytes = static_cast<std::uint32_t>(a.segment_bytes);
@@ -82,6 +88,19 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
       std::lock_guard lk(mu_);
       installed_.erase(key);
       return;
+    }
+    // The route must name this very incarnation: a restarted process with the
+    // same id and address holds none of the old one's data, and the
+    // controller may push old routes before it hears of the restart.
+    const auto mine = broker_.node_epoch();
+    if (mine == 0 || rc.node_epoch != mine) {
+      throw make_error(idl::ErrorCode::FENCED,
+                       mine == 0 ? fmt::format("{} is not registered yet", node)
+                                 : fmt::format("assignment of {}/{} epoch {} names incarnation {} of {}; this is "
+                                               "incarnation {}",
+                                               a.route.channel, a.route.partition, a.route.epoch, rc.node_epoch,
+                                               node, mine))
+          .to_thrift();
     }
     auto r = broker_.configure(rc);
     switch (r.status) {

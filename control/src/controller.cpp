@@ -16,6 +16,7 @@ idl::Replica replica_of(const meta::NodeRecord& node) {
   r.__set_node_id(node.info.node_id);
   r.__set_fabric_addr(node.info.fabric_addr);
   r.__set_admin_addr(node.info.admin_addr);
+  r.__set_node_epoch(node.node_epoch);
   return r;
 }
 

@@ -288,6 +288,7 @@ void Controller::restore_replication_locked() {
         r.__set_node_id(id);
         r.__set_fabric_addr(n->info.fabric_addr);
         r.__set_admin_addr(n->info.admin_addr);
+        r.__set_node_epoch(n->node_epoch);
         (empty ? next.replicas : next.joining).push_back(std::move(r));
       }
       next.__set_epoch(route.epoch + 1);

@@ -223,10 +223,11 @@ class Failover : public ::testing::Test {
   std::atomic<std::uint64_t> mark_id_{~0ull};
   std::atomic<Clock::time_point> mark_acked_at_{};
   std::string client_provider_ = "soft";
-  // Retention: 8 slots of this per replica, and the TTL outlasts every test,
-  // so with the publisher's pace (a pause every 64 records) it bounds how
-  // long a test can publish before the head pushes back (log_full).
-  std::int64_t segment_bytes_ = 1 << 20;
+  // Retention: 8 slots of this per replica (~140k records of 64 bytes), and
+  // the TTL outlasts every test, so with the publisher's pace (a pause every
+  // 64 records) it bounds how long a test can publish before the head pushes
+  // back (log_full).
+  std::int64_t segment_bytes_ = 2 << 20;
   std::chrono::microseconds publish_pause_ = 200us;
   std::vector<std::thread> threads_;
 };
@@ -256,6 +257,33 @@ TEST_F(Failover, RestartController) {
   run_with_fault([&] {
     std::string err;
     ASSERT_TRUE(cluster_->restart_controller(&err)) << err;
+  });
+}
+
+// A correlated restart (issue 8, sequence 2): the head's process and the
+// controller die together; the head comes back at the same id and
+// addresses, empty, and the restarted controller pushes every route again,
+// possibly before the new process registered. The new incarnation must not
+// take the old head's role (its appends would start at offset 0 and its
+// writes land on its successor's committed bytes): it is refused until it
+// registers, and registering takes the old incarnation out of the chain.
+TEST_F(Failover, HeadAndControllerRestartedTogether) {
+  run_with_fault([&] {
+    const auto head = static_cast<std::size_t>(node_at(0));
+    const std::string head_id = cluster_->nodes()[head].node_id;
+    ASSERT_EQ(kill(cluster_->controller_pid(), SIGKILL), 0);
+    std::string node_err;
+    std::thread restart([&] { EXPECT_TRUE(cluster_->restart_node(head, &node_err)) << node_err; });
+    std::this_thread::sleep_for(100ms);  // the new process listens, and cannot register yet
+    std::string err;
+    EXPECT_TRUE(cluster_->restart_controller(&err)) << err;
+    restart.join();
+    wait_for(
+        [&] {
+          auto r = admin_->get_route("f", 0, 0);
+          return r.ok() && r->replicas.size() == 3 && r->replicas.front().node_id != head_id;
+        },
+        20s, "the chain repaired without the old head");
   });
 }
 

@@ -80,6 +80,10 @@ class Broker {
   // exists (its address is part of the registration).
   void set_node_id(const std::string& node_id);
   [[nodiscard]] std::string node_id() const;
+  // The incarnation the controller gave this process at registration (0:
+  // not registered). Assignments naming another incarnation are refused.
+  void set_node_epoch(std::uint64_t node_epoch);
+  [[nodiscard]] std::uint64_t node_epoch() const;
   // Drops every replica (the node was fenced and comes back empty).
   void drop_all();
 

@@ -65,6 +65,10 @@ class LocalCluster {
   bool add_node(std::string* error);
   // Sends `sig` to broker i (SIGKILL, SIGSTOP, SIGCONT...).
   bool signal_node(std::size_t i, int sig);
+  // Kills broker i (SIGKILL) if it runs and starts a new process with the
+  // same node id, zone and addresses: a new, empty incarnation of the node.
+  // Waits until it registered.
+  bool restart_node(std::size_t i, std::string* error);
   // Whether broker i's process is still running; reaps it if it exited.
   bool node_running(std::size_t i);
   bool restart_controller(std::string* error);
@@ -75,7 +79,8 @@ class LocalCluster {
  private:
   pid_t spawn(const std::string& name, const std::vector<std::string>& args);
   bool start_controller(std::string* error);
-  bool start_node(int index, std::string* error);
+  // `previous`: the incarnation to restart (same id and addresses).
+  bool start_node(int index, std::string* error, const NodeProcess* previous = nullptr);
 
   ClusterOptions opts_;
   NodeProcess controller_;

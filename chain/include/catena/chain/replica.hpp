@@ -56,6 +56,12 @@ struct ReplicaConfig {
   std::uint32_t partition = 0;
   std::uint64_t epoch = 0;
   std::string node_id;
+  // Incarnations (node epochs) of this node and of its neighbours, as the
+  // route names them. Links are accepted only between these incarnations.
+  // 0: not checked (chains configured by hand, without a controller).
+  std::uint64_t node_epoch = 0;
+  std::uint64_t predecessor_node_epoch = 0;
+  std::uint64_t successor_node_epoch = 0;
   std::uint32_t position = 0;      // 0 = head; >= chain_length: joining after the tail
   std::uint32_t chain_length = 1;  // replicas in the chain proper; position == chain_length-1: tail
   std::string predecessor_node;    // empty for the head

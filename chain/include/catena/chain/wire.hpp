@@ -85,10 +85,14 @@ struct ChannelRef {
   [[nodiscard]] std::string_view name() const { return {channel, strnlen(channel, sizeof channel)}; }
 };
 
+// A predecessor's hello names its node and incarnation (node epoch); the
+// successor accepts it only if its route names that very incarnation as its
+// predecessor, and answers with its own, which the predecessor checks too.
 struct ReplicaHello {
   ChannelRef ref;
   char from_node[64];
   fabric::RemoteRegion commit_word;  // where the successor writes commit offsets
+  std::uint64_t from_node_epoch;
 };
 
 struct SlotState {
@@ -106,6 +110,7 @@ struct ReplicaWelcome {
   std::uint32_t segment_bytes;
   std::uint32_t reserved1;
   std::uint64_t end_offset;     // first offset the successor does not hold
+  std::uint64_t node_epoch;     // the successor's incarnation
   SlotState slots[kMaxSlots];
 };
 

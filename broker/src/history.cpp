@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <set>
 
 namespace catena {
@@ -20,6 +21,7 @@ std::string HistoryReport::summary() const {
                   std::to_string(lost) + ", duplicated " + std::to_string(duplicated) + ", out of order " +
                   std::to_string(out_of_order) + ", corrupted " + std::to_string(corrupted) + ", phantom " +
                   std::to_string(phantom) + ", offset conflicts " + std::to_string(offset_conflicts);
+  if (declared_lost > 0) s += ", declared lost " + std::to_string(declared_lost);
   for (const auto& e : examples) s += "\n  " + e;
   return s;
 }
@@ -50,6 +52,11 @@ void HistoryChecker::delivered(int subscriber, std::uint32_t partition, std::uin
                                std::span<const std::byte> payload) {
   std::lock_guard lk(mu_);
   deliveries_.at(static_cast<std::size_t>(subscriber)).push_back({partition, offset, id, hash(payload)});
+}
+
+void HistoryChecker::declare_lost(int subscriber, std::uint32_t partition, std::uint64_t from, std::uint64_t to) {
+  std::lock_guard lk(mu_);
+  lost_ranges_.push_back({subscriber, partition, from, to});
 }
 
 HistoryReport HistoryChecker::check() const {
@@ -106,6 +113,14 @@ HistoryReport HistoryChecker::check() const {
     }
     for (const auto& [id, r] : records_) {
       if (r.acked && !seen_ids.count(id)) {
+        const bool declared = std::any_of(lost_ranges_.begin(), lost_ranges_.end(), [&](const LostRange& l) {
+          return l.subscriber == static_cast<int>(s) && l.partition == r.partition && r.offset >= l.from &&
+                 r.offset < l.to;
+        });
+        if (declared) {
+          ++rep.declared_lost;
+          continue;
+        }
         ++rep.lost;
         note(rep, "subscriber " + std::to_string(s) + " never got acknowledged record " + std::to_string(id) +
                       " at " + std::to_string(r.partition) + ":" + std::to_string(r.offset));

@@ -306,8 +306,14 @@ class Publisher::Impl {
       s.down_since = now;
     }
     auto route = routes_.route(channel_, s.partition, stale_epoch);
-    if (!route || route->replicas.empty()) return false;
+    if (!route) return false;
+    // Keep the epoch even of a route without replicas (every replica failed
+    // and no replacement yet): the next lookup then asks for a newer one.
     s.route = route.value();
+    if (s.route.replicas.empty()) {
+      s.retry_at = now + std::chrono::milliseconds(200);
+      return false;
+    }
     const ReplicaAddress& head = s.route.replicas.front();
     wire::PublisherHello hello{};
     hello.ref.set(channel_, s.partition, s.route.epoch);

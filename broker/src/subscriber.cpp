@@ -187,8 +187,20 @@ class Subscriber::Impl {
   bool connect_st(SubSession& s) {
     s.retry_at = Clock::now() + std::chrono::milliseconds(50);
     auto route = routes_.route(channel_, s.partition, s.route.epoch);
-    if (!route || route->replicas.empty()) return false;
+    if (!route) return false;
+    // Keep the epoch even of a route without replicas (every replica failed
+    // and no replacement yet): the next lookup then asks for a newer one.
     s.route = route.value();
+    if (s.route.replicas.empty()) {
+      s.retry_at = Clock::now() + std::chrono::milliseconds(200);
+      return false;
+    }
+    if (s.positioned && s.route.start_offset > s.next_offset) {
+      // The partition was rebuilt above our position: say what was lost,
+      // never jump silently.
+      notify(Notice{s.partition, wire::Status::data_lost, s.route.start_offset, s.next_offset});
+      s.next_offset = s.route.start_offset;
+    }
     const ReplicaAddress& rep = pick_st(s);
     wire::SubscriberHello hello{};
     hello.ref.set(channel_, s.partition, 0);

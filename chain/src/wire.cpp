@@ -14,6 +14,7 @@ std::string_view to_string(Status s) noexcept {
     case Status::log_full: return "log_full";
     case Status::corrupt: return "corrupt";
     case Status::position_expired: return "position_expired";
+    case Status::data_lost: return "data_lost";
     case Status::bad_request: return "bad_request";
     case Status::not_ready: return "not_ready";
     case Status::unavailable: return "unavailable";

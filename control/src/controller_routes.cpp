@@ -44,8 +44,10 @@ fabric::Result<Route> ControllerRoutes::route(const std::string& channel, std::u
   {
     std::lock_guard lk(mu_);
     auto it = cache_.find({channel, partition});
-    // A cached route newer than the one the caller found wanting is still good.
-    if (it != cache_.end() && it->second.epoch > known_epoch) return it->second;
+    // A cached route newer than the one the caller found wanting is still
+    // good, unless it has no replica left: then only the controller knows
+    // whether the partition has been rebuilt.
+    if (it != cache_.end() && it->second.epoch > known_epoch && !it->second.replicas.empty()) return it->second;
   }
   auto r = client_.get_route(channel, static_cast<std::int32_t>(partition), 0);
   if (!r) return to_fabric(r.error());

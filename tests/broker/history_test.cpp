@@ -118,5 +118,25 @@ TEST(HistoryChecker, FailedPublishMayBeDeliveredOnceButNeedNotBe) {
   EXPECT_EQ(r.failed, 1u);
 }
 
+// A data_lost notice excuses exactly the range it names, for the subscriber
+// that got it: records outside it, or at the other subscriber, still count.
+TEST(HistoryChecker, DeclaredLossExcusesOnlyItsRangeAndSubscriber) {
+  HistoryChecker h(2);
+  base(h);
+  h.delivered(0, 0, 0, 1, b("p1"));  // subscriber 0 got offset 0, then was told 1..2 are gone
+  h.declare_lost(0, 0, 1, 3);
+  deliver_all(h, 1);
+  auto r = h.check();
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_EQ(r.declared_lost, 2u);
+
+  HistoryChecker narrow(1);
+  base(narrow);
+  narrow.declare_lost(0, 0, 1, 2);  // only offset 1
+  auto n = narrow.check();
+  EXPECT_EQ(n.lost, 2u) << n.summary();  // offsets 0 and 2
+  EXPECT_EQ(n.declared_lost, 1u);
+}
+
 }  // namespace
 }  // namespace catena

@@ -38,6 +38,7 @@ struct HistoryReport {
   std::uint64_t corrupted = 0;          // payload differs from what was published
   std::uint64_t phantom = 0;            // delivered but never published
   std::uint64_t offset_conflicts = 0;   // one offset, two records (or acked offset != delivered)
+  std::uint64_t declared_lost = 0;      // acked, missing, and inside a range a data_lost notice named
   std::vector<std::string> examples;    // the first few violations, for people
 
   [[nodiscard]] bool ok() const {
@@ -56,6 +57,11 @@ class HistoryChecker {
   void failed(std::uint64_t id);
   void delivered(int subscriber, std::uint32_t partition, std::uint64_t offset, std::uint64_t id,
                  std::span<const std::byte> payload);
+
+  // The subscriber was told (a data_lost notice) that offsets [from, to) of
+  // the partition are gone: acknowledged records there that it never got
+  // count as declared_lost, not lost. Anything it did get there still counts.
+  void declare_lost(int subscriber, std::uint32_t partition, std::uint64_t from, std::uint64_t to);
 
   [[nodiscard]] HistoryReport check() const;
 
@@ -76,7 +82,14 @@ class HistoryChecker {
     std::uint64_t hash;
   };
 
+  struct LostRange {
+    int subscriber;
+    std::uint32_t partition;
+    std::uint64_t from;
+    std::uint64_t to;
+  };
   int subscribers_;
+  std::vector<LostRange> lost_ranges_;
   mutable std::mutex mu_;
   std::unordered_map<std::uint64_t, Record> records_;
   std::vector<std::vector<Delivery>> deliveries_ = std::vector<std::vector<Delivery>>(subscribers_);

@@ -56,8 +56,12 @@ struct SubscriberOptions {
 // Something the subscriber must know that is not a record.
 struct Notice {
   std::uint32_t partition = 0;
-  chain::wire::Status status = chain::wire::Status::ok;  // position_expired...
+  // position_expired: records before next_offset passed their TTL.
+  // data_lost: every replica of the partition failed at once and it was
+  // rebuilt; records [lost_from, next_offset) are gone for good.
+  chain::wire::Status status = chain::wire::Status::ok;
   std::uint64_t next_offset = 0;  // where delivery resumes
+  std::uint64_t lost_from = 0;    // data_lost: the first offset lost
 };
 
 class Subscriber {

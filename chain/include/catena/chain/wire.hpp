@@ -56,6 +56,8 @@ enum class Status : std::uint16_t {
   not_ready = 11,      // partition not configured here yet: retry
   unavailable = 12,    // client side: partition unreachable past the retry timeout
   not_tail = 13,       // a commit watch opened on a node that is not the tail
+  data_lost = 14,      // client side: every replica holding these offsets failed; the
+                       // partition was rebuilt above them (Notice says which were lost)
 };
 
 [[nodiscard]] std::string_view to_string(Status s) noexcept;

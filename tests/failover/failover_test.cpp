@@ -264,6 +264,31 @@ TEST_F(Failover, KillTwoNodesOneAfterTheOther) {
   });
 }
 
+// Two failures inside one repair window (issue 8, sequence 8): the head
+// dies, and while its replacement is still joining (copying behind the
+// tail) a second member dies. The chain runs at R-2 for a moment; records
+// acknowledged then were held by every member of the chain at that time,
+// and none is lost when the replacements finish.
+TEST_F(Failover, SecondKillWhileTheReplacementIsJoining) {
+  run_with_fault([&] {
+    ASSERT_TRUE(cluster_->signal_node(static_cast<std::size_t>(node_at(0)), SIGKILL));
+    std::string joining;
+    wait_for(
+        [&] {
+          auto r = admin_->get_route("f", 0, 0);
+          if (!r.ok() || r->joining.empty()) return false;
+          joining = r->joining.front().node_id;
+          return true;
+        },
+        20s, "a replacement joining");
+    // The tail: the node the joining replacement copies from.
+    ASSERT_TRUE(cluster_->signal_node(static_cast<std::size_t>(node_at(-1)), SIGKILL));
+  });
+  auto r = admin_->get_route("f", 0, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_GE(r->replicas.size(), 2u);
+}
+
 TEST_F(Failover, RestartController) {
   run_with_fault([&] {
     std::string err;

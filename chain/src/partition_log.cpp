@@ -98,20 +98,31 @@ AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::by
   return AppendStatus::ok;
 }
 
-AppendStatus PartitionLog::append_frame(const std::byte* frame, std::uint32_t frame_bytes, std::uint64_t* offset) {
-  if (frame_bytes + kFirstRecord + sizeof(RecordHeader) > cfg_.segment_bytes) return AppendStatus::too_large;
+std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame_bytes, AppendStatus* status) {
+  if (frame_bytes + kFirstRecord + sizeof(RecordHeader) > cfg_.segment_bytes) {
+    *status = AppendStatus::too_large;
+    return nullptr;
+  }
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_bytes) {
     seal_st(static_cast<std::uint32_t>(open_));
   }
-  if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
-  SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
+  if (open_ < 0 && !open_next_st(epoch_)) {
+    *status = AppendStatus::log_full;
+    return nullptr;
+  }
+  const SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
   std::byte* at = slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end;
   std::memcpy(at, frame, frame_bytes);
-  restamp_offset(at, end_offset_);
+  *status = AppendStatus::ok;
+  return at;
+}
+
+std::uint64_t PartitionLog::append_staged(std::uint32_t frame_bytes) {
+  SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
+  restamp_offset(slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end, end_offset_);
   in.valid_end += frame_bytes;
-  *offset = end_offset_;
-  in.next_offset = ++end_offset_;
-  return AppendStatus::ok;
+  in.next_offset = end_offset_ + 1;
+  return end_offset_++;
 }
 
 ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t end) {

@@ -106,29 +106,45 @@ int Replica::consume_publisher_st(PublisherSession& s) {
       continue;
     }
     const std::uint64_t avail = std::min<std::uint64_t>(s.written - s.consumed, to_end);
-    RecordHeader h;
-    if (check_frame(ring + pos, avail, &h) != FrameCheck::ok || (h.flags & kFlagSeal) ||
-        ((h.flags & kFlagPad) == 0 && (h.producer_id != s.producer_id || h.producer_epoch != s.producer_epoch))) {
+    auto garbled = [&] {
       ++corrupt_frames_;
       s.link->ep().disconnect();  // nothing of a garbled batch is stored
       s.closed = true;
       return work + 1;
+    };
+    // The publisher may rewrite its ring at any time: read the header once
+    // for the frame's size, copy the frame into the segment, and trust only
+    // what the copy says.
+    RecordHeader peek;
+    if (avail < sizeof peek) return garbled();
+    std::memcpy(&peek, ring + pos, sizeof peek);
+    if (peek.header_crc != header_checksum(peek) || (peek.flags & ~kKnownFlags) != 0 ||
+        peek.length > kMaxRecordPayload || frame_size(peek.length) > avail || (peek.flags & kFlagSeal)) {
+      return garbled();
     }
-    const std::uint32_t fbytes = static_cast<std::uint32_t>(frame_size(h.length));
-    if (h.flags & kFlagPad) {
+    const std::uint32_t fbytes = static_cast<std::uint32_t>(frame_size(peek.length));
+    if (peek.flags & kFlagPad) {
       s.consumed += fbytes;
       continue;
+    }
+    AppendStatus staged = AppendStatus::ok;
+    const std::byte* copy = log_->stage_frame(ring + pos, fbytes, &staged);
+    if (staged == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
+    if (staged == AppendStatus::too_large) {
+      s.consumed += fbytes;
+      push(wire::Status::too_large, peek.sequence, 0);
+      ++work;
+      continue;
+    }
+    RecordHeader h;
+    if (check_frame(copy, fbytes, &h) != FrameCheck::ok || h.flags != 0 || frame_size(h.length) != fbytes ||
+        h.producer_id != s.producer_id || h.producer_epoch != s.producer_epoch) {
+      return garbled();
     }
     std::uint64_t offset = 0;
     switch (producers_.decide(h.producer_id, h.producer_epoch, h.sequence, &offset)) {
       case SeqDecision::append: {
-        AppendStatus a = log_->append_frame(ring + pos, fbytes, &offset);
-        if (a == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
-        if (a == AppendStatus::too_large) {
-          s.consumed += fbytes;
-          push(wire::Status::too_large, h.sequence, 0);
-          break;
-        }
+        offset = log_->append_staged(fbytes);
         producers_.record(h.producer_id, h.producer_epoch, h.sequence, offset);
         s.consumed += fbytes;
         push(wire::Status::ok, h.sequence, offset);

@@ -172,6 +172,46 @@ TEST_F(LogTest, SlotIsReusedOnlyOnceExpiredAndCommitted) {
   EXPECT_EQ(log.slot_info(1).base_offset, 3u);
 }
 
+// The head copies a publisher's frame into the segment before checking it
+// (the publisher may rewrite its ring meanwhile): a staged copy is not part
+// of the log until appended, and a discarded one (a duplicate, a garbled
+// frame) leaves nothing behind for replicas or readers.
+TEST_F(LogTest, StagedFrameIsInvisibleUntilAppended) {
+  Slots s(2, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  std::vector<std::byte> ring(256);
+  const std::size_t n = write_frame(ring.data(), producer(4, 0), bytes_of("first"));
+  AppendStatus st;
+  std::byte* copy = log.stage_frame(ring.data(), static_cast<std::uint32_t>(n), &st);
+  ASSERT_EQ(st, AppendStatus::ok);
+  ASSERT_NE(copy, nullptr);
+  ring[sizeof(RecordHeader)] = std::byte{'X'};  // the publisher rewrites its ring: the copy is unaffected
+  RecordHeader h;
+  ASSERT_EQ(check_frame(copy, n, &h), FrameCheck::ok);
+  EXPECT_EQ(log.end_offset(), 0u);
+  const std::uint32_t before = log.slot_info(0).valid_end;
+  // Discarded: staged again over the same place, nothing appended.
+  const std::size_t m = write_frame(ring.data(), producer(4, 1), bytes_of("second"));
+  copy = log.stage_frame(ring.data(), static_cast<std::uint32_t>(m), &st);
+  ASSERT_EQ(st, AppendStatus::ok);
+  EXPECT_EQ(log.slot_info(0).valid_end, before);
+  EXPECT_EQ(log.append_staged(static_cast<std::uint32_t>(m)), 0u);
+  EXPECT_EQ(log.end_offset(), 1u);
+  log.set_commit_offset(1);
+  Cursor c = log.seek(0);
+  ReadResult r = log.read(c);
+  ASSERT_EQ(r.status, ReadStatus::record);
+  EXPECT_EQ(r.header.offset, 0u);
+  EXPECT_EQ(r.header.sequence, 1u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.frame + sizeof(RecordHeader)), r.header.length), "second");
+  EXPECT_EQ(log.read(c).status, ReadStatus::none);
+  std::string big(kSeg, 'z');
+  std::vector<std::byte> huge(frame_size(kSeg));
+  const std::size_t hn = write_frame(huge.data(), producer(4, 2), bytes_of(big));
+  EXPECT_EQ(log.stage_frame(huge.data(), static_cast<std::uint32_t>(hn), &st), nullptr);
+  EXPECT_EQ(st, AppendStatus::too_large);
+}
+
 TEST_F(LogTest, OpenSegmentRollsWhenItsTtlPasses) {
   Slots s(3, kSeg);
   PartitionLog log(s.spans(), cfg, clock);

@@ -99,9 +99,14 @@ class PartitionLog {
   // Appends a record with the next offset. `h` carries producer fields and the
   // payload crc may be left 0 (computed). Sets *offset. Seals and rolls as needed.
   AppendStatus append(const RecordHeader& h, std::span<const std::byte> payload, std::uint64_t* offset);
-  // Appends a frame the publisher already built (payload crc set); the head
-  // checks it, stamps the offset and copies it in.
-  AppendStatus append_frame(const std::byte* frame, std::uint32_t frame_bytes, std::uint64_t* offset);
+  // Copies a frame a publisher built into the open segment, past its last
+  // record, without appending it. A publisher can rewrite its ring at any
+  // moment, so the head checks this copy, never the ring. Returns the copy
+  // (valid until the next stage or append), or nullptr with *status
+  // log_full or too_large. Seals and rolls as needed.
+  std::byte* stage_frame(const std::byte* frame, std::uint32_t frame_bytes, AppendStatus* status);
+  // Appends the frame stage_frame() just copied, stamping the next offset.
+  std::uint64_t append_staged(std::uint32_t frame_bytes);
 
   // --- replica side --------------------------------------------------------
   // The predecessor says slot `slot` now holds `end` valid bytes. Validates the

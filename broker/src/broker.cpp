@@ -53,7 +53,9 @@ using Key = std::pair<std::string, std::uint32_t>;
 
 class Broker::Impl {
  public:
-  Impl(const BrokerConfig& cfg, const chain::Clock& clock) : cfg_(cfg), clock_(clock) {}
+  Impl(const BrokerConfig& cfg, const chain::Clock& clock) : cfg_(cfg), clock_(clock) {
+    budget_.ring_bytes_limit = cfg.session_memory_bytes;
+  }
 
   fabric::Result<void> open() {
     auto p = fabric::Provider::open(cfg_.provider);
@@ -116,6 +118,8 @@ class Broker::Impl {
     cfg.node_id = cfg_.node_id;
     cfg.slot_count = cfg_.slot_count;
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
+    cfg.limits = cfg_.limits;
+    cfg.budget = &budget_;
     Key key{cfg.channel, cfg.partition};
     auto it = replicas_.find(key);
     if (it == replicas_.end()) {
@@ -365,6 +369,8 @@ class Broker::Impl {
   std::vector<std::string> suspects_;
 
   // Data-plane thread only.
+  // Publishers' rings on this node, charged by sessions; outlives every replica.
+  chain::SessionBudget budget_;
   std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
   std::map<Key, std::uint64_t> reconnect_at_;
 

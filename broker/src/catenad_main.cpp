@@ -38,6 +38,7 @@ struct Settings {
   std::string fabric_listen = "127.0.0.1:0";
   std::uint32_t slots = 8;
   std::uint64_t grace_ms = 5000;
+  std::uint64_t session_memory_mb = 1024;
   int pin_cpu = -1;
   std::string log_level = "info";
   std::string ready_file;
@@ -56,6 +57,7 @@ void apply_toml(const std::string& path, Settings& s) {
   s.fabric_listen = t["fabric"]["listen"].value_or(s.fabric_listen);
   s.slots = t["storage"]["segment_slots"].value_or(s.slots);
   s.grace_ms = t["storage"]["grace_ms"].value_or(s.grace_ms);
+  s.session_memory_mb = t["limits"]["session_memory_mb"].value_or(s.session_memory_mb);
   s.pin_cpu = t["cpu"]["pin_data_plane"].value_or(s.pin_cpu);
   s.log_level = t["log"]["level"].value_or(s.log_level);
 }
@@ -83,6 +85,10 @@ int main(int argc, char** argv) {
     a.add_option("--segment-slots", s.slots, "segment slots per partition replica (memory = slots x segment_bytes)")
         ->capture_default_str();
     a.add_option("--grace-ms", s.grace_ms, "grace for lagging readers after a segment expires")->capture_default_str();
+    a.add_option("--session-memory-mb", s.session_memory_mb,
+                 "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
+                 "are refused (resource_exhausted)")
+        ->capture_default_str();
     a.add_option("--pin-cpu", s.pin_cpu, "pin the data-plane thread to this CPU (-1: no)")->capture_default_str();
     a.add_option("--log-level", s.log_level, "trace, debug, info, warn, error")->capture_default_str();
     a.add_option("--ready-file", s.ready_file, "write 'node_id admin_addr fabric_addr' here once registered");
@@ -113,6 +119,7 @@ int main(int argc, char** argv) {
   bc.fabric_listen = s.fabric_listen;
   bc.slot_count = s.slots;
   bc.grace_ms = s.grace_ms;
+  bc.session_memory_bytes = s.session_memory_mb << 20;
   bc.pin_cpu = s.pin_cpu;
   auto broker = catena::broker::Broker::start(bc);
   if (!broker) {

@@ -156,6 +156,7 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
   if (end <= in.valid_end) return ValidateStatus::ok;  // already seen (a resend)
   if (in.state != SlotState::open) return ValidateStatus::corrupt;
   const std::byte* base = slots_[slot].data();
+  const std::uint64_t now = producers_ != nullptr ? clock_.now_ns() : 0;
   while (in.valid_end < end) {
     RecordHeader h;
     if (check_frame(base + in.valid_end, end - in.valid_end, &h) != FrameCheck::ok) return ValidateStatus::corrupt;
@@ -171,7 +172,7 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     }
     in.next_offset = h.offset + 1;
     end_offset_ = in.next_offset;
-    if (producers_ != nullptr) producers_->record(h.producer_id, h.producer_epoch, h.sequence, h.offset);
+    if (producers_ != nullptr) producers_->record(h.producer_id, h.producer_epoch, h.sequence, h.offset, now);
   }
   return ValidateStatus::ok;
 }

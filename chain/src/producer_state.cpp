@@ -1,5 +1,7 @@
 #include <catena/chain/producer_state.hpp>
 
+#include <algorithm>
+
 namespace catena::chain {
 
 SeqDecision ProducerState::decide(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq,
@@ -20,14 +22,24 @@ SeqDecision ProducerState::decide(std::uint64_t producer, std::uint64_t epoch, s
   return SeqDecision::duplicate_unknown;
 }
 
-void ProducerState::record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq, std::uint64_t offset) {
+void ProducerState::record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq, std::uint64_t offset,
+                           std::uint64_t now_ns) {
   Entry& e = map_[producer];
+  e.last_used_ns = std::max(e.last_used_ns, now_ns);
   if (epoch != e.epoch) {
     e.epoch = epoch;
     e.last_seq = -1;
   }
   e.last_seq = static_cast<std::int64_t>(seq);
   e.offsets[seq % kWindow] = offset;
+}
+
+void ProducerState::touch(std::uint64_t producer, std::uint64_t now_ns) {
+  if (auto it = map_.find(producer); it != map_.end()) it->second.last_used_ns = std::max(it->second.last_used_ns, now_ns);
+}
+
+std::size_t ProducerState::expire(std::uint64_t cutoff_ns) {
+  return std::erase_if(map_, [&](const auto& kv) { return kv.second.last_used_ns < cutoff_ns; });
 }
 
 void ProducerState::merge(const ProducerState& other) {

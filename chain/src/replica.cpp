@@ -60,6 +60,8 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   r->log_->set_start(cfg.start_offset);
   r->log_->set_epoch(cfg.epoch);
   r->log_->track_producers(&r->producers_);
+  r->tick_ns_ = clock.now_ns();
+  r->next_expiry_ns_ = r->tick_ns_ + 1'000'000'000;
   return r;
 }
 
@@ -184,6 +186,13 @@ int Replica::do_work() {
 }
 
 void Replica::tick() {
+  tick_ns_ = clock_.now_ns();
+  if (tick_ns_ >= next_expiry_ns_) {
+    // Producers with an open session are in use however quiet they are.
+    for (const auto& p : publishers_) producers_.touch(p->producer_id, tick_ns_);
+    if (tick_ns_ > cfg_.limits.producer_expiry_ns) producers_.expire(tick_ns_ - cfg_.limits.producer_expiry_ns);
+    next_expiry_ns_ = tick_ns_ + 1'000'000'000;
+  }
   log_->tick();
   if (cfg_.is_head() && log_->roll_if_aged() && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
   if (pred_) pred_->poll_events();

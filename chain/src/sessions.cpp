@@ -36,13 +36,19 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
     w.status = wire::Status::stale_epoch;
   } else if (producers_.decide(hello.producer_id, hello.producer_epoch, 0, &unused) == SeqDecision::stale_epoch) {
     w.status = wire::Status::producer_fenced;
+  } else if (publishers_.size() >= cfg_.limits.max_publishers ||
+             (!producers_.knows(hello.producer_id) && producers_.size() >= cfg_.limits.max_producers) ||
+             budget_st().ring_bytes_used + clamp_ring(hello.ring_bytes) > budget_st().ring_bytes_limit) {
+    w.status = wire::Status::resource_exhausted;
   } else {
     auto session = std::make_unique<PublisherSession>();
     session->ring_bytes = clamp_ring(hello.ring_bytes);
     auto ring = provider_.allocate(session->ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
     if (!ring) {
-      w.status = wire::Status::log_full;
+      w.status = wire::Status::resource_exhausted;
     } else {
+      session->budget = &budget_st();
+      session->budget->ring_bytes_used += session->ring_bytes;
       session->ring = std::move(ring.value());
       session->producer_id = hello.producer_id;
       session->producer_epoch = hello.producer_epoch;
@@ -145,7 +151,7 @@ int Replica::consume_publisher_st(PublisherSession& s) {
     switch (producers_.decide(h.producer_id, h.producer_epoch, h.sequence, &offset)) {
       case SeqDecision::append: {
         offset = log_->append_staged(fbytes);
-        producers_.record(h.producer_id, h.producer_epoch, h.sequence, offset);
+        producers_.record(h.producer_id, h.producer_epoch, h.sequence, offset, tick_ns_);
         s.consumed += fbytes;
         push(wire::Status::ok, h.sequence, offset);
         break;
@@ -214,6 +220,8 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
     w.status = wire::Status::not_ready;
   } else if (!ring_ok || static_cast<std::uint32_t>(hello.mode) > 2) {
     w.status = wire::Status::bad_request;
+  } else if (subscribers_.size() >= cfg_.limits.max_subscribers) {
+    w.status = wire::Status::resource_exhausted;
   } else if (start < log_->start_offset()) {
     w.status = wire::Status::position_expired;
     w.start_offset = log_->start_offset();
@@ -346,6 +354,8 @@ void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatch
     w.status = wire::Status::not_tail;
   } else if (hello.ref.epoch < cfg_.epoch) {
     w.status = wire::Status::stale_epoch;
+  } else if (watchers_.size() >= cfg_.limits.max_watchers) {
+    w.status = wire::Status::resource_exhausted;
   } else {
     w.status = wire::Status::ok;
   }

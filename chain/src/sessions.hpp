@@ -32,6 +32,14 @@ struct Replica::PublisherSession {
   std::uint32_t pending_head = 0;
   std::uint32_t pending_count = 0;
   bool closed = false;
+  SessionBudget* budget = nullptr;  // charged ring_bytes while this session lives
+
+  PublisherSession() = default;
+  PublisherSession(const PublisherSession&) = delete;
+  PublisherSession& operator=(const PublisherSession&) = delete;
+  ~PublisherSession() {
+    if (budget != nullptr) budget->ring_bytes_used -= ring_bytes;
+  }
 
   Pending* last_pending() {
     return pending_count ? &pending[(pending_head + pending_count - 1) % kMaxPending] : nullptr;

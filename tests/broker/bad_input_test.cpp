@@ -226,5 +226,82 @@ TEST_F(BadInput, ForgedKeysCannotWriteIntoTheBroker) {
   EXPECT_EQ(all[4], "still-1");
 }
 
+// A client cannot exhaust a broker: sessions per partition and publishers'
+// ring memory per node are capped, refused with resource_exhausted, and
+// released when the session goes.
+TEST_F(BadInput, SessionsAndRingMemoryAreCappedAndReleased) {
+  broker::BrokerConfig cfg;
+  cfg.node_id = "capped";
+  cfg.provider = provider_spec();
+  cfg.fabric_listen = test::listen_address();
+  cfg.slot_count = 2;
+  cfg.limits.max_publishers = 3;
+  cfg.limits.max_subscribers = 2;
+  cfg.limits.max_producers = 4;
+  cfg.session_memory_bytes = 3 * (64 << 10);  // three rings of the smallest size
+  auto b = broker::Broker::start(cfg);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  auto& capped = *b.value();
+  for (const char* name : {"x", "y"}) {
+    chain::ReplicaConfig rc;
+    rc.channel = name;
+    rc.epoch = 1;
+    rc.chain_length = 1;
+    rc.head_addr = capped.fabric_address();
+    rc.log.segment_bytes = 64 << 10;
+    ASSERT_EQ(capped.configure(rc).status, broker::ConfigureStatus::applied);
+  }
+  auto hello = [&](const char* channel, std::uint64_t producer, std::uint32_t ring_bytes) {
+    wire::PublisherHello h{};
+    h.ref.set(channel, 0, 1);
+    h.producer_id = producer;
+    h.producer_epoch = 1;
+    h.ring_bytes = ring_bytes;
+    return chain::Link::dial<wire::PublisherWelcome>(*provider_, capped.fabric_address(), h, 5s);
+  };
+  // Ring memory is per node: two sessions on x and one on y use it all.
+  std::vector<chain::Link::Dialed<wire::PublisherWelcome>> held;
+  for (auto [ch, id] : {std::pair{"x", 1}, std::pair{"x", 2}, std::pair{"y", 3}}) {
+    held.push_back(hello(ch, static_cast<std::uint64_t>(id), 64 << 10));
+    ASSERT_TRUE(held.back().welcome.has_value()) << held.back().error.message;
+    EXPECT_EQ(held.back().welcome->status, wire::Status::ok);
+  }
+  auto over_memory = hello("y", 4, 64 << 10);
+  ASSERT_TRUE(over_memory.welcome.has_value());
+  EXPECT_EQ(over_memory.welcome->status, wire::Status::resource_exhausted);
+  auto huge = hello("y", 5, 256u << 20);  // the largest ring a hello may ask for
+  ASSERT_TRUE(huge.welcome.has_value());
+  EXPECT_EQ(huge.welcome->status, wire::Status::resource_exhausted);
+  // A session that goes returns its memory.
+  held.pop_back();
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  wire::Status again = wire::Status::resource_exhausted;
+  while (again != wire::Status::ok && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+    auto d = hello("y", 6, 64 << 10);
+    if (d.welcome) again = d.welcome->status;
+    if (again == wire::Status::ok) held.push_back(std::move(d));
+  }
+  EXPECT_EQ(again, wire::Status::ok);
+
+  // Subscribers per partition replica.
+  std::vector<chain::Link::Dialed<wire::SubscriberWelcome>> subs;
+  std::vector<std::unique_ptr<fabric::MemoryRegion>> rings;
+  for (int i = 0; i < 3; ++i) {
+    auto ring = provider_->allocate(64 << 10, fabric::kLocalWrite | fabric::kRemoteWrite);
+    ASSERT_TRUE(ring.ok());
+    wire::SubscriberHello h{};
+    h.ref.set("x", 0, 0);
+    h.mode = wire::StartMode::earliest;
+    h.ring_bytes = 64 << 10;
+    h.ring = ring.value()->remote();
+    rings.push_back(std::move(ring.value()));
+    subs.push_back(chain::Link::dial<wire::SubscriberWelcome>(*provider_, capped.fabric_address(), h, 5s));
+    ASSERT_TRUE(subs.back().welcome.has_value()) << subs.back().error.message;
+    EXPECT_EQ(subs.back().welcome->status, i < 2 ? wire::Status::ok : wire::Status::resource_exhausted) << i;
+  }
+  capped.stop();
+}
+
 }  // namespace
 }  // namespace catena

@@ -332,6 +332,25 @@ TEST(ProducerStateTest, SequencesDoNotWrapAt32Bits) {
   EXPECT_EQ(ps.entries().at(5).last_seq, static_cast<std::int64_t>(wrap));
 }
 
+// Producer state does not grow without bound: producers idle past the
+// expiry are forgotten; one in use is kept.
+TEST(ProducerStateTest, IdleProducersExpire) {
+  ProducerState ps;
+  std::uint64_t off = 0;
+  ps.record(1, 1, 0, 10, 1'000);
+  ps.record(2, 1, 0, 11, 1'000);
+  ps.record(2, 1, 1, 12, 5'000);
+  ps.touch(1, 2'000);
+  EXPECT_EQ(ps.expire(1'500), 0u);
+  EXPECT_EQ(ps.expire(3'000), 1u);  // producer 1, last used at 2000
+  EXPECT_FALSE(ps.knows(1));
+  EXPECT_TRUE(ps.knows(2));
+  EXPECT_EQ(ps.size(), 1u);
+  // A forgotten producer is new again: it must start from sequence 0.
+  EXPECT_EQ(ps.decide(1, 1, 1, &off), SeqDecision::sequence_gap);
+  EXPECT_EQ(ps.decide(1, 1, 0, &off), SeqDecision::append);
+}
+
 TEST(RecordFrame, CarriesA64BitSequenceAndEpoch) {
   std::vector<std::byte> buf(128);
   RecordHeader h = producer(3, 0);

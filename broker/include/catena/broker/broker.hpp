@@ -30,6 +30,10 @@ struct BrokerConfig {
   std::uint32_t slot_count = 8;       // segment slots per partition replica
   std::uint64_t grace_ms = 5000;      // lagging readers' grace after expiry
   int pin_cpu = -1;                   // pin the data-plane thread (-1: no)
+  // What clients may hold on this node: sessions and producers per
+  // partition replica; publisher ring memory for the whole node.
+  chain::SessionLimits limits;
+  std::uint64_t session_memory_bytes = 1ull << 30;
 };
 
 struct PartitionStats {

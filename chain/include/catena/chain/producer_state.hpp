@@ -12,6 +12,14 @@
 //    once, offset no longer known);
 //  - sequence > last + 1: sequence_gap, an error the publisher sees.
 //
+// Memory: each producer costs kWindow offsets (64 KiB). A head admits at
+// most `max_producers` (new producers beyond it are refused at hello), and
+// every replica forgets producers idle for longer than the expiry (expire()).
+// A forgotten producer that comes back is new to the head: its publisher
+// follows the head's next sequence (0), which is safe because nothing it
+// still holds unacknowledged can be that old (its retry timeout is far
+// shorter than the expiry).
+//
 // Threading: owned by the partition's data-plane thread (_st).
 #pragma once
 
@@ -33,6 +41,7 @@ class ProducerState {
   struct Entry {
     std::uint64_t epoch = 0;
     std::int64_t last_seq = -1;
+    std::uint64_t last_used_ns = 0;  // clock of the replica, last record() or touch()
     std::vector<std::uint64_t> offsets = std::vector<std::uint64_t>(kWindow);  // seq s at s % kWindow
   };
 
@@ -41,7 +50,14 @@ class ProducerState {
   SeqDecision decide(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq,
                      std::uint64_t* offset) const;
   // Records that (producer, epoch, seq) was stored at `offset`.
-  void record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq, std::uint64_t offset);
+  void record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq, std::uint64_t offset,
+              std::uint64_t now_ns = 0);
+  // A producer that is publishing (its session is open) is in use.
+  void touch(std::uint64_t producer, std::uint64_t now_ns);
+  // Forgets producers not used since `cutoff_ns`. Returns how many.
+  std::size_t expire(std::uint64_t cutoff_ns);
+  [[nodiscard]] bool knows(std::uint64_t producer) const { return map_.count(producer) != 0; }
+  [[nodiscard]] std::size_t size() const { return map_.size(); }
 
   // Handoff: takes the other state, keeping per producer the newer one.
   void merge(const ProducerState& other);

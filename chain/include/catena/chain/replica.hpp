@@ -51,6 +51,24 @@
 
 namespace catena::chain {
 
+// What one broker lets its clients hold, so that no client (buggy or
+// hostile) can exhaust it. Sessions beyond a limit are refused at hello with
+// resource_exhausted.
+struct SessionLimits {
+  std::uint32_t max_publishers = 256;     // per partition replica
+  std::uint32_t max_subscribers = 256;    // per partition replica (each needs a scratch slot)
+  std::uint32_t max_watchers = 256;       // per partition replica
+  std::uint32_t max_producers = 1024;     // idempotence state per partition (64 KiB each)
+  std::uint64_t producer_expiry_ns = 15ull * 60 * 1'000'000'000;  // forget producers idle this long
+};
+
+// Registered memory that publishers' staging rings may pin on one broker,
+// shared by all its replicas. Owned by the broker; data-plane thread only.
+struct SessionBudget {
+  std::uint64_t ring_bytes_limit = 1ull << 30;
+  std::uint64_t ring_bytes_used = 0;
+};
+
 struct ReplicaConfig {
   std::string channel;
   std::uint32_t partition = 0;
@@ -71,6 +89,8 @@ struct ReplicaConfig {
   LogConfig log;
   std::uint32_t slot_count = 8;
   std::uint64_t start_offset = 0;
+  SessionLimits limits;
+  SessionBudget* budget = nullptr;  // the broker's; nullptr: this replica's own, with the default limit
 
   [[nodiscard]] bool is_head() const { return position == 0; }
   [[nodiscard]] bool is_tail() const { return position + 1 == chain_length; }
@@ -152,6 +172,7 @@ class Replica {
   void drop_watchers_st();
   void on_commit_advanced_st();
   std::uint64_t read_commit_word_st() const;
+  SessionBudget& budget_st() { return cfg_.budget != nullptr ? *cfg_.budget : own_budget_; }
 
   fabric::Provider& provider_;
   ReplicaConfig cfg_;
@@ -181,6 +202,9 @@ class Replica {
   std::uint64_t watch_next_ = 0;
   std::vector<std::string> suspects_;
   std::uint64_t corrupt_frames_ = 0;
+  SessionBudget own_budget_;
+  std::uint64_t tick_ns_ = 0;         // the clock at the last tick(): producer state's idle clock
+  std::uint64_t next_expiry_ns_ = 0;  // when tick() next forgets idle producers
 };
 
 }  // namespace catena::chain

@@ -58,6 +58,7 @@ enum class Status : std::uint16_t {
   not_tail = 13,       // a commit watch opened on a node that is not the tail
   data_lost = 14,      // client side: every replica holding these offsets failed; the
                        // partition was rebuilt above them (Notice says which were lost)
+  resource_exhausted = 15,  // the replica is at a session or producer limit: retry later
 };
 
 [[nodiscard]] std::string_view to_string(Status s) noexcept;

@@ -14,6 +14,8 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <pthread.h>
+
 #include <thread>
 
 namespace catena::broker {
@@ -64,9 +66,20 @@ class Broker::Impl {
     auto l = provider_->listen(cfg_.fabric_listen);
     if (!l) return l.error();
     listener_ = std::move(l.value());
-    agent_ = std::thread([this] { agent_loop(); });
-    acceptor_ = std::thread([this] { acceptor_loop(); });
-    connector_ = std::thread([this] { connector_loop(); });
+    last_pass_ns_.store(clock_.now_ns());
+    // Named, so that operators (and the data-plane failure test) can find them.
+    agent_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "catena-data");  // 15 characters at most
+      agent_loop();
+    });
+    acceptor_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "catena-accept");
+      acceptor_loop();
+    });
+    connector_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "catena-connect");
+      connector_loop();
+    });
     return {};
   }
 
@@ -221,6 +234,7 @@ class Broker::Impl {
   }
 
   void housekeeping_st() {
+    last_pass_ns_.store(clock_.now_ns(), std::memory_order_relaxed);
     NodeStats st;
     std::vector<std::string> suspects;
     const std::uint64_t now = clock_.now_ns();
@@ -359,6 +373,7 @@ class Broker::Impl {
   std::deque<std::function<void()>> inbox_;
   std::atomic<bool> inbox_flag_{false};
   std::atomic<std::uint64_t> node_epoch_{0};  // set at registration, read by the admin server
+  std::atomic<std::uint64_t> last_pass_ns_{0};  // the data-plane thread's last housekeeping
 
   std::mutex connect_mu_;
   std::condition_variable connect_cv_;
@@ -414,6 +429,13 @@ std::string Broker::node_id() const {
 }
 
 void Broker::set_node_epoch(std::uint64_t node_epoch) { impl_->node_epoch_.store(node_epoch); }
+
+std::uint64_t Broker::data_plane_stalled_ms() const {
+  const std::uint64_t now = impl_->clock_.now_ns();
+  const std::uint64_t last = impl_->last_pass_ns_.load(std::memory_order_relaxed);
+  const std::uint64_t age_ms = now > last ? (now - last) / 1'000'000 : 0;
+  return age_ms >= impl_->cfg_.data_plane_stall_ms ? age_ms : 0;
+}
 std::uint64_t Broker::node_epoch() const { return impl_->node_epoch_.load(); }
 
 void Broker::drop_all() {

@@ -172,7 +172,18 @@ int main(int argc, char** argv) {
     std::ofstream(s.ready_file) << info.node_id << ' ' << admin_addr << ' ' << fabric_addr << '\n';
   }
 
+  bool stall_logged = false;
   while (!g_stop) {
+    if (const auto stalled = broker.value()->data_plane_stalled_ms(); stalled > 0) {
+      // No heartbeat for a node that cannot move data: the controller's
+      // detector then probes it, the probe fails, and its chains are repaired.
+      if (!stall_logged) spdlog::error("data plane silent for {} ms: heartbeats stopped", stalled);
+      stall_logged = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+      continue;
+    }
+    if (stall_logged) spdlog::warn("data plane running again");
+    stall_logged = false;
     catena::control::idl::HeartbeatRequest hb;
     hb.node_id = info.node_id;
     hb.node_epoch = node_epoch;

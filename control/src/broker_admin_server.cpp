@@ -124,7 +124,14 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     installed_.erase({channel, partition});
   }
 
-  void ping(idl::NodeStats& out) override { out = node_stats_of(broker_.stats()); }
+  // A node whose data plane stopped is not alive, whatever this thread says:
+  // the probe fails, and the controller repairs its chains.
+  void ping(idl::NodeStats& out) override {
+    if (const auto stalled = broker_.data_plane_stalled_ms(); stalled > 0) {
+      throw make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("data plane silent for {} ms", stalled)).to_thrift();
+    }
+    out = node_stats_of(broker_.stats());
+  }
 
  private:
   idl::CatenaError stale(const std::pair<std::string, std::int32_t>& key, const std::string& msg) {

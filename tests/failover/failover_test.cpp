@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -342,6 +345,45 @@ TEST_F(Failover, DISABLED_WholeChainKilledAtOnceClientsReattachAboveEveryAckedOf
     }
   });
   EXPECT_GE(data_lost_notices_.load(), 1u);
+}
+
+// The id of the thread named `name` in process `pid`, or -1.
+pid_t thread_named(pid_t pid, const std::string& name) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string n;
+    if (std::getline(comm, n) && n == name) return static_cast<pid_t>(std::stoi(entry.path().filename().string()));
+  }
+  return -1;
+}
+
+// A failure only the data plane sees (issue 8, sequence 7): the head's
+// data-plane thread stops (held in a ptrace stop, as a wedged or crashed
+// thread would be) while the rest of the process, its admin server and its
+// heartbeat thread included, runs on. The node must be found dead and its
+// chain repaired within bounded time; nothing acknowledged may be lost.
+TEST_F(Failover, HeadDataPlaneThreadStopsWhileItsAdminServerAnswers) {
+  pid_t stopped = -1;
+  run_with_fault([&] {
+    const auto head = static_cast<std::size_t>(node_at(0));
+    const pid_t pid = cluster_->nodes()[head].pid;
+    stopped = thread_named(pid, "catena-data");
+    ASSERT_GT(stopped, 0) << "no data-plane thread in " << pid;
+    ASSERT_EQ(ptrace(PTRACE_SEIZE, stopped, nullptr, nullptr), 0) << std::strerror(errno);
+    ASSERT_EQ(ptrace(PTRACE_INTERRUPT, stopped, nullptr, nullptr), 0) << std::strerror(errno);
+    int status = 0;
+    ASSERT_EQ(waitpid(stopped, &status, __WALL), stopped);
+    const std::string head_id = cluster_->nodes()[head].node_id;
+    wait_for(
+        [&] {
+          auto r = admin_->get_route("f", 0, 0);
+          return r.ok() && !r->replicas.empty() && r->replicas.front().node_id != head_id;
+        },
+        20s, "the chain repaired without the stalled head");
+  });
+  if (stopped > 0) ptrace(PTRACE_DETACH, stopped, nullptr, nullptr);
 }
 
 TEST_F(Failover, PauseNodePastTimeoutThenResume) {

@@ -34,6 +34,10 @@ struct BrokerConfig {
   // partition replica; publisher ring memory for the whole node.
   chain::SessionLimits limits;
   std::uint64_t session_memory_bytes = 1ull << 30;
+  // The data-plane thread runs housekeeping every 2 ms. Silent this long, it
+  // is stalled (stuck, or dead): the node stops heartbeating and fails the
+  // controller's probes, so its chains are repaired without it.
+  std::uint64_t data_plane_stall_ms = 2000;
 };
 
 struct PartitionStats {
@@ -87,6 +91,9 @@ class Broker {
   // The incarnation the controller gave this process at registration (0:
   // not registered). Assignments naming another incarnation are refused.
   void set_node_epoch(std::uint64_t node_epoch);
+  // Any thread: 0 while the data-plane thread runs; how long it has been
+  // silent (ms) once that passed BrokerConfig::data_plane_stall_ms.
+  [[nodiscard]] std::uint64_t data_plane_stalled_ms() const;
   [[nodiscard]] std::uint64_t node_epoch() const;
   // Drops every replica (the node was fenced and comes back empty).
   void drop_all();

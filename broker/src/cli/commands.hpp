@@ -77,6 +77,19 @@ struct BenchOptions {
   std::string dir = "catena-bench";
 };
 
+struct ChaosOptions {
+  int faults = 30;
+  double seconds = 0;
+  std::uint64_t seed = 0;
+  int nodes = 5;
+  int partitions = 4;
+  int producers = 3;
+  int interval_ms = 500;
+  int timeout_ms = 300;
+  std::string dir = "catena-chaos";
+  bool json = false;
+};
+
 int cluster_up(ClusterOptions opts, bool detach);
 int cluster_down(const ClusterOptions& opts);
 int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& common);
@@ -91,5 +104,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o);
 int run_bench(const Common& c, const BenchOptions& o);
 // `catena bench --failover` (bench_failover.cpp).
 int run_failover_bench(const Common& c, const BenchOptions& o);
+
+// `catena chaos` (chaos.cpp).
+void add_chaos_options(CLI::App& app, ChaosOptions& o);
+int run_chaos(const Common& c, const ChaosOptions& o);
 
 }  // namespace catena::cli

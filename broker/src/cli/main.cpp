@@ -81,6 +81,11 @@ int main(int argc, char** argv) {
                                                 "machine's floor (starts its own cluster unless --controller)");
   add_bench_options(*bench_cmd, bench);
 
+  ChaosOptions chaos;
+  auto* chaos_cmd = app.add_subcommand("chaos", "soak a local cluster under random faults (kill -9, pause, "
+                                                "controller restart, publisher restart) and check the history");
+  add_chaos_options(*chaos_cmd, chaos);
+
   CLI11_PARSE(app, argc, argv);
 
   if (up->parsed()) return cluster_up(copts, detach);
@@ -93,5 +98,6 @@ int main(int argc, char** argv) {
   if (subscribe->parsed()) return subscribe_stdout(common, sub);
   if (status->parsed()) return cluster_status(common);
   if (bench_cmd->parsed()) return run_bench(common, bench);
+  if (chaos_cmd->parsed()) return run_chaos(common, chaos);
   return 2;
 }

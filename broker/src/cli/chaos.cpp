@@ -1,0 +1,351 @@
+// `catena chaos`: a soak of the whole system under faults. It starts a local
+// cluster (at least 5 brokers), creates a channel with several partitions
+// (R=3), runs several producers and two live subscribers, and injects a
+// random sequence of faults drawn from a seed:
+//   kill       kill -9 of a broker, restarted at the same id and addresses
+//              (a new, empty incarnation) a moment later
+//   pause      SIGSTOP of a broker past the failure detector's timeout, SIGCONT
+//   controller kill -9 of the controller and a restart from its log
+//   publisher  a producer's Publisher destroyed with records in flight and
+//              created again (same producer id, a new epoch)
+// Faults that take a broker away wait until every chain is back at full
+// replication first, so no chain ever loses more than R-1 replicas: what the
+// acknowledgement promises to survive. Afterwards every partition is read
+// from the earliest offset by a fresh subscriber and the history is checked:
+// every acknowledged record present exactly once at its acknowledged offset,
+// each producer's records in order per partition, live subscribers'
+// deliveries gap-free and duplicate-free.
+#include "commands.hpp"
+
+#include <catena/broker/history.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/control/controller_client.hpp>
+#include <catena/control/controller_routes.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace catena::cli {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kLiveSubscribers = 2;
+constexpr const char* kChannel = "chaos";
+constexpr std::array<const char*, 4> kKinds = {"kill", "pause", "controller", "publisher"};
+
+// Record ids carry the producer in the high bits, its own count below.
+constexpr int kProducerShift = 40;
+
+std::string payload_of(std::uint64_t id) {
+  std::string s = "chaos:" + std::to_string(id) + ":";
+  s.resize(64, static_cast<char>('a' + id % 26));
+  return s;
+}
+
+std::uint64_t id_of(std::span<const std::byte> p) {
+  const char* c = reinterpret_cast<const char*>(p.data());
+  if (p.size() < 7 || std::strncmp(c, "chaos:", 6) != 0) return ~0ull;
+  return std::strtoull(c + 6, nullptr, 10);
+}
+
+// Per-producer order: a producer's acknowledged records in one partition
+// must sit at increasing offsets in the order it published them.
+class OrderCheck {
+ public:
+  void acked(std::uint64_t id, std::uint32_t partition, std::uint64_t offset) {
+    std::lock_guard lk(mu_);
+    acked_[{id >> kProducerShift, partition}][id] = offset;
+  }
+  [[nodiscard]] std::uint64_t reordered() const {
+    std::lock_guard lk(mu_);
+    std::uint64_t bad = 0;
+    for (const auto& [key, by_id] : acked_) {
+      std::uint64_t last = 0;
+      bool first = true;
+      for (const auto& [id, offset] : by_id) {  // ascending publish order
+        if (!first && offset <= last) ++bad;
+        last = offset;
+        first = false;
+      }
+    }
+    return bad;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::map<std::uint64_t, std::uint64_t>> acked_;
+};
+
+struct Producer {
+  std::thread thread;
+  std::atomic<bool> restart{false};
+  std::atomic<std::uint64_t> restarts{0};
+};
+
+}  // namespace
+
+void add_chaos_options(CLI::App& app, ChaosOptions& o) {
+  app.add_option("--faults", o.faults, "faults to inject")->capture_default_str()->check(CLI::Range(0, 100000));
+  app.add_option("--seconds", o.seconds, "stop injecting after this long even if faults remain (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the fault schedule (0: random; printed)")->capture_default_str();
+  app.add_option("--nodes", o.nodes, "brokers (at least 5)")->capture_default_str()->check(CLI::Range(5, 64));
+  app.add_option("--partitions", o.partitions, "partitions of the channel")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--producers", o.producers, "publishing processes' worth of producers")->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  app.add_option("--interval-ms", o.interval_ms, "time between faults")->capture_default_str();
+  app.add_option("--timeout-ms", o.timeout_ms, "failure detector timeout of the cluster")->capture_default_str();
+  app.add_option("--dir", o.dir, "state and logs directory")->capture_default_str();
+  app.add_flag("--json", o.json, "one JSON line: faults by kind, acked, lost, duplicated, misplaced, reordered, "
+                                 "indeterminate");
+}
+
+int run_chaos(const Common& common, const ChaosOptions& o) {
+  const std::uint64_t seed = o.seed != 0 ? o.seed : std::random_device{}();
+  std::mt19937_64 rng(seed);
+  ClusterOptions co;
+  co.nodes = o.nodes;
+  co.provider = common.provider;
+  co.dir = o.dir;
+  co.heartbeat_timeout_ms = o.timeout_ms;
+  co.heartbeat_interval_ms = std::max(10, o.timeout_ms / 6);
+  co.quiet = true;
+  LocalCluster cluster(co);
+  std::string err;
+  if (!cluster.start(&err)) {
+    std::fprintf(stderr, "catena chaos: %s\n", err.c_str());
+    return 1;
+  }
+  control::ControllerClient::Options cco;
+  cco.address = cluster.controller_address();
+  control::ControllerClient admin(cco);
+  control::idl::ChannelConfig cfg;
+  cfg.name = kChannel;
+  cfg.partitions = o.partitions;
+  cfg.replication = 3;
+  cfg.segment_bytes = 8 << 20;  // 8 slots: ~550k records of 64 bytes per partition
+  cfg.ttl_ms = 3'600'000;
+  if (auto ch = admin.create_channel(cfg); !ch) {
+    std::fprintf(stderr, "catena chaos: create channel: %s\n", ch.error().describe().c_str());
+    return 1;
+  }
+
+  HistoryChecker history(kLiveSubscribers + 1);  // the last one reads everything at the end
+  OrderCheck order;
+  std::atomic<bool> stop_subs{false}, stop_pubs{false};
+  std::atomic<std::uint64_t> acked{0}, delivered[kLiveSubscribers] = {0, 0};
+  std::vector<std::thread> subs;
+  for (int s = 0; s < kLiveSubscribers; ++s) {
+    subs.emplace_back([&, s] {
+      control::ControllerRoutes routes(cco, "chaos-sub-" + std::to_string(s));
+      SubscriberOptions so;
+      so.provider = common.provider;
+      so.read_from = s == 0 ? SubscriberOptions::ReadFrom::tail : SubscriberOptions::ReadFrom::head;
+      auto sub = Subscriber::create(routes, kChannel, so);
+      if (!sub) return;
+      sub.value()->on_notice([&, s](const Notice& n) {
+        if (n.status == chain::wire::Status::data_lost) history.declare_lost(s, n.partition, n.lost_from, n.next_offset);
+      });
+      while (!stop_subs) {
+        if (sub.value()->poll([&](const Message& m) {
+              history.delivered(s, m.partition, m.offset, id_of(m.payload), m.payload);
+              delivered[s].fetch_add(1);
+            }) == 0) {
+          std::this_thread::sleep_for(200us);
+        }
+      }
+    });
+  }
+  std::vector<std::unique_ptr<Producer>> producers;
+  for (int p = 0; p < o.producers; ++p) producers.push_back(std::make_unique<Producer>());
+  for (int p = 0; p < o.producers; ++p) {
+    Producer& me = *producers[static_cast<std::size_t>(p)];
+    me.thread = std::thread([&, p] {
+      control::ControllerRoutes routes(cco, "chaos-pub-" + std::to_string(p));
+      std::uint64_t count = 0;
+      const std::uint64_t producer_id = static_cast<std::uint64_t>(p + 1);
+      while (!stop_pubs) {
+        PublisherOptions po;
+        po.provider = common.provider;
+        po.producer_id = producer_id;  // the same id across restarts: each run gets a new epoch
+        po.retry_timeout = 60s;
+        auto pub = Publisher::create(routes, kChannel, po);
+        if (!pub) {
+          std::this_thread::sleep_for(100ms);
+          continue;
+        }
+        while (!stop_pubs && !me.restart.load()) {
+          const std::uint64_t id = producer_id << kProducerShift | count;
+          const std::string payload = payload_of(id);
+          const auto bytes = std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size());
+          auto e = pub.value()->publish({}, bytes, [&, id](const PublishResult& r) {
+            if (r.status == PublishStatus::ok) {
+              history.acknowledged(id, r.partition, r.offset);
+              order.acked(id, r.partition, r.offset);
+              acked.fetch_add(1);
+            } else {
+              history.failed(id);
+            }
+          });
+          if (e == fabric::Errc::ok) {
+            history.published(id, bytes);
+            ++count;
+          } else if (e != fabric::Errc::backpressure) {
+            history.published(id, bytes);
+            history.failed(id);
+            ++count;
+          }
+          pub.value()->poll();
+          if (count % 4 == 0) std::this_thread::sleep_for(2ms);  // ~2k records/s: a steady stream, not a flood
+        }
+        if (stop_pubs) {
+          pub.value()->flush(60s);
+          break;
+        }
+        // Restart: records in flight are neither acknowledged nor refused
+        // (indeterminate), as when a publishing process dies.
+        me.restart = false;
+        me.restarts.fetch_add(1);
+      }
+    });
+  }
+
+  auto wait = [](auto cond, std::chrono::milliseconds t) {
+    const auto deadline = Clock::now() + t;
+    while (!cond() && Clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    return cond();
+  };
+  // Every chain at full replication, nothing joining: a broker may go.
+  auto healthy = [&] {
+    auto info = admin.describe_channel(kChannel);
+    if (!info) return false;
+    return std::all_of(info->routes.begin(), info->routes.end(), [](const control::idl::PartitionRoute& r) {
+      return r.replicas.size() == 3 && r.joining.empty();
+    });
+  };
+
+  std::map<std::string, std::uint64_t> by_kind;
+  for (const char* k : kKinds) by_kind[k] = 0;
+  const auto started = Clock::now();
+  wait([&] { return acked.load() >= 1000; }, 30s);
+  int injected = 0;
+  std::uint64_t unhealthy_waits = 0;
+  for (; injected < o.faults; ++injected) {
+    if (o.seconds > 0 && Clock::now() - started > std::chrono::duration<double>(o.seconds)) break;
+    const std::string kind = kKinds[rng() % kKinds.size()];
+    if ((kind == "kill" || kind == "pause") && !wait(healthy, 20s)) ++unhealthy_waits;
+    const std::size_t victim = rng() % cluster.nodes().size();
+    if (kind == "kill") {
+      cluster.signal_node(victim, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+      if (!cluster.restart_node(victim, &err)) std::fprintf(stderr, "catena chaos: restart: %s\n", err.c_str());
+    } else if (kind == "pause") {
+      cluster.signal_node(victim, SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.timeout_ms / 2 + rng() % (3 * o.timeout_ms)));
+      cluster.signal_node(victim, SIGCONT);
+    } else if (kind == "controller") {
+      if (!cluster.restart_controller(&err)) std::fprintf(stderr, "catena chaos: controller: %s\n", err.c_str());
+    } else {
+      producers[rng() % producers.size()]->restart = true;
+    }
+    ++by_kind[kind];
+    if (!o.json) std::fprintf(stderr, "  fault %d/%d: %s\n", injected + 1, o.faults, kind.c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
+  }
+  const double fault_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+
+  // Quiesce: stop publishing (flushing what is in flight), let the live
+  // subscribers catch up, then read everything from the start.
+  wait(healthy, 30s);
+  stop_pubs = true;
+  for (auto& p : producers) p->thread.join();
+  const auto total_acked = acked.load();
+  wait([&] { return delivered[0].load() >= total_acked && delivered[1].load() >= total_acked; }, 60s);
+  std::this_thread::sleep_for(300ms);  // duplicates, if any, arrive
+  stop_subs = true;
+  for (auto& t : subs) t.join();
+  {
+    control::ControllerRoutes routes(cco, "chaos-reader");
+    SubscriberOptions so;
+    so.provider = common.provider;
+    so.start = Start::earliest;
+    auto reader = Subscriber::create(routes, kChannel, so);
+    std::uint64_t got = 0;
+    if (reader) {
+      reader.value()->on_notice([&](const Notice& n) {
+        if (n.status == chain::wire::Status::data_lost) {
+          history.declare_lost(kLiveSubscribers, n.partition, n.lost_from, n.next_offset);
+        }
+      });
+      auto last = Clock::now();
+      while (got < total_acked && Clock::now() - last < 10s) {
+        const int n = reader.value()->poll([&](const Message& m) {
+          history.delivered(kLiveSubscribers, m.partition, m.offset, id_of(m.payload), m.payload);
+        });
+        got += static_cast<std::uint64_t>(n);
+        if (n > 0) last = Clock::now();
+        else std::this_thread::sleep_for(200us);
+      }
+    }
+  }
+  const HistoryReport r = history.check();
+  const std::uint64_t reordered = r.out_of_order + order.reordered();
+  const std::uint64_t misplaced = r.offset_conflicts + r.corrupted + r.phantom;
+  const std::uint64_t indeterminate = r.published - r.acknowledged - r.failed;
+  const bool clean = r.lost == 0 && r.duplicated == 0 && misplaced == 0 && reordered == 0 && r.declared_lost == 0;
+  if (o.json) {
+    nlohmann::json faults = nlohmann::json::object();
+    for (const auto& [k, n] : by_kind) faults[k] = n;
+    nlohmann::json j{{"seed", seed},
+                     {"nodes", o.nodes},
+                     {"partitions", o.partitions},
+                     {"producers", o.producers},
+                     {"faults", faults},
+                     {"faults_total", injected},
+                     {"seconds", fault_seconds},
+                     {"published", r.published},
+                     {"acked", r.acknowledged},
+                     {"failed", r.failed},
+                     {"indeterminate", indeterminate},
+                     {"lost", r.lost},
+                     {"declared_lost", r.declared_lost},
+                     {"duplicated", r.duplicated},
+                     {"misplaced", misplaced},
+                     {"reordered", reordered},
+                     {"waits_for_health_timed_out", unhealthy_waits},
+                     {"ok", clean}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::printf("chaos (seed %llu): %d faults in %.1f s (", static_cast<unsigned long long>(seed), injected,
+                fault_seconds);
+    bool first = true;
+    for (const auto& [k, n] : by_kind) {
+      std::printf("%s%s %llu", first ? "" : ", ", k.c_str(), static_cast<unsigned long long>(n));
+      first = false;
+    }
+    std::printf(")\n  %s\n  reordered within a producer %llu, indeterminate %llu: %s\n", r.summary().c_str(),
+                static_cast<unsigned long long>(order.reordered()), static_cast<unsigned long long>(indeterminate),
+                clean ? "clean" : "VIOLATIONS");
+  }
+  return clean ? 0 : 1;
+}
+
+}  // namespace catena::cli

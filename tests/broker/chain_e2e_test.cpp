@@ -217,7 +217,6 @@ TEST_F(ChainE2E, PublisherRecoversFromRecordsThatFailedAfterTheRetryTimeout) {
   PublisherOptions po;
   po.provider = provider_spec();
   po.retry_timeout = 300ms;
-  po.connect_timeout = 200ms;
   auto pub = Publisher::create(routes_, "gap", po);
   ASSERT_TRUE(pub.ok()) << pub.error().message;
   std::map<std::uint64_t, std::string> acked;

@@ -197,6 +197,15 @@ void Replica::tick() {
   if (cfg_.is_head() && log_->roll_if_aged() && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
   if (pred_) pred_->poll_events();
   if (succ_) succ_->poll_events();
+  if (tick_ns_ >= next_session_events_ns_) {
+    // A client that vanished is only seen in its connection's events on some
+    // providers (verbs: the CM's DISCONNECTED): look at them now and then,
+    // so its session, ring and limits are released.
+    for (auto& p : publishers_) p->link->poll_events();
+    for (auto& s : subscribers_) s->link->poll_events();
+    for (auto& w : watchers_) w->link->poll_events();
+    next_session_events_ns_ = tick_ns_ + 100'000'000;
+  }
 }
 
 int Replica::pump_predecessor_st() {

@@ -205,6 +205,7 @@ class Replica {
   SessionBudget own_budget_;
   std::uint64_t tick_ns_ = 0;         // the clock at the last tick(): producer state's idle clock
   std::uint64_t next_expiry_ns_ = 0;  // when tick() next forgets idle producers
+  std::uint64_t next_session_events_ns_ = 0;  // when tick() next polls client connections' events
 };
 
 }  // namespace catena::chain

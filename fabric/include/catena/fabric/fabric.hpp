@@ -5,6 +5,7 @@
 //                     TCP to others (chosen per connection)
 //   "soft:tcp"        userspace provider, TCP only (cross-host path on one box)
 //   "soft:shm"        userspace provider, shared memory only
+//   "fault:<inner>"   wraps another provider to inject faults (fault_provider.hpp)
 //
 // Semantics shared by every provider (tests/fabric/conformance_test.cpp):
 //  - Reliable connected endpoints. Work requests posted on one endpoint
@@ -178,7 +179,7 @@ class Provider {
  public:
   virtual ~Provider() = default;
 
-  // "verbs:<device>", "soft", "soft:tcp", "soft:shm".
+  // "verbs:<device>", "soft", "soft:tcp", "soft:shm", "fault:<inner>".
   static Result<std::unique_ptr<Provider>> open(std::string_view spec);
 
   [[nodiscard]] virtual std::string name() const = 0;

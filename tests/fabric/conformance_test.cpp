@@ -288,6 +288,40 @@ TEST_F(Conformance, WrongRkeyFailsAndChangesNothing) {
   EXPECT_NE(client().state(), EndpointState::connected);
 }
 
+// InfiniBand checks no key for a zero-length access, and both providers
+// follow it: a zero-length write, and one with immediate (which still
+// delivers its immediate), succeed with any rkey and change nothing.
+TEST_F(Conformance, ZeroLengthWritesSucceedWithAnyRkey) {
+  auto src = alloc(4096, kLocalWrite);
+  auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
+  auto rbuf = alloc(64, kLocalWrite);
+  ASSERT_TRUE(src && dst && rbuf);
+  fill(*src, 0, 4096, 21);
+  RemoteRegion bad = dst->remote();
+  bad.rkey ^= 0x5a5a5a5au;
+  ASSERT_EQ(server().post_recv(5, {rbuf.get(), 0, 64}), Errc::ok);
+  ASSERT_EQ(client().post_write(1, {src.get(), 0, 0}, {bad, 0}), Errc::ok);
+  ASSERT_EQ(client().post_write_imm(2, {src.get(), 0, 0}, {bad, 128}, 0xABCDu), Errc::ok);
+  auto c1 = wait_send(client());
+  auto c2 = wait_send(client());
+  EXPECT_EQ(c1.wr_id, 1u);
+  EXPECT_EQ(c1.status, WcStatus::success);
+  EXPECT_EQ(c2.wr_id, 2u);
+  EXPECT_EQ(c2.status, WcStatus::success);
+  auto r = wait_recv(server());
+  EXPECT_EQ(r.status, WcStatus::success);
+  EXPECT_EQ(r.opcode, Opcode::recv_write_imm);
+  EXPECT_TRUE(r.has_imm);
+  EXPECT_EQ(r.imm, 0xABCDu);
+  EXPECT_EQ(r.byte_len, 0u);
+  EXPECT_TRUE(all_zero(*dst));
+  EXPECT_EQ(client().state(), EndpointState::connected);
+  // The endpoint is still good for real work.
+  ASSERT_EQ(client().post_write(3, {src.get(), 0, 64}, {dst->remote(), 0}), Errc::ok);
+  EXPECT_EQ(wait_send(client()).status, WcStatus::success);
+  EXPECT_TRUE(check(*dst, 0, 64, 21));
+}
+
 TEST_F(Conformance, OutOfBoundsWriteFailsAndChangesNothing) {
   auto src = alloc(8192, kLocalWrite);
   auto dst = alloc(4096, kLocalWrite | kRemoteWrite);

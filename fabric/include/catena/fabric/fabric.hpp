@@ -15,6 +15,10 @@
 //    needed access right completes with WcStatus::remote_access_error and
 //    changes no byte at the target. The endpoint then enters the error state:
 //    later work requests complete with WcStatus::flushed.
+//  - Except a zero-length access: as InfiniBand allows, a zero-length write,
+//    and a zero-length write with immediate (which still delivers its
+//    immediate), succeed with any rkey and address on every provider. A
+//    zero-length write is therefore no proof that the peer granted access.
 //  - When the peer dies or the connection is cut, outstanding and later work
 //    requests complete with an error status, and poll_event() reports
 //    EndpointEvent::disconnected. Nothing blocks forever.

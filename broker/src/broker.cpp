@@ -295,15 +295,24 @@ class Broker::Impl {
       std::chrono::steady_clock::time_point deadline;
     };
     std::vector<Pending> pending;
+    // The next connection's buffers, ready before it arrives: its receives
+    // are posted before the connection is accepted (Link::accept).
+    Link::Buffers spare;
     while (!stopping_.load(std::memory_order_acquire)) {
-      auto ep = listener_->accept(pending.empty() ? 50ms : 1ms);
-      if (ep) {
-        auto link = Link::create(*provider_, std::move(ep.value()));
-        if (link) {
-          pending.push_back({std::move(link.value()), std::chrono::steady_clock::now() + 5s});
-        } else {
-          spdlog::warn("cannot set up an accepted connection: {}", link.error().message);
+      if (!spare.ready()) {
+        auto b = Link::Buffers::allocate(*provider_);
+        if (!b) {
+          spdlog::warn("cannot allocate a connection's buffers: {}", b.error().message);
+          std::this_thread::sleep_for(50ms);
+          continue;
         }
+        spare = std::move(b.value());
+      }
+      auto link = Link::accept(*listener_, spare, pending.empty() ? 50ms : 1ms);
+      if (link) {
+        pending.push_back({std::move(link.value()), std::chrono::steady_clock::now() + 5s});
+      } else if (link.code() != fabric::Errc::timeout) {
+        spdlog::warn("cannot set up an incoming connection: {}", link.error().message);
       }
       for (auto& p : pending) {
         std::byte buf[wire::kMaxMessage];

@@ -160,17 +160,34 @@ class FaultListener final : public Listener {
   FaultListener(std::unique_ptr<Listener> inner, std::shared_ptr<FaultInjector> faults)
       : inner_(std::move(inner)), faults_(std::move(faults)) {}
 
-  Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout) override {
+  [[nodiscard]] std::string address() const override { return inner_->address(); }
+
+ protected:
+  // With no accept delay, before_accept goes to the inner listener, so the
+  // receives are posted before the connection is accepted, as without the
+  // wrapper. With a delay, the inner endpoint is accepted at once and held:
+  // before_accept then runs when it is handed out, as a slow acceptor would
+  // post its receives late (the peer's first SEND waits on RNR retries).
+  Result<std::unique_ptr<Endpoint>> accept_one(std::chrono::milliseconds timeout,
+                                               const BeforeAccept& before_accept) override {
     const FaultClock& clock = faults_->clock();
+    if (held_.empty() && faults_->accept_delay_ns() == 0) {
+      auto r = inner_->accept(timeout, before_accept);
+      if (!r) return r.error();
+      return wrap(std::move(r.value()));
+    }
     const std::uint64_t deadline = clock.now_ns() + static_cast<std::uint64_t>(timeout.count()) * 1'000'000ull;
     for (;;) {
       const std::uint64_t now = clock.now_ns();
       if (!held_.empty() && held_.front().ready_ns <= now) {
         auto ep = std::move(held_.front().ep);
         held_.pop_front();
-        faults_->on_accept();
-        std::string peer = ep->peer_address();
-        return std::unique_ptr<Endpoint>(std::make_unique<FaultEndpoint>(std::move(ep), faults_, std::move(peer)));
+        if (before_accept) {
+          if (Errc e = before_accept(*ep); e != Errc::ok) {
+            return make_error(e, "connection refused before accept: " + std::string(to_string(e)));
+          }
+        }
+        return wrap(std::move(ep));
       }
       if (now >= deadline) break;
       std::uint64_t wait_ns = deadline - now;
@@ -187,9 +204,13 @@ class FaultListener final : public Listener {
                                          std::to_string(timeout.count()) + " ms");
   }
 
-  [[nodiscard]] std::string address() const override { return inner_->address(); }
-
  private:
+  std::unique_ptr<Endpoint> wrap(std::unique_ptr<Endpoint> ep) {
+    faults_->on_accept();
+    std::string peer = ep->peer_address();
+    return std::make_unique<FaultEndpoint>(std::move(ep), faults_, std::move(peer));
+  }
+
   struct Held {
     std::unique_ptr<Endpoint> ep;
     std::uint64_t ready_ns = 0;

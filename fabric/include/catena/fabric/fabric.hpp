@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -172,11 +173,25 @@ class Endpoint {
 
 class Listener {
  public:
+  // Called by accept() with the endpoint of an incoming connection before the
+  // connection is accepted (verbs: before rdma_accept; soft: before the
+  // endpoint is handed out). Post the receives the peer's first messages need
+  // here: its first SEND then finds one, and setup never depends on RNR
+  // retries, which a device may limit. An error refuses the connection.
+  using BeforeAccept = std::function<Errc(Endpoint&)>;
+
   virtual ~Listener() = default;
   // Waits up to `timeout` for one incoming connection.
-  virtual Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout) = 0;
+  Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout,
+                                           const BeforeAccept& before_accept = {}) {
+    return accept_one(timeout, before_accept);
+  }
   // The address peers connect to ("ip:port"), with the real port if 0 was asked.
   [[nodiscard]] virtual std::string address() const = 0;
+
+ protected:
+  virtual Result<std::unique_ptr<Endpoint>> accept_one(std::chrono::milliseconds timeout,
+                                                       const BeforeAccept& before_accept) = 0;
 };
 
 class Provider {

@@ -65,7 +65,8 @@ class FaultInjector {
   // timeout is shorter fails with Errc::timeout once the timeout passed).
   void set_connect_delay(std::chrono::milliseconds d) { connect_delay_ns_.store(to_ns(d)); }
   // Listener::accept hands out each endpoint `d` after the inner listener
-  // accepted it (the peer's connect has returned by then).
+  // accepted it (the peer's connect has returned by then); its
+  // before_accept runs at hand-out, so its receives are posted late.
   void set_accept_delay(std::chrono::milliseconds d) { accept_delay_ns_.store(to_ns(d)); }
 
   // --- posts -----------------------------------------------------------------------

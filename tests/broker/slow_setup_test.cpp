@@ -1,7 +1,8 @@
 // Chain links when connection setup is slow. rdma_cm on an emulated or busy
 // host takes ~300 ms to connect; a broker re-checks its successor link every
 // 200 ms. Every broker here runs on a fault-injecting provider that delays
-// each connect by 300 ms: the links must come up once and stay up, with no
+// each connect by 300 ms (or holds each accepted connection 300 ms before
+// the acceptor sees it): the links must come up once and stay up, with no
 // failure report and no second connect, and the data must arrive intact.
 #include <catena/broker/broker.hpp>
 #include <catena/broker/publisher.hpp>
@@ -26,17 +27,23 @@ using test::bytes;
 using test::provider_spec;
 using namespace std::chrono_literals;
 
-class SlowSetup : public ::testing::Test {
+enum class SlowStep { connect, accept };
+
+class SlowSetup : public ::testing::TestWithParam<SlowStep> {
  protected:
   static constexpr std::uint32_t kSegment = 256u << 10;
-  static constexpr auto kConnectDelay = 300ms;
+  static constexpr auto kSetupDelay = 300ms;
 
   void SetUp() override {
     for (int i = 0; i < 3; ++i) {
       auto inner = fabric::Provider::open(provider_spec());
       ASSERT_TRUE(inner.ok()) << inner.error().message;
       auto faults = std::make_shared<fabric::FaultInjector>();
-      faults->set_connect_delay(kConnectDelay);
+      if (GetParam() == SlowStep::connect) {
+        faults->set_connect_delay(kSetupDelay);
+      } else {
+        faults->set_accept_delay(kSetupDelay);
+      }
       broker::BrokerConfig cfg;
       cfg.node_id = "node-" + std::to_string(i);
       cfg.fabric_listen = test::listen_address();
@@ -104,7 +111,7 @@ class SlowSetup : public ::testing::Test {
   return r;
 }
 
-TEST_F(SlowSetup, LinksSettleWithOneConnectEachAndNoFailureReport) {
+TEST_P(SlowSetup, LinksSettleWithOneConnectEachAndNoFailureReport) {
   configure_chain(1);
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (!links_up() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
@@ -173,6 +180,11 @@ TEST_F(SlowSetup, LinksSettleWithOneConnectEachAndNoFailureReport) {
   EXPECT_TRUE(no_reports(suspects()));
   EXPECT_EQ(faults_[0]->counters().connects + faults_[1]->counters().connects, 2u) << "links reconnected";
 }
+
+INSTANTIATE_TEST_SUITE_P(Delayed, SlowSetup, ::testing::Values(SlowStep::connect, SlowStep::accept),
+                         [](const ::testing::TestParamInfo<SlowStep>& info) {
+                           return info.param == SlowStep::connect ? "Connect" : "Accept";
+                         });
 
 }  // namespace
 }  // namespace catena

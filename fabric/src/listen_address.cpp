@@ -30,7 +30,8 @@ std::set<std::string> netdevs_of(const fs::path& dev) {
   std::error_code ec;
   for (const auto& port : fs::directory_iterator(dev / "ports", ec)) {
     std::error_code ec2;
-    for (const auto& ndev : fs::directory_iterator(port.path() / "gid_attrs" / "ndevs", ec2)) add_line(ndev.path());
+    for (const auto& ndev : fs::directory_iterator(port.path() / "gid_attrs" / "ndevs", ec2))
+      add_line(ndev.path());
   }
   add_line(dev / "parent");
   for (const auto& net : fs::directory_iterator(dev / "device" / "net", ec)) {
@@ -81,11 +82,11 @@ Result<std::vector<std::string>> device_addresses(std::string_view device) {
   const fs::path dev = fs::path("/sys/class/infiniband") / std::string(device);
   std::error_code ec;
   if (device.empty() || !fs::exists(dev, ec)) {
-    return make_error(Errc::no_device, "no RDMA device '" + std::string(device) + "' (" +
-                                           (fs::exists("/sys/class/infiniband", ec)
-                                                ? "not in /sys/class/infiniband"
-                                                : "this kernel has no RDMA devices") +
-                                           ")");
+    return make_error(Errc::no_device,
+                      "no RDMA device '" + std::string(device) + "' (" +
+                          (fs::exists("/sys/class/infiniband", ec) ? "not in /sys/class/infiniband"
+                                                                   : "this kernel has no RDMA devices") +
+                          ")");
   }
   const auto netdevs = netdevs_of(dev);
   std::vector<std::string> v4, v6;
@@ -109,13 +110,15 @@ Result<std::vector<std::string>> device_addresses(std::string_view device) {
   return v4;
 }
 
-Result<std::string> choose_verbs_listen_address(std::string_view device, const std::vector<std::string>& served,
+Result<std::string> choose_verbs_listen_address(std::string_view device,
+                                                const std::vector<std::string>& served,
                                                 std::string_view requested) {
   const std::string dev(device);
   if (served.empty()) {
     return make_error(Errc::invalid_argument,
-                      "RDMA device '" + dev + "' has no IP address: give its network interface an address "
-                      "(rdma_cm reaches a device through it)");
+                      "RDMA device '" + dev +
+                          "' has no IP address: give its network interface an address "
+                          "(rdma_cm reaches a device through it)");
   }
   if (requested.empty()) {
     const std::string& a = served.front();
@@ -135,14 +138,15 @@ Result<std::string> choose_verbs_listen_address(std::string_view device, const s
   const std::string ip = canonical_ip(host, &loopback, &wildcard);
   if (ip.empty()) {
     return make_error(Errc::invalid_argument, "listen address '" + std::string(requested) +
-                                                  "' is not an IP address (the device's: " + join(served) + ")");
+                                                  "' is not an IP address (the device's: " + join(served) +
+                                                  ")");
   }
   if (std::find(served.begin(), served.end(), ip) == served.end()) {
     std::string why = loopback   ? "a loopback address is not served by any RDMA device"
                       : wildcard ? "a wildcard address cannot be given to peers as this node's address"
                                  : "RDMA device '" + dev + "' does not serve it";
-    return make_error(Errc::invalid_argument, "cannot listen on " + std::string(host) + " with verbs:" + dev + ": " +
-                                                  why + "; the device's addresses: " + join(served) +
+    return make_error(Errc::invalid_argument, "cannot listen on " + std::string(host) + " with verbs:" + dev +
+                                                  ": " + why + "; the device's addresses: " + join(served) +
                                                   " (or leave the listen address out to use the first)");
   }
   return (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" + port;

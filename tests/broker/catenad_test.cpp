@@ -39,10 +39,11 @@ TEST(Catenad, RefusesAVerbsListenAddressNoDeviceServesWithExitCode2) {
   // Port 1 on loopback: nothing answers, so a catenad that got past the check
   // would keep retrying its registration instead of exiting.
   Outcome r = run("timeout 20 " + self_dir() + "/catenad --provider " + provider +
-              " --fabric-listen 127.0.0.1:0 --controller 127.0.0.1:1");
+                  " --fabric-listen 127.0.0.1:0 --controller 127.0.0.1:1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("catenad: fabric listen address:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(on_device ? "loopback" : "no RDMA device 'nosuchdev9'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(on_device ? "loopback" : "no RDMA device 'nosuchdev9'"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ class SlowSetup : public ::testing::TestWithParam<SlowStep> {
       cfg.node_id = "node-" + std::to_string(i);
       cfg.fabric_listen = test::listen_address();
       cfg.slot_count = 4;
-      auto b = broker::Broker::start(cfg, std::make_unique<fabric::FaultProvider>(std::move(inner.value()), faults));
+      auto b = broker::Broker::start(
+          cfg, std::make_unique<fabric::FaultProvider>(std::move(inner.value()), faults));
       ASSERT_TRUE(b.ok()) << b.error().message;
       brokers_.push_back(std::move(b.value()));
       faults_.push_back(std::move(faults));
@@ -141,12 +142,12 @@ TEST_P(SlowSetup, LinksSettleWithOneConnectEachAndNoFailureReport) {
   for (int i = 0; i < kRecords; ++i) {
     std::string payload = "slow-" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 97), 'y');
     while (pub.value()->publish_to(0, bytes(payload), [&, payload](const PublishResult& r) {
-             if (r.status == PublishStatus::ok) {
-               EXPECT_TRUE(acked.emplace(r.offset, payload).second) << "offset reused: " << r.offset;
-             } else {
-               ++refused;
-             }
-           }) != fabric::Errc::ok) {
+      if (r.status == PublishStatus::ok) {
+        EXPECT_TRUE(acked.emplace(r.offset, payload).second) << "offset reused: " << r.offset;
+      } else {
+        ++refused;
+      }
+    }) != fabric::Errc::ok) {
       pub.value()->poll();
     }
   }
@@ -163,7 +164,8 @@ TEST_P(SlowSetup, LinksSettleWithOneConnectEachAndNoFailureReport) {
   const auto read_deadline = std::chrono::steady_clock::now() + 30s;
   while (got.size() < acked.size() && std::chrono::steady_clock::now() < read_deadline) {
     if (sub.value()->poll([&](const Message& m) {
-          got.emplace_back(m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+          got.emplace_back(m.offset,
+                           std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
         }) == 0) {
       std::this_thread::sleep_for(100us);
     }
@@ -175,7 +177,8 @@ TEST_P(SlowSetup, LinksSettleWithOneConnectEachAndNoFailureReport) {
   }
   std::this_thread::sleep_for(50ms);  // stats are a snapshot the data-plane thread refreshes
   for (auto& b : brokers_) {
-    EXPECT_EQ(b->stats().partitions[0].replica.commit_offset, static_cast<std::uint64_t>(kRecords)) << b->node_id();
+    EXPECT_EQ(b->stats().partitions[0].replica.commit_offset, static_cast<std::uint64_t>(kRecords))
+        << b->node_id();
   }
   EXPECT_TRUE(no_reports(suspects()));
   EXPECT_EQ(faults_[0]->counters().connects + faults_[1]->counters().connects, 2u) << "links reconnected";

@@ -101,10 +101,12 @@ TEST_F(FaultProviderTest, AcceptDelayHandsOutTheEndpointOnlyAfterTheDelay) {
   faults_->set_accept_delay(300ms);
   // verbs completes a connect only once the listener accepts (rdma_accept):
   // connect on another thread, as peers do.
-  auto fut = std::async(std::launch::async, [&] { return provider_->connect(listener.value()->address(), {}, 5000ms); });
+  auto fut = std::async(std::launch::async,
+                        [&] { return provider_->connect(listener.value()->address(), {}, 5000ms); });
   const auto start = Clock::now();
   Result<std::unique_ptr<Endpoint>> accepted = make_error(Errc::timeout, "");
-  while ((accepted = listener.value()->accept(50ms)).code() == Errc::timeout && Clock::now() - start < 5000ms) {
+  while ((accepted = listener.value()->accept(50ms)).code() == Errc::timeout &&
+         Clock::now() - start < 5000ms) {
   }
   ASSERT_TRUE(accepted.ok()) << accepted.error().message;
   EXPECT_GE(Clock::now() - start, 300ms) << "handed out before the delay";
@@ -171,8 +173,9 @@ TEST_F(FaultProviderTest, SilentPeerSwallowsPostsAndAConnectToItTimesOut) {
   std::memcpy(src_->data() + 100, "hello", 5);
   ASSERT_EQ(pair_.client->post_send(2, {src_.get(), 100, 5}), Errc::ok);
   Completion c{};
-  EXPECT_EQ(poll_until([&] { return pair_.client->poll_send(&c, 1) + pair_.server->poll_recv(&c, 1); }, 1, 200ms),
-            0);
+  EXPECT_EQ(
+      poll_until([&] { return pair_.client->poll_send(&c, 1) + pair_.server->poll_recv(&c, 1); }, 1, 200ms),
+      0);
   EXPECT_EQ(dst_text(0, 7), std::string(7, '\0'));
   EXPECT_EQ(pair_.client->state(), EndpointState::connected) << "silence is not a disconnect";
   EXPECT_EQ(faults_->counters().swallowed_posts, 2u);

@@ -27,7 +27,9 @@ Error refused(std::string_view requested, const std::vector<std::string>& served
   return r.ok() ? Error{} : r.error();
 }
 
-TEST(ListenAddress, VerbsDefaultsToTheDevicesFirstAddress) { EXPECT_EQ(chosen(""), "10.0.2.15:0"); }
+TEST(ListenAddress, VerbsDefaultsToTheDevicesFirstAddress) {
+  EXPECT_EQ(chosen(""), "10.0.2.15:0");
+}
 
 TEST(ListenAddress, VerbsAcceptsTheDevicesOwnAddressesWithOrWithoutAPort) {
   EXPECT_EQ(chosen("10.0.2.15:7000"), "10.0.2.15:7000");

@@ -14,9 +14,9 @@ namespace {
 class SteadyFaultClock final : public FaultClock {
  public:
   [[nodiscard]] std::uint64_t now_ns() const override {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
   }
   void sleep_for(std::chrono::nanoseconds d) const override { std::this_thread::sleep_for(d); }
 };
@@ -176,7 +176,8 @@ class FaultListener final : public Listener {
       if (!r) return r.error();
       return wrap(std::move(r.value()));
     }
-    const std::uint64_t deadline = clock.now_ns() + static_cast<std::uint64_t>(timeout.count()) * 1'000'000ull;
+    const std::uint64_t deadline =
+        clock.now_ns() + static_cast<std::uint64_t>(timeout.count()) * 1'000'000ull;
     for (;;) {
       const std::uint64_t now = clock.now_ns();
       if (!held_.empty() && held_.front().ready_ns <= now) {
@@ -280,7 +281,8 @@ void FaultInjector::unsilence_peer(const std::string& address) {
 
 bool FaultInjector::is_silenced(std::string_view peer_address) const {
   std::lock_guard lk(silence_mu_);
-  return silent_all_ || std::find(silent_peers_.begin(), silent_peers_.end(), peer_address) != silent_peers_.end();
+  return silent_all_ ||
+         std::find(silent_peers_.begin(), silent_peers_.end(), peer_address) != silent_peers_.end();
 }
 
 void FaultInjector::clear() {
@@ -327,9 +329,11 @@ Result<std::unique_ptr<Endpoint>> FaultProvider::connect(std::string_view addres
                                          std::to_string(timeout.count()) + " ms (fault injected)");
   }
   faults_->clock().sleep_for(delay);
-  auto ep = inner_->connect(address, cfg, std::chrono::duration_cast<std::chrono::milliseconds>(timeout_ns - delay));
+  auto ep = inner_->connect(address, cfg,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(timeout_ns - delay));
   if (!ep) return ep.error();
-  return std::unique_ptr<Endpoint>(std::make_unique<FaultEndpoint>(std::move(ep.value()), faults_, std::string(address)));
+  return std::unique_ptr<Endpoint>(
+      std::make_unique<FaultEndpoint>(std::move(ep.value()), faults_, std::string(address)));
 }
 
 Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec) {
@@ -347,7 +351,8 @@ Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec) {
       opts = comma == std::string_view::npos ? std::string_view{} : opts.substr(comma + 1);
       const auto eq = opt.find('=');
       if (eq == std::string_view::npos) {
-        return make_error(Errc::invalid_argument, "fault provider option '" + std::string(opt) + "' needs '='");
+        return make_error(Errc::invalid_argument,
+                          "fault provider option '" + std::string(opt) + "' needs '='");
       }
       auto v = parse_number(opt.substr(eq + 1));
       if (!v) return v.error();
@@ -370,7 +375,8 @@ Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec) {
   }
   auto inner = Provider::open(spec.substr(1));
   if (!inner) return inner.error();
-  return std::unique_ptr<Provider>(std::make_unique<FaultProvider>(std::move(inner.value()), std::move(faults)));
+  return std::unique_ptr<Provider>(
+      std::make_unique<FaultProvider>(std::move(inner.value()), std::move(faults)));
 }
 
 }  // namespace catena::fabric

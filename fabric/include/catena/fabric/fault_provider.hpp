@@ -102,8 +102,12 @@ class FaultInjector {
   [[nodiscard]] const FaultClock& clock() const { return clock_; }
 
   // --- for the wrappers ------------------------------------------------------------------
-  [[nodiscard]] std::uint64_t connect_delay_ns() const { return connect_delay_ns_.load(std::memory_order_relaxed); }
-  [[nodiscard]] std::uint64_t accept_delay_ns() const { return accept_delay_ns_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t connect_delay_ns() const {
+    return connect_delay_ns_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t accept_delay_ns() const {
+    return accept_delay_ns_.load(std::memory_order_relaxed);
+  }
   [[nodiscard]] std::uint64_t completion_delay_ns() const {
     return completion_delay_ns_.load(std::memory_order_relaxed);
   }
@@ -115,7 +119,9 @@ class FaultInjector {
   void on_connect() { connects_.fetch_add(1, std::memory_order_relaxed); }
   void on_accept() { accepts_.fetch_add(1, std::memory_order_relaxed); }
   // Changes whenever silence changes, so endpoints re-check only then.
-  [[nodiscard]] std::uint64_t silence_generation() const { return silence_gen_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::uint64_t silence_generation() const {
+    return silence_gen_.load(std::memory_order_acquire);
+  }
   [[nodiscard]] bool is_silenced(std::string_view peer_address) const;
 
  private:
@@ -138,8 +144,8 @@ class FaultInjector {
   std::atomic<std::uint64_t> accepts_{0};
   std::atomic<std::uint64_t> silence_gen_{0};
   mutable std::mutex silence_mu_;
-  bool silent_all_ = false;                   // guarded by silence_mu_
-  std::vector<std::string> silent_peers_;     // guarded by silence_mu_
+  bool silent_all_ = false;                // guarded by silence_mu_
+  std::vector<std::string> silent_peers_;  // guarded by silence_mu_
 };
 
 // The wrapper. Owns the inner provider; regions are the inner provider's own
@@ -157,9 +163,9 @@ class FaultProvider final : public Provider {
     return inner_->allocate(size, access);
   }
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg = {}) override;
-  Result<std::unique_ptr<Endpoint>> connect(std::string_view address, const EndpointConfig& cfg = {},
-                                            std::chrono::milliseconds timeout =
-                                                std::chrono::milliseconds(5000)) override;
+  Result<std::unique_ptr<Endpoint>> connect(
+      std::string_view address, const EndpointConfig& cfg = {},
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) override;
 
  private:
   std::unique_ptr<Provider> inner_;

@@ -28,7 +28,8 @@ Result<std::vector<std::string>> device_addresses(std::string_view device);
 // (port 0) or "" (the device's first address, port 0). A host the device
 // does not serve, a wildcard and a loopback address are refused with
 // Errc::invalid_argument naming the device's addresses.
-Result<std::string> choose_verbs_listen_address(std::string_view device, const std::vector<std::string>& served,
+Result<std::string> choose_verbs_listen_address(std::string_view device,
+                                                const std::vector<std::string>& served,
                                                 std::string_view requested);
 
 // The address a listener of provider `spec` should bind: for verbs the rule

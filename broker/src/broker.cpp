@@ -312,7 +312,10 @@ class Broker::Impl {
       if (link) {
         pending.push_back({std::move(link.value()), std::chrono::steady_clock::now() + 5s});
       } else if (link.code() != fabric::Errc::timeout) {
+        // A peer that failed its handshake, or a listener that broke (a
+        // removed device answers every call at once: do not spin on it).
         spdlog::warn("cannot set up an incoming connection: {}", link.error().message);
+        if (pending.empty()) std::this_thread::sleep_for(10ms);
       }
       for (auto& p : pending) {
         std::byte buf[wire::kMaxMessage];

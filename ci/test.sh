@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh Debian 12 machine:
 #   1. install packages, 2. build (-Werror) and run every test with ctest,
 #   3. build with ASan+UBSan and run the tests again,
-#   4. boot the soft-RoCE VM and run the verbs provider's conformance suite.
+#   4. boot the soft-RoCE VM and run the verbs provider's conformance suite,
+#      the broker tests and `catena cluster demo` on verbs:rxe0.
 # Exits non-zero if anything fails. Prints a summary line at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,10 +29,21 @@ stage "ctest (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_s
   ctest --test-dir build-asan --output-on-failure --timeout 900 -j1
 if [ -x ci/vm/run-in-vm.sh ]; then
   # The same fabric conformance suite and the same 3-broker chain test as on
-  # the host, against the verbs provider on a real rdma_rxe device.
-  stage "verbs on soft-RoCE (VM): fabric conformance + chain e2e" ci/vm/run-in-vm.sh --timeout 900 \
-    --bin build/bin/catena-fabric-conformance --bin build/bin/catena-broker-test -- \
-    sh -c '/bin/catena-fabric-conformance && /bin/catena-broker-test'
+  # the host, against the verbs provider on a real rdma_rxe device; catenad's
+  # listen-address check on a real device; then the main job as a user runs
+  # it on RDMA, plain and with a broker killed, and `cluster up` serving
+  # publish/subscribe (small counts: under a minute in all).
+  stage "verbs on soft-RoCE (VM): fabric conformance + chain e2e + cluster demo" ci/vm/run-in-vm.sh --timeout 900 \
+    --bin build/bin/catena-fabric-conformance --bin build/bin/catena-broker-test \
+    --bin build/bin/catena-catenad-test --bin build/bin/catena --bin build/bin/catenad \
+    --bin build/bin/catena-controller -- \
+    sh -c '/bin/catena-fabric-conformance && /bin/catena-broker-test && /bin/catena-catenad-test &&
+           catena --provider verbs:rxe0 cluster demo --records 2000 &&
+           catena --provider verbs:rxe0 cluster demo --records 2000 --kill &&
+           catena --provider verbs:rxe0 cluster up --detach --dir up && export CATENA_CONTROLLER=$(sed -n "s/^CONTROLLER=//p" up/cluster.env) &&
+           catena channel create c --partitions 2 && seq 1 300 | catena --provider verbs:rxe0 publish c --quiet &&
+           catena --provider verbs:rxe0 subscribe c --count 300 --timeout-ms 10000 > sub.txt &&
+           catena cluster down --dir up && [ "$(sort -u sub.txt | wc -l)" -eq 300 ]'
 else
   results+=("FAIL soft-RoCE VM harness missing"); failed=$((failed + 1))
 fi

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -21,6 +24,19 @@ inline std::string provider_spec() {
 inline std::string listen_address() {
   const char* a = std::getenv("CATENA_TEST_ADDR");
   return std::string(a && *a ? a : "127.0.0.1") + ":0";
+}
+
+// RNR NAKs the RDMA device under test has sent (a SEND or WRITE WITH
+// IMMEDIATE found no posted receive), from its hardware counters; nullopt
+// when the provider is not verbs or the device has no such counter (rxe has).
+inline std::optional<std::uint64_t> rnr_naks_sent() {
+  const std::string spec = provider_spec();
+  const auto at = spec.find("verbs:");
+  if (at == std::string::npos) return std::nullopt;
+  std::ifstream in("/sys/class/infiniband/" + spec.substr(at + 6) + "/ports/1/hw_counters/send_rnr_err");
+  std::uint64_t n = 0;
+  if (!(in >> n)) return std::nullopt;
+  return n;
 }
 
 inline std::span<const std::byte> bytes(const std::string& s) {

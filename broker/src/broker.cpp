@@ -59,10 +59,15 @@ class Broker::Impl {
     budget_.ring_bytes_limit = cfg.session_memory_bytes;
   }
 
-  fabric::Result<void> open() {
-    auto p = fabric::Provider::open(cfg_.provider);
-    if (!p) return p.error();
-    provider_ = std::move(p.value());
+  fabric::Result<void> open(std::unique_ptr<fabric::Provider> provider) {
+    if (provider) {
+      provider_ = std::move(provider);
+      cfg_.provider = provider_->name();
+    } else {
+      auto p = fabric::Provider::open(cfg_.provider);
+      if (!p) return p.error();
+      provider_ = std::move(p.value());
+    }
     auto l = provider_->listen(cfg_.fabric_listen);
     if (!l) return l.error();
     listener_ = std::move(l.value());
@@ -244,12 +249,9 @@ class Broker::Impl {
         if (!s.empty()) suspects.push_back(std::move(s));
       }
       const auto& c = rep->config();
-      if (rep->wants_successor()) {
-        auto& due = reconnect_at_[key];
-        if (now >= due) {
-          due = now + 200'000'000;  // retry a failed link every 200 ms
-          request_connect_st(*rep);
-        }
+      if (rep->wants_successor() && now >= reconnect_at_[key]) {
+        auto pending = connecting_.find(key);
+        if (pending == connecting_.end() || pending->second != rep->epoch()) request_connect_st(*rep);
       }
       PartitionStats ps{c.channel, c.partition, c.epoch, c.position, c.chain_length, rep->stats()};
       st.segments += ps.replica.segments;
@@ -263,6 +265,11 @@ class Broker::Impl {
     for (auto& s : suspects) suspects_.push_back(std::move(s));
   }
 
+  // One connect in flight per partition and epoch: a second one would reach
+  // the successor as a new predecessor link, replace the first there, and be
+  // thrown away here (this side already has the first), killing both. The
+  // connector answers every request (connect_done_st), so the next attempt
+  // waits for the outcome of this one however long setup takes.
   void request_connect_st(chain::Replica& rep) {
     ConnectRequest req;
     req.channel = rep.config().channel;
@@ -270,16 +277,28 @@ class Broker::Impl {
     req.epoch = rep.epoch();
     req.addr = rep.config().successor_addr;
     req.hello = rep.successor_hello();
+    connecting_[{req.channel, req.partition}] = req.epoch;
     std::lock_guard lk(connect_mu_);
-    for (const auto& q : connect_queue_) {
-      if (q.channel == req.channel && q.partition == req.partition) return;  // already queued
+    for (auto& q : connect_queue_) {
+      if (q.channel == req.channel && q.partition == req.partition) {
+        q = std::move(req);  // an older epoch's request, not yet dialled: dial the newer one instead
+        return;
+      }
     }
     connect_queue_.push_back(std::move(req));
     connect_cv_.notify_one();
   }
 
-  void attach_successor_st(Outgoing& out) {
-    auto it = replicas_.find({out.channel, out.partition});
+  // The connector's outcome of one request: a link to attach, or none.
+  void connect_done_st(Outgoing& out) {
+    const Key key{out.channel, out.partition};
+    auto pending = connecting_.find(key);
+    if (pending != connecting_.end() && pending->second == out.epoch) connecting_.erase(pending);
+    if (!out.link) {
+      reconnect_at_[key] = clock_.now_ns() + 200'000'000;  // retry a failed link every 200 ms
+      return;
+    }
+    auto it = replicas_.find(key);
     if (it == replicas_.end() || it->second->epoch() != out.epoch || !it->second->wants_successor()) return;
     if (!it->second->attach_successor(std::move(out.link), out.welcome)) {
       spdlog::warn("partition {}/{}: successor refused the link: {}", out.channel, out.partition,
@@ -294,15 +313,27 @@ class Broker::Impl {
       std::chrono::steady_clock::time_point deadline;
     };
     std::vector<Pending> pending;
+    // The next connection's buffers, ready before it arrives: its receives
+    // are posted before the connection is accepted (Link::accept).
+    Link::Buffers spare;
     while (!stopping_.load(std::memory_order_acquire)) {
-      auto ep = listener_->accept(pending.empty() ? 50ms : 1ms);
-      if (ep) {
-        auto link = Link::create(*provider_, std::move(ep.value()));
-        if (link) {
-          pending.push_back({std::move(link.value()), std::chrono::steady_clock::now() + 5s});
-        } else {
-          spdlog::warn("cannot set up an accepted connection: {}", link.error().message);
+      if (!spare.ready()) {
+        auto b = Link::Buffers::allocate(*provider_);
+        if (!b) {
+          spdlog::warn("cannot allocate a connection's buffers: {}", b.error().message);
+          std::this_thread::sleep_for(50ms);
+          continue;
         }
+        spare = std::move(b.value());
+      }
+      auto link = Link::accept(*listener_, spare, pending.empty() ? 50ms : 1ms);
+      if (link) {
+        pending.push_back({std::move(link.value()), std::chrono::steady_clock::now() + 5s});
+      } else if (link.code() != fabric::Errc::timeout) {
+        // A peer that failed its handshake, or a listener that broke (a
+        // removed device answers every call at once: do not spin on it).
+        spdlog::warn("cannot set up an incoming connection: {}", link.error().message);
+        if (pending.empty()) std::this_thread::sleep_for(10ms);
       }
       for (auto& p : pending) {
         std::byte buf[wire::kMaxMessage];
@@ -349,17 +380,14 @@ class Broker::Impl {
       if (!d.welcome) {
         spdlog::debug("partition {}/{}: cannot link to successor {}: {}", req.channel, req.partition, req.addr,
                       d.error.message);
-        continue;
-      }
-      const auto& w = d.welcome;
-      if (w->status != wire::Status::ok) {
+      } else if (d.welcome->status != wire::Status::ok) {
         spdlog::debug("partition {}/{}: successor answered {}", req.channel, req.partition,
-                      wire::to_string(w->status));
-        continue;
+                      wire::to_string(d.welcome->status));
+      } else {
+        out->welcome = *d.welcome;
+        out->link = std::move(d.link);
       }
-      out->welcome = *w;
-      out->link = std::move(d.link);
-      post([this, out] { attach_successor_st(*out); });
+      post([this, out] { connect_done_st(*out); });
     }
   }
 
@@ -388,6 +416,7 @@ class Broker::Impl {
   chain::SessionBudget budget_;
   std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
   std::map<Key, std::uint64_t> reconnect_at_;
+  std::map<Key, std::uint64_t> connecting_;  // epoch of the connect request queued or being dialled
 
   std::thread agent_;
   std::thread acceptor_;
@@ -398,8 +427,14 @@ Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Broker::~Broker() { impl_->stop(); }
 
 fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg, const chain::Clock& clock) {
+  return start(cfg, nullptr, clock);
+}
+
+fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg,
+                                                      std::unique_ptr<fabric::Provider> provider,
+                                                      const chain::Clock& clock) {
   auto impl = std::make_unique<Impl>(cfg, clock);
-  auto r = impl->open();
+  auto r = impl->open(std::move(provider));
   if (!r) return r.error();
   return std::unique_ptr<Broker>(new Broker(std::move(impl)));
 }

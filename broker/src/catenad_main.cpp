@@ -11,6 +11,7 @@
 #include <catena/broker/broker.hpp>
 #include <catena/control/broker_admin_server.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/fabric/listen_address.hpp>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -35,7 +36,7 @@ struct Settings {
   std::string controller = "127.0.0.1:7400";
   std::string admin_listen = "127.0.0.1:0";
   std::string provider = "soft";
-  std::string fabric_listen = "127.0.0.1:0";
+  std::string fabric_listen;  // empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
   std::uint32_t slots = 8;
   std::uint64_t grace_ms = 5000;
   std::uint64_t session_memory_mb = 1024;
@@ -81,7 +82,9 @@ int main(int argc, char** argv) {
     a.add_option("--controller", s.controller, "controller host:port")->capture_default_str();
     a.add_option("--admin-listen", s.admin_listen, "BrokerAdmin Thrift host:port (port 0: any)")->capture_default_str();
     a.add_option("--provider", s.provider, "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>")->capture_default_str();
-    a.add_option("--fabric-listen", s.fabric_listen, "data-plane host:port (port 0: any)")->capture_default_str();
+    a.add_option("--fabric-listen", s.fabric_listen,
+                 "data-plane host:port (port 0: any); default 127.0.0.1:0 for soft, the device's own address for "
+                 "verbs:<dev>, which must serve any address given here");
     a.add_option("--segment-slots", s.slots, "segment slots per partition replica (memory = slots x segment_bytes)")
         ->capture_default_str();
     a.add_option("--grace-ms", s.grace_ms, "grace for lagging readers after a segment expires")->capture_default_str();
@@ -113,10 +116,18 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // A verbs listener on an address its device does not serve (127.0.0.1,
+  // another NIC) starts and registers, and then no peer can connect to it.
+  auto fabric_listen = catena::fabric::listen_address_for(s.provider, s.fabric_listen);
+  if (!fabric_listen) {
+    std::fprintf(stderr, "catenad: fabric listen address: %s\n", fabric_listen.error().message.c_str());
+    return 2;
+  }
+
   catena::broker::BrokerConfig bc;
   bc.node_id = s.node_id;
   bc.provider = s.provider;
-  bc.fabric_listen = s.fabric_listen;
+  bc.fabric_listen = fabric_listen.value();
   bc.slot_count = s.slots;
   bc.grace_ms = s.grace_ms;
   bc.session_memory_bytes = s.session_memory_mb << 20;

@@ -90,16 +90,23 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   const std::string zone = "zone-" + std::string(1, static_cast<char>('a' + index % 3));
   std::vector<std::string> args;
   std::string host = opts_.host;
+  std::string fabric_host = opts_.fabric_host;
   if (auto it = opts_.node_launch.find(index); it != opts_.node_launch.end()) {
     args = it->second.wrap;
-    if (!it->second.host.empty()) host = it->second.host;
+    if (!it->second.host.empty()) host = fabric_host = it->second.host;
   }
-  const std::string fabric_listen = previous != nullptr ? previous->fabric_addr : host + ":0";
+  const bool verbs = opts_.provider.find("verbs:") != std::string::npos;
+  if (fabric_host.empty() && !verbs) fabric_host = host;
+  // A restart keeps the node's id and addresses: a new incarnation of it.
   const std::string admin_listen = previous != nullptr ? previous->admin_addr : host + ":0";
   args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller_addr_, "--provider",
-                           opts_.provider, "--fabric-listen", fabric_listen, "--admin-listen", admin_listen,
-                           "--zone", zone, "--ready-file", ready, "--grace-ms", "1000"});
-  if (previous != nullptr) args.insert(args.end(), {"--node-id", previous->node_id});
+                           opts_.provider, "--admin-listen", admin_listen, "--zone", zone, "--ready-file", ready,
+                           "--grace-ms", "1000"});
+  if (previous != nullptr) {
+    args.insert(args.end(), {"--fabric-listen", previous->fabric_addr, "--node-id", previous->node_id});
+  } else if (!fabric_host.empty()) {
+    args.insert(args.end(), {"--fabric-listen", fabric_host + ":0"});
+  }
   n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {
     std::ifstream in(ready);
@@ -112,7 +119,16 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
       return true;
     }
     int status = 0;
-    if (waitpid(n.pid, &status, WNOHANG) == n.pid) break;
+    if (waitpid(n.pid, &status, WNOHANG) == n.pid) {
+      // Say why (catenad's last line: a refused listen address, a missing device).
+      std::ifstream log(opts_.dir + "/" + n.name + ".log");
+      std::string line, last;
+      while (std::getline(log, line)) {
+        if (!line.empty()) last = line;
+      }
+      *error = n.name + " exited" + (last.empty() ? "" : ": " + last) + " (log: " + opts_.dir + "/" + n.name + ".log)";
+      return false;
+    }
     std::this_thread::sleep_for(50ms);
   }
   *error = n.name + " did not register; see " + opts_.dir + "/" + n.name + ".log";

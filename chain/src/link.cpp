@@ -6,25 +6,56 @@
 
 namespace catena::chain {
 
-fabric::Result<std::unique_ptr<Link>> Link::create(fabric::Provider& provider,
-                                                   std::unique_ptr<fabric::Endpoint> ep,
-                                                   std::uint32_t recv_depth) {
-  std::unique_ptr<Link> link(new Link());
-  recv_depth = std::min(recv_depth, ep->caps().recv_queue_depth);
+fabric::Result<Link::Buffers> Link::Buffers::allocate(fabric::Provider& provider, std::uint32_t recv_depth) {
+  Buffers b;
   auto rb = provider.allocate(std::size_t{recv_depth} * wire::kMaxMessage, fabric::kLocalWrite);
   if (!rb) return rb.error();
   auto sb = provider.allocate(std::size_t{kSendSlots} * wire::kMaxMessage, fabric::kLocalWrite);
   if (!sb) return sb.error();
-  link->recv_buf_ = std::move(rb.value());
-  link->send_buf_ = std::move(sb.value());
+  b.recv = std::move(rb.value());
+  b.send = std::move(sb.value());
+  b.recv_depth = recv_depth;
+  return b;
+}
+
+fabric::Errc Link::post_receives(fabric::Endpoint& ep, const fabric::MemoryRegion* buf, std::uint32_t depth) {
+  for (std::uint32_t i = 0; i < depth; ++i) {
+    if (fabric::Errc e = post_receive(ep, buf, i); e != fabric::Errc::ok) return e;
+  }
+  return fabric::Errc::ok;
+}
+
+fabric::Result<std::unique_ptr<Link>> Link::create(fabric::Provider& provider,
+                                                   std::unique_ptr<fabric::Endpoint> ep,
+                                                   std::uint32_t recv_depth) {
+  recv_depth = std::min(recv_depth, ep->caps().recv_queue_depth);
+  auto b = Buffers::allocate(provider, recv_depth);
+  if (!b) return b.error();
+  if (fabric::Errc e = post_receives(*ep, b.value().recv.get(), recv_depth); e != fabric::Errc::ok) {
+    return fabric::make_error(e, "cannot post receives: " + std::string(fabric::to_string(e)));
+  }
+  std::unique_ptr<Link> link(new Link());
+  link->recv_buf_ = std::move(b.value().recv);
+  link->send_buf_ = std::move(b.value().send);
   link->ep_ = std::move(ep);
   link->recv_depth_ = recv_depth;
-  for (std::uint32_t i = 0; i < recv_depth; ++i) {
-    fabric::Errc e = link->repost(i);
-    if (e != fabric::Errc::ok) {
-      return fabric::make_error(e, "cannot post receives: " + std::string(fabric::to_string(e)));
-    }
-  }
+  return link;
+}
+
+fabric::Result<std::unique_ptr<Link>> Link::accept(fabric::Listener& listener, Buffers& buffers,
+                                                   std::chrono::milliseconds timeout) {
+  if (!buffers.ready()) return fabric::make_error(fabric::Errc::invalid_argument, "Link::accept without buffers");
+  std::uint32_t depth = 0;
+  auto ep = listener.accept(timeout, [&](fabric::Endpoint& e) {
+    depth = std::min(buffers.recv_depth, e.caps().recv_queue_depth);
+    return post_receives(e, buffers.recv.get(), depth);
+  });
+  if (!ep) return ep.error();
+  std::unique_ptr<Link> link(new Link());
+  link->recv_buf_ = std::move(buffers.recv);
+  link->send_buf_ = std::move(buffers.send);
+  link->ep_ = std::move(ep.value());
+  link->recv_depth_ = depth;
   return link;
 }
 

@@ -1,4 +1,5 @@
 #include <catena/fabric/fabric.hpp>
+#include <catena/fabric/fault_provider.hpp>
 
 namespace catena::fabric {
 
@@ -50,12 +51,15 @@ Result<std::unique_ptr<Provider>> Provider::open(std::string_view spec) {
   if (spec == "soft" || spec.starts_with("soft:")) {
     return open_soft_provider(spec.size() > 5 ? spec.substr(5) : std::string_view{});
   }
+  if (spec.starts_with("fault:") || spec.starts_with("fault(")) {
+    return open_fault_provider(spec.substr(5));
+  }
   if (spec.starts_with("verbs:") && spec.size() > 6) {
     return open_verbs_provider(spec.substr(6));
   }
   return make_error(Errc::invalid_argument,
                     "unknown provider spec '" + std::string(spec) +
-                        "' (expected 'soft', 'soft:tcp', 'soft:shm' or 'verbs:<device>')");
+                        "' (expected 'soft', 'soft:tcp', 'soft:shm', 'verbs:<device>' or 'fault:<inner>')");
 }
 
 }  // namespace catena::fabric

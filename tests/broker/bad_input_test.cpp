@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -96,22 +97,49 @@ class BadInput : public ::testing::Test {
 
 TEST_F(BadInput, RawGarbageOnTheFabricPortIsDropped) {
   publish(5, "before-");
-  // The soft provider listens on TCP; verbs would listen with rdma_cm.
+  const std::string addr = broker_->fabric_address();
+  const auto colon = addr.rfind(':');
+  const std::string host = addr.substr(0, colon);
+  std::mt19937 rng(7);
+  auto send_junk = [&](int type, std::uint16_t port) {
+    int fd = socket(AF_INET, type, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    std::vector<char> junk(1 + rng() % 4096);
+    for (auto& c : junk) c = static_cast<char>(rng());
+    (void)!write(fd, junk.data(), junk.size());
+    close(fd);
+  };
   if (provider_spec().rfind("soft", 0) == 0) {
-    const std::string addr = broker_->fabric_address();
-    const auto colon = addr.rfind(':');
-    std::mt19937 rng(7);
-    for (int round = 0; round < 20; ++round) {
-      int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1))));
-      inet_pton(AF_INET, addr.substr(0, colon).c_str(), &a.sin_addr);
-      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-      std::vector<char> junk(1 + rng() % 4096);
-      for (auto& c : junk) c = static_cast<char>(rng());
-      (void)!write(fd, junk.data(), junk.size());
-      close(fd);
+    // The soft provider's fabric port is a TCP listener: junk streams.
+    for (int round = 0; round < 20; ++round) send_junk(SOCK_STREAM, static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1))));
+  } else {
+    // On verbs the fabric port lives in rdma_cm's port space; the device
+    // itself takes RoCEv2 packets on UDP 4791: junk datagrams there.
+    constexpr std::uint16_t kRoceV2Port = 4791;
+    for (int round = 0; round < 20; ++round) send_junk(SOCK_DGRAM, kRoceV2Port);
+  }
+  // Every provider: fabric connections that hang up at once, or whose first
+  // message is random bytes of random length (longer than any wire message
+  // too: the broker's receive then fails).
+  auto junk = provider_->allocate(8192, fabric::kLocalWrite);
+  ASSERT_TRUE(junk.ok()) << junk.error().message;
+  for (std::size_t i = 0; i < junk.value()->size(); ++i) junk.value()->data()[i] = std::byte(rng() & 0xff);
+  for (int round = 0; round < 9; ++round) {
+    auto ep = provider_->connect(addr);
+    ASSERT_TRUE(ep.ok()) << ep.error().message;
+    if (round % 3 == 0) continue;  // hang up without a word
+    const auto len = static_cast<std::uint32_t>(
+        1 + rng() % std::min<std::uint32_t>(8192, ep.value()->caps().max_send_size));
+    ASSERT_EQ(ep.value()->post_send(1, {junk.value().get(), 0, len}), fabric::Errc::ok);
+    fabric::Completion c{};
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (ep.value()->poll_send(&c, 1) == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
     }
   }
   publish(5, "after-");

@@ -447,5 +447,25 @@ TEST_F(ChainE2E, UnknownChannelAndOversizedRecordsAreClearErrors) {
   EXPECT_EQ(f.get().status, PublishStatus::ok);
 }
 
+// A client's hello goes out the moment its connect returns. The broker posts
+// its receives before it accepts the connection, so no hello ever waits on
+// RNR retries (a device may limit them; rdma_rxe counts the NAKs it sends).
+TEST_F(ChainE2E, HellosNeverWaitOnRnrRetries) {
+  configure("rnr", 0, 1, {0, 1, 2}, 1);
+  const auto rnr_before = test::rnr_naks_sent();
+  auto provider = fabric::Provider::open(provider_spec());
+  ASSERT_TRUE(provider.ok()) << provider.error().message;
+  for (int i = 0; i < 20; ++i) {
+    chain::wire::PublisherHello hello{};
+    hello.ref.set("no-such-channel", 0, 1);
+    auto d = chain::Link::dial<chain::wire::PublisherWelcome>(*provider.value(), brokers_[0]->fabric_address(),
+                                                              hello, 5000ms);
+    ASSERT_TRUE(d.welcome) << "hello " << i << ": " << d.error.message;
+    EXPECT_EQ(d.welcome->status, chain::wire::Status::unknown_channel);
+  }
+  if (!rnr_before) GTEST_SKIP() << "no RNR counter for provider " << provider_spec() << " (verbs on rxe has one)";
+  EXPECT_EQ(test::rnr_naks_sent().value_or(0) - *rnr_before, 0u) << "hellos met no posted receive";
+}
+
 }  // namespace
 }  // namespace catena

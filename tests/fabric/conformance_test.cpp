@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 #include <csignal>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace catena::fabric::test {
@@ -266,6 +268,58 @@ TEST_F(Conformance, SendWaitsForALateReceive) {
   EXPECT_EQ(wait_send(client()).status, WcStatus::success);
 }
 
+// A receive posted in before_accept is there before the peer can send: the
+// peer's first SEND, posted the moment its connect returns, lands without
+// waiting on RNR retries (on a device with counters: no RNR NAK at all).
+TEST_F(Conformance, ReceivePostedBeforeAcceptTakesTheFirstSend) {
+  auto listener = provider_->listen(listen_address(), cfg_);
+  ASSERT_TRUE(listener.ok()) << listener.error().message;
+  auto src = alloc(4096, kLocalWrite);
+  auto dst = alloc(4096, kLocalWrite);
+  ASSERT_TRUE(src && dst);
+  fill(*src, 0, 64, 33);
+  const auto rnr_before = catena::test::rnr_naks_sent();
+  auto fut = std::async(std::launch::async, [&]() -> Result<std::unique_ptr<Endpoint>> {
+    auto ep = provider_->connect(listener.value()->address(), cfg_);
+    if (ep && ep.value()->post_send(1, {src.get(), 0, 64}) != Errc::ok) {
+      return make_error(Errc::io_error, "post_send failed");
+    }
+    return ep;
+  });
+  bool called = false;
+  auto accepted = listener.value()->accept(10000ms, [&](Endpoint& ep) {
+    called = true;
+    return ep.post_recv(7, {dst.get(), 0, 64});
+  });
+  auto connected = fut.get();
+  ASSERT_TRUE(accepted.ok()) << accepted.error().message;
+  ASSERT_TRUE(connected.ok()) << connected.error().message;
+  EXPECT_TRUE(called);
+  auto r = wait_recv(*accepted.value());
+  EXPECT_EQ(r.status, WcStatus::success);
+  EXPECT_EQ(r.wr_id, 7u);
+  EXPECT_EQ(r.byte_len, 64u);
+  EXPECT_TRUE(check(*dst, 0, 64, 33));
+  EXPECT_EQ(wait_send(*connected.value()).status, WcStatus::success);
+  if (rnr_before) {
+    EXPECT_EQ(catena::test::rnr_naks_sent().value_or(0), *rnr_before) << "the first SEND met no receive";
+  }
+
+  // A before_accept that fails refuses the connection.
+  auto fut2 = std::async(std::launch::async, [&] { return provider_->connect(listener.value()->address(), cfg_); });
+  auto refused = listener.value()->accept(5000ms, [](Endpoint&) { return Errc::resource_exhausted; });
+  EXPECT_EQ(refused.code(), Errc::resource_exhausted);
+  auto c2 = fut2.get();
+  if (c2) {  // soft connects before accept; the refusal then reaches it as a disconnect
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (c2.value()->poll_event() == EndpointEvent::none && c2.value()->state() == EndpointState::connected &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    EXPECT_NE(c2.value()->state(), EndpointState::connected);
+  }
+}
+
 TEST_F(Conformance, WrongRkeyFailsAndChangesNothing) {
   auto src = alloc(4096, kLocalWrite);
   auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
@@ -286,6 +340,40 @@ TEST_F(Conformance, WrongRkeyFailsAndChangesNothing) {
   }
   EXPECT_TRUE(all_zero(*dst));
   EXPECT_NE(client().state(), EndpointState::connected);
+}
+
+// InfiniBand checks no key for a zero-length access, and both providers
+// follow it: a zero-length write, and one with immediate (which still
+// delivers its immediate), succeed with any rkey and change nothing.
+TEST_F(Conformance, ZeroLengthWritesSucceedWithAnyRkey) {
+  auto src = alloc(4096, kLocalWrite);
+  auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
+  auto rbuf = alloc(64, kLocalWrite);
+  ASSERT_TRUE(src && dst && rbuf);
+  fill(*src, 0, 4096, 21);
+  RemoteRegion bad = dst->remote();
+  bad.rkey ^= 0x5a5a5a5au;
+  ASSERT_EQ(server().post_recv(5, {rbuf.get(), 0, 64}), Errc::ok);
+  ASSERT_EQ(client().post_write(1, {src.get(), 0, 0}, {bad, 0}), Errc::ok);
+  ASSERT_EQ(client().post_write_imm(2, {src.get(), 0, 0}, {bad, 128}, 0xABCDu), Errc::ok);
+  auto c1 = wait_send(client());
+  auto c2 = wait_send(client());
+  EXPECT_EQ(c1.wr_id, 1u);
+  EXPECT_EQ(c1.status, WcStatus::success);
+  EXPECT_EQ(c2.wr_id, 2u);
+  EXPECT_EQ(c2.status, WcStatus::success);
+  auto r = wait_recv(server());
+  EXPECT_EQ(r.status, WcStatus::success);
+  EXPECT_EQ(r.opcode, Opcode::recv_write_imm);
+  EXPECT_TRUE(r.has_imm);
+  EXPECT_EQ(r.imm, 0xABCDu);
+  EXPECT_EQ(r.byte_len, 0u);
+  EXPECT_TRUE(all_zero(*dst));
+  EXPECT_EQ(client().state(), EndpointState::connected);
+  // The endpoint is still good for real work.
+  ASSERT_EQ(client().post_write(3, {src.get(), 0, 64}, {dst->remote(), 0}), Errc::ok);
+  EXPECT_EQ(wait_send(client()).status, WcStatus::success);
+  EXPECT_TRUE(check(*dst, 0, 64, 21));
 }
 
 TEST_F(Conformance, OutOfBoundsWriteFailsAndChangesNothing) {

@@ -25,13 +25,22 @@ int main(int argc, char** argv) {
   cluster->require_subcommand(1);
   ClusterOptions copts;
   bool detach = false;
-  auto* up = cluster->add_subcommand("up", "start a controller and N brokers on loopback; Ctrl-C stops them");
+  auto* up = cluster->add_subcommand("up", "start a controller and N brokers on this host; Ctrl-C stops them");
   up->add_option("--nodes", copts.nodes, "brokers to start")->capture_default_str()->check(CLI::Range(1, 64));
   up->add_option("--dir", copts.dir, "state and logs directory")->capture_default_str();
   up->add_option("--controller-port", copts.controller_port, "controller port (0: any)")->capture_default_str();
   up->add_option("--heartbeat-timeout-ms", copts.heartbeat_timeout_ms, "failure detector timeout")
       ->capture_default_str();
   up->add_flag("--detach", detach, "leave the cluster running and return");
+  // Also accepted after the subcommand: `catena cluster up --provider verbs:rxe0`.
+  auto add_fabric_options = [&](CLI::App& cmd) {
+    cmd.add_option("--provider", common.provider, "fabric provider for brokers and clients: soft, soft:tcp, "
+                                                  "verbs:<dev>");
+    cmd.add_option("--fabric-listen", copts.fabric_host,
+                   "host the brokers' fabric listeners bind (default: 127.0.0.1 for soft, the RDMA device's own "
+                   "address for verbs:<dev>)");
+  };
+  add_fabric_options(*up);
   auto* down = cluster->add_subcommand("down", "stop a cluster started with --detach");
   down->add_option("--dir", copts.dir, "state directory")->capture_default_str();
   DemoOptions demo;
@@ -42,6 +51,7 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--bytes", demo.bytes, "payload bytes")->capture_default_str();
   demo_cmd->add_option("--partitions", demo.partitions, "partitions of the demo channel")->capture_default_str();
   demo_cmd->add_flag("--kill", demo.kill, "kill -9 a broker in the middle of the traffic");
+  add_fabric_options(*demo_cmd);
 
   // channels -------------------------------------------------------------------
   auto* channel = app.add_subcommand("channel", "create, list and describe channels");
@@ -88,6 +98,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
+  copts.provider = common.provider;
   if (up->parsed()) return cluster_up(copts, detach);
   if (down->parsed()) return cluster_down(copts);
   if (demo_cmd->parsed()) return cluster_demo(copts, demo, common);

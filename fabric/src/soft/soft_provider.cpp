@@ -46,7 +46,14 @@ class SoftListener final : public Listener, private Watcher {
     ready_.clear();
   }
 
-  Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout) override {
+  [[nodiscard]] std::string address() const override { return address_; }
+
+ protected:
+  // The handshake has connected the endpoint already; a peer's SEND waits in
+  // its ring until a receive is posted (the soft provider's RNR retry has no
+  // limit), so running before_accept before handing it out is all it takes.
+  Result<std::unique_ptr<Endpoint>> accept_one(std::chrono::milliseconds timeout,
+                                               const BeforeAccept& before_accept) override {
     std::unique_lock lock(mu_);
     if (!cv_.wait_for(lock, timeout, [&] { return !ready_.empty(); })) {
       return make_error(Errc::timeout, "no connection on " + address_ + " within " +
@@ -54,10 +61,15 @@ class SoftListener final : public Listener, private Watcher {
     }
     auto r = std::move(ready_.front());
     ready_.pop_front();
+    lock.unlock();
+    if (r && before_accept) {
+      if (Errc e = before_accept(*r.value()); e != Errc::ok) {
+        return make_error(e, "connection from " + r.value()->peer_address() + " refused before accept: " +
+                                 std::string(to_string(e)));
+      }
+    }
     return r;
   }
-
-  [[nodiscard]] std::string address() const override { return address_; }
 
  private:
   static constexpr std::size_t kMaxBacklog = 1024;

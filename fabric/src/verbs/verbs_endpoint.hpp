@@ -1,8 +1,9 @@
 // A connected RC queue pair behind the Endpoint interface.
 //
-// Lifecycle: built by the provider's connect/accept code once rdma_cm has
-// established the connection; destroyed by its owner, which disconnects
-// first if still connected. Threading: the post_*/poll_* functions and
+// Lifecycle: built by the provider's connect code once rdma_cm has
+// established the connection, or by its accept code just before it accepts
+// (so the caller's receives are posted first); destroyed by its owner, which
+// disconnects first if still connected. Threading: the post_*/poll_* functions and
 // poll_event() belong to one data-plane thread (_st); nothing here locks.
 //
 // Data path: a post builds its work request on the stack and rings the
@@ -112,6 +113,12 @@ class VerbsEndpoint final : public Endpoint {
   [[nodiscard]] std::string peer_address() const override { return peer_; }
 
   void disconnect() override;
+
+  // Setup code only: the passive side accepts the connection (rdma_accept,
+  // then ESTABLISHED) after the endpoint exists, so receives can be posted
+  // first.
+  [[nodiscard]] rdma_cm_id* cm_id() const noexcept { return conn_.id.get(); }
+  [[nodiscard]] rdma_event_channel* cm_channel() const noexcept { return conn_.channel.get(); }
 
  private:
   Errc post_send_queue(std::uint64_t wr_id, Opcode opcode, ibv_wr_opcode verb, LocalBuffer buf,

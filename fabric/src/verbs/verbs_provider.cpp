@@ -74,12 +74,15 @@ class VerbsListener final : public Listener {
     address_ = format_address(rdma_get_local_addr(id_.get()));
   }
 
-  Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout) override;
   [[nodiscard]] std::string address() const override { return address_; }
+
+ protected:
+  Result<std::unique_ptr<Endpoint>> accept_one(std::chrono::milliseconds timeout,
+                                               const BeforeAccept& before_accept) override;
 
  private:
   Result<std::unique_ptr<Endpoint>> accept_request(CmIdHandle id, const CmEvent& request,
-                                                   Clock::time_point deadline);
+                                                   Clock::time_point deadline, const BeforeAccept& before_accept);
 
   std::shared_ptr<VerbsDevice> device_;
   EventChannelHandle channel_;
@@ -89,7 +92,8 @@ class VerbsListener final : public Listener {
   std::mutex accept_mu_;
 };
 
-Result<std::unique_ptr<Endpoint>> VerbsListener::accept(std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<Endpoint>> VerbsListener::accept_one(std::chrono::milliseconds timeout,
+                                                            const BeforeAccept& before_accept) {
   std::lock_guard lock(accept_mu_);
   const auto deadline = Clock::now() + timeout;
   Error last_failure;
@@ -113,7 +117,7 @@ Result<std::unique_ptr<Endpoint>> VerbsListener::accept(std::chrono::millisecond
     }
     // A request that fails half-way must not end the accept: the next
     // connecting peer may be fine. Keep waiting until the deadline.
-    auto ep = accept_request(CmIdHandle(ev->id), *ev, deadline);
+    auto ep = accept_request(CmIdHandle(ev->id), *ev, deadline, before_accept);
     if (ep) {
       return ep;
     }
@@ -122,7 +126,8 @@ Result<std::unique_ptr<Endpoint>> VerbsListener::accept(std::chrono::millisecond
 }
 
 Result<std::unique_ptr<Endpoint>> VerbsListener::accept_request(CmIdHandle id, const CmEvent& request,
-                                                                Clock::time_point deadline) {
+                                                                Clock::time_point deadline,
+                                                                const BeforeAccept& before_accept) {
   const std::string peer = format_address(rdma_get_peer_addr(id.get()));
   auto reject = [](rdma_cm_id* rid) { (void)rdma_reject(rid, nullptr, 0); };
   if (!device_->same_device(id->verbs)) {
@@ -164,16 +169,25 @@ Result<std::unique_ptr<Endpoint>> VerbsListener::accept_request(CmIdHandle id, c
     return r.error();
   }
   rdma_conn_param param = conn_param(responder, initiator, conn.qp->qp_num);
-  if (rdma_accept(conn.id.get(), &param) != 0) {
+  // The endpoint exists before the connection is accepted, so the caller can
+  // post receives on it first: the peer may send the moment its connect
+  // returns, and setup must not lean on RNR retries (a device may limit them).
+  auto ep = std::make_unique<VerbsEndpoint>(device_, std::move(conn), qp->caps, peer);
+  if (before_accept) {
+    if (Errc e = before_accept(*ep); e != Errc::ok) {
+      reject(ep->cm_id());  // the endpoint's destructor then finds nothing to disconnect
+      return make_error(e, "connection from " + peer + " refused before accept: " + std::string(to_string(e)));
+    }
+  }
+  if (rdma_accept(ep->cm_id(), &param) != 0) {
     return make_error(Errc::io_error, "rdma_accept from " + peer + " failed: " + errno_text(errno));
   }
   const auto establish_deadline = std::max(deadline, Clock::now() + kEstablishGrace);
-  if (auto ev =
-          expect_event(conn.channel.get(), establish_deadline, RDMA_CM_EVENT_ESTABLISHED, "accepting", peer);
+  if (auto ev = expect_event(ep->cm_channel(), establish_deadline, RDMA_CM_EVENT_ESTABLISHED, "accepting", peer);
       !ev) {
     return ev.error();
   }
-  return std::unique_ptr<Endpoint>(std::make_unique<VerbsEndpoint>(device_, std::move(conn), qp->caps, peer));
+  return std::unique_ptr<Endpoint>(std::move(ep));
 }
 
 // Hands out memory regions, listeners and endpoints on one opened device.

@@ -68,6 +68,11 @@ class Broker {
  public:
   static fabric::Result<std::unique_ptr<Broker>> start(const BrokerConfig& cfg,
                                                        const chain::Clock& clock = chain::SteadyClock::instance());
+  // Same, on a provider the caller opened (cfg.provider is ignored): tests
+  // pass a fabric::FaultProvider and keep its injector.
+  static fabric::Result<std::unique_ptr<Broker>> start(const BrokerConfig& cfg,
+                                                       std::unique_ptr<fabric::Provider> provider,
+                                                       const chain::Clock& clock = chain::SteadyClock::instance());
   ~Broker();
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;

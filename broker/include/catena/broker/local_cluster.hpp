@@ -31,6 +31,10 @@ struct ClusterOptions {
   std::string provider = "soft";
   std::string dir = "catena-cluster";
   std::string host = "127.0.0.1";
+  // Host the brokers' fabric listeners bind. Empty: `host` for the soft
+  // provider; for verbs:<dev>, catenad picks the device's own address
+  // (rdma_cm cannot reach a device through loopback).
+  std::string fabric_host;
   int controller_port = 0;                 // 0: any free port
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;

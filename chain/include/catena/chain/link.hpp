@@ -39,6 +39,24 @@ class Link {
                                                       std::unique_ptr<fabric::Endpoint> ep,
                                                       std::uint32_t recv_depth = kDefaultRecvDepth);
 
+  // A Link's registered buffers, allocated before there is a connection for
+  // them: an acceptor keeps one set ready across accept() calls that time out.
+  struct Buffers {
+    std::unique_ptr<fabric::MemoryRegion> recv;
+    std::unique_ptr<fabric::MemoryRegion> send;
+    std::uint32_t recv_depth = 0;
+    static fabric::Result<Buffers> allocate(fabric::Provider& provider, std::uint32_t recv_depth = kDefaultRecvDepth);
+    [[nodiscard]] bool ready() const { return recv && send; }
+  };
+
+  // Setup threads only: waits up to `timeout` for one connection on
+  // `listener` and posts the receives from `buffers` before the connection is
+  // accepted, so the peer's hello never waits on RNR retries. On success the
+  // Link takes the buffers (allocate new ones for the next call); on timeout
+  // or a failed connection they stay with the caller, unused.
+  static fabric::Result<std::unique_ptr<Link>> accept(fabric::Listener& listener, Buffers& buffers,
+                                                      std::chrono::milliseconds timeout);
+
   fabric::Endpoint& ep() { return *ep_; }
   [[nodiscard]] bool connected() const { return ep_->state() == fabric::EndpointState::connected; }
 
@@ -164,9 +182,12 @@ class Link {
 
  private:
   Link() = default;
-  fabric::Errc repost(std::uint32_t slot) {
-    return ep_->post_recv(slot, {recv_buf_.get(), slot * wire::kMaxMessage, wire::kMaxMessage});
+  fabric::Errc repost(std::uint32_t slot) { return post_receive(*ep_, recv_buf_.get(), slot); }
+  static fabric::Errc post_receive(fabric::Endpoint& ep, const fabric::MemoryRegion* buf, std::uint32_t slot) {
+    return ep.post_recv(slot, {buf, slot * wire::kMaxMessage, wire::kMaxMessage});
   }
+  // Posts a receive in each of the first `depth` slots of `buf`.
+  static fabric::Errc post_receives(fabric::Endpoint& ep, const fabric::MemoryRegion* buf, std::uint32_t depth);
 
   // Buffers outlive the endpoint: it is destroyed (and its posted work
   // flushed) first.

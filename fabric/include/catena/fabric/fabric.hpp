@@ -5,6 +5,7 @@
 //                     TCP to others (chosen per connection)
 //   "soft:tcp"        userspace provider, TCP only (cross-host path on one box)
 //   "soft:shm"        userspace provider, shared memory only
+//   "fault:<inner>"   wraps another provider to inject faults (fault_provider.hpp)
 //
 // Semantics shared by every provider (tests/fabric/conformance_test.cpp):
 //  - Reliable connected endpoints. Work requests posted on one endpoint
@@ -14,6 +15,10 @@
 //    needed access right completes with WcStatus::remote_access_error and
 //    changes no byte at the target. The endpoint then enters the error state:
 //    later work requests complete with WcStatus::flushed.
+//  - Except a zero-length access: as InfiniBand allows, a zero-length write,
+//    and a zero-length write with immediate (which still delivers its
+//    immediate), succeed with any rkey and address on every provider. A
+//    zero-length write is therefore no proof that the peer granted access.
 //  - When the peer dies or the connection is cut, outstanding and later work
 //    requests complete with an error status, and poll_event() reports
 //    EndpointEvent::disconnected. Nothing blocks forever.
@@ -32,6 +37,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -167,18 +173,32 @@ class Endpoint {
 
 class Listener {
  public:
+  // Called by accept() with the endpoint of an incoming connection before the
+  // connection is accepted (verbs: before rdma_accept; soft: before the
+  // endpoint is handed out). Post the receives the peer's first messages need
+  // here: its first SEND then finds one, and setup never depends on RNR
+  // retries, which a device may limit. An error refuses the connection.
+  using BeforeAccept = std::function<Errc(Endpoint&)>;
+
   virtual ~Listener() = default;
   // Waits up to `timeout` for one incoming connection.
-  virtual Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout) = 0;
+  Result<std::unique_ptr<Endpoint>> accept(std::chrono::milliseconds timeout,
+                                           const BeforeAccept& before_accept = {}) {
+    return accept_one(timeout, before_accept);
+  }
   // The address peers connect to ("ip:port"), with the real port if 0 was asked.
   [[nodiscard]] virtual std::string address() const = 0;
+
+ protected:
+  virtual Result<std::unique_ptr<Endpoint>> accept_one(std::chrono::milliseconds timeout,
+                                                       const BeforeAccept& before_accept) = 0;
 };
 
 class Provider {
  public:
   virtual ~Provider() = default;
 
-  // "verbs:<device>", "soft", "soft:tcp", "soft:shm".
+  // "verbs:<device>", "soft", "soft:tcp", "soft:shm", "fault:<inner>".
   static Result<std::unique_ptr<Provider>> open(std::string_view spec);
 
   [[nodiscard]] virtual std::string name() const = 0;

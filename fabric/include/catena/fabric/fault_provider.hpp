@@ -1,0 +1,178 @@
+// A fault-injecting provider: wraps any Provider and, on command, makes
+// connection setup slow, fails a chosen post, drops or delays completions,
+// or makes peers silent (a host that vanished without a disconnect). With
+// nothing armed it only forwards, so the conformance suite passes through it
+// unchanged ("fault:soft", "fault:verbs:rxe0").
+//
+// It is LevelDB's EnvWrapper for the fabric: the FaultProvider owns the
+// inner provider, and every Listener and Endpoint it hands out wraps the
+// inner one and consults one FaultInjector. Tests (and a simulation that
+// steps a whole chain) keep a shared_ptr to the injector and arm faults
+// while the wrapped provider is owned by a Broker or a client.
+//
+// Spec strings (Provider::open): "fault:<inner>" forwards, and
+// "fault(connect_delay_ms=N,accept_delay_ms=N,completion_delay_us=N):<inner>"
+// arms those delays from the start, so a daemon can run with them.
+//
+// Threading: the injector is thread-safe. Wrapped endpoints keep the inner
+// endpoint's rule (one owning thread); their held completions are theirs.
+// Delays are measured and waited out on a FaultClock, so a simulation can
+// pass its manual clock.
+#pragma once
+
+#include <catena/fabric/fabric.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace catena::fabric {
+
+// Time for the injector's delays. The default reads the steady clock and
+// sleeps; a single-threaded simulation reads and advances its own clock.
+class FaultClock {
+ public:
+  virtual ~FaultClock() = default;
+  [[nodiscard]] virtual std::uint64_t now_ns() const = 0;
+  // Setup threads only (connect, accept): waits `d` of this clock's time.
+  virtual void sleep_for(std::chrono::nanoseconds d) const = 0;
+  static const FaultClock& steady();
+};
+
+// What the injector has seen and done since it was created.
+struct FaultCounters {
+  std::uint64_t connects = 0;             // Provider::connect calls
+  std::uint64_t accepts = 0;              // endpoints Listener::accept handed out
+  std::uint64_t posts = 0;                // post_* calls on wrapped endpoints
+  std::uint64_t failed_posts = 0;         // posts failed by fail_post()
+  std::uint64_t swallowed_posts = 0;      // posts a silent endpoint took and dropped
+  std::uint64_t dropped_completions = 0;  // completions drop_completions() removed
+};
+
+class FaultInjector {
+ public:
+  explicit FaultInjector(const FaultClock& clock = FaultClock::steady()) : clock_(clock) {}
+  FaultInjector(const FaultInjector&) = delete;
+  FaultInjector& operator=(const FaultInjector&) = delete;
+
+  // --- connection setup ---------------------------------------------------------
+  // Every Provider::connect waits `d` before it starts (a connect whose
+  // timeout is shorter fails with Errc::timeout once the timeout passed).
+  void set_connect_delay(std::chrono::milliseconds d) { connect_delay_ns_.store(to_ns(d)); }
+  // Listener::accept hands out each endpoint `d` after the inner listener
+  // accepted it (the peer's connect has returned by then); its
+  // before_accept runs at hand-out, so its receives are posted late.
+  void set_accept_delay(std::chrono::milliseconds d) { accept_delay_ns_.store(to_ns(d)); }
+
+  // --- posts -----------------------------------------------------------------------
+  // The `nth` post_* call from now (1: the next one), on any endpoint of this
+  // provider, returns `code` and does not reach the inner endpoint.
+  void fail_post(std::uint64_t nth, Errc code = Errc::io_error);
+
+  // --- completions -----------------------------------------------------------------
+  // Each completion (send or receive side) is reported `d` after the inner
+  // endpoint reported it, in order.
+  void set_completion_delay(std::chrono::nanoseconds d) { completion_delay_ns_.store(to_ns(d)); }
+  // The next `count` completions the inner endpoints report are never
+  // reported (as if the completion queue lost them).
+  void drop_completions(std::uint64_t count) { drop_budget_.fetch_add(count); }
+
+  // --- silence -----------------------------------------------------------------------
+  // A silent endpoint accepts posts and drops them (they never complete),
+  // reports no completion and no connection event: the peer looks alive at
+  // the transport and answers nothing. A connect to a silent address waits
+  // out its timeout. Writes a peer posts still land in this node's memory
+  // unless the peer's provider silences this node too (silence_peer).
+  //
+  // Everything this provider created, and what it creates from now on:
+  void set_silent(bool silent);
+  // Endpoints connected to `address` (as dialled) and connects to it:
+  void silence_peer(std::string address);
+  void unsilence_peer(const std::string& address);
+
+  // Disarms every fault (counters stay).
+  void clear();
+
+  [[nodiscard]] FaultCounters counters() const;
+  [[nodiscard]] const FaultClock& clock() const { return clock_; }
+
+  // --- for the wrappers ------------------------------------------------------------------
+  [[nodiscard]] std::uint64_t connect_delay_ns() const {
+    return connect_delay_ns_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t accept_delay_ns() const {
+    return accept_delay_ns_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t completion_delay_ns() const {
+    return completion_delay_ns_.load(std::memory_order_relaxed);
+  }
+  // Counts one post; returns Errc::ok or the code fail_post() armed for it.
+  [[nodiscard]] Errc on_post();
+  void on_swallowed_post() { swallowed_posts_.fetch_add(1, std::memory_order_relaxed); }
+  // True if this completion is to be dropped (consumes the budget).
+  [[nodiscard]] bool take_drop();
+  void on_connect() { connects_.fetch_add(1, std::memory_order_relaxed); }
+  void on_accept() { accepts_.fetch_add(1, std::memory_order_relaxed); }
+  // Changes whenever silence changes, so endpoints re-check only then.
+  [[nodiscard]] std::uint64_t silence_generation() const {
+    return silence_gen_.load(std::memory_order_acquire);
+  }
+  [[nodiscard]] bool is_silenced(std::string_view peer_address) const;
+
+ private:
+  static std::uint64_t to_ns(std::chrono::nanoseconds d) {
+    return d.count() > 0 ? static_cast<std::uint64_t>(d.count()) : 0;
+  }
+
+  const FaultClock& clock_;
+  std::atomic<std::uint64_t> connect_delay_ns_{0};
+  std::atomic<std::uint64_t> accept_delay_ns_{0};
+  std::atomic<std::uint64_t> completion_delay_ns_{0};
+  std::atomic<std::uint64_t> drop_budget_{0};
+  std::atomic<std::uint64_t> posts_{0};
+  std::atomic<std::uint64_t> fail_at_post_{0};  // 0: none armed
+  std::atomic<Errc> fail_code_{Errc::io_error};
+  std::atomic<std::uint64_t> failed_posts_{0};
+  std::atomic<std::uint64_t> swallowed_posts_{0};
+  std::atomic<std::uint64_t> dropped_completions_{0};
+  std::atomic<std::uint64_t> connects_{0};
+  std::atomic<std::uint64_t> accepts_{0};
+  std::atomic<std::uint64_t> silence_gen_{0};
+  mutable std::mutex silence_mu_;
+  bool silent_all_ = false;                // guarded by silence_mu_
+  std::vector<std::string> silent_peers_;  // guarded by silence_mu_
+};
+
+// The wrapper. Owns the inner provider; regions are the inner provider's own
+// (a wrapped endpoint passes LocalBuffers and RemoteAddresses through).
+class FaultProvider final : public Provider {
+ public:
+  FaultProvider(std::unique_ptr<Provider> inner, std::shared_ptr<FaultInjector> faults);
+
+  [[nodiscard]] FaultInjector& faults() { return *faults_; }
+  [[nodiscard]] const std::shared_ptr<FaultInjector>& shared_faults() const { return faults_; }
+  [[nodiscard]] Provider& inner() { return *inner_; }
+
+  [[nodiscard]] std::string name() const override { return "fault:" + inner_->name(); }
+  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
+    return inner_->allocate(size, access);
+  }
+  Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg = {}) override;
+  Result<std::unique_ptr<Endpoint>> connect(
+      std::string_view address, const EndpointConfig& cfg = {},
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) override;
+
+ private:
+  std::unique_ptr<Provider> inner_;
+  std::shared_ptr<FaultInjector> faults_;
+};
+
+// "fault:<inner>" / "fault(<options>):<inner>": `spec` is what follows "fault".
+Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec);
+
+}  // namespace catena::fabric

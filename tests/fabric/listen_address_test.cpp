@@ -1,0 +1,79 @@
+// Where a listener can be reached: the rule that keeps a verbs node from
+// listening on an address no RDMA device serves, and picks the device's own
+// address by default. The rule is checked on made-up device addresses (so
+// it runs on a host without RDMA); the system lookup on a device that does
+// not exist must fail with a clear error.
+#include <catena/fabric/listen_address.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace catena::fabric {
+namespace {
+
+const std::vector<std::string> kServed = {"10.0.2.15", "fd00::5"};
+
+std::string chosen(std::string_view requested) {
+  auto r = choose_verbs_listen_address("rxe0", kServed, requested);
+  EXPECT_TRUE(r.ok()) << requested << ": " << r.error().message;
+  return r.ok() ? r.value() : "";
+}
+
+Error refused(std::string_view requested, const std::vector<std::string>& served = kServed) {
+  auto r = choose_verbs_listen_address("rxe0", served, requested);
+  EXPECT_EQ(r.code(), Errc::invalid_argument) << requested << " was accepted";
+  return r.ok() ? Error{} : r.error();
+}
+
+TEST(ListenAddress, VerbsDefaultsToTheDevicesFirstAddress) {
+  EXPECT_EQ(chosen(""), "10.0.2.15:0");
+}
+
+TEST(ListenAddress, VerbsAcceptsTheDevicesOwnAddressesWithOrWithoutAPort) {
+  EXPECT_EQ(chosen("10.0.2.15:7000"), "10.0.2.15:7000");
+  EXPECT_EQ(chosen("10.0.2.15"), "10.0.2.15:0");
+  EXPECT_EQ(chosen("[fd00::5]:9"), "[fd00::5]:9");
+  EXPECT_EQ(chosen("[fd00:0::5]"), "[fd00::5]:0");
+  EXPECT_EQ(chosen("fd00:0:0::5"), "[fd00::5]:0");
+}
+
+TEST(ListenAddress, VerbsRefusesLoopbackWildcardAndOtherAddressesNamingTheDevicesOwn) {
+  Error e = refused("127.0.0.1:0");
+  EXPECT_NE(e.message.find("loopback"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("10.0.2.15, fd00::5"), std::string::npos) << e.message;
+  EXPECT_NE(refused("[::1]:0").message.find("loopback"), std::string::npos);
+  EXPECT_NE(refused("0.0.0.0:0").message.find("wildcard"), std::string::npos);
+  e = refused("192.168.7.1:4000");
+  EXPECT_NE(e.message.find("does not serve"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("rxe0"), std::string::npos) << e.message;
+  EXPECT_NE(refused("node-a:4000").message.find("not an IP address"), std::string::npos);
+}
+
+TEST(ListenAddress, VerbsDeviceWithoutAnAddressIsRefusedWithTheReason) {
+  EXPECT_NE(refused("", {}).message.find("has no IP address"), std::string::npos);
+}
+
+TEST(ListenAddress, SoftListensWhereAskedAndOnLoopbackByDefault) {
+  EXPECT_EQ(listen_address_for("soft", "").value(), "127.0.0.1:0");
+  EXPECT_EQ(listen_address_for("soft:tcp", "10.1.1.1:5").value(), "10.1.1.1:5");
+  EXPECT_EQ(listen_address_for("fault:soft", "").value(), "127.0.0.1:0");
+}
+
+TEST(ListenAddress, FindsTheDeviceInsideAFaultWrapper) {
+  EXPECT_EQ(verbs_device_of("verbs:rxe0"), "rxe0");
+  EXPECT_EQ(verbs_device_of("fault:verbs:mlx5_0"), "mlx5_0");
+  EXPECT_EQ(verbs_device_of("fault(connect_delay_ms=3):verbs:rxe1"), "rxe1");
+  EXPECT_EQ(verbs_device_of("fault:soft:tcp"), "");
+  EXPECT_EQ(verbs_device_of("soft"), "");
+}
+
+TEST(ListenAddress, MissingDeviceIsAClearError) {
+  auto r = listen_address_for("verbs:nosuchdev9", "127.0.0.1:0");
+  ASSERT_EQ(r.code(), Errc::no_device);
+  EXPECT_NE(r.error().message.find("no RDMA device 'nosuchdev9'"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace catena::fabric

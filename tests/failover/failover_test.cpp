@@ -26,6 +26,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -142,6 +144,10 @@ class Failover : public ::testing::Test {
         auto e = pub.value()->publish_to(0, bytes, [this, id](const PublishResult& r) {
           if (r.status == PublishStatus::ok) {
             history_.acknowledged(id, r.partition, r.offset);
+            {
+              std::lock_guard lock(acks_mu_);
+              ack_offsets_[id] = r.offset;
+            }
             acked_.fetch_add(1);
             if (id > max_acked_id_.load()) max_acked_id_.store(id);
             if (id >= mark_id_.load() && mark_acked_at_.load() == Clock::time_point{}) {
@@ -222,6 +228,8 @@ class Failover : public ::testing::Test {
   std::atomic<std::uint64_t> delivered_[2] = {0, 0};
   std::atomic<std::uint64_t> mark_id_{~0ull};
   std::atomic<Clock::time_point> mark_acked_at_{};
+  std::mutex acks_mu_;
+  std::map<std::uint64_t, std::uint64_t> ack_offsets_;  // record id -> acknowledged offset (partition 0)
   std::string client_provider_ = "soft";
   // Retention: 8 slots of this per replica, and the TTL outlasts every test,
   // so with the publisher's pace (a pause every 64 records) it bounds how
@@ -444,6 +452,93 @@ TEST_F(NetworkCut, MiddleReplicaCutOffPastItsTimeoutsThenHealed) {
 // route and re-send there; subscribers reading from the head move too.
 TEST_F(NetworkCutHead, HeadCutOffThenHealed) {
   cut_replica_then_heal(0ms);
+}
+
+// The controller alone in its own network namespace; brokers and clients on
+// the host reach each other but not it. Cutting the pair cuts the
+// controller off every broker at once: its heartbeats stop arriving, its
+// probes fail. Nothing is wrong with the chain, so nothing may be lost,
+// rewritten or restarted: the controller must conclude that it is the one
+// cut off and evict nobody, and brokers must stop acknowledging once their
+// lease lapses (so that, had the controller rebuilt a chain, two chains
+// could never acknowledge at once).
+class ControllerCut : public Failover {
+ protected:
+  void SetUp() override {
+    std::string why;
+    netns_ = testing::NetnsLink::create(&why);
+    if (!netns_) {
+      const char* require = std::getenv("CATENA_REQUIRE_NETNS");
+      if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_NETNS=1: " << why;
+      GTEST_SKIP() << "needs a network namespace (root and iproute2): " << why;
+    }
+    ClusterOptions o = default_options();
+    o.host = netns_->host_addr();
+    o.controller_launch = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr()};
+    publish_pause_ = 1ms;
+    start_cluster(o);
+  }
+
+  void TearDown() override {
+    Failover::TearDown();
+    netns_.reset();
+  }
+
+  std::unique_ptr<testing::NetnsLink> netns_;
+};
+
+TEST_F(ControllerCut, ControllerCutOffUnderTrafficThenHealed) {
+  auto before = admin_->get_route("f", 0, 0);
+  ASSERT_TRUE(before.ok()) << before.error().describe();
+  auto status_before = admin_->cluster_status();
+  ASSERT_TRUE(status_before.ok()) << status_before.error().describe();
+  run_with_fault([&] {
+    std::string err;
+    ASSERT_TRUE(netns_->cut(&err)) << err;
+    // The length of the cut is the fault itself: 5x the detector timeout,
+    // long enough for every heartbeat to go missing and every probe to fail.
+    std::this_thread::sleep_for(1500ms);
+    ASSERT_TRUE(netns_->heal(&err)) << err;
+  });
+
+  // The chain is the one that existed before the cut, at the same epoch:
+  // nobody was evicted, fenced or wiped, and it never started over.
+  auto after = admin_->get_route("f", 0, 0);
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  EXPECT_EQ(after->epoch, before->epoch);
+  EXPECT_EQ(after->start_offset, 0);
+  ASSERT_EQ(after->replicas.size(), before->replicas.size());
+  for (std::size_t i = 0; i < before->replicas.size(); ++i) {
+    EXPECT_EQ(after->replicas[i].node_id, before->replicas[i].node_id) << "position " << i;
+  }
+  auto status_after = admin_->cluster_status();
+  ASSERT_TRUE(status_after.ok()) << status_after.error().describe();
+  for (const auto& was : status_before->nodes) {
+    for (const auto& now : status_after->nodes) {
+      if (now.info.node_id != was.info.node_id) continue;
+      EXPECT_EQ(now.node_epoch, was.node_epoch) << now.info.node_id << " was fenced and registered again";
+      EXPECT_EQ(now.state, control::idl::NodeState::ALIVE) << now.info.node_id;
+    }
+  }
+  // Offsets are never reused and follow publishing order: one producer, one
+  // partition, so a later record always has a higher offset.
+  std::lock_guard lock(acks_mu_);
+  ASSERT_FALSE(ack_offsets_.empty());
+  std::uint64_t prev_id = 0, prev_offset = 0;
+  bool first = true;
+  std::uint64_t out_of_place = 0;
+  for (const auto& [id, offset] : ack_offsets_) {
+    if (!first && offset <= prev_offset) {
+      if (out_of_place++ < 5) {
+        ADD_FAILURE() << "record " << id << " acknowledged at offset " << offset << ", record " << prev_id
+                      << " before it at " << prev_offset;
+      }
+    }
+    first = false;
+    prev_id = id;
+    prev_offset = offset;
+  }
+  EXPECT_EQ(out_of_place, 0u);
 }
 
 }  // namespace

@@ -52,6 +52,10 @@ struct MetaState {
   5: i64 next_node_epoch = 1,
   6: i64 next_intent_id = 1,
   7: map<string, map<string, map<i32, i64>>> group_offsets,   // group -> channel -> partition -> offset
+  // channel -> partition -> the highest end offset any replica of it ever
+  // reported. A chain rebuilt after every copy was lost starts here, so no
+  // offset handed out before is handed out again.
+  8: map<string, map<i32, i64>> high_water,
 }
 
 struct MetaRecord {
@@ -64,4 +68,5 @@ struct MetaRecord {
   7: optional i64 next_node_epoch,
   8: optional i64 next_intent_id,
   9: optional OffsetCommit commit_offset,
+  10: optional map<string, map<i32, i64>> raise_high_water,   // applied as max()
 }

@@ -71,6 +71,18 @@ class Controller {
     std::chrono::milliseconds heartbeat_interval{100};  // told to brokers at registration
     std::chrono::milliseconds heartbeat_timeout{500};   // silence before a node is SUSPECT
     int probe_attempts = 2;                             // failed probes in a row before DEAD
+    // How long a broker may act (acknowledge, serve) on its chain roles after
+    // it sent a heartbeat the controller answered; told in RegisterReply.
+    // Zero: heartbeat_timeout / 2. Must lie strictly between
+    // heartbeat_interval and heartbeat_timeout, so that a node is renewed
+    // several times per lease and its lease has lapsed before it can be
+    // suspected. A dead verdict is also held until the node was silent for
+    // longer than lease + heartbeat_interval (reports can suspect sooner).
+    std::chrono::milliseconds lease{0};
+    // More than this percentage of the watched nodes silent at once: the
+    // controller assumes it is the one cut off and evicts nobody until they
+    // are heard from again. 100 never assumes it.
+    int isolation_percent = 50;
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
@@ -88,7 +100,9 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info);
+  // held: what the node says it still holds (see registerNode in catena.thrift).
+  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info,
+                                                         const std::vector<idl::PartitionProgress>& held = {});
   [[nodiscard]] Result<idl::HeartbeatReply> heartbeat(const idl::HeartbeatRequest& request);
   [[nodiscard]] Result<idl::ChannelInfo> create_channel(const idl::ChannelConfig& config);
   [[nodiscard]] Result<std::vector<idl::ChannelInfo>> list_channels() const;
@@ -168,11 +182,27 @@ class Controller {
   [[nodiscard]] Result<void> remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted);
   [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id);
   void restore_replication_locked();
+  // A re-registering node that is still the kept last member of some chains
+  // either brings their data back (held) or proves it lost: puts it back at
+  // a new epoch, or empties the chain for a rebuild above the high-water
+  // mark. Fences what it holds of chains it is no longer in.
+  void return_last_members_locked(const meta::NodeRecord& node, const std::vector<idl::PartitionProgress>& held,
+                                  std::vector<idl::PartitionRoute>* changed);
+  // Raises the in-memory high-water marks from a node's report.
+  void note_progress_locked(const idl::NodeStats& stats);
+  // Makes raised marks durable (one WAL record per tick at most).
+  void persist_high_water_locked();
+  [[nodiscard]] std::int64_t high_water_locked(const std::string& channel, std::int32_t partition) const;
   void promote_caught_up_locked();
   void close_finished_repairs_locked();
   [[nodiscard]] std::vector<PushJob> collect_pushes_locked();
 
   void run_probes();
+  // The lease told to brokers (Options::lease resolved).
+  [[nodiscard]] std::chrono::milliseconds lease() const;
+  // Too many nodes silent at once (Options::isolation_percent); logs on
+  // every change of the answer.
+  [[nodiscard]] bool isolated_locked();
   void run_pushes();
 
   const Options options_;
@@ -188,7 +218,9 @@ class Controller {
   std::map<std::string, Backoff> backoff_;                   // per node push back-off
   std::vector<FenceJob> fences_;                             // best-effort fences of evicted nodes
   std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
+  std::map<RouteId, std::int64_t> raised_high_water_;        // reported, not yet persisted
   bool halted_ = false;
+  bool isolated_ = false;  // last answer of isolated_locked()
   std::mutex tick_mu_;  // one tick at a time
 };
 

@@ -1,0 +1,151 @@
+// A controller that loses the network must not take the cluster apart: when
+// more than isolation_percent of the nodes go silent at once it assumes it
+// is the one cut off and evicts nobody; it still evicts a minority. The
+// partition's high-water mark, learnt from reports, survives restarts.
+#include <gtest/gtest.h>
+
+#include "controller_fixture.hpp"
+
+namespace catena::control {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::chain_of;
+using testing::channel_config;
+using Fate = InProcBrokerAdmin::Fate;
+using Method = InProcBrokerAdmin::Method;
+using Ids = std::vector<std::string>;
+
+// Five nodes in three zones; the chain of "orders" is [a, b, c].
+class Isolation : public testing::ControllerFixture {
+ protected:
+  void SetUp() override {
+    ControllerFixture::SetUp();
+    add_nodes();
+  }
+  void add_nodes() {
+    add_node("a", "z1");
+    add_node("b", "z2");
+    add_node("c", "z3");
+    auto ch = controller_->create_channel(channel_config("orders"));
+    ASSERT_TRUE(ch.ok()) << ch.error().describe();
+    ASSERT_EQ(chain_of(ch->routes[0]), (Ids{id("a"), id("b"), id("c")}));
+    add_node("d", "z1");
+    add_node("e", "z2");
+  }
+
+  // The controller's own link fails: every call it makes is lost, and no
+  // heartbeat reaches it. Counts the probes that went out.
+  void cut_controller_off() {
+    admin_.set_hook([this](const InProcBrokerAdmin::Call& call) {
+      if (call.method == Method::ping) ++probes_;
+      return Fate::drop_request;
+    });
+  }
+  void heal() { admin_.set_hook({}); }
+
+  std::size_t fences_sent() {
+    std::size_t n = 0;
+    for (const auto& [name, node] : nodes_) n += node.broker->fences().size();
+    return n;
+  }
+
+  std::atomic<int> probes_{0};
+};
+
+TEST_F(Isolation, ControllerCutOffFromEveryNodeEvictsNobody) {
+  const auto before = route("orders");
+  cut_controller_off();
+  // Ten detector timeouts in silence: every node is suspected and fails
+  // every probe, many times over.
+  clock_.advance(5000ms);
+  for (int i = 0; i < 20; ++i) {
+    clock_.advance(100ms);
+    controller_->tick();
+  }
+  EXPECT_GE(probes_.load(), 5 * 2) << "every node was probed to a dead verdict";
+  for (const auto& name : {"a", "b", "c", "d", "e"}) {
+    EXPECT_EQ(state_of(name), idl::NodeState::SUSPECT) << name;
+  }
+  EXPECT_EQ(route("orders"), before) << "a route changed while the controller was cut off";
+  EXPECT_TRUE(controller_->metadata().intents.empty());
+  EXPECT_EQ(fences_sent(), 0u);
+
+  heal();
+  run_for(300ms);  // heartbeats arrive again
+  for (const auto& name : {"a", "b", "c", "d", "e"}) {
+    EXPECT_EQ(state_of(name), idl::NodeState::ALIVE) << name;
+  }
+  EXPECT_EQ(route("orders"), before);
+  // Nobody was fenced: every node's heartbeat under its epoch is accepted.
+  heartbeat_all_but();
+}
+
+// Two of five silent is not the controller's own problem: they are evicted
+// and the chain repaired as always.
+TEST_F(Isolation, MinoritySilentIsStillEvicted) {
+  kill_broker("c");
+  kill_broker("e");
+  run_for(3000ms, {"c", "e"});
+  EXPECT_EQ(state_of("c"), idl::NodeState::DEAD);
+  EXPECT_EQ(state_of("e"), idl::NodeState::DEAD);
+  EXPECT_EQ(chain_of(route("orders")), (Ids{id("a"), id("b"), id("d")}));
+}
+
+// Three of five silent at once is more than half: nothing happens until
+// they are heard from, even though their probes fail. With
+// isolation_percent = 100 the controller never assumes it is cut off and
+// evicts them, but the chain keeps its last member.
+TEST_F(Isolation, MajoritySilentIsEvictedOnlyWhenIsolationIsOff) {
+  for (const auto& name : {"a", "b", "c"}) kill_broker(name);
+  run_for(3000ms, {"a", "b", "c"});
+  for (const auto& name : {"a", "b", "c"}) EXPECT_EQ(state_of(name), idl::NodeState::SUSPECT) << name;
+  EXPECT_EQ(route("orders").epoch, 1);
+
+  isolation_percent_ = 100;
+  restart();
+  run_for(3000ms, {"a", "b", "c"});
+  for (const auto& name : {"a", "b", "c"}) EXPECT_EQ(state_of(name), idl::NodeState::DEAD) << name;
+  const auto r = route("orders");
+  ASSERT_EQ(r.replicas.size(), 1u) << "the chain was emptied";
+  EXPECT_EQ(r.start_offset, 0);
+  EXPECT_TRUE(r.joining.empty()) << "nothing can copy from a dead chain";
+}
+
+TEST_F(Isolation, OptionsAreChecked) {
+  auto o = options();
+  o.data_dir = dir_.path() / "other";
+  o.isolation_percent = 0;
+  EXPECT_EQ(Controller::open(o, clock_, admin_).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  o.isolation_percent = 50;
+  o.lease = o.heartbeat_timeout;
+  EXPECT_EQ(Controller::open(o, clock_, admin_).code(), idl::ErrorCode::INVALID_ARGUMENT)
+      << "a lease as long as the detector's timeout";
+  o.lease = o.heartbeat_interval;
+  EXPECT_EQ(Controller::open(o, clock_, admin_).code(), idl::ErrorCode::INVALID_ARGUMENT)
+      << "a lease that lapses between two heartbeats";
+}
+
+TEST_F(Isolation, RegistrationTellsTheLease) {
+  idl::NodeInfo info;
+  info.__set_admin_addr("f.test:7000");
+  info.__set_fabric_addr("f.test:9000");
+  auto r = controller_->register_node(info);
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  EXPECT_EQ(r->lease_ms, 250) << "heartbeat_timeout / 2 by default";
+  EXPECT_EQ(r->heartbeat_interval_ms, 100);
+}
+
+TEST_F(Isolation, HighWaterMarkIsLearntFromReportsAndSurvivesRestarts) {
+  nodes_["a"].broker->set_end_offset("orders", 0, 700);
+  nodes_["c"].broker->set_end_offset("orders", 0, 650);
+  run_for(200ms);
+  nodes_["a"].broker->set_end_offset("orders", 0, 40);  // never lowers it
+  run_for(200ms);
+  EXPECT_EQ(controller_->metadata().high_water["orders"][0], 700);
+  restart();
+  EXPECT_EQ(controller_->metadata().high_water["orders"][0], 700);
+}
+
+}  // namespace
+}  // namespace catena::control

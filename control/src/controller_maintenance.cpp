@@ -123,6 +123,7 @@ void Controller::run_probes() {
   std::vector<std::pair<FailureDetector::Probe, BrokerTarget>> probes;
   {
     std::lock_guard lock(mu_);
+    (void)isolated_locked();  // logs when the controller loses or regains the cluster
     for (auto& probe : detector_.due_probes()) {
       const auto* node = node_locked(probe.node_id);
       if (node == nullptr) continue;

@@ -144,6 +144,7 @@ class Broker::Impl {
       return {ConfigureStatus::stale_epoch, it->second->epoch(), "replica is newer than the fence"};
     }
     replicas_.erase(it);  // links are disconnected, memory deregistered
+    spdlog::info("partition {}/{}: fenced at epoch {}, replica dropped", channel, partition, epoch);
     return {ConfigureStatus::applied, epoch, ""};
   }
 
@@ -194,8 +195,12 @@ class Broker::Impl {
     while (!stopping_.load(std::memory_order_acquire)) {
       int work = 0;
       if (inbox_flag_.load(std::memory_order_acquire)) work += drain_inbox_st();
-      for (auto& [key, rep] : replicas_) work += rep->do_work();
       const std::uint64_t now = clock_.now_ns();
+      const bool leased = now < lease_deadline_ns_.load(std::memory_order_acquire);
+      for (auto& [key, rep] : replicas_) {
+        rep->set_lease_valid_st(leased);
+        work += rep->do_work();
+      }
       if (now >= next_tick) {
         next_tick = now + 2'000'000;  // 2 ms housekeeping
         housekeeping_st();
@@ -350,6 +355,7 @@ class Broker::Impl {
   std::unique_ptr<fabric::Provider> provider_;
   std::unique_ptr<fabric::Listener> listener_;
   std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> lease_deadline_ns_{~std::uint64_t{0}};  // no lease until told one
 
   std::mutex inbox_mu_;
   std::deque<std::function<void()>> inbox_;
@@ -412,6 +418,19 @@ void Broker::drop_all() {
     return ConfigureResult{ConfigureStatus::applied, 0, ""};
   });
 }
+
+void Broker::suspend_all() {
+  impl_->run_on_agent([this] {
+    for (auto& [key, rep] : impl_->replicas_) rep->suspend_st();
+    return ConfigureResult{ConfigureStatus::applied, 0, ""};
+  });
+}
+
+void Broker::set_lease_deadline(std::uint64_t deadline_ns) {
+  impl_->lease_deadline_ns_.store(deadline_ns, std::memory_order_release);
+}
+
+const chain::Clock& Broker::clock() const { return impl_->clock_; }
 
 NodeStats Broker::stats() const { return impl_->stats(); }
 std::vector<std::string> Broker::take_suspects() { return impl_->take_suspects(); }

@@ -144,6 +144,118 @@ TEST_F(ChainE2E, AcknowledgedRecordsReachEverySubscriberOnceInOrder) {
   }
 }
 
+// Publishes payloads "<prefix><i>" for i in [from, from + n), recording each
+// result in *results (index i).
+void publish_range(Publisher& pub, const std::string& prefix, int from, int n,
+                   std::map<int, PublishResult>* results) {
+  for (int i = from; i < from + n; ++i) {
+    const std::string payload = prefix + std::to_string(i);
+    while (pub.publish_to(0, bytes(payload), [results, i](const PublishResult& r) { (*results)[i] = r; }) !=
+           fabric::Errc::ok) {
+      pub.poll();
+    }
+  }
+}
+
+// Waits until broker b's replica of the only partition committed `offset`.
+bool committed(broker::Broker& b, std::uint64_t offset) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto st = b.stats();
+    if (!st.partitions.empty() && st.partitions[0].replica.commit_offset >= offset) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+// Without a valid lease a chain keeps replicating and committing, but
+// nobody is told: acks and deliveries stall (they do not fail), and resume
+// with the same offsets once the lease is renewed.
+TEST_F(ChainE2E, LapsedLeaseStallsAcksAndReadsUntilRenewed) {
+  configure("lease", 0, 1, {0, 1, 2}, 1);
+  for (auto& b : brokers_) b->set_lease_deadline(0);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, "lease", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  auto sub = Subscriber::create(routes_, "lease", so);
+  ASSERT_TRUE(sub.ok()) << sub.error().message;
+  std::vector<std::pair<std::uint64_t, std::string>> got;
+  auto drain = [&] {
+    return sub.value()->poll([&](const Message& m) {
+      got.emplace_back(m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+    });
+  };
+
+  std::map<int, PublishResult> results;
+  publish_range(*pub.value(), "l", 0, 100, &results);
+  ASSERT_TRUE(committed(*brokers_[2], 100)) << "the chain stopped replicating without a lease";
+  // The tail committed everything: without the gate the acks and the
+  // deliveries would be on their way now. Give them every chance to arrive.
+  for (int i = 0; i < 2000; ++i) {
+    pub.value()->poll();
+    drain();
+    std::this_thread::sleep_for(100us);
+  }
+  EXPECT_TRUE(results.empty()) << results.size() << " record(s) acknowledged without a lease";
+  EXPECT_TRUE(got.empty()) << got.size() << " record(s) delivered without a lease";
+
+  for (auto& b : brokers_) b->set_lease_deadline(b->clock().now_ns() + 3'600'000'000'000ull);
+  ASSERT_TRUE(pub.value()->flush(30s));
+  ASSERT_EQ(results.size(), 100u);
+  for (const auto& [i, r] : results) {
+    EXPECT_EQ(r.status, PublishStatus::ok) << i;
+    EXPECT_EQ(r.offset, static_cast<std::uint64_t>(i));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (got.size() < 100 && std::chrono::steady_clock::now() < deadline) {
+    if (drain() == 0) std::this_thread::sleep_for(100us);
+  }
+  ASSERT_EQ(got.size(), 100u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].first, i);
+    EXPECT_EQ(got[i].second, "l" + std::to_string(i));
+  }
+}
+
+// A fenced node suspends its replicas: they keep their data and act on
+// nothing until the controller configures them at a newer epoch.
+TEST_F(ChainE2E, SuspendedReplicasKeepTheirDataAndActAgainAtANewerEpoch) {
+  configure("susp", 0, 1, {0, 1, 2}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, "susp", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  std::map<int, PublishResult> results;
+  publish_range(*pub.value(), "s", 0, 50, &results);
+  ASSERT_TRUE(pub.value()->flush(30s));
+  ASSERT_EQ(results.size(), 50u);
+
+  for (auto& b : brokers_) b->suspend_all();
+  publish_range(*pub.value(), "s", 50, 50, &results);
+  ASSERT_TRUE(committed(*brokers_[2], 100));
+  for (int i = 0; i < 2000; ++i) {
+    pub.value()->poll();
+    std::this_thread::sleep_for(100us);
+  }
+  EXPECT_EQ(results.size(), 50u) << "a suspended head acknowledged";
+  for (auto& b : brokers_) {
+    auto st = b->stats();
+    ASSERT_EQ(st.partitions.size(), 1u);
+    EXPECT_EQ(st.partitions[0].replica.end_offset, 100u) << "a suspended replica lost its data";
+  }
+
+  configure("susp", 0, 1, {0, 1, 2}, 2);
+  ASSERT_TRUE(pub.value()->flush(30s));
+  ASSERT_EQ(results.size(), 100u);
+  for (const auto& [i, r] : results) {
+    EXPECT_EQ(r.status, PublishStatus::ok) << i;
+    EXPECT_EQ(r.offset, static_cast<std::uint64_t>(i));
+  }
+}
+
 TEST_F(ChainE2E, RetriedPublishIsStoredOnceWithItsOriginalOffset) {
   configure("idem", 0, 1, {0, 1, 2}, 1);
   PublisherOptions po;

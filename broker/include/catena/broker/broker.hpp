@@ -80,8 +80,18 @@ class Broker {
   // exists (its address is part of the registration).
   void set_node_id(const std::string& node_id);
   [[nodiscard]] std::string node_id() const;
-  // Drops every replica (the node was fenced and comes back empty).
+  // Drops every replica.
   void drop_all();
+  // The node was fenced: every replica keeps its data but acts on nothing
+  // (no acks, no reads served) until a configure() at a newer epoch names
+  // it again or a fence() drops it.
+  void suspend_all();
+  // Any thread. Replicas acknowledge and serve only while the data-plane
+  // clock (chain::Clock::now_ns) is below this deadline: the controller's
+  // lease, measured from when the last answered heartbeat was sent. Read
+  // once per duty-cycle pass. Until it is first set there is no lease.
+  void set_lease_deadline(std::uint64_t deadline_ns);
+  [[nodiscard]] const chain::Clock& clock() const;
 
   void stop();
 

@@ -95,8 +95,22 @@ class Replica {
   ~Replica();
 
   // Moves to a newer epoch. Returns false (and changes nothing) if cfg.epoch
-  // is not newer than the current one.
+  // is not newer than the current one. Ends a suspension.
   bool reconfigure(const ReplicaConfig& cfg);
+
+  // --- acting on the epoch -----------------------------------------------------
+  // A replica acknowledges publishers (head), commit watches (tail) and
+  // serves subscribers only while it may act on its epoch: while its node's
+  // lease from the controller is valid (the broker sets it once per duty
+  // cycle pass, from one atomic deadline) and it is not suspended. It keeps
+  // replicating and committing either way: a lapsed lease stalls acks, it
+  // never fails them.
+  void set_lease_valid_st(bool valid) { lease_valid_ = valid; }
+  // Its node was fenced: hold the data, act on nothing, until a newer epoch
+  // (reconfigure) or a fence (the broker drops it) says what it is.
+  void suspend_st() { suspended_ = true; }
+  [[nodiscard]] bool suspended() const { return suspended_; }
+  [[nodiscard]] bool may_act() const { return lease_valid_ && !suspended_; }
   [[nodiscard]] const ReplicaConfig& config() const { return cfg_; }
   [[nodiscard]] std::uint64_t epoch() const { return cfg_.epoch; }
 
@@ -175,6 +189,8 @@ class Replica {
   std::uint64_t watch_next_ = 0;
   std::vector<std::string> suspects_;
   std::uint64_t corrupt_frames_ = 0;
+  bool lease_valid_ = true;  // no lease until the broker is told one
+  bool suspended_ = false;
 };
 
 }  // namespace catena::chain

@@ -77,7 +77,7 @@ class Failover : public ::testing::Test {
     control::idl::ChannelConfig cfg;
     cfg.name = "f";
     cfg.partitions = 1;
-    cfg.replication = 3;
+    cfg.replication = replication_;
     cfg.segment_bytes = segment_bytes_;
     cfg.ttl_ms = 600000;
     auto ch = admin_->create_channel(cfg);
@@ -208,6 +208,26 @@ class Failover : public ::testing::Test {
     return met;
   }
 
+  // Offsets are never reused and follow publishing order: one producer, one
+  // partition, so a later record always has a higher offset.
+  void expect_offsets_follow_publishing() {
+    std::lock_guard lock(acks_mu_);
+    ASSERT_FALSE(ack_offsets_.empty());
+    std::uint64_t prev_id = 0, prev_offset = 0;
+    bool first = true;
+    std::uint64_t out_of_place = 0;
+    for (const auto& [id, offset] : ack_offsets_) {
+      if (!first && offset <= prev_offset && out_of_place++ < 5) {
+        ADD_FAILURE() << "record " << id << " acknowledged at offset " << offset << ", record " << prev_id
+                      << " before it at " << prev_offset;
+      }
+      first = false;
+      prev_id = id;
+      prev_offset = offset;
+    }
+    EXPECT_EQ(out_of_place, 0u);
+  }
+
   // Records published from now on; mark_acked_at_ becomes the time the first
   // of them is acknowledged. The publisher may be sending next_id_ at this
   // moment, so the mark starts after it.
@@ -235,6 +255,7 @@ class Failover : public ::testing::Test {
   // so with the publisher's pace (a pause every 64 records) it bounds how
   // long a test can publish before the head pushes back (log_full).
   std::int64_t segment_bytes_ = 1 << 20;
+  int replication_ = 3;
   std::chrono::microseconds publish_pause_ = 200us;
   std::vector<std::thread> threads_;
 };
@@ -528,25 +549,62 @@ TEST_F(ControllerCut, ControllerCutOffUnderTrafficThenHealed) {
       EXPECT_EQ(now.state, control::idl::NodeState::ALIVE) << now.info.node_id;
     }
   }
-  // Offsets are never reused and follow publishing order: one producer, one
-  // partition, so a later record always has a higher offset.
-  std::lock_guard lock(acks_mu_);
-  ASSERT_FALSE(ack_offsets_.empty());
-  std::uint64_t prev_id = 0, prev_offset = 0;
-  bool first = true;
-  std::uint64_t out_of_place = 0;
-  for (const auto& [id, offset] : ack_offsets_) {
-    if (!first && offset <= prev_offset) {
-      if (out_of_place++ < 5) {
-        ADD_FAILURE() << "record " << id << " acknowledged at offset " << offset << ", record " << prev_id
-                      << " before it at " << prev_offset;
-      }
-    }
-    first = false;
-    prev_id = id;
-    prev_offset = offset;
+  expect_offsets_follow_publishing();
+}
+
+// A partition with one replica, on node-0 in its own namespace: cutting it
+// off makes the controller evict the only node holding the partition's
+// acknowledged records. The chain must keep it (the partition is
+// unavailable, not reset), and on heal the node, answered `fenced`, must
+// keep its data and register again holding it, and the controller must put
+// it back as the chain at a new epoch: nothing acknowledged is lost, and
+// offsets continue where they were.
+class LastCopyCut : public NetworkCut {
+ protected:
+  std::size_t isolated() const override { return 0; }
+  void SetUp() override {
+    replication_ = 1;
+    NetworkCut::SetUp();
   }
-  EXPECT_EQ(out_of_place, 0u);
+};
+
+TEST_F(LastCopyCut, OnlyReplicaCutOffThenHealedComesBackWithItsData) {
+  const std::string victim = cluster_->nodes()[isolated()].node_id;
+  auto before = admin_->get_route("f", 0, 0);
+  ASSERT_TRUE(before.ok()) << before.error().describe();
+  ASSERT_EQ(before->replicas.size(), 1u);
+  ASSERT_EQ(before->replicas[0].node_id, victim);
+  run_with_fault([&] {
+    std::string err;
+    const auto cut_at = Clock::now();
+    ASSERT_TRUE(netns_->cut(&err)) << err;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          auto st = status_of(victim);
+          return st && st->state == control::idl::NodeState::DEAD;
+        },
+        20s, "the controller to declare the only replica dead"));
+    auto during = admin_->get_route("f", 0, 0);
+    ASSERT_TRUE(during.ok()) << during.error().describe();
+    ASSERT_EQ(during->replicas.size(), 1u) << "the chain was emptied";
+    EXPECT_EQ(during->replicas[0].node_id, victim);
+    EXPECT_EQ(during->epoch, before->epoch) << "the chain changed while its only member was away";
+    EXPECT_TRUE(during->joining.empty());
+    std::this_thread::sleep_until(cut_at + 1500ms);
+    ASSERT_TRUE(netns_->heal(&err)) << err;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          auto r = admin_->get_route("f", 0, 0);
+          return r.ok() && r->epoch > before->epoch;
+        },
+        20s, "the node to be put back"));
+  });
+  auto after = admin_->get_route("f", 0, 0);
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  ASSERT_EQ(after->replicas.size(), 1u);
+  EXPECT_EQ(after->replicas[0].node_id, victim) << "the partition moved off its only copy";
+  EXPECT_EQ(after->start_offset, 0) << "the partition started over";
+  expect_offsets_follow_publishing();
 }
 
 }  // namespace

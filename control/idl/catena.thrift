@@ -130,8 +130,11 @@ struct HeartbeatRequest {
 }
 
 struct HeartbeatReply {
-  // true: this node_epoch is retired. The node must drop every chain role it
-  // holds and call registerNode again; it comes back as a fresh, empty node.
+  // true: this node_epoch is retired. The node must stop acting on every
+  // chain role it holds (its lease is not renewed), keep the replicas' data,
+  // and call registerNode again listing them in `held`; the controller puts
+  // back the ones it is the last copy of and fences the others.
+  // false: the lease is renewed from when this heartbeat was sent.
   1: bool fenced,
 }
 

@@ -26,7 +26,14 @@
 //                   promote_backlog_limit(), joining[0] becomes the tail at
 //                   epoch+1 (one at a time) -> intent closed when every route
 //                   has R replicas (joining ones do not count) and is acked.
-//                   A chain with no replica left takes replacements directly.
+//                   A chain never loses its last member: it stays (the
+//                   partition unavailable) until the node registers again,
+//                   with the data (back at epoch+1) or without it (route
+//                   emptied; replacements form the chain directly, starting
+//                   at the partition's high-water mark).
+//   safety          a dead verdict is held while the node's lease may be
+//                   valid, and while more than isolation_percent of the
+//                   nodes are silent at once (the controller is cut off).
 //   restart         the store replays; unfinished removals are redone before
 //                   anything else runs, and every route is pushed again.
 //

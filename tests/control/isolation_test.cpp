@@ -147,5 +147,59 @@ TEST_F(Isolation, HighWaterMarkIsLearntFromReportsAndSurvivesRestarts) {
   EXPECT_EQ(controller_->metadata().high_water["orders"][0], 700);
 }
 
+// The variant: only one chain's nodes lose the controller (three of six, not
+// more than half), while they may still reach their clients. They are
+// evicted one by one, but the chain keeps its last member, so no second
+// chain is ever configured for the partition; their leases lapsed before
+// any of it. On heal they are answered `fenced` and register again with
+// what they kept: the last member is the chain again, the others are told
+// to drop their copies, and replacements join behind it.
+TEST_F(Isolation, OneChainCutOffFromTheControllerIsNeverReplacedByAnotherChain) {
+  add_node("f", "z3");
+  const Ids chain_nodes{id("a"), id("b"), id("c")};
+  const std::set<std::string> cut{"a", "b", "c"};
+  std::set<std::string> cut_addrs;
+  for (const auto& name : cut) cut_addrs.insert(nodes_.at(name).admin_addr);
+  admin_.set_hook([cut_addrs](const InProcBrokerAdmin::Call& call) {
+    return cut_addrs.count(call.to.admin_addr) != 0 ? Fate::drop_request : Fate::deliver;
+  });
+  run_for(3000ms, cut);
+  for (const auto& name : cut) EXPECT_EQ(state_of(name), idl::NodeState::DEAD) << name;
+  auto r = route("orders");
+  EXPECT_EQ(chain_of(r), (Ids{id("c")})) << "the last member left the chain";
+  EXPECT_TRUE(r.joining.empty());
+  for (const auto& name : {"d", "e", "f"}) {
+    EXPECT_TRUE(nodes_[name].broker->epochs_seen("orders", 0).empty()) << name << " was given the partition";
+  }
+
+  admin_.set_hook({});
+  idl::PartitionProgress kept;
+  kept.__set_channel("orders");
+  kept.__set_partition(0);
+  kept.__set_epoch(1);
+  for (const auto& name : {"a", "b", "c"}) register_again(name, {kept});
+  run_for(2000ms);
+  r = route("orders");
+  ASSERT_EQ(r.replicas.size(), 3u);
+  EXPECT_EQ(r.replicas[0].node_id, id("c")) << "the copy that holds every acknowledged record leads";
+  EXPECT_EQ(r.start_offset, 0);
+  for (const auto& name : {"a", "b"}) {
+    const auto fences = nodes_[name].broker->fences();
+    ASSERT_FALSE(fences.empty()) << name << " was not told to drop its stale copy";
+    EXPECT_EQ(fences.back().channel, "orders");
+  }
+  EXPECT_TRUE(nodes_["c"].broker->fences().empty());
+  // Every configuration ever sent for the partition names c: there was
+  // never a chain without the records only c held.
+  for (const auto& [name, n] : nodes_) {
+    for (const auto& a : n.broker->configure_calls()) {
+      if (a.route.channel != "orders") continue;
+      EXPECT_TRUE(std::any_of(a.route.replicas.begin(), a.route.replicas.end(),
+                              [&](const idl::Replica& rep) { return rep.node_id == id("c"); }))
+          << name << " got epoch " << a.route.epoch << " without c";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace catena::control

@@ -122,9 +122,10 @@ Result<void> ControllerConfig::validate() const {
         lease_ms, heartbeat_interval_ms, heartbeat_timeout_ms));
   }
   if (heartbeat_timeout_ms / 2 <= heartbeat_interval_ms && lease_ms == 0) {
-    return invalid(fmt::format("lease_ms 0 means heartbeat_timeout_ms / 2 ({}), which must exceed "
-                               "heartbeat_interval_ms ({}): set lease_ms or a longer timeout",
-                               heartbeat_timeout_ms / 2, heartbeat_interval_ms));
+    return invalid(
+        fmt::format("lease_ms 0 means heartbeat_timeout_ms / 2 ({}), which must exceed "
+                    "heartbeat_interval_ms ({}): set lease_ms or a longer timeout",
+                    heartbeat_timeout_ms / 2, heartbeat_interval_ms));
   }
   if (isolation_percent < 1 || isolation_percent > 100) {
     return invalid(fmt::format("isolation_percent must be in 1..100, got {}", isolation_percent));

@@ -103,7 +103,9 @@ bool Controller::crash_locked(std::string_view point) {
   return halted_;
 }
 
-std::chrono::milliseconds Controller::lease() const { return options_.lease; }
+std::chrono::milliseconds Controller::lease() const {
+  return options_.lease;
+}
 
 bool Controller::halted() const {
   std::lock_guard lock(mu_);

@@ -155,7 +155,8 @@ void Controller::run_probes() {
     if (isolated_locked()) continue;
     if (const auto quiet = detector_.since_heartbeat(probe.node_id);
         quiet && *quiet <= Clock::duration(options_.lease + options_.heartbeat_interval)) {
-      spdlog::info("{} failed its probes but its lease may still be valid: not evicting it yet", probe.node_id);
+      spdlog::info("{} failed its probes but its lease may still be valid: not evicting it yet",
+                   probe.node_id);
       continue;
     }
     const auto reason =
@@ -311,7 +312,8 @@ void Controller::restore_replication_locked() {
       const bool empty = route.replicas.empty();
       idl::PartitionRoute next = route;
       if (empty) {
-        next.__set_start_offset(std::max(route.start_offset, high_water_locked(route.channel, route.partition)));
+        next.__set_start_offset(
+            std::max(route.start_offset, high_water_locked(route.channel, route.partition)));
         spdlog::error("{}/{} lost every replica; rebuilding it empty from offset {}", route.channel,
                       route.partition, next.start_offset);
       }
@@ -389,7 +391,8 @@ void Controller::return_last_members_locked(const meta::NodeRecord& node,
     if (member_of.count({p.channel, p.partition}) != 0) continue;
     auto route = route_locked(p.channel, p.partition);
     if (!route) continue;
-    fences_.push_back(FenceJob{BrokerTarget{id, node.info.admin_addr}, p.channel, p.partition, (*route)->epoch});
+    fences_.push_back(
+        FenceJob{BrokerTarget{id, node.info.admin_addr}, p.channel, p.partition, (*route)->epoch});
   }
 }
 

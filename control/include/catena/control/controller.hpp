@@ -108,8 +108,8 @@ class Controller {
   Controller& operator=(const Controller&) = delete;
 
   // held: what the node says it still holds (see registerNode in catena.thrift).
-  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info,
-                                                         const std::vector<idl::PartitionProgress>& held = {});
+  [[nodiscard]] Result<idl::RegisterReply> register_node(
+      const idl::NodeInfo& info, const std::vector<idl::PartitionProgress>& held = {});
   [[nodiscard]] Result<idl::HeartbeatReply> heartbeat(const idl::HeartbeatRequest& request);
   [[nodiscard]] Result<idl::ChannelInfo> create_channel(const idl::ChannelConfig& config);
   [[nodiscard]] Result<std::vector<idl::ChannelInfo>> list_channels() const;
@@ -193,7 +193,8 @@ class Controller {
   // either brings their data back (held) or proves it lost: puts it back at
   // a new epoch, or empties the chain for a rebuild above the high-water
   // mark. Fences what it holds of chains it is no longer in.
-  void return_last_members_locked(const meta::NodeRecord& node, const std::vector<idl::PartitionProgress>& held,
+  void return_last_members_locked(const meta::NodeRecord& node,
+                                  const std::vector<idl::PartitionProgress>& held,
                                   std::vector<idl::PartitionRoute>* changed);
   // Raises the in-memory high-water marks from a node's report.
   void note_progress_locked(const idl::NodeStats& stats);
@@ -228,7 +229,7 @@ class Controller {
   std::map<RouteId, std::int64_t> raised_high_water_;        // reported, not yet persisted
   bool halted_ = false;
   bool isolated_ = false;  // last answer of isolated_locked()
-  std::mutex tick_mu_;  // one tick at a time
+  std::mutex tick_mu_;     // one tick at a time
 };
 
 }  // namespace catena::control

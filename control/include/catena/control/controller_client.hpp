@@ -43,8 +43,8 @@ class ControllerClient {
   [[nodiscard]] static Result<std::unique_ptr<ControllerClient>> connect(Options options);
 
   // held: replicas this process kept after being fenced (see registerNode).
-  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info,
-                                                         const std::vector<idl::PartitionProgress>& held = {});
+  [[nodiscard]] Result<idl::RegisterReply> register_node(
+      const idl::NodeInfo& info, const std::vector<idl::PartitionProgress>& held = {});
   [[nodiscard]] Result<idl::HeartbeatReply> heartbeat(const idl::HeartbeatRequest& request);
   [[nodiscard]] Result<idl::ChannelInfo> create_channel(const idl::ChannelConfig& config);
   [[nodiscard]] Result<std::vector<idl::ChannelInfo>> list_channels();

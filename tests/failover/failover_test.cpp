@@ -194,6 +194,7 @@ class Failover : public ::testing::Test {
     for (auto& t : threads_) t.join();
     threads_.clear();
     HistoryReport r = history_.check();
+    report_ = r;
     EXPECT_TRUE(r.ok()) << r.summary();
     EXPECT_GE(r.acknowledged, at_fault + 2000) << r.summary();
     EXPECT_GE(max_acked_id_.load(), first_after + 2000);
@@ -248,6 +249,7 @@ class Failover : public ::testing::Test {
   std::atomic<std::uint64_t> delivered_[2] = {0, 0};
   std::atomic<std::uint64_t> mark_id_{~0ull};
   std::atomic<Clock::time_point> mark_acked_at_{};
+  HistoryReport report_;  // of the last run_with_fault()
   std::mutex acks_mu_;
   std::map<std::uint64_t, std::uint64_t> ack_offsets_;  // record id -> acknowledged offset (partition 0)
   std::string client_provider_ = "soft";
@@ -525,6 +527,8 @@ TEST_F(ControllerCut, ControllerCutOffUnderTrafficThenHealed) {
     acked_late_in_cut = acked_.load() - before_last;
     ASSERT_TRUE(netns_->heal(&err)) << err;
   });
+  // Acks stalled during the cut; none failed.
+  EXPECT_EQ(report_.failed, 0u) << report_.summary();
   // Not asserted (it depends on scheduling): with leases, acks stall once
   // the lease (150 ms here) lapsed, so none should arrive this late.
   std::printf("[ measured ] acks received 1000-1500 ms into the controller's cut: %llu\n",

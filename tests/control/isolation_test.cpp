@@ -201,5 +201,31 @@ TEST_F(Isolation, OneChainCutOffFromTheControllerIsNeverReplacedByAnotherChain) 
   }
 }
 
+// What keeps a partition from starting over is durable: after a controller
+// restart the dead last member is still the chain, and the rebuild that
+// follows its proven loss still starts at the high-water mark learnt before
+// the restart.
+TEST_F(Isolation, KeptLastMemberAndHighWaterMarkSurviveAControllerRestart) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("solo", 1, 1)).ok());
+  ASSERT_EQ(chain_of(route("solo")), (Ids{id("d")}));
+  nodes_["d"].broker->set_end_offset("solo", 0, 500);
+  run_for(200ms);
+  kill_broker("d");
+  run_for(2000ms, {"d"});
+  ASSERT_EQ(state_of("d"), idl::NodeState::DEAD);
+
+  restart();
+  run_for(2000ms, {"d"});
+  auto r = route("solo");
+  EXPECT_EQ(r.epoch, 1);
+  EXPECT_EQ(chain_of(r), (Ids{id("d")}));
+
+  register_again("d");  // restarted empty: the loss is proven
+  run_for(500ms, {});
+  r = route("solo");
+  ASSERT_EQ(r.replicas.size(), 1u);
+  EXPECT_EQ(r.start_offset, 500);
+}
+
 }  // namespace
 }  // namespace catena::control

@@ -178,10 +178,11 @@ service Controller {
   // its last member stays in the route while unreachable (the partition is
   // unavailable). When that node registers again holding the partition, it
   // is put back as the chain with its data (new route epoch); registering
-  // without it proves the data lost, and the chain is rebuilt on other
-  // nodes starting at the partition's high-water mark (the highest offset
-  // any replica ever reported), never at an offset already used. Replicas
-  // held that are no longer the node's are fenced.
+  // without it proves the data lost, and the chain is rebuilt on live
+  // nodes starting at the next multiple of 2^32 above the partition's
+  // high-water mark (the highest offset any replica ever reported), never
+  // at an offset already used. Replicas held that are no longer the node's
+  // are fenced.
   RegisterReply registerNode(1: NodeInfo info, 2: list<PartitionProgress> held)
       throws (1: CatenaError err),
 

@@ -53,8 +53,9 @@ struct MetaState {
   6: i64 next_intent_id = 1,
   7: map<string, map<string, map<i32, i64>>> group_offsets,   // group -> channel -> partition -> offset
   // channel -> partition -> the highest end offset any replica of it ever
-  // reported. A chain rebuilt after every copy was lost starts here, so no
-  // offset handed out before is handed out again.
+  // reported. A chain rebuilt after every copy was lost starts at the next
+  // multiple of 2^32 above it, so no offset handed out before is handed out
+  // again.
   8: map<string, map<i32, i64>> high_water,
 }
 

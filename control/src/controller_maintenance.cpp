@@ -81,6 +81,10 @@ bool Controller::fully_acked_locked(const idl::PartitionRoute& route) const {
                      [&](const idl::Replica* r) { return it->second.nodes.count(r->node_id) != 0; });
 }
 
+std::int64_t Controller::rebuilt_start_offset(std::int64_t high_water) {
+  return (high_water / kOffsetGeneration + 1) * kOffsetGeneration;
+}
+
 std::int64_t Controller::promote_backlog_limit(std::int64_t segment_bytes) {
   return std::max<std::int64_t>(std::int64_t{1} << 20, segment_bytes / 4);
 }
@@ -312,8 +316,8 @@ void Controller::restore_replication_locked() {
       const bool empty = route.replicas.empty();
       idl::PartitionRoute next = route;
       if (empty) {
-        next.__set_start_offset(
-            std::max(route.start_offset, high_water_locked(route.channel, route.partition)));
+        next.__set_start_offset(rebuilt_start_offset(
+            std::max(route.start_offset, high_water_locked(route.channel, route.partition))));
         spdlog::error("{}/{} lost every replica; rebuilding it empty from offset {}", route.channel,
                       route.partition, next.start_offset);
       }

@@ -224,7 +224,16 @@ TEST_F(Isolation, KeptLastMemberAndHighWaterMarkSurviveAControllerRestart) {
   run_for(500ms, {});
   r = route("solo");
   ASSERT_EQ(r.replicas.size(), 1u);
-  EXPECT_EQ(r.start_offset, 500);
+  EXPECT_EQ(r.start_offset, std::int64_t{1} << 32);
+}
+
+TEST(OffsetGeneration, RebuiltChainsStartAtTheNextGenerationAboveTheMark) {
+  constexpr std::int64_t g = Controller::kOffsetGeneration;
+  EXPECT_EQ(Controller::rebuilt_start_offset(0), g);
+  EXPECT_EQ(Controller::rebuilt_start_offset(1000), g);
+  EXPECT_EQ(Controller::rebuilt_start_offset(g - 1), g);
+  EXPECT_EQ(Controller::rebuilt_start_offset(g), 2 * g) << "a rebuilt chain that lost its data again";
+  EXPECT_EQ(Controller::rebuilt_start_offset(g + 5), 2 * g);
 }
 
 }  // namespace

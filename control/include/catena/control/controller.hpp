@@ -30,7 +30,8 @@
 //                   partition unavailable) until the node registers again,
 //                   with the data (back at epoch+1) or without it (route
 //                   emptied; replacements form the chain directly, starting
-//                   at the partition's high-water mark).
+//                   at the next offset generation above the partition's
+//                   high-water mark).
 //   safety          a dead verdict is held while the node's lease may be
 //                   valid, and while more than isolation_percent of the
 //                   nodes are silent at once (the controller is cut off).
@@ -135,6 +136,16 @@ class Controller {
   // about one forwarding pass. Zero would wait for a moment with no write
   // in flight, which a busy partition may never have.
   [[nodiscard]] static std::int64_t promote_backlog_limit(std::int64_t segment_bytes);
+
+  // Where a chain rebuilt after its data was lost starts: the first multiple
+  // of kOffsetGeneration above the partition's high-water mark. The mark
+  // comes from heartbeats, so it lags the chain by up to one heartbeat plus
+  // one lease; records acknowledged in that window were lost with every
+  // copy, and their offsets must not be handed out again either. No chain
+  // appends 2^32 records in a fraction of a second, so a new offset
+  // generation is above all of them.
+  static constexpr std::int64_t kOffsetGeneration = std::int64_t{1} << 32;
+  [[nodiscard]] static std::int64_t rebuilt_start_offset(std::int64_t high_water);
 
   [[nodiscard]] bool halted() const;
   // Copy of the durable state, for tests and diagnostics.

@@ -412,13 +412,6 @@ std::string Broker::node_id() const {
   return impl_->cfg_.node_id;
 }
 
-void Broker::drop_all() {
-  impl_->run_on_agent([this] {
-    impl_->replicas_.clear();
-    return ConfigureResult{ConfigureStatus::applied, 0, ""};
-  });
-}
-
 void Broker::suspend_all() {
   impl_->run_on_agent([this] {
     for (auto& [key, rep] : impl_->replicas_) rep->suspend_st();

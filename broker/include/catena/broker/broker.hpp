@@ -80,8 +80,6 @@ class Broker {
   // exists (its address is part of the registration).
   void set_node_id(const std::string& node_id);
   [[nodiscard]] std::string node_id() const;
-  // Drops every replica.
-  void drop_all();
   // The node was fenced: every replica keeps its data but acts on nothing
   // (no acks, no reads served) until a configure() at a newer epoch names
   // it again or a fence() drops it.

@@ -118,6 +118,17 @@ class Broker::Impl {
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
     Key key{cfg.channel, cfg.partition};
     auto it = replicas_.find(key);
+    if (it != replicas_.end() && it->second->suspended() && cfg.epoch > it->second->epoch() &&
+        (cfg.is_joining() || cfg.start_offset != it->second->config().start_offset)) {
+      // A fenced node's kept copy resumes only when the controller puts it
+      // back into the same chain. Joining a chain, or in a chain rebuilt at
+      // a new offset generation, it would keep bytes that chain never wrote
+      // (an uncommitted suffix, old offsets): start empty instead.
+      spdlog::info("partition {}/{}: dropping the suspended copy at epoch {} to start afresh at epoch {}",
+                   cfg.channel, cfg.partition, it->second->epoch(), cfg.epoch);
+      replicas_.erase(it);
+      it = replicas_.end();
+    }
     if (it == replicas_.end()) {
       auto r = chain::Replica::create(*provider_, cfg, clock_);
       if (!r) return {ConfigureStatus::invalid, 0, r.error().message};

@@ -258,6 +258,36 @@ TEST_F(ChainE2E, SuspendedReplicasKeepTheirDataAndActAgainAtANewerEpoch) {
   }
 }
 
+// A kept copy is resumed only in the same chain: configured into a chain
+// rebuilt at a new offset generation, a suspended replica starts empty there
+// instead of continuing its old offsets.
+TEST_F(ChainE2E, SuspendedCopyIsNotCarriedIntoARebuiltChain) {
+  configure("gen", 0, 1, {0}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  {
+    auto pub = Publisher::create(routes_, "gen", po);
+    ASSERT_TRUE(pub.ok()) << pub.error().message;
+    std::map<int, PublishResult> results;
+    publish_range(*pub.value(), "old", 0, 10, &results);
+    ASSERT_TRUE(pub.value()->flush(30s));
+    ASSERT_EQ(results.size(), 10u);
+  }
+  brokers_[0]->suspend_all();
+  constexpr std::uint64_t kStart = std::uint64_t{1} << 32;
+  configure("gen", 0, 1, {0}, 3, 60000, kStart);
+  auto pub = Publisher::create(routes_, "gen", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  std::map<int, PublishResult> results;
+  publish_range(*pub.value(), "new", 0, 5, &results);
+  ASSERT_TRUE(pub.value()->flush(30s));
+  ASSERT_EQ(results.size(), 5u);
+  for (const auto& [i, r] : results) {
+    EXPECT_EQ(r.status, PublishStatus::ok) << i;
+    EXPECT_EQ(r.offset, kStart + static_cast<std::uint64_t>(i)) << "the old copy's offsets continued";
+  }
+}
+
 // A chain the controller rebuilt after its data was lost starts at the
 // route's start_offset (a new offset generation, 2^32 here): records are
 // acknowledged and delivered from there, never at offsets already used.

@@ -409,7 +409,12 @@ void Controller::note_progress_locked(const idl::NodeStats& stats) {
 }
 
 void Controller::persist_high_water_locked() {
-  if (raised_high_water_.empty()) return;
+  // Rebuilt chains start a whole offset generation above the mark, so a
+  // mark a second (or a restart) behind is as good as a current one: one
+  // fsync a second at most under steady traffic, not one per tick.
+  const auto now = clock_.now();
+  if (raised_high_water_.empty() || now < next_high_water_persist_) return;
+  next_high_water_persist_ = now + std::chrono::seconds(1);
   meta::MetaRecord record;
   std::map<std::string, std::map<std::int32_t, std::int64_t>> marks;
   for (const auto& [rid, offset] : raised_high_water_) marks[rid.first][rid.second] = offset;

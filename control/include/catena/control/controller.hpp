@@ -209,7 +209,7 @@ class Controller {
                                   std::vector<idl::PartitionRoute>* changed);
   // Raises the in-memory high-water marks from a node's report.
   void note_progress_locked(const idl::NodeStats& stats);
-  // Makes raised marks durable (one WAL record per tick at most).
+  // Makes raised marks durable (one WAL record a second at most).
   void persist_high_water_locked();
   [[nodiscard]] std::int64_t high_water_locked(const std::string& channel, std::int32_t partition) const;
   void promote_caught_up_locked();
@@ -238,6 +238,7 @@ class Controller {
   std::vector<FenceJob> fences_;                             // best-effort fences of evicted nodes
   std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
   std::map<RouteId, std::int64_t> raised_high_water_;        // reported, not yet persisted
+  Clock::time_point next_high_water_persist_{};
   bool halted_ = false;
   bool isolated_ = false;  // last answer of isolated_locked()
   std::mutex tick_mu_;     // one tick at a time

@@ -140,6 +140,17 @@ class Broker::Impl {
     cfg.budget = &budget_;
     Key key{cfg.channel, cfg.partition};
     auto it = replicas_.find(key);
+    if (it != replicas_.end() && it->second->suspended() && cfg.epoch > it->second->epoch() &&
+        (cfg.is_joining() || cfg.start_offset != it->second->config().start_offset)) {
+      // A fenced node's kept copy resumes only when the controller puts it
+      // back into the same chain. Joining a chain, or in a chain rebuilt at
+      // a new offset generation, it would keep bytes that chain never wrote
+      // (an uncommitted suffix, old offsets): start empty instead.
+      spdlog::info("partition {}/{}: dropping the suspended copy at epoch {} to start afresh at epoch {}",
+                   cfg.channel, cfg.partition, it->second->epoch(), cfg.epoch);
+      replicas_.erase(it);
+      it = replicas_.end();
+    }
     if (it == replicas_.end()) {
       auto r = chain::Replica::create(*provider_, cfg, clock_);
       if (!r) return {ConfigureStatus::invalid, 0, r.error().message};
@@ -166,6 +177,7 @@ class Broker::Impl {
       return {ConfigureStatus::stale_epoch, it->second->epoch(), "replica is newer than the fence"};
     }
     replicas_.erase(it);  // links are disconnected, memory deregistered
+    spdlog::info("partition {}/{}: fenced at epoch {}, replica dropped", channel, partition, epoch);
     return {ConfigureStatus::applied, epoch, ""};
   }
 
@@ -216,8 +228,12 @@ class Broker::Impl {
     while (!stopping_.load(std::memory_order_acquire)) {
       int work = 0;
       if (inbox_flag_.load(std::memory_order_acquire)) work += drain_inbox_st();
-      for (auto& [key, rep] : replicas_) work += rep->do_work();
       const std::uint64_t now = clock_.now_ns();
+      const bool leased = now < lease_deadline_ns_.load(std::memory_order_acquire);
+      for (auto& [key, rep] : replicas_) {
+        rep->set_lease_valid_st(leased);
+        work += rep->do_work();
+      }
       if (now >= next_tick) {
         next_tick = now + 2'000'000;  // 2 ms housekeeping
         housekeeping_st();
@@ -396,6 +412,7 @@ class Broker::Impl {
   std::unique_ptr<fabric::Provider> provider_;
   std::unique_ptr<fabric::Listener> listener_;
   std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> lease_deadline_ns_{~std::uint64_t{0}};  // no lease until told one
 
   std::mutex inbox_mu_;
   std::deque<std::function<void()>> inbox_;
@@ -464,6 +481,7 @@ std::string Broker::node_id() const {
 }
 
 void Broker::set_node_epoch(std::uint64_t node_epoch) { impl_->node_epoch_.store(node_epoch); }
+std::uint64_t Broker::node_epoch() const { return impl_->node_epoch_.load(); }
 
 std::uint64_t Broker::data_plane_stalled_ms() const {
   const std::uint64_t now = impl_->clock_.now_ns();
@@ -471,14 +489,19 @@ std::uint64_t Broker::data_plane_stalled_ms() const {
   const std::uint64_t age_ms = now > last ? (now - last) / 1'000'000 : 0;
   return age_ms >= impl_->cfg_.data_plane_stall_ms ? age_ms : 0;
 }
-std::uint64_t Broker::node_epoch() const { return impl_->node_epoch_.load(); }
 
-void Broker::drop_all() {
+void Broker::suspend_all() {
   impl_->run_on_agent([this] {
-    impl_->replicas_.clear();
+    for (auto& [key, rep] : impl_->replicas_) rep->suspend_st();
     return ConfigureResult{ConfigureStatus::applied, 0, ""};
   });
 }
+
+void Broker::set_lease_deadline(std::uint64_t deadline_ns) {
+  impl_->lease_deadline_ns_.store(deadline_ns, std::memory_order_release);
+}
+
+const chain::Clock& Broker::clock() const { return impl_->clock_; }
 
 NodeStats Broker::stats() const { return impl_->stats(); }
 std::vector<std::string> Broker::take_suspects() { return impl_->take_suspects(); }

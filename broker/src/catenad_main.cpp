@@ -4,10 +4,14 @@
 // broker library, links both.
 //
 // Startup: open the fabric and listen, serve BrokerAdmin, register with the
-// controller (retrying until it answers), then heartbeat. A heartbeat answered
-// `fenced` means the controller declared this node dead: it drops every
-// replica and registers again as a fresh node. Links the data plane lost are
-// reported to the controller, which verifies them before acting.
+// controller (retrying until it answers), then heartbeat. Each answered
+// heartbeat renews the lease (RegisterReply.lease_ms, from when it was sent)
+// under which replicas acknowledge and serve. A heartbeat answered `fenced`
+// means the controller declared this node dead: every replica is suspended
+// (data kept, nothing acknowledged or served) and the node registers again
+// saying what it holds; the controller puts back the partitions it is the
+// last copy of and fences the rest. Links the data plane lost are reported
+// to the controller, which verifies them before acting.
 #include <catena/broker/broker.hpp>
 #include <catena/control/broker_admin_server.hpp>
 #include <catena/control/controller_client.hpp>
@@ -163,8 +167,18 @@ int main(int argc, char** argv) {
 
   std::int64_t node_epoch = 0;
   int interval_ms = 100;
-  auto register_node = [&]() -> bool {
-    auto r = controller.register_node(info);
+  int lease_ms = 0;  // 0: the controller grants no lease
+  const auto& clock = broker.value()->clock();
+  // An answered call renews the lease from when it was sent: the controller
+  // waits longer than the lease after it last heard from us before it acts,
+  // so our lease has lapsed by then, whatever the call's delay.
+  auto renew_lease = [&](std::uint64_t sent_ns) {
+    if (lease_ms > 0) broker.value()->set_lease_deadline(sent_ns + static_cast<std::uint64_t>(lease_ms) * 1'000'000);
+  };
+  // held: what this process kept when it was fenced (nothing at startup).
+  auto register_node = [&](const std::vector<catena::control::idl::PartitionProgress>& held) -> bool {
+    const std::uint64_t sent = clock.now_ns();
+    auto r = controller.register_node(info, held);
     if (!r) {
       spdlog::warn("register with controller {}: {}", s.controller, r.error().describe());
       return false;
@@ -172,13 +186,16 @@ int main(int argc, char** argv) {
     info.node_id = r->node_id;
     node_epoch = r->node_epoch;
     interval_ms = std::max(10, r->heartbeat_interval_ms);
+    lease_ms = r->lease_ms;
+    if (lease_ms <= 0) broker.value()->set_lease_deadline(~std::uint64_t{0});
+    renew_lease(sent);
     broker.value()->set_node_id(r->node_id);
     broker.value()->set_node_epoch(static_cast<std::uint64_t>(r->node_epoch));
     spdlog::info("registered as {} (node epoch {}), admin {}, fabric {} ({})", r->node_id, node_epoch, admin_addr,
                  fabric_addr, s.provider);
     return true;
   };
-  while (!g_stop && !register_node()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  while (!g_stop && !register_node({})) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   if (!s.ready_file.empty() && !g_stop) {
     std::ofstream(s.ready_file) << info.node_id << ' ' << admin_addr << ' ' << fabric_addr << '\n';
   }
@@ -201,18 +218,26 @@ int main(int argc, char** argv) {
     // Load and per-partition progress: the controller promotes a joining
     // replica once its tail reports it caught up.
     hb.stats = catena::control::node_stats_of(broker.value()->stats());
+    const std::uint64_t sent = clock.now_ns();
     auto reply = controller.heartbeat(hb);
+    if (reply && !reply->fenced) renew_lease(sent);
     if (reply && reply->fenced) {
-      spdlog::warn("controller fenced node epoch {}: dropping all replicas and registering again", node_epoch);
-      broker.value()->drop_all();
+      // The controller acted without us. Stop acting at once, but keep the
+      // data: if we hold the last copy of a partition, the controller puts
+      // it back; what it no longer wants here it fences.
+      spdlog::warn("controller fenced node epoch {}: suspending every replica (data kept) and registering again",
+                   node_epoch);
+      broker.value()->set_lease_deadline(0);
+      broker.value()->suspend_all();
       // Links the retired incarnation lost say nothing about its old
       // neighbours: they dropped it. Reported now, under the new
       // registration, they would have the controller suspect and probe
       // healthy nodes (seen after a network cut healed).
       (void)broker.value()->take_suspects();
-      register_node();
+      const auto held = catena::control::node_stats_of(broker.value()->stats()).partitions;
+      register_node(held);
     } else if (!reply && reply.code() == catena::control::idl::ErrorCode::UNKNOWN_NODE) {
-      register_node();
+      register_node(catena::control::node_stats_of(broker.value()->stats()).partitions);
     }
     for (const auto& suspect : broker.value()->take_suspects()) {
       catena::control::idl::FailureReport rep;

@@ -60,17 +60,20 @@ bool LocalCluster::start_controller(std::string* error) {
   const std::string port_file = opts_.dir + "/controller.port";
   fs::remove(port_file);
   controller_.name = "controller";
-  controller_.pid = spawn("controller", {opts_.bin_dir + "/catena-controller", "--listen",
-                                         opts_.host + ":" + std::to_string(opts_.controller_port), "--data-dir",
-                                         opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
-                                         std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
-                                         std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
+  const std::string host = opts_.controller_launch.host.empty() ? opts_.host : opts_.controller_launch.host;
+  std::vector<std::string> args = opts_.controller_launch.wrap;
+  args.insert(args.end(), {opts_.bin_dir + "/catena-controller", "--listen",
+                           host + ":" + std::to_string(opts_.controller_port), "--data-dir",
+                           opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
+                           std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
+                           std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
+  controller_.pid = spawn("controller", args);
   for (int i = 0; i < 200; ++i) {
     std::ifstream in(port_file);
     int port = 0;
     if (in >> port && port > 0) {
       opts_.controller_port = port;  // a restart reuses the port
-      controller_addr_ = opts_.host + ":" + std::to_string(port);
+      controller_addr_ = host + ":" + std::to_string(port);
       return true;
     }
     int status = 0;

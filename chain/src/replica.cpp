@@ -67,6 +67,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
 
 bool Replica::reconfigure(const ReplicaConfig& cfg) {
   if (cfg.epoch <= cfg_.epoch) return false;
+  suspended_ = false;  // the controller says what it is now
   if (pred_ && (cfg.predecessor_node != cfg_.predecessor_node ||
                 cfg.predecessor_node_epoch != cfg_.predecessor_node_epoch)) {
     pred_->ep().disconnect();  // fence the old predecessor at the transport
@@ -176,12 +177,15 @@ int Replica::do_work() {
   if (cfg_.is_head()) work += pump_publishers_st();
   work += forward_st();
   work += pump_successor_st();
-  if (!watchers_.empty()) work += ack_watchers_st();
+  // Outside its lease (or suspended) it replicates and commits but tells
+  // nobody: a controller that lost it may already have built a newer chain.
+  const bool act = may_act();
+  if (act && !watchers_.empty()) work += ack_watchers_st();
   work += propagate_commit_st();
-  if (cfg_.is_head()) {
+  if (act && cfg_.is_head()) {
     for (auto& p : publishers_) work += ack_publisher_st(*p);
   }
-  work += serve_subscribers_st();
+  if (act) work += serve_subscribers_st();
   return work;
 }
 

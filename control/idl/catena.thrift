@@ -112,6 +112,11 @@ struct RegisterReply {
   1: string node_id,
   2: i64 node_epoch,
   3: i32 heartbeat_interval_ms,
+  // The node may acknowledge publishers and serve subscribers only until
+  // lease_ms after it SENT its last heartbeat that was answered fenced=false
+  // (registration counts as one). The controller never acts on a node's
+  // silence before its lease has lapsed. 0: no lease (older controllers).
+  4: i32 lease_ms,
 }
 
 // One replica's progress in one partition, as its node last saw it.
@@ -142,8 +147,11 @@ struct HeartbeatRequest {
 }
 
 struct HeartbeatReply {
-  // true: this node_epoch is retired. The node must drop every chain role it
-  // holds and call registerNode again; it comes back as a fresh, empty node.
+  // true: this node_epoch is retired. The node must stop acting on every
+  // chain role it holds (its lease is not renewed), keep the replicas' data,
+  // and call registerNode again listing them in `held`; the controller puts
+  // back the ones it is the last copy of and fences the others.
+  // false: the lease is renewed from when this heartbeat was sent.
   1: bool fenced,
 }
 
@@ -179,8 +187,21 @@ struct ClusterStatus {
 service Controller {
   // Registers (or re-registers) a node. Every call returns a new node_epoch;
   // an earlier incarnation of the same node_id is retired and removed from
-  // its chains (a restarted broker has lost its in-memory segments).
-  RegisterReply registerNode(1: NodeInfo info) throws (1: CatenaError err),
+  // the chains that have other members.
+  //
+  // held: the replicas this process still holds (its node was fenced, it
+  // kept their data and registers again); empty for a process that has just
+  // started, which holds nothing. A chain is never shrunk below one member:
+  // its last member stays in the route while unreachable (the partition is
+  // unavailable). When that node registers again holding the partition, it
+  // is put back as the chain with its data (new route epoch); registering
+  // without it proves the data lost, and the chain is rebuilt on live
+  // nodes starting at the next multiple of 2^32 above the partition's
+  // high-water mark (the highest offset any replica ever reported), never
+  // at an offset already used. Replicas held that are no longer the node's
+  // are fenced.
+  RegisterReply registerNode(1: NodeInfo info, 2: list<PartitionProgress> held)
+      throws (1: CatenaError err),
 
   // fenced=true if node_epoch is not the node's current one. UNKNOWN_NODE if
   // the id was never registered.

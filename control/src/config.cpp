@@ -43,6 +43,8 @@ const std::map<std::string, Setter, std::less<>>& keys() {
       {"heartbeat_timeout_ms", int_key(&ControllerConfig::heartbeat_timeout_ms)},
       {"probe_timeout_ms", int_key(&ControllerConfig::probe_timeout_ms)},
       {"probe_attempts", int_key(&ControllerConfig::probe_attempts)},
+      {"lease_ms", int_key(&ControllerConfig::lease_ms)},
+      {"isolation_percent", int_key(&ControllerConfig::isolation_percent)},
       {"broker_connect_timeout_ms", int_key(&ControllerConfig::broker_connect_timeout_ms)},
       {"broker_rpc_timeout_ms", int_key(&ControllerConfig::broker_rpc_timeout_ms)},
       {"push_retry_initial_ms", int_key(&ControllerConfig::push_retry_initial_ms)},
@@ -114,6 +116,20 @@ Result<void> ControllerConfig::validate() const {
     return invalid(fmt::format("heartbeat_timeout_ms ({}) must exceed heartbeat_interval_ms ({})",
                                heartbeat_timeout_ms, heartbeat_interval_ms));
   }
+  if (lease_ms != 0 && (lease_ms <= heartbeat_interval_ms || lease_ms >= heartbeat_timeout_ms)) {
+    return invalid(fmt::format(
+        "lease_ms ({}) must lie between heartbeat_interval_ms ({}) and heartbeat_timeout_ms ({}), or be 0",
+        lease_ms, heartbeat_interval_ms, heartbeat_timeout_ms));
+  }
+  if (heartbeat_timeout_ms / 2 <= heartbeat_interval_ms && lease_ms == 0) {
+    return invalid(
+        fmt::format("lease_ms 0 means heartbeat_timeout_ms / 2 ({}), which must exceed "
+                    "heartbeat_interval_ms ({}): set lease_ms or a longer timeout",
+                    heartbeat_timeout_ms / 2, heartbeat_interval_ms));
+  }
+  if (isolation_percent < 1 || isolation_percent > 100) {
+    return invalid(fmt::format("isolation_percent must be in 1..100, got {}", isolation_percent));
+  }
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid("push_retry_max_ms must be >= push_retry_initial_ms");
   }
@@ -134,6 +150,8 @@ std::string ControllerConfig::to_toml() const {
       {"heartbeat_timeout_ms", heartbeat_timeout_ms},
       {"probe_timeout_ms", probe_timeout_ms},
       {"probe_attempts", probe_attempts},
+      {"lease_ms", lease_ms},
+      {"isolation_percent", isolation_percent},
       {"broker_connect_timeout_ms", broker_connect_timeout_ms},
       {"broker_rpc_timeout_ms", broker_rpc_timeout_ms},
       {"push_retry_initial_ms", push_retry_initial_ms},
@@ -155,6 +173,8 @@ Controller::Options ControllerConfig::controller_options() const {
   o.heartbeat_interval = std::chrono::milliseconds(heartbeat_interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
   o.probe_attempts = static_cast<int>(probe_attempts);
+  o.lease = std::chrono::milliseconds(lease_ms);
+  o.isolation_percent = static_cast<int>(isolation_percent);
   o.push_retry_initial = std::chrono::milliseconds(push_retry_initial_ms);
   o.push_retry_max = std::chrono::milliseconds(push_retry_max_ms);
   o.snapshot_every_records = static_cast<std::uint64_t>(snapshot_every_records);

@@ -36,6 +36,18 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
                       fmt::format("heartbeat_timeout ({} ms) must exceed heartbeat_interval ({} ms) > 0",
                                   options.heartbeat_timeout.count(), options.heartbeat_interval.count()));
   }
+  if (options.lease.count() == 0) options.lease = options.heartbeat_timeout / 2;
+  if (options.lease <= options.heartbeat_interval || options.lease >= options.heartbeat_timeout) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      fmt::format("lease ({} ms) must lie between heartbeat_interval ({} ms) and "
+                                  "heartbeat_timeout ({} ms)",
+                                  options.lease.count(), options.heartbeat_interval.count(),
+                                  options.heartbeat_timeout.count()));
+  }
+  if (options.isolation_percent < 1 || options.isolation_percent > 100) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      fmt::format("isolation_percent must be in 1..100, got {}", options.isolation_percent));
+  }
   if (options.probe_attempts < 1 || options.push_retry_initial.count() <= 0 ||
       options.push_retry_max < options.push_retry_initial || options.snapshot_every_records == 0) {
     return make_error(
@@ -93,6 +105,10 @@ bool Controller::crash_locked(std::string_view point) {
     halted_ = true;
   }
   return halted_;
+}
+
+std::chrono::milliseconds Controller::lease() const {
+  return options_.lease;
 }
 
 bool Controller::halted() const {
@@ -158,7 +174,8 @@ std::string Controller::assign_node_id_locked(std::int64_t* next_seq) const {
   return id;
 }
 
-Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& request) {
+Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& request,
+                                                     const std::vector<idl::PartitionProgress>& held) {
   std::lock_guard lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   if (auto r = validate_node_info(request); !r) return r.error();
@@ -183,14 +200,15 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
     const auto reason = fmt::format("{} registered at its admin address {}", id, info.admin_addr);
     if (auto r = evict_locked(other_id, reason, /*fence_evicted=*/false); !r) return r.error();
   }
-  // An earlier incarnation still in chains lost its in-memory segments when
-  // it restarted: take it out of every chain before the new one exists.
+  // The earlier incarnation leaves every chain that has other members
+  // before the new one exists (what it held there is held by them). Where it
+  // is the last member it stays: return_last_members_locked() decides.
   if (const auto* old = node_locked(id); old != nullptr) {
     Result<void> r;
     if (old->dead) {
       r = finish_removals_locked(id);
     } else if (in_any_route_locked(id)) {
-      r = evict_locked(id, "re-registered: the previous incarnation lost its state", /*fence_evicted=*/false);
+      r = evict_locked(id, "registered again: a new incarnation", /*fence_evicted=*/false);
     }
     if (!r) return r.error();
   }
@@ -201,6 +219,9 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
   node.__set_dead(false);
   record.__set_put_node(node);
   record.__set_next_node_epoch(node.node_epoch + 1);
+  std::vector<idl::PartitionRoute> changed;
+  return_last_members_locked(node, held, &changed);
+  if (!changed.empty()) record.__set_put_routes(changed);
   if (auto r = store_->commit(record); !r) return r.error();
 
   detector_.track(id, node.node_epoch);
@@ -213,6 +234,7 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
   reply.__set_node_id(id);
   reply.__set_node_epoch(node.node_epoch);
   reply.__set_heartbeat_interval_ms(static_cast<std::int32_t>(options_.heartbeat_interval.count()));
+  reply.__set_lease_ms(static_cast<std::int32_t>(lease().count()));
   return reply;
 }
 
@@ -231,6 +253,7 @@ Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& r
   }
   detector_.heartbeat(request.node_id);
   stats_[request.node_id] = request.stats;
+  note_progress_locked(request.stats);
   if (auto it = backoff_.find(request.node_id); it != backoff_.end()) {
     it->second.next_attempt = clock_.now();  // it is reachable again: retry its pushes next tick
   }

@@ -68,9 +68,10 @@ Result<void> ControllerClient::call(Fn&& fn) {
   }
 }
 
-Result<idl::RegisterReply> ControllerClient::register_node(const idl::NodeInfo& info) {
+Result<idl::RegisterReply> ControllerClient::register_node(const idl::NodeInfo& info,
+                                                           const std::vector<idl::PartitionProgress>& held) {
   idl::RegisterReply out;
-  if (auto r = call([&](idl::ControllerClient& c) { c.registerNode(out, info); }); !r) return r.error();
+  if (auto r = call([&](idl::ControllerClient& c) { c.registerNode(out, info, held); }); !r) return r.error();
   return out;
 }
 

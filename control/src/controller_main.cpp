@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
   flag("--heartbeat-timeout-ms", &ControllerConfig::heartbeat_timeout_ms, "silence before a node is SUSPECT");
   flag("--probe-timeout-ms", &ControllerConfig::probe_timeout_ms, "BrokerAdmin.ping timeout");
   flag("--probe-attempts", &ControllerConfig::probe_attempts, "failed probes in a row before DEAD");
+  flag("--lease-ms", &ControllerConfig::lease_ms,
+       "brokers acknowledge and serve this long after a heartbeat (0: heartbeat timeout / 2)");
+  flag("--isolation-percent", &ControllerConfig::isolation_percent,
+       "more nodes than this % silent at once: assume the controller is cut off, evict nobody");
   flag("--broker-connect-timeout-ms", &ControllerConfig::broker_connect_timeout_ms,
        "connect timeout to brokers");
   flag("--broker-rpc-timeout-ms", &ControllerConfig::broker_rpc_timeout_ms, "configureChain/fence timeout");

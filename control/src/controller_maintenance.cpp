@@ -81,6 +81,10 @@ bool Controller::fully_acked_locked(const idl::PartitionRoute& route) const {
                      [&](const idl::Replica* r) { return it->second.nodes.count(r->node_id) != 0; });
 }
 
+std::int64_t Controller::rebuilt_start_offset(std::int64_t high_water) {
+  return (high_water / kOffsetGeneration + 1) * kOffsetGeneration;
+}
+
 std::int64_t Controller::promote_backlog_limit(std::int64_t segment_bytes) {
   return std::max<std::int64_t>(std::int64_t{1} << 20, segment_bytes / 4);
 }
@@ -108,6 +112,7 @@ void Controller::tick() {
   {
     std::lock_guard lock(mu_);
     if (halted_) return;
+    persist_high_water_locked();
     promote_caught_up_locked();
     if (halted_) return;
     restore_replication_locked();
@@ -122,6 +127,7 @@ void Controller::run_probes() {
   std::vector<std::pair<FailureDetector::Probe, BrokerTarget>> probes;
   {
     std::lock_guard lock(mu_);
+    (void)isolated_locked();  // logs when the controller loses or regains the cluster
     for (auto& probe : detector_.due_probes()) {
       const auto* node = node_locked(probe.node_id);
       if (node == nullptr) continue;
@@ -144,15 +150,42 @@ void Controller::run_probes() {
                    answer.error().describe());
     } else {
       stats_[probe.node_id] = *answer;
+      note_progress_locked(*answer);
     }
     const auto verdict = detector_.probe_result(probe.node_id, probe.node_epoch, answer.ok());
     if (verdict != FailureDetector::Verdict::dead) continue;
+    // The node stays SUSPECT and is probed again; a heartbeat or an answered
+    // probe clears it, as if it had never been silent.
+    if (isolated_locked()) continue;
+    if (const auto quiet = detector_.since_heartbeat(probe.node_id);
+        quiet && *quiet <= Clock::duration(options_.lease + options_.heartbeat_interval)) {
+      spdlog::info("{} failed its probes but its lease may still be valid: not evicting it yet",
+                   probe.node_id);
+      continue;
+    }
     const auto reason =
         fmt::format("failed {} probe(s) in a row, last: {}", options_.probe_attempts, answer.error().message);
     if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
       spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
     }
   }
+}
+
+bool Controller::isolated_locked() {
+  const auto tracked = detector_.tracked();
+  const auto silent = detector_.silent();
+  const bool isolated =
+      tracked > 0 && silent * 100 > static_cast<std::size_t>(options_.isolation_percent) * tracked;
+  if (isolated && !isolated_) {
+    spdlog::error(
+        "{} of {} nodes went silent at once (more than {}%): this controller is most likely the one cut "
+        "off; evicting nobody until they are heard from again",
+        silent, tracked, options_.isolation_percent);
+  } else if (!isolated && isolated_) {
+    spdlog::warn("{} of {} nodes silent now: evictions allowed again", silent, tracked);
+  }
+  isolated_ = isolated;
+  return isolated;
 }
 
 Result<void> Controller::evict_locked(const std::string& node_id, const std::string& reason,
@@ -207,18 +240,19 @@ Result<void> Controller::remove_from_routes_locked(const meta::RepairIntent& int
     const auto role = role_in(next, intent.node_id);
     // A joining node simply leaves; the others re-link around whatever left
     // (replica_config_for derives every neighbour from the route).
+    if (next.replicas.size() == 1 && next.replicas.front().node_id == intent.node_id) {
+      // Every member of the chain holds every acknowledged record; joining
+      // replicas do not. The last one stays until it registers again with
+      // its data or without it (return_last_members_locked); until then the
+      // partition is unavailable, never reset.
+      spdlog::error(
+          "{}/{}: {} is the last replica holding every acknowledged record; it stays in the chain and "
+          "the partition is unavailable until it is back",
+          next.channel, next.partition, intent.node_id);
+      continue;
+    }
     erase_node(next.replicas, intent.node_id);
     erase_node(next.joining, intent.node_id);
-    if (next.replicas.empty() && !next.joining.empty()) {
-      // The chain is gone; the joining replicas hold a prefix of what it
-      // held, which beats restarting the partition empty.
-      spdlog::error(
-          "{}/{} lost every replica of its chain; the joining replica(s) take over with what they "
-          "copied, acknowledged records they did not copy yet are gone",
-          next.channel, next.partition);
-      next.replicas = std::move(next.joining);
-      next.joining.clear();
-    }
     next.__set_epoch(next.epoch + 1);
     spdlog::info("{}/{}: dropped {} ({}), epoch {}: {}", next.channel, next.partition, intent.node_id, role,
                  next.epoch, describe_chain(next));
@@ -276,12 +310,17 @@ void Controller::restore_replication_locked() {
       // With a chain left, replacements join behind its tail and copy while
       // it keeps committing; promote_caught_up_locked() makes them replicas.
       // Without one there is nothing to copy: they form the chain directly.
+      // A chain is empty only once its last member proved its data lost
+      // (return_last_members_locked): it starts again above every offset
+      // ever handed out.
       const bool empty = route.replicas.empty();
-      if (empty) {
-        spdlog::error("{}/{} lost every replica; its unexpired messages are gone, restarting it empty",
-                      route.channel, route.partition);
-      }
       idl::PartitionRoute next = route;
+      if (empty) {
+        next.__set_start_offset(rebuilt_start_offset(
+            std::max(route.start_offset, high_water_locked(route.channel, route.partition))));
+        spdlog::error("{}/{} lost every replica; rebuilding it empty from offset {}", route.channel,
+                      route.partition, next.start_offset);
+      }
       for (const auto& id : *chosen) {
         const auto* n = node_locked(id);
         idl::Replica r;
@@ -310,6 +349,95 @@ void Controller::restore_replication_locked() {
     return;
   }
   crash_locked("repair.restored");
+}
+
+void Controller::return_last_members_locked(const meta::NodeRecord& node,
+                                            const std::vector<idl::PartitionProgress>& held,
+                                            std::vector<idl::PartitionRoute>* changed) {
+  const std::string& id = node.info.node_id;
+  auto holds = [&](const idl::PartitionRoute& route) {
+    return std::any_of(held.begin(), held.end(), [&](const idl::PartitionProgress& p) {
+      return p.channel == route.channel && p.partition == route.partition;
+    });
+  };
+  std::set<RouteId> member_of;
+  for (const auto& [name, ch] : store_->state().channels) {
+    for (const auto& route : ch.routes) {
+      if (!has_node(route.replicas, id)) continue;
+      // Only the kept last member of a chain is still in it here.
+      idl::PartitionRoute next = route;
+      next.__set_epoch(route.epoch + 1);
+      if (holds(route)) {
+        auto& r = next.replicas.front();
+        r.__set_fabric_addr(node.info.fabric_addr);
+        r.__set_admin_addr(node.info.admin_addr);
+        r.__set_node_epoch(node.node_epoch);  // the new incarnation, which kept the data
+        member_of.insert({route.channel, route.partition});
+        spdlog::warn("{}/{}: {}, its last replica, is back with its data: the chain again, epoch {}: {}",
+                     route.channel, route.partition, id, next.epoch, describe_chain(next));
+      } else {
+        next.replicas.clear();
+        for (const auto& j : next.joining) {
+          if (const auto* n = node_locked(j.node_id); n != nullptr && !n->dead) {
+            fences_.push_back(FenceJob{BrokerTarget{j.node_id, n->info.admin_addr}, route.channel,
+                                       route.partition, next.epoch});
+          }
+        }
+        next.joining.clear();
+        spdlog::error(
+            "{}/{}: {}, its last replica, registered again without its data: every copy is gone; the "
+            "chain is rebuilt above offset {}",
+            route.channel, route.partition, id, high_water_locked(route.channel, route.partition));
+      }
+      changed->push_back(std::move(next));
+    }
+  }
+  // Replicas of chains it is no longer in: drop them (best effort).
+  for (const auto& p : held) {
+    if (member_of.count({p.channel, p.partition}) != 0) continue;
+    auto route = route_locked(p.channel, p.partition);
+    if (!route) continue;
+    fences_.push_back(
+        FenceJob{BrokerTarget{id, node.info.admin_addr}, p.channel, p.partition, (*route)->epoch});
+  }
+}
+
+void Controller::note_progress_locked(const idl::NodeStats& stats) {
+  for (const auto& p : stats.partitions) {
+    if (!route_locked(p.channel, p.partition)) continue;
+    if (p.end_offset <= high_water_locked(p.channel, p.partition)) continue;
+    raised_high_water_[{p.channel, p.partition}] = p.end_offset;
+  }
+}
+
+void Controller::persist_high_water_locked() {
+  // Rebuilt chains start a whole offset generation above the mark, so a
+  // mark a second (or a restart) behind is as good as a current one: one
+  // fsync a second at most under steady traffic, not one per tick.
+  const auto now = clock_.now();
+  if (raised_high_water_.empty() || now < next_high_water_persist_) return;
+  next_high_water_persist_ = now + std::chrono::seconds(1);
+  meta::MetaRecord record;
+  std::map<std::string, std::map<std::int32_t, std::int64_t>> marks;
+  for (const auto& [rid, offset] : raised_high_water_) marks[rid.first][rid.second] = offset;
+  record.__set_raise_high_water(std::move(marks));
+  if (auto r = store_->commit(record); !r) {
+    spdlog::error("could not persist high-water marks (will retry): {}", r.error().describe());
+    return;
+  }
+  raised_high_water_.clear();
+}
+
+std::int64_t Controller::high_water_locked(const std::string& channel, std::int32_t partition) const {
+  std::int64_t mark = 0;
+  const auto& hw = store_->state().high_water;
+  if (auto c = hw.find(channel); c != hw.end()) {
+    if (auto p = c->second.find(partition); p != c->second.end()) mark = p->second;
+  }
+  if (auto it = raised_high_water_.find({channel, partition}); it != raised_high_water_.end()) {
+    mark = std::max(mark, it->second);
+  }
+  return mark;
 }
 
 void Controller::promote_caught_up_locked() {

@@ -17,8 +17,9 @@ class Handler final : public idl::ControllerIf {
  public:
   explicit Handler(Controller& c) : c_(c) {}
 
-  void registerNode(idl::RegisterReply& out, const idl::NodeInfo& info) override {
-    out = value_or_throw(c_.register_node(info));
+  void registerNode(idl::RegisterReply& out, const idl::NodeInfo& info,
+                    const std::vector<idl::PartitionProgress>& held) override {
+    out = value_or_throw(c_.register_node(info, held));
   }
   void heartbeat(idl::HeartbeatReply& out, const idl::HeartbeatRequest& req) override {
     out = value_or_throw(c_.heartbeat(req));

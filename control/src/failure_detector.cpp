@@ -86,6 +86,15 @@ std::optional<Clock::duration> FailureDetector::since_heartbeat(const std::strin
   return clock_.now() - it->second.last_heartbeat;
 }
 
+std::size_t FailureDetector::silent() const {
+  const auto now = clock_.now();
+  std::size_t n = 0;
+  for (const auto& [id, e] : nodes_) {
+    if (e.state == idl::NodeState::SUSPECT || now - e.last_heartbeat > options_.heartbeat_timeout) ++n;
+  }
+  return n;
+}
+
 bool FailureDetector::is_alive(const std::string& node_id) const {
   auto s = state(node_id);
   return s && *s == idl::NodeState::ALIVE;

@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catena/control/metadata_store.hpp>
 #include <cerrno>
 #include <cstring>
@@ -94,6 +95,14 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
   if (record.__isset.commit_offset) {
     const auto& c = record.commit_offset;
     state.group_offsets[c.group][c.channel][c.partition] = c.offset;
+  }
+  if (record.__isset.raise_high_water) {
+    for (const auto& [channel, parts] : record.raise_high_water) {
+      for (const auto& [partition, offset] : parts) {
+        auto& mark = state.high_water[channel][partition];
+        mark = std::max(mark, offset);
+      }
+    }
   }
   if (record.__isset.next_node_seq) state.next_node_seq = record.next_node_seq;
   if (record.__isset.next_node_epoch) state.next_node_epoch = record.next_node_epoch;

@@ -65,6 +65,35 @@ TEST(Config, RejectsTyposWrongTypesAndBadValues) {
   EXPECT_FALSE(c.validate().ok());
 }
 
+TEST(Config, LeaseAndIsolationAreChecked) {
+  ControllerConfig c;
+  EXPECT_EQ(c.lease_ms, 0) << "0: half the heartbeat timeout";
+  EXPECT_EQ(c.isolation_percent, 50);
+  ASSERT_TRUE(apply_toml("lease_ms = 300\nisolation_percent = 100\n", "t", c).ok());
+  EXPECT_TRUE(c.validate().ok());
+  EXPECT_EQ(c.controller_options().lease, std::chrono::milliseconds(300));
+  EXPECT_EQ(c.controller_options().isolation_percent, 100);
+  ControllerConfig back;
+  ASSERT_TRUE(apply_toml(c.to_toml(), "dump", back).ok());
+  EXPECT_EQ(back.lease_ms, 300);
+  EXPECT_EQ(back.isolation_percent, 100);
+
+  c.lease_ms = 500;  // == heartbeat_timeout_ms: the detector could act while it holds
+  EXPECT_FALSE(c.validate().ok());
+  c.lease_ms = 100;  // == heartbeat_interval_ms: lapses between two heartbeats
+  EXPECT_FALSE(c.validate().ok());
+  c = {};
+  c.heartbeat_timeout_ms = 150;  // a default lease of 75 ms would lapse between 100 ms heartbeats
+  EXPECT_FALSE(c.validate().ok());
+  c.lease_ms = 120;
+  EXPECT_TRUE(c.validate().ok());
+  c = {};
+  c.isolation_percent = 0;
+  EXPECT_FALSE(c.validate().ok());
+  c.isolation_percent = 101;
+  EXPECT_FALSE(c.validate().ok());
+}
+
 TEST(Address, ParsesHostPortForms) {
   auto v4 = parse_host_port("10.1.2.3:7400");
   ASSERT_TRUE(v4.ok());

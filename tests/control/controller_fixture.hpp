@@ -76,6 +76,10 @@ class FakeBroker final : public idl::BrokerAdminIf {
       const bool has_successor = at + 1 != line.end();
       auto b = backlog_.find(key);
       p.__set_successor_backlog_bytes(!has_successor ? -1 : b == backlog_.end() ? 0 : b->second);
+      if (auto e = end_offset_.find(key); e != end_offset_.end()) {
+        p.__set_end_offset(e->second);
+        p.__set_commit_offset(e->second);
+      }
       progress.push_back(std::move(p));
     }
     out.__set_partitions(std::move(progress));
@@ -90,6 +94,12 @@ class FakeBroker final : public idl::BrokerAdminIf {
   void set_backlog(const std::string& channel, std::int32_t p, std::int64_t bytes) {
     std::lock_guard lock(mu_);
     backlog_[{channel, p}] = bytes;
+  }
+
+  // The end (and commit) offset it reports for channel/partition from now on.
+  void set_end_offset(const std::string& channel, std::int32_t p, std::int64_t offset) {
+    std::lock_guard lock(mu_);
+    end_offset_[{channel, p}] = offset;
   }
 
   [[nodiscard]] std::vector<idl::ChainAssignment> configure_calls() const {
@@ -137,6 +147,7 @@ class FakeBroker final : public idl::BrokerAdminIf {
   mutable std::mutex mu_;
   std::string node_id_;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> backlog_;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> end_offset_;
   std::vector<idl::ChainAssignment> configure_calls_;
   std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;
   std::vector<Fence> fences_;
@@ -153,6 +164,7 @@ class ControllerFixture : public ::testing::Test {
     std::string id;
     std::int64_t epoch = 0;
     std::string admin_addr;
+    std::string zone;
     std::shared_ptr<FakeBroker> broker;
   };
 
@@ -165,6 +177,7 @@ class ControllerFixture : public ::testing::Test {
     o.push_retry_initial = std::chrono::milliseconds(100);
     o.push_retry_max = std::chrono::milliseconds(1000);
     o.crash_point = [this](std::string_view point) { return point == crash_at_; };
+    o.isolation_percent = isolation_percent_;
     return o;
   }
 
@@ -186,6 +199,7 @@ class ControllerFixture : public ::testing::Test {
   Node& add_node(const std::string& name, const std::string& zone, std::string node_id = {}) {
     Node n;
     n.admin_addr = name + ".test:7000";
+    n.zone = zone;
     n.broker = std::make_shared<FakeBroker>(name);
     admin_.attach(n.admin_addr, n.broker);
     idl::NodeInfo info;
@@ -200,6 +214,27 @@ class ControllerFixture : public ::testing::Test {
     n.broker->set_node_id(n.id);
     nodes_[name] = n;
     return nodes_[name];
+  }
+
+  // The node registers again under its id, as a new incarnation. held: what
+  // it says it kept (nothing: a restarted, empty process, which also gets a
+  // fresh FakeBroker; otherwise the same broker, with its routes, answers).
+  Node& register_again(const std::string& name, const std::vector<idl::PartitionProgress>& held = {}) {
+    Node& n = nodes_.at(name);
+    if (held.empty()) {
+      n.broker = std::make_shared<FakeBroker>(name);
+      n.broker->set_node_id(n.id);
+    }
+    admin_.attach(n.admin_addr, n.broker);
+    idl::NodeInfo info;
+    info.__set_node_id(n.id);
+    info.__set_admin_addr(n.admin_addr);
+    info.__set_fabric_addr(name + ".test:9000");
+    info.__set_zone(n.zone);
+    auto r = controller_->register_node(info, held);
+    EXPECT_TRUE(r.ok()) << r.error().describe();
+    if (r.ok()) n.epoch = r->node_epoch;
+    return n;
   }
 
   void heartbeat(const std::string& name) {
@@ -255,6 +290,7 @@ class ControllerFixture : public ::testing::Test {
   std::unique_ptr<Controller> controller_;
   std::map<std::string, Node> nodes_;
   std::string crash_at_;
+  int isolation_percent_ = 50;  // takes effect at open() / restart()
 };
 
 }  // namespace catena::control::testing

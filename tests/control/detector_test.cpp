@@ -81,7 +81,11 @@ TEST_F(Detector, FlakyClientReportsDoNotEvictAHealthyNode) {
   EXPECT_EQ(route("ch"), before) << "no reconfiguration for a node that answers its probes";
 }
 
-TEST_F(Detector, ReportAboutAnUnreachableNodeEvictsItBeforeTheTimeout) {
+// A report cuts the heartbeat timeout short, but not the lease: b may still
+// be acknowledging as head or tail until lease (250 ms) after its last
+// heartbeat, so its dead verdict waits until lease + heartbeat_interval
+// (350 ms) have passed, still well before the 500 ms timeout.
+TEST_F(Detector, ReportAboutAnUnreachableNodeEvictsItOnceItsLeaseLapsed) {
   kill_broker("b");
   idl::FailureReport report;
   report.__set_reporter("node-1");
@@ -91,6 +95,10 @@ TEST_F(Detector, ReportAboutAnUnreachableNodeEvictsItBeforeTheTimeout) {
   EXPECT_EQ(state_of("b"), idl::NodeState::SUSPECT);
   controller_->tick();
   controller_->tick();
+  EXPECT_EQ(state_of("b"), idl::NodeState::SUSPECT) << "evicted while its lease may be valid";
+  run_for(300ms, {"b"});
+  EXPECT_EQ(state_of("b"), idl::NodeState::SUSPECT) << "evicted 300 ms after its last heartbeat";
+  run_for(100ms, {"b"});
   EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
 }
 

@@ -418,23 +418,51 @@ TEST_F(Repair, TailDiesWhileANodeJoinsAndTheJoiningNodeReLinks) {
   expect_settled(r);
 }
 
-// With no replica left there is nothing to copy: the replacement forms the
-// chain at once. With only joining nodes left, they become the chain.
-TEST_F(Repair, ChainWithNoReplicaLeftTakesItsReplacementsDirectly) {
+// A chain never shrinks below its last member, which holds every
+// acknowledged record: while it is unreachable the partition is unavailable
+// (the route still names it, clients get no empty chain), and no
+// replacement starts the partition over. Once it registers again without
+// its data (a restarted, empty process), the loss is proven and the chain is
+// rebuilt, starting above every offset the partition ever reported.
+TEST_F(Repair, LastReplicaStaysUntilItsLossIsProvenThenTheChainIsRebuiltAboveItsHighWaterMark) {
   ASSERT_TRUE(controller_->create_channel(channel_config("solo", 1, 1)).ok());
   const auto solo = route("solo");
   ASSERT_EQ(chain_of(solo), (Ids{id("d")}));
+  nodes_["d"].broker->set_end_offset("solo", 0, 1000);
+  run_for(200ms);  // d reports offsets up to 1000
   kill_broker("d");
   run_for(2000ms, {"d"});
-  const auto r = route("solo");
-  EXPECT_EQ(r.epoch, 3) << "2: empty, 3: the replacement is the chain";
-  ASSERT_EQ(r.replicas.size(), 1u);
+  ASSERT_EQ(state_of("d"), idl::NodeState::DEAD);
+  auto r = route("solo");
+  EXPECT_EQ(r.epoch, 1);
+  EXPECT_EQ(chain_of(r), (Ids{id("d")})) << "the last replica left the chain";
   EXPECT_TRUE(r.joining.empty());
-  EXPECT_EQ(nodes_["e"].broker->epochs_seen("solo", 0), (std::vector<std::int64_t>{3}));
+  EXPECT_TRUE(nodes_["e"].broker->epochs_seen("solo", 0).empty()) << "a replacement took over";
+
+  register_again("d");  // restarted: holds nothing
+  run_for(500ms);
+  r = route("solo");
+  EXPECT_EQ(r.epoch, 3) << "2: emptied (loss proven), 3: rebuilt";
+  ASSERT_EQ(r.replicas.size(), 1u);
+  // Offsets up to the mark (1000) were handed out, and records acknowledged
+  // after the last report may have gone a little higher: the partition
+  // continues at the next offset generation.
+  EXPECT_EQ(r.start_offset, std::int64_t{1} << 32);
+  for (const auto& [name, n] : nodes_) {
+    for (const auto& a : n.broker->configure_calls()) {
+      if (a.route.channel == "solo" && a.route.epoch > 1) {
+        EXPECT_EQ(a.route.start_offset, std::int64_t{1} << 32) << name;
+      }
+    }
+  }
   expect_settled(r);
 }
 
-TEST_F(Repair, JoiningNodesTakeOverWhenTheWholeChainIsLost) {
+// Joining replicas hold only a prefix of what the chain acknowledged: they
+// never take a chain over. When its last member comes back with its data
+// (fenced, not restarted), it is the chain again at a new epoch and the
+// joining replica resumes copying from it.
+TEST_F(Repair, JoiningNodesNeverTakeOverAChainItsLastMemberReturnsWithItsData) {
   ASSERT_TRUE(controller_->create_channel(channel_config("pair", 1, 2)).ok());
   ASSERT_EQ(chain_of(route("pair")), (Ids{id("d"), id("e")}));
   nodes_["d"].broker->set_backlog("pair", 0, 64 << 20);
@@ -444,14 +472,29 @@ TEST_F(Repair, JoiningNodesTakeOverWhenTheWholeChainIsLost) {
   ASSERT_EQ(chain_of(r), (Ids{id("d")}));
   ASSERT_EQ(r.joining.size(), 1u);
   const std::string joiner = r.joining[0].node_id;
+  const auto epoch_before = r.epoch;
 
   kill_broker("d");
   run_for(2000ms, {"d", "e"});
   r = route("pair");
-  ASSERT_GE(r.replicas.size(), 1u);
-  EXPECT_EQ(r.replicas[0].node_id, joiner) << "the joining node holds the only surviving copy";
-  EXPECT_EQ(r.replicas.size(), 2u) << "and a new replacement joined and was promoted behind it";
-  expect_settled(r);
+  EXPECT_EQ(r.epoch, epoch_before);
+  EXPECT_EQ(chain_of(r), (Ids{id("d")})) << "the joining node took over a chain it holds a prefix of";
+  EXPECT_EQ(joining_of(r), (Ids{joiner}));
+
+  idl::PartitionProgress kept;
+  kept.__set_channel("pair");
+  kept.__set_partition(0);
+  kept.__set_epoch(epoch_before);
+  register_again("d", {kept});
+  r = route("pair");
+  EXPECT_EQ(r.epoch, epoch_before + 1);
+  EXPECT_EQ(chain_of(r), (Ids{id("d")}));
+  EXPECT_EQ(joining_of(r), (Ids{joiner}));
+  nodes_["d"].broker->set_backlog("pair", 0, 0);
+  run_for(1000ms, {"e"});
+  r = route("pair");
+  EXPECT_EQ(chain_of(r), (Ids{id("d"), joiner}));
+  EXPECT_TRUE(nodes_["d"].broker->fences().empty()) << "d was told to drop the data only it holds";
 }
 
 }  // namespace

@@ -97,6 +97,9 @@ class SocketTest : public ::testing::Test {
     // Nobody heartbeats here. A long timeout keeps a loaded machine from
     // turning slow probes into evictions; failures come from reports.
     o.heartbeat_timeout = 60s;
+    // A reported node is evicted once its lease has lapsed (lease plus one
+    // heartbeat interval after it was last heard from): keep that short.
+    o.lease = 200ms;
     auto c = Controller::open(o, clock_, *admin_);
     ASSERT_TRUE(c.ok()) << c.error().describe();
     controller_ = std::move(*c);

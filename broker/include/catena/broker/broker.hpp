@@ -96,12 +96,20 @@ class Broker {
   // The incarnation the controller gave this process at registration (0:
   // not registered). Assignments naming another incarnation are refused.
   void set_node_epoch(std::uint64_t node_epoch);
+  [[nodiscard]] std::uint64_t node_epoch() const;
   // Any thread: 0 while the data-plane thread runs; how long it has been
   // silent (ms) once that passed BrokerConfig::data_plane_stall_ms.
   [[nodiscard]] std::uint64_t data_plane_stalled_ms() const;
-  [[nodiscard]] std::uint64_t node_epoch() const;
-  // Drops every replica (the node was fenced and comes back empty).
-  void drop_all();
+  // The node was fenced: every replica keeps its data but acts on nothing
+  // (no acks, no reads served) until a configure() at a newer epoch names
+  // it again or a fence() drops it.
+  void suspend_all();
+  // Any thread. Replicas acknowledge and serve only while the data-plane
+  // clock (chain::Clock::now_ns) is below this deadline: the controller's
+  // lease, measured from when the last answered heartbeat was sent. Read
+  // once per duty-cycle pass. Until it is first set there is no lease.
+  void set_lease_deadline(std::uint64_t deadline_ns);
+  [[nodiscard]] const chain::Clock& clock() const;
 
   void stop();
 

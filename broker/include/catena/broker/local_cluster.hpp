@@ -43,6 +43,9 @@ struct ClusterOptions {
   // Per broker, by index (the i of "node-<i>", spares included); brokers
   // without an entry run directly, on `host`.
   std::map<int, NodeLaunch> node_launch;
+  // How the controller runs (empty: directly, on `host`), e.g. in its own
+  // network namespace so a test can cut the controller off every broker.
+  NodeLaunch controller_launch;
 };
 
 struct NodeProcess {

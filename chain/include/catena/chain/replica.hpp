@@ -121,8 +121,22 @@ class Replica {
   ~Replica();
 
   // Moves to a newer epoch. Returns false (and changes nothing) if cfg.epoch
-  // is not newer than the current one.
+  // is not newer than the current one. Ends a suspension.
   bool reconfigure(const ReplicaConfig& cfg);
+
+  // --- acting on the epoch -----------------------------------------------------
+  // A replica acknowledges publishers (head), commit watches (tail) and
+  // serves subscribers only while it may act on its epoch: while its node's
+  // lease from the controller is valid (the broker sets it once per duty
+  // cycle pass, from one atomic deadline) and it is not suspended. It keeps
+  // replicating and committing either way: a lapsed lease stalls acks, it
+  // never fails them.
+  void set_lease_valid_st(bool valid) { lease_valid_ = valid; }
+  // Its node was fenced: hold the data, act on nothing, until a newer epoch
+  // (reconfigure) or a fence (the broker drops it) says what it is.
+  void suspend_st() { suspended_ = true; }
+  [[nodiscard]] bool suspended() const { return suspended_; }
+  [[nodiscard]] bool may_act() const { return lease_valid_ && !suspended_; }
   [[nodiscard]] const ReplicaConfig& config() const { return cfg_; }
   [[nodiscard]] std::uint64_t epoch() const { return cfg_.epoch; }
 
@@ -206,6 +220,8 @@ class Replica {
   std::uint64_t tick_ns_ = 0;         // the clock at the last tick(): producer state's idle clock
   std::uint64_t next_expiry_ns_ = 0;  // when tick() next forgets idle producers
   std::uint64_t next_session_events_ns_ = 0;  // when tick() next polls client connections' events
+  bool lease_valid_ = true;  // no lease until the broker is told one
+  bool suspended_ = false;
 };
 
 }  // namespace catena::chain

@@ -21,6 +21,8 @@ struct ControllerConfig {
   std::int64_t heartbeat_timeout_ms = 500;   // silence before SUSPECT
   std::int64_t probe_timeout_ms = 200;       // one BrokerAdmin.ping, connect included
   std::int64_t probe_attempts = 2;           // failed probes in a row before DEAD
+  std::int64_t lease_ms = 0;                 // brokers act this long after a heartbeat; 0: timeout / 2
+  std::int64_t isolation_percent = 50;       // more silent at once: evict nobody (100: never)
   std::int64_t broker_connect_timeout_ms = 200;
   std::int64_t broker_rpc_timeout_ms = 1000;  // configureChain, fence
   std::int64_t push_retry_initial_ms = 100;

@@ -26,7 +26,15 @@
 //                   promote_backlog_limit(), joining[0] becomes the tail at
 //                   epoch+1 (one at a time) -> intent closed when every route
 //                   has R replicas (joining ones do not count) and is acked.
-//                   A chain with no replica left takes replacements directly.
+//                   A chain never loses its last member: it stays (the
+//                   partition unavailable) until the node registers again,
+//                   with the data (back at epoch+1) or without it (route
+//                   emptied; replacements form the chain directly, starting
+//                   at the next offset generation above the partition's
+//                   high-water mark).
+//   safety          a dead verdict is held while the node's lease may be
+//                   valid, and while more than isolation_percent of the
+//                   nodes are silent at once (the controller is cut off).
 //   restart         the store replays; unfinished removals are redone before
 //                   anything else runs, and every route is pushed again.
 //
@@ -71,6 +79,18 @@ class Controller {
     std::chrono::milliseconds heartbeat_interval{100};  // told to brokers at registration
     std::chrono::milliseconds heartbeat_timeout{500};   // silence before a node is SUSPECT
     int probe_attempts = 2;                             // failed probes in a row before DEAD
+    // How long a broker may act (acknowledge, serve) on its chain roles after
+    // it sent a heartbeat the controller answered; told in RegisterReply.
+    // Zero: heartbeat_timeout / 2. Must lie strictly between
+    // heartbeat_interval and heartbeat_timeout, so that a node is renewed
+    // several times per lease and its lease has lapsed before it can be
+    // suspected. A dead verdict is also held until the node was silent for
+    // longer than lease + heartbeat_interval (reports can suspect sooner).
+    std::chrono::milliseconds lease{0};
+    // More than this percentage of the watched nodes silent at once: the
+    // controller assumes it is the one cut off and evicts nobody until they
+    // are heard from again. 100 never assumes it.
+    int isolation_percent = 50;
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
@@ -88,7 +108,9 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info);
+  // held: what the node says it still holds (see registerNode in catena.thrift).
+  [[nodiscard]] Result<idl::RegisterReply> register_node(
+      const idl::NodeInfo& info, const std::vector<idl::PartitionProgress>& held = {});
   [[nodiscard]] Result<idl::HeartbeatReply> heartbeat(const idl::HeartbeatRequest& request);
   [[nodiscard]] Result<idl::ChannelInfo> create_channel(const idl::ChannelConfig& config);
   [[nodiscard]] Result<std::vector<idl::ChannelInfo>> list_channels() const;
@@ -119,6 +141,16 @@ class Controller {
   // about one forwarding pass. Zero would wait for a moment with no write
   // in flight, which a busy partition may never have.
   [[nodiscard]] static std::int64_t promote_backlog_limit(std::int64_t segment_bytes);
+
+  // Where a chain rebuilt after its data was lost starts: the first multiple
+  // of kOffsetGeneration above the partition's high-water mark. The mark
+  // comes from heartbeats, so it lags the chain by up to one heartbeat plus
+  // one lease; records acknowledged in that window were lost with every
+  // copy, and their offsets must not be handed out again either. No chain
+  // appends 2^32 records in a fraction of a second, so a new offset
+  // generation is above all of them.
+  static constexpr std::int64_t kOffsetGeneration = std::int64_t{1} << 32;
+  [[nodiscard]] static std::int64_t rebuilt_start_offset(std::int64_t high_water);
 
   [[nodiscard]] bool halted() const;
   // Copy of the durable state, for tests and diagnostics.
@@ -173,11 +205,28 @@ class Controller {
   [[nodiscard]] Result<void> remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted);
   [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id);
   void restore_replication_locked();
+  // A re-registering node that is still the kept last member of some chains
+  // either brings their data back (held) or proves it lost: puts it back at
+  // a new epoch, or empties the chain for a rebuild above the high-water
+  // mark. Fences what it holds of chains it is no longer in.
+  void return_last_members_locked(const meta::NodeRecord& node,
+                                  const std::vector<idl::PartitionProgress>& held,
+                                  std::vector<idl::PartitionRoute>* changed);
+  // Raises the in-memory high-water marks from a node's report.
+  void note_progress_locked(const idl::NodeStats& stats);
+  // Makes raised marks durable (one WAL record a second at most).
+  void persist_high_water_locked();
+  [[nodiscard]] std::int64_t high_water_locked(const std::string& channel, std::int32_t partition) const;
   void promote_caught_up_locked();
   void close_finished_repairs_locked();
   [[nodiscard]] std::vector<PushJob> collect_pushes_locked();
 
   void run_probes();
+  // The lease told to brokers (Options::lease resolved).
+  [[nodiscard]] std::chrono::milliseconds lease() const;
+  // Too many nodes silent at once (Options::isolation_percent); logs on
+  // every change of the answer.
+  [[nodiscard]] bool isolated_locked();
   void run_pushes();
 
   const Options options_;
@@ -193,9 +242,12 @@ class Controller {
   std::map<std::string, Backoff> backoff_;                   // per node push back-off
   std::vector<FenceJob> fences_;                             // best-effort fences of evicted nodes
   std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
+  std::map<RouteId, std::int64_t> raised_high_water_;        // reported, not yet persisted
+  Clock::time_point next_high_water_persist_{};
   bool halted_ = false;
   std::int64_t next_producer_number_ = 0;  // below store_->state().producer_numbers_reserved
-  std::mutex tick_mu_;  // one tick at a time
+  bool isolated_ = false;                  // last answer of isolated_locked()
+  std::mutex tick_mu_;                     // one tick at a time
 };
 
 }  // namespace catena::control

@@ -42,7 +42,9 @@ class ControllerClient {
   // Connects now instead of on the first call.
   [[nodiscard]] static Result<std::unique_ptr<ControllerClient>> connect(Options options);
 
-  [[nodiscard]] Result<idl::RegisterReply> register_node(const idl::NodeInfo& info);
+  // held: replicas this process kept after being fenced (see registerNode).
+  [[nodiscard]] Result<idl::RegisterReply> register_node(
+      const idl::NodeInfo& info, const std::vector<idl::PartitionProgress>& held = {});
   [[nodiscard]] Result<idl::HeartbeatReply> heartbeat(const idl::HeartbeatRequest& request);
   [[nodiscard]] Result<idl::ChannelInfo> create_channel(const idl::ChannelConfig& config);
   [[nodiscard]] Result<std::vector<idl::ChannelInfo>> list_channels();

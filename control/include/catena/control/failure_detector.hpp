@@ -61,6 +61,11 @@ class FailureDetector {
   [[nodiscard]] std::optional<idl::NodeState::type> state(const std::string& node_id) const;
   [[nodiscard]] std::optional<Clock::duration> since_heartbeat(const std::string& node_id) const;
   [[nodiscard]] bool is_alive(const std::string& node_id) const;
+  // Nodes being watched, and how many of them the controller has not heard
+  // from lately: SUSPECT, or silent past the heartbeat timeout and not yet
+  // moved there. Many silent at once points at the controller's own link.
+  [[nodiscard]] std::size_t tracked() const { return nodes_.size(); }
+  [[nodiscard]] std::size_t silent() const;
 
  private:
   struct Entry {

@@ -60,6 +60,10 @@ struct PartitionSession {
   std::uint32_t head_first = 0;  // records the head resolved since the watch last said anything
   bool down = false;
   bool resync = false;  // the head reported a sequence gap: reconnect and follow its welcome
+  // Where the partition's chain starts (Route::start_offset), once known: a
+  // chain rebuilt after every copy was lost starts higher.
+  std::uint64_t chain_start = 0;
+  bool chain_start_known = false;
 
   Pending& at(std::uint32_t i) { return pending[(p_head + i) % pending.size()]; }
 };
@@ -314,6 +318,15 @@ class Publisher::Impl {
       s.retry_at = now + std::chrono::milliseconds(200);
       return false;
     }
+    if (s.chain_start_known && s.route.start_offset > s.chain_start) {
+      // Every copy of the partition was lost and it was rebuilt. Records
+      // still unacknowledged may have been committed (and delivered) in the
+      // lost chain: resent, they could be stored twice. They fail as
+      // data_lost instead, for the application to decide.
+      fail_all_st(s, wire::Status::data_lost);
+    }
+    s.chain_start = s.route.start_offset;
+    s.chain_start_known = true;
     const ReplicaAddress& head = s.route.replicas.front();
     wire::PublisherHello hello{};
     hello.ref.set(channel_, s.partition, s.route.epoch);

@@ -70,7 +70,10 @@ struct PublisherOptions {
   std::chrono::milliseconds connect_timeout{3000};
   // How long a partition may stay unreachable before its pending records
   // fail with `unavailable`. Such a record may or may not have been stored
-  // (the head may have taken it just before the link broke).
+  // (the head may have taken it just before the link broke). Pending
+  // records also fail, with `data_lost`, when every copy of their partition
+  // was lost and it was rebuilt: they may have been committed in the lost
+  // chain, and resending them could store them twice.
   std::chrono::milliseconds retry_timeout{30000};
   // While records await their ack and none came for this long, re-read the
   // partition's route: a head cut off the network goes silent without

@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
-  thrift-compiler libthrift-dev libboost-dev libevent-dev
+  thrift-compiler libthrift-dev libssl-dev libboost-dev libevent-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qemu-system-x86 busybox-static kmod cpio iproute2 procps

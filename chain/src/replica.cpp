@@ -92,6 +92,7 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   cfg_.predecessor_node_epoch = cfg.predecessor_node_epoch;
   cfg_.successor_node = cfg.successor_node;
   cfg_.successor_node_epoch = cfg.successor_node_epoch;
+  cfg_.link_secret = cfg.link_secret;
   cfg_.successor_addr = cfg.successor_addr;
   cfg_.head_addr = cfg.head_addr;
   log_->set_epoch(cfg.epoch);
@@ -109,6 +110,7 @@ wire::ReplicaHello Replica::successor_hello() const {
   std::strncpy(h.from_node, cfg_.node_id.c_str(), sizeof h.from_node - 1);
   h.commit_word = commit_word_->remote();
   h.from_node_epoch = cfg_.node_epoch;
+  std::memcpy(h.link_secret, cfg_.link_secret.data(), sizeof h.link_secret);
   return h;
 }
 
@@ -147,10 +149,18 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
   const std::string_view from(hello.from_node, strnlen(hello.from_node, sizeof hello.from_node));
   const bool named = from == cfg_.predecessor_node &&
                      (cfg_.predecessor_node_epoch == 0 || hello.from_node_epoch == cfg_.predecessor_node_epoch);
+  // Compared in constant time: the answer must not tell how much matched.
+  std::uint8_t differ = 0, any = 0;
+  for (std::size_t i = 0; i < wire::kLinkSecretBytes; ++i) {
+    differ |= static_cast<std::uint8_t>(hello.link_secret[i] ^ cfg_.link_secret[i]);
+    any |= cfg_.link_secret[i];
+  }
   if (hello.ref.epoch < cfg_.epoch || (hello.ref.epoch == cfg_.epoch && !named)) {
     w.status = wire::Status::stale_epoch;
   } else if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;
+  } else if (any != 0 && differ != 0) {  // the secret is this epoch's
+    w.status = wire::Status::unauthenticated;
   } else {
     w.status = wire::Status::ok;
     for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {

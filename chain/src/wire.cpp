@@ -16,6 +16,7 @@ std::string_view to_string(Status s) noexcept {
     case Status::position_expired: return "position_expired";
     case Status::data_lost: return "data_lost";
     case Status::resource_exhausted: return "resource_exhausted";
+    case Status::unauthenticated: return "unauthenticated";
     case Status::bad_request: return "bad_request";
     case Status::not_ready: return "not_ready";
     case Status::unavailable: return "unavailable";

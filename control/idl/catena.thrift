@@ -248,6 +248,10 @@ struct ChainAssignment {
   2: i64 segment_bytes,
   3: i64 ttl_ms,
   4: i32 channel_partitions,
+  // 16 bytes the controller derives for this route epoch and gives only to
+  // its members (never in getRoute): a replica accepts a predecessor's link
+  // only with it, so a client that knows the route cannot pose as a replica.
+  5: optional binary link_secret,
 }
 
 // Implemented by every broker; called only by the controller, which is the

@@ -56,6 +56,10 @@ struct MetaState {
   // twice: the controller reserves them in blocks and, after a restart,
   // continues above the last reservation.
   20: i64 producer_numbers_reserved = 0,
+  // Random key from which every route epoch's replica-link secret is derived
+  // (HMAC-SHA256), so a restarted controller pushes the same secret for the
+  // same epoch. Created with the metadata.
+  21: binary link_key,
   // channel -> partition -> the highest end offset any replica of it ever
   // reported. A chain rebuilt after every copy was lost starts at the next
   // multiple of 2^32 above it, so no offset handed out before is handed out
@@ -74,5 +78,6 @@ struct MetaRecord {
   8: optional i64 next_intent_id,
   9: optional OffsetCommit commit_offset,
   20: optional i64 producer_numbers_reserved,
+  21: optional binary set_link_key,
   10: optional map<string, map<i32, i64>> raise_high_water,   // applied as max()
 }

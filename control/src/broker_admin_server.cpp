@@ -4,6 +4,7 @@
 #include <catena/control/thrift_server.hpp>
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -44,6 +45,9 @@ bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& 
   rc.log.segment_bytes = static_cast<std::uint32_t>(a.segment_bytes);
   rc.log.ttl_ns = static_cast<std::uint64_t>(a.ttl_ms) * 1'000'000ull;
   rc.start_offset = static_cast<std::uint64_t>(a.route.start_offset);
+  if (a.__isset.link_secret && a.link_secret.size() == rc.link_secret.size()) {
+    std::memcpy(rc.link_secret.data(), a.link_secret.data(), rc.link_secret.size());
+  }
   *out = rc;
   return true;
 }

@@ -8,6 +8,8 @@
 #include <catena/control/placement.hpp>
 #include <catena/control/validation.hpp>
 
+#include "link_secret.hpp"
+
 namespace catena::control {
 namespace {
 
@@ -59,6 +61,13 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
 
   std::unique_ptr<Controller> c(new Controller(std::move(options), clock, brokers, std::move(*store)));
   std::lock_guard lock(c->mu_);
+  if (c->store_->state().link_key.empty()) {
+    auto key = new_link_key();
+    if (!key) return make_error(idl::ErrorCode::INTERNAL, "no random bytes for the replica-link key");
+    meta::MetaRecord record;
+    record.__set_set_link_key(*key);
+    if (auto r = c->store_->commit(record); !r) return r.error();
+  }
   const auto& state = c->store_->state();
   const auto& rec = c->store_->recovery();
   spdlog::info(

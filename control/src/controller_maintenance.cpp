@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <catena/control/controller.hpp>
+
+#include "link_secret.hpp"
 #include <future>
 #include <vector>
 
@@ -524,6 +526,7 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
         a.__set_segment_bytes(ch.config.segment_bytes);
         a.__set_ttl_ms(ch.config.ttl_ms);
         a.__set_channel_partitions(ch.config.partitions);
+        a.__set_link_secret(link_secret(store_->state().link_key, route.channel, route.partition, route.epoch));
         jobs.push_back(PushJob{BrokerTarget{replica.node_id, node->info.admin_addr}, std::move(a)});
       }
     }

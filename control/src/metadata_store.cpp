@@ -107,6 +107,7 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
   if (record.__isset.next_node_seq) state.next_node_seq = record.next_node_seq;
   if (record.__isset.next_node_epoch) state.next_node_epoch = record.next_node_epoch;
   if (record.__isset.producer_numbers_reserved) state.producer_numbers_reserved = record.producer_numbers_reserved;
+  if (record.__isset.set_link_key) state.link_key = record.set_link_key;
   if (record.__isset.next_intent_id) state.next_intent_id = record.next_intent_id;
 }
 

@@ -2,6 +2,9 @@
 // registration ids and epochs.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <set>
 
 #include "controller_fixture.hpp"
@@ -110,6 +113,46 @@ TEST_F(ControllerRequests, ProducerEpochsAreIssuedOnceAndGrowAcrossRestarts) {
   EXPECT_NE(issue(0).producer_id, a.producer_id);
   EXPECT_EQ(controller_->init_producer(-1).code(), idl::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(controller_->init_producer(Controller::kIssuedProducerIdBit).code(), idl::ErrorCode::INVALID_ARGUMENT);
+}
+
+// Replica links are authenticated with a secret per route epoch, pushed only
+// to the route's members: 16 bytes, the same for every member and after a
+// controller restart, different for another partition or epoch.
+TEST_F(ControllerRequests, AssignmentsCarryAStablePerEpochLinkSecret) {
+  std::mutex mu;
+  std::map<std::tuple<std::int32_t, std::int64_t, std::string>, std::string> seen;  // (partition, epoch, node)
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& c) {
+    if (c.method == InProcBrokerAdmin::Method::configure_chain) {
+      std::lock_guard lk(mu);
+      EXPECT_TRUE(c.assignment.__isset.link_secret);
+      seen[{c.assignment.route.partition, c.assignment.route.epoch, c.to.node_id}] = c.assignment.link_secret;
+    }
+    return InProcBrokerAdmin::Fate::deliver;
+  });
+  add_node("a", "z1");
+  add_node("b", "z2");
+  ASSERT_TRUE(controller_->create_channel(channel_config("c", 2, 2)).ok());
+  std::map<std::tuple<std::int32_t, std::int64_t, std::string>, std::string> before;
+  {
+    std::lock_guard lk(mu);
+    before = seen;
+    seen.clear();
+  }
+  ASSERT_EQ(before.size(), 4u);  // 2 partitions x 2 members
+  std::set<std::string> secrets;
+  for (const auto& [key, secret] : before) {
+    EXPECT_EQ(secret.size(), 16u);
+    secrets.insert(secret);
+  }
+  EXPECT_EQ(secrets.size(), 2u) << "one secret per partition epoch, shared by its members";
+  restart();
+  controller_->tick();  // a restarted controller pushes every route again
+  std::lock_guard lk(mu);
+  ASSERT_FALSE(seen.empty());
+  for (const auto& [key, secret] : seen) {
+    ASSERT_TRUE(before.count(key)) << "epoch moved on restart";
+    EXPECT_EQ(secret, before.at(key)) << "a restarted controller pushed another secret for the same epoch";
+  }
 }
 
 }  // namespace

@@ -14,7 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -69,9 +71,11 @@ class Incarnation : public ::testing::Test {
     a.__set_segment_bytes(kSegment);
     a.__set_ttl_ms(60000);
     a.__set_channel_partitions(1);
+    if (!secret_.empty()) a.__set_link_secret(secret_);
     return a;
   }
 
+  std::string secret_;  // the route epoch's link secret, when set
   std::vector<std::unique_ptr<broker::Broker>> brokers_;
   std::vector<std::unique_ptr<control::BrokerAdminServer>> servers_;
   control::ThriftBrokerAdmin admin_{control::ThriftBrokerAdmin::Options{}};
@@ -150,6 +154,50 @@ TEST_F(Incarnation, ReplicaLinksNameTheIncarnationsOfTheRoute) {
   while (!linked && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
     linked = brokers_[0]->stats().partitions[0].replica.successor_connected;
+  }
+  EXPECT_TRUE(linked);
+}
+
+// Knowing the route (node ids, incarnations, epoch: any client can read
+// them) is not enough to pose as a replica: the hello must carry the route
+// epoch's link secret, which only the route's members were given. The real
+// predecessor, which has it, links.
+TEST_F(Incarnation, ReplicaLinksNeedTheRouteEpochsSecret) {
+  secret_ = std::string("0123456789abcdef");
+  brokers_[0]->set_node_epoch(8);
+  brokers_[1]->set_node_epoch(9);
+  ASSERT_TRUE(admin_.configure_chain(target(1), assignment(1, 8, 9)).ok());
+  auto provider = fabric::Provider::open("soft");
+  ASSERT_TRUE(provider.ok());
+  auto commit_word = provider.value()->allocate(64, fabric::kLocalWrite | fabric::kRemoteWrite);
+  ASSERT_TRUE(commit_word.ok());
+  auto hello_with = [&](const std::string& secret) {
+    wire::ReplicaHello h{};
+    h.ref.set("inc", 0, 1);
+    std::strncpy(h.from_node, "node-0", sizeof h.from_node - 1);
+    h.commit_word = commit_word.value()->remote();
+    h.from_node_epoch = 8;
+    std::memcpy(h.link_secret, secret.data(), std::min(secret.size(), sizeof h.link_secret));
+    return chain::Link::dial<wire::ReplicaWelcome>(**provider, brokers_[1]->fabric_address(), h, 3s);
+  };
+  for (const std::string& forged : {std::string(16, '\0'), std::string("0123456789abcdeX")}) {
+    auto d = hello_with(forged);
+    ASSERT_TRUE(d.welcome.has_value()) << d.error.message;
+    EXPECT_EQ(d.welcome->status, wire::Status::unauthenticated);
+    for (const auto& slot : d.welcome->slots) EXPECT_EQ(slot.region.rkey, 0u) << "slot keys handed out";
+  }
+  auto genuine = hello_with(secret_);
+  ASSERT_TRUE(genuine.welcome.has_value()) << genuine.error.message;
+  EXPECT_EQ(genuine.welcome->status, wire::Status::ok);
+  genuine.link.reset();
+  // The real predecessor, configured by the same assignment, links.
+  ASSERT_TRUE(admin_.configure_chain(target(0), assignment(1, 8, 9)).ok());
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  bool linked = false;
+  while (!linked && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+    const auto st = brokers_[0]->stats();
+    linked = !st.partitions.empty() && st.partitions[0].replica.successor_connected;
   }
   EXPECT_TRUE(linked);
 }

@@ -80,6 +80,10 @@ struct ReplicaConfig {
   std::uint64_t node_epoch = 0;
   std::uint64_t predecessor_node_epoch = 0;
   std::uint64_t successor_node_epoch = 0;
+  // The route epoch's secret (ChainAssignment.link_secret): a predecessor's
+  // hello must carry it, and this replica's hello carries it to the
+  // successor. All zero: not checked (chains configured by hand).
+  std::array<std::uint8_t, wire::kLinkSecretBytes> link_secret{};
   std::uint32_t position = 0;      // 0 = head; >= chain_length: joining after the tail
   std::uint32_t chain_length = 1;  // replicas in the chain proper; position == chain_length-1: tail
   std::string predecessor_node;    // empty for the head

@@ -59,6 +59,7 @@ enum class Status : std::uint16_t {
   data_lost = 14,      // client side: every replica holding these offsets failed; the
                        // partition was rebuilt above them (Notice says which were lost)
   resource_exhausted = 15,  // the replica is at a session or producer limit: retry later
+  unauthenticated = 16,     // a replica hello without the route epoch's link secret
 };
 
 [[nodiscard]] std::string_view to_string(Status s) noexcept;
@@ -91,11 +92,18 @@ struct ChannelRef {
 // A predecessor's hello names its node and incarnation (node epoch); the
 // successor accepts it only if its route names that very incarnation as its
 // predecessor, and answers with its own, which the predecessor checks too.
+//
+// It also carries the route epoch's link secret, which the controller gives
+// only to the route's members: whoever merely knows the route (any client
+// can read it) cannot pose as the predecessor.
+inline constexpr std::size_t kLinkSecretBytes = 16;
+
 struct ReplicaHello {
   ChannelRef ref;
   char from_node[64];
   fabric::RemoteRegion commit_word;  // where the successor writes commit offsets
   std::uint64_t from_node_epoch;
+  std::uint8_t link_secret[kLinkSecretBytes];
 };
 
 struct SlotState {

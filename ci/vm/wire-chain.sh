@@ -133,10 +133,13 @@ echo 'wire-chain: OK'"
 
 logs=$vm_cache/logs
 mkdir -p "$logs"
-peer_out=$logs/wire-peer.out
+run_id=wire-$(date +%Y%m%d-%H%M%S)-$$  # one set of logs per run: CI clones may share the cache
+# Keep the logs of the 10 newest runs (3 files each).
+find "$logs" -name 'wire-*' -printf '%T@ %p\n' | sort -rn | tail -n +28 | cut -d' ' -f2- | xargs -r rm -f --
+peer_out=$logs/$run_id-peer.out
 note "peer VM (10.0.3.2) booting; console in $peer_out"
 # Its own process group, so that stopping it stops its QEMU too.
-setsid ci/vm/run-in-vm.sh --timeout "$timeout_s" --log "$logs/wire-peer.log" --wire "$port_b:$port_a:10.0.3.2" \
+setsid ci/vm/run-in-vm.sh --timeout "$timeout_s" --log "$logs/$run_id-peer.log" --wire "$port_b:$port_a:10.0.3.2" \
   "${bins[@]}" -- sh -c "$peer_cmd" >"$peer_out" 2>&1 &
 peer_pid=$!
 # The peer only serves: it ends when the main VM is done.
@@ -146,7 +149,7 @@ stop_peer() {
 }
 trap stop_peer EXIT
 set +e
-ci/vm/run-in-vm.sh --timeout "$timeout_s" --log "$logs/wire-main.log" --wire "$port_a:$port_b:10.0.3.1" \
+ci/vm/run-in-vm.sh --timeout "$timeout_s" --log "$logs/$run_id-main.log" --wire "$port_a:$port_b:10.0.3.1" \
   "${bins[@]}" -- sh -c "$main_cmd"
 rc=$?
 set -e

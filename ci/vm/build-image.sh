@@ -32,8 +32,9 @@ vm_kernel
 multiarch=x86_64-linux-gnu
 # Modules to load, by name; modprobe expands each into its dependencies in
 # load order. crc32_generic is not a symbol dependency of rdma_rxe but rxe's
-# ICRC needs the "crc32" crypto algorithm it registers.
-wanted_modules=(virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm)
+# ICRC needs the "crc32" crypto algorithm it registers. sch_netem lets a
+# test drop frames on a wire between two VMs (ci/vm/wire-chain.sh --loss).
+wanted_modules=(virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm sch_netem)
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/catena-vm-image.XXXXXX")
 trap 'rm -rf "$stage"' EXIT

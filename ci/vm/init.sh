@@ -1,9 +1,10 @@
 #!/usr/bin/busybox sh
 # PID 1 of the soft-RoCE VM (busybox sh). Loads the modules listed in
-# /etc/catena-modules, gives eth0 a static address, creates rxe0 on it, runs
-# /catena/cmd (written by run-in-vm.sh), reports its exit code on the console
-# as CATENA_VM_EXIT=<rc> and powers off. Anything that goes wrong before the
-# command runs is reported as CATENA_VM_ERROR=<reason>.
+# /etc/catena-modules, gives eth0 (eth1 with --wire) a static address,
+# creates rxe0 on it, runs /catena/cmd (written by run-in-vm.sh), reports its
+# exit code on the console as CATENA_VM_EXIT=<rc> and powers off. Anything
+# that goes wrong before the command runs is reported as
+# CATENA_VM_ERROR=<reason>.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 /usr/bin/busybox --install -s
 export HOME=/root TERM=dumb
@@ -24,6 +25,11 @@ mount -t tmpfs tmpfs /run
 addr=10.0.2.15
 netdev=eth0
 rxe=rxe0
+# run-in-vm.sh --wire: rxe0 runs on the NIC wired to another VM instead.
+if [ -f /catena/wire ]; then
+  read -r addr </catena/wire
+  netdev=eth1
+fi
 
 halt_vm() {
   sync

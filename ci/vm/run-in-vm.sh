@@ -13,6 +13,10 @@
 #   --log FILE        console log (default ci/vm/cache/logs/run-*.log)
 #   --shell           interactive shell in the VM after COMMAND (debugging)
 #   --mem MB, --smp N VM size (default 1024 MB, 2 vCPUs)
+#   --wire LPORT:RPORT:ADDR  a second NIC (eth1) on a virtual wire to another
+#                     VM: UDP from 127.0.0.1:LPORT to 127.0.0.1:RPORT on the
+#                     host (the peer VM swaps the ports). rxe0 then runs on
+#                     eth1 with address ADDR/24 (CATENA_TEST_ADDR=ADDR)
 #
 # COMMAND runs under busybox sh inside the VM, e.g. -- sh -c 'a & b; wait'.
 # Exit codes: COMMAND's own; 124 timeout; 125 VM failed before COMMAND ended.
@@ -23,7 +27,7 @@ prog=run-in-vm.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-  sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
@@ -35,6 +39,7 @@ log=""
 shell=0
 bins=()
 envs=()
+wire=""
 read -r -a env_bins <<<"${CATENA_VM_BINS:-}"
 bins+=("${env_bins[@]}")
 
@@ -48,6 +53,7 @@ while (($# > 0)); do
     --shell) shell=1; shift ;;
     --mem) mem_mb=${2:?--mem needs MB}; shift 2 ;;
     --smp) smp=${2:?--smp needs a count}; shift 2 ;;
+    --wire) wire=${2:?--wire needs LPORT:RPORT:ADDR}; shift 2 ;;
     --) shift; break ;;
     -h | --help) usage ;;
     *) echo "$prog: unknown option $1 (want -- before the command)" >&2; usage ;;
@@ -61,6 +67,17 @@ done
 for e in "${envs[@]}"; do
   [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--env wants NAME=VALUE, got $e"
 done
+wire_qemu=()
+if [[ -n $wire ]]; then
+  [[ $wire =~ ^([0-9]+):([0-9]+):([0-9]+\.[0-9]+\.[0-9]+\.([0-9]+))$ ]] \
+    || die "--wire wants LPORT:RPORT:ADDR (IPv4), got $wire"
+  wire_addr=${BASH_REMATCH[3]}
+  # One MAC per address: both ends of the wire must differ.
+  wire_mac=$(printf '52:54:00:ca:7e:%02x' "${BASH_REMATCH[4]}")
+  # shellcheck disable=SC2054 # the commas are qemu's, inside one argument
+  wire_qemu=(-netdev "socket,id=wire,udp=127.0.0.1:${BASH_REMATCH[2]},localaddr=127.0.0.1:${BASH_REMATCH[1]}"
+    -device "virtio-net-pci,netdev=wire,mac=$wire_mac,romfile=")
+fi
 
 start=$EPOCHREALTIME
 mkdir -p "$vm_cache/tmp" "$vm_cache/logs"
@@ -102,6 +119,7 @@ for e in "${envs[@]}"; do
   printf 'export %s=%s\n' "${e%%=*}" "$(sh_quote "${e#*=}")"
 done >"$work/overlay/catena/env"
 ((shell)) && touch "$work/overlay/catena/shell"
+[[ -n $wire ]] && echo "$wire_addr" >"$work/overlay/catena/wire"
 [[ -n $results_dir ]] && touch "$work/overlay/catena/results"
 (cd "$work/overlay" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) \
   | gzip -1 >"$work/overlay.cpio.gz"
@@ -118,6 +136,7 @@ qemu=(
   -append "console=ttyS0 quiet panic=-1 mitigations=off"
   # restrict=on: the guest reaches nothing outside the VM, not even the host.
   -netdev user,id=net0,restrict=on -device virtio-net-pci,netdev=net0,romfile=
+  "${wire_qemu[@]}"
   "${qemu_extra[@]}"
 )
 

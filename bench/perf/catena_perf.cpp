@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -50,6 +51,7 @@ struct Options {
   double bw_seconds = 1.0;
   bool json = false;
   bool pin = true;
+  int ib_gid_index = -1;  // for ib_write_lat on RoCE (-x); -1: its default
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -191,16 +193,33 @@ double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds) {
   return static_cast<double>(done_bytes) * 8.0 / static_cast<double>(t1 - t0);
 }
 
+bool is_verbs(const std::string& spec) { return spec.rfind("verbs:", 0) == 0; }
+
 std::string floor_kind(const std::string& spec) {
+  if (is_verbs(spec)) return "ib_write_lat";
   return spec == "soft" || spec == "soft:shm" ? "shm_cacheline_pingpong" : "tcp_nodelay_pingpong";
 }
 
 void run_provider(const Options& o, const std::string& spec) {
+  const bool verbs = is_verbs(spec);
   const bool shm_floor = floor_kind(spec) == "shm_cacheline_pingpong";
   const int floor_iters = o.iters;
+  // On an RDMA device the floor is the device's own write ping-pong,
+  // measured first, with nothing else running.
+  Percentiles device_floor;
+  std::string floor_error;
+  if (verbs) {
+    DeviceFloor f;
+    if (ib_write_lat_floor(spec.substr(6), o.ib_gid_index, std::min(o.iters, 100000), 64, &f, &floor_error)) {
+      device_floor.p50 = f.rtt_p50_ns;
+      device_floor.p99 = f.rtt_p99_ns;
+    } else {
+      std::fprintf(stderr, "catena-perf: %s floor unavailable: %s\n", spec.c_str(), floor_error.c_str());
+    }
+  }
   ShmFloor shm = ShmFloor::create();
   int port = 0;
-  int tcp_listen = shm_floor ? -1 : tcp_floor_listen(&port);
+  int tcp_listen = shm_floor || verbs ? -1 : tcp_floor_listen(&port);
   int fds[2];
   if (pipe(fds) != 0) die("pipe");
   std::fflush(stdout);
@@ -211,7 +230,7 @@ void run_provider(const Options& o, const std::string& spec) {
     if (o.pin) pin_to_cpu(1);
     if (shm_floor) {
       shm_pingpong_responder(shm, floor_iters);
-    } else {
+    } else if (!verbs) {
       tcp_pingpong_responder(tcp_listen, floor_iters, 64);
     }
     responder(o, spec, fds[1]);
@@ -220,8 +239,9 @@ void run_provider(const Options& o, const std::string& spec) {
   close(fds[1]);
   if (tcp_listen >= 0) close(tcp_listen);
   if (o.pin) pin_to_cpu(0);
-  Percentiles floor = percentiles(shm_floor ? shm_pingpong_initiator(shm, floor_iters)
-                                            : tcp_pingpong_initiator("127.0.0.1", port, floor_iters, 64));
+  Percentiles floor = verbs       ? device_floor
+                      : shm_floor ? percentiles(shm_pingpong_initiator(shm, floor_iters))
+                                  : percentiles(tcp_pingpong_initiator("127.0.0.1", port, floor_iters, 64));
 
   std::uint32_t n = 0;
   if (read(fds[0], &n, 4) != 4 || n > 256) die("responder did not start (see its error above)");
@@ -291,6 +311,8 @@ int main(int argc, char** argv) {
   app.add_option("--bw-sizes", o.bw_sizes, "bandwidth message sizes in bytes")->check(CLI::Range(1u, 1u << 20));
   app.add_option("--bw-seconds", o.bw_seconds, "seconds per bandwidth size")->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
+  app.add_option("--ib-gid-index", o.ib_gid_index,
+                 "GID index for ib_write_lat, the floor of verbs providers (RoCE/soft-RoCE: usually 1)");
   bool no_pin = false;
   app.add_flag("--no-pin", no_pin, "do not pin the two processes to CPUs 0 and 1");
   CLI11_PARSE(app, argc, argv);

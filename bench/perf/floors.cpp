@@ -5,14 +5,20 @@
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 namespace catena::bench {
 namespace {
@@ -143,6 +149,111 @@ std::vector<std::uint64_t> tcp_pingpong_initiator(const std::string& host, int p
   }
   close(fd);
   return samples;
+}
+
+}  // namespace catena::bench
+
+namespace catena::bench {
+namespace {
+
+// Starts argv with stdout and stderr into a pipe; *out_fd reads them.
+pid_t spawn_captured(const std::vector<std::string>& args, int* out_fd) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(fds[1]);
+  *out_fd = fds[0];
+  return pid;
+}
+
+// Reads everything from fd, then reaps pid; returns the output, *status the
+// exit status (128 if killed).
+std::string collect(pid_t pid, int fd, int* status) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fd);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return out;
+}
+
+}  // namespace
+
+bool ib_write_lat_floor(const std::string& device, int gid_index, int iters, int bytes, DeviceFloor* out,
+                        std::string* error) {
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  std::vector<std::string> args{"ib_write_lat", "-d", device, "-s", std::to_string(bytes), "-n",
+                                std::to_string(iters), "-p", port};
+  if (gid_index >= 0) args.insert(args.end(), {"-x", std::to_string(gid_index)});
+  // The server waits for the client on its out-of-band TCP port.
+  int server_fd = -1;
+  const pid_t server = spawn_captured(args, &server_fd);
+  if (server < 0) {
+    *error = "cannot start ib_write_lat";
+    return false;
+  }
+  std::vector<std::string> client_args = args;
+  client_args.push_back("127.0.0.1");
+  std::string client_out;
+  int client_status = 1;
+  for (int attempt = 0; attempt < 30 && client_status != 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the server listen
+    int fd = -1;
+    const pid_t client = spawn_captured(client_args, &fd);
+    if (client < 0) break;
+    client_out = collect(client, fd, &client_status);
+    if (client_status == 127) break;  // no perftest here
+  }
+  if (client_status != 0) kill(server, SIGKILL);  // it would wait for a client forever
+  int server_status = 0;
+  (void)collect(server, server_fd, &server_status);
+  if (client_status != 0) {
+    *error = "ib_write_lat failed (exit " + std::to_string(client_status) + "): " + client_out.substr(0, 300);
+    return false;
+  }
+  // The result line follows the header naming t_typical: "#bytes #iterations
+  // t_min t_max t_typical t_avg t_stdev 99% 99.9%", times in usec, one way.
+  std::istringstream lines(client_out);
+  std::string line;
+  bool header = false;
+  while (std::getline(lines, line)) {
+    if (line.find("t_typical") != std::string::npos) {
+      header = true;
+      continue;
+    }
+    if (!header) continue;
+    std::istringstream f(line);
+    double b = 0, n = 0, tmin = 0, tmax = 0, typical = 0, avg = 0, stdev = 0, p99 = 0;
+    if (f >> b >> n >> tmin >> tmax >> typical >> avg >> stdev >> p99) {
+      out->rtt_p50_ns = static_cast<std::uint64_t>(2 * typical * 1000);
+      out->rtt_p99_ns = static_cast<std::uint64_t>(2 * p99 * 1000);
+      return true;
+    }
+  }
+  *error = "could not read ib_write_lat's result: " + client_out.substr(0, 300);
+  return false;
 }
 
 }  // namespace catena::bench

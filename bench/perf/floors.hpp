@@ -2,6 +2,8 @@
 // result is reported as a ratio against what this machine can do at best:
 //  - same host: a raw shared-memory cache-line ping-pong between two processes
 //  - cross host: a raw TCP_NODELAY ping-pong with busy-polling reads
+//  - an RDMA device: the device's own RDMA WRITE ping-pong, measured by
+//    perftest's ib_write_lat (two processes on the device)
 // Each floor is a pair of functions, one per process.
 #pragma once
 
@@ -25,6 +27,18 @@ void shm_pingpong_responder(ShmFloor& f, int iters);
 int tcp_floor_listen(int* port_out);
 void tcp_pingpong_responder(int listen_fd, int iters, int bytes);
 std::vector<std::uint64_t> tcp_pingpong_initiator(const std::string& host, int port, int iters, int bytes);
+
+// ib_write_lat (perftest, looked up in PATH) on `device`: a server and a
+// client process, `bytes` per write, `iters` round trips. Fills the round
+// trip (twice the one-way time ib_write_lat reports) p50 and p99 in ns;
+// false with the reason in *error if perftest is missing or failed.
+// gid_index < 0: perftest's default.
+struct DeviceFloor {
+  std::uint64_t rtt_p50_ns = 0;
+  std::uint64_t rtt_p99_ns = 0;
+};
+bool ib_write_lat_floor(const std::string& device, int gid_index, int iters, int bytes, DeviceFloor* out,
+                        std::string* error);
 
 void pin_to_cpu(int cpu);
 std::uint64_t now_ns();

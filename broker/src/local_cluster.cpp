@@ -61,9 +61,11 @@ bool LocalCluster::start_controller(std::string* error) {
   fs::remove(port_file);
   controller_.name = "controller";
   const std::string host = opts_.controller_launch.host.empty() ? opts_.host : opts_.controller_launch.host;
+  const std::string listen =
+      opts_.controller_launch.controller_host.empty() ? host : opts_.controller_launch.controller_host;
   std::vector<std::string> args = opts_.controller_launch.wrap;
   args.insert(args.end(), {opts_.bin_dir + "/catena-controller", "--listen",
-                           host + ":" + std::to_string(opts_.controller_port), "--data-dir",
+                           listen + ":" + std::to_string(opts_.controller_port), "--data-dir",
                            opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
                            std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
                            std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
@@ -93,11 +95,15 @@ bool LocalCluster::start_node(int index, std::string* error) {
   const std::string zone = "zone-" + std::string(1, static_cast<char>('a' + index % 3));
   std::vector<std::string> args;
   std::string host = opts_.host;
+  std::string controller = controller_addr_;
   if (auto it = opts_.node_launch.find(index); it != opts_.node_launch.end()) {
     args = it->second.wrap;
     if (!it->second.host.empty()) host = it->second.host;
+    if (!it->second.controller_host.empty()) {
+      controller = it->second.controller_host + controller_addr_.substr(controller_addr_.rfind(':'));
+    }
   }
-  args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller_addr_, "--provider",
+  args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller, "--provider",
                            opts_.provider, "--fabric-listen", host + ":0", "--admin-listen", host + ":0",
                            "--zone", zone, "--ready-file", ready, "--grace-ms", "1000"});
   n.pid = spawn(n.name, args);

@@ -61,9 +61,11 @@ bool LocalCluster::start_controller(std::string* error) {
   fs::remove(port_file);
   controller_.name = "controller";
   const std::string host = opts_.controller_launch.host.empty() ? opts_.host : opts_.controller_launch.host;
+  const std::string listen =
+      opts_.controller_launch.controller_host.empty() ? host : opts_.controller_launch.controller_host;
   std::vector<std::string> args = opts_.controller_launch.wrap;
   args.insert(args.end(), {opts_.bin_dir + "/catena-controller", "--listen",
-                           host + ":" + std::to_string(opts_.controller_port), "--data-dir",
+                           listen + ":" + std::to_string(opts_.controller_port), "--data-dir",
                            opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
                            std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
                            std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
@@ -94,17 +96,21 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   std::vector<std::string> args;
   std::string host = opts_.host;
   std::string fabric_host = opts_.fabric_host;
+  std::string controller = controller_addr_;
   if (auto it = opts_.node_launch.find(index); it != opts_.node_launch.end()) {
     args = it->second.wrap;
     if (!it->second.host.empty()) host = fabric_host = it->second.host;
+    if (!it->second.controller_host.empty()) {
+      controller = it->second.controller_host + controller_addr_.substr(controller_addr_.rfind(':'));
+    }
   }
   const bool verbs = opts_.provider.find("verbs:") != std::string::npos;
   if (fabric_host.empty() && !verbs) fabric_host = host;
   // A restart keeps the node's id and addresses: a new incarnation of it.
   const std::string admin_listen = previous != nullptr ? previous->admin_addr : host + ":0";
-  args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller_addr_, "--provider",
-                           opts_.provider, "--admin-listen", admin_listen, "--zone", zone, "--ready-file", ready,
-                           "--grace-ms", "1000"});
+  args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller, "--provider", opts_.provider,
+                           "--admin-listen", admin_listen, "--zone", zone, "--ready-file", ready, "--grace-ms",
+                           "1000"});
   if (previous != nullptr) {
     args.insert(args.end(), {"--fabric-listen", previous->fabric_addr, "--node-id", previous->node_id});
   } else if (!fabric_host.empty()) {

@@ -32,6 +32,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -247,6 +248,52 @@ class Failover : public ::testing::Test {
     EXPECT_EQ(out_of_place, 0u);
   }
 
+  // A subscriber that joins after the run and reads the partition from its
+  // earliest record, through the route the controller gives now, finds
+  // every acknowledged record at its acknowledged offset: what was
+  // acknowledged is held by the chain that exists now, not only by one the
+  // live subscribers happened to follow.
+  void expect_fresh_reader_sees_every_ack() {
+    std::map<std::uint64_t, std::uint64_t> expected;
+    {
+      std::lock_guard lock(acks_mu_);
+      expected = ack_offsets_;
+    }
+    ASSERT_FALSE(expected.empty());
+    control::ControllerClient::Options co;
+    co.address = cluster_->controller_address();
+    control::ControllerRoutes routes(co, "fresh-reader");
+    SubscriberOptions so;
+    so.provider = client_provider_;
+    auto sub = Subscriber::create(routes, "f", so);
+    ASSERT_TRUE(sub.ok()) << sub.error().message;
+    std::map<std::uint64_t, std::uint64_t> seen;  // id -> offset
+    const auto deadline = Clock::now() + 30s;
+    auto found_all = [&] {
+      return std::all_of(expected.begin(), expected.end(),
+                         [&](const auto& e) { return seen.count(e.first) != 0; });
+    };
+    while (Clock::now() < deadline && (seen.size() < expected.size() || !found_all())) {
+      if (sub.value()->poll([&](const Message& m) { seen.emplace(id_of(m.payload), m.offset); }) == 0) {
+        std::this_thread::sleep_for(200us);
+      }
+    }
+    std::uint64_t missing = 0, moved = 0;
+    for (const auto& [id, offset] : expected) {
+      auto it = seen.find(id);
+      if (it == seen.end()) {
+        if (missing++ < 3) ADD_FAILURE() << "acknowledged record " << id << " (offset " << offset << ") is gone";
+      } else if (it->second != offset) {
+        if (moved++ < 3) {
+          ADD_FAILURE() << "acknowledged record " << id << " is at offset " << it->second << ", acked at "
+                        << offset;
+        }
+      }
+    }
+    EXPECT_EQ(missing, 0u) << "of " << expected.size() << " acknowledged";
+    EXPECT_EQ(moved, 0u);
+  }
+
   // Records published from now on; mark_acked_at_ becomes the time the first
   // of them is acknowledged. The publisher may be sending next_id_ at this
   // moment, so the mark starts after it.
@@ -456,7 +503,7 @@ class NetworkCut : public Failover {
     ClusterOptions o = default_options();
     o.provider = "soft:tcp";
     o.host = netns_->host_addr();
-    o.node_launch[static_cast<int>(isolated())] = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr()};
+    o.node_launch[static_cast<int>(isolated())] = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr(), {}};
     client_provider_ = "soft:tcp";
     // Room for ~300k records at ~6k/s at most: the longest cut and the
     // slowest re-registration the waits below allow, with margin.
@@ -630,7 +677,7 @@ class ControllerCut : public Failover {
     }
     ClusterOptions o = default_options();
     o.host = netns_->host_addr();
-    o.controller_launch = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr()};
+    o.controller_launch = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr(), {}};
     publish_pause_ = 1ms;
     start_cluster(o);
   }
@@ -687,6 +734,7 @@ TEST_F(ControllerCut, ControllerCutOffUnderTrafficThenHealed) {
     }
   }
   expect_offsets_follow_publishing();
+  expect_fresh_reader_sees_every_ack();
 }
 
 // A partition with one replica, on node-0 in its own namespace: cutting it
@@ -742,6 +790,109 @@ TEST_F(LastCopyCut, OnlyReplicaCutOffThenHealedComesBackWithItsData) {
   EXPECT_EQ(after->replicas[0].node_id, victim) << "the partition moved off its only copy";
   EXPECT_EQ(after->start_offset, 0) << "the partition started over";
   expect_offsets_follow_publishing();
+  expect_fresh_reader_sees_every_ack();
+}
+
+// The variant of the controller cut: only one chain's nodes lose the
+// controller, and they still reach their clients and each other. The
+// controller sits in a namespace reached over two veth pairs; node-0..2
+// (the chain of "f") listen on the host end of the second and dial the
+// controller over it, node-3..5 and the clients use the first. Cutting the
+// second pair cuts exactly the chain off the controller. Three of six is
+// not more than half, so the controller evicts them, one at a time, but
+// keeps the last one in the chain, and their leases have lapsed before it
+// acts: no second chain ever acknowledges. On heal the three are answered
+// `fenced`, register again with the data they kept, and the last member is
+// put back with every acknowledged record.
+class ChainCut : public Failover {
+ protected:
+  void SetUp() override {
+    std::string why;
+    netns_ = testing::NetnsLink::create(&why);
+    if (!netns_) {
+      const char* require = std::getenv("CATENA_REQUIRE_NETNS");
+      if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_NETNS=1: " << why;
+      GTEST_SKIP() << "needs a network namespace (root and iproute2): " << why;
+    }
+    ASSERT_TRUE(netns_->add_second_link(&why)) << why;
+    ClusterOptions o = default_options();
+    o.nodes = 6;
+    o.host = netns_->host_addr();
+    o.controller_launch = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr(), "0.0.0.0"};
+    for (int i = 0; i < 3; ++i) {
+      o.node_launch[i] = NodeLaunch{{}, netns_->second_host_addr(), netns_->second_inner_addr()};
+    }
+    publish_pause_ = 1ms;
+    start_cluster(o);
+  }
+
+  void TearDown() override {
+    Failover::TearDown();
+    netns_.reset();
+  }
+
+  std::optional<control::idl::NodeStatus> status_of(const std::string& node_id) {
+    auto st = admin_->cluster_status();
+    if (!st.ok()) return std::nullopt;
+    for (const auto& n : st->nodes) {
+      if (n.info.node_id == node_id) return n;
+    }
+    return std::nullopt;
+  }
+
+  std::unique_ptr<testing::NetnsLink> netns_;
+};
+
+TEST_F(ChainCut, ChainCutOffFromTheControllerKeepsItsLastMemberAndComesBackWithIt) {
+  auto before = admin_->get_route("f", 0, 0);
+  ASSERT_TRUE(before.ok()) << before.error().describe();
+  std::set<std::string> chain;
+  for (std::size_t i = 0; i < 3; ++i) chain.insert(cluster_->nodes()[i].node_id);
+  ASSERT_EQ(before->replicas.size(), 3u);
+  for (const auto& r : before->replicas) ASSERT_EQ(chain.count(r.node_id), 1u) << r.node_id << " is not node-0..2";
+
+  std::string kept;
+  std::int64_t epoch_during = 0;
+  run_with_fault([&] {
+    std::string err;
+    const auto cut_at = Clock::now();
+    ASSERT_TRUE(netns_->cut_second(&err)) << err;
+    std::optional<control::idl::PartitionRoute> route;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          auto r = admin_->get_route("f", 0, 0);
+          if (r.ok()) route = *r;
+          int dead = 0;
+          for (const auto& id : chain) {
+            auto st = status_of(id);
+            dead += st && st->state == control::idl::NodeState::DEAD;
+          }
+          return dead == 3;
+        },
+        20s, "the controller to declare the chain's three nodes dead"));
+    ASSERT_TRUE(route.has_value());
+    ASSERT_EQ(route->replicas.size(), 1u) << "the chain was emptied or refilled";
+    kept = route->replicas[0].node_id;
+    EXPECT_EQ(chain.count(kept), 1u) << "a node outside the old chain took it over";
+    EXPECT_TRUE(route->joining.empty());
+    EXPECT_EQ(route->start_offset, 0);
+    epoch_during = route->epoch;
+    std::this_thread::sleep_until(cut_at + 2000ms);
+    ASSERT_TRUE(netns_->heal_second(&err)) << err;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          auto r = admin_->get_route("f", 0, 0);
+          return r.ok() && r->epoch > epoch_during && !r->replicas.empty() && r->replicas[0].node_id == kept;
+        },
+        20s, "the last member to be put back"));
+  });
+  auto after = admin_->get_route("f", 0, 0);
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  ASSERT_FALSE(after->replicas.empty());
+  EXPECT_EQ(after->replicas[0].node_id, kept) << "the copy holding every acknowledged record does not lead";
+  EXPECT_EQ(after->start_offset, 0) << "the partition started over";
+  expect_offsets_follow_publishing();
+  expect_fresh_reader_sees_every_ack();
 }
 
 }  // namespace

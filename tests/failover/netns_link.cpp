@@ -78,6 +78,10 @@ std::string host_if_for(long pid) {
   return "catcut" + std::to_string(pid) + "h";
 }
 
+std::string second_host_if_for(long pid) {
+  return "catcut" + std::to_string(pid) + "H";
+}
+
 // Namespaces (and their veth pairs and processes) left by test processes
 // that no longer exist.
 void remove_leftovers() {
@@ -101,6 +105,7 @@ void remove_leftovers() {
     }
     std::string ignored;
     (void)ip({"link", "del", host_if_for(owner)}, &ignored);
+    (void)ip({"link", "del", second_host_if_for(owner)}, &ignored);
     (void)ip({"netns", "del", name}, &ignored);
   }
 }
@@ -177,6 +182,7 @@ std::unique_ptr<NetnsLink> NetnsLink::create(std::string* why) {
 NetnsLink::~NetnsLink() {
   std::string ignored;
   // Deleting one end deletes the pair.
+  if (second_.created) (void)ip({"link", "del", second_.host_if}, &ignored);
   if (link_created_) (void)ip({"link", "del", host_if_}, &ignored);
   if (ns_created_) (void)ip({"netns", "del", ns_}, &ignored);
 }
@@ -191,6 +197,36 @@ bool NetnsLink::cut(std::string* error) {
 
 bool NetnsLink::heal(std::string* error) {
   return ip({"-n", ns_, "link", "set", inner_if_, "up"}, error);
+}
+
+bool NetnsLink::add_second_link(std::string* error) {
+  const long pid = getpid();
+  second_.host_if = second_host_if_for(pid);
+  second_.inner_if = "catcut" + std::to_string(pid) + "N";
+  const std::string subnet = free_subnet();
+  if (subnet.empty()) {
+    *error = "no free /24 in 10.77.0.0/16";
+    return false;
+  }
+  second_.host_addr = subnet + "1";
+  second_.inner_addr = subnet + "2";
+  if (!ip({"link", "add", second_.host_if, "type", "veth", "peer", "name", second_.inner_if, "netns", ns_},
+          error)) {
+    return false;
+  }
+  second_.created = true;
+  return ip({"addr", "add", second_.host_addr + "/24", "dev", second_.host_if}, error) &&
+         ip({"link", "set", second_.host_if, "up"}, error) &&
+         ip({"-n", ns_, "addr", "add", second_.inner_addr + "/24", "dev", second_.inner_if}, error) &&
+         ip({"-n", ns_, "link", "set", second_.inner_if, "up"}, error);
+}
+
+bool NetnsLink::cut_second(std::string* error) {
+  return ip({"-n", ns_, "link", "set", second_.inner_if, "down"}, error);
+}
+
+bool NetnsLink::heal_second(std::string* error) {
+  return ip({"-n", ns_, "link", "set", second_.inner_if, "up"}, error);
 }
 
 }  // namespace catena::testing

@@ -46,8 +46,26 @@ class NetnsLink {
   bool cut(std::string* error);
   bool heal(std::string* error);
 
+  // A second veth pair into the same namespace, on a /24 of its own, so a
+  // process inside can be reached over two links and a test can cut one:
+  // the hosts' processes that talk to it over the second pair lose it, the
+  // others do not. False with the reason in *error.
+  bool add_second_link(std::string* error);
+  [[nodiscard]] const std::string& second_host_addr() const { return second_.host_addr; }
+  [[nodiscard]] const std::string& second_inner_addr() const { return second_.inner_addr; }
+  bool cut_second(std::string* error);
+  bool heal_second(std::string* error);
+
  private:
   NetnsLink() = default;
+
+  struct Pair {
+    std::string host_if;
+    std::string inner_if;
+    std::string host_addr;
+    std::string inner_addr;
+    bool created = false;
+  };
 
   std::string ns_;
   std::string host_if_;
@@ -56,6 +74,7 @@ class NetnsLink {
   std::string inner_addr_;
   bool ns_created_ = false;
   bool link_created_ = false;
+  Pair second_;
 };
 
 }  // namespace catena::testing

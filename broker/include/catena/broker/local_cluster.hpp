@@ -24,6 +24,9 @@ struct NodeLaunch {
   // ClusterOptions::host; the controller, the other brokers and clients must
   // be able to route to it, and it to ClusterOptions::host.
   std::string host;
+  // Host of the controller address this broker dials, instead of the one
+  // the cluster reports (same port): a second route to the controller.
+  std::string controller_host;
 };
 
 struct ClusterOptions {
@@ -45,6 +48,8 @@ struct ClusterOptions {
   std::map<int, NodeLaunch> node_launch;
   // How the controller runs (empty: directly, on `host`), e.g. in its own
   // network namespace so a test can cut the controller off every broker.
+  // Its `controller_host`, if set, is the address it listens on (e.g.
+  // 0.0.0.0 to be reached over several links); `host` is the one clients use.
   NodeLaunch controller_launch;
 };
 

@@ -8,6 +8,8 @@
 //   controller kill -9 of the controller and a restart from its log
 //   publisher  a producer's Publisher destroyed with records in flight and
 //              created again (same producer id, a new epoch)
+//   cut        the broker or the controller (--cut) in its own network
+//              namespace loses its link for 0.2-2 s, then gets it back
 // Faults that take a broker away wait until every chain is back at full
 // replication first, so no chain ever loses more than R-1 replicas: what the
 // acknowledgement promises to survive. Afterwards every partition is read
@@ -18,6 +20,7 @@
 #include "commands.hpp"
 
 #include <catena/broker/history.hpp>
+#include <catena/broker/netns_link.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
@@ -48,7 +51,7 @@ namespace {
 
 constexpr int kLiveSubscribers = 2;
 constexpr const char* kChannel = "chaos";
-constexpr std::array<const char*, 4> kKinds = {"kill", "pause", "controller", "publisher"};
+constexpr std::array<const char*, 5> kKinds = {"kill", "pause", "controller", "publisher", "cut"};
 
 // Record ids carry the producer in the high bits, its own count below.
 constexpr int kProducerShift = 40;
@@ -72,6 +75,13 @@ class OrderCheck {
   void acked(std::uint64_t id, std::uint32_t partition, std::uint64_t offset) {
     std::lock_guard lk(mu_);
     acked_[{id >> kProducerShift, partition}][id] = offset;
+    auto& end = ends_[partition];
+    end = std::max(end, offset + 1);
+  }
+  // Per partition, one past the highest acknowledged offset.
+  [[nodiscard]] std::map<std::uint32_t, std::uint64_t> acked_ends() const {
+    std::lock_guard lk(mu_);
+    return ends_;
   }
   [[nodiscard]] std::uint64_t reordered() const {
     std::lock_guard lk(mu_);
@@ -91,6 +101,7 @@ class OrderCheck {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::map<std::uint64_t, std::uint64_t>> acked_;
+  std::map<std::uint32_t, std::uint64_t> ends_;
 };
 
 struct Producer {
@@ -114,6 +125,11 @@ void add_chaos_options(CLI::App& app, ChaosOptions& o) {
   app.add_option("--interval-ms", o.interval_ms, "time between faults")->capture_default_str();
   app.add_option("--timeout-ms", o.timeout_ms, "failure detector timeout of the cluster")->capture_default_str();
   app.add_option("--dir", o.dir, "state and logs directory")->capture_default_str();
+  app.add_option("--cut", o.cut,
+                 "what network cuts isolate: broker, controller or none (cuts need root and iproute2; every "
+                 "process then uses soft:tcp)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"broker", "controller", "none"}));
   app.add_flag("--json", o.json, "one JSON line: faults by kind, acked, lost, duplicated, misplaced, reordered, "
                                  "indeterminate");
 }
@@ -128,6 +144,27 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   co.heartbeat_timeout_ms = o.timeout_ms;
   co.heartbeat_interval_ms = std::max(10, o.timeout_ms / 6);
   co.quiet = true;
+  // The process a cut isolates runs in a network namespace joined to the
+  // host by a veth pair; everything talks TCP (shared memory would cross
+  // the namespace untouched).
+  std::unique_ptr<NetnsLink> netns;
+  std::string client_provider = common.provider;
+  if (o.cut != "none") {
+    std::string why;
+    netns = NetnsLink::create(&why);
+    if (!netns) {
+      std::fprintf(stderr, "catena chaos: no network cuts (--cut none to silence this): %s\n", why.c_str());
+    } else {
+      co.provider = client_provider = "soft:tcp";
+      co.host = netns->host_addr();
+      const NodeLaunch inside{netns->exec_prefix(), netns->inner_addr(), {}};
+      if (o.cut == "controller") {
+        co.controller_launch = inside;
+      } else {
+        co.node_launch[o.nodes - 1] = inside;
+      }
+    }
+  }
   LocalCluster cluster(co);
   std::string err;
   if (!cluster.start(&err)) {
@@ -151,13 +188,15 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   HistoryChecker history(kLiveSubscribers + 1);  // the last one reads everything at the end
   OrderCheck order;
   std::atomic<bool> stop_subs{false}, stop_pubs{false};
-  std::atomic<std::uint64_t> acked{0}, delivered[kLiveSubscribers] = {0, 0};
+  std::atomic<std::uint64_t> acked{0};
+  std::mutex positions_mu;
+  std::map<std::uint32_t, std::uint64_t> positions[kLiveSubscribers];  // partition -> next offset
   std::vector<std::thread> subs;
   for (int s = 0; s < kLiveSubscribers; ++s) {
     subs.emplace_back([&, s] {
       control::ControllerRoutes routes(cco, "chaos-sub-" + std::to_string(s));
       SubscriberOptions so;
-      so.provider = common.provider;
+      so.provider = client_provider;
       so.read_from = s == 0 ? SubscriberOptions::ReadFrom::tail : SubscriberOptions::ReadFrom::head;
       auto sub = Subscriber::create(routes, kChannel, so);
       if (!sub) return;
@@ -167,7 +206,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       while (!stop_subs) {
         if (sub.value()->poll([&](const Message& m) {
               history.delivered(s, m.partition, m.offset, id_of(m.payload), m.payload);
-              delivered[s].fetch_add(1);
+              std::lock_guard lk(positions_mu);
+              positions[s][m.partition] = m.offset + 1;
             }) == 0) {
           std::this_thread::sleep_for(200us);
         }
@@ -184,7 +224,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       const std::uint64_t producer_id = static_cast<std::uint64_t>(p + 1);
       while (!stop_pubs) {
         PublisherOptions po;
-        po.provider = common.provider;
+        po.provider = client_provider;
         po.producer_id = producer_id;  // the same id across restarts: each run gets a new epoch
         po.retry_timeout = 60s;
         auto pub = Publisher::create(routes, kChannel, po);
@@ -250,7 +290,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   std::uint64_t unhealthy_waits = 0;
   for (; injected < o.faults; ++injected) {
     if (o.seconds > 0 && Clock::now() - started > std::chrono::duration<double>(o.seconds)) break;
-    const std::string kind = kKinds[rng() % kKinds.size()];
+    std::string kind = kKinds[rng() % kKinds.size()];
+    if (kind == "cut" && !netns) kind = "pause";
     if ((kind == "kill" || kind == "pause") && !wait(healthy, 20s)) ++unhealthy_waits;
     const std::size_t victim = rng() % cluster.nodes().size();
     if (kind == "kill") {
@@ -261,6 +302,11 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       cluster.signal_node(victim, SIGSTOP);
       std::this_thread::sleep_for(std::chrono::milliseconds(o.timeout_ms / 2 + rng() % (3 * o.timeout_ms)));
       cluster.signal_node(victim, SIGCONT);
+    } else if (kind == "cut") {
+      std::string cut_err;
+      if (!netns->cut(&cut_err)) std::fprintf(stderr, "catena chaos: cut: %s\n", cut_err.c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 1800));
+      if (!netns->heal(&cut_err)) std::fprintf(stderr, "catena chaos: heal: %s\n", cut_err.c_str());
     } else if (kind == "controller") {
       if (!cluster.restart_controller(&err)) std::fprintf(stderr, "catena chaos: controller: %s\n", err.c_str());
     } else {
@@ -277,18 +323,37 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   wait(healthy, 30s);
   stop_pubs = true;
   for (auto& p : producers) p->thread.join();
-  const auto total_acked = acked.load();
-  wait([&] { return delivered[0].load() >= total_acked && delivered[1].load() >= total_acked; }, 60s);
+  // Live subscribers have caught up once each is past every partition's
+  // highest acknowledged offset.
+  const auto ends = order.acked_ends();
+  wait(
+      [&] {
+        std::lock_guard lk(positions_mu);
+        for (const auto& pos : positions) {
+          for (const auto& [partition, end] : ends) {
+            auto it = pos.find(partition);
+            if (it == pos.end() || it->second < end) return false;
+          }
+        }
+        return true;
+      },
+      60s);
   std::this_thread::sleep_for(300ms);  // duplicates, if any, arrive
   stop_subs = true;
   for (auto& t : subs) t.join();
   {
     control::ControllerRoutes routes(cco, "chaos-reader");
     SubscriberOptions so;
-    so.provider = common.provider;
+    so.provider = client_provider;
     so.start = Start::earliest;
     auto reader = Subscriber::create(routes, kChannel, so);
-    std::uint64_t got = 0;
+    // Read each partition up to its highest acknowledged offset. (Counting
+    // deliveries would stop early: unacknowledged records that committed
+    // are delivered too.)
+    auto done = [&] {
+      return std::all_of(ends.begin(), ends.end(),
+                         [&](const auto& e) { return reader.value()->position(e.first) >= e.second; });
+    };
     if (reader) {
       reader.value()->on_notice([&](const Notice& n) {
         if (n.status == chain::wire::Status::data_lost) {
@@ -296,11 +361,10 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
         }
       });
       auto last = Clock::now();
-      while (got < total_acked && Clock::now() - last < 10s) {
+      while (!done() && Clock::now() - last < 30s) {
         const int n = reader.value()->poll([&](const Message& m) {
           history.delivered(kLiveSubscribers, m.partition, m.offset, id_of(m.payload), m.payload);
         });
-        got += static_cast<std::uint64_t>(n);
         if (n > 0) last = Clock::now();
         else std::this_thread::sleep_for(200us);
       }

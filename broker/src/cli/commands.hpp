@@ -88,6 +88,10 @@ struct ChaosOptions {
   int timeout_ms = 300;
   std::string dir = "catena-chaos";
   bool json = false;
+  // What a network cut isolates: "broker" (the last broker runs in its own
+  // network namespace), "controller", or "none". Cuts need root and
+  // iproute2, and every process on soft:tcp.
+  std::string cut = "broker";
 };
 
 int cluster_up(ClusterOptions opts, bool detach);

@@ -1,4 +1,4 @@
-#include "netns_link.hpp"
+#include <catena/broker/netns_link.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 
 extern char** environ;
 
-namespace catena::testing {
+namespace catena {
 namespace {
 
 constexpr const char* kNsPrefix = "catena-cut-";
@@ -229,4 +229,4 @@ bool NetnsLink::heal_second(std::string* error) {
   return ip({"-n", ns_, "link", "set", second_.inner_if, "up"}, error);
 }
 
-}  // namespace catena::testing
+}  // namespace catena

@@ -3,6 +3,8 @@
 // does to a TCP endpoint, and that revoking access (freeing a region,
 // disconnecting) is exact while the peer keeps writing.
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <catena/fabric/fabric.hpp>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -340,6 +343,44 @@ TEST(SoftGarbageWrite, WellFormedWriteOutsideAnyRegionIsRefusedNotApplied) {
   proxy.inject(bytes.data(), bytes.size());
   EXPECT_TRUE(wait_event(*server.value()));
   EXPECT_TRUE(all_zero(*mr.value()));
+}
+
+// ------------------------------------------------------ the arena file
+
+// A same-host peer maps the provider's arena through /proc/<pid>/fd,
+// read-write. It must not be able to shrink the file under the owner's
+// mapping (the owner would take SIGBUS on its next access past the new end)
+// nor grow it: the arena is sealed.
+TEST(SoftArena, PeersCannotResizeTheArenaFile) {
+  auto p = open_or_fail("soft:shm");
+  ASSERT_TRUE(p);
+  auto mr = p->allocate(4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(mr.ok());
+  std::string arena;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (!ec && target.string().find("catena-soft-arena") != std::string::npos) arena = entry.path().string();
+  }
+  ASSERT_FALSE(arena.empty()) << "no arena memfd among this process's descriptors";
+  const int fd = ::open(arena.c_str(), O_RDWR | O_CLOEXEC);  // what a peer does
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  const off_t size = st.st_size;
+  const int shrink = ftruncate(fd, size - 4096);
+  const int shrink_errno = errno;
+  if (shrink == 0) (void)ftruncate(fd, size);  // put it back before anything touches the end
+  EXPECT_NE(shrink, 0) << "a peer shrank the arena";
+  EXPECT_EQ(shrink_errno, EPERM);
+  EXPECT_NE(ftruncate(fd, size + 4096), 0) << "a peer grew the arena";
+  EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1) << "the seals can be changed";
+  EXPECT_EQ(fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  close(fd);
+  // The provider still works.
+  std::memset(mr.value()->data(), 7, 4096);
+  EXPECT_EQ(static_cast<int>(mr.value()->data()[4095]), 7);
 }
 
 // ------------------------------------------------------ exact revocation

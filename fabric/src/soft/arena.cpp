@@ -34,7 +34,7 @@ std::uint64_t random_u64() {
 
 Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
   std::unique_ptr<Arena> a(new Arena());
-  int fd = memfd_create("catena-soft-arena", MFD_CLOEXEC);
+  int fd = memfd_create("catena-soft-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     return make_error(Errc::resource_exhausted, errno_text("memfd_create"));
   }
@@ -53,6 +53,13 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
   }
   if (base == MAP_FAILED) {
     return make_error(Errc::resource_exhausted, errno_text("mmap of the soft arena"));
+  }
+  // Peers map this file read-write (through /proc/<pid>/fd): sealed, none
+  // of them can shrink it under our mapping (every access past the new end
+  // would be SIGBUS here) or grow it, and the seals cannot be lifted.
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    munmap(base, size);
+    return make_error(Errc::resource_exhausted, errno_text("sealing the soft arena"));
   }
   a->view_.base = static_cast<std::byte*>(base);
   a->view_.size = size;

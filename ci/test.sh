@@ -52,7 +52,7 @@ if [ -x ci/vm/run-in-vm.sh ]; then
   # joined by a virtual wire carry a chain's links over it (eth1's counters
   # must move): plain, with 2% of the frames dropped, and with the peer VM
   # crashing mid-stream (repaired by a spare; every record delivered once).
-  # The 2% loss run failed once in about eight (2026-11-30: the subscriber
+  # The 2% loss run failed once in about fifteen (2026-11-30: the subscriber
   # on the main VM got nothing from the remote tail for 30 s while the
   # publisher's records were all acknowledged); not diagnosed yet. It is run
   # again once, loudly, rather than hidden: a second failure fails the stage.

@@ -62,9 +62,9 @@ fabric::Result<std::unique_ptr<Link>> Link::accept(fabric::Listener& listener, B
 std::uint32_t Link::wait_message(std::byte* out, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::uint32_t got = 0;
-  while (got == 0 && std::chrono::steady_clock::now() < deadline) {
+  auto poll_once = [&] {
     poll_send();
-    int n = poll_recv(
+    return poll_recv(
         [&](const std::byte* msg, std::uint32_t len) {
           if (got == 0) {
             std::memcpy(out, msg, std::min(len, wire::kMaxMessage));
@@ -72,8 +72,18 @@ std::uint32_t Link::wait_message(std::byte* out, std::chrono::milliseconds timeo
           }
         },
         [&](std::uint32_t imm, std::uint32_t len) { early_imms_.emplace_back(imm, len); });
-    if (got > 0) break;  // a refusal may arrive just before the peer hangs up
-    if (n < 0 || broken()) return 0;
+  };
+  while (got == 0 && std::chrono::steady_clock::now() < deadline) {
+    int n = poll_once();
+    if (got > 0) break;
+    if (n < 0) return 0;
+    if (broken()) {
+      // A refusal arrives just before the peer hangs up, and the hang-up can
+      // be seen between an empty poll and this check: the answer is already
+      // in the completion queue, so drain it once more before giving up.
+      poll_once();
+      return got;
+    }
     if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   return got;

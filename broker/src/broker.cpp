@@ -39,6 +39,7 @@ struct Outgoing {
   std::uint64_t epoch = 0;
   std::unique_ptr<Link> link;  // null on failure
   wire::ReplicaWelcome welcome{};
+  std::string error;  // why link is null
 };
 
 struct ConnectRequest {
@@ -123,10 +124,10 @@ class Broker::Impl {
     return stats_;
   }
 
-  std::vector<std::string> take_suspects() {
+  std::vector<LinkReport> take_link_reports() {
     std::lock_guard lk(stats_mu_);
-    std::vector<std::string> out;
-    out.swap(suspects_);
+    std::vector<LinkReport> out;
+    out.swap(link_reports_);
     return out;
   }
 
@@ -176,6 +177,7 @@ class Broker::Impl {
     if (it->second->epoch() > epoch) {
       return {ConfigureStatus::stale_epoch, it->second->epoch(), "replica is newer than the fence"};
     }
+    unlinked_.erase(it->first);
     replicas_.erase(it);  // links are disconnected, memory deregistered
     spdlog::info("partition {}/{}: fenced at epoch {}, replica dropped", channel, partition, epoch);
     return {ConfigureStatus::applied, epoch, ""};
@@ -257,17 +259,22 @@ class Broker::Impl {
   void housekeeping_st() {
     last_pass_ns_.store(clock_.now_ns(), std::memory_order_relaxed);
     NodeStats st;
-    std::vector<std::string> suspects;
+    std::vector<LinkReport> reports;
     const std::uint64_t now = clock_.now_ns();
     for (auto& [key, rep] : replicas_) {
       rep->tick();
-      for (auto& s : rep->take_suspects()) {
-        if (!s.empty()) suspects.push_back(std::move(s));
-      }
       const auto& c = rep->config();
-      if (rep->wants_successor() && now >= reconnect_at_[key]) {
-        auto pending = connecting_.find(key);
-        if (pending == connecting_.end() || pending->second != rep->epoch()) request_connect_st(*rep);
+      for (auto& f : rep->take_faults()) {
+        if (!f.node.empty()) reports.push_back({std::move(f.node), c.channel, c.partition, c.epoch, std::move(f.reason)});
+      }
+      if (rep->wants_successor()) {
+        if (now >= reconnect_at_[key]) {
+          auto pending = connecting_.find(key);
+          if (pending == connecting_.end() || pending->second != rep->epoch()) request_connect_st(*rep);
+        }
+        if (!rep->suspended()) note_unlinked_st(key, *rep, now, &reports);
+      } else {
+        unlinked_.erase(key);
       }
       PartitionStats ps{c.channel, c.partition, c.epoch, c.position, c.chain_length, rep->stats()};
       st.segments += ps.replica.segments;
@@ -278,7 +285,23 @@ class Broker::Impl {
     }
     std::lock_guard lk(stats_mu_);
     stats_ = std::move(st);
-    for (auto& s : suspects) suspects_.push_back(std::move(s));
+    for (auto& r : reports) link_reports_.push_back(std::move(r));
+  }
+
+  // A successor this partition cannot link to, for link_report_ms and then
+  // every link_report_ms again: reported with the last dial's outcome.
+  void note_unlinked_st(const Key& key, const chain::Replica& rep, std::uint64_t now,
+                        std::vector<LinkReport>* reports) {
+    auto [it, fresh] = unlinked_.try_emplace(key);
+    Unlinked& u = it->second;
+    if (fresh || u.epoch != rep.epoch()) u = Unlinked{rep.epoch(), now, now + cfg_.link_report_ms * 1'000'000, {}};
+    if (now < u.report_at) return;
+    const auto& c = rep.config();
+    reports->push_back({c.successor_node, c.channel, c.partition, c.epoch,
+                        "no link to the successor at " + c.successor_addr + " for " +
+                            std::to_string((now - u.since) / 1'000'000) + " ms" +
+                            (u.last_error.empty() ? std::string() : ": " + u.last_error)});
+    u.report_at = now + cfg_.link_report_ms * 1'000'000;
   }
 
   // One connect in flight per partition and epoch: a second one would reach
@@ -312,6 +335,9 @@ class Broker::Impl {
     if (pending != connecting_.end() && pending->second == out.epoch) connecting_.erase(pending);
     if (!out.link) {
       reconnect_at_[key] = clock_.now_ns() + 200'000'000;  // retry a failed link every 200 ms
+      if (auto u = unlinked_.find(key); u != unlinked_.end() && u->second.epoch == out.epoch) {
+        u->second.last_error = out.error;
+      }
       return;
     }
     auto it = replicas_.find(key);
@@ -396,9 +422,11 @@ class Broker::Impl {
       if (!d.welcome) {
         spdlog::debug("partition {}/{}: cannot link to successor {}: {}", req.channel, req.partition, req.addr,
                       d.error.message);
+        out->error = d.error.message;
       } else if (d.welcome->status != wire::Status::ok) {
         spdlog::debug("partition {}/{}: successor answered {}", req.channel, req.partition,
                       wire::to_string(d.welcome->status));
+        out->error = "it answered " + std::string(wire::to_string(d.welcome->status));
       } else {
         out->welcome = *d.welcome;
         out->link = std::move(d.link);
@@ -426,13 +454,20 @@ class Broker::Impl {
 
   mutable std::mutex stats_mu_;
   NodeStats stats_;
-  std::vector<std::string> suspects_;
+  std::vector<LinkReport> link_reports_;
 
   // Data-plane thread only.
   // Publishers' rings on this node, charged by sessions; outlives every replica.
   chain::SessionBudget budget_;
   std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
   std::map<Key, std::uint64_t> reconnect_at_;
+  struct Unlinked {
+    std::uint64_t epoch = 0;
+    std::uint64_t since = 0;      // wanting a successor link at this epoch since
+    std::uint64_t report_at = 0;  // next report
+    std::string last_error;       // the last dial's outcome
+  };
+  std::map<Key, Unlinked> unlinked_;  // partitions wanting a successor link they do not have
   std::map<Key, std::uint64_t> connecting_;  // epoch of the connect request queued or being dialled
 
   std::thread agent_;
@@ -504,7 +539,7 @@ void Broker::set_lease_deadline(std::uint64_t deadline_ns) {
 const chain::Clock& Broker::clock() const { return impl_->clock_; }
 
 NodeStats Broker::stats() const { return impl_->stats(); }
-std::vector<std::string> Broker::take_suspects() { return impl_->take_suspects(); }
+std::vector<LinkReport> Broker::take_link_reports() { return impl_->take_link_reports(); }
 void Broker::stop() { impl_->stop(); }
 
 }  // namespace catena::broker

@@ -233,18 +233,24 @@ int main(int argc, char** argv) {
       // neighbours: they dropped it. Reported now, under the new
       // registration, they would have the controller suspect and probe
       // healthy nodes (seen after a network cut healed).
-      (void)broker.value()->take_suspects();
+      (void)broker.value()->take_link_reports();
       const auto held = catena::control::node_stats_of(broker.value()->stats()).partitions;
       register_node(held);
     } else if (!reply && reply.code() == catena::control::idl::ErrorCode::UNKNOWN_NODE) {
       register_node(catena::control::node_stats_of(broker.value()->stats()).partitions);
     }
-    for (const auto& suspect : broker.value()->take_suspects()) {
+    for (const auto& link : broker.value()->take_link_reports()) {
       catena::control::idl::FailureReport rep;
       rep.reporter = info.node_id;
-      rep.suspect_node_id = suspect;
-      rep.reason = "data-plane link lost";
-      (void)controller.report_failure(rep);
+      rep.suspect_node_id = link.suspect;
+      rep.channel = link.channel;
+      rep.partition = static_cast<std::int32_t>(link.partition);
+      rep.epoch = static_cast<std::int64_t>(link.epoch);
+      rep.reason = link.reason;
+      if (auto r = controller.report_failure(rep); !r) {
+        spdlog::debug("report about {} on {}/{} not taken: {}", link.suspect, link.channel, link.partition,
+                      r.error().describe());
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
   }

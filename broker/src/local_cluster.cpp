@@ -100,6 +100,7 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   if (auto it = opts_.node_launch.find(index); it != opts_.node_launch.end()) {
     args = it->second.wrap;
     if (!it->second.host.empty()) host = fabric_host = it->second.host;
+    if (!it->second.fabric_host.empty()) fabric_host = it->second.fabric_host;
     if (!it->second.controller_host.empty()) {
       controller = it->second.controller_host + controller_addr_.substr(controller_addr_.rfind(':'));
     }

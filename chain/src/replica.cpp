@@ -118,7 +118,9 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
   const bool other_incarnation = cfg_.successor_node_epoch != 0 && w.node_epoch != cfg_.successor_node_epoch;
   if (w.status != wire::Status::ok || w.epoch != cfg_.epoch || w.slot_count != cfg_.slot_count ||
       w.segment_bytes != cfg_.log.segment_bytes || cfg_.successor_addr.empty() || other_incarnation) {
-    if (other_incarnation && w.status == wire::Status::ok) suspects_.push_back(cfg_.successor_node);
+    if (other_incarnation && w.status == wire::Status::ok) {
+      faults_.push_back({cfg_.successor_node, "another incarnation answered the successor's address"});
+    }
     link->ep().disconnect();
     return false;
   }
@@ -135,6 +137,7 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
     }
   }
   succ_ = std::move(link);
+  succ_progress_ns_ = tick_ns_;
   fwd_in_flight_ = 0;
   return true;
 }
@@ -211,6 +214,14 @@ void Replica::tick() {
   if (cfg_.is_head() && log_->roll_if_aged() && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
   if (pred_) pred_->poll_events();
   if (succ_) succ_->poll_events();
+  if (succ_ && fwd_in_flight_ > 0 && tick_ns_ - succ_progress_ns_ > cfg_.link_stall_ns) {
+    faults_.push_back({cfg_.successor_node,
+                       "successor completed no write for " + std::to_string((tick_ns_ - succ_progress_ns_) / 1'000'000) +
+                           " ms with " + std::to_string(fwd_in_flight_) + " bytes in flight"});
+    succ_->ep().disconnect();
+    succ_.reset();
+    fwd_in_flight_ = 0;
+  }
   if (tick_ns_ >= next_session_events_ns_) {
     // A client that vanished is only seen in its connection's events on some
     // providers (verbs: the CM's DISCONNECTED): look at them now and then,
@@ -235,7 +246,7 @@ int Replica::pump_predecessor_st() {
                            });
   pred_->poll_send();
   if (n < 0 || pred_->broken()) {
-    suspects_.push_back(cfg_.predecessor_node);
+    faults_.push_back({cfg_.predecessor_node, "predecessor link lost"});
     pred_.reset();
     return 1;
   }
@@ -282,11 +293,12 @@ int Replica::pump_successor_st() {
   });
   succ_->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
   if (n < 0 || succ_->broken()) {
-    suspects_.push_back(cfg_.successor_node);
+    faults_.push_back({cfg_.successor_node, "successor link lost"});
     succ_.reset();
     fwd_in_flight_ = 0;
     return 1;
   }
+  if (n > 0 || fwd_in_flight_ == 0) succ_progress_ns_ = tick_ns_;
   return n;
 }
 
@@ -350,9 +362,9 @@ ReplicaStats Replica::stats() const {
   return s;
 }
 
-std::vector<std::string> Replica::take_suspects() {
-  std::vector<std::string> out;
-  out.swap(suspects_);
+std::vector<LinkFault> Replica::take_faults() {
+  std::vector<LinkFault> out;
+  out.swap(faults_);
   return out;
 }
 

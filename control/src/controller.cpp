@@ -368,6 +368,7 @@ Result<void> Controller::report_failure(const idl::FailureReport& report) {
     }
   }
   if (node->dead) return {};  // already handled
+  if (!report.channel.empty()) note_link_fault_locked(report, **route_locked(report.channel, report.partition));
   detector_.report(
       report.suspect_node_id,
       fmt::format(

@@ -95,7 +95,7 @@ class SlowSetup : public ::testing::TestWithParam<SlowStep> {
   std::vector<std::string> suspects() {
     std::vector<std::string> all;
     for (auto& b : brokers_) {
-      for (auto& s : b->take_suspects()) all.push_back(b->node_id() + " suspects " + s);
+      for (auto& r : b->take_link_reports()) all.push_back(b->node_id() + " reports " + r.suspect + ": " + r.reason);
     }
     return all;
   }

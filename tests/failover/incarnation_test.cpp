@@ -144,7 +144,7 @@ TEST_F(Incarnation, ReplicaLinksNameTheIncarnationsOfTheRoute) {
   const auto st = brokers_[0]->stats();
   ASSERT_EQ(st.partitions.size(), 1u);
   EXPECT_FALSE(st.partitions[0].replica.successor_connected);
-  EXPECT_FALSE(brokers_[0]->take_suspects().empty());
+  EXPECT_FALSE(brokers_[0]->take_link_reports().empty());
 
   // With the route naming the right incarnations (a new epoch), they link.
   ASSERT_TRUE(admin_.configure_chain(target(1), assignment(2, 8, 9)).ok());

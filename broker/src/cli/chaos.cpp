@@ -157,7 +157,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
     } else {
       co.provider = client_provider = "soft:tcp";
       co.host = netns->host_addr();
-      const NodeLaunch inside{netns->exec_prefix(), netns->inner_addr(), {}};
+      const NodeLaunch inside{netns->exec_prefix(), netns->inner_addr(), {}, {}};
       if (o.cut == "controller") {
         co.controller_launch = inside;
       } else {

@@ -38,6 +38,20 @@ struct BrokerConfig {
   // is stalled (stuck, or dead): the node stops heartbeating and fails the
   // controller's probes, so its chains are repaired without it.
   std::uint64_t data_plane_stall_ms = 2000;
+  // A partition that has wanted a link to its successor for this long
+  // without one (dials failing, refused, or the link stalled) is reported to
+  // the controller, and again every this long while it lasts: a fault only
+  // the data plane sees, which the controller repairs if it persists.
+  std::uint64_t link_report_ms = 1000;
+};
+
+// A neighbour in one chain that the data plane lost or cannot reach.
+struct LinkReport {
+  std::string suspect;  // node id
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;  // the route epoch the replica was at
+  std::string reason;
 };
 
 struct PartitionStats {
@@ -87,8 +101,9 @@ class Broker {
   ConfigureResult fence(const std::string& channel, std::uint32_t partition, std::uint64_t epoch);
   // Any thread: a snapshot refreshed by the data-plane thread every few ms.
   NodeStats stats() const;
-  // Nodes the data plane found unreachable (failed forwards, lost links).
-  std::vector<std::string> take_suspects();
+  // Neighbours the data plane found unreachable since the last call (lost or
+  // stalled links, successors it has not reached for link_report_ms).
+  std::vector<LinkReport> take_link_reports();
   // The controller assigns ids at registration, after the fabric listener
   // exists (its address is part of the registration).
   void set_node_id(const std::string& node_id);

@@ -27,6 +27,10 @@ struct NodeLaunch {
   // Host of the controller address this broker dials, instead of the one
   // the cluster reports (same port): a second route to the controller.
   std::string controller_host;
+  // Address its fabric service alone listens on, instead of `host`: a second
+  // route to the node's data plane, so a test can cut the data plane while
+  // its admin service and heartbeats still get through.
+  std::string fabric_host;
 };
 
 struct ClusterOptions {

@@ -94,6 +94,11 @@ struct ReplicaConfig {
   std::uint32_t slot_count = 8;
   std::uint64_t start_offset = 0;
   SessionLimits limits;
+  // A successor link that completes none of the writes in flight on it for
+  // this long is dropped and reported (LinkFault): a peer that stopped
+  // answering on the data plane, where nothing may ever reset the
+  // connection (TCP into a cut, RNR retries without end).
+  std::uint64_t link_stall_ns = 2'000'000'000;
   SessionBudget* budget = nullptr;  // the broker's; nullptr: this replica's own, with the default limit
 
   [[nodiscard]] bool is_head() const { return position == 0; }
@@ -116,6 +121,13 @@ struct ReplicaStats {
   // Bytes this replica holds that its successor does not have yet: not yet
   // posted, or posted and not yet completed. -1 without a successor link.
   std::int64_t successor_backlog_bytes = -1;
+};
+
+// A neighbour this replica lost or could not use, and why: the broker turns
+// it into a failure report to the controller.
+struct LinkFault {
+  std::string node;
+  std::string reason;
 };
 
 class Replica {
@@ -166,8 +178,9 @@ class Replica {
   void attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatchHello& hello);
 
   [[nodiscard]] ReplicaStats stats() const;
-  // Nodes this replica found unreachable since the last call (for failure reports).
-  std::vector<std::string> take_suspects();
+  // Neighbours this replica found unreachable since the last call (for
+  // failure reports).
+  std::vector<LinkFault> take_faults();
   [[nodiscard]] const PartitionLog& log() const { return *log_; }
 
   struct PublisherSession;
@@ -208,6 +221,7 @@ class Replica {
   std::array<std::uint64_t, wire::kMaxSlots> fwd_gen_{};
   std::array<std::uint32_t, wire::kMaxSlots> fwd_end_{};
   std::uint64_t fwd_in_flight_ = 0;  // bytes of data writes posted and not yet completed
+  std::uint64_t succ_progress_ns_ = 0;  // tick clock when the link last completed a write, or had none in flight
   // Predecessor side.
   std::unique_ptr<Link> pred_;
   fabric::RemoteRegion pred_commit_word_{};
@@ -218,7 +232,7 @@ class Replica {
   std::vector<std::unique_ptr<WatchSession>> watchers_;
   Cursor watch_cursor_;            // next record the tail has not yet acknowledged to watchers
   std::uint64_t watch_next_ = 0;
-  std::vector<std::string> suspects_;
+  std::vector<LinkFault> faults_;
   std::uint64_t corrupt_frames_ = 0;
   SessionBudget own_budget_;
   std::uint64_t tick_ns_ = 0;         // the clock at the last tick(): producer state's idle clock

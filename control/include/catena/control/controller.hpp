@@ -91,6 +91,14 @@ class Controller {
     // controller assumes it is the one cut off and evicts nobody until they
     // are heard from again. 100 never assumes it.
     int isolation_percent = 50;
+    // A chain link its predecessor keeps reporting broken (failure reports
+    // naming the partition at its current route epoch, no two further apart
+    // than half of this) over this long a span, while
+    // the successor still answers every probe, is a fault only the data
+    // plane sees: the successor is evicted and its chains repaired. If that
+    // reporter's reports already evicted a node within 10x this time, the
+    // reporter is evicted instead: it is the common factor.
+    std::chrono::milliseconds link_fault_timeout{3000};
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
@@ -222,6 +230,10 @@ class Controller {
   [[nodiscard]] std::vector<PushJob> collect_pushes_locked();
 
   void run_probes();
+  // Data-plane link faults (Options::link_fault_timeout): records a report
+  // from a suspect's predecessor, and evicts where one has persisted.
+  void note_link_fault_locked(const idl::FailureReport& report, const idl::PartitionRoute& route);
+  void act_on_link_faults_locked();
   // The lease told to brokers (Options::lease resolved).
   [[nodiscard]] std::chrono::milliseconds lease() const;
   // Too many nodes silent at once (Options::isolation_percent); logs on
@@ -244,6 +256,15 @@ class Controller {
   std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
   std::map<RouteId, std::int64_t> raised_high_water_;        // reported, not yet persisted
   Clock::time_point next_high_water_persist_{};
+  struct LinkFault {
+    std::string reporter;
+    std::int64_t epoch = 0;
+    Clock::time_point first{}, last{};
+    int reports = 0;
+    std::string reason;  // the latest report's
+  };
+  std::map<std::pair<RouteId, std::string>, LinkFault> link_faults_;  // (route, suspect): ongoing reports
+  std::map<std::string, Clock::time_point> link_evictions_;           // reporter: when its reports last evicted
   bool halted_ = false;
   std::int64_t next_producer_number_ = 0;  // below store_->state().producer_numbers_reserved
   bool isolated_ = false;                  // last answer of isolated_locked()

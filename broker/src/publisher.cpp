@@ -1,5 +1,7 @@
 #include <catena/broker/publisher.hpp>
+#include <catena/chain/bounded_fifo.hpp>
 #include <catena/chain/clock.hpp>
+#include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/record.hpp>
@@ -19,20 +21,12 @@ using fabric::Errc;
 namespace wire = chain::wire;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-std::uint32_t clamp_ring(std::uint32_t want) {
-  return std::clamp<std::uint32_t>(want, 64u << 10, 256u << 20) & ~7u;
-}
-
-}  // namespace
-
 // One partition's session with its head, and its commit watch with the tail.
 struct PartitionSession {
   struct Pending {
     std::uint64_t seq;
     std::uint32_t frame_bytes;
-    std::uint64_t pos;  // ring total where the frame starts
+    std::uint32_t pos;  // where the frame starts in the ring
     PublishCallback cb;
   };
 
@@ -42,14 +36,9 @@ struct PartitionSession {
   std::unique_ptr<Link> watch;  // the tail's early acks (chains of 2 or more)
   std::unique_ptr<fabric::MemoryRegion> mirror;  // local image of the head's ring
   fabric::RemoteRegion ring{};
-  std::uint32_t ring_bytes = 0;
-  std::uint64_t written = 0;   // bytes framed (total)
-  std::uint64_t flushed = 0;   // bytes handed to the fabric
-  std::uint64_t consumed = 0;  // bytes the head has consumed (from acks)
+  chain::FrameRingWriter writer;  // credit comes from the head's acks
   std::uint64_t next_seq = 0;
-  std::vector<Pending> pending;  // FIFO ring, capacity max_in_flight
-  std::uint32_t p_head = 0;
-  std::uint32_t p_count = 0;
+  chain::BoundedFifo<Pending> pending;  // unacknowledged records, capacity max_in_flight
   Clock::time_point linger_start{};
   Clock::time_point down_since{};
   Clock::time_point retry_at{};
@@ -65,7 +54,17 @@ struct PartitionSession {
   std::uint64_t chain_start = 0;
   bool chain_start_known = false;
 
-  Pending& at(std::uint32_t i) { return pending[(p_head + i) % pending.size()]; }
+  // Places a frame of `frame_bytes` in the ring (a pad goes into the mirror
+  // with the frames, and to the head with the next flush).
+  chain::RingStatus place_st(std::uint32_t frame_bytes, std::uint32_t* pos) {
+    return writer.place_st(
+        frame_bytes,
+        [this](std::uint32_t at, const chain::RecordHeader& pad) {
+          std::memcpy(mirror->data() + at, &pad, sizeof pad);
+          return true;
+        },
+        pos);
+  }
 };
 
 class Publisher::Impl {
@@ -89,14 +88,18 @@ class Publisher::Impl {
     if (!identity) return identity.error();
     opts_.producer_id = identity->producer_id;
     producer_epoch_ = identity->producer_epoch;
-    ring_bytes_ = clamp_ring(opts_.ring_bytes);
+    ring_bytes_ = chain::clamp_ring_bytes(opts_.ring_bytes);
     for (std::uint32_t i = 0; i < layout->partitions; ++i) {
       auto s = std::make_unique<PartitionSession>();
       s->partition = i;
       auto mirror = provider_->allocate(ring_bytes_, fabric::kLocalWrite);
       if (!mirror) return mirror.error();
       s->mirror = std::move(mirror.value());
-      s->pending.resize(std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow));
+      // At most half the ring per frame: a frame that has to wrap still
+      // fits behind its pad.
+      s->writer = chain::FrameRingWriter(ring_bytes_, ring_bytes_ / 2);
+      s->pending = chain::BoundedFifo<PartitionSession::Pending>(
+          std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow));
       sessions_.push_back(std::move(s));
     }
     // Connect eagerly so the first publish does not pay for it; failures are
@@ -111,30 +114,23 @@ class Publisher::Impl {
     if (payload.size() > max_record_) return Errc::too_large;
     if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
     const std::uint32_t fbytes = static_cast<std::uint32_t>(chain::frame_size(static_cast<std::uint32_t>(payload.size())));
-    if (fbytes > ring_bytes_ / 2) return Errc::too_large;
-    if (s.p_count == s.pending.size()) return Errc::backpressure;
-    std::uint64_t pos = s.written % ring_bytes_;
-    const std::uint64_t to_end = ring_bytes_ - pos;
-    const std::uint64_t need = fbytes > to_end ? to_end + fbytes : fbytes;
-    if (ring_bytes_ - (s.written - s.consumed) < need) return Errc::backpressure;
-    if (fbytes > to_end) {
-      pad_st(s, static_cast<std::uint32_t>(to_end));
-      pos = 0;
-    }
+    if (s.writer.check_size(fbytes) != chain::RingStatus::ok) return Errc::too_large;
+    if (s.pending.full()) return Errc::backpressure;
+    const bool was_idle = s.pending.empty() && s.writer.written() == s.writer.flushed();
+    std::uint32_t pos = 0;
+    if (s.place_st(fbytes, &pos) != chain::RingStatus::ok) return Errc::backpressure;  // wait for credit
     chain::RecordHeader h{};
     h.producer_id = opts_.producer_id;
     h.producer_epoch = producer_epoch_;
     h.sequence = s.next_seq;
     h.timestamp_ns = chain::wall_clock_ns();
     chain::write_frame(s.mirror->data() + pos, h, payload);
-    if (s.p_count == 0) s.last_progress = Clock::now();
-    if (s.p_count == 0 && s.written == s.flushed) s.linger_start = Clock::now();
-    s.at(s.p_count) = PartitionSession::Pending{s.next_seq, fbytes, s.written, std::move(cb)};
-    ++s.p_count;
+    if (s.pending.empty()) s.last_progress = Clock::now();
+    if (was_idle) s.linger_start = Clock::now();
+    s.pending.push_back(PartitionSession::Pending{s.next_seq, fbytes, pos, std::move(cb)});
     ++s.next_seq;
-    s.written += fbytes;
     ++in_flight_;
-    if (opts_.linger.count() == 0 || s.written - s.flushed >= opts_.max_batch_bytes) flush_st(s);
+    if (opts_.linger.count() == 0 || s.writer.written() - s.writer.flushed() >= opts_.max_batch_bytes) flush_st(s);
     return Errc::ok;
   }
 
@@ -149,11 +145,11 @@ class Publisher::Impl {
     for (auto& sp : sessions_) {
       PartitionSession& s = *sp;
       if (!s.link) {
-        if (s.p_count > 0 && now - s.down_since > opts_.retry_timeout) fail_all_st(s, wire::Status::unavailable);
+        if (!s.pending.empty() && now - s.down_since > opts_.retry_timeout) fail_all_st(s, wire::Status::unavailable);
         if (now >= s.retry_at) (void)connect_st(s, s.route.epoch);
         continue;
       }
-      if (s.written > s.flushed && now - s.linger_start >= opts_.linger) flush_st(s);
+      if (s.writer.written() > s.writer.flushed() && now - s.linger_start >= opts_.linger) flush_st(s);
       // Acks from the tail's watch or from the head: the first one resolves.
       auto take_acks = [&](Link& link, bool from_tail) {
         link.poll_recv(
@@ -192,7 +188,7 @@ class Publisher::Impl {
         s.retry_at = now;
       } else if (s.link->broken()) {
         lost_head_st(s, "connection to head lost");
-      } else if (s.p_count > 0 && now - s.last_progress >= opts_.stall_check && now >= s.route_check_at) {
+      } else if (!s.pending.empty() && now - s.last_progress >= opts_.stall_check && now >= s.route_check_at) {
         // Acks stalled: a head cut off the network goes silent, no reset.
         s.route_check_at = now + opts_.stall_check;
         if (!refresh_route_st(s)) lost_head_st(s, "acknowledgements stalled and the chain has a new head");
@@ -222,28 +218,15 @@ class Publisher::Impl {
   }
 
   // --- internals (publishing thread) -------------------------------------------
-  void pad_st(PartitionSession& s, std::uint32_t to_end) {
-    if (to_end >= sizeof(chain::RecordHeader)) {
-      chain::RecordHeader pad{};
-      pad.flags = chain::kFlagPad;
-      pad.length = to_end - static_cast<std::uint32_t>(sizeof pad);
-      pad.header_crc = chain::header_checksum(pad);
-      std::memcpy(s.mirror->data() + (s.written % ring_bytes_), &pad, sizeof pad);
-    }
-    s.written += to_end;
-  }
-
   void flush_st(PartitionSession& s) {
-    while (s.link && s.flushed < s.written) {
-      const std::uint64_t pos = s.flushed % ring_bytes_;
-      const std::uint64_t len = std::min<std::uint64_t>(s.written - s.flushed, ring_bytes_ - pos);
-      const bool last = s.flushed + len == s.written;
-      fabric::LocalBuffer src{s.mirror.get(), pos, static_cast<std::uint32_t>(len)};
-      fabric::RemoteAddress dst{s.ring, pos};
-      Errc e = last ? s.link->ep().post_write_imm(chain::kWrData, src, dst, static_cast<std::uint32_t>(s.written / 8))
-                    : s.link->ep().post_write(chain::kWrData, src, dst);
+    while (s.link && s.writer.flushed() < s.writer.written()) {
+      const chain::FrameRingWriter::Chunk c = s.writer.next_chunk();
+      fabric::LocalBuffer src{s.mirror.get(), c.pos, c.bytes};
+      fabric::RemoteAddress dst{s.ring, c.pos};
+      Errc e = c.last ? s.link->ep().post_write_imm(chain::kWrData, src, dst, s.writer.immediate())
+                      : s.link->ep().post_write(chain::kWrData, src, dst);
       if (e != Errc::ok) return;  // send queue full: poll() retries
-      s.flushed += len;
+      s.writer.flushed_st(s.writer.flushed() + c.bytes);
     }
   }
 
@@ -252,13 +235,13 @@ class Publisher::Impl {
     s.last_progress = Clock::now();
     if (ack.status == wire::Status::sequence_gap) {
       // The head holds none of these records: nothing to resolve, resync.
-      if (ack.ring_consumed > s.consumed && ack.ring_consumed <= s.written) s.consumed = ack.ring_consumed;
+      (void)s.writer.credit_st(ack.ring_consumed);
       s.resync = true;
       return 0;
     }
-    for (std::uint32_t i = 0; i < ack.count && s.p_count > 0; ++i) {
+    for (std::uint32_t i = 0; i < ack.count && !s.pending.empty(); ++i) {
       const std::uint64_t seq = ack.first_seq + i;
-      PartitionSession::Pending& p = s.at(0);
+      PartitionSession::Pending& p = s.pending.front();
       if (p.seq != seq) continue;  // an ack for a record already resolved
       PublishResult r;
       r.status = ack.status;
@@ -268,27 +251,25 @@ class Publisher::Impl {
                      ? (ack.first_offset == ~0ull ? ~0ull : ack.first_offset + i)
                      : 0;
       PublishCallback cb = std::move(p.cb);
-      s.p_head = (s.p_head + 1) % static_cast<std::uint32_t>(s.pending.size());
-      --s.p_count;
+      s.pending.pop_front();
       --in_flight_;
       ++handled;
       if (cb) cb(r);
     }
-    if (ack.ring_consumed > s.consumed && ack.ring_consumed <= s.written) s.consumed = ack.ring_consumed;
+    (void)s.writer.credit_st(ack.ring_consumed);  // 0 from the tail's watch: ignored
     return handled;
   }
 
   void fail_all_st(PartitionSession& s, wire::Status st) {
-    while (s.p_count > 0) {
-      PartitionSession::Pending& p = s.at(0);
+    while (!s.pending.empty()) {
+      PartitionSession::Pending& p = s.pending.front();
       PublishCallback cb = std::move(p.cb);
       PublishResult r{st, s.partition, 0, p.seq};
-      s.p_head = (s.p_head + 1) % static_cast<std::uint32_t>(s.pending.size());
-      --s.p_count;
+      s.pending.pop_front();
       --in_flight_;
       if (cb) cb(r);
     }
-    s.written = s.flushed = s.consumed = 0;
+    s.writer.reset_st();
   }
 
   void lost_head_st(PartitionSession& s, const std::string& why) {
@@ -390,40 +371,40 @@ class Publisher::Impl {
   // stored twice. A head ahead of everything sent means another process
   // publishes with this producer epoch: fenced.
   bool resync_st(PartitionSession& s, std::uint64_t next) {
-    const std::uint64_t first = s.p_count > 0 ? s.at(0).seq : s.next_seq;
+    const std::uint64_t first = !s.pending.empty() ? s.pending.front().seq : s.next_seq;
     if (next > s.next_seq) {
       fail_all_st(s, wire::Status::producer_fenced);
       return false;
     }
     if (next >= first) return true;
-    for (std::uint32_t i = 0; i < s.p_count; ++i) {
-      auto& p = s.at(i);
+    for (std::uint32_t i = 0; i < s.pending.size(); ++i) {
+      auto& p = s.pending[i];
       p.seq = next + i;
-      chain::restamp_sequence(s.mirror->data() + (p.pos % ring_bytes_), p.seq);
+      chain::restamp_sequence(s.mirror->data() + p.pos, p.seq);
     }
-    s.next_seq = next + s.p_count;
+    s.next_seq = next + s.pending.size();
     return true;
   }
 
   void resend_st(PartitionSession& s) {
     // The new ring starts empty: lay the unacknowledged frames out again.
+    // They were all in the ring at once, so from offset 0 they fit.
     std::vector<std::byte> copy;
-    std::vector<std::uint32_t> sizes;
-    for (std::uint32_t i = 0; i < s.p_count; ++i) {
-      const auto& p = s.at(i);
-      const std::byte* f = s.mirror->data() + (p.pos % ring_bytes_);
+    for (std::uint32_t i = 0; i < s.pending.size(); ++i) {
+      const auto& p = s.pending[i];
+      const std::byte* f = s.mirror->data() + p.pos;
       copy.insert(copy.end(), f, f + p.frame_bytes);
-      sizes.push_back(p.frame_bytes);
     }
-    s.written = s.flushed = s.consumed = 0;
+    s.writer.reset_st();
     std::size_t off = 0;
-    for (std::uint32_t i = 0; i < s.p_count; ++i) {
-      const std::uint64_t to_end = ring_bytes_ - (s.written % ring_bytes_);
-      if (sizes[i] > to_end) pad_st(s, static_cast<std::uint32_t>(to_end));
-      std::memcpy(s.mirror->data() + (s.written % ring_bytes_), copy.data() + off, sizes[i]);
-      s.at(i).pos = s.written;
-      s.written += sizes[i];
-      off += sizes[i];
+    for (std::uint32_t i = 0; i < s.pending.size(); ++i) {
+      auto& p = s.pending[i];
+      if (s.place_st(p.frame_bytes, &p.pos) != chain::RingStatus::ok) {
+        fail_all_st(s, wire::Status::unavailable);  // cannot happen: see above
+        return;
+      }
+      std::memcpy(s.mirror->data() + p.pos, copy.data() + off, p.frame_bytes);
+      off += p.frame_bytes;
     }
     flush_st(s);
   }

@@ -1,4 +1,5 @@
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/record.hpp>
 
@@ -12,23 +13,12 @@ using fabric::Errc;
 namespace wire = chain::wire;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-std::uint64_t advance_total(std::uint64_t total, std::uint32_t imm) {
-  const std::uint32_t low = static_cast<std::uint32_t>(total / 8);
-  return total + static_cast<std::uint64_t>(imm - low) * 8;
-}
-
-}  // namespace
-
 struct SubSession {
   std::uint32_t partition = 0;
   Route route;
   std::unique_ptr<Link> link;
   std::unique_ptr<fabric::MemoryRegion> ring;
-  std::uint64_t written = 0;
-  std::uint64_t consumed = 0;
-  std::uint64_t credited = 0;
+  chain::FrameRingReader reader;  // over `ring`
   std::uint64_t next_offset = 0;
   bool positioned = false;  // next_offset is known
   std::uint32_t replica_pick = 0;
@@ -49,7 +39,7 @@ class Subscriber::Impl {
     auto p = fabric::Provider::open(opts_.provider);
     if (!p) return p.error();
     provider_ = std::move(p.value());
-    ring_bytes_ = std::max<std::uint32_t>(opts_.ring_bytes, 2 * layout->segment_bytes) & ~7u;
+    ring_bytes_ = chain::align_ring_bytes(std::max<std::uint32_t>(opts_.ring_bytes, 2 * layout->segment_bytes));
     std::vector<std::uint32_t> parts = opts_.partitions;
     if (parts.empty()) {
       for (std::uint32_t i = 0; i < layout->partitions; ++i) parts.push_back(i);
@@ -63,6 +53,7 @@ class Subscriber::Impl {
       auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite);
       if (!ring) return ring.error();
       s->ring = std::move(ring.value());
+      s->reader = chain::FrameRingReader(s->ring->data(), ring_bytes_);
       s->replica_pick = opts_.read_from == SubscriberOptions::ReadFrom::spread ? part : 0;
       if (opts_.start == Start::offset) {
         s->next_offset = opts_.start_offset;
@@ -102,23 +93,18 @@ class Subscriber::Impl {
               }
             }
           },
-          [&](std::uint32_t imm, std::uint32_t) { s.written = advance_total(s.written, imm); });
-      if (s.written - s.consumed > ring_bytes_) reconnect = true;  // a replica overran the ring: protocol error
-      while (!reconnect && delivered < max && s.consumed < s.written) {
-        const std::uint64_t pos = s.consumed % ring_bytes_;
-        const std::uint64_t to_end = ring_bytes_ - pos;
-        if (to_end < sizeof(chain::RecordHeader)) {
-          s.consumed += to_end;
-          continue;
-        }
-        chain::RecordHeader h;
-        const std::byte* frame = s.ring->data() + pos;
-        if (chain::check_frame(frame, std::min(to_end, s.written - s.consumed), &h) != chain::FrameCheck::ok) {
+          [&](std::uint32_t imm, std::uint32_t) { s.reader.on_immediate_st(imm); });
+      if (s.reader.overrun()) reconnect = true;  // a replica overran the ring: protocol error
+      while (!reconnect && delivered < max) {
+        chain::RingFrame f;
+        const chain::RingRead next = s.reader.next_st(&f);
+        if (next == chain::RingRead::empty) break;
+        if (next == chain::RingRead::garbled || f.header.payload_crc != chain::payload_checksum(f.payload())) {
           reconnect = true;  // corrupt delivery: refetch from the next offset elsewhere
           break;
         }
-        s.consumed += chain::frame_size(h.length);
-        if (h.flags & chain::kFlagPad) continue;
+        s.reader.consume_st(f);
+        const chain::RecordHeader& h = f.header;
         if (h.offset != s.next_offset) {
           reconnect = true;
           break;
@@ -129,14 +115,14 @@ class Subscriber::Impl {
         m.timestamp_ns = h.timestamp_ns;
         m.producer_id = h.producer_id;
         m.sequence = h.sequence;
-        m.payload = {frame + sizeof h, h.length};
+        m.payload = f.payload();
         s.next_offset = h.offset + 1;
         s.last_delivery = now;
         ++delivered;
         if (on_message) on_message(m);
       }
-      if (s.consumed > s.credited && (s.consumed - s.credited >= ring_bytes_ / 4 || s.consumed == s.written)) {
-        if (s.link->send(wire::SubscriberCredit{s.consumed}) == Errc::ok) s.credited = s.consumed;
+      if (s.reader.credit_due() && s.link->send(wire::SubscriberCredit{s.reader.consumed()}) == Errc::ok) {
+        s.reader.credited_st();
       }
       if (!reconnect && now - s.last_delivery >= opts_.stall_check && now >= s.route_check_at &&
           replica_left_chain_st(s, now)) {
@@ -234,7 +220,7 @@ class Subscriber::Impl {
     s.link = std::move(d.link);
     s.reading_from = rep.node_id;
     s.last_delivery = Clock::now();
-    s.written = s.consumed = s.credited = 0;
+    s.reader.reset_st();
     s.next_offset = w->start_offset;
     s.positioned = true;
     return true;

@@ -22,8 +22,6 @@ constexpr std::uint32_t kMaxForwardChunk = 1u << 20;
 constexpr std::uint32_t kWrLenShift = 8;
 constexpr std::uint64_t kWrLenMask = (1ull << 32) - 1;
 static_assert(wire::kMaxSlots <= (1u << kWrLenShift));
-constexpr std::uint32_t kScratchSlot = 64;
-constexpr std::uint32_t kScratchSlots = 256;
 
 }  // namespace
 
@@ -53,7 +51,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   auto cw = provider.allocate(64, fabric::kLocalWrite | fabric::kRemoteWrite);
   if (!cw) return cw.error();
   r->commit_word_ = std::move(cw.value());
-  auto sc = provider.allocate(std::size_t{kScratchSlot} * kScratchSlots, fabric::kLocalWrite);
+  auto sc = provider.allocate(std::size_t{kScratchSlotBytes} * kScratchSlots, fabric::kLocalWrite);
   if (!sc) return sc.error();
   r->scratch_ = std::move(sc.value());
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);
@@ -323,16 +321,20 @@ int Replica::propagate_commit_st() {
     }
   }
   if (pred_ && log_->commit_offset() > commit_sent_up_) {
-    const std::uint32_t slot = scratch_next_++ % kScratchSlots;
-    std::uint64_t pair[2] = {log_->commit_offset(), ~log_->commit_offset()};
-    std::memcpy(scratch_->data() + slot * kScratchSlot, pair, sizeof pair);
-    if (pred_->ep().post_write(kWrCommit, {scratch_.get(), slot * kScratchSlot, sizeof pair},
-                               {pred_commit_word_, 0}) == fabric::Errc::ok) {
+    const std::uint64_t pair[2] = {log_->commit_offset(), ~log_->commit_offset()};
+    if (pred_->ep().post_write(kWrCommit, stage_small_write_st(pair, sizeof pair), {pred_commit_word_, 0}) ==
+        fabric::Errc::ok) {
       commit_sent_up_ = log_->commit_offset();
       ++work;
     }
   }
   return work;
+}
+
+fabric::LocalBuffer Replica::stage_small_write_st(const void* bytes, std::uint32_t len) {
+  const std::size_t at = std::size_t{scratch_next_++ % kScratchSlots} * kScratchSlotBytes;
+  std::memcpy(scratch_->data() + at, bytes, std::min(len, kScratchSlotBytes));
+  return {scratch_.get(), at, std::min(len, kScratchSlotBytes)};
 }
 
 ReplicaStats Replica::stats() const {

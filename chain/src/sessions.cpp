@@ -7,18 +7,9 @@
 namespace catena::chain {
 namespace {
 
-constexpr std::uint32_t kMinRing = 64u << 10;
-constexpr std::uint32_t kMaxRing = 256u << 20;
-constexpr std::uint32_t kScratchSlot = 64;
-constexpr std::uint32_t kScratchSlots = 256;
 // Bytes delivered to one subscriber per pass, so one fast reader does not
 // hold the thread while others wait.
 constexpr std::uint32_t kDeliveryBudget = 1u << 20;
-
-std::uint32_t clamp_ring(std::uint32_t want) {
-  want = std::clamp(want, kMinRing, kMaxRing);
-  return want & ~7u;
-}
 
 }  // namespace
 
@@ -38,23 +29,24 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
     w.status = wire::Status::producer_fenced;
   } else if (publishers_.size() >= cfg_.limits.max_publishers ||
              (!producers_.knows(hello.producer_id) && producers_.size() >= cfg_.limits.max_producers) ||
-             budget_st().ring_bytes_used + clamp_ring(hello.ring_bytes) > budget_st().ring_bytes_limit) {
+             budget_st().ring_bytes_used + clamp_ring_bytes(hello.ring_bytes) > budget_st().ring_bytes_limit) {
     w.status = wire::Status::resource_exhausted;
   } else {
     auto session = std::make_unique<PublisherSession>();
-    session->ring_bytes = clamp_ring(hello.ring_bytes);
-    auto ring = provider_.allocate(session->ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
+    const std::uint32_t ring_bytes = clamp_ring_bytes(hello.ring_bytes);
+    auto ring = provider_.allocate(ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
     if (!ring) {
       w.status = wire::Status::resource_exhausted;
     } else {
-      session->budget = &budget_st();
-      session->budget->ring_bytes_used += session->ring_bytes;
       session->ring = std::move(ring.value());
+      session->reader = FrameRingReader(session->ring->data(), ring_bytes);
+      session->budget = &budget_st();
+      session->budget->ring_bytes_used += ring_bytes;
       session->producer_id = hello.producer_id;
       session->producer_epoch = hello.producer_epoch;
       w.status = wire::Status::ok;
       w.ring = session->ring->remote();
-      w.ring_bytes = session->ring_bytes;
+      w.ring_bytes = ring_bytes;
       auto it = producers_.entries().find(hello.producer_id);
       w.next_sequence = it != producers_.entries().end() && it->second.epoch == hello.producer_epoch
                             ? static_cast<std::uint64_t>(it->second.last_seq + 1)
@@ -80,99 +72,70 @@ int Replica::pump_publishers_st() {
 }
 
 int Replica::consume_publisher_st(PublisherSession& s) {
+  FrameRingReader& ring = s.reader;
   int n = s.link->poll_recv([](const std::byte*, std::uint32_t) {},
-                            [&](std::uint32_t imm, std::uint32_t) { s.written = advance_total(s.written, imm); });
+                            [&](std::uint32_t imm, std::uint32_t) { ring.on_immediate_st(imm); });
   s.link->poll_send();
-  if (n < 0 || s.link->broken() || s.written - s.consumed > s.ring_bytes) {
+  if (n < 0 || s.link->broken() || ring.overrun()) {
     s.closed = true;  // gone, or claims more than its ring holds
     return 1;
   }
   int work = 0;
-  const std::byte* ring = s.ring->data();
+  auto garbled = [&] {
+    ++corrupt_frames_;
+    s.link->ep().disconnect();  // nothing of a garbled batch is stored
+    s.closed = true;
+    return work + 1;
+  };
   auto push = [&](wire::Status st, std::uint64_t seq, std::uint64_t offset) {
-    PublisherSession::Pending* last = s.last_pending();
+    PublisherSession::Pending* last = s.pending.back();
     const bool extends = last && last->status == st && last->first_seq + last->count == seq &&
                          (st != wire::Status::ok ||
                           (offset != PublisherSession::kUnknownOffset && last->first_offset != PublisherSession::kUnknownOffset &&
                            last->first_offset + last->count == offset));
     if (extends) {
       ++last->count;
-      last->consumed_after = s.consumed;
+      last->consumed_after = ring.consumed();
       return;
     }
-    s.pending[(s.pending_head + s.pending_count) % PublisherSession::kMaxPending] =
-        PublisherSession::Pending{st, 1, seq, offset, s.consumed};
-    ++s.pending_count;
+    s.pending.push_back(PublisherSession::Pending{st, 1, seq, offset, ring.consumed()});
   };
-  while (s.consumed < s.written && s.pending_count < PublisherSession::kMaxPending) {
-    const std::uint32_t pos = static_cast<std::uint32_t>(s.consumed % s.ring_bytes);
-    const std::uint32_t to_end = s.ring_bytes - pos;
-    if (to_end < sizeof(RecordHeader)) {  // implicit wrap
-      s.consumed += to_end;
-      continue;
-    }
-    const std::uint64_t avail = std::min<std::uint64_t>(s.written - s.consumed, to_end);
-    auto garbled = [&] {
-      ++corrupt_frames_;
-      s.link->ep().disconnect();  // nothing of a garbled batch is stored
-      s.closed = true;
-      return work + 1;
-    };
-    // The publisher may rewrite its ring at any time: read the header once
-    // for the frame's size, copy the frame into the segment, and trust only
-    // what the copy says.
-    RecordHeader peek;
-    if (avail < sizeof peek) return garbled();
-    std::memcpy(&peek, ring + pos, sizeof peek);
-    if (peek.header_crc != header_checksum(peek) || (peek.flags & ~kKnownFlags) != 0 ||
-        peek.length > kMaxRecordPayload || frame_size(peek.length) > avail || (peek.flags & kFlagSeal)) {
-      return garbled();
-    }
-    const std::uint32_t fbytes = static_cast<std::uint32_t>(frame_size(peek.length));
-    if (peek.flags & kFlagPad) {
-      s.consumed += fbytes;
-      continue;
-    }
+  while (!s.pending.full()) {
+    // The publisher may rewrite its ring at any time: the reader reads the
+    // header once for the frame's size; the frame is copied into the segment
+    // and only what the copy says is trusted.
+    RingFrame f;
+    const RingRead next = ring.next_st(&f);
+    if (next == RingRead::empty) break;
+    if (next == RingRead::garbled) return garbled();
     AppendStatus staged = AppendStatus::ok;
-    const std::byte* copy = log_->stage_frame(ring + pos, fbytes, &staged);
+    const std::byte* copy = log_->stage_frame(f.at, f.bytes, &staged);
     if (staged == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
     if (staged == AppendStatus::too_large) {
-      s.consumed += fbytes;
-      push(wire::Status::too_large, peek.sequence, 0);
+      ring.consume_st(f);
+      push(wire::Status::too_large, f.header.sequence, 0);
       ++work;
       continue;
     }
     RecordHeader h;
-    if (check_frame(copy, fbytes, &h) != FrameCheck::ok || h.flags != 0 || frame_size(h.length) != fbytes ||
+    if (check_frame(copy, f.bytes, &h) != FrameCheck::ok || h.flags != 0 || frame_size(h.length) != f.bytes ||
         h.producer_id != s.producer_id || h.producer_epoch != s.producer_epoch) {
       return garbled();
     }
     std::uint64_t offset = 0;
+    wire::Status status = wire::Status::ok;
     switch (producers_.decide(h.producer_id, h.producer_epoch, h.sequence, &offset)) {
-      case SeqDecision::append: {
-        offset = log_->append_staged(fbytes);
+      case SeqDecision::append:
+        offset = log_->append_staged(f.bytes);
         producers_.record(h.producer_id, h.producer_epoch, h.sequence, offset, tick_ns_);
-        s.consumed += fbytes;
-        push(wire::Status::ok, h.sequence, offset);
         break;
-      }
-      case SeqDecision::duplicate:
-        s.consumed += fbytes;
-        push(wire::Status::ok, h.sequence, offset);
-        break;
-      case SeqDecision::duplicate_unknown:
-        s.consumed += fbytes;
-        push(wire::Status::ok, h.sequence, PublisherSession::kUnknownOffset);
-        break;
-      case SeqDecision::sequence_gap:
-        s.consumed += fbytes;
-        push(wire::Status::sequence_gap, h.sequence, 0);
-        break;
-      case SeqDecision::stale_epoch:
-        s.consumed += fbytes;
-        push(wire::Status::producer_fenced, h.sequence, 0);
-        break;
+      case SeqDecision::duplicate: break;
+      case SeqDecision::duplicate_unknown: offset = PublisherSession::kUnknownOffset; break;
+      case SeqDecision::sequence_gap: status = wire::Status::sequence_gap; offset = 0; break;
+      case SeqDecision::stale_epoch: status = wire::Status::producer_fenced; offset = 0; break;
     }
+    ring.consume_st(f);
+    push(status, h.sequence, offset);
     ++work;
   }
   return work;
@@ -181,8 +144,8 @@ int Replica::consume_publisher_st(PublisherSession& s) {
 int Replica::ack_publisher_st(PublisherSession& s) {
   int work = 0;
   const std::uint64_t commit = log_->commit_offset();
-  while (s.pending_count > 0 && !s.closed) {
-    const PublisherSession::Pending& p = s.pending[s.pending_head];
+  while (!s.pending.empty() && !s.closed) {
+    const PublisherSession::Pending& p = s.pending.front();
     if (p.status == wire::Status::ok && p.first_offset != PublisherSession::kUnknownOffset &&
         p.first_offset + p.count > commit) {
       break;  // acknowledged only once committed
@@ -195,8 +158,7 @@ int Replica::ack_publisher_st(PublisherSession& s) {
     ack.ring_consumed = p.consumed_after;
     ack.epoch = cfg_.epoch;
     if (s.link->send(ack) != fabric::Errc::ok) break;
-    s.pending_head = (s.pending_head + 1) % PublisherSession::kMaxPending;
-    --s.pending_count;
+    s.pending.pop_front();
     ++work;
   }
   return work;
@@ -214,8 +176,8 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
   }
   w.start_offset = start;
   // The ring must hold the largest frame a segment can: frames are never split.
-  const bool ring_ok = hello.ring_bytes >= std::max(kMinRing, cfg_.log.segment_bytes) && hello.ring_bytes % 8 == 0 &&
-                       hello.ring.length >= hello.ring_bytes;
+  const bool ring_ok = hello.ring_bytes >= std::max(kMinRingBytes, cfg_.log.segment_bytes) &&
+                       hello.ring_bytes == align_ring_bytes(hello.ring_bytes) && hello.ring.length >= hello.ring_bytes;
   if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;
   } else if (!ring_ok || static_cast<std::uint32_t>(hello.mode) > 2) {
@@ -237,7 +199,7 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
   auto s = std::make_unique<SubscriberSession>();
   s->link = std::move(link);
   s->ring = hello.ring;
-  s->ring_bytes = hello.ring_bytes;
+  s->writer = FrameRingWriter(hello.ring_bytes, hello.ring_bytes);
   s->next_offset = start;
   s->cursor = log_->seek(start);
   subscribers_.push_back(std::move(s));
@@ -255,7 +217,7 @@ int Replica::deliver_st(SubscriberSession& s) {
   int work = s.link->poll_recv(
       [&](const std::byte* msg, std::uint32_t len) {
         if (auto credit = wire::decode<wire::SubscriberCredit>(msg, len)) {
-          if (credit->consumed <= s.written && credit->consumed > s.consumed) s.consumed = credit->consumed;
+          (void)s.writer.credit_st(credit->consumed);
         }
       },
       [](std::uint32_t, std::uint32_t) {});
@@ -275,15 +237,23 @@ int Replica::deliver_st(SubscriberSession& s) {
     s.cursor = log_->seek(s.next_offset);
     if (!s.cursor.valid) return work;
   }
+  FrameRingWriter& ring = s.writer;
+  // A pad's header comes from scratch memory; a pad is the only thing this
+  // ring gets that is not a frame of the segment.
+  static_assert(sizeof(RecordHeader) <= kScratchSlotBytes);
+  auto write_pad = [&](std::uint32_t at, const RecordHeader& pad) {
+    return s.link->ep().post_write(kWrDelivery, stage_small_write_st(&pad, sizeof pad), {s.ring, at}) ==
+           fabric::Errc::ok;
+  };
   std::uint32_t budget = kDeliveryBudget;
   while (budget > 0) {
-    // Gather a run of frames that are contiguous in one slot.
+    // Gather a run of frames that are contiguous in one slot and in the ring.
     Cursor run_start = s.cursor;
     std::uint32_t run_bytes = 0;
     const std::byte* run_ptr = nullptr;
     std::uint32_t run_slot = 0;
-    std::uint64_t ring_pos = s.written % s.ring_bytes;
-    std::uint64_t free_bytes = s.ring_bytes - (s.written - s.consumed);
+    std::uint32_t run_pos = 0;
+    std::uint64_t run_total = 0;  // the ring's written total where the run starts
     for (;;) {
       Cursor before = s.cursor;
       ReadResult r = log_->read(s.cursor);
@@ -293,47 +263,39 @@ int Replica::deliver_st(SubscriberSession& s) {
         break;
       }
       if (r.status != ReadStatus::record) break;
-      const bool contiguous = run_bytes == 0 || (s.cursor.slot == run_slot && r.frame == run_ptr + run_bytes);
-      const std::uint64_t to_end = s.ring_bytes - ring_pos;
-      if (!contiguous || run_bytes + r.frame_bytes > std::min<std::uint64_t>(to_end, free_bytes) ||
-          run_bytes >= budget) {
-        s.cursor = before;  // not this one: it starts the next run
-        if (run_bytes == 0 && r.frame_bytes > to_end && to_end <= free_bytes) {
-          // Wrap: pad the ring's tail (a pad header if it fits), then retry.
-          if (to_end >= sizeof(RecordHeader)) {
-            const std::uint32_t slot = scratch_next_++ % kScratchSlots;
-            RecordHeader pad{};
-            pad.flags = kFlagPad;
-            pad.length = static_cast<std::uint32_t>(to_end - sizeof(RecordHeader));
-            pad.header_crc = header_checksum(pad);
-            std::memcpy(scratch_->data() + slot * kScratchSlot, &pad, sizeof pad);
-            if (s.link->ep().post_write(kWrDelivery, {scratch_.get(), slot * kScratchSlot, sizeof pad},
-                                        {s.ring, ring_pos}) != fabric::Errc::ok) {
-              return work;
-            }
-          }
-          s.written += to_end;
-          ring_pos = 0;
-          free_bytes -= to_end;
-          continue;
+      if (run_bytes > 0) {
+        // Next to the run in the segment and in the ring (a run that reached
+        // the ring's end ends there).
+        const bool contiguous = s.cursor.slot == run_slot && r.frame == run_ptr + run_bytes &&
+                                ring.position() == run_pos + run_bytes;
+        if (!contiguous || r.frame_bytes > ring.contiguous_free() || run_bytes >= budget) {
+          s.cursor = before;  // not this one: it starts the next run
+          break;
         }
+      }
+      std::uint32_t pos = 0;
+      const RingStatus placed = ring.place_st(r.frame_bytes, write_pad, &pos);
+      if (placed != RingStatus::ok) {
+        s.cursor = before;  // full, or the pad must wait for the send queue
         break;
       }
       if (run_bytes == 0) {
         run_ptr = r.frame;
         run_slot = s.cursor.slot;
+        run_pos = pos;
+        run_total = ring.written() - r.frame_bytes;
       }
       run_bytes += r.frame_bytes;
     }
     if (run_bytes == 0) break;
     const std::size_t src_off = static_cast<std::size_t>(run_ptr - slot_mrs_[run_slot]->data());
-    const std::uint32_t imm = static_cast<std::uint32_t>((s.written + run_bytes) / 8);
     if (s.link->ep().post_write_imm(kWrDelivery, {slot_mrs_[run_slot].get(), src_off, run_bytes},
-                                    {s.ring, ring_pos}, imm) != fabric::Errc::ok) {
+                                    {s.ring, run_pos}, ring.immediate()) != fabric::Errc::ok) {
       s.cursor = run_start;
+      ring.rewind_st(run_total);
       break;
     }
-    s.written += run_bytes;
+    ring.flushed_st(ring.written());
     s.next_offset = s.cursor.next_offset;
     budget = run_bytes >= budget ? 0 : budget - run_bytes;
     ++work;

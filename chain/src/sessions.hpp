@@ -1,6 +1,8 @@
 // Client sessions of a Replica (private to the chain layer).
 #pragma once
 
+#include <catena/chain/bounded_fifo.hpp>
+#include <catena/chain/frame_ring.hpp>
 #include <catena/chain/replica.hpp>
 
 #include <vector>
@@ -8,8 +10,9 @@
 namespace catena::chain {
 
 // A publisher attached to the head. It writes frames into `ring` (registered
-// here, remote-writable) and rings the doorbell with a WRITE WITH IMMEDIATE
-// carrying its total bytes written / 8 (mod 2^32).
+// here, remote-writable), a frame ring whose reader is here, and rings the
+// doorbell with a WRITE WITH IMMEDIATE. Ring credit goes back in the acks: a
+// run's `consumed_after`.
 struct Replica::PublisherSession {
   struct Pending {
     wire::Status status;
@@ -23,40 +26,30 @@ struct Replica::PublisherSession {
 
   std::unique_ptr<Link> link;
   std::unique_ptr<fabric::MemoryRegion> ring;
-  std::uint32_t ring_bytes = 0;
+  FrameRingReader reader;
   std::uint64_t producer_id = 0;
   std::uint64_t producer_epoch = 0;
-  std::uint64_t written = 0;
-  std::uint64_t consumed = 0;
-  std::vector<Pending> pending = std::vector<Pending>(kMaxPending);  // FIFO ring
-  std::uint32_t pending_head = 0;
-  std::uint32_t pending_count = 0;
+  BoundedFifo<Pending> pending{kMaxPending};  // runs not yet acknowledged
   bool closed = false;
-  SessionBudget* budget = nullptr;  // charged ring_bytes while this session lives
+  SessionBudget* budget = nullptr;  // charged the ring's bytes while this session lives
 
   PublisherSession() = default;
   PublisherSession(const PublisherSession&) = delete;
   PublisherSession& operator=(const PublisherSession&) = delete;
   ~PublisherSession() {
-    if (budget != nullptr) budget->ring_bytes_used -= ring_bytes;
-  }
-
-  Pending* last_pending() {
-    return pending_count ? &pending[(pending_head + pending_count - 1) % kMaxPending] : nullptr;
+    if (budget != nullptr) budget->ring_bytes_used -= reader.ring_bytes();
   }
 };
 
 // A subscriber served by this replica: committed frames are written straight
-// from segment memory into its ring; it returns credit with SENDs.
+// from segment memory into its frame ring, whose writer is here; it returns
+// credit with SENDs.
 struct Replica::SubscriberSession {
   std::unique_ptr<Link> link;
   fabric::RemoteRegion ring{};
-  std::uint32_t ring_bytes = 0;
-  std::uint64_t written = 0;
-  std::uint64_t consumed = 0;
+  FrameRingWriter writer;
   Cursor cursor;
   std::uint64_t next_offset = 0;
-  std::uint32_t scratch_slot = 0;
   bool notified_expired = false;
   bool closed = false;
 };
@@ -72,11 +65,5 @@ struct Replica::WatchSession {
   std::uint64_t first_offset = 0;
   bool closed = false;
 };
-
-// Reconstructs a 64-bit byte count from a doorbell immediate (count/8 mod 2^32).
-inline std::uint64_t advance_total(std::uint64_t total, std::uint32_t imm) {
-  const std::uint32_t low = static_cast<std::uint32_t>(total / 8);
-  return total + static_cast<std::uint64_t>(imm - low) * 8;
-}
 
 }  // namespace catena::chain

@@ -203,6 +203,9 @@ class Replica {
   void drop_watchers_st();
   void on_commit_advanced_st();
   std::uint64_t read_commit_word_st() const;
+  // Copies `len` (at most kScratchSlotBytes) bytes into the next scratch slot
+  // and returns it as the source of a write.
+  fabric::LocalBuffer stage_small_write_st(const void* bytes, std::uint32_t len);
   SessionBudget& budget_st() { return cfg_.budget != nullptr ? *cfg_.budget : own_budget_; }
 
   fabric::Provider& provider_;
@@ -210,7 +213,11 @@ class Replica {
   const Clock& clock_;
   std::vector<std::unique_ptr<fabric::MemoryRegion>> slot_mrs_;
   std::unique_ptr<fabric::MemoryRegion> commit_word_;  // written by the successor
-  std::unique_ptr<fabric::MemoryRegion> scratch_;      // sources of small writes
+  // Sources of small writes (commit words up the chain, pads into
+  // subscribers' rings), slots reused round-robin.
+  static constexpr std::uint32_t kScratchSlotBytes = 64;
+  static constexpr std::uint32_t kScratchSlots = 256;
+  std::unique_ptr<fabric::MemoryRegion> scratch_;
   std::uint32_t scratch_next_ = 0;
   std::unique_ptr<PartitionLog> log_;
   ProducerState producers_;

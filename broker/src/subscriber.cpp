@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 namespace catena {
 
 using chain::Link;
@@ -94,18 +96,26 @@ class Subscriber::Impl {
             }
           },
           [&](std::uint32_t imm, std::uint32_t) { s.reader.on_immediate_st(imm); });
-      if (s.reader.overrun()) reconnect = true;  // a replica overran the ring: protocol error
+      if (s.reader.overrun()) {
+        spdlog::debug("subscriber {}/{}: {} overran the ring; reconnecting", channel_, s.partition, s.reading_from);
+        reconnect = true;  // a replica overran the ring: protocol error
+      }
       while (!reconnect && delivered < max) {
         chain::RingFrame f;
         const chain::RingRead next = s.reader.next_st(&f);
         if (next == chain::RingRead::empty) break;
         if (next == chain::RingRead::garbled || f.header.payload_crc != chain::payload_checksum(f.payload())) {
+          spdlog::debug("subscriber {}/{}: {} delivery from {} at offset {}; reconnecting", channel_, s.partition,
+                        next == chain::RingRead::garbled ? "garbled" : "bad payload checksum in a", s.reading_from,
+                        s.next_offset);
           reconnect = true;  // corrupt delivery: refetch from the next offset elsewhere
           break;
         }
         s.reader.consume_st(f);
         const chain::RecordHeader& h = f.header;
         if (h.offset != s.next_offset) {
+          spdlog::debug("subscriber {}/{}: {} delivered offset {}, expected {}; reconnecting", channel_, s.partition,
+                        s.reading_from, h.offset, s.next_offset);
           reconnect = true;
           break;
         }
@@ -126,12 +136,14 @@ class Subscriber::Impl {
       }
       if (!reconnect && now - s.last_delivery >= opts_.stall_check && now >= s.route_check_at &&
           replica_left_chain_st(s, now)) {
+        spdlog::debug("subscriber {}/{}: {} left the chain; moving", channel_, s.partition, s.reading_from);
         s.link.reset();  // resume at next_offset on the replica the route now prefers
         s.replica_pick = 0;
         s.retry_at = now;
         continue;
       }
       if (reconnect || s.link->broken()) {
+        if (!reconnect) spdlog::debug("subscriber {}/{}: link to {} broke", channel_, s.partition, s.reading_from);
         if (!reconnect && !s.route.replicas.empty()) {
           const auto& r = s.route.replicas[s.replica_pick % s.route.replicas.size()];
           routes_.report_unreachable(r.node_id, s.route, "subscriber lost its replica");
@@ -202,6 +214,8 @@ class Subscriber::Impl {
     if (d.unreachable) routes_.report_unreachable(rep.node_id, s.route, d.error.message);
     const auto& w = d.welcome;
     if (!w) {
+      spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id, rep.fabric_addr,
+                    d.error.message);
       ++s.replica_pick;
       return false;
     }
@@ -213,6 +227,7 @@ class Subscriber::Impl {
       return false;
     }
     if (w->status != wire::Status::ok) {
+      spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id, wire::to_string(w->status));
       if (w->status == wire::Status::bad_request) notify(Notice{s.partition, w->status, s.next_offset});
       ++s.replica_pick;
       return false;
@@ -223,6 +238,8 @@ class Subscriber::Impl {
     s.reader.reset_st();
     s.next_offset = w->start_offset;
     s.positioned = true;
+    spdlog::debug("subscriber {}/{}: reading from {} at {} (route epoch {}), offset {}", channel_, s.partition,
+                  rep.node_id, rep.fabric_addr, s.route.epoch, s.next_offset);
     return true;
   }
 

@@ -65,7 +65,7 @@ fi
 controller=10.0.3.1:7400
 pad=$(printf '%0192d' 0)  # with the zero-padded sequence number: ~200-byte records
 peer_cmd="$netem && catenad --controller $controller --provider verbs:rxe0 --admin-listen 10.0.3.2:0 \
-  --zone zone-c --grace-ms 1000 --log-level warn &
+  --zone zone-c --grace-ms 1000 --log-level info &
 if [ $poweroff = 1 ]; then
   nc -l -p 9000 >/dev/null && echo b >/proc/sysrq-trigger
 fi
@@ -75,8 +75,18 @@ catena-controller --listen $controller --data-dir /tmp/ctl --heartbeat-timeout-m
   --probe-timeout-ms 1000 > /tmp/controller.log 2>&1 &
 for z in a b; do
   catenad --controller $controller --provider verbs:rxe0 --admin-listen 10.0.3.1:0 --zone zone-\$z \
-    --grace-ms 1000 --log-level warn &
+    --grace-ms 1000 --log-level info > /tmp/node-\$z.log 2>&1 &
 done
+# What a failure needs to be understood: the subscriber's connection events,
+# the chain, the brokers' and the controller's logs, rdma_rxe's counters.
+diag() {
+  echo '--- wire-chain diagnostics: subscriber (SPDLOG_LEVEL=debug)'; tail -n 40 /tmp/sub.err
+  echo '--- channel'; catena channel describe wire; catena status
+  for f in /tmp/node-*.log; do echo \"--- \$f\"; tail -n 25 \$f; done
+  echo '--- controller'; grep -v 'registered\\|heartbeat' /tmp/controller.log | tail -n 25
+  echo '--- rxe0 counters (main VM)'
+  for c in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo \"\$(basename \$c) \$(cat \$c)\"; done
+}
 export CATENA_CONTROLLER=$controller
 n=0
 until [ \$(catena status 2>/dev/null | grep -c ALIVE) -ge 3 ]; do
@@ -119,10 +129,11 @@ if [ $poweroff = 1 ]; then
 else
   catena --provider verbs:rxe0 publish wire --quiet < /tmp/sent || exit 1
 fi
-catena --provider verbs:rxe0 subscribe wire --count $records --timeout-ms 30000 > /tmp/got || exit 1
+SPDLOG_LEVEL=debug catena --provider verbs:rxe0 subscribe wire --count $records --timeout-ms 30000 > /tmp/got \
+  2> /tmp/sub.err || { echo \"wire-chain: the subscriber failed after \$(wc -l < /tmp/got) records\"; diag; exit 1; }
 tx=\$((\$(stat tx_bytes) - tx0)); rx=\$((\$(stat rx_bytes) - rx0)); txp=\$((\$(stat tx_packets) - txp0))
 echo \"wire-chain: $records records (\$bytes bytes) published, \$(wc -l < /tmp/got) delivered; eth1 sent \$tx bytes in \$txp packets, received \$rx bytes\"
-cmp -s /tmp/got /tmp/sent || { echo 'wire-chain: delivered records differ from the published ones (once each, in order)'; exit 1; }
+cmp -s /tmp/got /tmp/sent || { echo 'wire-chain: delivered records differ from the published ones (once each, in order)'; diag; exit 1; }
 if [ $poweroff = 1 ]; then
   [ \$((tx + rx)) -ge \$crossed ] || { echo 'wire-chain: the chain traffic did not cross eth1'; exit 1; }
 else

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/cfg/env.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   using namespace catena::cli;
   std::signal(SIGPIPE, SIG_IGN);
   spdlog::set_level(spdlog::level::warn);
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug: the clients' connection events too
   CLI::App app{"catena: replicated publish/subscribe over RDMA chains"};
   app.require_subcommand(1);
   Common common;

@@ -1,5 +1,6 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/chain/clock.hpp>
+#include <catena/chain/limits.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/record.hpp>
@@ -22,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::uint32_t clamp_ring(std::uint32_t want) {
-  return std::clamp<std::uint32_t>(want, 64u << 10, 256u << 20) & ~7u;
+  return std::clamp(want, chain::limits::kMinPublisherRing, chain::limits::kMaxPublisherRing) & ~7u;
 }
 
 }  // namespace
@@ -79,6 +80,11 @@ class Publisher::Impl {
       : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
 
   fabric::Result<void> init() {
+    if (channel_.empty() || channel_.size() > chain::limits::kMaxChannelNameLength) {
+      return fabric::make_error(Errc::invalid_argument, "channel name must be 1.." +
+                                                            std::to_string(chain::limits::kMaxChannelNameLength) +
+                                                            " characters");
+    }
     auto layout = routes_.layout(channel_);
     if (!layout) return layout.error();
     if (layout->partitions == 0) return fabric::make_error(Errc::invalid_argument, "channel has no partitions");

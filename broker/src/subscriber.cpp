@@ -1,4 +1,5 @@
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/limits.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/record.hpp>
 
@@ -44,6 +45,11 @@ class Subscriber::Impl {
       : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
 
   fabric::Result<void> init() {
+    if (channel_.empty() || channel_.size() > chain::limits::kMaxChannelNameLength) {
+      return fabric::make_error(Errc::invalid_argument, "channel name must be 1.." +
+                                                            std::to_string(chain::limits::kMaxChannelNameLength) +
+                                                            " characters");
+    }
     auto layout = routes_.layout(channel_);
     if (!layout) return layout.error();
     auto p = fabric::Provider::open(opts_.provider);

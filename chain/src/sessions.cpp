@@ -7,8 +7,8 @@
 namespace catena::chain {
 namespace {
 
-constexpr std::uint32_t kMinRing = 64u << 10;
-constexpr std::uint32_t kMaxRing = 256u << 20;
+using limits::kMaxPublisherRing;
+using limits::kMinPublisherRing;
 constexpr std::uint32_t kScratchSlot = 64;
 constexpr std::uint32_t kScratchSlots = 256;
 // Bytes delivered to one subscriber per pass, so one fast reader does not
@@ -16,7 +16,7 @@ constexpr std::uint32_t kScratchSlots = 256;
 constexpr std::uint32_t kDeliveryBudget = 1u << 20;
 
 std::uint32_t clamp_ring(std::uint32_t want) {
-  want = std::clamp(want, kMinRing, kMaxRing);
+  want = std::clamp(want, kMinPublisherRing, kMaxPublisherRing);
   return want & ~7u;
 }
 
@@ -25,8 +25,10 @@ std::uint32_t clamp_ring(std::uint32_t want) {
 void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello) {
   wire::PublisherWelcome w{};
   w.epoch = cfg_.epoch;
-  w.max_record = std::min<std::uint32_t>(kMaxRecordPayload, cfg_.log.segment_bytes - 64 - 2 * sizeof(RecordHeader));
-  std::strncpy(w.head_hint, cfg_.head_addr.c_str(), sizeof w.head_hint - 1);
+  // A segment holds its header, the record and a seal.
+  w.max_record = std::min<std::uint32_t>(
+      kMaxRecordPayload, cfg_.log.segment_bytes - sizeof(SegmentHeader) - 2 * sizeof(RecordHeader));
+  wire::put_text(w.head_hint, cfg_.head_addr);
   std::uint64_t unused = 0;
   if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;
@@ -214,7 +216,8 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
   }
   w.start_offset = start;
   // The ring must hold the largest frame a segment can: frames are never split.
-  const bool ring_ok = hello.ring_bytes >= std::max(kMinRing, cfg_.log.segment_bytes) && hello.ring_bytes % 8 == 0 &&
+  const bool ring_ok = hello.ring_bytes >= std::max(kMinPublisherRing, cfg_.log.segment_bytes) &&
+                       hello.ring_bytes % 8 == 0 &&
                        hello.ring.length >= hello.ring_bytes;
   if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;

@@ -70,8 +70,8 @@ TEST(Limits, LongestNodeIdsAndChannelNameCarryRecordsThroughAChain) {
         EXPECT_EQ(r.status, PublishStatus::ok) << chain::wire::to_string(r.status);
         acked += r.status == PublishStatus::ok;
       });
-      if (e == fabric::Errc::ok) break;
-      ASSERT_EQ(e, fabric::Errc::backpressure);
+      if (e == client::ErrorCode::ok) break;
+      ASSERT_EQ(e, client::ErrorCode::backpressure);
       pub.value()->poll();
     }
   }

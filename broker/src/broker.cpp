@@ -139,6 +139,7 @@ class Broker::Impl {
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
     cfg.limits = cfg_.limits;
     cfg.budget = &budget_;
+    if (auto r = chain::check_replica_config(cfg); !r) return {ConfigureStatus::invalid, 0, r.error().message};
     Key key{cfg.channel, cfg.partition};
     auto it = replicas_.find(key);
     if (it != replicas_.end() && it->second->suspended() && cfg.epoch > it->second->epoch() &&

@@ -12,108 +12,89 @@
 // saying what it holds; the controller puts back the partitions it is the
 // last copy of and fences the rest. Links the data plane lost are reported
 // to the controller, which verifies them before acting.
+#include "catenad_config.hpp"
+
 #include <catena/broker/broker.hpp>
+#include <catena/control/address.hpp>
 #include <catena/control/broker_admin_server.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/listen_address.hpp>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
-#include <toml++/toml.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
 
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
-struct Settings {
-  std::string config_file;
-  std::string node_id;
-  std::string zone = "zone-a";
-  std::string datacenter = "dc-1";
-  std::string controller = "127.0.0.1:7400";
-  std::string admin_listen = "127.0.0.1:0";
-  std::string provider = "soft";
-  std::string fabric_listen;  // empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
-  std::uint32_t slots = 8;
-  std::uint64_t grace_ms = 5000;
-  std::uint64_t session_memory_mb = 1024;
-  int pin_cpu = -1;
-  std::string log_level = "info";
-  std::string ready_file;
-};
-
-// TOML first, flags override (CLI11 only assigns flags that were given, so
-// parse the file into defaults and re-run the parser).
-void apply_toml(const std::string& path, Settings& s) {
-  toml::table t = toml::parse_file(path);
-  s.node_id = t["node"]["id"].value_or(s.node_id);
-  s.zone = t["node"]["zone"].value_or(s.zone);
-  s.datacenter = t["node"]["datacenter"].value_or(s.datacenter);
-  s.controller = t["controller"]["address"].value_or(s.controller);
-  s.admin_listen = t["admin"]["listen"].value_or(s.admin_listen);
-  s.provider = t["fabric"]["provider"].value_or(s.provider);
-  s.fabric_listen = t["fabric"]["listen"].value_or(s.fabric_listen);
-  s.slots = t["storage"]["segment_slots"].value_or(s.slots);
-  s.grace_ms = t["storage"]["grace_ms"].value_or(s.grace_ms);
-  s.session_memory_mb = t["limits"]["session_memory_mb"].value_or(s.session_memory_mb);
-  s.pin_cpu = t["cpu"]["pin_data_plane"].value_or(s.pin_cpu);
-  s.log_level = t["log"]["level"].value_or(s.log_level);
-}
-
-std::pair<std::string, std::uint16_t> split_host_port(const std::string& hp) {
-  auto colon = hp.rfind(':');
-  if (colon == std::string::npos) throw std::invalid_argument("expected host:port, got '" + hp + "'");
-  return {hp.substr(0, colon), static_cast<std::uint16_t>(std::stoi(hp.substr(colon + 1)))};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  Settings s;
+  using catena::catenad::Config;
   CLI::App app{"catenad: a Catena broker node"};
-  auto add_flags = [&](CLI::App& a) {
-    a.add_option("--config", s.config_file, "TOML config file (flags override it)");
-    a.add_option("--node-id", s.node_id, "node id (default: assigned by the controller)");
-    a.add_option("--zone", s.zone, "zone label for replica placement")->capture_default_str();
-    a.add_option("--datacenter", s.datacenter, "datacenter label")->capture_default_str();
-    a.add_option("--controller", s.controller, "controller host:port")->capture_default_str();
-    a.add_option("--admin-listen", s.admin_listen, "BrokerAdmin Thrift host:port (port 0: any)")->capture_default_str();
-    a.add_option("--provider", s.provider, "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>")->capture_default_str();
-    a.add_option("--fabric-listen", s.fabric_listen,
-                 "data-plane host:port (port 0: any); default 127.0.0.1:0 for soft, the device's own address for "
-                 "verbs:<dev>, which must serve any address given here");
-    a.add_option("--segment-slots", s.slots, "segment slots per partition replica (memory = slots x segment_bytes)")
-        ->capture_default_str();
-    a.add_option("--grace-ms", s.grace_ms, "grace for lagging readers after a segment expires")->capture_default_str();
-    a.add_option("--session-memory-mb", s.session_memory_mb,
-                 "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
-                 "are refused (resource_exhausted)")
-        ->capture_default_str();
-    a.add_option("--pin-cpu", s.pin_cpu, "pin the data-plane thread to this CPU (-1: no)")->capture_default_str();
-    a.add_option("--log-level", s.log_level, "trace, debug, info, warn, error")->capture_default_str();
-    a.add_option("--ready-file", s.ready_file, "write 'node_id admin_addr fabric_addr' here once registered");
+  std::string config_file;
+  std::string ready_file;
+  bool print_config = false;
+  // Flags land in `flags`; only those given override the file (CLI11 leaves
+  // the others alone, and their count says which were given).
+  Config flags;
+  std::vector<std::pair<CLI::Option*, std::function<void(Config&)>>> overrides;
+  auto flag = [&](const std::string& name, auto Config::*field, const std::string& help) {
+    auto* opt = app.add_option(name, flags.*field, help)->capture_default_str();
+    overrides.emplace_back(opt, [field, &flags](Config& c) { c.*field = flags.*field; });
   };
-  add_flags(app);
-  CLI11_PARSE(app, argc, argv);
-  if (!s.config_file.empty()) {
-    try {
-      Settings from_file = s;
-      apply_toml(s.config_file, from_file);
-      s = from_file;
-      CLI::App again{"catenad"};
-      add_flags(again);
-      again.parse(argc, argv);  // flags win over the file
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "catenad: config %s: %s\n", s.config_file.c_str(), e.what());
+  app.add_option("--config", config_file, "TOML config file (flags override it; --print-config shows its layout)");
+  flag("--node-id", &Config::node_id, "node id (default: assigned by the controller)");
+  flag("--zone", &Config::zone, "zone label for replica placement");
+  flag("--datacenter", &Config::datacenter, "datacenter label");
+  flag("--controller", &Config::controller, "controller host:port");
+  flag("--admin-listen", &Config::admin_listen, "BrokerAdmin Thrift host:port (port 0: any)");
+  flag("--provider", &Config::provider, "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>");
+  flag("--fabric-listen", &Config::fabric_listen,
+       "data-plane host:port (port 0: any); default 127.0.0.1:0 for soft, the device's own address for "
+       "verbs:<dev>, which must serve any address given here");
+  flag("--segment-slots", &Config::slots, "segment slots per partition replica (memory = slots x segment_bytes)");
+  flag("--grace-ms", &Config::grace_ms, "grace for lagging readers after a segment expires");
+  flag("--session-memory-mb", &Config::session_memory_mb,
+       "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
+       "are refused (resource_exhausted)");
+  flag("--pin-cpu", &Config::pin_cpu, "pin the data-plane thread to this CPU (-1: no)");
+  flag("--log-level", &Config::log_level, "trace, debug, info, warn, error, critical, off");
+  app.add_option("--ready-file", ready_file, "write 'node_id admin_addr fabric_addr' here once registered");
+  app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is a bad configuration
+  }
+
+  Config s;
+  if (!config_file.empty()) {
+    if (auto r = catena::catenad::apply_toml_file(config_file, s); !r) {
+      std::fprintf(stderr, "catenad: %s\n", r.error().message.c_str());
       return 2;
     }
+  }
+  for (auto& [opt, apply] : overrides) {
+    if (opt->count() > 0) apply(s);
+  }
+  if (auto r = catena::catenad::validate(s); !r) {
+    std::fprintf(stderr, "catenad: %s\n", r.error().message.c_str());
+    return 2;
+  }
+  if (print_config) {
+    std::fputs(catena::catenad::to_toml(s).c_str(), stdout);
+    return 0;
   }
   spdlog::set_level(spdlog::level::from_str(s.log_level));
   std::signal(SIGINT, on_signal);
@@ -141,19 +122,13 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start the data plane: {}", broker.error().message);
     return 1;
   }
-  std::pair<std::string, std::uint16_t> admin_hp;
-  try {
-    admin_hp = split_host_port(s.admin_listen);
-  } catch (const std::exception& e) {
-    spdlog::error("--admin-listen: {}", e.what());
-    return 2;
-  }
-  catena::control::BrokerAdminServer admin(*broker.value(), {admin_hp.first, admin_hp.second});
+  auto admin_hp = catena::control::parse_host_port(s.admin_listen, /*allow_port_zero=*/true);  // validated
+  catena::control::BrokerAdminServer admin(*broker.value(), {admin_hp->host, admin_hp->port});
   if (auto r = admin.start(); !r) {
     spdlog::error("{}", r.error().describe());
     return 1;
   }
-  const std::string admin_addr = admin_hp.first + ":" + std::to_string(admin.port());
+  const std::string admin_addr = catena::control::HostPort{admin_hp->host, admin.port()}.to_string();
   const std::string fabric_addr = broker.value()->fabric_address();
 
   catena::control::ControllerClient controller({s.controller, std::chrono::milliseconds(1000),
@@ -196,8 +171,8 @@ int main(int argc, char** argv) {
     return true;
   };
   while (!g_stop && !register_node({})) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  if (!s.ready_file.empty() && !g_stop) {
-    std::ofstream(s.ready_file) << info.node_id << ' ' << admin_addr << ' ' << fabric_addr << '\n';
+  if (!ready_file.empty() && !g_stop) {
+    std::ofstream(ready_file) << info.node_id << ' ' << admin_addr << ' ' << fabric_addr << '\n';
   }
 
   bool stall_logged = false;

@@ -114,8 +114,11 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
                            "1000"});
   if (previous != nullptr) {
     args.insert(args.end(), {"--fabric-listen", previous->fabric_addr, "--node-id", previous->node_id});
-  } else if (!fabric_host.empty()) {
-    args.insert(args.end(), {"--fabric-listen", fabric_host + ":0"});
+  } else {
+    if (!fabric_host.empty()) args.insert(args.end(), {"--fabric-listen", fabric_host + ":0"});
+    if (!opts_.node_id_prefix.empty()) {
+      args.insert(args.end(), {"--node-id", opts_.node_id_prefix + std::to_string(index)});
+    }
   }
   n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {

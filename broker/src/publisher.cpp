@@ -77,7 +77,12 @@ class Publisher::Impl {
   Impl(RouteSource& routes, std::string channel, const PublisherOptions& opts)
       : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
 
-  fabric::Result<void> init() {
+  client::Result<void> init() {
+    if (channel_.empty() || channel_.size() > chain::limits::kMaxChannelNameLength) {
+      return fabric::make_error(Errc::invalid_argument, "channel name must be 1.." +
+                                                            std::to_string(chain::limits::kMaxChannelNameLength) +
+                                                            " characters");
+    }
     auto layout = routes_.layout(channel_);
     if (!layout) return layout.error();
     if (layout->partitions == 0) return fabric::make_error(Errc::invalid_argument, "channel has no partitions");
@@ -424,7 +429,7 @@ class Publisher::Impl {
 Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Publisher::~Publisher() = default;
 
-fabric::Result<std::unique_ptr<Publisher>> Publisher::create(RouteSource& routes, const std::string& channel,
+client::Result<std::unique_ptr<Publisher>> Publisher::create(RouteSource& routes, const std::string& channel,
                                                              const PublisherOptions& opts) {
   auto impl = std::make_unique<Impl>(routes, channel, opts);
   auto r = impl->init();
@@ -432,12 +437,16 @@ fabric::Result<std::unique_ptr<Publisher>> Publisher::create(RouteSource& routes
   return std::unique_ptr<Publisher>(new Publisher(std::move(impl)));
 }
 
-Errc Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload, PublishCallback cb) {
-  return impl_->publish_to(impl_->pick_partition(key), payload, std::move(cb));
+// The client API speaks client::ErrorCode; the session code below it keeps
+// the fabric's codes, mapped here.
+client::ErrorCode Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload,
+                                     PublishCallback cb) {
+  return client::from(impl_->publish_to(impl_->pick_partition(key), payload, std::move(cb)));
 }
 
-Errc Publisher::publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb) {
-  return impl_->publish_to(partition, payload, std::move(cb));
+client::ErrorCode Publisher::publish_to(std::uint32_t partition, std::span<const std::byte> payload,
+                                        PublishCallback cb) {
+  return client::from(impl_->publish_to(partition, payload, std::move(cb)));
 }
 
 std::future<PublishResult> Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload) {

@@ -2,8 +2,8 @@
 
 namespace catena {
 
-using fabric::Errc;
-using fabric::make_error;
+using client::ErrorCode;
+using client::make_error;
 
 void StaticRoutes::set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes) {
   std::lock_guard lk(mu_);
@@ -11,24 +11,23 @@ void StaticRoutes::set(const Route& r, std::uint32_t partitions, std::uint32_t s
   routes_[{r.channel, r.partition}] = r;
 }
 
-fabric::Result<ChannelLayout> StaticRoutes::layout(const std::string& channel) {
+client::Result<ChannelLayout> StaticRoutes::layout(const std::string& channel) {
   std::lock_guard lk(mu_);
   auto it = layouts_.find(channel);
-  if (it == layouts_.end()) return make_error(Errc::invalid_argument, "unknown channel '" + channel + "'");
+  if (it == layouts_.end()) return make_error(ErrorCode::unknown_channel, "unknown channel '" + channel + "'");
   return it->second;
 }
 
-fabric::Result<Route> StaticRoutes::route(const std::string& channel, std::uint32_t partition, std::uint64_t) {
+client::Result<Route> StaticRoutes::route(const std::string& channel, std::uint32_t partition, std::uint64_t) {
   std::lock_guard lk(mu_);
   auto it = routes_.find({channel, partition});
   if (it == routes_.end()) {
-    return make_error(Errc::invalid_argument,
-                      "unknown partition " + channel + "/" + std::to_string(partition));
+    return make_error(ErrorCode::invalid_argument, "unknown partition " + channel + "/" + std::to_string(partition));
   }
   return it->second;
 }
 
-fabric::Result<ProducerIdentity> StaticRoutes::init_producer(std::uint64_t producer_id) {
+client::Result<ProducerIdentity> StaticRoutes::init_producer(std::uint64_t producer_id) {
   std::lock_guard lk(mu_);
   ProducerIdentity id;
   id.producer_epoch = next_producer_number_++;
@@ -41,18 +40,18 @@ void StaticRoutes::report_unreachable(const std::string& node_id, const Route&, 
   reports_.push_back(node_id);
 }
 
-fabric::Result<void> StaticRoutes::commit_offset(const std::string& group, const std::string& channel,
+client::Result<void> StaticRoutes::commit_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition, std::uint64_t offset) {
   std::lock_guard lk(mu_);
   group_offsets_[group + "\n" + channel + "\n" + std::to_string(partition)] = offset;
   return {};
 }
 
-fabric::Result<std::uint64_t> StaticRoutes::committed_offset(const std::string& group, const std::string& channel,
+client::Result<std::uint64_t> StaticRoutes::committed_offset(const std::string& group, const std::string& channel,
                                                              std::uint32_t partition) {
   std::lock_guard lk(mu_);
   auto it = group_offsets_.find(group + "\n" + channel + "\n" + std::to_string(partition));
-  if (it == group_offsets_.end()) return make_error(Errc::invalid_argument, "no committed offset");
+  if (it == group_offsets_.end()) return make_error(ErrorCode::no_committed_offset, "no committed offset");
   return it->second;
 }
 

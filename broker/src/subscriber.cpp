@@ -35,7 +35,12 @@ class Subscriber::Impl {
   Impl(RouteSource& routes, std::string channel, const SubscriberOptions& opts)
       : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
 
-  fabric::Result<void> init() {
+  client::Result<void> init() {
+    if (channel_.empty() || channel_.size() > chain::limits::kMaxChannelNameLength) {
+      return fabric::make_error(Errc::invalid_argument, "channel name must be 1.." +
+                                                            std::to_string(chain::limits::kMaxChannelNameLength) +
+                                                            " characters");
+    }
     auto layout = routes_.layout(channel_);
     if (!layout) return layout.error();
     auto p = fabric::Provider::open(opts_.provider);
@@ -66,6 +71,8 @@ class Subscriber::Impl {
         if (c) {
           s->next_offset = c.value();
           s->positioned = true;
+        } else if (c.code() != client::ErrorCode::no_committed_offset) {
+          return c.error();  // not "never committed" (start as configured): the controller is down, say
         }
       }
       sessions_.push_back(std::move(s));
@@ -255,7 +262,7 @@ class Subscriber::Impl {
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Subscriber::~Subscriber() = default;
 
-fabric::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& routes, const std::string& channel,
+client::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& routes, const std::string& channel,
                                                                const SubscriberOptions& opts) {
   auto impl = std::make_unique<Impl>(routes, channel, opts);
   auto r = impl->init();
@@ -283,8 +290,10 @@ void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
   }
 }
 
-fabric::Result<void> Subscriber::commit() {
-  if (impl_->opts_.group.empty()) return fabric::make_error(Errc::invalid_argument, "commit() needs options.group");
+client::Result<void> Subscriber::commit() {
+  if (impl_->opts_.group.empty()) {
+    return client::make_error(client::ErrorCode::invalid_argument, "commit() needs options.group");
+  }
   for (const auto& s : impl_->sessions_) {
     auto r = impl_->routes_.commit_offset(impl_->opts_.group, impl_->channel_, s->partition, s->next_offset);
     if (!r) return r;

@@ -24,8 +24,9 @@ PartitionLog::PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cf
   for (auto& s : slots_) {
     if (s.size() != cfg_.segment_bytes) throw std::invalid_argument("segment slot size mismatch");
   }
-  if (cfg_.segment_bytes < 4096 || cfg_.segment_bytes % 8 != 0) {
-    throw std::invalid_argument("segment_bytes must be >= 4096 and a multiple of 8");
+  if (cfg_.segment_bytes < limits::kMinSegmentBytes || cfg_.segment_bytes % kRecordAlign != 0) {
+    throw std::invalid_argument("segment_bytes must be >= " + std::to_string(limits::kMinSegmentBytes) +
+                                " and a multiple of 8");
   }
 }
 

@@ -15,6 +15,7 @@ namespace {
 constexpr std::uint32_t kSlotShift = 27;
 constexpr std::uint32_t kEndMask = (1u << kSlotShift) - 1;
 static_assert(wire::kMaxSlots <= (1u << (32 - kSlotShift)));
+static_assert(limits::kMaxSegmentBytes / 8 <= kEndMask, "a full segment's end must fit the immediate");
 // Largest single forward write: keeps one slot's catch-up from starving the rest.
 constexpr std::uint32_t kMaxForwardChunk = 1u << 20;
 // Forward work-request ids: kWrData | length << kWrLenShift | slot, so a
@@ -25,6 +26,37 @@ static_assert(wire::kMaxSlots <= (1u << kWrLenShift));
 
 }  // namespace
 
+fabric::Result<void> check_replica_config(const ReplicaConfig& cfg) {
+  using namespace limits;
+  auto invalid = [](std::string message) {
+    return fabric::make_error(fabric::Errc::invalid_argument, std::move(message));
+  };
+  const auto n = [](auto v) { return std::to_string(v); };
+  if (cfg.slot_count < kMinSegmentSlots || cfg.slot_count > kMaxSegmentSlots) {
+    return invalid("slot_count must be in [" + n(kMinSegmentSlots) + ", " + n(kMaxSegmentSlots) + "], got " +
+                   n(cfg.slot_count));
+  }
+  if (cfg.log.segment_bytes < kMinSegmentBytes || cfg.log.segment_bytes > kMaxSegmentBytes ||
+      cfg.log.segment_bytes % kSegmentAlignment != 0) {
+    return invalid("segment_bytes must be a multiple of " + n(kSegmentAlignment) + " in [" + n(kMinSegmentBytes) +
+                   ", " + n(kMaxSegmentBytes) + "], got " + n(cfg.log.segment_bytes));
+  }
+  if (cfg.channel.empty() || cfg.channel.size() > kMaxChannelNameLength) {
+    return invalid("channel name must be 1.." + n(kMaxChannelNameLength) + " characters, got " +
+                   n(cfg.channel.size()));
+  }
+  for (const std::string* id : {&cfg.node_id, &cfg.predecessor_node, &cfg.successor_node}) {
+    if (id->size() > kMaxNodeIdLength) {
+      return invalid("node id '" + id->substr(0, 160) + "' is longer than " + n(kMaxNodeIdLength) + " characters");
+    }
+  }
+  if (cfg.head_addr.size() > kMaxFabricAddressLength) {
+    return invalid("head address '" + cfg.head_addr + "' is longer than " + n(kMaxFabricAddressLength) +
+                   " characters");
+  }
+  return {};
+}
+
 Replica::Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock)
     : provider_(provider), cfg_(cfg), clock_(clock) {}
 
@@ -32,13 +64,7 @@ Replica::~Replica() = default;
 
 fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provider, const ReplicaConfig& cfg,
                                                          const Clock& clock) {
-  if (cfg.slot_count < 2 || cfg.slot_count > wire::kMaxSlots) {
-    return fabric::make_error(fabric::Errc::invalid_argument, "slot_count must be in [2, 32]");
-  }
-  if (cfg.log.segment_bytes < 4096 || cfg.log.segment_bytes % 8 != 0 ||
-      cfg.log.segment_bytes / 8 > kEndMask) {
-    return fabric::make_error(fabric::Errc::invalid_argument, "segment_bytes must be a multiple of 8 in [4 KiB, 1 GiB]");
-  }
+  if (auto r = check_replica_config(cfg); !r) return r.error();
   std::unique_ptr<Replica> r(new Replica(provider, cfg, clock));
   std::vector<std::span<std::byte>> spans;
   for (std::uint32_t s = 0; s < cfg.slot_count; ++s) {
@@ -105,7 +131,7 @@ bool Replica::wants_successor() const { return !succ_ && !cfg_.successor_addr.em
 wire::ReplicaHello Replica::successor_hello() const {
   wire::ReplicaHello h{};
   h.ref.set(cfg_.channel, cfg_.partition, cfg_.epoch);
-  std::strncpy(h.from_node, cfg_.node_id.c_str(), sizeof h.from_node - 1);
+  wire::put_text(h.from_node, cfg_.node_id);
   h.commit_word = commit_word_->remote();
   h.from_node_epoch = cfg_.node_epoch;
   std::memcpy(h.link_secret, cfg_.link_secret.data(), sizeof h.link_secret);
@@ -147,7 +173,7 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
   w.segment_bytes = cfg_.log.segment_bytes;
   w.end_offset = log_->end_offset();
   w.node_epoch = cfg_.node_epoch;
-  const std::string_view from(hello.from_node, strnlen(hello.from_node, sizeof hello.from_node));
+  const std::string_view from = wire::get_text(hello.from_node);
   const bool named = from == cfg_.predecessor_node &&
                      (cfg_.predecessor_node_epoch == 0 || hello.from_node_epoch == cfg_.predecessor_node_epoch);
   // Compared in constant time: the answer must not tell how much matched.

@@ -16,8 +16,10 @@ constexpr std::uint32_t kDeliveryBudget = 1u << 20;
 void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello) {
   wire::PublisherWelcome w{};
   w.epoch = cfg_.epoch;
-  w.max_record = std::min<std::uint32_t>(kMaxRecordPayload, cfg_.log.segment_bytes - 64 - 2 * sizeof(RecordHeader));
-  std::strncpy(w.head_hint, cfg_.head_addr.c_str(), sizeof w.head_hint - 1);
+  // A segment holds its header, the record and a seal.
+  w.max_record = std::min<std::uint32_t>(
+      kMaxRecordPayload, cfg_.log.segment_bytes - sizeof(SegmentHeader) - 2 * sizeof(RecordHeader));
+  wire::put_text(w.head_hint, cfg_.head_addr);
   std::uint64_t unused = 0;
   if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;

@@ -78,18 +78,19 @@ exception CatenaError {
 }
 
 struct NodeInfo {
-  1: string node_id,       // empty on first registration: the controller assigns "node-N"
+  1: string node_id,       // [A-Za-z0-9._-]{1,128}; empty on first registration: the controller assigns "node-N"
   2: string admin_addr,    // host:port of this node's BrokerAdmin server
-  3: string fabric_addr,   // data-plane address, opaque to the controller
+  3: string fabric_addr,   // data-plane address, opaque to the controller (1..64 characters)
   4: string zone,
   5: string datacenter,
 }
 
+// Limits: chain/include/catena/chain/limits.hpp (shared with the data plane).
 struct ChannelConfig {
   1: string name,                       // [A-Za-z0-9._-]{1,128}
   2: i32 partitions = 1,                // 1..1024
   3: i32 replication = 3,               // 1..7 (chain length R)
-  4: i64 segment_bytes = 67108864,      // 4 KiB..1 GiB, a multiple of 4096
+  4: i64 segment_bytes = 67108864,      // 4 KiB..512 MiB, a multiple of 4096
   5: i64 ttl_ms = 3600000,              // >= 1000
 }
 

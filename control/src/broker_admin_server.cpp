@@ -1,3 +1,4 @@
+#include <catena/chain/limits.hpp>
 #include <catena/control/broker_admin_server.hpp>
 #include <catena/control/idl/BrokerAdmin.h>
 
@@ -79,8 +80,10 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
 
   void configureChain(const idl::ChainAssignment& a) override {
     const std::string node = broker_.node_id();
-    if (a.segment_bytes <= 0 || a.segment_bytes > (1ll << 30) || a.ttl_ms <= 0 || a.route.partition < 0 ||
-        a.route.epoch <= 0) {
+    // Sizes beyond the limits are refused by the replica (chain::check_replica_config)
+    // with the reason; here only what would not survive the narrowing casts.
+    if (a.segment_bytes <= 0 || a.segment_bytes > std::int64_t{chain::limits::kMaxSegmentBytes} || a.ttl_ms <= 0 ||
+        a.route.partition < 0 || a.route.epoch <= 0) {
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "malformed chain assignment").to_thrift();
     }
     const auto key = std::make_pair(a.route.channel, a.route.partition);

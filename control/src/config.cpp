@@ -1,12 +1,8 @@
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include <catena/control/address.hpp>
 #include <catena/control/config.hpp>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <sstream>
+#include <catena/control/toml_config.hpp>
 
 namespace catena::control {
 namespace {
@@ -15,77 +11,42 @@ ControlError invalid(std::string message) {
   return make_error(idl::ErrorCode::INVALID_ARGUMENT, std::move(message));
 }
 
-using Setter = std::function<Result<void>(const toml::node&, ControllerConfig&)>;
-
-Setter int_key(std::int64_t ControllerConfig::*field) {
-  return [field](const toml::node& node, ControllerConfig& c) -> Result<void> {
-    auto v = node.value<std::int64_t>();
-    if (!node.is_integer() || !v) return invalid("expected an integer");
-    c.*field = *v;
-    return {};
-  };
-}
-
-Setter string_key(std::string ControllerConfig::*field) {
-  return [field](const toml::node& node, ControllerConfig& c) -> Result<void> {
-    auto v = node.value<std::string>();
-    if (!node.is_string() || !v) return invalid("expected a string");
-    c.*field = *v;
-    return {};
-  };
-}
-
-const std::map<std::string, Setter, std::less<>>& keys() {
-  static const std::map<std::string, Setter, std::less<>> k = {
-      {"listen", string_key(&ControllerConfig::listen)},
-      {"data_dir", string_key(&ControllerConfig::data_dir)},
-      {"heartbeat_interval_ms", int_key(&ControllerConfig::heartbeat_interval_ms)},
-      {"heartbeat_timeout_ms", int_key(&ControllerConfig::heartbeat_timeout_ms)},
-      {"probe_timeout_ms", int_key(&ControllerConfig::probe_timeout_ms)},
-      {"probe_attempts", int_key(&ControllerConfig::probe_attempts)},
-      {"lease_ms", int_key(&ControllerConfig::lease_ms)},
-      {"isolation_percent", int_key(&ControllerConfig::isolation_percent)},
-      {"broker_connect_timeout_ms", int_key(&ControllerConfig::broker_connect_timeout_ms)},
-      {"broker_rpc_timeout_ms", int_key(&ControllerConfig::broker_rpc_timeout_ms)},
-      {"push_retry_initial_ms", int_key(&ControllerConfig::push_retry_initial_ms)},
-      {"push_retry_max_ms", int_key(&ControllerConfig::push_retry_max_ms)},
-      {"tick_interval_ms", int_key(&ControllerConfig::tick_interval_ms)},
-      {"idle_timeout_ms", int_key(&ControllerConfig::idle_timeout_ms)},
-      {"max_connections", int_key(&ControllerConfig::max_connections)},
-      {"snapshot_every_records", int_key(&ControllerConfig::snapshot_every_records)},
-      {"log_level", string_key(&ControllerConfig::log_level)},
-  };
-  return k;
+// Every key, once: its TOML name, its field and its type. Ranges and
+// relations between keys are checked by validate(), which also sees flags.
+const TomlSchema<ControllerConfig>& schema() {
+  static const TomlSchema<ControllerConfig> s = [] {
+    using C = ControllerConfig;
+    TomlSchema<C> k;
+    k.text("listen", &C::listen)
+        .text("data_dir", &C::data_dir)
+        .integer("heartbeat_interval_ms", &C::heartbeat_interval_ms)
+        .integer("heartbeat_timeout_ms", &C::heartbeat_timeout_ms)
+        .integer("probe_timeout_ms", &C::probe_timeout_ms)
+        .integer("probe_attempts", &C::probe_attempts)
+        .integer("lease_ms", &C::lease_ms)
+        .integer("isolation_percent", &C::isolation_percent)
+        .integer("broker_connect_timeout_ms", &C::broker_connect_timeout_ms)
+        .integer("broker_rpc_timeout_ms", &C::broker_rpc_timeout_ms)
+        .integer("push_retry_initial_ms", &C::push_retry_initial_ms)
+        .integer("push_retry_max_ms", &C::push_retry_max_ms)
+        .integer("tick_interval_ms", &C::tick_interval_ms)
+        .integer("idle_timeout_ms", &C::idle_timeout_ms)
+        .integer("max_connections", &C::max_connections)
+        .integer("snapshot_every_records", &C::snapshot_every_records)
+        .text("log_level", &C::log_level, log_level_rule());
+    return k;
+  }();
+  return s;
 }
 
 }  // namespace
 
 Result<void> apply_toml(std::string_view text, std::string_view source, ControllerConfig& config) {
-  toml::table table;
-  try {
-    table = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return invalid(
-        fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
-  }
-  ControllerConfig next = config;
-  for (const auto& [key, node] : table) {
-    auto it = keys().find(key.str());
-    if (it == keys().end()) return invalid(fmt::format("{}: unknown key '{}'", source, key.str()));
-    if (auto r = it->second(node, next); !r) {
-      return invalid(fmt::format("{}: key '{}': {}", source, key.str(), r.error().message));
-    }
-  }
-  config = std::move(next);
-  return {};
+  return schema().apply(text, source, config);
 }
 
 Result<void> apply_toml_file(const std::filesystem::path& path, ControllerConfig& config) {
-  std::ifstream in(path);
-  if (!in) return invalid(fmt::format("cannot read config file {}", path.string()));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return apply_toml(buf.str(), path.string(), config);
+  return schema().apply_file(path, config);
 }
 
 Result<void> ControllerConfig::validate() const {
@@ -133,39 +94,11 @@ Result<void> ControllerConfig::validate() const {
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid("push_retry_max_ms must be >= push_retry_initial_ms");
   }
-  static constexpr std::string_view kLevels[] = {"trace", "debug",    "info", "warn",
-                                                 "error", "critical", "off"};
-  if (std::find(std::begin(kLevels), std::end(kLevels), log_level) == std::end(kLevels)) {
-    return invalid(fmt::format("log_level '{}' is not one of trace, debug, info, warn, error, critical, off",
-                               log_level));
-  }
+  if (auto r = schema().check(*this); !r) return r;
   return {};
 }
 
-std::string ControllerConfig::to_toml() const {
-  toml::table t{
-      {"listen", listen},
-      {"data_dir", data_dir},
-      {"heartbeat_interval_ms", heartbeat_interval_ms},
-      {"heartbeat_timeout_ms", heartbeat_timeout_ms},
-      {"probe_timeout_ms", probe_timeout_ms},
-      {"probe_attempts", probe_attempts},
-      {"lease_ms", lease_ms},
-      {"isolation_percent", isolation_percent},
-      {"broker_connect_timeout_ms", broker_connect_timeout_ms},
-      {"broker_rpc_timeout_ms", broker_rpc_timeout_ms},
-      {"push_retry_initial_ms", push_retry_initial_ms},
-      {"push_retry_max_ms", push_retry_max_ms},
-      {"tick_interval_ms", tick_interval_ms},
-      {"idle_timeout_ms", idle_timeout_ms},
-      {"max_connections", max_connections},
-      {"snapshot_every_records", snapshot_every_records},
-      {"log_level", log_level},
-  };
-  std::stringstream out;
-  out << t << "\n";
-  return out.str();
-}
+std::string ControllerConfig::to_toml() const { return schema().to_toml(*this); }
 
 Controller::Options ControllerConfig::controller_options() const {
   Controller::Options o;

@@ -406,7 +406,7 @@ Result<void> Controller::commit_offset(const std::string& group, const std::stri
                                        std::int32_t partition, std::int64_t offset) {
   std::lock_guard lock(mu_);
   if (auto r = check_running_locked(); !r) return r;
-  if (auto r = validate_name("group", group); !r) return r;
+  if (auto r = validate_name("group", group, kMaxGroupNameLength); !r) return r;
   if (auto route = route_locked(channel, partition); !route) return route.error();
   if (offset < 0) {
     return make_error(idl::ErrorCode::INVALID_ARGUMENT, fmt::format("offset must be >= 0, got {}", offset));

@@ -76,7 +76,11 @@ int main(int argc, char** argv) {
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is a bad configuration, as a bad file is
+  }
 
   ControllerConfig config;
   if (!config_path.empty()) {

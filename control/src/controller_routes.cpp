@@ -2,18 +2,29 @@
 
 namespace catena::control {
 
+client::ErrorCode client_error_of(ErrorCode code) noexcept {
+  using client::ErrorCode;
+  switch (code) {
+    case idl::ErrorCode::OK: return ErrorCode::ok;
+    case idl::ErrorCode::UNKNOWN_CHANNEL: return ErrorCode::unknown_channel;
+    case idl::ErrorCode::CHANNEL_EXISTS:
+    case idl::ErrorCode::INVALID_ARGUMENT: return ErrorCode::invalid_argument;
+    case idl::ErrorCode::STALE_EPOCH:
+    case idl::ErrorCode::NOT_HEAD: return ErrorCode::not_ready;
+    case idl::ErrorCode::NOT_ENOUGH_NODES: return ErrorCode::unavailable;  // until enough nodes are alive
+    case idl::ErrorCode::NOT_LEADER:
+    case idl::ErrorCode::UNAVAILABLE: return ErrorCode::controller_unavailable;
+    case idl::ErrorCode::NO_OFFSET: return ErrorCode::no_committed_offset;
+    case idl::ErrorCode::UNKNOWN_NODE:  // broker calls; a client never makes them
+    case idl::ErrorCode::FENCED:
+    case idl::ErrorCode::INTERNAL: return ErrorCode::internal;
+  }
+  return ErrorCode::internal;
+}
+
 namespace {
 
-fabric::Error to_fabric(const ControlError& e) {
-  fabric::Errc code = fabric::Errc::io_error;
-  switch (e.code) {
-    case idl::ErrorCode::UNKNOWN_CHANNEL:
-    case idl::ErrorCode::INVALID_ARGUMENT: code = fabric::Errc::invalid_argument; break;
-    case idl::ErrorCode::UNAVAILABLE: code = fabric::Errc::not_connected; break;
-    default: break;
-  }
-  return fabric::make_error(code, e.describe());
-}
+client::Error to_client(const ControlError& e) { return client::make_error(client_error_of(e.code), e.describe()); }
 
 }  // namespace
 
@@ -30,16 +41,16 @@ Route ControllerRoutes::to_route(const idl::PartitionRoute& r) {
   return out;
 }
 
-fabric::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channel) {
+client::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channel) {
   auto info = client_.describe_channel(channel);
-  if (!info) return to_fabric(info.error());
+  if (!info) return to_client(info.error());
   std::lock_guard lk(mu_);
   for (const auto& r : info->routes) cache_[{channel, static_cast<std::uint32_t>(r.partition)}] = to_route(r);
   return ChannelLayout{static_cast<std::uint32_t>(info->config.partitions),
                        static_cast<std::uint32_t>(info->config.segment_bytes)};
 }
 
-fabric::Result<Route> ControllerRoutes::route(const std::string& channel, std::uint32_t partition,
+client::Result<Route> ControllerRoutes::route(const std::string& channel, std::uint32_t partition,
                                               std::uint64_t known_epoch) {
   {
     std::lock_guard lk(mu_);
@@ -50,7 +61,7 @@ fabric::Result<Route> ControllerRoutes::route(const std::string& channel, std::u
     if (it != cache_.end() && it->second.epoch > known_epoch && !it->second.replicas.empty()) return it->second;
   }
   auto r = client_.get_route(channel, static_cast<std::int32_t>(partition), 0);
-  if (!r) return to_fabric(r.error());
+  if (!r) return to_client(r.error());
   Route route = to_route(r.value());
   std::lock_guard lk(mu_);
   cache_[{channel, partition}] = route;
@@ -70,24 +81,24 @@ void ControllerRoutes::report_unreachable(const std::string& node_id, const Rout
   cache_.erase({route.channel, route.partition});  // next lookup asks the controller
 }
 
-fabric::Result<ProducerIdentity> ControllerRoutes::init_producer(std::uint64_t producer_id) {
+client::Result<ProducerIdentity> ControllerRoutes::init_producer(std::uint64_t producer_id) {
   auto r = client_.init_producer(static_cast<std::int64_t>(producer_id));
-  if (!r) return to_fabric(r.error());
+  if (!r) return to_client(r.error());
   return ProducerIdentity{static_cast<std::uint64_t>(r->producer_id), static_cast<std::uint64_t>(r->producer_epoch)};
 }
 
-fabric::Result<void> ControllerRoutes::commit_offset(const std::string& group, const std::string& channel,
+client::Result<void> ControllerRoutes::commit_offset(const std::string& group, const std::string& channel,
                                                      std::uint32_t partition, std::uint64_t offset) {
   auto r = client_.commit_offset(group, channel, static_cast<std::int32_t>(partition),
                                  static_cast<std::int64_t>(offset));
-  if (!r) return to_fabric(r.error());
+  if (!r) return to_client(r.error());
   return {};
 }
 
-fabric::Result<std::uint64_t> ControllerRoutes::committed_offset(const std::string& group, const std::string& channel,
+client::Result<std::uint64_t> ControllerRoutes::committed_offset(const std::string& group, const std::string& channel,
                                                                  std::uint32_t partition) {
   auto r = client_.fetch_offset(group, channel, static_cast<std::int32_t>(partition));
-  if (!r) return to_fabric(r.error());
+  if (!r) return to_client(r.error());
   return static_cast<std::uint64_t>(r.value());
 }
 

@@ -18,23 +18,24 @@ bool name_char(char c) {
 
 }  // namespace
 
-Result<void> validate_name(std::string_view field, std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength || !std::all_of(name.begin(), name.end(), name_char)) {
+Result<void> validate_name(std::string_view field, std::string_view name, std::size_t max_length) {
+  if (name.empty() || name.size() > max_length || !std::all_of(name.begin(), name.end(), name_char)) {
     return invalid(fmt::format("{} must be 1..{} characters of [A-Za-z0-9._-], got '{}' ({} characters)",
-                               field, kMaxNameLength, name.substr(0, 160), name.size()));
+                               field, max_length, name.substr(0, 160), name.size()));
   }
   return {};
 }
 
 Result<void> validate_channel_config(const idl::ChannelConfig& c) {
-  if (auto r = validate_name("channel name", c.name); !r) return r;
+  using namespace limits;
+  if (auto r = validate_name("channel name", c.name, kMaxChannelNameLength); !r) return r;
   if (c.partitions < 1 || c.partitions > kMaxPartitions) {
     return invalid(fmt::format("partitions must be 1..{}, got {}", kMaxPartitions, c.partitions));
   }
   if (c.replication < 1 || c.replication > kMaxReplication) {
     return invalid(fmt::format("replication must be 1..{}, got {}", kMaxReplication, c.replication));
   }
-  if (c.segment_bytes < kMinSegmentBytes || c.segment_bytes > kMaxSegmentBytes ||
+  if (c.segment_bytes < std::int64_t{kMinSegmentBytes} || c.segment_bytes > std::int64_t{kMaxSegmentBytes} ||
       c.segment_bytes % kSegmentAlignment != 0) {
     return invalid(fmt::format("segment_bytes must be a multiple of {} in [{}, {}], got {}",
                                kSegmentAlignment, kMinSegmentBytes, kMaxSegmentBytes, c.segment_bytes));
@@ -47,13 +48,14 @@ Result<void> validate_channel_config(const idl::ChannelConfig& c) {
 
 Result<void> validate_node_info(const idl::NodeInfo& info) {
   if (!info.node_id.empty()) {
-    if (auto r = validate_name("node_id", info.node_id); !r) return r;
+    if (auto r = validate_name("node_id", info.node_id, limits::kMaxNodeIdLength); !r) return r;
   }
   if (auto r = parse_host_port(info.admin_addr); !r) {
     return invalid(fmt::format("admin_addr: {}", r.error().message));
   }
-  if (info.fabric_addr.empty()) {
-    return invalid("fabric_addr must not be empty");
+  if (info.fabric_addr.empty() || info.fabric_addr.size() > limits::kMaxFabricAddressLength) {
+    return invalid(fmt::format("fabric_addr must be 1..{} characters, got {}", limits::kMaxFabricAddressLength,
+                               info.fabric_addr.size()));
   }
   return {};
 }

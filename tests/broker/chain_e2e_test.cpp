@@ -109,8 +109,8 @@ TEST_F(ChainE2E, AcknowledgedRecordsReachEverySubscriberOnceInOrder) {
           ++failed;
         }
       });
-      if (e == fabric::Errc::ok) break;
-      ASSERT_EQ(e, fabric::Errc::backpressure);
+      if (e == client::ErrorCode::ok) break;
+      ASSERT_EQ(e, client::ErrorCode::backpressure);
       pub.value()->poll();
     }
   }
@@ -171,7 +171,7 @@ void publish_range(Publisher& pub, const std::string& prefix, int from, int n,
   for (int i = from; i < from + n; ++i) {
     const std::string payload = prefix + std::to_string(i);
     while (pub.publish_to(0, bytes(payload), [results, i](const PublishResult& r) { (*results)[i] = r; }) !=
-           fabric::Errc::ok) {
+           client::ErrorCode::ok) {
       pub.poll();
     }
   }
@@ -408,8 +408,8 @@ TEST_F(ChainE2E, PublisherRecoversFromRecordsThatFailedAfterTheRetryTimeout) {
           failures.push_back(r.status);
         }
       });
-      if (e == fabric::Errc::ok) return;
-      ASSERT_TRUE(e == fabric::Errc::backpressure || e == fabric::Errc::disconnected) << static_cast<int>(e);
+      if (e == client::ErrorCode::ok) return;
+      ASSERT_TRUE(e == client::ErrorCode::backpressure || e == client::ErrorCode::unavailable) << static_cast<int>(e);
       pub.value()->poll();
       std::this_thread::sleep_for(1ms);
     }
@@ -456,7 +456,7 @@ TEST_F(ChainE2E, MiddleReplicaReplacedMidStreamLosesNothing) {
       std::string payload = "r" + std::to_string(i);
       while (pub.value()->publish_to(0, bytes(payload), [&, payload](const PublishResult& r) {
                if (r.status == PublishStatus::ok) acked.emplace(r.offset, payload);
-             }) != fabric::Errc::ok) {
+             }) != client::ErrorCode::ok) {
         pub.value()->poll();
       }
     }
@@ -541,7 +541,7 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
     while (pub.value()->publish_to(0, bytes(payload), [&](const PublishResult& r) {
              ASSERT_EQ(r.status, PublishStatus::ok);
              offset_of_seq[r.sequence] = r.offset;
-           }) != fabric::Errc::ok) {
+           }) != client::ErrorCode::ok) {
       pub.value()->poll();
     }
     if (i % 3 == 0) (void)other.value()->publish_to(0, bytes(payload), nullptr);
@@ -598,7 +598,7 @@ TEST_F(ChainE2E, PublisherMovesItsWatchOffASilentOldTail) {
   for (int i = 0; i < 3000; ++i) {
     while (pub.value()->publish_to(0, bytes("m" + std::to_string(i)), [&](const PublishResult& r) {
              if (r.status == PublishStatus::ok) ++acked;
-           }) != fabric::Errc::ok) {
+           }) != client::ErrorCode::ok) {
       pub.value()->poll();
     }
   }
@@ -619,7 +619,7 @@ TEST_F(ChainE2E, UnknownChannelAndOversizedRecordsAreClearErrors) {
   auto pub = Publisher::create(routes_, "small", po);
   ASSERT_TRUE(pub.ok());
   std::string big(kSegment, 'b');
-  EXPECT_EQ(pub.value()->publish_to(0, bytes(big), nullptr), fabric::Errc::too_large);
+  EXPECT_EQ(pub.value()->publish_to(0, bytes(big), nullptr), client::ErrorCode::too_large);
   auto f = pub.value()->publish({}, bytes("fine"));
   ASSERT_TRUE(pub.value()->flush(10s));
   EXPECT_EQ(f.get().status, PublishStatus::ok);

@@ -98,8 +98,8 @@ TEST(RingWrap, RecordsCrossWrappingRingsOnceInOrder) {
           ++failed;
         }
       });
-      if (e == fabric::Errc::ok) break;
-      ASSERT_EQ(e, fabric::Errc::backpressure);
+      if (e == client::ErrorCode::ok) break;
+      ASSERT_EQ(e, client::ErrorCode::backpressure);
       pub.value()->poll();
     }
   }

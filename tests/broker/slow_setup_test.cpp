@@ -147,7 +147,7 @@ TEST_P(SlowSetup, LinksSettleWithOneConnectEachAndNoFailureReport) {
       } else {
         ++refused;
       }
-    }) != fabric::Errc::ok) {
+    }) != client::ErrorCode::ok) {
       pub.value()->poll();
     }
   }

@@ -116,8 +116,8 @@ class Joining : public ::testing::Test {
           }
           EXPECT_TRUE(acked_.emplace(r.offset, payload).second) << "offset acknowledged twice: " << r.offset;
         });
-        if (e == fabric::Errc::ok) break;
-        ASSERT_EQ(e, fabric::Errc::backpressure);
+        if (e == client::ErrorCode::ok) break;
+        ASSERT_EQ(e, client::ErrorCode::backpressure);
         pub.poll();
       }
     }

@@ -2,6 +2,7 @@
 // registration ids and epochs.
 #include <gtest/gtest.h>
 
+#include <catena/chain/limits.hpp>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -29,6 +30,36 @@ TEST_F(ControllerRequests, CreateChannelErrors) {
 
   ASSERT_TRUE(controller_->create_channel(channel_config("r2", 4, 2)).ok());
   EXPECT_EQ(controller_->create_channel(channel_config("r2", 1, 1)).code(), idl::ErrorCode::CHANNEL_EXISTS);
+}
+
+// The limits the data plane shares (chain/limits.hpp), through the
+// controller's own request paths: at the limit accepted, one over refused
+// with a message naming the field and the rule.
+TEST_F(ControllerRequests, NamesAtTheLimitAreAcceptedAndOneOverRefused) {
+  const std::string longest_id(chain::limits::kMaxNodeIdLength, 'n');
+  auto& a = add_node("a", "z1", longest_id);
+  EXPECT_EQ(a.id, longest_id);
+  const std::string longest_channel(chain::limits::kMaxChannelNameLength, 'c');
+  auto created = controller_->create_channel(channel_config(longest_channel, 1, 1));
+  ASSERT_TRUE(created.ok()) << created.error().describe();
+  auto route = controller_->get_route(longest_channel, 0, 0);
+  ASSERT_TRUE(route.ok());
+  EXPECT_EQ(route->channel, longest_channel);
+  EXPECT_EQ(route->replicas.at(0).node_id, longest_id);
+
+  auto too_long = controller_->create_channel(channel_config(longest_channel + "c", 1, 1));
+  EXPECT_EQ(too_long.code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(too_long.error().message.find("channel name must be 1..128 characters"), std::string::npos)
+      << too_long.error().message;
+
+  idl::NodeInfo info;
+  info.__set_node_id(longest_id + "n");
+  info.__set_admin_addr("b.test:7000");
+  info.__set_fabric_addr("b.test:9000");
+  auto refused = controller_->register_node(info);
+  EXPECT_EQ(refused.code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error().message.find("node_id must be 1..128 characters"), std::string::npos)
+      << refused.error().message;
 }
 
 TEST_F(ControllerRequests, RouteLookups) {

@@ -166,10 +166,10 @@ class Failover : public ::testing::Test {
             history_.failed(id);
           }
         });
-        if (e == fabric::Errc::ok) {
+        if (e == client::ErrorCode::ok) {
           history_.published(id, bytes);
           next_id_.store(++id);
-        } else if (e != fabric::Errc::backpressure) {
+        } else if (e != client::ErrorCode::backpressure) {
           history_.published(id, bytes);
           history_.failed(id);
           ++id;

@@ -119,7 +119,7 @@ TEST_F(Incarnation, ReplicaLinksNameTheIncarnationsOfTheRoute) {
   auto hello_from = [&](std::uint64_t node_epoch) {
     wire::ReplicaHello h{};
     h.ref.set("inc", 0, 1);
-    std::strncpy(h.from_node, "node-0", sizeof h.from_node - 1);
+    wire::put_text(h.from_node, "node-0");
     h.commit_word = commit_word.value()->remote();
     h.from_node_epoch = node_epoch;
     return chain::Link::dial<wire::ReplicaWelcome>(**provider, brokers_[1]->fabric_address(), h, 3s);
@@ -174,7 +174,7 @@ TEST_F(Incarnation, ReplicaLinksNeedTheRouteEpochsSecret) {
   auto hello_with = [&](const std::string& secret) {
     wire::ReplicaHello h{};
     h.ref.set("inc", 0, 1);
-    std::strncpy(h.from_node, "node-0", sizeof h.from_node - 1);
+    wire::put_text(h.from_node, "node-0");
     h.commit_word = commit_word.value()->remote();
     h.from_node_epoch = 8;
     std::memcpy(h.link_secret, secret.data(), std::min(secret.size(), sizeof h.link_secret));

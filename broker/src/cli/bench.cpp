@@ -352,8 +352,8 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
         ++out.acked;
         if (out.ack_ns.size() < out.ack_ns.capacity()) out.ack_ns.push_back(now_ns() - t0);
       });
-      if (e == fabric::Errc::backpressure) break;
-      if (e != fabric::Errc::ok) throw Fail{"publish: " + std::string(fabric::to_string(e))};
+      if (e == client::ErrorCode::backpressure) break;
+      if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
       ++work;
     }
     work += pub.poll();
@@ -394,17 +394,17 @@ std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t byte
   for (int i = 0; i < iters + warmup; ++i) {
     acked = false;
     std::uint64_t t0 = 0;
-    fabric::Errc e;
+    client::ErrorCode e;
     // The tail's ack can come before the head returns ring space: a
     // back-pressured publish waits (outside the measurement) and retries.
     while ((t0 = now_ns(), e = pub.publish_to(0, payload, [&](const PublishResult& r) {
               t1 = now_ns();
               status = r.status;
               acked = true;
-            })) == fabric::Errc::backpressure) {
+            })) == client::ErrorCode::backpressure) {
       idle.idle(pub.poll());
     }
-    if (e != fabric::Errc::ok) throw Fail{"publish: " + std::string(fabric::to_string(e))};
+    if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
     idle.reset();
     while (!acked) idle.idle(pub.poll());
     if (status != PublishStatus::ok) throw Fail{"publish refused: " + std::string(chain::wire::to_string(status))};
@@ -452,13 +452,13 @@ std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes,
   const std::uint64_t connect_deadline = now_ns() + 5'000'000'000ull;
   for (int counted = -1; counted < iters + warmup;) {
     acked = false;
-    fabric::Errc e;
+    client::ErrorCode e;
     while ((e = pub.publish_to(0, payload, [&](const PublishResult&) { acked = true; })) ==
-           fabric::Errc::backpressure) {
+           client::ErrorCode::backpressure) {
       idle.idle(pub.poll());
     }
-    if (e != fabric::Errc::ok) {
-      error = "publish: " + std::string(fabric::to_string(e));
+    if (e != client::ErrorCode::ok) {
+      error = "publish: " + std::string(client::to_string(e));
       break;
     }
     idle.reset();

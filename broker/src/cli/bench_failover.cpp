@@ -118,7 +118,7 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
         acked.fetch_add(1);
         if (id >= kill_id.load() && first_after_ns.load() == 0) first_after_ns.store(chain::wall_clock_ns());
       });
-      if (e == fabric::Errc::ok) {
+      if (e == client::ErrorCode::ok) {
         history.published(id, bytes);
         next_id.store(++id);
       }

@@ -245,10 +245,10 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
               history.failed(id);
             }
           });
-          if (e == fabric::Errc::ok) {
+          if (e == client::ErrorCode::ok) {
             history.published(id, bytes);
             ++count;
-          } else if (e != fabric::Errc::backpressure) {
+          } else if (e != client::ErrorCode::backpressure) {
             history.published(id, bytes);
             history.failed(id);
             ++count;

@@ -176,10 +176,11 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
   while (std::getline(std::cin, line)) {
     const auto payload = std::span(reinterpret_cast<const std::byte*>(line.data()), line.size());
     for (;;) {
-      fabric::Errc e = o.partition >= 0 ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), payload, on_ack)
-                                        : pub.value()->publish(key, payload, on_ack);
-      if (e == fabric::Errc::ok) break;
-      if (e != fabric::Errc::backpressure) return fail("publish", std::string(fabric::to_string(e)));
+      const client::ErrorCode e =
+          o.partition >= 0 ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), payload, on_ack)
+                           : pub.value()->publish(key, payload, on_ack);
+      if (e == client::ErrorCode::ok) break;
+      if (e != client::ErrorCode::backpressure) return fail("publish", std::string(client::to_string(e)));
       pub.value()->poll();
     }
     ++sent;

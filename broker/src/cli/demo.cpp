@@ -152,8 +152,8 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
     for (;;) {
       auto e = pub.value()->publish(std::span(reinterpret_cast<const std::byte*>(key.data()), key.size()),
                                     std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size()), cb);
-      if (e == fabric::Errc::ok) break;
-      if (e != fabric::Errc::backpressure) {
+      if (e == client::ErrorCode::ok) break;
+      if (e != client::ErrorCode::backpressure) {
         ++refused;
         break;
       }

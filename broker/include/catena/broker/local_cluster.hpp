@@ -42,6 +42,9 @@ struct ClusterOptions {
   // provider; for verbs:<dev>, catenad picks the device's own address
   // (rdma_cm cannot reach a device through loopback).
   std::string fabric_host;
+  // Node ids: this prefix and the broker's index (empty: the controller
+  // assigns "node-N").
+  std::string node_id_prefix;
   int controller_port = 0;                 // 0: any free port
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;

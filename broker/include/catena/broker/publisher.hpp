@@ -25,6 +25,7 @@
 // Futures returned by publish() complete during poll()/flush().
 #pragma once
 
+#include <catena/broker/client_error.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
@@ -46,6 +47,9 @@ struct PublishResult {
   std::uint32_t partition = 0;
   std::uint64_t offset = 0;     // valid when status == ok (~0: retried beyond the dedup window)
   std::uint64_t sequence = 0;
+
+  // The status in the client vocabulary (retriable(), to_string()).
+  [[nodiscard]] client::ErrorCode error() const noexcept { return client::from(status); }
 };
 
 using PublishCallback = std::function<void(const PublishResult&)>;
@@ -83,18 +87,21 @@ struct PublisherOptions {
 
 class Publisher {
  public:
-  static fabric::Result<std::unique_ptr<Publisher>> create(RouteSource& routes, const std::string& channel,
+  // Errors: invalid_argument, unknown_channel (fix the call), or
+  // controller_unavailable, unavailable... (retriable(): try again later).
+  static client::Result<std::unique_ptr<Publisher>> create(RouteSource& routes, const std::string& channel,
                                                            const PublisherOptions& opts = {});
   ~Publisher();
 
   // Queues one record. Returns ok, backpressure (window or ring full: poll and
-  // retry), too_large, or disconnected (partition unreachable past the retry
-  // timeout). The callback runs on this thread from poll().
-  [[nodiscard]] fabric::Errc publish(std::span<const std::byte> key, std::span<const std::byte> payload,
-                                     PublishCallback cb);
+  // retry), too_large, invalid_argument (no such partition), or unavailable
+  // (partition unreachable past the retry timeout). The callback runs on
+  // this thread from poll().
+  [[nodiscard]] client::ErrorCode publish(std::span<const std::byte> key, std::span<const std::byte> payload,
+                                          PublishCallback cb);
   // Same, to an explicit partition.
-  [[nodiscard]] fabric::Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload,
-                                        PublishCallback cb);
+  [[nodiscard]] client::ErrorCode publish_to(std::uint32_t partition, std::span<const std::byte> payload,
+                                             PublishCallback cb);
   // Future flavour; waits (polling) while back-pressured.
   std::future<PublishResult> publish(std::span<const std::byte> key, std::span<const std::byte> payload);
 

@@ -1,10 +1,11 @@
 // Where clients learn routes: partition -> chain (replica addresses, head
 // first) with its epoch. The controller's Thrift client implements this in
 // control/; StaticRoutes is the in-process implementation for tests and for
-// pointing a client at brokers by hand.
+// pointing a client at brokers by hand. Errors are client::Errors: an
+// implementation maps its own (the controller's codes, the fabric's) to them.
 #pragma once
 
-#include <catena/fabric/result.hpp>
+#include <catena/broker/client_error.hpp>
 
 #include <cstdint>
 #include <map>
@@ -41,20 +42,20 @@ struct ChannelLayout {
 class RouteSource {
  public:
   virtual ~RouteSource() = default;
-  virtual fabric::Result<ChannelLayout> layout(const std::string& channel) = 0;
+  virtual client::Result<ChannelLayout> layout(const std::string& channel) = 0;
   // The current route; `known_epoch` is the one the caller found stale (0: none).
-  virtual fabric::Result<Route> route(const std::string& channel, std::uint32_t partition,
+  virtual client::Result<Route> route(const std::string& channel, std::uint32_t partition,
                                       std::uint64_t known_epoch) = 0;
   // A new epoch for `producer_id` (0: a new id too), newer than every epoch
   // issued before: called once per Publisher, so a restarted publisher's new
   // records are never mistaken for retries of its old ones.
-  virtual fabric::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) = 0;
+  virtual client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) = 0;
   // A client could not reach `node_id`: a hint for the failure detector.
   virtual void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) = 0;
   // Subscriber-group positions (offset of the next record to consume).
-  virtual fabric::Result<void> commit_offset(const std::string& group, const std::string& channel,
+  virtual client::Result<void> commit_offset(const std::string& group, const std::string& channel,
                                              std::uint32_t partition, std::uint64_t offset) = 0;
-  virtual fabric::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
+  virtual client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
                                                          std::uint32_t partition) = 0;
 };
 
@@ -62,14 +63,14 @@ class RouteSource {
 class StaticRoutes final : public RouteSource {
  public:
   void set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes);
-  fabric::Result<ChannelLayout> layout(const std::string& channel) override;
-  fabric::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  client::Result<ChannelLayout> layout(const std::string& channel) override;
+  client::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
   // Issues from an in-memory counter (ids issued here have bit 62 set).
-  fabric::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
+  client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
   void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
-  fabric::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
+  client::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
                                      std::uint64_t offset) override;
-  fabric::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
+  client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition) override;
   std::vector<std::string> unreachable_reports() const;
 

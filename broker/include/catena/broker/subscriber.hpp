@@ -12,6 +12,7 @@
 // Threading: a polling agent owned by one thread; handlers run in poll().
 #pragma once
 
+#include <catena/broker/client_error.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
@@ -62,6 +63,9 @@ struct Notice {
   chain::wire::Status status = chain::wire::Status::ok;
   std::uint64_t next_offset = 0;  // where delivery resumes
   std::uint64_t lost_from = 0;    // data_lost: the first offset lost
+
+  // The status in the client vocabulary (retriable(), to_string()).
+  [[nodiscard]] client::ErrorCode error() const noexcept { return client::from(status); }
 };
 
 class Subscriber {
@@ -69,7 +73,8 @@ class Subscriber {
   using Handler = std::function<void(const Message&)>;
   using NoticeHandler = std::function<void(const Notice&)>;
 
-  static fabric::Result<std::unique_ptr<Subscriber>> create(RouteSource& routes, const std::string& channel,
+  // Errors as Publisher::create's, in client::ErrorCode.
+  static client::Result<std::unique_ptr<Subscriber>> create(RouteSource& routes, const std::string& channel,
                                                             const SubscriberOptions& opts = {});
   ~Subscriber();
 
@@ -82,7 +87,7 @@ class Subscriber {
   // Seeks a partition (reconnects at that offset).
   void seek(std::uint32_t partition, std::uint64_t offset);
   // Stores the group's position of every partition (requires options.group).
-  fabric::Result<void> commit();
+  client::Result<void> commit();
 
   [[nodiscard]] std::vector<std::uint32_t> partitions() const;
 

@@ -22,6 +22,7 @@
 // session (all _st functions); neither allocates, locks or calls the kernel.
 #pragma once
 
+#include <catena/chain/limits.hpp>
 #include <catena/chain/record.hpp>
 
 #include <algorithm>
@@ -36,8 +37,8 @@ namespace catena::chain {
 // of the doorbell immediate.
 inline constexpr std::uint32_t kRingAlign = kRecordAlign;
 // Staging rings the head grants (and a delivery ring's minimum).
-inline constexpr std::uint32_t kMinRingBytes = 64u << 10;
-inline constexpr std::uint32_t kMaxRingBytes = 256u << 20;
+inline constexpr std::uint32_t kMinRingBytes = limits::kMinPublisherRing;
+inline constexpr std::uint32_t kMaxRingBytes = limits::kMaxPublisherRing;
 static_assert(kMinRingBytes % kRingAlign == 0 && kMaxRingBytes % kRingAlign == 0);
 static_assert(kMinRingBytes >= 2 * sizeof(RecordHeader));
 // The immediate counts kRingAlign units mod 2^32. A writer is never more than

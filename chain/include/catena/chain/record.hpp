@@ -19,6 +19,8 @@
 //  56  payload, then zero padding to the next multiple of 8
 #pragma once
 
+#include <catena/chain/limits.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,7 +49,7 @@ inline constexpr std::uint32_t kFlagPad = 1u << 1;
 inline constexpr std::uint32_t kKnownFlags = kFlagSeal | kFlagPad;
 inline constexpr std::size_t kRecordAlign = 8;
 // Largest payload a record may carry (a segment must hold at least one).
-inline constexpr std::uint32_t kMaxRecordPayload = 16u << 20;
+using limits::kMaxRecordPayload;
 
 constexpr std::size_t align_up(std::size_t n, std::size_t a = kRecordAlign) { return (n + a - 1) & ~(a - 1); }
 constexpr std::size_t frame_size(std::uint32_t payload) { return sizeof(RecordHeader) + align_up(payload); }

@@ -106,6 +106,12 @@ struct ReplicaConfig {
   [[nodiscard]] bool is_joining() const { return position >= chain_length; }
 };
 
+// Checks a configuration against chain/limits.hpp (names that fit the wire,
+// slot count, segment size): invalid_argument naming the field otherwise.
+// The controller's validation guarantees the same; this catches a replica
+// configured by hand, which would otherwise truncate a name on the wire.
+[[nodiscard]] fabric::Result<void> check_replica_config(const ReplicaConfig& cfg);
+
 struct ReplicaStats {
   std::uint64_t end_offset = 0;
   std::uint64_t commit_offset = 0;

@@ -8,8 +8,10 @@
 // connection is refused without being interpreted.
 #pragma once
 
+#include <catena/chain/limits.hpp>
 #include <catena/fabric/fabric.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -20,9 +22,9 @@
 namespace catena::chain::wire {
 
 inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
-inline constexpr std::uint16_t kVersion = 2;  // 2: 64-bit producer epochs and sequences
-inline constexpr std::size_t kMaxChannelName = 128;
-inline constexpr std::uint32_t kMaxSlots = 32;
+// 2: 64-bit producer epochs and sequences; 3: node ids of limits::kMaxNodeIdLength
+inline constexpr std::uint16_t kVersion = 3;
+inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.
 inline constexpr std::uint32_t kMaxMessage = 2048;
 
@@ -73,21 +75,36 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 16);
 
+// Text fields hold up to their whole size: NUL-padded, not NUL-terminated
+// when full, so a field of N bytes carries a name of the N-character limit.
+// Callers check the limit first (Replica::create, Publisher and Subscriber
+// create); a longer string is cut, never written past the field.
+template <std::size_t N>
+void put_text(char (&field)[N], std::string_view text) {
+  std::memset(field, 0, N);
+  std::memcpy(field, text.data(), std::min(text.size(), N));
+}
+template <std::size_t N>
+[[nodiscard]] std::string_view get_text(const char (&field)[N]) {
+  return {field, strnlen(field, N)};
+}
+
 struct ChannelRef {
-  char channel[kMaxChannelName];
+  char channel[limits::kMaxChannelNameLength];
   std::uint32_t partition;
   std::uint32_t reserved;
   std::uint64_t epoch;
 
   void set(std::string_view name, std::uint32_t p, std::uint64_t e) {
-    std::memset(channel, 0, sizeof channel);
-    std::memcpy(channel, name.data(), std::min(name.size(), sizeof channel - 1));
+    put_text(channel, name);
     partition = p;
     reserved = 0;
     epoch = e;
   }
-  [[nodiscard]] std::string_view name() const { return {channel, strnlen(channel, sizeof channel)}; }
+  [[nodiscard]] std::string_view name() const { return get_text(channel); }
 };
+static_assert(sizeof(ChannelRef::channel) == limits::kMaxChannelNameLength,
+              "a channel name of the controller's maximum length must fit the wire");
 
 // A predecessor's hello names its node and incarnation (node epoch); the
 // successor accepts it only if its route names that very incarnation as its
@@ -100,11 +117,14 @@ inline constexpr std::size_t kLinkSecretBytes = 16;
 
 struct ReplicaHello {
   ChannelRef ref;
-  char from_node[64];
+  char from_node[limits::kMaxNodeIdLength];
   fabric::RemoteRegion commit_word;  // where the successor writes commit offsets
   std::uint64_t from_node_epoch;
   std::uint8_t link_secret[kLinkSecretBytes];
 };
+static_assert(sizeof(ReplicaHello::from_node) == limits::kMaxNodeIdLength,
+              "a node id of the controller's maximum length must fit the wire, or the node is refused as "
+              "a predecessor");
 
 struct SlotState {
   fabric::RemoteRegion region;
@@ -144,8 +164,13 @@ struct PublisherWelcome {
   // What the head expects next from this producer epoch: it holds every
   // sequence below and none at or above. 0 for an epoch it never saw.
   std::uint64_t next_sequence;
-  char head_hint[64];           // on not_head: where the head is, if known
+  char head_hint[limits::kMaxFabricAddressLength];  // on not_head: where the head is, if known
 };
+static_assert(sizeof(PublisherWelcome::head_hint) == limits::kMaxFabricAddressLength);
+static_assert(limits::kMaxSegmentBytes <= UINT32_MAX && limits::kMaxRecordPayload <= UINT32_MAX &&
+                  limits::kMaxPublisherRing <= UINT32_MAX,
+              "segment_bytes, max_record, ring_bytes and valid_end are 32-bit on the wire");
+static_assert(limits::kMaxPartitions > 0, "partition numbers are 32-bit on the wire");
 
 // One contiguous run of a publisher's records: seqs [first_seq, first_seq+count)
 // stored at offsets [first_offset, first_offset+count) (ok), or refused.

@@ -1,6 +1,8 @@
 // catena::RouteSource backed by the controller (Thrift ControllerClient):
 // what the client library and the CLI use to find chains. Routes are cached
 // per partition and refreshed when a client reports the one it has as stale.
+// The controller's error codes become client::ErrorCodes here, where the
+// client meets the controller (client_error_of).
 #pragma once
 
 #include <catena/broker/routes.hpp>
@@ -13,17 +15,22 @@
 
 namespace catena::control {
 
+// What a client is told of a controller error code: UNAVAILABLE (the
+// controller could not be reached) becomes controller_unavailable, which is
+// retriable; INVALID_ARGUMENT and UNKNOWN_CHANNEL are not.
+[[nodiscard]] client::ErrorCode client_error_of(ErrorCode code) noexcept;
+
 class ControllerRoutes final : public RouteSource {
  public:
   explicit ControllerRoutes(ControllerClient::Options options, std::string client_name = "client");
 
-  fabric::Result<ChannelLayout> layout(const std::string& channel) override;
-  fabric::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
-  fabric::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
+  client::Result<ChannelLayout> layout(const std::string& channel) override;
+  client::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
   void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
-  fabric::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
+  client::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
                                      std::uint64_t offset) override;
-  fabric::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
+  client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition) override;
 
   ControllerClient& client() { return client_; }

@@ -1,26 +1,23 @@
 // Argument checks for requests the controller accepts. Each failure is
 // INVALID_ARGUMENT with a message naming the field, the rule and the value.
+// The limits are the data plane's own (catena/chain/limits.hpp): whatever the
+// controller accepts fits the wire.
 #pragma once
 
+#include <catena/chain/limits.hpp>
 #include <catena/control/result.hpp>
 #include <cstdint>
 #include <string_view>
 
 namespace catena::control {
 
-inline constexpr std::size_t kMaxNameLength = 128;
-inline constexpr std::int32_t kMaxPartitions = 1024;
-inline constexpr std::int32_t kMaxReplication = 7;
-inline constexpr std::int64_t kSegmentAlignment = 4096;
-inline constexpr std::int64_t kMinSegmentBytes = 4096;
-inline constexpr std::int64_t kMaxSegmentBytes = std::int64_t{1} << 30;
-inline constexpr std::int64_t kMinTtlMs = 1000;
+namespace limits = chain::limits;
 
-static_assert(kMinSegmentBytes % kSegmentAlignment == 0 && kMaxSegmentBytes % kSegmentAlignment == 0,
-              "segment size bounds must themselves be valid sizes");
+// Consumer group names never reach the data plane: a controller-only limit.
+inline constexpr std::size_t kMaxGroupNameLength = 128;
 
-// A channel or node name: 1..128 characters of [A-Za-z0-9._-].
-[[nodiscard]] Result<void> validate_name(std::string_view field, std::string_view name);
+// A channel or node name: 1..max_length characters of [A-Za-z0-9._-].
+[[nodiscard]] Result<void> validate_name(std::string_view field, std::string_view name, std::size_t max_length);
 
 [[nodiscard]] Result<void> validate_channel_config(const idl::ChannelConfig& config);
 

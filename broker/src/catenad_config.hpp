@@ -1,0 +1,39 @@
+// catenad settings: defaults, a TOML file, command-line flags (flag > file >
+// default). Read with the controller's strict reader (control/toml_config.hpp):
+// an unknown key, a wrong type or a bad value is refused naming the key and
+// the file, and catenad exits with code 2. `--print-config` prints the
+// effective settings in the file's own layout.
+#pragma once
+
+#include <catena/control/result.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace catena::catenad {
+
+struct Config {
+  std::string node_id;  // [node] id; empty: assigned by the controller
+  std::string zone = "zone-a";
+  std::string datacenter = "dc-1";
+  std::string controller = "127.0.0.1:7400";  // [controller] address
+  std::string admin_listen = "127.0.0.1:0";   // [admin] listen
+  std::string provider = "soft";              // [fabric] provider
+  std::string fabric_listen;  // [fabric] listen; empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
+  std::uint32_t slots = 8;                    // [storage] segment_slots
+  std::uint64_t grace_ms = 5000;              // [storage] grace_ms
+  std::uint64_t session_memory_mb = 1024;     // [limits] session_memory_mb
+  int pin_cpu = -1;                           // [cpu] pin_data_plane
+  std::string log_level = "info";             // [log] level
+};
+
+// Overlays the keys present in TOML text onto config; nothing changes on error.
+[[nodiscard]] control::Result<void> apply_toml(std::string_view text, std::string_view source, Config& config);
+[[nodiscard]] control::Result<void> apply_toml_file(const std::filesystem::path& path, Config& config);
+// Every key's rule on the current values (flags included).
+[[nodiscard]] control::Result<void> validate(const Config& config);
+[[nodiscard]] std::string to_toml(const Config& config);
+
+}  // namespace catena::catenad

@@ -1,0 +1,48 @@
+// The limits every side of Catena checks, defined once: the controller
+// validates requests against them (control/src/validation.cpp), the data-plane
+// wire sizes its fields from them (static_asserts in wire.hpp), and replicas
+// and clients refuse what exceeds them instead of truncating it.
+//
+// Pure definitions with no dependency: control/ links only this header of
+// the chain layer (target catena_limits), so a limit changes in one edit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace catena::chain::limits {
+
+// Channel names and node ids: 1..N characters of [A-Za-z0-9._-]. Both travel
+// in data-plane hellos, in fields of exactly this many bytes.
+inline constexpr std::size_t kMaxChannelNameLength = 128;
+inline constexpr std::size_t kMaxNodeIdLength = 128;
+// A node's data-plane address as its fabric reports it (host:port); a head
+// sends it as a redirect hint.
+inline constexpr std::size_t kMaxFabricAddressLength = 64;
+
+inline constexpr std::int32_t kMaxPartitions = 1024;
+inline constexpr std::int32_t kMaxReplication = 7;  // chain length R
+
+// Segments: a multiple of kSegmentAlignment in [kMinSegmentBytes,
+// kMaxSegmentBytes]. The replica's forward immediate carries a segment end
+// position / 8 in 27 bits, which caps a segment below 1 GiB.
+inline constexpr std::uint32_t kSegmentAlignment = 4096;
+inline constexpr std::uint32_t kMinSegmentBytes = 4096;
+inline constexpr std::uint32_t kMaxSegmentBytes = 512u << 20;
+static_assert(kMinSegmentBytes % kSegmentAlignment == 0 && kMaxSegmentBytes % kSegmentAlignment == 0,
+              "segment size bounds must themselves be valid sizes");
+// Segment slots per partition replica (one is open while another expires).
+inline constexpr std::uint32_t kMinSegmentSlots = 2;
+inline constexpr std::uint32_t kMaxSegmentSlots = 32;
+
+// Largest payload of one record; a segment's own size may lower it further
+// (the head's welcome says what it takes).
+inline constexpr std::uint32_t kMaxRecordPayload = 16u << 20;
+
+// A publisher's staging ring at the head, as requested and as granted.
+inline constexpr std::uint32_t kMinPublisherRing = 64u << 10;
+inline constexpr std::uint32_t kMaxPublisherRing = 256u << 20;
+
+inline constexpr std::int64_t kMinTtlMs = 1000;
+
+}  // namespace catena::chain::limits

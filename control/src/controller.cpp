@@ -97,7 +97,7 @@ Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& b
       clock_(clock),
       brokers_(brokers),
       store_(std::move(store)),
-      detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts}, clock),
+      detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts, options_.heartbeat_loss}, clock),
       // Numbers of a block reserved before a restart may have been handed out.
       next_producer_number_(std::max<std::int64_t>(1, store_->state().producer_numbers_reserved)) {}
 

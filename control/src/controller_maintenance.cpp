@@ -157,6 +157,19 @@ void Controller::run_probes() {
       note_progress_locked(*answer);
     }
     const auto verdict = detector_.probe_result(probe.node_id, probe.node_epoch, answer.ok());
+    if (verdict == FailureDetector::Verdict::unheard) {
+      // It answers us, we do not hear it: its lease lapsed long ago and its
+      // chains stall until its heartbeats get through. Repair them instead.
+      if (isolated_locked()) continue;
+      const auto heard = detector_.since_heard(probe.node_id).value_or(Clock::duration{});
+      const auto reason = fmt::format(
+          "answers probes but none of its heartbeats arrived for {} ms (its lease lapsed): an asymmetric cut",
+          std::chrono::duration_cast<std::chrono::milliseconds>(heard).count());
+      if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
+        spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
+      }
+      continue;
+    }
     if (verdict != FailureDetector::Verdict::dead) continue;
     // The node stays SUSPECT and is probed again; a heartbeat or an answered
     // probe clears it, as if it had never been silent.

@@ -7,7 +7,7 @@ namespace catena::control {
 void FailureDetector::track(const std::string& node_id, std::int64_t node_epoch) {
   Entry e;
   e.node_epoch = node_epoch;
-  e.last_heartbeat = clock_.now();
+  e.last_heartbeat = e.heard = clock_.now();
   nodes_[node_id] = e;
 }
 
@@ -19,7 +19,7 @@ void FailureDetector::heartbeat(const std::string& node_id) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
   auto& e = it->second;
-  e.last_heartbeat = clock_.now();
+  e.last_heartbeat = e.heard = clock_.now();
   if (e.state == idl::NodeState::SUSPECT && !e.reported) {
     spdlog::info("node {} is heartbeating again", node_id);
     e.state = idl::NodeState::ALIVE;
@@ -63,6 +63,8 @@ FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_i
   e.probing = false;
   if (e.state != idl::NodeState::SUSPECT) return Verdict::ignored;  // a heartbeat cleared it meanwhile
   if (answered) {
+    const auto loss = options_.heartbeat_loss.count() > 0 ? options_.heartbeat_loss : 4 * options_.heartbeat_timeout;
+    if (clock_.now() - e.heard > loss) return Verdict::unheard;  // stays SUSPECT: the controller decides
     spdlog::info("node {} answered its probe: alive", node_id);
     e.state = idl::NodeState::ALIVE;
     e.reported = false;
@@ -84,6 +86,12 @@ std::optional<Clock::duration> FailureDetector::since_heartbeat(const std::strin
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return std::nullopt;
   return clock_.now() - it->second.last_heartbeat;
+}
+
+std::optional<Clock::duration> FailureDetector::since_heard(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  return clock_.now() - it->second.heard;
 }
 
 std::size_t FailureDetector::silent() const {

@@ -178,6 +178,7 @@ class ControllerFixture : public ::testing::Test {
     o.push_retry_max = std::chrono::milliseconds(1000);
     o.crash_point = [this](std::string_view point) { return point == crash_at_; };
     o.isolation_percent = isolation_percent_;
+    o.heartbeat_loss = heartbeat_loss_;
     return o;
   }
 
@@ -291,6 +292,7 @@ class ControllerFixture : public ::testing::Test {
   std::map<std::string, Node> nodes_;
   std::string crash_at_;
   int isolation_percent_ = 50;  // takes effect at open() / restart()
+  std::chrono::milliseconds heartbeat_loss_{0};  // takes effect at open() / restart()
 };
 
 }  // namespace catena::control::testing

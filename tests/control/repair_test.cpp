@@ -181,6 +181,8 @@ TEST_F(Repair, FailedPushIsPersistedAndRetried) {
 }
 
 TEST_F(Repair, HeartbeatCutsThePushBackOffShort) {
+  heartbeat_loss_ = std::chrono::milliseconds(60000);  // e stays silent for 6 s here, answering probes
+  restart();
   bool partitioned = true;
   admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
     return partitioned && call.method == Method::configure_chain && call.to.node_id == id("e")
@@ -585,6 +587,29 @@ TEST_F(LinkFaults, AReporterWhoseReportsKeepEvictingIsEvictedItself) {
   report_for(4000ms, "a", next_name);
   EXPECT_EQ(state_of("a"), idl::NodeState::DEAD) << "a's reports evicted " << next_name << " too";
   EXPECT_EQ(state_of(next_name), idl::NodeState::ALIVE);
+}
+
+}  // namespace
+}  // namespace catena::control
+
+namespace catena::control {
+namespace {
+
+// An asymmetric cut: the controller reaches b (its probes are answered) but
+// b's heartbeats never arrive, so b's lease is never renewed and its chain
+// stalls. On main b stayed ALIVE forever (every answered probe opened a fresh
+// timeout window). After 4 x heartbeat_timeout without a heartbeat it is
+// evicted and the chain repaired.
+TEST_F(Repair, NodeThatAnswersProbesButWhoseHeartbeatsNeverArriveIsEvicted) {
+  run_for(1000ms, {"b"});  // 2 x the heartbeat timeout: probes answered, b suspected and cleared
+  EXPECT_NE(state_of("b"), idl::NodeState::DEAD) << "evicted before its heartbeats were missing for 4x the timeout";
+  run_for(2000ms, {"b"});
+  EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
+  EXPECT_GT(nodes_["b"].broker->pings(), 0) << "b was never probed: not an asymmetric cut";
+  run_for(2000ms, {"b"});
+  const auto chain = chain_of(route("orders"));
+  EXPECT_EQ(chain.size(), 3u);
+  EXPECT_EQ(std::count(chain.begin(), chain.end(), id("b")), 0) << "b is still in the chain";
 }
 
 }  // namespace

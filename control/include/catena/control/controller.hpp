@@ -79,6 +79,10 @@ class Controller {
     std::chrono::milliseconds heartbeat_interval{100};  // told to brokers at registration
     std::chrono::milliseconds heartbeat_timeout{500};   // silence before a node is SUSPECT
     int probe_attempts = 2;                             // failed probes in a row before DEAD
+    // A node that answers probes but whose heartbeats have not arrived for
+    // this long is evicted (an asymmetric cut: its lease lapsed, its chains
+    // stall). Zero: 4 x heartbeat_timeout.
+    std::chrono::milliseconds heartbeat_loss{0};
     // How long a broker may act (acknowledge, serve) on its chain roles after
     // it sent a heartbeat the controller answered; told in RegisterReply.
     // Zero: heartbeat_timeout / 2. Must lie strictly between

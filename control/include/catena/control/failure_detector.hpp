@@ -8,6 +8,11 @@
 //   SUSPECT --(probe answered)--------------------> ALIVE   (fresh timeout window)
 //   SUSPECT --(heartbeat, unless reported)--------> ALIVE
 //   SUSPECT --(probe_attempts probes in a row fail)-> dead verdict
+//   SUSPECT --(probe answered, but no heartbeat for heartbeat_loss)-> unheard verdict
+//
+// The unheard verdict is the asymmetric cut: the controller reaches the node
+// but the node's heartbeats do not reach the controller, so its lease is
+// never renewed and its chains stall for as long as that lasts.
 //
 // A report alone never kills a node: only the controller's own failed probes
 // do, so one client with a bad link cannot evict a healthy broker. Dead nodes
@@ -32,6 +37,9 @@ class FailureDetector {
   struct Options {
     Clock::duration heartbeat_timeout = std::chrono::milliseconds(500);
     int probe_attempts = 2;  // consecutive failed probes before the dead verdict
+    // No heartbeat for this long although probes are answered: the unheard
+    // verdict. Zero: 4 x heartbeat_timeout.
+    Clock::duration heartbeat_loss{0};
   };
 
   struct Probe {
@@ -39,7 +47,7 @@ class FailureDetector {
     std::int64_t node_epoch = 0;
   };
 
-  enum class Verdict { alive, suspect, dead, ignored };
+  enum class Verdict { alive, suspect, dead, unheard, ignored };
 
   FailureDetector(Options options, const Clock& clock) : options_(options), clock_(clock) {}
 
@@ -60,6 +68,8 @@ class FailureDetector {
 
   [[nodiscard]] std::optional<idl::NodeState::type> state(const std::string& node_id) const;
   [[nodiscard]] std::optional<Clock::duration> since_heartbeat(const std::string& node_id) const;
+  // Since the last heartbeat that actually arrived (answered probes do not count).
+  [[nodiscard]] std::optional<Clock::duration> since_heard(const std::string& node_id) const;
   [[nodiscard]] bool is_alive(const std::string& node_id) const;
   // Nodes being watched, and how many of them the controller has not heard
   // from lately: SUSPECT, or silent past the heartbeat timeout and not yet
@@ -71,7 +81,8 @@ class FailureDetector {
   struct Entry {
     std::int64_t node_epoch = 0;
     idl::NodeState::type state = idl::NodeState::ALIVE;
-    Clock::time_point last_heartbeat;
+    Clock::time_point last_heartbeat;  // or the last answered probe: the timeout window's start
+    Clock::time_point heard;           // the last heartbeat that arrived
     bool reported = false;  // SUSPECT because of a report: heartbeats do not clear it
     bool probing = false;
     int failed_probes = 0;

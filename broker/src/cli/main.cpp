@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -12,6 +13,8 @@
 int main(int argc, char** argv) {
   using namespace catena::cli;
   std::signal(SIGPIPE, SIG_IGN);
+  // Logs go to stderr: stdout carries records (`catena subscribe`) and JSON.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("catena"));
   spdlog::set_level(spdlog::level::warn);
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug: the clients' connection events too
   CLI::App app{"catena: replicated publish/subscribe over RDMA chains"};

@@ -23,6 +23,7 @@ std::uint32_t clamp_ring(std::uint32_t want) {
 }  // namespace
 
 void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello) {
+  CATENA_ST_CHECK(owner_);
   wire::PublisherWelcome w{};
   w.epoch = cfg_.epoch;
   w.max_record = std::min<std::uint32_t>(kMaxRecordPayload, cfg_.log.segment_bytes - 64 - 2 * sizeof(RecordHeader));
@@ -71,6 +72,7 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
 }
 
 int Replica::pump_publishers_st() {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& p : publishers_) work += consume_publisher_st(*p);
   if (work > 0 && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
@@ -80,6 +82,7 @@ int Replica::pump_publishers_st() {
 }
 
 int Replica::consume_publisher_st(PublisherSession& s) {
+  CATENA_ST_CHECK(owner_);
   int n = s.link->poll_recv([](const std::byte*, std::uint32_t) {},
                             [&](std::uint32_t imm, std::uint32_t) { s.written = advance_total(s.written, imm); });
   s.link->poll_send();
@@ -179,6 +182,7 @@ int Replica::consume_publisher_st(PublisherSession& s) {
 }
 
 int Replica::ack_publisher_st(PublisherSession& s) {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   const std::uint64_t commit = log_->commit_offset();
   while (s.pending_count > 0 && !s.closed) {
@@ -203,6 +207,7 @@ int Replica::ack_publisher_st(PublisherSession& s) {
 }
 
 void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::SubscriberHello& hello) {
+  CATENA_ST_CHECK(owner_);
   wire::SubscriberWelcome w{};
   w.epoch = cfg_.epoch;
   w.commit_offset = log_->commit_offset();
@@ -244,6 +249,7 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
 }
 
 int Replica::serve_subscribers_st() {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& s : subscribers_) work += deliver_st(*s);
   const auto dead = std::remove_if(subscribers_.begin(), subscribers_.end(), [](const auto& s) { return s->closed; });
@@ -252,6 +258,7 @@ int Replica::serve_subscribers_st() {
 }
 
 int Replica::deliver_st(SubscriberSession& s) {
+  CATENA_ST_CHECK(owner_);
   int work = s.link->poll_recv(
       [&](const std::byte* msg, std::uint32_t len) {
         if (auto credit = wire::decode<wire::SubscriberCredit>(msg, len)) {
@@ -346,6 +353,7 @@ int Replica::deliver_st(SubscriberSession& s) {
 namespace catena::chain {
 
 void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatchHello& hello) {
+  CATENA_ST_CHECK(owner_);
   wire::CommitWatchWelcome w{};
   w.epoch = cfg_.epoch;
   if (hello.ref.epoch > cfg_.epoch) {
@@ -376,11 +384,13 @@ void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatch
 }
 
 void Replica::drop_watchers_st() {
+  CATENA_ST_CHECK(owner_);
   for (auto& w : watchers_) w->link->ep().disconnect();
   watchers_.clear();
 }
 
 int Replica::ack_watchers_st() {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& w : watchers_) {
     const int n = w->link->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});

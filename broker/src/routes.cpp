@@ -6,20 +6,20 @@ using fabric::Errc;
 using fabric::make_error;
 
 void StaticRoutes::set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   layouts_[r.channel] = ChannelLayout{partitions, segment_bytes};
   routes_[{r.channel, r.partition}] = r;
 }
 
 fabric::Result<ChannelLayout> StaticRoutes::layout(const std::string& channel) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = layouts_.find(channel);
   if (it == layouts_.end()) return make_error(Errc::invalid_argument, "unknown channel '" + channel + "'");
   return it->second;
 }
 
 fabric::Result<Route> StaticRoutes::route(const std::string& channel, std::uint32_t partition, std::uint64_t) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = routes_.find({channel, partition});
   if (it == routes_.end()) {
     return make_error(Errc::invalid_argument,
@@ -29,7 +29,7 @@ fabric::Result<Route> StaticRoutes::route(const std::string& channel, std::uint3
 }
 
 fabric::Result<ProducerIdentity> StaticRoutes::init_producer(std::uint64_t producer_id) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   ProducerIdentity id;
   id.producer_epoch = next_producer_number_++;
   id.producer_id = producer_id != 0 ? producer_id : (std::uint64_t{1} << 62 | next_producer_number_++);
@@ -37,27 +37,27 @@ fabric::Result<ProducerIdentity> StaticRoutes::init_producer(std::uint64_t produ
 }
 
 void StaticRoutes::report_unreachable(const std::string& node_id, const Route&, const std::string&) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   reports_.push_back(node_id);
 }
 
 fabric::Result<void> StaticRoutes::commit_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition, std::uint64_t offset) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   group_offsets_[group + "\n" + channel + "\n" + std::to_string(partition)] = offset;
   return {};
 }
 
 fabric::Result<std::uint64_t> StaticRoutes::committed_offset(const std::string& group, const std::string& channel,
                                                              std::uint32_t partition) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = group_offsets_.find(group + "\n" + channel + "\n" + std::to_string(partition));
   if (it == group_offsets_.end()) return make_error(Errc::invalid_argument, "no committed offset");
   return it->second;
 }
 
 std::vector<std::string> StaticRoutes::unreachable_reports() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return reports_;
 }
 

@@ -310,6 +310,17 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
   // Durable first, then pushed: a failed push is retried by tick(), the
   // route itself is never lost.
   run_pushes();
+  // A tick running at the same time may have claimed some of these pushes
+  // first (pushing_), and then the call above skipped them: wait for that
+  // tick's answers too, so that the channel has been pushed when this
+  // returns, as createChannel promises. Each push is bounded by the admin
+  // client's timeout.
+  UniqueLock lock(mu_);
+  lock.wait(pushes_done_, [&] {
+    mu_.assert_held();  // the wait holds it when it asks
+    return halted_ || std::none_of(pushing_.begin(), pushing_.end(),
+                                   [&](const auto& p) { return p.second.first == config.name; });
+  });
   return info;
 }
 

@@ -613,6 +613,7 @@ void Controller::run_pushes() {
                   std::chrono::duration_cast<std::chrono::milliseconds>(b.delay).count());
     }
   }
+  pushes_done_.notify_all();
 }
 
 }  // namespace catena::control

@@ -59,6 +59,7 @@
 #include <catena/control/placement.hpp>
 #include <catena/control/result.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -247,6 +248,7 @@ class Controller {
   std::map<std::string, idl::NodeStats> stats_ GUARDED_BY(mu_);
   std::map<RouteId, AckState> acks_ GUARDED_BY(mu_);                   // who confirmed which route epoch
   std::set<std::pair<std::string, RouteId>> pushing_ GUARDED_BY(mu_);  // (node, route) pushes in flight
+  std::condition_variable pushes_done_;  // run_pushes() took answers off pushing_
   std::map<std::string, Backoff> backoff_ GUARDED_BY(mu_);             // per node push back-off
   std::vector<FenceJob> fences_ GUARDED_BY(mu_);                       // best-effort fences of evicted nodes
   // Under-replicated, already logged.

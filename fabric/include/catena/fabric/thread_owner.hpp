@@ -11,9 +11,9 @@
 // other thread prints the function and both thread ids and aborts.
 //
 // Builds with CATENA_THREAD_CHECKS (CMake option; on in Debug and sanitizer
-// builds) check; others compile the checks to nothing and the member takes
-// no space. The owner is an atomic so that the check itself is no data race
-// under ThreadSanitizer: it is read by the thread that is about to misbehave.
+// builds) check; others compile the checks to nothing, and the member is an
+// empty object. The owner is an atomic so that the check itself is no data
+// race under ThreadSanitizer: it is read by the thread about to misbehave.
 #pragma once
 
 #include <atomic>

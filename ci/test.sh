@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine:
 #   1. install packages, 2. build (-Werror) and run every test with ctest,
-#   3. build with ASan+UBSan and run the tests again,
+#   3. build with ASan+UBSan and run the tests again; build with Clang
+#      (-Wthread-safety -Werror) and ThreadSanitizer and run them once more,
 #   4. boot the soft-RoCE VM and run the verbs provider's conformance suite,
 #      the broker tests and `catena cluster demo` on verbs:rxe0,
 #   5. boot two such VMs joined by a virtual wire and run a chain across it.
@@ -28,6 +29,11 @@ stage "ctest" ctest --test-dir build --output-on-failure --timeout 600 -j1
 stage "build (asan+ubsan)" env BUILD_DIR=build-asan ci/build.sh -DCATENA_SANITIZE=ON -DCATENA_BUILD_BENCH=OFF
 stage "ctest (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure --timeout 900 -j1
+# One build serves both Clang checks: the lock annotations (-Wthread-safety,
+# an error under -Werror) and ThreadSanitizer with the owner-thread checks.
+stage "build (clang, thread-safety, tsan)" env BUILD_DIR=build-tsan CC=clang CXX=clang++ ci/build.sh \
+  -DCATENA_TSAN=ON -DCATENA_BUILD_BENCH=OFF
+stage "ctest (tsan)" env BUILD_DIR=build-tsan ci/tsan-test.sh
 if [ -x ci/vm/run-in-vm.sh ]; then
   # The same fabric conformance suite and the same 3-broker chain test as on
   # the host, against the verbs provider on a real rdma_rxe device; catenad's

@@ -2,6 +2,8 @@
 #include <catena/chain/link.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/idle.hpp>
+#include <catena/fabric/thread_annotations.hpp>
+#include <catena/fabric/thread_owner.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -92,7 +94,7 @@ class Broker::Impl {
   void stop() {
     if (stopping_.exchange(true)) return;
     {
-      std::lock_guard lk(connect_mu_);
+      MutexLock lk(connect_mu_);
       connect_cv_.notify_all();
     }
     if (acceptor_.joinable()) acceptor_.join();
@@ -114,18 +116,18 @@ class Broker::Impl {
   }
 
   void post(std::function<void()> fn) {
-    std::lock_guard lk(inbox_mu_);
+    MutexLock lk(inbox_mu_);
     inbox_.push_back(std::move(fn));
     inbox_flag_.store(true, std::memory_order_release);
   }
 
   NodeStats stats() const {
-    std::lock_guard lk(stats_mu_);
+    MutexLock lk(stats_mu_);
     return stats_;
   }
 
   std::vector<LinkReport> take_link_reports() {
-    std::lock_guard lk(stats_mu_);
+    MutexLock lk(stats_mu_);
     std::vector<LinkReport> out;
     out.swap(link_reports_);
     return out;
@@ -133,6 +135,7 @@ class Broker::Impl {
 
   // --- data-plane thread -------------------------------------------------------
   ConfigureResult configure_st(const chain::ReplicaConfig& in) {
+    CATENA_ST_CHECK(data_plane_);
     chain::ReplicaConfig cfg = in;
     cfg.node_id = cfg_.node_id;
     cfg.slot_count = cfg_.slot_count;
@@ -173,6 +176,7 @@ class Broker::Impl {
   }
 
   ConfigureResult fence_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+    CATENA_ST_CHECK(data_plane_);
     auto it = replicas_.find({channel, partition});
     if (it == replicas_.end()) return {ConfigureStatus::applied, 0, "not held here"};
     if (it->second->epoch() > epoch) {
@@ -185,6 +189,7 @@ class Broker::Impl {
   }
 
   void dispatch_st(Incoming& in) {
+    CATENA_ST_CHECK(data_plane_);
     auto kind = wire::peek(in.hello.data(), static_cast<std::uint32_t>(in.hello.size()));
     const auto* msg = in.hello.data();
     const auto len = static_cast<std::uint32_t>(in.hello.size());
@@ -220,6 +225,7 @@ class Broker::Impl {
   }
 
   void agent_loop() {
+    data_plane_.bind_to_current_thread();
     if (cfg_.pin_cpu >= 0) {
       cpu_set_t set;
       CPU_ZERO(&set);
@@ -247,9 +253,10 @@ class Broker::Impl {
   }
 
   int drain_inbox_st() {
+    CATENA_ST_CHECK(data_plane_);
     std::deque<std::function<void()>> batch;
     {
-      std::lock_guard lk(inbox_mu_);
+      MutexLock lk(inbox_mu_);
       batch.swap(inbox_);
       inbox_flag_.store(false, std::memory_order_release);
     }
@@ -258,6 +265,7 @@ class Broker::Impl {
   }
 
   void housekeeping_st() {
+    CATENA_ST_CHECK(data_plane_);
     last_pass_ns_.store(clock_.now_ns(), std::memory_order_relaxed);
     NodeStats st;
     std::vector<LinkReport> reports;
@@ -284,7 +292,7 @@ class Broker::Impl {
                         ps.replica.successor_connected + ps.replica.predecessor_connected;
       st.partitions.push_back(std::move(ps));
     }
-    std::lock_guard lk(stats_mu_);
+    MutexLock lk(stats_mu_);
     stats_ = std::move(st);
     for (auto& r : reports) link_reports_.push_back(std::move(r));
   }
@@ -311,6 +319,7 @@ class Broker::Impl {
   // connector answers every request (connect_done_st), so the next attempt
   // waits for the outcome of this one however long setup takes.
   void request_connect_st(chain::Replica& rep) {
+    CATENA_ST_CHECK(data_plane_);
     ConnectRequest req;
     req.channel = rep.config().channel;
     req.partition = rep.config().partition;
@@ -318,7 +327,7 @@ class Broker::Impl {
     req.addr = rep.config().successor_addr;
     req.hello = rep.successor_hello();
     connecting_[{req.channel, req.partition}] = req.epoch;
-    std::lock_guard lk(connect_mu_);
+    MutexLock lk(connect_mu_);
     for (auto& q : connect_queue_) {
       if (q.channel == req.channel && q.partition == req.partition) {
         q = std::move(req);  // an older epoch's request, not yet dialled: dial the newer one instead
@@ -331,6 +340,7 @@ class Broker::Impl {
 
   // The connector's outcome of one request: a link to attach, or none.
   void connect_done_st(Outgoing& out) {
+    CATENA_ST_CHECK(data_plane_);
     const Key key{out.channel, out.partition};
     auto pending = connecting_.find(key);
     if (pending != connecting_.end() && pending->second == out.epoch) connecting_.erase(pending);
@@ -409,8 +419,11 @@ class Broker::Impl {
     while (!stopping_.load(std::memory_order_acquire)) {
       ConnectRequest req;
       {
-        std::unique_lock lk(connect_mu_);
-        connect_cv_.wait_for(lk, 100ms, [&] { return stopping_.load() || !connect_queue_.empty(); });
+        UniqueLock lk(connect_mu_);
+        lk.wait_for(connect_cv_, 100ms, [&] {
+          connect_mu_.assert_held();  // the wait holds it when it asks
+          return stopping_.load() || !connect_queue_.empty();
+        });
         if (connect_queue_.empty()) continue;
         req = std::move(connect_queue_.front());
         connect_queue_.pop_front();
@@ -443,21 +456,23 @@ class Broker::Impl {
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> lease_deadline_ns_{~std::uint64_t{0}};  // no lease until told one
 
-  std::mutex inbox_mu_;
-  std::deque<std::function<void()>> inbox_;
+  Mutex inbox_mu_;
+  std::deque<std::function<void()>> inbox_ GUARDED_BY(inbox_mu_);
   std::atomic<bool> inbox_flag_{false};
   std::atomic<std::uint64_t> node_epoch_{0};  // set at registration, read by the admin server
   std::atomic<std::uint64_t> last_pass_ns_{0};  // the data-plane thread's last housekeeping
 
-  std::mutex connect_mu_;
+  Mutex connect_mu_;
   std::condition_variable connect_cv_;
-  std::deque<ConnectRequest> connect_queue_;
+  std::deque<ConnectRequest> connect_queue_ GUARDED_BY(connect_mu_);
 
-  mutable std::mutex stats_mu_;
-  NodeStats stats_;
-  std::vector<LinkReport> link_reports_;
+  mutable Mutex stats_mu_;
+  NodeStats stats_ GUARDED_BY(stats_mu_);
+  std::vector<LinkReport> link_reports_ GUARDED_BY(stats_mu_);
 
-  // Data-plane thread only.
+  // Data-plane thread only: every _st function checks that it runs there
+  // (bound when agent_loop starts).
+  fabric::ThreadOwner data_plane_;
   // Publishers' rings on this node, charged by sessions; outlives every replica.
   chain::SessionBudget budget_;
   std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
@@ -505,14 +520,14 @@ ConfigureResult Broker::fence(const std::string& channel, std::uint32_t partitio
 
 void Broker::set_node_id(const std::string& node_id) {
   impl_->run_on_agent([this, node_id] {
-    std::lock_guard lk(impl_->stats_mu_);
+    MutexLock lk(impl_->stats_mu_);
     impl_->cfg_.node_id = node_id;
     return ConfigureResult{ConfigureStatus::applied, 0, ""};
   });
 }
 
 std::string Broker::node_id() const {
-  std::lock_guard lk(impl_->stats_mu_);
+  MutexLock lk(impl_->stats_mu_);
   return impl_->cfg_.node_id;
 }
 

@@ -31,12 +31,12 @@ std::uint64_t HistoryChecker::hash(std::span<const std::byte> payload) {
 }
 
 void HistoryChecker::published(std::uint64_t id, std::span<const std::byte> payload) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   records_[id].hash = hash(payload);
 }
 
 void HistoryChecker::acknowledged(std::uint64_t id, std::uint32_t partition, std::uint64_t offset) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   Record& r = records_[id];
   r.acked = true;
   r.partition = partition;
@@ -44,23 +44,23 @@ void HistoryChecker::acknowledged(std::uint64_t id, std::uint32_t partition, std
 }
 
 void HistoryChecker::failed(std::uint64_t id) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   records_[id].failed = true;
 }
 
 void HistoryChecker::delivered(int subscriber, std::uint32_t partition, std::uint64_t offset, std::uint64_t id,
                                std::span<const std::byte> payload) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   deliveries_.at(static_cast<std::size_t>(subscriber)).push_back({partition, offset, id, hash(payload)});
 }
 
 void HistoryChecker::declare_lost(int subscriber, std::uint32_t partition, std::uint64_t from, std::uint64_t to) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   lost_ranges_.push_back({subscriber, partition, from, to});
 }
 
 HistoryReport HistoryChecker::check() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   HistoryReport rep;
   rep.published = records_.size();
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> owner;  // (partition, offset) -> id
@@ -113,10 +113,12 @@ HistoryReport HistoryChecker::check() const {
     }
     for (const auto& [id, r] : records_) {
       if (r.acked && !seen_ids.count(id)) {
-        const bool declared = std::any_of(lost_ranges_.begin(), lost_ranges_.end(), [&](const LostRange& l) {
-          return l.subscriber == static_cast<int>(s) && l.partition == r.partition && r.offset >= l.from &&
-                 r.offset < l.to;
-        });
+        // (r captured by name: Clang before 16 cannot capture a structured binding.)
+        const bool declared =
+            std::any_of(lost_ranges_.begin(), lost_ranges_.end(), [&, &r = r](const LostRange& l) {
+              return l.subscriber == static_cast<int>(s) && l.partition == r.partition && r.offset >= l.from &&
+                     r.offset < l.to;
+            });
         if (declared) {
           ++rep.declared_lost;
           continue;

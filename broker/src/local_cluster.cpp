@@ -59,7 +59,10 @@ pid_t LocalCluster::spawn(const std::string& name, const std::vector<std::string
 bool LocalCluster::start_controller(std::string* error) {
   const std::string port_file = opts_.dir + "/controller.port";
   fs::remove(port_file);
-  controller_.name = "controller";
+  {
+    MutexLock lk(mu_);
+    controller_.name = "controller";
+  }
   const std::string host = opts_.controller_launch.host.empty() ? opts_.host : opts_.controller_launch.host;
   const std::string listen =
       opts_.controller_launch.controller_host.empty() ? host : opts_.controller_launch.controller_host;
@@ -69,17 +72,22 @@ bool LocalCluster::start_controller(std::string* error) {
                            opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
                            std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
                            std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
-  controller_.pid = spawn("controller", args);
+  const pid_t pid = spawn("controller", args);
+  {
+    MutexLock lk(mu_);
+    controller_.pid = pid;
+  }
   for (int i = 0; i < 200; ++i) {
     std::ifstream in(port_file);
     int port = 0;
     if (in >> port && port > 0) {
       opts_.controller_port = port;  // a restart reuses the port
+      MutexLock lk(mu_);
       controller_addr_ = host + ":" + std::to_string(port);
       return true;
     }
     int status = 0;
-    if (waitpid(controller_.pid, &status, WNOHANG) == controller_.pid) break;
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
     std::this_thread::sleep_for(50ms);
   }
   *error = "controller did not start; see " + opts_.dir + "/controller.log";
@@ -96,13 +104,14 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   std::vector<std::string> args;
   std::string host = opts_.host;
   std::string fabric_host = opts_.fabric_host;
-  std::string controller = controller_addr_;
+  const std::string controller_addr = controller_address();
+  std::string controller = controller_addr;
   if (auto it = opts_.node_launch.find(index); it != opts_.node_launch.end()) {
     args = it->second.wrap;
     if (!it->second.host.empty()) host = fabric_host = it->second.host;
     if (!it->second.fabric_host.empty()) fabric_host = it->second.fabric_host;
     if (!it->second.controller_host.empty()) {
-      controller = it->second.controller_host + controller_addr_.substr(controller_addr_.rfind(':'));
+      controller = it->second.controller_host + controller_addr.substr(controller_addr.rfind(':'));
     }
   }
   const bool verbs = opts_.provider.find("verbs:") != std::string::npos;
@@ -204,9 +213,9 @@ bool LocalCluster::node_running(std::size_t i) {
 }
 
 bool LocalCluster::restart_controller(std::string* error) {
-  if (controller_.pid > 0) {
-    kill(controller_.pid, SIGKILL);
-    waitpid(controller_.pid, nullptr, 0);
+  if (const pid_t pid = controller_pid(); pid > 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
   }
   return start_controller(error);
 }
@@ -228,11 +237,13 @@ void LocalCluster::stop() {
     p.pid = -1;
   };
   for (auto& n : nodes_) stop_one(n);
+  MutexLock lk(mu_);
   stop_one(controller_);
 }
 
 void LocalCluster::write_state() const {
   std::ofstream out(opts_.dir + "/cluster.env");
+  MutexLock lk(mu_);
   out << "CONTROLLER=" << controller_addr_ << "\n";
   out << "PIDS=" << controller_.pid;
   for (const auto& n : nodes_) out << ' ' << n.pid;

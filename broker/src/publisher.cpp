@@ -6,6 +6,7 @@
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/record.hpp>
 #include <catena/fabric/idle.hpp>
+#include <catena/fabric/thread_owner.hpp>
 
 #include <xxhash.h>
 
@@ -114,6 +115,7 @@ class Publisher::Impl {
   }
 
   Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb) {
+    CATENA_ST_CHECK(owner_);
     if (partition >= sessions_.size()) return Errc::invalid_argument;
     PartitionSession& s = *sessions_[partition];
     if (payload.size() > max_record_) return Errc::too_large;
@@ -145,6 +147,7 @@ class Publisher::Impl {
   }
 
   int poll() {
+    CATENA_ST_CHECK(owner_);
     int acks = 0;
     const auto now = Clock::now();
     for (auto& sp : sessions_) {
@@ -206,6 +209,7 @@ class Publisher::Impl {
   // head session is stale, and the route is left for connect_st(). A new
   // tail under the same head (a repair) makes the watch stale.
   bool refresh_route_st(PartitionSession& s) {
+    CATENA_ST_CHECK(owner_);
     auto r = routes_.route(channel_, s.partition, s.route.epoch);
     if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return true;
     if (r->replicas.front().node_id != s.route.replicas.front().node_id) return false;
@@ -215,6 +219,7 @@ class Publisher::Impl {
   }
 
   bool flush(std::chrono::milliseconds timeout) {
+    CATENA_ST_CHECK(owner_);
     const auto deadline = Clock::now() + timeout;
     fabric::BackoffIdle idle;
     for (auto& s : sessions_) flush_st(*s);
@@ -224,6 +229,7 @@ class Publisher::Impl {
 
   // --- internals (publishing thread) -------------------------------------------
   void flush_st(PartitionSession& s) {
+    CATENA_ST_CHECK(owner_);
     while (s.link && s.writer.flushed() < s.writer.written()) {
       const chain::FrameRingWriter::Chunk c = s.writer.next_chunk();
       fabric::LocalBuffer src{s.mirror.get(), c.pos, c.bytes};
@@ -236,6 +242,7 @@ class Publisher::Impl {
   }
 
   int on_ack_st(PartitionSession& s, const wire::PublishAck& ack) {
+    CATENA_ST_CHECK(owner_);
     int handled = 0;
     s.last_progress = Clock::now();
     if (ack.status == wire::Status::sequence_gap) {
@@ -266,6 +273,7 @@ class Publisher::Impl {
   }
 
   void fail_all_st(PartitionSession& s, wire::Status st) {
+    CATENA_ST_CHECK(owner_);
     while (!s.pending.empty()) {
       PartitionSession::Pending& p = s.pending.front();
       PublishCallback cb = std::move(p.cb);
@@ -278,6 +286,7 @@ class Publisher::Impl {
   }
 
   void lost_head_st(PartitionSession& s, const std::string& why) {
+    CATENA_ST_CHECK(owner_);
     if (!s.route.replicas.empty()) routes_.report_unreachable(s.route.replicas.front().node_id, s.route, why);
     s.link.reset();
     s.watch.reset();
@@ -289,6 +298,7 @@ class Publisher::Impl {
   // Connects to the partition's head (refreshing the route) and re-sends every
   // unacknowledged record: the head's producer state drops what it already has.
   bool connect_st(PartitionSession& s, std::uint64_t stale_epoch) {
+    CATENA_ST_CHECK(owner_);
     const auto now = Clock::now();
     s.retry_at = now + std::chrono::milliseconds(50);
     if (!s.down) {
@@ -345,6 +355,7 @@ class Publisher::Impl {
   // retried with back-off (the dial is bounded, so a cut-off tail stalls
   // publishing at most that long per attempt).
   void watch_st(PartitionSession& s, bool refresh_route) {
+    CATENA_ST_CHECK(owner_);
     s.watch_backoff = std::clamp(s.watch_backoff * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
     s.watch_at = Clock::now() + s.watch_backoff;
     // A new head means the head session is about to break and reconnect.
@@ -362,6 +373,7 @@ class Publisher::Impl {
   }
 
   void drop_watch_st(PartitionSession& s) {
+    CATENA_ST_CHECK(owner_);
     s.watch.reset();
     s.head_first = 0;
     s.watch_at = Clock::now() + std::chrono::milliseconds(100);
@@ -376,6 +388,7 @@ class Publisher::Impl {
   // stored twice. A head ahead of everything sent means another process
   // publishes with this producer epoch: fenced.
   bool resync_st(PartitionSession& s, std::uint64_t next) {
+    CATENA_ST_CHECK(owner_);
     const std::uint64_t first = !s.pending.empty() ? s.pending.front().seq : s.next_seq;
     if (next > s.next_seq) {
       fail_all_st(s, wire::Status::producer_fenced);
@@ -392,6 +405,7 @@ class Publisher::Impl {
   }
 
   void resend_st(PartitionSession& s) {
+    CATENA_ST_CHECK(owner_);
     // The new ring starts empty: lay the unacknowledged frames out again.
     // They were all in the ring at once, so from offset 0 they fit.
     std::vector<std::byte> copy;
@@ -424,6 +438,9 @@ class Publisher::Impl {
   std::uint64_t producer_epoch_ = 0;
   std::uint32_t rr_ = 0;
   std::uint64_t in_flight_ = 0;
+  // The polling thread: the first to call in after create() (which may run
+  // on another thread and hands the publisher over unowned).
+  fabric::ThreadOwner owner_;
 };
 
 Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -434,6 +451,7 @@ client::Result<std::unique_ptr<Publisher>> Publisher::create(RouteSource& routes
   auto impl = std::make_unique<Impl>(routes, channel, opts);
   auto r = impl->init();
   if (!r) return r.error();
+  impl->owner_.release();
   return std::unique_ptr<Publisher>(new Publisher(std::move(impl)));
 }
 
@@ -472,6 +490,9 @@ bool Publisher::flush(std::chrono::milliseconds timeout) { return impl_->flush(t
 std::uint32_t Publisher::partitions() const { return static_cast<std::uint32_t>(impl_->sessions_.size()); }
 std::uint64_t Publisher::producer_id() const { return impl_->opts_.producer_id; }
 std::uint64_t Publisher::producer_epoch() const { return impl_->producer_epoch_; }
-std::uint64_t Publisher::in_flight() const { return impl_->in_flight_; }
+std::uint64_t Publisher::in_flight() const {
+  CATENA_ST_CHECK(impl_->owner_);
+  return impl_->in_flight_;
+}
 
 }  // namespace catena

@@ -6,20 +6,20 @@ using client::ErrorCode;
 using client::make_error;
 
 void StaticRoutes::set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   layouts_[r.channel] = ChannelLayout{partitions, segment_bytes};
   routes_[{r.channel, r.partition}] = r;
 }
 
 client::Result<ChannelLayout> StaticRoutes::layout(const std::string& channel) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = layouts_.find(channel);
   if (it == layouts_.end()) return make_error(ErrorCode::unknown_channel, "unknown channel '" + channel + "'");
   return it->second;
 }
 
 client::Result<Route> StaticRoutes::route(const std::string& channel, std::uint32_t partition, std::uint64_t) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = routes_.find({channel, partition});
   if (it == routes_.end()) {
     return make_error(ErrorCode::invalid_argument, "unknown partition " + channel + "/" + std::to_string(partition));
@@ -28,7 +28,7 @@ client::Result<Route> StaticRoutes::route(const std::string& channel, std::uint3
 }
 
 client::Result<ProducerIdentity> StaticRoutes::init_producer(std::uint64_t producer_id) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   ProducerIdentity id;
   id.producer_epoch = next_producer_number_++;
   id.producer_id = producer_id != 0 ? producer_id : (std::uint64_t{1} << 62 | next_producer_number_++);
@@ -36,27 +36,27 @@ client::Result<ProducerIdentity> StaticRoutes::init_producer(std::uint64_t produ
 }
 
 void StaticRoutes::report_unreachable(const std::string& node_id, const Route&, const std::string&) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   reports_.push_back(node_id);
 }
 
 client::Result<void> StaticRoutes::commit_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition, std::uint64_t offset) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   group_offsets_[group + "\n" + channel + "\n" + std::to_string(partition)] = offset;
   return {};
 }
 
 client::Result<std::uint64_t> StaticRoutes::committed_offset(const std::string& group, const std::string& channel,
                                                              std::uint32_t partition) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = group_offsets_.find(group + "\n" + channel + "\n" + std::to_string(partition));
   if (it == group_offsets_.end()) return make_error(ErrorCode::no_committed_offset, "no committed offset");
   return it->second;
 }
 
 std::vector<std::string> StaticRoutes::unreachable_reports() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return reports_;
 }
 

@@ -2,6 +2,7 @@
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/record.hpp>
+#include <catena/fabric/thread_owner.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -82,6 +83,7 @@ class Subscriber::Impl {
   }
 
   int poll(const Handler& on_message, int max) {
+    CATENA_ST_CHECK(owner_);
     int delivered = 0;
     const auto now = Clock::now();
     for (auto& sp : sessions_) {
@@ -166,6 +168,7 @@ class Subscriber::Impl {
   // Nothing came for a while: fine if the partition is idle, not if our
   // replica has left the chain (it may be cut off, and silent).
   bool replica_left_chain_st(SubSession& s, Clock::time_point now) {
+    CATENA_ST_CHECK(owner_);
     s.route_check_at = now + opts_.stall_check;
     auto r = routes_.route(channel_, s.partition, s.route.epoch);
     if (!r || r->epoch <= s.route.epoch) return false;
@@ -179,6 +182,7 @@ class Subscriber::Impl {
   }
 
   const ReplicaAddress& pick_st(SubSession& s) {
+    CATENA_ST_CHECK(owner_);
     const auto& reps = s.route.replicas;
     const std::size_t n = reps.size();
     switch (opts_.read_from) {
@@ -190,6 +194,7 @@ class Subscriber::Impl {
   }
 
   bool connect_st(SubSession& s) {
+    CATENA_ST_CHECK(owner_);
     s.retry_at = Clock::now() + std::chrono::milliseconds(50);
     auto route = routes_.route(channel_, s.partition, s.route.epoch);
     if (!route) return false;
@@ -257,6 +262,9 @@ class Subscriber::Impl {
   std::vector<std::unique_ptr<SubSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;
   NoticeHandler notice_;
+  // The polling thread: the first to call in after create() (which may run
+  // on another thread and hands the subscriber over unowned).
+  fabric::ThreadOwner owner_;
 };
 
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -267,6 +275,7 @@ client::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& rout
   auto impl = std::make_unique<Impl>(routes, channel, opts);
   auto r = impl->init();
   if (!r) return r.error();
+  impl->owner_.release();
   return std::unique_ptr<Subscriber>(new Subscriber(std::move(impl)));
 }
 
@@ -274,6 +283,7 @@ int Subscriber::poll(const Handler& on_message, int max) { return impl_->poll(on
 void Subscriber::on_notice(NoticeHandler h) { impl_->notice_ = std::move(h); }
 
 std::uint64_t Subscriber::position(std::uint32_t partition) const {
+  CATENA_ST_CHECK(impl_->owner_);
   for (const auto& s : impl_->sessions_) {
     if (s->partition == partition) return s->next_offset;
   }
@@ -281,6 +291,7 @@ std::uint64_t Subscriber::position(std::uint32_t partition) const {
 }
 
 void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
+  CATENA_ST_CHECK(impl_->owner_);
   for (auto& s : impl_->sessions_) {
     if (s->partition != partition) continue;
     s->link.reset();
@@ -291,6 +302,7 @@ void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
 }
 
 client::Result<void> Subscriber::commit() {
+  CATENA_ST_CHECK(impl_->owner_);
   if (impl_->opts_.group.empty()) {
     return client::make_error(client::ErrorCode::invalid_argument, "commit() needs options.group");
   }

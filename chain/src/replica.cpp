@@ -90,6 +90,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
 }
 
 bool Replica::reconfigure(const ReplicaConfig& cfg) {
+  CATENA_ST_CHECK(owner_);
   if (cfg.epoch <= cfg_.epoch) return false;
   suspended_ = false;  // the controller says what it is now
   if (pred_ && (cfg.predecessor_node != cfg_.predecessor_node ||
@@ -129,6 +130,7 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
 bool Replica::wants_successor() const { return !succ_ && !cfg_.successor_addr.empty(); }
 
 wire::ReplicaHello Replica::successor_hello() const {
+  CATENA_ST_CHECK(owner_);
   wire::ReplicaHello h{};
   h.ref.set(cfg_.channel, cfg_.partition, cfg_.epoch);
   wire::put_text(h.from_node, cfg_.node_id);
@@ -139,6 +141,7 @@ wire::ReplicaHello Replica::successor_hello() const {
 }
 
 bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWelcome& w) {
+  CATENA_ST_CHECK(owner_);
   const bool other_incarnation = cfg_.successor_node_epoch != 0 && w.node_epoch != cfg_.successor_node_epoch;
   if (w.status != wire::Status::ok || w.epoch != cfg_.epoch || w.slot_count != cfg_.slot_count ||
       w.segment_bytes != cfg_.log.segment_bytes || cfg_.successor_addr.empty() || other_incarnation) {
@@ -167,6 +170,7 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
 }
 
 void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::ReplicaHello& hello) {
+  CATENA_ST_CHECK(owner_);
   wire::ReplicaWelcome w{};
   w.epoch = cfg_.epoch;
   w.slot_count = cfg_.slot_count;
@@ -209,6 +213,7 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
 }
 
 int Replica::do_work() {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   work += pump_predecessor_st();
   if (cfg_.is_head()) work += pump_publishers_st();
@@ -227,6 +232,7 @@ int Replica::do_work() {
 }
 
 void Replica::tick() {
+  CATENA_ST_CHECK(owner_);
   tick_ns_ = clock_.now_ns();
   if (tick_ns_ >= next_expiry_ns_) {
     // Producers with an open session are in use however quiet they are.
@@ -258,6 +264,7 @@ void Replica::tick() {
 }
 
 int Replica::pump_predecessor_st() {
+  CATENA_ST_CHECK(owner_);
   if (!pred_) return 0;
   int n = pred_->poll_recv([](const std::byte*, std::uint32_t) {},
                            [&](std::uint32_t imm, std::uint32_t) {
@@ -279,6 +286,7 @@ int Replica::pump_predecessor_st() {
 }
 
 int Replica::forward_st() {
+  CATENA_ST_CHECK(owner_);
   if (!succ_) return 0;
   int work = 0;
   const std::uint32_t slots = cfg_.slot_count;
@@ -310,6 +318,7 @@ int Replica::forward_st() {
 }
 
 int Replica::pump_successor_st() {
+  CATENA_ST_CHECK(owner_);
   if (!succ_) return 0;
   int n = succ_->poll_send([&](const fabric::Completion& c) {
     if ((c.wr_id & kWrTagMask) != kWrData) return;
@@ -327,6 +336,7 @@ int Replica::pump_successor_st() {
 }
 
 std::uint64_t Replica::read_commit_word_st() const {
+  CATENA_ST_CHECK(owner_);
   auto* words = reinterpret_cast<std::uint64_t*>(commit_word_->data());
   const std::uint64_t c = std::atomic_ref<std::uint64_t>(words[0]).load(std::memory_order_acquire);
   const std::uint64_t check = std::atomic_ref<std::uint64_t>(words[1]).load(std::memory_order_acquire);
@@ -334,6 +344,7 @@ std::uint64_t Replica::read_commit_word_st() const {
 }
 
 int Replica::propagate_commit_st() {
+  CATENA_ST_CHECK(owner_);
   // A joining replica holds no commit of its own: nothing the successor
   // behind it writes counts, and it writes nothing up (the tail would ignore
   // it anyway: a tail never reads its commit word).
@@ -364,6 +375,7 @@ fabric::LocalBuffer Replica::stage_small_write_st(const void* bytes, std::uint32
 }
 
 ReplicaStats Replica::stats() const {
+  CATENA_ST_CHECK(owner_);
   ReplicaStats s;
   s.end_offset = log_->end_offset();
   s.commit_offset = log_->commit_offset();
@@ -391,6 +403,7 @@ ReplicaStats Replica::stats() const {
 }
 
 std::vector<LinkFault> Replica::take_faults() {
+  CATENA_ST_CHECK(owner_);
   std::vector<LinkFault> out;
   out.swap(faults_);
   return out;

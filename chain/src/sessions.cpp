@@ -14,6 +14,7 @@ constexpr std::uint32_t kDeliveryBudget = 1u << 20;
 }  // namespace
 
 void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello) {
+  CATENA_ST_CHECK(owner_);
   wire::PublisherWelcome w{};
   w.epoch = cfg_.epoch;
   // A segment holds its header, the record and a seal.
@@ -65,6 +66,7 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
 }
 
 int Replica::pump_publishers_st() {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& p : publishers_) work += consume_publisher_st(*p);
   if (work > 0 && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
@@ -74,6 +76,7 @@ int Replica::pump_publishers_st() {
 }
 
 int Replica::consume_publisher_st(PublisherSession& s) {
+  CATENA_ST_CHECK(owner_);
   FrameRingReader& ring = s.reader;
   int n = s.link->poll_recv([](const std::byte*, std::uint32_t) {},
                             [&](std::uint32_t imm, std::uint32_t) { ring.on_immediate_st(imm); });
@@ -144,6 +147,7 @@ int Replica::consume_publisher_st(PublisherSession& s) {
 }
 
 int Replica::ack_publisher_st(PublisherSession& s) {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   const std::uint64_t commit = log_->commit_offset();
   while (!s.pending.empty() && !s.closed) {
@@ -167,6 +171,7 @@ int Replica::ack_publisher_st(PublisherSession& s) {
 }
 
 void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::SubscriberHello& hello) {
+  CATENA_ST_CHECK(owner_);
   wire::SubscriberWelcome w{};
   w.epoch = cfg_.epoch;
   w.commit_offset = log_->commit_offset();
@@ -208,6 +213,7 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
 }
 
 int Replica::serve_subscribers_st() {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& s : subscribers_) work += deliver_st(*s);
   const auto dead = std::remove_if(subscribers_.begin(), subscribers_.end(), [](const auto& s) { return s->closed; });
@@ -216,6 +222,7 @@ int Replica::serve_subscribers_st() {
 }
 
 int Replica::deliver_st(SubscriberSession& s) {
+  CATENA_ST_CHECK(owner_);
   int work = s.link->poll_recv(
       [&](const std::byte* msg, std::uint32_t len) {
         if (auto credit = wire::decode<wire::SubscriberCredit>(msg, len)) {
@@ -310,6 +317,7 @@ int Replica::deliver_st(SubscriberSession& s) {
 namespace catena::chain {
 
 void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatchHello& hello) {
+  CATENA_ST_CHECK(owner_);
   wire::CommitWatchWelcome w{};
   w.epoch = cfg_.epoch;
   if (hello.ref.epoch > cfg_.epoch) {
@@ -340,11 +348,13 @@ void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatch
 }
 
 void Replica::drop_watchers_st() {
+  CATENA_ST_CHECK(owner_);
   for (auto& w : watchers_) w->link->ep().disconnect();
   watchers_.clear();
 }
 
 int Replica::ack_watchers_st() {
+  CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& w : watchers_) {
     const int n = w->link->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});

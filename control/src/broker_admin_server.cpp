@@ -3,6 +3,7 @@
 #include <catena/control/idl/BrokerAdmin.h>
 
 #include <catena/control/thrift_server.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 #include <fmt/format.h>
 
 #include <cstring>
@@ -92,7 +93,7 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
       auto r = broker_.fence(a.route.channel, static_cast<std::uint32_t>(a.route.partition),
                              static_cast<std::uint64_t>(a.route.epoch));
       if (r.status == broker::ConfigureStatus::stale_epoch) throw stale(key, r.message);
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       installed_.erase(key);
       return;
     }
@@ -112,7 +113,7 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     auto r = broker_.configure(rc);
     switch (r.status) {
       case broker::ConfigureStatus::applied: {
-        std::lock_guard lk(mu_);
+        MutexLock lk(mu_);
         installed_[key] = a.route;
         return;
       }
@@ -127,7 +128,7 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     if (partition < 0 || epoch < 0) throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad fence").to_thrift();
     auto r = broker_.fence(channel, static_cast<std::uint32_t>(partition), static_cast<std::uint64_t>(epoch));
     if (r.status == broker::ConfigureStatus::stale_epoch) throw stale({channel, partition}, r.message);
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     installed_.erase({channel, partition});
   }
 
@@ -143,15 +144,15 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
  private:
   idl::CatenaError stale(const std::pair<std::string, std::int32_t>& key, const std::string& msg) {
     ControlError e = make_error(idl::ErrorCode::STALE_EPOCH, msg);
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     auto it = installed_.find(key);
     if (it != installed_.end()) e.current_route = it->second;
     return e.to_thrift();
   }
 
   broker::Broker& broker_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;
+  Mutex mu_;
+  std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_ GUARDED_BY(mu_);
 };
 
 BrokerAdminServer::BrokerAdminServer(broker::Broker& broker, Options options)

@@ -60,7 +60,7 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
   if (!store) return store.error();
 
   std::unique_ptr<Controller> c(new Controller(std::move(options), clock, brokers, std::move(*store)));
-  std::lock_guard lock(c->mu_);
+  MutexLock lock(c->mu_);
   if (c->store_->state().link_key.empty()) {
     auto key = new_link_key();
     if (!key) return make_error(idl::ErrorCode::INTERNAL, "no random bytes for the replica-link key");
@@ -121,12 +121,12 @@ std::chrono::milliseconds Controller::lease() const {
 }
 
 bool Controller::halted() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return halted_;
 }
 
 meta::MetaState Controller::metadata() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return store_->state();
 }
 
@@ -185,7 +185,7 @@ std::string Controller::assign_node_id_locked(std::int64_t* next_seq) const {
 
 Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& request,
                                                      const std::vector<idl::PartitionProgress>& held) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   if (auto r = validate_node_info(request); !r) return r.error();
 
@@ -248,7 +248,7 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
 }
 
 Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& request) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   const auto* node = node_locked(request.node_id);
   if (node == nullptr) {
@@ -273,7 +273,7 @@ Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& r
 Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& config) {
   idl::ChannelInfo info;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto r = check_running_locked(); !r) return r.error();
     if (auto r = validate_channel_config(config); !r) return r.error();
     if (store_->state().channels.count(config.name) != 0) {
@@ -310,11 +310,22 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
   // Durable first, then pushed: a failed push is retried by tick(), the
   // route itself is never lost.
   run_pushes();
+  // A tick running at the same time may have claimed some of these pushes
+  // first (pushing_), and then the call above skipped them: wait for that
+  // tick's answers too, so that the channel has been pushed when this
+  // returns, as createChannel promises. Each push is bounded by the admin
+  // client's timeout.
+  UniqueLock lock(mu_);
+  lock.wait(pushes_done_, [&] {
+    mu_.assert_held();  // the wait holds it when it asks
+    return halted_ || std::none_of(pushing_.begin(), pushing_.end(),
+                                   [&](const auto& p) { return p.second.first == config.name; });
+  });
   return info;
 }
 
 Result<std::vector<idl::ChannelInfo>> Controller::list_channels() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   std::vector<idl::ChannelInfo> out;
   for (const auto& [name, ch] : store_->state().channels) out.push_back(channel_info(ch));
@@ -322,7 +333,7 @@ Result<std::vector<idl::ChannelInfo>> Controller::list_channels() const {
 }
 
 Result<idl::ChannelInfo> Controller::describe_channel(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   auto ch = channel_locked(name);
   if (!ch) return ch.error();
@@ -331,7 +342,7 @@ Result<idl::ChannelInfo> Controller::describe_channel(const std::string& name) c
 
 Result<idl::PartitionRoute> Controller::get_route(const std::string& channel, std::int32_t partition,
                                                   std::int64_t known_epoch) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   auto route = route_locked(channel, partition);
   if (!route) return route.error();
@@ -344,7 +355,7 @@ Result<idl::PartitionRoute> Controller::get_route(const std::string& channel, st
 }
 
 Result<void> Controller::report_failure(const idl::FailureReport& report) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   const auto* node = node_locked(report.suspect_node_id);
   if (node == nullptr) {
@@ -379,7 +390,7 @@ Result<void> Controller::report_failure(const idl::FailureReport& report) {
 }
 
 Result<idl::ClusterStatus> Controller::cluster_status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   const auto counts = replica_counts_locked();
   idl::ClusterStatus status;
@@ -404,7 +415,7 @@ Result<idl::ClusterStatus> Controller::cluster_status() const {
 
 Result<void> Controller::commit_offset(const std::string& group, const std::string& channel,
                                        std::int32_t partition, std::int64_t offset) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r;
   if (auto r = validate_name("group", group, kMaxGroupNameLength); !r) return r;
   if (auto route = route_locked(channel, partition); !route) return route.error();
@@ -423,7 +434,7 @@ Result<void> Controller::commit_offset(const std::string& group, const std::stri
 
 Result<std::int64_t> Controller::fetch_offset(const std::string& group, const std::string& channel,
                                               std::int32_t partition) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   if (auto route = route_locked(channel, partition); !route) return route.error();
   const auto& offsets = store_->state().group_offsets;
@@ -437,7 +448,7 @@ Result<std::int64_t> Controller::fetch_offset(const std::string& group, const st
 }
 
 Result<idl::ProducerIdentity> Controller::init_producer(std::int64_t producer_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   if (producer_id < 0 || producer_id >= kIssuedProducerIdBit) {
     return make_error(idl::ErrorCode::INVALID_ARGUMENT,

@@ -29,7 +29,7 @@ ControllerClient::~ControllerClient() {
 }
 
 void ControllerClient::close() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   impl_->drop();
 }
 
@@ -41,7 +41,7 @@ Result<std::unique_ptr<ControllerClient>> ControllerClient::connect(Options opti
 
 template <class Fn>
 Result<void> ControllerClient::call(Fn&& fn) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& s = *impl_;
   if (s.client && s.link.stale()) s.drop();
   if (!s.client) {

@@ -105,14 +105,14 @@ bool Controller::caught_up_locked(const idl::PartitionRoute& route, std::int64_t
 }
 
 void Controller::tick() {
-  std::lock_guard tick_lock(tick_mu_);
+  MutexLock tick_lock(tick_mu_);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (halted_) return;
   }
   run_probes();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (halted_) return;
     persist_high_water_locked();
     act_on_link_faults_locked();
@@ -123,14 +123,14 @@ void Controller::tick() {
     if (halted_) return;
   }
   run_pushes();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!halted_) close_finished_repairs_locked();
 }
 
 void Controller::run_probes() {
   std::vector<std::pair<FailureDetector::Probe, BrokerTarget>> probes;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     (void)isolated_locked();  // logs when the controller loses or regains the cluster
     for (auto& probe : detector_.due_probes()) {
       const auto* node = node_locked(probe.node_id);
@@ -144,7 +144,7 @@ void Controller::run_probes() {
   for (const auto& [probe, target] : probes) {
     answers.push_back(std::async(std::launch::async, [this, to = target] { return brokers_.ping(to); }));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (std::size_t i = 0; i < probes.size(); ++i) {
     const auto& [probe, target] = probes[i];
     auto answer = answers[i].get();
@@ -559,8 +559,10 @@ void Controller::close_finished_repairs_locked() {
     // the new, empty incarnation added as a replacement.
     const auto* node = node_locked(intent.node_id);
     const bool same_incarnation = node != nullptr && node->dead && node->node_epoch == intent.node_epoch;
-    const bool finished =
-        std::all_of(intent.routes.begin(), intent.routes.end(), [&](const meta::RouteKey& key) {
+    // (intent captured by name: Clang before 16 cannot capture a structured binding.)
+    const bool finished = std::all_of(
+        intent.routes.begin(), intent.routes.end(), [&, &intent = intent](const meta::RouteKey& key) {
+          mu_.assert_held();  // the lambda runs here, under the caller's lock
           auto ch = channel_locked(key.channel);
           if (!ch) return true;  // channel gone
           auto route = route_locked(key.channel, key.partition);
@@ -617,7 +619,7 @@ void Controller::run_pushes() {
   std::map<std::string, std::vector<PushJob>> by_node;
   std::vector<FenceJob> fences;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (halted_) return;
     for (auto& job : collect_pushes_locked()) by_node[job.to.node_id].push_back(std::move(job));
     fences.swap(fences_);
@@ -666,7 +668,7 @@ void Controller::run_pushes() {
   for (auto& [node, jobs] : by_node)
     tasks.push_back(std::async(std::launch::async, push_all, std::move(jobs)));
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto now = clock_.now();
   for (auto& task : tasks) {
     for (auto& o : task.get()) {
@@ -690,6 +692,7 @@ void Controller::run_pushes() {
                   std::chrono::duration_cast<std::chrono::milliseconds>(b.delay).count());
     }
   }
+  pushes_done_.notify_all();
 }
 
 }  // namespace catena::control

@@ -44,7 +44,7 @@ Route ControllerRoutes::to_route(const idl::PartitionRoute& r) {
 client::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channel) {
   auto info = client_.describe_channel(channel);
   if (!info) return to_client(info.error());
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (const auto& r : info->routes) cache_[{channel, static_cast<std::uint32_t>(r.partition)}] = to_route(r);
   return ChannelLayout{static_cast<std::uint32_t>(info->config.partitions),
                        static_cast<std::uint32_t>(info->config.segment_bytes)};
@@ -53,7 +53,7 @@ client::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channe
 client::Result<Route> ControllerRoutes::route(const std::string& channel, std::uint32_t partition,
                                               std::uint64_t known_epoch) {
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     auto it = cache_.find({channel, partition});
     // A cached route newer than the one the caller found wanting is still
     // good, unless it has no replica left: then only the controller knows
@@ -63,7 +63,7 @@ client::Result<Route> ControllerRoutes::route(const std::string& channel, std::u
   auto r = client_.get_route(channel, static_cast<std::int32_t>(partition), 0);
   if (!r) return to_client(r.error());
   Route route = to_route(r.value());
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   cache_[{channel, partition}] = route;
   return route;
 }
@@ -77,7 +77,7 @@ void ControllerRoutes::report_unreachable(const std::string& node_id, const Rout
   rep.epoch = static_cast<std::int64_t>(route.epoch);
   rep.reason = reason;
   (void)client_.report_failure(rep);
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   cache_.erase({route.channel, route.partition});  // next lookup asks the controller
 }
 

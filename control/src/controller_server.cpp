@@ -74,18 +74,25 @@ Result<void> ControllerServer::start() {
 }
 
 void ControllerServer::maintenance_loop() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
+  for (;;) {
+    {
+      MutexLock lock(mu_);
+      if (stopping_) return;
+    }
     controller_.tick();
-    lock.lock();
-    wake_.wait_for(lock, tick_interval_, [this] { return stopping_; });
+    UniqueLock lock(mu_);
+    if (lock.wait_for(wake_, tick_interval_, [this] {
+          mu_.assert_held();  // the wait holds it when it asks
+          return stopping_;
+        })) {
+      return;
+    }
   }
 }
 
 void ControllerServer::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }

@@ -8,29 +8,29 @@
 namespace catena::control {
 
 void InProcBrokerAdmin::attach(const std::string& admin_addr, std::shared_ptr<idl::BrokerAdminIf> broker) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   brokers_[admin_addr] = std::move(broker);
 }
 
 void InProcBrokerAdmin::detach(const std::string& admin_addr) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   brokers_.erase(admin_addr);
 }
 
 void InProcBrokerAdmin::set_hook(Hook hook) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   hook_ = std::move(hook);
 }
 
 std::size_t InProcBrokerAdmin::held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return held_.size();
 }
 
 std::size_t InProcBrokerAdmin::release_held(bool newest_first) {
   std::deque<Call> calls;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     calls.swap(held_);
   }
   std::vector<Call> order(calls.begin(), calls.end());
@@ -45,7 +45,7 @@ std::size_t InProcBrokerAdmin::release_held(bool newest_first) {
 Result<void> InProcBrokerAdmin::send(const Call& call, idl::NodeStats* stats) {
   Hook hook;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     hook = hook_;
   }
   switch (hook ? hook(call) : Fate::deliver) {
@@ -59,7 +59,7 @@ Result<void> InProcBrokerAdmin::send(const Call& call, idl::NodeStats* stats) {
       return make_error(idl::ErrorCode::UNAVAILABLE,
                         fmt::format("{}: reply lost (timeout)", call.to.admin_addr));
     case Fate::hold: {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       held_.push_back(call);
       return make_error(idl::ErrorCode::UNAVAILABLE,
                         fmt::format("{}: no answer (timeout), request still in flight", call.to.admin_addr));
@@ -71,7 +71,7 @@ Result<void> InProcBrokerAdmin::send(const Call& call, idl::NodeStats* stats) {
 Result<void> InProcBrokerAdmin::deliver(const Call& call, idl::NodeStats* stats) {
   std::shared_ptr<idl::BrokerAdminIf> broker;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = brokers_.find(call.to.admin_addr); it != brokers_.end()) broker = it->second;
   }
   if (!broker) {

@@ -12,15 +12,15 @@
 namespace catena::control {
 
 struct ThriftBrokerAdmin::Connection {
-  std::mutex mu;
-  detail::ThriftConnection link;
-  std::unique_ptr<idl::BrokerAdminClient> client;
+  Mutex mu;  // one call at a time on the connection
+  detail::ThriftConnection link GUARDED_BY(mu);
+  std::unique_ptr<idl::BrokerAdminClient> client GUARDED_BY(mu);
 };
 
 ThriftBrokerAdmin::~ThriftBrokerAdmin() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [addr, conn] : connections_) {
-    std::lock_guard conn_lock(conn->mu);
+    MutexLock conn_lock(conn->mu);
     conn->client.reset();
     conn->link.close();
   }
@@ -33,13 +33,14 @@ Result<void> ThriftBrokerAdmin::call(const BrokerTarget& to, std::chrono::millis
   if (!peer) return peer.error();
   std::shared_ptr<Connection> conn;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto& slot = connections_[to.admin_addr];
     if (!slot) slot = std::make_shared<Connection>();
     conn = slot;
   }
-  std::lock_guard conn_lock(conn->mu);
+  MutexLock conn_lock(conn->mu);
   auto drop = [&] {
+    conn->mu.assert_held();  // called below, under conn_lock
     conn->client.reset();
     conn->link.close();
   };

@@ -107,7 +107,7 @@ Result<void> ThriftServer::start() {
 
 void ThriftServer::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
   }

@@ -25,6 +25,7 @@
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/control/controller_routes.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -73,18 +74,18 @@ std::uint64_t id_of(std::span<const std::byte> p) {
 class OrderCheck {
  public:
   void acked(std::uint64_t id, std::uint32_t partition, std::uint64_t offset) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     acked_[{id >> kProducerShift, partition}][id] = offset;
     auto& end = ends_[partition];
     end = std::max(end, offset + 1);
   }
   // Per partition, one past the highest acknowledged offset.
   [[nodiscard]] std::map<std::uint32_t, std::uint64_t> acked_ends() const {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     return ends_;
   }
   [[nodiscard]] std::uint64_t reordered() const {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     std::uint64_t bad = 0;
     for (const auto& [key, by_id] : acked_) {
       std::uint64_t last = 0;
@@ -99,9 +100,10 @@ class OrderCheck {
   }
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::pair<std::uint64_t, std::uint32_t>, std::map<std::uint64_t, std::uint64_t>> acked_;
-  std::map<std::uint32_t, std::uint64_t> ends_;
+  mutable Mutex mu_;  // producers' threads ack, the main thread reads
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::map<std::uint64_t, std::uint64_t>> acked_
+      GUARDED_BY(mu_);
+  std::map<std::uint32_t, std::uint64_t> ends_ GUARDED_BY(mu_);
 };
 
 struct Producer {

@@ -200,8 +200,10 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   }
   for (const auto& [key, idx] : acked) {
     auto it = got.find(key.first);
-    bool found = it != got.end() && std::any_of(it->second.begin(), it->second.end(),
-                                                [&](const auto& r) { return r.first == key.second; });
+    // (key captured by name: Clang before 16 cannot capture a structured binding.)
+    bool found = it != got.end() &&
+                 std::any_of(it->second.begin(), it->second.end(),
+                             [&, &key = key](const auto& r) { return r.first == key.second; });
     if (!found) ++lost;
   }
   std::printf("== results\n");

@@ -261,7 +261,7 @@ void TcpEndpoint::take_payload_locked(const std::byte* src, std::uint32_t n) {
     enter_guarded();
     std::byte* dst = connected() ? own_view_.resolve(cur_.rkey, cur_addr_, n, kRemoteWrite) : nullptr;
     if (dst != nullptr) {
-      std::memcpy(dst, src, n);
+      nic_write(dst, src, n);  // the region's owner may be polling these bytes
     }
     leave_guarded();
     if (dst == nullptr) {

@@ -17,6 +17,7 @@
 // Thread-safe: publishers and subscribers may record from their own threads.
 #pragma once
 
+#include <catena/fabric/thread_annotations.hpp>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -89,10 +90,11 @@ class HistoryChecker {
     std::uint64_t to;
   };
   int subscribers_;
-  std::vector<LostRange> lost_ranges_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::uint64_t, Record> records_;
-  std::vector<std::vector<Delivery>> deliveries_ = std::vector<std::vector<Delivery>>(subscribers_);
+  mutable Mutex mu_;
+  std::vector<LostRange> lost_ranges_ GUARDED_BY(mu_);
+  std::unordered_map<std::uint64_t, Record> records_ GUARDED_BY(mu_);
+  std::vector<std::vector<Delivery>> deliveries_ GUARDED_BY(mu_) =
+      std::vector<std::vector<Delivery>>(subscribers_);
 };
 
 }  // namespace catena

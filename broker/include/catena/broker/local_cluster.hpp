@@ -3,6 +3,8 @@
 // <dir>/<name>.log.
 #pragma once
 
+#include <catena/fabric/thread_annotations.hpp>
+
 #include <sys/types.h>
 
 #include <chrono>
@@ -77,9 +79,15 @@ class LocalCluster {
   bool start(std::string* error);
   void stop();
 
-  [[nodiscard]] std::string controller_address() const { return controller_addr_; }
+  [[nodiscard]] std::string controller_address() const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    return controller_addr_;
+  }
   [[nodiscard]] const std::vector<NodeProcess>& nodes() const { return nodes_; }
-  [[nodiscard]] pid_t controller_pid() const { return controller_.pid; }
+  [[nodiscard]] pid_t controller_pid() const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    return controller_.pid;
+  }
   // Starts one more broker (a spare, or a replacement).
   bool add_node(std::string* error);
   // Sends `sig` to broker i (SIGKILL, SIGSTOP, SIGCONT...).
@@ -90,10 +98,12 @@ class LocalCluster {
   bool restart_node(std::size_t i, std::string* error);
   // Whether broker i's process is still running; reaps it if it exited.
   bool node_running(std::size_t i);
+  // May run while another thread restarts a broker (both at once is a
+  // failover test); otherwise one thread at a time.
   bool restart_controller(std::string* error);
   void detach() { detached_ = true; }
   // Writes pids and addresses to <dir>/cluster.env (for `catena cluster down`).
-  void write_state() const;
+  void write_state() const EXCLUDES(mu_);
 
  private:
   pid_t spawn(const std::string& name, const std::vector<std::string>& args);
@@ -102,8 +112,11 @@ class LocalCluster {
   bool start_node(int index, std::string* error, const NodeProcess* previous = nullptr);
 
   ClusterOptions opts_;
-  NodeProcess controller_;
-  std::string controller_addr_;
+  // What a controller restart changes, which a broker starting on another
+  // thread reads.
+  mutable Mutex mu_;
+  NodeProcess controller_ GUARDED_BY(mu_);
+  std::string controller_addr_ GUARDED_BY(mu_);
   std::vector<NodeProcess> nodes_;
   bool detached_ = false;
 };

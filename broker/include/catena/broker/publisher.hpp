@@ -22,7 +22,9 @@
 // frames the record straight into registered memory and, unless lingering,
 // hands it to the fabric at once; poll() (also called by flush() and
 // publish()) processes acknowledgements and runs callbacks on that thread.
-// Futures returned by publish() complete during poll()/flush().
+// Futures returned by publish() complete during poll()/flush(). create()
+// may run on another thread: the first call after it takes ownership, and in
+// builds with CATENA_THREAD_CHECKS a call from any other thread aborts.
 #pragma once
 
 #include <catena/broker/client_error.hpp>

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <catena/broker/client_error.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 #include <cstdint>
 #include <map>
@@ -75,12 +76,12 @@ class StaticRoutes final : public RouteSource {
   std::vector<std::string> unreachable_reports() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, ChannelLayout> layouts_;
-  std::map<std::pair<std::string, std::uint32_t>, Route> routes_;
-  std::map<std::string, std::uint64_t> group_offsets_;
-  std::vector<std::string> reports_;
-  std::uint64_t next_producer_number_ = 1;
+  mutable Mutex mu_;
+  std::map<std::string, ChannelLayout> layouts_ GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::uint32_t>, Route> routes_ GUARDED_BY(mu_);
+  std::map<std::string, std::uint64_t> group_offsets_ GUARDED_BY(mu_);
+  std::vector<std::string> reports_ GUARDED_BY(mu_);
+  std::uint64_t next_producer_number_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace catena

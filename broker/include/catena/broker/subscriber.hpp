@@ -10,6 +10,9 @@
 // If that position has expired meanwhile, the handler sees a Notice.
 //
 // Threading: a polling agent owned by one thread; handlers run in poll().
+// create() may run on another thread: the first call after it takes
+// ownership, and in builds with CATENA_THREAD_CHECKS a call from any other
+// thread aborts.
 #pragma once
 
 #include <catena/broker/client_error.hpp>

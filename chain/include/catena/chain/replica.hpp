@@ -34,6 +34,8 @@
 //
 // Threading: everything here runs on the node's data-plane thread (_st),
 // except create(), which may run anywhere before handing the object over.
+// In builds with CATENA_THREAD_CHECKS the entry points check it: the first
+// thread to call one owns the replica, and any other aborts.
 #pragma once
 
 #include <catena/chain/clock.hpp>
@@ -42,6 +44,7 @@
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
+#include <catena/fabric/thread_owner.hpp>
 
 #include <array>
 #include <cstdint>
@@ -153,10 +156,16 @@ class Replica {
   // cycle pass, from one atomic deadline) and it is not suspended. It keeps
   // replicating and committing either way: a lapsed lease stalls acks, it
   // never fails them.
-  void set_lease_valid_st(bool valid) { lease_valid_ = valid; }
+  void set_lease_valid_st(bool valid) {
+    CATENA_ST_CHECK(owner_);
+    lease_valid_ = valid;
+  }
   // Its node was fenced: hold the data, act on nothing, until a newer epoch
   // (reconfigure) or a fence (the broker drops it) says what it is.
-  void suspend_st() { suspended_ = true; }
+  void suspend_st() {
+    CATENA_ST_CHECK(owner_);
+    suspended_ = true;
+  }
   [[nodiscard]] bool suspended() const { return suspended_; }
   [[nodiscard]] bool may_act() const { return lease_valid_ && !suspended_; }
   [[nodiscard]] const ReplicaConfig& config() const { return cfg_; }
@@ -253,6 +262,7 @@ class Replica {
   std::uint64_t next_session_events_ns_ = 0;  // when tick() next polls client connections' events
   bool lease_valid_ = true;  // no lease until the broker is told one
   bool suspended_ = false;
+  fabric::ThreadOwner owner_;  // the data-plane thread, once it first calls in
 };
 
 }  // namespace catena::chain

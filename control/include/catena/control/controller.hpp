@@ -50,6 +50,7 @@
 #pragma once
 
 #include <catena/control/idl/catena_meta_types.h>
+#include <catena/fabric/thread_annotations.hpp>
 
 #include <catena/control/broker_admin.hpp>
 #include <catena/control/clock.hpp>
@@ -58,6 +59,7 @@
 #include <catena/control/placement.hpp>
 #include <catena/control/result.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -144,7 +146,7 @@ class Controller {
   // One round of maintenance: suspect silent nodes, probe suspects, evict
   // the dead and repair their chains, promote caught-up joining replicas,
   // restore replication, retry pushes.
-  void tick();
+  void tick() EXCLUDES(tick_mu_, mu_);
 
   // The largest backlog (bytes the tail holds that joining[0] does not have
   // yet) at which joining[0] is promoted to tail: max(1 MiB, segment/4).
@@ -192,74 +194,83 @@ class Controller {
   Controller(Options options, const Clock& clock, BrokerAdminClient& brokers,
              std::unique_ptr<MetadataStore> store);
 
-  // --- all *_locked functions require mu_ ---
-  [[nodiscard]] Result<void> check_running_locked() const;
-  bool crash_locked(std::string_view point);
-  [[nodiscard]] const meta::NodeRecord* node_locked(const std::string& node_id) const;
-  [[nodiscard]] Result<const meta::ChannelRecord*> channel_locked(const std::string& name) const;
+  // --- all *_locked functions require mu_ (checked by Clang: REQUIRES) ---
+  [[nodiscard]] Result<void> check_running_locked() const REQUIRES(mu_);
+  bool crash_locked(std::string_view point) REQUIRES(mu_);
+  [[nodiscard]] const meta::NodeRecord* node_locked(const std::string& node_id) const REQUIRES(mu_);
+  [[nodiscard]] Result<const meta::ChannelRecord*> channel_locked(const std::string& name) const
+      REQUIRES(mu_);
   [[nodiscard]] Result<const idl::PartitionRoute*> route_locked(const std::string& channel,
-                                                                std::int32_t partition) const;
-  [[nodiscard]] std::map<std::string, std::int64_t> replica_counts_locked() const;
-  [[nodiscard]] std::vector<PlacementCandidate> candidates_locked() const;  // ALIVE nodes and their load
-  [[nodiscard]] bool in_any_route_locked(const std::string& node_id) const;
+                                                                std::int32_t partition) const REQUIRES(mu_);
+  [[nodiscard]] std::map<std::string, std::int64_t> replica_counts_locked() const REQUIRES(mu_);
+  // ALIVE nodes and their load.
+  [[nodiscard]] std::vector<PlacementCandidate> candidates_locked() const REQUIRES(mu_);
+  [[nodiscard]] bool in_any_route_locked(const std::string& node_id) const REQUIRES(mu_);
   // Every member of the route, joining ones included, acknowledged its epoch.
-  [[nodiscard]] bool fully_acked_locked(const idl::PartitionRoute& route) const;
+  [[nodiscard]] bool fully_acked_locked(const idl::PartitionRoute& route) const REQUIRES(mu_);
   // The tail's last report, at the route's epoch, shows joining[0] within
   // promote_backlog_limit() of it.
-  [[nodiscard]] bool caught_up_locked(const idl::PartitionRoute& route, std::int64_t segment_bytes) const;
-  [[nodiscard]] std::string assign_node_id_locked(std::int64_t* next_seq) const;
+  [[nodiscard]] bool caught_up_locked(const idl::PartitionRoute& route, std::int64_t segment_bytes) const
+      REQUIRES(mu_);
+  [[nodiscard]] std::string assign_node_id_locked(std::int64_t* next_seq) const REQUIRES(mu_);
 
   // Declares node_id DEAD and takes it out of its chains. fence_evicted:
   // also send it best-effort fences (not when its address now belongs to a
   // new incarnation or another node).
   [[nodiscard]] Result<void> evict_locked(const std::string& node_id, const std::string& reason,
-                                          bool fence_evicted);
-  [[nodiscard]] Result<void> remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted);
-  [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id);
-  void restore_replication_locked();
+                                          bool fence_evicted) REQUIRES(mu_);
+  [[nodiscard]] Result<void> remove_from_routes_locked(const meta::RepairIntent& intent, bool fence_evicted)
+      REQUIRES(mu_);
+  [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id) REQUIRES(mu_);
+  void restore_replication_locked() REQUIRES(mu_);
   // A re-registering node that is still the kept last member of some chains
   // either brings their data back (held) or proves it lost: puts it back at
   // a new epoch, or empties the chain for a rebuild above the high-water
   // mark. Fences what it holds of chains it is no longer in.
   void return_last_members_locked(const meta::NodeRecord& node,
                                   const std::vector<idl::PartitionProgress>& held,
-                                  std::vector<idl::PartitionRoute>* changed);
+                                  std::vector<idl::PartitionRoute>* changed) REQUIRES(mu_);
   // Raises the in-memory high-water marks from a node's report.
-  void note_progress_locked(const idl::NodeStats& stats);
+  void note_progress_locked(const idl::NodeStats& stats) REQUIRES(mu_);
   // Makes raised marks durable (one WAL record a second at most).
-  void persist_high_water_locked();
-  [[nodiscard]] std::int64_t high_water_locked(const std::string& channel, std::int32_t partition) const;
-  void promote_caught_up_locked();
-  void close_finished_repairs_locked();
-  [[nodiscard]] std::vector<PushJob> collect_pushes_locked();
+  void persist_high_water_locked() REQUIRES(mu_);
+  [[nodiscard]] std::int64_t high_water_locked(const std::string& channel, std::int32_t partition) const
+      REQUIRES(mu_);
+  void promote_caught_up_locked() REQUIRES(mu_);
+  void close_finished_repairs_locked() REQUIRES(mu_);
+  [[nodiscard]] std::vector<PushJob> collect_pushes_locked() REQUIRES(mu_);
 
-  void run_probes();
+  void run_probes() EXCLUDES(mu_);
   // Data-plane link faults (Options::link_fault_timeout): records a report
   // from a suspect's predecessor, and evicts where one has persisted.
-  void note_link_fault_locked(const idl::FailureReport& report, const idl::PartitionRoute& route);
-  void act_on_link_faults_locked();
+  void note_link_fault_locked(const idl::FailureReport& report, const idl::PartitionRoute& route) REQUIRES(mu_);
+  void act_on_link_faults_locked() REQUIRES(mu_);
   // The lease told to brokers (Options::lease resolved).
   [[nodiscard]] std::chrono::milliseconds lease() const;
   // Too many nodes silent at once (Options::isolation_percent); logs on
   // every change of the answer.
-  [[nodiscard]] bool isolated_locked();
-  void run_pushes();
+  [[nodiscard]] bool isolated_locked() REQUIRES(mu_);
+  void run_pushes() EXCLUDES(mu_);
 
   const Options options_;
   const Clock& clock_;
   BrokerAdminClient& brokers_;
 
-  mutable std::mutex mu_;
-  std::unique_ptr<MetadataStore> store_;
-  FailureDetector detector_;
-  std::map<std::string, idl::NodeStats> stats_;              // from heartbeats and probes (progress too)
-  std::map<RouteId, AckState> acks_;                         // who confirmed which route epoch
-  std::set<std::pair<std::string, RouteId>> pushing_;        // (node, route) pushes in flight
-  std::map<std::string, Backoff> backoff_;                   // per node push back-off
-  std::vector<FenceJob> fences_;                             // best-effort fences of evicted nodes
-  std::set<std::pair<RouteId, std::int64_t>> warned_short_;  // under-replicated, already logged
-  std::map<RouteId, std::int64_t> raised_high_water_;        // reported, not yet persisted
-  Clock::time_point next_high_water_persist_{};
+  Mutex tick_mu_ ACQUIRED_BEFORE(mu_);  // one tick at a time
+  mutable Mutex mu_;
+  std::unique_ptr<MetadataStore> store_ PT_GUARDED_BY(mu_);
+  FailureDetector detector_ GUARDED_BY(mu_);
+  // From heartbeats and probes (progress too).
+  std::map<std::string, idl::NodeStats> stats_ GUARDED_BY(mu_);
+  std::map<RouteId, AckState> acks_ GUARDED_BY(mu_);                   // who confirmed which route epoch
+  std::set<std::pair<std::string, RouteId>> pushing_ GUARDED_BY(mu_);  // (node, route) pushes in flight
+  std::condition_variable pushes_done_;  // run_pushes() took answers off pushing_
+  std::map<std::string, Backoff> backoff_ GUARDED_BY(mu_);             // per node push back-off
+  std::vector<FenceJob> fences_ GUARDED_BY(mu_);                       // best-effort fences of evicted nodes
+  // Under-replicated, already logged.
+  std::set<std::pair<RouteId, std::int64_t>> warned_short_ GUARDED_BY(mu_);
+  std::map<RouteId, std::int64_t> raised_high_water_ GUARDED_BY(mu_);  // reported, not yet persisted
+  Clock::time_point next_high_water_persist_ GUARDED_BY(mu_);
   struct LinkFault {
     std::string reporter;
     std::int64_t epoch = 0;
@@ -267,12 +278,14 @@ class Controller {
     int reports = 0;
     std::string reason;  // the latest report's
   };
-  std::map<std::pair<RouteId, std::string>, LinkFault> link_faults_;  // (route, suspect): ongoing reports
-  std::map<std::string, Clock::time_point> link_evictions_;           // reporter: when its reports last evicted
-  bool halted_ = false;
-  std::int64_t next_producer_number_ = 0;  // below store_->state().producer_numbers_reserved
-  bool isolated_ = false;                  // last answer of isolated_locked()
-  std::mutex tick_mu_;                     // one tick at a time
+  // (route, suspect): ongoing reports.
+  std::map<std::pair<RouteId, std::string>, LinkFault> link_faults_ GUARDED_BY(mu_);
+  // Reporter: when its reports last evicted a node.
+  std::map<std::string, Clock::time_point> link_evictions_ GUARDED_BY(mu_);
+  bool halted_ GUARDED_BY(mu_) = false;
+  // Below store_->state().producer_numbers_reserved.
+  std::int64_t next_producer_number_ GUARDED_BY(mu_) = 0;
+  bool isolated_ GUARDED_BY(mu_) = false;  // last answer of isolated_locked()
 };
 
 }  // namespace catena::control

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <catena/control/idl/catena_types.h>
+#include <catena/fabric/thread_annotations.hpp>
 
 #include <catena/control/result.hpp>
 #include <chrono>
@@ -66,10 +67,10 @@ class ControllerClient {
  private:
   struct Impl;
   template <class Fn>
-  Result<void> call(Fn&& fn);
+  Result<void> call(Fn&& fn) EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::unique_ptr<Impl> impl_;
+  Mutex mu_;  // one call at a time on the one connection
+  std::unique_ptr<Impl> impl_ PT_GUARDED_BY(mu_);
 };
 
 }  // namespace catena::control

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <catena/broker/routes.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 #include <catena/control/controller_client.hpp>
 
 #include <map>
@@ -40,8 +41,8 @@ class ControllerRoutes final : public RouteSource {
  private:
   ControllerClient client_;
   std::string name_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, std::uint32_t>, Route> cache_;
+  Mutex mu_;
+  std::map<std::pair<std::string, std::uint32_t>, Route> cache_ GUARDED_BY(mu_);
 };
 
 }  // namespace catena::control

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <catena/control/controller.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 #include <catena/control/result.hpp>
 #include <catena/control/thrift_server.hpp>
 #include <chrono>
@@ -36,15 +37,15 @@ class ControllerServer {
   void stop();
 
  private:
-  void maintenance_loop();
+  void maintenance_loop() EXCLUDES(mu_);
 
   Controller& controller_;
   const std::chrono::milliseconds tick_interval_;
   ThriftServer server_;
   std::thread maintenance_thread_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace catena::control

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <catena/control/idl/BrokerAdmin.h>
+#include <catena/fabric/thread_annotations.hpp>
 
 #include <catena/control/broker_admin.hpp>
 #include <deque>
@@ -61,14 +62,14 @@ class InProcBrokerAdmin final : public BrokerAdminClient {
 
  private:
   // Sends call through the hook; fills *stats for pings.
-  Result<void> send(const Call& call, idl::NodeStats* stats);
+  Result<void> send(const Call& call, idl::NodeStats* stats) EXCLUDES(mu_);
   // Runs call against its handler.
-  Result<void> deliver(const Call& call, idl::NodeStats* stats);
+  Result<void> deliver(const Call& call, idl::NodeStats* stats) EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<idl::BrokerAdminIf>> brokers_;
-  Hook hook_;
-  std::deque<Call> held_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<idl::BrokerAdminIf>> brokers_ GUARDED_BY(mu_);
+  Hook hook_ GUARDED_BY(mu_);
+  std::deque<Call> held_ GUARDED_BY(mu_);
 };
 
 }  // namespace catena::control

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <catena/control/broker_admin.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -41,8 +42,8 @@ class ThriftBrokerAdmin final : public BrokerAdminClient {
                     std::chrono::milliseconds timeout, Fn&& fn);
 
   Options options_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Connection>> connections_;  // by admin_addr
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<Connection>> connections_ GUARDED_BY(mu_);  // by admin_addr
 };
 
 }  // namespace catena::control

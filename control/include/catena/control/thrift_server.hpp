@@ -14,6 +14,7 @@
 #pragma once
 
 #include <catena/control/idl/BrokerAdmin.h>
+#include <catena/fabric/thread_annotations.hpp>
 
 #include <catena/control/result.hpp>
 #include <chrono>
@@ -57,8 +58,8 @@ class ThriftServer {
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::uint16_t bound_port_ = 0;
   std::thread serve_thread_;
-  std::mutex mu_;
-  bool stopped_ = false;
+  Mutex mu_;
+  bool stopped_ GUARDED_BY(mu_) = false;
 };
 
 // A BrokerAdmin endpoint for a broker daemon (or a test double).

@@ -8,6 +8,7 @@
 #include <catena/fabric/idle.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
+#include <spdlog/spdlog.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -189,6 +190,7 @@ class Publisher::Impl {
         // Not a failure of the head: reconnect, and its welcome says where
         // this producer's sequence stands.
         s.resync = false;
+        spdlog::debug("publisher {}/{}: the head reported a sequence gap; resyncing", channel_, s.partition);
         s.link.reset();
         s.watch.reset();
         s.down = true;
@@ -287,6 +289,8 @@ class Publisher::Impl {
 
   void lost_head_st(PartitionSession& s, const std::string& why) {
     CATENA_ST_CHECK(owner_);
+    spdlog::debug("publisher {}/{}: {} ({} records pending); reconnecting", channel_, s.partition, why,
+                  s.pending.size());
     if (!s.route.replicas.empty()) routes_.report_unreachable(s.route.replicas.front().node_id, s.route, why);
     s.link.reset();
     s.watch.reset();
@@ -331,14 +335,24 @@ class Publisher::Impl {
     hello.ring_bytes = ring_bytes_;
     auto d = Link::dial<wire::PublisherWelcome>(*provider_, head.fabric_addr, hello, opts_.connect_timeout);
     if (d.unreachable) routes_.report_unreachable(head.node_id, s.route, d.error.message);
-    if (!d.welcome) return false;
+    if (!d.welcome) {
+      spdlog::debug("publisher {}/{}: cannot reach head {} at {}: {}", channel_, s.partition, head.node_id,
+                    head.fabric_addr, d.error.message);
+      return false;
+    }
     const auto& w = d.welcome;
     if (w->status == wire::Status::producer_fenced) {
       fail_all_st(s, wire::Status::producer_fenced);
       return false;
     }
-    if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) return false;
+    if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) {
+      spdlog::debug("publisher {}/{}: head {} answered {}", channel_, s.partition, head.node_id,
+                    wire::to_string(w->status));
+      return false;
+    }
     if (!resync_st(s, w->next_sequence)) return false;
+    spdlog::debug("publisher {}/{}: head {} at {} (route epoch {}), next sequence {}, {} records to resend", channel_,
+                  s.partition, head.node_id, head.fabric_addr, s.route.epoch, w->next_sequence, s.pending.size());
     max_record_ = std::min(max_record_, w->max_record);
     s.link = std::move(d.link);
     s.ring = w->ring;

@@ -80,7 +80,8 @@ done
 # What a failure needs to be understood: the subscriber's connection events,
 # the chain, the brokers' and the controller's logs, rdma_rxe's counters.
 diag() {
-  echo '--- wire-chain diagnostics: subscriber (SPDLOG_LEVEL=debug)'; tail -n 40 /tmp/sub.err
+  echo '--- wire-chain diagnostics: publisher (SPDLOG_LEVEL=debug)'; tail -n 40 /tmp/pub.err
+  echo '--- subscriber (SPDLOG_LEVEL=debug)'; tail -n 40 /tmp/sub.err
   echo '--- channel'; catena channel describe wire; catena status
   for f in /tmp/node-*.log; do echo \"--- \$f\"; tail -n 25 \$f; done
   echo '--- controller'; grep -v 'registered\\|heartbeat' /tmp/controller.log | tail -n 25
@@ -127,7 +128,9 @@ if [ $poweroff = 1 ]; then
   echo 'wire-chain: repaired:'; cat /tmp/describe; grep -v 'registered\\|heartbeat' /tmp/controller.log | tail -20
   crossed=\$((bytes / 2))  # the peer saw the first half, in one direction or the other
 else
-  catena --provider verbs:rxe0 publish wire --quiet < /tmp/sent || exit 1
+  SPDLOG_LEVEL=debug catena --provider verbs:rxe0 publish wire --quiet < /tmp/sent 2> /tmp/pub.err ||
+    { echo 'wire-chain: publish failed'; diag; exit 1; }
+  grep -v '\\[debug\\]' /tmp/pub.err
 fi
 SPDLOG_LEVEL=debug catena --provider verbs:rxe0 subscribe wire --count $records --timeout-ms 30000 > /tmp/got \
   2> /tmp/sub.err || { echo \"wire-chain: the subscriber failed after \$(wc -l < /tmp/got) records\"; diag; exit 1; }

@@ -179,6 +179,7 @@ class ControllerFixture : public ::testing::Test {
     o.crash_point = [this](std::string_view point) { return point == crash_at_; };
     o.isolation_percent = isolation_percent_;
     o.heartbeat_loss = heartbeat_loss_;
+    o.link_fault_timeout = std::chrono::milliseconds(3000);  // LinkFaults.* count reports against 3 s
     return o;
   }
 

@@ -969,7 +969,7 @@ TEST_F(DataPlaneCut, HeadLinkToTheMiddleDiesWhileTheMiddleStillHeartbeats) {
           return r.ok() && std::none_of(r->replicas.begin(), r->replicas.end(),
                                         [&](const control::idl::Replica& x) { return x.node_id == victim; });
         },
-        20s, "the middle whose data-plane link is dead to be dropped from the chain"));
+        30s, "the middle whose data-plane link is dead to be dropped from the chain"));
     to_dropped = Clock::now() - cut_at;
   });
   EXPECT_TRUE(alive_while_cut) << "the node did not stay reachable on its admin link: not a data-plane-only cut";

@@ -103,8 +103,10 @@ class Controller {
     // the successor still answers every probe, is a fault only the data
     // plane sees: the successor is evicted and its chains repaired. If that
     // reporter's reports already evicted a node within 10x this time, the
-    // reporter is evicted instead: it is the common factor.
-    std::chrono::milliseconds link_fault_timeout{3000};
+    // reporter is evicted instead: it is the common factor. Long enough that
+    // slow link setups (rdma_cm on soft-RoCE under emulation takes seconds)
+    // never look like a fault.
+    std::chrono::milliseconds link_fault_timeout{10000};
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;

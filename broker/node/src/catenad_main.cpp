@@ -16,7 +16,7 @@
 
 #include <catena/broker/broker.hpp>
 #include <catena/control/address.hpp>
-#include <catena/control/broker_admin_server.hpp>
+#include <catena/broker/broker_admin_server.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/listen_address.hpp>
 

@@ -8,7 +8,7 @@
 #include <catena/broker/client_error.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
-#include <catena/control/controller_routes.hpp>
+#include <catena/broker/controller_routes.hpp>
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
-#include <catena/control/broker_admin_server.hpp>
-#include <catena/control/controller_routes.hpp>
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/broker/controller_routes.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <functional>

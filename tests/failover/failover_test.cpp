@@ -13,7 +13,7 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
-#include <catena/control/controller_routes.hpp>
+#include <catena/broker/controller_routes.hpp>
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -9,7 +9,7 @@
 #include <catena/broker/broker.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/wire.hpp>
-#include <catena/control/broker_admin_server.hpp>
+#include <catena/broker/broker_admin_server.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
 
 #include <gtest/gtest.h>

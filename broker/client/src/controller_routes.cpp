@@ -1,4 +1,4 @@
-#include <catena/control/controller_routes.hpp>
+#include <catena/broker/controller_routes.hpp>
 
 namespace catena::control {
 

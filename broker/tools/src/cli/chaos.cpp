@@ -24,7 +24,7 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
-#include <catena/control/controller_routes.hpp>
+#include <catena/broker/controller_routes.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
 #include <CLI/CLI.hpp>

@@ -3,8 +3,9 @@
 // controller client (catena_control), which is why this binary, unlike the
 // broker library, links both.
 //
-// Startup: open the fabric and listen, serve BrokerAdmin, register with the
-// controller (retrying until it answers), then heartbeat. Each answered
+// Startup: open the fabric and listen, serve BrokerAdmin, then hand over to
+// the NodeAgent (node_agent.hpp): register with the controller (retrying
+// until it answers), then heartbeat. Each answered
 // heartbeat renews the lease (RegisterReply.lease_ms, from when it was sent)
 // under which replicas acknowledge and serve. A heartbeat answered `fenced`
 // means the controller declared this node dead: every replica is suspended
@@ -16,7 +17,8 @@
 
 #include <catena/broker/broker.hpp>
 #include <catena/control/address.hpp>
-#include <catena/control/broker_admin_server.hpp>
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/broker/node_agent.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/listen_address.hpp>
 
@@ -28,7 +30,6 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -133,102 +134,21 @@ int main(int argc, char** argv) {
 
   catena::control::ControllerClient controller({s.controller, std::chrono::milliseconds(1000),
                                                 std::chrono::milliseconds(5000)});
-  catena::control::idl::NodeInfo info;
-  info.node_id = s.node_id;
-  info.admin_addr = admin_addr;
-  info.fabric_addr = fabric_addr;
-  info.zone = s.zone;
-  info.datacenter = s.datacenter;
-
-  std::int64_t node_epoch = 0;
-  int interval_ms = 100;
-  int lease_ms = 0;  // 0: the controller grants no lease
-  const auto& clock = broker.value()->clock();
-  // An answered call renews the lease from when it was sent: the controller
-  // waits longer than the lease after it last heard from us before it acts,
-  // so our lease has lapsed by then, whatever the call's delay.
-  auto renew_lease = [&](std::uint64_t sent_ns) {
-    if (lease_ms > 0) broker.value()->set_lease_deadline(sent_ns + static_cast<std::uint64_t>(lease_ms) * 1'000'000);
-  };
-  // held: what this process kept when it was fenced (nothing at startup).
-  auto register_node = [&](const std::vector<catena::control::idl::PartitionProgress>& held) -> bool {
-    const std::uint64_t sent = clock.now_ns();
-    auto r = controller.register_node(info, held);
-    if (!r) {
-      spdlog::warn("register with controller {}: {}", s.controller, r.error().describe());
-      return false;
+  catena::broker::ControllerCallsOf<catena::control::ControllerClient> calls(controller);
+  catena::broker::NodeAgent::Options agent_options;
+  agent_options.info.node_id = s.node_id;
+  agent_options.info.admin_addr = admin_addr;
+  agent_options.info.fabric_addr = fabric_addr;
+  agent_options.info.zone = s.zone;
+  agent_options.info.datacenter = s.datacenter;
+  agent_options.controller = s.controller;
+  agent_options.provider = s.provider;
+  catena::broker::NodeAgent agent(*broker.value(), calls, std::move(agent_options));
+  agent.run(g_stop, [&] {
+    if (!ready_file.empty()) {
+      std::ofstream(ready_file) << agent.node_id() << ' ' << admin_addr << ' ' << fabric_addr << '\n';
     }
-    info.node_id = r->node_id;
-    node_epoch = r->node_epoch;
-    interval_ms = std::max(10, r->heartbeat_interval_ms);
-    lease_ms = r->lease_ms;
-    if (lease_ms <= 0) broker.value()->set_lease_deadline(~std::uint64_t{0});
-    renew_lease(sent);
-    broker.value()->set_node_id(r->node_id);
-    broker.value()->set_node_epoch(static_cast<std::uint64_t>(r->node_epoch));
-    spdlog::info("registered as {} (node epoch {}), admin {}, fabric {} ({})", r->node_id, node_epoch, admin_addr,
-                 fabric_addr, s.provider);
-    return true;
-  };
-  while (!g_stop && !register_node({})) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  if (!ready_file.empty() && !g_stop) {
-    std::ofstream(ready_file) << info.node_id << ' ' << admin_addr << ' ' << fabric_addr << '\n';
-  }
-
-  bool stall_logged = false;
-  while (!g_stop) {
-    if (const auto stalled = broker.value()->data_plane_stalled_ms(); stalled > 0) {
-      // No heartbeat for a node that cannot move data: the controller's
-      // detector then probes it, the probe fails, and its chains are repaired.
-      if (!stall_logged) spdlog::error("data plane silent for {} ms: heartbeats stopped", stalled);
-      stall_logged = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
-      continue;
-    }
-    if (stall_logged) spdlog::warn("data plane running again");
-    stall_logged = false;
-    catena::control::idl::HeartbeatRequest hb;
-    hb.node_id = info.node_id;
-    hb.node_epoch = node_epoch;
-    // Load and per-partition progress: the controller promotes a joining
-    // replica once its tail reports it caught up.
-    hb.stats = catena::control::node_stats_of(broker.value()->stats());
-    const std::uint64_t sent = clock.now_ns();
-    auto reply = controller.heartbeat(hb);
-    if (reply && !reply->fenced) renew_lease(sent);
-    if (reply && reply->fenced) {
-      // The controller acted without us. Stop acting at once, but keep the
-      // data: if we hold the last copy of a partition, the controller puts
-      // it back; what it no longer wants here it fences.
-      spdlog::warn("controller fenced node epoch {}: suspending every replica (data kept) and registering again",
-                   node_epoch);
-      broker.value()->set_lease_deadline(0);
-      broker.value()->suspend_all();
-      // Links the retired incarnation lost say nothing about its old
-      // neighbours: they dropped it. Reported now, under the new
-      // registration, they would have the controller suspect and probe
-      // healthy nodes (seen after a network cut healed).
-      (void)broker.value()->take_link_reports();
-      const auto held = catena::control::node_stats_of(broker.value()->stats()).partitions;
-      register_node(held);
-    } else if (!reply && reply.code() == catena::control::idl::ErrorCode::UNKNOWN_NODE) {
-      register_node(catena::control::node_stats_of(broker.value()->stats()).partitions);
-    }
-    for (const auto& link : broker.value()->take_link_reports()) {
-      catena::control::idl::FailureReport rep;
-      rep.reporter = info.node_id;
-      rep.suspect_node_id = link.suspect;
-      rep.channel = link.channel;
-      rep.partition = static_cast<std::int32_t>(link.partition);
-      rep.epoch = static_cast<std::int64_t>(link.epoch);
-      rep.reason = link.reason;
-      if (auto r = controller.report_failure(rep); !r) {
-        spdlog::debug("report about {} on {}/{} not taken: {}", link.suspect, link.channel, link.partition,
-                      r.error().describe());
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
-  }
+  });
   spdlog::info("shutting down");
   admin.stop();
   broker.value()->stop();

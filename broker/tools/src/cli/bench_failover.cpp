@@ -13,7 +13,7 @@
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/clock.hpp>
 #include <catena/control/controller_client.hpp>
-#include <catena/control/controller_routes.hpp>
+#include <catena/broker/controller_routes.hpp>
 
 #include <nlohmann/json.hpp>
 #include <signal.h>

@@ -1,5 +1,5 @@
 #include <catena/chain/limits.hpp>
-#include <catena/control/broker_admin_server.hpp>
+#include <catena/broker/broker_admin_server.hpp>
 #include <catena/control/idl/BrokerAdmin.h>
 
 #include <catena/control/thrift_server.hpp>

@@ -1,0 +1,112 @@
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/broker/node_agent.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+namespace catena::broker {
+
+NodeAgent::NodeAgent(Broker& broker, ControllerCalls& controller, Options options)
+    : broker_(broker), controller_(controller), options_(std::move(options)) {}
+
+void NodeAgent::set_lease_deadline(std::uint64_t deadline_ns) {
+  lease_deadline_ns_ = deadline_ns;
+  broker_.set_lease_deadline(deadline_ns);
+}
+
+// An answered call renews the lease from when it was sent: the controller
+// waits longer than the lease after it last heard from us before it acts,
+// so our lease has lapsed by then, whatever the call's delay.
+void NodeAgent::renew_lease(std::uint64_t sent_ns) {
+  if (lease_ms_ > 0) set_lease_deadline(sent_ns + static_cast<std::uint64_t>(lease_ms_) * 1'000'000);
+}
+
+bool NodeAgent::register_node(const std::vector<control::idl::PartitionProgress>& held) {
+  const std::uint64_t sent = broker_.clock().now_ns();
+  auto r = controller_.register_node(options_.info, held);
+  if (!r) {
+    spdlog::warn("register with controller {}: {}", options_.controller, r.error().describe());
+    return false;
+  }
+  options_.info.node_id = r->node_id;
+  node_epoch_ = r->node_epoch;
+  interval_ms_ = std::max(10, r->heartbeat_interval_ms);
+  lease_ms_ = r->lease_ms;
+  if (lease_ms_ <= 0) set_lease_deadline(~std::uint64_t{0});
+  renew_lease(sent);
+  broker_.set_node_id(r->node_id);
+  broker_.set_node_epoch(static_cast<std::uint64_t>(r->node_epoch));
+  spdlog::info("registered as {} (node epoch {}), admin {}, fabric {} ({})", r->node_id, node_epoch_,
+               options_.info.admin_addr, options_.info.fabric_addr, options_.provider);
+  return true;
+}
+
+void NodeAgent::step() {
+  if (const auto stalled = broker_.data_plane_stalled_ms(); stalled > 0) {
+    // No heartbeat for a node that cannot move data: the controller's
+    // detector then probes it, the probe fails, and its chains are repaired.
+    if (!stall_logged_) spdlog::error("data plane silent for {} ms: heartbeats stopped", stalled);
+    stall_logged_ = true;
+    return;
+  }
+  if (stall_logged_) spdlog::warn("data plane running again");
+  stall_logged_ = false;
+  control::idl::HeartbeatRequest hb;
+  hb.node_id = options_.info.node_id;
+  hb.node_epoch = node_epoch_;
+  // Load and per-partition progress: the controller promotes a joining
+  // replica once its tail reports it caught up.
+  hb.stats = control::node_stats_of(broker_.stats());
+  const std::uint64_t sent = broker_.clock().now_ns();
+  auto reply = controller_.heartbeat(hb);
+  if (reply && !reply->fenced) renew_lease(sent);
+  if (reply && reply->fenced) {
+    // The controller acted without us. Stop acting at once, but keep the
+    // data: if we hold the last copy of a partition, the controller puts
+    // it back; what it no longer wants here it fences.
+    spdlog::warn("controller fenced node epoch {}: suspending every replica (data kept) and registering again",
+                 node_epoch_);
+    set_lease_deadline(0);
+    broker_.suspend_all();
+    // Links the retired incarnation lost say nothing about its old
+    // neighbours: they dropped it. Reported now, under the new
+    // registration, they would have the controller suspect and probe
+    // healthy nodes (seen after a network cut healed).
+    (void)broker_.take_link_reports();
+    const auto held = control::node_stats_of(broker_.stats()).partitions;
+    register_node(held);
+  } else if (!reply && reply.code() == control::idl::ErrorCode::UNKNOWN_NODE) {
+    register_node(control::node_stats_of(broker_.stats()).partitions);
+  }
+  send_link_reports();
+}
+
+void NodeAgent::send_link_reports() {
+  for (const auto& link : broker_.take_link_reports()) {
+    control::idl::FailureReport rep;
+    rep.reporter = options_.info.node_id;
+    rep.suspect_node_id = link.suspect;
+    rep.channel = link.channel;
+    rep.partition = static_cast<std::int32_t>(link.partition);
+    rep.epoch = static_cast<std::int64_t>(link.epoch);
+    rep.reason = link.reason;
+    if (auto r = controller_.report_failure(rep); !r) {
+      spdlog::debug("report about {} on {}/{} not taken: {}", link.suspect, link.channel, link.partition,
+                    r.error().describe());
+    }
+  }
+}
+
+void NodeAgent::run(const std::atomic<bool>& stop, const std::function<void()>& on_registered) {
+  while (!stop && !register_node()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (stop) return;
+  if (on_registered) on_registered();
+  while (!stop) {
+    step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms_));
+  }
+}
+
+}  // namespace catena::broker

@@ -1,0 +1,196 @@
+// `catena bench`: the catena measurements, each on a Publisher the caller
+// set up (see bench.cpp for what each figure means).
+#include "bench_parts.hpp"
+#include "floors.hpp"
+
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/chain/clock.hpp>
+#include <catena/fabric/idle.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+namespace catena::cli::bench_detail {
+
+using namespace std::chrono_literals;
+using catena::bench::now_ns;
+
+// --- catena measurements -------------------------------------------------------------------
+
+std::vector<std::byte> make_payload(std::uint32_t bytes) {
+  std::vector<std::byte> p(bytes);
+  for (std::uint32_t i = 0; i < bytes; ++i) p[i] = static_cast<std::byte>('a' + i % 26);
+  return p;
+}
+
+// Keeps the pipeline full for `seconds` (or until `max_records` were acked,
+// if not 0), then waits for the last acks.
+Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records) {
+  const auto payload = make_payload(bytes);
+  Throughput out;
+  out.ack_ns.reserve(1u << 20);
+  std::uint64_t failed = 0;
+  fabric::BackoffIdle idle;
+  const std::uint64_t start = now_ns();
+  const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
+  std::uint64_t now = start;
+  while (now < end && (max_records == 0 || out.acked < max_records)) {
+    int work = 0;
+    for (int k = 0; k < 256; ++k) {
+      const auto e = pub.publish_to(0, payload, [&out, &failed, t0 = now](const PublishResult& r) {
+        if (r.status != PublishStatus::ok) {
+          ++failed;
+          return;
+        }
+        ++out.acked;
+        if (out.ack_ns.size() < out.ack_ns.capacity()) out.ack_ns.push_back(now_ns() - t0);
+      });
+      if (e == client::ErrorCode::backpressure) break;
+      if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
+      ++work;
+    }
+    work += pub.poll();
+    idle.idle(work);
+    now = now_ns();
+  }
+  if (!pub.flush(30s)) throw Fail{"flush timed out"};
+  out.elapsed_ns = now_ns() - start;
+  if (failed > 0) throw Fail{std::to_string(failed) + " records refused"};
+  return out;
+}
+
+// One lap through every segment slot of a channel's log, pipelined. Until a
+// page of the log has been touched in every process that maps it (the
+// publisher's image of the head's ring, each replica's slots and its image of
+// its successor's, a subscriber's ring), each first touch is a page fault,
+// ~20 us each on this kind of VM: a short run would measure the faults, which
+// a long-running broker pays once. Returns MB/s of that lap.
+double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint64_t* bytes_out) {
+  const std::uint32_t wb = 64u << 10;
+  const std::uint64_t lap = static_cast<std::uint64_t>(slots) * static_cast<std::uint64_t>(segment_bytes);
+  Throughput w = throughput(pub, wb, 120.0, lap / wb + 1);
+  *bytes_out = w.acked * wb;
+  return static_cast<double>(w.acked * wb) * 1e3 / static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
+}
+
+// publish -> commit ack, one record in flight.
+std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
+                                              std::uint64_t* elapsed) {
+  const auto payload = make_payload(bytes);
+  std::vector<std::uint64_t> samples;
+  samples.reserve(static_cast<std::size_t>(iters));
+  fabric::BackoffIdle idle;
+  bool acked = false;
+  PublishStatus status = PublishStatus::ok;
+  std::uint64_t t1 = 0;
+  const std::uint64_t start = now_ns();
+  for (int i = 0; i < iters + warmup; ++i) {
+    acked = false;
+    std::uint64_t t0 = 0;
+    client::ErrorCode e;
+    // The tail's ack can come before the head returns ring space: a
+    // back-pressured publish waits (outside the measurement) and retries.
+    while ((t0 = now_ns(), e = pub.publish_to(0, payload, [&](const PublishResult& r) {
+              t1 = now_ns();
+              status = r.status;
+              acked = true;
+            })) == client::ErrorCode::backpressure) {
+      idle.idle(pub.poll());
+    }
+    if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
+    idle.reset();
+    while (!acked) idle.idle(pub.poll());
+    if (status != PublishStatus::ok) throw Fail{"publish refused: " + std::string(chain::wire::to_string(status))};
+    if (i >= warmup) samples.push_back(t1 - t0);
+  }
+  *elapsed = now_ns() - start;
+  return samples;
+}
+
+// publish -> delivery to a subscriber of the tail on another thread, one
+// record in flight (the next is published once this one was both delivered
+// and acknowledged). Latency from the record's own timestamp (the publisher's
+// wall clock, same host) to the subscriber's wall clock on receipt.
+std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes, const std::string& channel,
+                                            const std::string& provider, int sub_cpu, std::uint32_t bytes, int iters,
+                                            int warmup, std::uint64_t* elapsed) {
+  SubscriberOptions so;
+  so.provider = provider;
+  so.start = Start::latest;
+  auto sub = Subscriber::create(routes, channel, so);
+  if (!sub) throw Fail{"subscriber: " + sub.error().message};
+  std::atomic<std::uint64_t> delivered{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::uint64_t> lat;
+  lat.reserve(static_cast<std::size_t>(iters + warmup) + 16);
+  // The subscriber thread owns `sub` and `lat` until joined.
+  std::thread t([&] {
+    pin_self(sub_cpu);
+    fabric::BackoffIdle idle;
+    while (!stop.load(std::memory_order_relaxed)) {
+      idle.idle(sub.value()->poll([&](const Message& m) {
+        lat.push_back(chain::wall_clock_ns() - m.timestamp_ns);
+        delivered.fetch_add(1, std::memory_order_release);
+      }));
+    }
+  });
+  const auto payload = make_payload(bytes);
+  fabric::BackoffIdle idle;
+  bool acked = false;
+  const std::uint64_t start = now_ns();
+  std::string error;
+  // The subscriber starts at the end of the partition once its connection is
+  // up: keep publishing until it sees records, then count from there.
+  std::uint64_t base = 0;
+  const std::uint64_t connect_deadline = now_ns() + 5'000'000'000ull;
+  for (int counted = -1; counted < iters + warmup;) {
+    acked = false;
+    client::ErrorCode e;
+    while ((e = pub.publish_to(0, payload, [&](const PublishResult&) { acked = true; })) ==
+           client::ErrorCode::backpressure) {
+      idle.idle(pub.poll());
+    }
+    if (e != client::ErrorCode::ok) {
+      error = "publish: " + std::string(client::to_string(e));
+      break;
+    }
+    idle.reset();
+    const std::uint64_t deadline = now_ns() + 2'000'000'000ull;
+    while (!acked || (counted >= 0 && delivered.load(std::memory_order_acquire) < base + counted + 1)) {
+      idle.idle(pub.poll());
+      if (now_ns() > deadline) break;
+    }
+    if (counted < 0) {
+      if (delivered.load(std::memory_order_acquire) > 0) {
+        // Connected. Warm the subscriber's ring (a lap of it, for the
+        // reason warm_log() gives), then let everything drain.
+        (void)throughput(pub, 64u << 10, 60.0, SubscriberOptions{}.ring_bytes / (64u << 10) * 5 / 4 + 1);
+        for (std::uint64_t seen = ~0ull; seen != delivered.load(std::memory_order_acquire);) {
+          seen = delivered.load(std::memory_order_acquire);
+          std::this_thread::sleep_for(50ms);
+        }
+        base = delivered.load(std::memory_order_acquire);
+        counted = 0;
+      } else if (now_ns() > connect_deadline) {
+        error = "the subscriber received nothing in 5 s";
+        break;
+      }
+    } else if (delivered.load(std::memory_order_acquire) < base + counted + 1) {
+      error = "a record was not delivered within 2 s";
+      break;
+    } else {
+      ++counted;
+    }
+  }
+  *elapsed = now_ns() - start;
+  stop = true;
+  t.join();
+  if (!error.empty()) throw Fail{error};
+  const std::size_t skip = static_cast<std::size_t>(base) + static_cast<std::size_t>(warmup);
+  if (lat.size() <= skip) return {};
+  return {lat.begin() + static_cast<std::ptrdiff_t>(skip), lat.end()};
+}
+
+}  // namespace catena::cli::bench_detail

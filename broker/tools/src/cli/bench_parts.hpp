@@ -1,0 +1,94 @@
+// The parts of `catena bench` (bench.cpp runs them): placement and the
+// floor (bench_placement.cpp), the catena measurements (bench_measure.cpp).
+// Private to the CLI.
+#pragma once
+
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/routes.hpp>
+
+#include <sched.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace catena::cli::bench_detail {
+
+// --- placement and the floor (bench_placement.cpp) ---------------------------
+
+// Where the client thread(s) and each chain position run. -1: unpinned.
+struct Placement {
+  std::string mode;
+  int cpus = 1;
+  int client_cpu = -1;
+  std::vector<int> stage_cpu;  // by chain position, head first
+
+  [[nodiscard]] std::string describe() const {
+    auto cpu = [](int c) { return c < 0 ? std::string("any") : "cpu" + std::to_string(c); };
+    std::string s = mode + ": client threads " + cpu(client_cpu);
+    for (std::size_t i = 0; i < stage_cpu.size(); ++i) {
+      const char* role = i == 0 ? "head" : i + 1 == stage_cpu.size() ? "tail" : "middle";
+      s += ", " + std::string(role) + " " + cpu(stage_cpu[i]);
+    }
+    return s + "; controller unpinned";
+  }
+};
+
+int usable_cpus();
+// Other work on the machine skews every figure here: say how busy it was.
+double load_average();
+std::string cpu_model();
+// none:   the scheduler places everything.
+// spread: client on cpu0, chain position i on cpu (i+1) mod N.
+// split:  client on cpu0, every broker on the other core(s).
+std::optional<Placement> plan_placement(const std::string& mode, int replicas);
+// Pins every thread of a process; threads it starts later inherit the mask.
+bool pin_process(pid_t pid, int cpu);
+// The mask this process started with: what "unpinned" means here.
+const cpu_set_t& initial_mask();
+// Pins the calling thread, or (cpu < 0) lets it run anywhere again.
+void pin_self(int cpu);
+
+// Process 0 is the client; 1..stages are the chain positions. `route` lists
+// the processes the token visits after leaving the client and ends with 0.
+// A token is (round << 8 | index in route of its receiver).
+struct FloorShape {
+  const char* name;
+  std::vector<int> route;
+};
+
+// Round trips in ns (warm-up excluded); empty on failure.
+std::vector<std::uint64_t> measure_floor(const FloorShape& shape, int stages, const Placement& place, int iters,
+                                         int warmup);
+
+// --- catena measurements (bench_measure.cpp) ---------------------------------
+
+struct Fail {
+  std::string what;
+};
+
+struct Throughput {
+  std::uint64_t acked = 0;
+  std::uint64_t elapsed_ns = 0;
+  std::vector<std::uint64_t> ack_ns;
+};
+
+std::vector<std::byte> make_payload(std::uint32_t bytes);
+// Keeps the pipeline full for `seconds` (or until `max_records` were acked,
+// if not 0), then waits for the last acks.
+Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records = 0);
+// One lap through every segment slot of a channel's log (first touches of
+// its pages are page faults a long-running broker pays once). MB/s of it.
+double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint64_t* bytes_out);
+// publish -> commit ack, one record in flight.
+std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
+                                              std::uint64_t* elapsed);
+// publish -> delivery to a subscriber of the tail on another thread.
+std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes, const std::string& channel,
+                                            const std::string& provider, int sub_cpu, std::uint32_t bytes, int iters,
+                                            int warmup, std::uint64_t* elapsed);
+
+}  // namespace catena::cli::bench_detail

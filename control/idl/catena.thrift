@@ -226,6 +226,14 @@ service Controller {
   // chain has already been reconfigured, go there.
   void reportFailure(1: FailureReport report) throws (1: CatenaError err),
 
+  // An operator's decision: the partition's remaining replicas are gone for
+  // good (every node still in its chain is DEAD: the kept last member of
+  // registerNode above, which will never come back). Empties the chain; it
+  // is rebuilt above every offset ever handed out, and clients are told
+  // which offsets were lost (data_lost). INVALID_ARGUMENT, changing nothing,
+  // while any member of the chain is not DEAD. Returns the emptied route.
+  PartitionRoute declarePartitionLost(1: string channel, 2: i32 partition) throws (1: CatenaError err),
+
   ClusterStatus clusterStatus() throws (1: CatenaError err),
 
   // Subscriber-group progress: offset is the next record the group will

@@ -2,6 +2,7 @@
 // and pushes live in controller_maintenance.cpp.
 #include <fmt/format.h>
 #include <algorithm>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <catena/control/controller.hpp>
@@ -387,6 +388,42 @@ Result<void> Controller::report_failure(const idl::FailureReport& report) {
           report.channel.empty() ? std::string() : fmt::format(" on {}/{}", report.channel, report.partition),
           report.reason));
   return {};
+}
+
+Result<idl::PartitionRoute> Controller::declare_partition_lost(const std::string& channel,
+                                                              std::int32_t partition) {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  auto route = route_locked(channel, partition);
+  if (!route) return route.error();
+  const idl::PartitionRoute& current = **route;
+  if (current.replicas.empty()) return current;  // already emptied: it is being rebuilt
+  for (const auto& r : current.replicas) {
+    const auto* node = node_locked(r.node_id);
+    if (node != nullptr && !node->dead && node->node_epoch == r.node_epoch) {
+      return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                        fmt::format("{}/{}: {} holds it and is not DEAD; a partition is declared lost only when "
+                                    "every member of its chain is (see `catena status`)",
+                                    channel, partition, r.node_id));
+    }
+  }
+  idl::PartitionRoute next = current;
+  next.__set_epoch(current.epoch + 1);
+  next.replicas.clear();
+  for (const auto& j : next.joining) {
+    if (const auto* n = node_locked(j.node_id); n != nullptr && !n->dead) {
+      fences_.push_back(FenceJob{BrokerTarget{j.node_id, n->info.admin_addr}, channel, partition, next.epoch});
+    }
+  }
+  next.joining.clear();
+  meta::MetaRecord record;
+  record.__set_put_routes({next});
+  if (auto r = store_->commit(record); !r) return r.error();
+  std::vector<std::string> was;
+  for (const auto& r : current.replicas) was.push_back(r.node_id);
+  spdlog::error("{}/{}: declared lost by an operator (its chain was [{}]); rebuilt above offset {}", channel,
+                partition, fmt::join(was, " -> "), high_water_locked(channel, partition));
+  return next;
 }
 
 Result<idl::ClusterStatus> Controller::cluster_status() const {

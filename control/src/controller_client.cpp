@@ -113,6 +113,15 @@ Result<void> ControllerClient::report_failure(const idl::FailureReport& report) 
   return call([&](idl::ControllerClient& c) { c.reportFailure(report); });
 }
 
+Result<idl::PartitionRoute> ControllerClient::declare_partition_lost(const std::string& channel,
+                                                                    std::int32_t partition) {
+  idl::PartitionRoute out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.declarePartitionLost(out, channel, partition); }); !r) {
+    return r.error();
+  }
+  return out;
+}
+
 Result<idl::ClusterStatus> ControllerClient::cluster_status() {
   idl::ClusterStatus out;
   if (auto r = call([&](idl::ControllerClient& c) { c.clusterStatus(out); }); !r) return r.error();

@@ -38,6 +38,9 @@ class Handler final : public idl::ControllerIf {
   void reportFailure(const idl::FailureReport& report) override {
     if (auto r = c_.report_failure(report); !r) throw r.error().to_thrift();
   }
+  void declarePartitionLost(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition) override {
+    out = value_or_throw(c_.declare_partition_lost(channel, partition));
+  }
   void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c_.cluster_status()); }
   void commitOffset(const std::string& group, const std::string& channel, std::int32_t partition,
                     std::int64_t offset) override {

@@ -614,3 +614,44 @@ TEST_F(Repair, NodeThatAnswersProbesButWhoseHeartbeatsNeverArriveIsEvicted) {
 
 }  // namespace
 }  // namespace catena::control
+
+namespace catena::control {
+namespace {
+
+// Issue 8: a partition whose last replica never comes back. The controller
+// keeps the dead node as the chain (the partition is unavailable, never
+// reset); an operator declares it lost, and only then is it rebuilt, above
+// every offset ever handed out. Refused while any member is not DEAD.
+TEST_F(Repair, OperatorDeclaresAPartitionLostWhoseLastReplicaNeverReturns) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("solo", 1, 1)).ok());
+  ASSERT_EQ(chain_of(route("solo")), (Ids{id("d")}));
+  nodes_["d"].broker->set_end_offset("solo", 0, 1000);
+  run_for(200ms);
+
+  auto refused = controller_->declare_partition_lost("solo", 0);
+  ASSERT_FALSE(refused.ok()) << "declared lost while its replica is alive";
+  EXPECT_EQ(refused.error().code, idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(route("solo").epoch, 1) << "a refused declaration changed the route";
+  auto unknown = controller_->declare_partition_lost("nope", 0);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code, idl::ErrorCode::UNKNOWN_CHANNEL);
+
+  kill_broker("d");
+  run_for(2000ms, {"d"});
+  ASSERT_EQ(state_of("d"), idl::NodeState::DEAD);
+  ASSERT_EQ(chain_of(route("solo")), (Ids{id("d")})) << "the last replica left the chain before anyone said so";
+
+  auto lost = controller_->declare_partition_lost("solo", 0);
+  ASSERT_TRUE(lost.ok()) << lost.error().describe();
+  EXPECT_TRUE(lost->replicas.empty());
+  EXPECT_EQ(lost->epoch, 2);
+  run_for(500ms, {"d"});
+  const auto r = route("solo");
+  EXPECT_EQ(r.epoch, 3) << "2: emptied by the operator, 3: rebuilt";
+  ASSERT_EQ(r.replicas.size(), 1u);
+  EXPECT_NE(r.replicas[0].node_id, id("d"));
+  EXPECT_EQ(r.start_offset, std::int64_t{1} << 32) << "not above every offset handed out";
+}
+
+}  // namespace
+}  // namespace catena::control

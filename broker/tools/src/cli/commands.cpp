@@ -139,6 +139,16 @@ int channel_describe(const Common& c, const std::string& name) {
   return 0;
 }
 
+int partition_declare_lost(const Common& c, const std::string& channel, std::int32_t partition) {
+  control::ControllerClient client(client_options(c));
+  auto r = client.declare_partition_lost(channel, partition);
+  if (!r) return fail("partition declare-lost " + channel, r.error().describe());
+  std::printf("%s/%d declared lost at epoch %lld: it is rebuilt above offset %lld as nodes allow\n", channel.c_str(),
+              partition, static_cast<long long>(r->epoch),
+              static_cast<long long>(r->start_offset));
+  return 0;
+}
+
 int cluster_status(const Common& c) {
   control::ControllerClient client(client_options(c));
   auto r = client.cluster_status();

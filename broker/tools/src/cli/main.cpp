@@ -73,6 +73,19 @@ int main(int argc, char** argv) {
   auto* describe = channel->add_subcommand("describe", "show a channel's partitions and chains");
   describe->add_option("name", describe_name, "channel name")->required();
 
+  // partitions -------------------------------------------------------------------
+  auto* partition = app.add_subcommand("partition", "operator actions on one partition");
+  partition->require_subcommand(1);
+  std::string lost_channel;
+  std::int32_t lost_partition = 0;
+  bool lost_yes = false;
+  auto* declare_lost = partition->add_subcommand(
+      "declare-lost", "give up a partition whose every replica is DEAD for good: it is rebuilt empty above every "
+                      "offset ever handed out, and its subscribers are told which offsets were lost");
+  declare_lost->add_option("channel", lost_channel, "channel")->required();
+  declare_lost->add_option("partition", lost_partition, "partition")->required()->check(CLI::NonNegativeNumber);
+  declare_lost->add_flag("--yes", lost_yes, "confirm: the records it held are gone")->required();
+
   // data -------------------------------------------------------------------------
   PublishOptions pub;
   auto* publish = app.add_subcommand("publish", "publish stdin, one record per line; prints offsets");
@@ -110,6 +123,7 @@ int main(int argc, char** argv) {
   if (create->parsed()) return channel_create(common, spec);
   if (list->parsed()) return channel_list(common);
   if (describe->parsed()) return channel_describe(common, describe_name);
+  if (declare_lost->parsed()) return partition_declare_lost(common, lost_channel, lost_partition);
   if (publish->parsed()) return publish_stdin(common, pub);
   if (subscribe->parsed()) return subscribe_stdout(common, sub);
   if (status->parsed()) return cluster_status(common);

@@ -134,6 +134,9 @@ class Controller {
   [[nodiscard]] Result<idl::PartitionRoute> get_route(const std::string& channel, std::int32_t partition,
                                                       std::int64_t known_epoch) const;
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
+  // See declarePartitionLost in catena.thrift.
+  [[nodiscard]] Result<idl::PartitionRoute> declare_partition_lost(const std::string& channel,
+                                                                   std::int32_t partition);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status() const;
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);

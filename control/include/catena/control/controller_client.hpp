@@ -53,6 +53,8 @@ class ControllerClient {
   [[nodiscard]] Result<idl::PartitionRoute> get_route(const std::string& channel, std::int32_t partition,
                                                       std::int64_t known_epoch = 0);
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
+  [[nodiscard]] Result<idl::PartitionRoute> declare_partition_lost(const std::string& channel,
+                                                                   std::int32_t partition);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status();
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);

@@ -302,6 +302,32 @@ class Failover : public ::testing::Test {
     mark_id_.store(next_id_.load() + 1);
   }
 
+  // For the network-cut tests: a namespace (with a second veth pair if
+  // asked) in *out, or the test skipped (failed under
+  // CATENA_REQUIRE_NETNS=1). Call from SetUp() and return if *out is null.
+  static void open_netns(bool second_link, std::unique_ptr<testing::NetnsLink>* out) {
+    std::string why;
+    auto netns = testing::NetnsLink::create(&why);
+    if (!netns) {
+      const char* require = std::getenv("CATENA_REQUIRE_NETNS");
+      if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_NETNS=1: " << why;
+      GTEST_SKIP() << "needs a network namespace (root and iproute2): " << why;
+    }
+    if (second_link) {
+      ASSERT_TRUE(netns->add_second_link(&why)) << why;
+    }
+    *out = std::move(netns);
+  }
+
+  std::optional<control::idl::NodeStatus> status_of(const std::string& node_id) {
+    auto st = admin_->cluster_status();
+    if (!st.ok()) return std::nullopt;
+    for (const auto& n : st->nodes) {
+      if (n.info.node_id == node_id) return n;
+    }
+    return std::nullopt;
+  }
+
   std::unique_ptr<LocalCluster> cluster_;
   std::unique_ptr<control::ControllerClient> admin_;
   HistoryChecker history_{2};
@@ -493,13 +519,8 @@ class NetworkCut : public Failover {
   virtual std::size_t isolated() const { return 1; }
 
   void SetUp() override {
-    std::string why;
-    netns_ = testing::NetnsLink::create(&why);
-    if (!netns_) {
-      const char* require = std::getenv("CATENA_REQUIRE_NETNS");
-      if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_NETNS=1: " << why;
-      GTEST_SKIP() << "needs a network namespace (root and iproute2): " << why;
-    }
+    open_netns(/*second_link=*/false, &netns_);
+    if (!netns_) return;
     ClusterOptions o = default_options();
     o.provider = "soft:tcp";
     o.host = netns_->host_addr();
@@ -515,15 +536,6 @@ class NetworkCut : public Failover {
   void TearDown() override {
     Failover::TearDown();  // stops and reaps every broker, the isolated one included
     netns_.reset();
-  }
-
-  std::optional<control::idl::NodeStatus> status_of(const std::string& node_id) {
-    auto st = admin_->cluster_status();
-    if (!st.ok()) return std::nullopt;
-    for (const auto& n : st->nodes) {
-      if (n.info.node_id == node_id) return n;
-    }
-    return std::nullopt;
   }
 
   static bool in_chain(const control::idl::PartitionRoute& route, const std::string& node_id) {
@@ -668,13 +680,8 @@ TEST_F(NetworkCutHead, HeadCutOffThenHealed) {
 class ControllerCut : public Failover {
  protected:
   void SetUp() override {
-    std::string why;
-    netns_ = testing::NetnsLink::create(&why);
-    if (!netns_) {
-      const char* require = std::getenv("CATENA_REQUIRE_NETNS");
-      if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_NETNS=1: " << why;
-      GTEST_SKIP() << "needs a network namespace (root and iproute2): " << why;
-    }
+    open_netns(/*second_link=*/false, &netns_);
+    if (!netns_) return;
     ClusterOptions o = default_options();
     o.host = netns_->host_addr();
     o.controller_launch = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr(), {}, {}};
@@ -807,14 +814,8 @@ TEST_F(LastCopyCut, OnlyReplicaCutOffThenHealedComesBackWithItsData) {
 class ChainCut : public Failover {
  protected:
   void SetUp() override {
-    std::string why;
-    netns_ = testing::NetnsLink::create(&why);
-    if (!netns_) {
-      const char* require = std::getenv("CATENA_REQUIRE_NETNS");
-      if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_NETNS=1: " << why;
-      GTEST_SKIP() << "needs a network namespace (root and iproute2): " << why;
-    }
-    ASSERT_TRUE(netns_->add_second_link(&why)) << why;
+    open_netns(/*second_link=*/true, &netns_);
+    if (!netns_) return;
     ClusterOptions o = default_options();
     o.nodes = 6;
     o.host = netns_->host_addr();
@@ -829,15 +830,6 @@ class ChainCut : public Failover {
   void TearDown() override {
     Failover::TearDown();
     netns_.reset();
-  }
-
-  std::optional<control::idl::NodeStatus> status_of(const std::string& node_id) {
-    auto st = admin_->cluster_status();
-    if (!st.ok()) return std::nullopt;
-    for (const auto& n : st->nodes) {
-      if (n.info.node_id == node_id) return n;
-    }
-    return std::nullopt;
   }
 
   std::unique_ptr<testing::NetnsLink> netns_;
@@ -907,14 +899,8 @@ TEST_F(ChainCut, ChainCutOffFromTheControllerKeepsItsLastMemberAndComesBackWithI
 class DataPlaneCut : public Failover {
  protected:
   void SetUp() override {
-    std::string why;
-    netns_ = testing::NetnsLink::create(&why);
-    if (!netns_) {
-      const char* require = std::getenv("CATENA_REQUIRE_NETNS");
-      if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_NETNS=1: " << why;
-      GTEST_SKIP() << "needs a network namespace (root and iproute2): " << why;
-    }
-    ASSERT_TRUE(netns_->add_second_link(&why)) << why;
+    open_netns(/*second_link=*/true, &netns_);
+    if (!netns_) return;
     ClusterOptions o = default_options();
     o.provider = "soft:tcp";
     o.host = netns_->host_addr();
@@ -930,15 +916,6 @@ class DataPlaneCut : public Failover {
   void TearDown() override {
     Failover::TearDown();
     netns_.reset();
-  }
-
-  std::optional<control::idl::NodeStatus> status_of(const std::string& node_id) {
-    auto st = admin_->cluster_status();
-    if (!st.ok()) return std::nullopt;
-    for (const auto& n : st->nodes) {
-      if (n.info.node_id == node_id) return n;
-    }
-    return std::nullopt;
   }
 
   std::unique_ptr<testing::NetnsLink> netns_;

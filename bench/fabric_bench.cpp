@@ -4,13 +4,12 @@
 // figures with floors come from catena-perf.
 //   catena-fabric-bench                       soft provider (same-host: shm)
 //   CATENA_PROVIDER=soft:tcp catena-fabric-bench
-#include <catena/fabric/fabric.hpp>
-
 #include <benchmark/benchmark.h>
-
 #include <cstdlib>
 #include <future>
 #include <string>
+
+#include <catena/fabric/fabric.hpp>
 
 namespace catena::fabric {
 namespace {
@@ -103,7 +102,8 @@ BENCHMARK(BM_Read)->RangeMultiplier(8)->Range(8, 1 << 20);
 
 void BM_SendRecv(benchmark::State& state) {
   auto& p = pair();
-  const auto bytes = static_cast<std::uint32_t>(std::min<std::int64_t>(state.range(0), p.a->caps().max_send_size));
+  const auto bytes =
+      static_cast<std::uint32_t>(std::min<std::int64_t>(state.range(0), p.a->caps().max_send_size));
   Completion c;
   for (auto _ : state) {
     if (p.b->post_recv(1, {p.rbuf.get(), 0, 4096}) != Errc::ok ||

@@ -4,13 +4,12 @@
 // validating it, and returning credit. What the publisher, the head and a
 // subscriber each spend per record on the ring itself, without the fabric.
 //   catena-frame-ring-bench [--benchmark_filter=...]
-#include <catena/chain/frame_ring.hpp>
-#include <catena/chain/record.hpp>
-
 #include <benchmark/benchmark.h>
-
 #include <cstring>
 #include <vector>
+
+#include <catena/chain/frame_ring.hpp>
+#include <catena/chain/record.hpp>
 
 namespace catena::chain {
 namespace {
@@ -93,7 +92,8 @@ void BM_FrameRingBookkeeping(benchmark::State& state) {
       return true;
     };
     std::uint32_t pos = 0;
-    while (lay.place_st(fbytes, pad, &pos) == RingStatus::ok) write_frame(b.bytes() + pos, RecordHeader{}, payload);
+    while (lay.place_st(fbytes, pad, &pos) == RingStatus::ok)
+      write_frame(b.bytes() + pos, RecordHeader{}, payload);
   }
   auto no_pad = [](std::uint32_t, const RecordHeader&) { return true; };
   std::uint64_t frames = 0;

@@ -3,7 +3,7 @@
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 PKGS=(
-  build-essential cmake ninja-build pkg-config git clang
+  build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
   thrift-compiler libthrift-dev libssl-dev libboost-dev libevent-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine:
-#   1. install packages, 2. build (-Werror) and run every test with ctest,
+#   1. install packages, check the format (clang-format),
+#   2. build (-Werror) and run every test with ctest,
 #   3. build with ASan+UBSan and run the tests again; build with Clang
 #      (-Wthread-safety -Werror) and ThreadSanitizer and run them once more,
 #   4. boot the soft-RoCE VM and run the verbs provider's conformance suite,
@@ -24,6 +25,7 @@ stage() {  # stage NAME COMMAND...
   else results+=("FAIL $name ($(( $(date +%s) - t0 ))s)"); failed=$((failed + 1)); fi
 }
 
+stage "format (clang-format)" ci/format-check.sh
 stage "build" ci/build.sh
 stage "ctest" ctest --test-dir build --output-on-failure --timeout 600 -j1
 stage "build (asan+ubsan)" env BUILD_DIR=build-asan ci/build.sh -DCATENA_SANITIZE=ON -DCATENA_BUILD_BENCH=OFF

@@ -5,24 +5,24 @@
 // The tool forks: the child is the responder (pinned to CPU 1), the parent
 // the initiator (CPU 0). The responder reflects every WRITE WITH IMMEDIATE:
 // the immediate carries a command in its top 4 bits and a length below.
-#include "floors.hpp"
-#include "stats.hpp"
-
-#include <catena/fabric/fabric.hpp>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <sys/wait.h>
 #include <thread>
 #include <vector>
+
+#include <catena/fabric/fabric.hpp>
+
+#include "floors.hpp"
+#include "stats.hpp"
 
 namespace catena::bench {
 namespace {
@@ -115,10 +115,12 @@ void responder(const Options& o, const std::string& spec, int addr_pipe) {
   std::uint32_t n = static_cast<std::uint32_t>(a.size());
   if (write(addr_pipe, &n, 4) != 4 || write(addr_pipe, a.data(), n) != static_cast<ssize_t>(n)) die("pipe");
   auto ep = must(listener->accept(std::chrono::milliseconds(30000)), "accept");
-  auto region = must(provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
+  auto region =
+      must(provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
   auto scratch = must(provider->allocate(4096, fabric::kLocalWrite), "allocate");
   RemoteRegion peer = swap_regions(*ep, *scratch, region->remote());
-  for (std::uint32_t i = 0; i < kRecvDepth; ++i) must_post(ep->post_recv(i, {scratch.get(), 1024, 64}), "recv");
+  for (std::uint32_t i = 0; i < kRecvDepth; ++i)
+    must_post(ep->post_recv(i, {scratch.get(), 1024, 64}), "recv");
   for (;;) {
     Completion c = wait_one(*ep, true);
     must_post(ep->post_recv(c.wr_id, {scratch.get(), 1024, 64}), "recv");
@@ -193,7 +195,9 @@ double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds) {
   return static_cast<double>(done_bytes) * 8.0 / static_cast<double>(t1 - t0);
 }
 
-bool is_verbs(const std::string& spec) { return spec.rfind("verbs:", 0) == 0; }
+bool is_verbs(const std::string& spec) {
+  return spec.rfind("verbs:", 0) == 0;
+}
 
 std::string floor_kind(const std::string& spec) {
   if (is_verbs(spec)) return "ib_write_lat";
@@ -263,15 +267,25 @@ void run_provider(const Options& o, const std::string& spec) {
     Percentiles p = latency(s, bytes, o.iters);
     double ratio = floor.p50 ? static_cast<double>(p.p50) / static_cast<double>(floor.p50) : 0.0;
     if (o.json) {
-      nlohmann::json j{{"provider", spec},   {"op", "write_imm_rtt"},    {"bytes", bytes},
-                       {"iters", p.count},   {"p50_ns", p.p50},          {"p99_ns", p.p99},
-                       {"p999_ns", p.p999},  {"max_ns", p.max},          {"floor", floor_kind(spec)},
-                       {"floor_p50_ns", floor.p50}, {"floor_p99_ns", floor.p99}, {"ratio_p50", ratio},
-                       {"cores", cores},     {"pinning", pinning}};
+      nlohmann::json j{{"provider", spec},
+                       {"op", "write_imm_rtt"},
+                       {"bytes", bytes},
+                       {"iters", p.count},
+                       {"p50_ns", p.p50},
+                       {"p99_ns", p.p99},
+                       {"p999_ns", p.p999},
+                       {"max_ns", p.max},
+                       {"floor", floor_kind(spec)},
+                       {"floor_p50_ns", floor.p50},
+                       {"floor_p99_ns", floor.p99},
+                       {"ratio_p50", ratio},
+                       {"cores", cores},
+                       {"pinning", pinning}};
       std::cout << j.dump() << std::endl;
     } else {
-      std::printf("%-10s write_imm round trip %7u B: p50 %8.2f us  p99 %8.2f us  p99.9 %8.2f us  max %9.2f us\n",
-                  spec.c_str(), bytes, p.p50 / 1e3, p.p99 / 1e3, p.p999 / 1e3, p.max / 1e3);
+      std::printf(
+          "%-10s write_imm round trip %7u B: p50 %8.2f us  p99 %8.2f us  p99.9 %8.2f us  max %9.2f us\n",
+          spec.c_str(), bytes, p.p50 / 1e3, p.p99 / 1e3, p.p999 / 1e3, p.max / 1e3);
       std::printf("%-10s floor (%s): p50 %8.2f us  p99 %8.2f us  -> fabric/floor p50 = %.2fx\n", spec.c_str(),
                   floor_kind(spec).c_str(), floor.p50 / 1e3, floor.p99 / 1e3, ratio);
     }
@@ -279,8 +293,8 @@ void run_provider(const Options& o, const std::string& spec) {
   for (std::uint32_t bytes : o.bw_sizes) {
     double gbps = bandwidth_gbps(s, bytes, o.bw_seconds);
     if (o.json) {
-      nlohmann::json j{{"provider", spec}, {"op", "write_bw"}, {"bytes", bytes},     {"gbps", gbps},
-                       {"cores", cores},   {"pinning", pinning}};
+      nlohmann::json j{{"provider", spec}, {"op", "write_bw"}, {"bytes", bytes},
+                       {"gbps", gbps},     {"cores", cores},   {"pinning", pinning}};
       std::cout << j.dump() << std::endl;
     } else {
       std::printf("%-10s write bandwidth %9u B: %8.2f Gb/s\n", spec.c_str(), bytes, gbps);
@@ -306,9 +320,13 @@ int main(int argc, char** argv) {
   app.add_option("--provider", o.providers,
                  "provider spec(s): soft, soft:shm, soft:tcp, verbs:<dev> (default: soft and soft:tcp)");
   app.add_option("--addr", o.addr, "IP address the responder listens on")->capture_default_str();
-  app.add_option("--iters", o.iters, "latency round trips per size")->capture_default_str()->check(CLI::Range(100, 10000000));
-  app.add_option("--lat-sizes", o.lat_sizes, "latency message sizes in bytes")->check(CLI::Range(1u, 1u << 20));
-  app.add_option("--bw-sizes", o.bw_sizes, "bandwidth message sizes in bytes")->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--iters", o.iters, "latency round trips per size")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 10000000));
+  app.add_option("--lat-sizes", o.lat_sizes, "latency message sizes in bytes")
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--bw-sizes", o.bw_sizes, "bandwidth message sizes in bytes")
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--bw-seconds", o.bw_seconds, "seconds per bandwidth size")->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
   app.add_option("--ib-gid-index", o.ib_gid_index,

@@ -1,22 +1,22 @@
 #include "floors.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sstream>
 #include <stdexcept>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <vector>
 
@@ -59,9 +59,9 @@ void full_write(int fd, const char* buf, int n) {
 }  // namespace
 
 std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
 }
 
 void pin_to_cpu(int cpu) {
@@ -204,7 +204,7 @@ std::string collect(pid_t pid, int fd, int* status) {
 bool ib_write_lat_floor(const std::string& device, int gid_index, int iters, int bytes, DeviceFloor* out,
                         std::string* error) {
   const std::string port = std::to_string(20000 + getpid() % 20000);
-  std::vector<std::string> args{"ib_write_lat", "-d", device, "-s", std::to_string(bytes), "-n",
+  std::vector<std::string> args{"ib_write_lat",        "-d", device, "-s", std::to_string(bytes), "-n",
                                 std::to_string(iters), "-p", port};
   if (gid_index >= 0) args.insert(args.end(), {"-x", std::to_string(gid_index)});
   // The server waits for the client on its out-of-band TCP port.

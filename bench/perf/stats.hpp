@@ -16,7 +16,9 @@ inline Percentiles percentiles(std::vector<std::uint64_t> v) {
   Percentiles p;
   if (v.empty()) return p;
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
+  };
   p.p50 = at(0.50);
   p.p99 = at(0.99);
   p.p999 = at(0.999);

@@ -4,12 +4,18 @@ namespace catena::chain {
 
 std::string_view to_string(RingStatus s) noexcept {
   switch (s) {
-    case RingStatus::ok: return "ok";
-    case RingStatus::full: return "ring full: wait for credit";
-    case RingStatus::pad_failed: return "the pad to the ring's end could not be written";
-    case RingStatus::empty_frame: return "empty frame: a frame holds at least a record header";
-    case RingStatus::bad_frame_size: return "frame size is not a multiple of 8 or shorter than a record header";
-    case RingStatus::frame_too_large: return "frame larger than the ring takes";
+    case RingStatus::ok:
+      return "ok";
+    case RingStatus::full:
+      return "ring full: wait for credit";
+    case RingStatus::pad_failed:
+      return "the pad to the ring's end could not be written";
+    case RingStatus::empty_frame:
+      return "empty frame: a frame holds at least a record header";
+    case RingStatus::bad_frame_size:
+      return "frame size is not a multiple of 8 or shorter than a record header";
+    case RingStatus::frame_too_large:
+      return "frame larger than the ring takes";
   }
   return "unknown ring status";
 }

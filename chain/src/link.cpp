@@ -1,8 +1,8 @@
-#include <catena/chain/link.hpp>
-
 #include <algorithm>
 #include <cstring>
 #include <thread>
+
+#include <catena/chain/link.hpp>
 
 namespace catena::chain {
 
@@ -44,7 +44,8 @@ fabric::Result<std::unique_ptr<Link>> Link::create(fabric::Provider& provider,
 
 fabric::Result<std::unique_ptr<Link>> Link::accept(fabric::Listener& listener, Buffers& buffers,
                                                    std::chrono::milliseconds timeout) {
-  if (!buffers.ready()) return fabric::make_error(fabric::Errc::invalid_argument, "Link::accept without buffers");
+  if (!buffers.ready())
+    return fabric::make_error(fabric::Errc::invalid_argument, "Link::accept without buffers");
   std::uint32_t depth = 0;
   auto ep = listener.accept(timeout, [&](fabric::Endpoint& e) {
     depth = std::min(buffers.recv_depth, e.caps().recv_queue_depth);

@@ -1,11 +1,11 @@
-#include <catena/chain/partition_log.hpp>
-#include <catena/chain/producer_state.hpp>
-
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+
+#include <catena/chain/partition_log.hpp>
+#include <catena/chain/producer_state.hpp>
 
 namespace catena::chain {
 namespace {
@@ -86,7 +86,8 @@ AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::by
   if (payload.size() > kMaxRecordPayload || need + kFirstRecord + sizeof(RecordHeader) > cfg_.segment_bytes) {
     return AppendStatus::too_large;
   }
-  if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < need) seal_st(static_cast<std::uint32_t>(open_));
+  if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < need)
+    seal_st(static_cast<std::uint32_t>(open_));
   if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
   SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
   RecordHeader r = h;
@@ -99,7 +100,8 @@ AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::by
   return AppendStatus::ok;
 }
 
-std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame_bytes, AppendStatus* status) {
+std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame_bytes,
+                                     AppendStatus* status) {
   if (frame_bytes + kFirstRecord + sizeof(RecordHeader) > cfg_.segment_bytes) {
     *status = AppendStatus::too_large;
     return nullptr;
@@ -139,7 +141,8 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
   if (sh.generation != in.generation || in.state == SlotState::free) {
     if (sh.generation < in.generation) return ValidateStatus::out_of_order;
     // A new segment in this slot. It must continue the partition.
-    if (end_offset_ != 0 && sh.base_offset != end_offset_ && generation_ != 0) return ValidateStatus::out_of_order;
+    if (end_offset_ != 0 && sh.base_offset != end_offset_ && generation_ != 0)
+      return ValidateStatus::out_of_order;
     if (open_ >= 0 && open_ != static_cast<int>(slot)) return ValidateStatus::out_of_order;
     in = SlotInfo{};
     in.state = SlotState::open;
@@ -160,7 +163,8 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
   const std::uint64_t now = producers_ != nullptr ? clock_.now_ns() : 0;
   while (in.valid_end < end) {
     RecordHeader h;
-    if (check_frame(base + in.valid_end, end - in.valid_end, &h) != FrameCheck::ok) return ValidateStatus::corrupt;
+    if (check_frame(base + in.valid_end, end - in.valid_end, &h) != FrameCheck::ok)
+      return ValidateStatus::corrupt;
     if (h.flags & kFlagPad) return ValidateStatus::corrupt;
     if (h.offset != in.next_offset) return ValidateStatus::out_of_order;
     in.valid_end += static_cast<std::uint32_t>(frame_size(h.length));
@@ -238,8 +242,9 @@ Cursor PartitionLog::seek(std::uint64_t offset) const {
   for (std::uint32_t s = 0; s < slot_count(); ++s) {
     const SlotInfo& in = info_[s];
     if (in.state == SlotState::free || in.expired) continue;
-    const bool inside = offset >= in.base_offset &&
-                        (offset < in.next_offset || (offset == in.next_offset && in.state == SlotState::open));
+    const bool inside =
+        offset >= in.base_offset &&
+        (offset < in.next_offset || (offset == in.next_offset && in.state == SlotState::open));
     if (!inside) continue;
     std::uint32_t pos = kFirstRecord;
     std::uint64_t at = in.base_offset;

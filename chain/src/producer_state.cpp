@@ -1,6 +1,6 @@
-#include <catena/chain/producer_state.hpp>
-
 #include <algorithm>
+
+#include <catena/chain/producer_state.hpp>
 
 namespace catena::chain {
 
@@ -22,8 +22,8 @@ SeqDecision ProducerState::decide(std::uint64_t producer, std::uint64_t epoch, s
   return SeqDecision::duplicate_unknown;
 }
 
-void ProducerState::record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq, std::uint64_t offset,
-                           std::uint64_t now_ns) {
+void ProducerState::record(std::uint64_t producer, std::uint64_t epoch, std::uint64_t seq,
+                           std::uint64_t offset, std::uint64_t now_ns) {
   Entry& e = map_[producer];
   e.last_used_ns = std::max(e.last_used_ns, now_ns);
   if (epoch != e.epoch) {
@@ -35,7 +35,8 @@ void ProducerState::record(std::uint64_t producer, std::uint64_t epoch, std::uin
 }
 
 void ProducerState::touch(std::uint64_t producer, std::uint64_t now_ns) {
-  if (auto it = map_.find(producer); it != map_.end()) it->second.last_used_ns = std::max(it->second.last_used_ns, now_ns);
+  if (auto it = map_.find(producer); it != map_.end())
+    it->second.last_used_ns = std::max(it->second.last_used_ns, now_ns);
 }
 
 std::size_t ProducerState::expire(std::uint64_t cutoff_ns) {

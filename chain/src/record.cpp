@@ -1,6 +1,6 @@
-#include <catena/chain/record.hpp>
-
 #include <xxhash.h>
+
+#include <catena/chain/record.hpp>
 
 namespace catena::chain {
 

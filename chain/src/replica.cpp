@@ -1,12 +1,12 @@
 // Replica: chain links (forwarding, validation, commit propagation) and
 // reconfiguration. Client sessions are in sessions.cpp.
-#include "sessions.hpp"
-
-#include <catena/chain/replica.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+
+#include <catena/chain/replica.hpp>
+
+#include "sessions.hpp"
 
 namespace catena::chain {
 namespace {
@@ -38,8 +38,8 @@ fabric::Result<void> check_replica_config(const ReplicaConfig& cfg) {
   }
   if (cfg.log.segment_bytes < kMinSegmentBytes || cfg.log.segment_bytes > kMaxSegmentBytes ||
       cfg.log.segment_bytes % kSegmentAlignment != 0) {
-    return invalid("segment_bytes must be a multiple of " + n(kSegmentAlignment) + " in [" + n(kMinSegmentBytes) +
-                   ", " + n(kMaxSegmentBytes) + "], got " + n(cfg.log.segment_bytes));
+    return invalid("segment_bytes must be a multiple of " + n(kSegmentAlignment) + " in [" +
+                   n(kMinSegmentBytes) + ", " + n(kMaxSegmentBytes) + "], got " + n(cfg.log.segment_bytes));
   }
   if (cfg.channel.empty() || cfg.channel.size() > kMaxChannelNameLength) {
     return invalid("channel name must be 1.." + n(kMaxChannelNameLength) + " characters, got " +
@@ -47,7 +47,8 @@ fabric::Result<void> check_replica_config(const ReplicaConfig& cfg) {
   }
   for (const std::string* id : {&cfg.node_id, &cfg.predecessor_node, &cfg.successor_node}) {
     if (id->size() > kMaxNodeIdLength) {
-      return invalid("node id '" + id->substr(0, 160) + "' is longer than " + n(kMaxNodeIdLength) + " characters");
+      return invalid("node id '" + id->substr(0, 160) + "' is longer than " + n(kMaxNodeIdLength) +
+                     " characters");
     }
   }
   if (cfg.head_addr.size() > kMaxFabricAddressLength) {
@@ -127,7 +128,9 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
 
 // A tail with a joining successor forwards to it like any replica does:
 // forwarding follows the link, commit follows the role.
-bool Replica::wants_successor() const { return !succ_ && !cfg_.successor_addr.empty(); }
+bool Replica::wants_successor() const {
+  return !succ_ && !cfg_.successor_addr.empty();
+}
 
 wire::ReplicaHello Replica::successor_hello() const {
   CATENA_ST_CHECK(owner_);
@@ -178,8 +181,8 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
   w.end_offset = log_->end_offset();
   w.node_epoch = cfg_.node_epoch;
   const std::string_view from = wire::get_text(hello.from_node);
-  const bool named = from == cfg_.predecessor_node &&
-                     (cfg_.predecessor_node_epoch == 0 || hello.from_node_epoch == cfg_.predecessor_node_epoch);
+  const bool named = from == cfg_.predecessor_node && (cfg_.predecessor_node_epoch == 0 ||
+                                                       hello.from_node_epoch == cfg_.predecessor_node_epoch);
   // Compared in constant time: the answer must not tell how much matched.
   std::uint8_t differ = 0, any = 0;
   for (std::size_t i = 0; i < wire::kLinkSecretBytes; ++i) {
@@ -237,7 +240,8 @@ void Replica::tick() {
   if (tick_ns_ >= next_expiry_ns_) {
     // Producers with an open session are in use however quiet they are.
     for (const auto& p : publishers_) producers_.touch(p->producer_id, tick_ns_);
-    if (tick_ns_ > cfg_.limits.producer_expiry_ns) producers_.expire(tick_ns_ - cfg_.limits.producer_expiry_ns);
+    if (tick_ns_ > cfg_.limits.producer_expiry_ns)
+      producers_.expire(tick_ns_ - cfg_.limits.producer_expiry_ns);
     next_expiry_ns_ = tick_ns_ + 1'000'000'000;
   }
   log_->tick();
@@ -245,9 +249,10 @@ void Replica::tick() {
   if (pred_) pred_->poll_events();
   if (succ_) succ_->poll_events();
   if (succ_ && fwd_in_flight_ > 0 && tick_ns_ - succ_progress_ns_ > cfg_.link_stall_ns) {
-    faults_.push_back({cfg_.successor_node,
-                       "successor completed no write for " + std::to_string((tick_ns_ - succ_progress_ns_) / 1'000'000) +
-                           " ms with " + std::to_string(fwd_in_flight_) + " bytes in flight"});
+    faults_.push_back({cfg_.successor_node, "successor completed no write for " +
+                                                std::to_string((tick_ns_ - succ_progress_ns_) / 1'000'000) +
+                                                " ms with " + std::to_string(fwd_in_flight_) +
+                                                " bytes in flight"});
     succ_->ep().disconnect();
     succ_.reset();
     fwd_in_flight_ = 0;
@@ -306,8 +311,8 @@ int Replica::forward_st() {
       fabric::RemoteAddress dst{succ_slots_[s], fwd_end_[s]};
       const std::uint64_t wr_id = kWrData | (std::uint64_t{len} << kWrLenShift) | s;
       const std::uint32_t imm = (s << kSlotShift) | (in.valid_end / 8);
-      fabric::Errc e = last ? succ_->ep().post_write_imm(wr_id, src, dst, imm)
-                            : succ_->ep().post_write(wr_id, src, dst);
+      fabric::Errc e =
+          last ? succ_->ep().post_write_imm(wr_id, src, dst, imm) : succ_->ep().post_write(wr_id, src, dst);
       if (e != fabric::Errc::ok) return work;  // back-pressure: keep order, continue next pass
       fwd_end_[s] += len;
       fwd_in_flight_ += len;
@@ -381,7 +386,8 @@ ReplicaStats Replica::stats() const {
   s.commit_offset = log_->commit_offset();
   s.start_offset = log_->start_offset();
   s.bytes = log_->bytes_used();
-  for (std::uint32_t i = 0; i < cfg_.slot_count; ++i) s.segments += log_->slot_info(i).state != SlotState::free;
+  for (std::uint32_t i = 0; i < cfg_.slot_count; ++i)
+    s.segments += log_->slot_info(i).state != SlotState::free;
   s.publishers = static_cast<std::uint32_t>(publishers_.size());
   s.subscribers = static_cast<std::uint32_t>(subscribers_.size());
   s.watchers = static_cast<std::uint32_t>(watchers_.size());

@@ -28,11 +28,13 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
     w.status = wire::Status::not_head;
   } else if (hello.ref.epoch < cfg_.epoch && hello.ref.epoch != 0) {
     w.status = wire::Status::stale_epoch;
-  } else if (producers_.decide(hello.producer_id, hello.producer_epoch, 0, &unused) == SeqDecision::stale_epoch) {
+  } else if (producers_.decide(hello.producer_id, hello.producer_epoch, 0, &unused) ==
+             SeqDecision::stale_epoch) {
     w.status = wire::Status::producer_fenced;
   } else if (publishers_.size() >= cfg_.limits.max_publishers ||
              (!producers_.knows(hello.producer_id) && producers_.size() >= cfg_.limits.max_producers) ||
-             budget_st().ring_bytes_used + clamp_ring_bytes(hello.ring_bytes) > budget_st().ring_bytes_limit) {
+             budget_st().ring_bytes_used + clamp_ring_bytes(hello.ring_bytes) >
+                 budget_st().ring_bytes_limit) {
     w.status = wire::Status::resource_exhausted;
   } else {
     auto session = std::make_unique<PublisherSession>();
@@ -70,7 +72,8 @@ int Replica::pump_publishers_st() {
   int work = 0;
   for (auto& p : publishers_) work += consume_publisher_st(*p);
   if (work > 0 && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
-  const auto dead = std::remove_if(publishers_.begin(), publishers_.end(), [](const auto& p) { return p->closed; });
+  const auto dead =
+      std::remove_if(publishers_.begin(), publishers_.end(), [](const auto& p) { return p->closed; });
   publishers_.erase(dead, publishers_.end());
   return work;
 }
@@ -95,9 +98,9 @@ int Replica::consume_publisher_st(PublisherSession& s) {
   auto push = [&](wire::Status st, std::uint64_t seq, std::uint64_t offset) {
     PublisherSession::Pending* last = s.pending.back();
     const bool extends = last && last->status == st && last->first_seq + last->count == seq &&
-                         (st != wire::Status::ok ||
-                          (offset != PublisherSession::kUnknownOffset && last->first_offset != PublisherSession::kUnknownOffset &&
-                           last->first_offset + last->count == offset));
+                         (st != wire::Status::ok || (offset != PublisherSession::kUnknownOffset &&
+                                                     last->first_offset != PublisherSession::kUnknownOffset &&
+                                                     last->first_offset + last->count == offset));
     if (extends) {
       ++last->count;
       last->consumed_after = ring.consumed();
@@ -134,10 +137,19 @@ int Replica::consume_publisher_st(PublisherSession& s) {
         offset = log_->append_staged(f.bytes);
         producers_.record(h.producer_id, h.producer_epoch, h.sequence, offset, tick_ns_);
         break;
-      case SeqDecision::duplicate: break;
-      case SeqDecision::duplicate_unknown: offset = PublisherSession::kUnknownOffset; break;
-      case SeqDecision::sequence_gap: status = wire::Status::sequence_gap; offset = 0; break;
-      case SeqDecision::stale_epoch: status = wire::Status::producer_fenced; offset = 0; break;
+      case SeqDecision::duplicate:
+        break;
+      case SeqDecision::duplicate_unknown:
+        offset = PublisherSession::kUnknownOffset;
+        break;
+      case SeqDecision::sequence_gap:
+        status = wire::Status::sequence_gap;
+        offset = 0;
+        break;
+      case SeqDecision::stale_epoch:
+        status = wire::Status::producer_fenced;
+        offset = 0;
+        break;
     }
     ring.consume_st(f);
     push(status, h.sequence, offset);
@@ -177,14 +189,21 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
   w.commit_offset = log_->commit_offset();
   std::uint64_t start = 0;
   switch (hello.mode) {
-    case wire::StartMode::earliest: start = log_->start_offset(); break;
-    case wire::StartMode::latest: start = log_->commit_offset(); break;
-    case wire::StartMode::offset: start = hello.start_offset; break;
+    case wire::StartMode::earliest:
+      start = log_->start_offset();
+      break;
+    case wire::StartMode::latest:
+      start = log_->commit_offset();
+      break;
+    case wire::StartMode::offset:
+      start = hello.start_offset;
+      break;
   }
   w.start_offset = start;
   // The ring must hold the largest frame a segment can: frames are never split.
   const bool ring_ok = hello.ring_bytes >= std::max(kMinRingBytes, cfg_.log.segment_bytes) &&
-                       hello.ring_bytes == align_ring_bytes(hello.ring_bytes) && hello.ring.length >= hello.ring_bytes;
+                       hello.ring_bytes == align_ring_bytes(hello.ring_bytes) &&
+                       hello.ring.length >= hello.ring_bytes;
   if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;
   } else if (!ring_ok || static_cast<std::uint32_t>(hello.mode) > 2) {
@@ -216,7 +235,8 @@ int Replica::serve_subscribers_st() {
   CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& s : subscribers_) work += deliver_st(*s);
-  const auto dead = std::remove_if(subscribers_.begin(), subscribers_.end(), [](const auto& s) { return s->closed; });
+  const auto dead =
+      std::remove_if(subscribers_.begin(), subscribers_.end(), [](const auto& s) { return s->closed; });
   subscribers_.erase(dead, subscribers_.end());
   return work;
 }
@@ -357,7 +377,8 @@ int Replica::ack_watchers_st() {
   CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& w : watchers_) {
-    const int n = w->link->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
+    const int n =
+        w->link->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
     w->link->poll_send();
     if (n < 0 || w->link->broken()) w->closed = true;
   }
@@ -391,14 +412,16 @@ int Replica::ack_watchers_st() {
       last = nullptr;
       // Newest first: a publisher that re-opened its watch reads the new one.
       for (auto it = watchers_.rbegin(); it != watchers_.rend(); ++it) {
-        if ((*it)->producer_id == h.producer_id && (*it)->producer_epoch == h.producer_epoch && !(*it)->closed) {
+        if ((*it)->producer_id == h.producer_id && (*it)->producer_epoch == h.producer_epoch &&
+            !(*it)->closed) {
           last = it->get();
           break;
         }
       }
       if (last == nullptr) continue;
     }
-    const bool extends = h.sequence == last->first_seq + last->count && h.offset == last->first_offset + last->count;
+    const bool extends =
+        h.sequence == last->first_seq + last->count && h.offset == last->first_offset + last->count;
     if (last->count > 0 && !extends) {
       flush(*last);
     }
@@ -409,7 +432,8 @@ int Replica::ack_watchers_st() {
     ++last->count;
   }
   for (auto& w : watchers_) flush(*w);
-  const auto dead = std::remove_if(watchers_.begin(), watchers_.end(), [](const auto& w) { return w->closed; });
+  const auto dead =
+      std::remove_if(watchers_.begin(), watchers_.end(), [](const auto& w) { return w->closed; });
   watchers_.erase(dead, watchers_.end());
   return work;
 }

@@ -1,11 +1,11 @@
 // Client sessions of a Replica (private to the chain layer).
 #pragma once
 
+#include <vector>
+
 #include <catena/chain/bounded_fifo.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/replica.hpp>
-
-#include <vector>
 
 namespace catena::chain {
 

@@ -4,23 +4,40 @@ namespace catena::chain::wire {
 
 std::string_view to_string(Status s) noexcept {
   switch (s) {
-    case Status::ok: return "ok";
-    case Status::unknown_channel: return "unknown_channel";
-    case Status::stale_epoch: return "stale_epoch";
-    case Status::not_head: return "not_head";
-    case Status::sequence_gap: return "sequence_gap";
-    case Status::producer_fenced: return "producer_fenced";
-    case Status::too_large: return "too_large";
-    case Status::log_full: return "log_full";
-    case Status::corrupt: return "corrupt";
-    case Status::position_expired: return "position_expired";
-    case Status::data_lost: return "data_lost";
-    case Status::resource_exhausted: return "resource_exhausted";
-    case Status::unauthenticated: return "unauthenticated";
-    case Status::bad_request: return "bad_request";
-    case Status::not_ready: return "not_ready";
-    case Status::unavailable: return "unavailable";
-    case Status::not_tail: return "not_tail";
+    case Status::ok:
+      return "ok";
+    case Status::unknown_channel:
+      return "unknown_channel";
+    case Status::stale_epoch:
+      return "stale_epoch";
+    case Status::not_head:
+      return "not_head";
+    case Status::sequence_gap:
+      return "sequence_gap";
+    case Status::producer_fenced:
+      return "producer_fenced";
+    case Status::too_large:
+      return "too_large";
+    case Status::log_full:
+      return "log_full";
+    case Status::corrupt:
+      return "corrupt";
+    case Status::position_expired:
+      return "position_expired";
+    case Status::data_lost:
+      return "data_lost";
+    case Status::resource_exhausted:
+      return "resource_exhausted";
+    case Status::unauthenticated:
+      return "unauthenticated";
+    case Status::bad_request:
+      return "bad_request";
+    case Status::not_ready:
+      return "not_ready";
+    case Status::unavailable:
+      return "unavailable";
+    case Status::not_tail:
+      return "not_tail";
   }
   return "unknown";
 }

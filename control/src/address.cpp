@@ -1,7 +1,7 @@
+#include <charconv>
 #include <fmt/format.h>
 
 #include <catena/control/address.hpp>
-#include <charconv>
 
 namespace catena::control {
 

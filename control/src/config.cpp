@@ -98,7 +98,9 @@ Result<void> ControllerConfig::validate() const {
   return {};
 }
 
-std::string ControllerConfig::to_toml() const { return schema().to_toml(*this); }
+std::string ControllerConfig::to_toml() const {
+  return schema().to_toml(*this);
+}
 
 Controller::Options ControllerConfig::controller_options() const {
   Controller::Options o;

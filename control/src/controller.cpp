@@ -1,7 +1,7 @@
 // Controller: opening, membership and the request paths. Detection, repair
 // and pushes live in controller_maintenance.cpp.
-#include <fmt/format.h>
 #include <algorithm>
+#include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -98,7 +98,9 @@ Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& b
       clock_(clock),
       brokers_(brokers),
       store_(std::move(store)),
-      detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts, options_.heartbeat_loss}, clock),
+      detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts,
+                                         options_.heartbeat_loss},
+                clock),
       // Numbers of a block reserved before a restart may have been handed out.
       next_producer_number_(std::max<std::int64_t>(1, store_->state().producer_numbers_reserved)) {}
 
@@ -380,7 +382,8 @@ Result<void> Controller::report_failure(const idl::FailureReport& report) {
     }
   }
   if (node->dead) return {};  // already handled
-  if (!report.channel.empty()) note_link_fault_locked(report, **route_locked(report.channel, report.partition));
+  if (!report.channel.empty())
+    note_link_fault_locked(report, **route_locked(report.channel, report.partition));
   detector_.report(
       report.suspect_node_id,
       fmt::format(
@@ -391,7 +394,7 @@ Result<void> Controller::report_failure(const idl::FailureReport& report) {
 }
 
 Result<idl::PartitionRoute> Controller::declare_partition_lost(const std::string& channel,
-                                                              std::int32_t partition) {
+                                                               std::int32_t partition) {
   MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   auto route = route_locked(channel, partition);
@@ -401,10 +404,11 @@ Result<idl::PartitionRoute> Controller::declare_partition_lost(const std::string
   for (const auto& r : current.replicas) {
     const auto* node = node_locked(r.node_id);
     if (node != nullptr && !node->dead && node->node_epoch == r.node_epoch) {
-      return make_error(idl::ErrorCode::INVALID_ARGUMENT,
-                        fmt::format("{}/{}: {} holds it and is not DEAD; a partition is declared lost only when "
-                                    "every member of its chain is (see `catena status`)",
-                                    channel, partition, r.node_id));
+      return make_error(
+          idl::ErrorCode::INVALID_ARGUMENT,
+          fmt::format("{}/{}: {} holds it and is not DEAD; a partition is declared lost only when "
+                      "every member of its chain is (see `catena status`)",
+                      channel, partition, r.node_id));
     }
   }
   idl::PartitionRoute next = current;
@@ -412,7 +416,8 @@ Result<idl::PartitionRoute> Controller::declare_partition_lost(const std::string
   next.replicas.clear();
   for (const auto& j : next.joining) {
     if (const auto* n = node_locked(j.node_id); n != nullptr && !n->dead) {
-      fences_.push_back(FenceJob{BrokerTarget{j.node_id, n->info.admin_addr}, channel, partition, next.epoch});
+      fences_.push_back(
+          FenceJob{BrokerTarget{j.node_id, n->info.admin_addr}, channel, partition, next.epoch});
     }
   }
   next.joining.clear();

@@ -1,9 +1,9 @@
-#include <catena/control/idl/Controller.h>
 #include <fmt/format.h>
 #include <thrift/transport/TTransportException.h>
 
 #include <catena/control/address.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/control/idl/Controller.h>
 
 #include "thrift_socket.hpp"
 
@@ -114,7 +114,7 @@ Result<void> ControllerClient::report_failure(const idl::FailureReport& report) 
 }
 
 Result<idl::PartitionRoute> ControllerClient::declare_partition_lost(const std::string& channel,
-                                                                    std::int32_t partition) {
+                                                                     std::int32_t partition) {
   idl::PartitionRoute out;
   if (auto r = call([&](idl::ControllerClient& c) { c.declarePartitionLost(out, channel, partition); }); !r) {
     return r.error();
@@ -144,7 +144,8 @@ Result<std::int64_t> ControllerClient::fetch_offset(const std::string& group, co
 
 Result<idl::ProducerIdentity> ControllerClient::init_producer(std::int64_t producer_id) {
   idl::ProducerIdentity out;
-  if (auto r = call([&](idl::ControllerClient& c) { c.initProducer(out, producer_id); }); !r) return r.error();
+  if (auto r = call([&](idl::ControllerClient& c) { c.initProducer(out, producer_id); }); !r)
+    return r.error();
   return out;
 }
 

@@ -6,20 +6,20 @@
 // catena/control/config.hpp for every key). SIGINT or SIGTERM stops it
 // cleanly: the server stops accepting, open calls finish, the metadata
 // store is closed.
-#include <spdlog/spdlog.h>
-
 #include <CLI/CLI.hpp>
-#include <catena/control/config.hpp>
-#include <catena/control/controller.hpp>
-#include <catena/control/controller_server.hpp>
-#include <catena/control/thrift_broker_admin.hpp>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <spdlog/spdlog.h>
 #include <utility>
 #include <vector>
+
+#include <catena/control/config.hpp>
+#include <catena/control/controller.hpp>
+#include <catena/control/controller_server.hpp>
+#include <catena/control/thrift_broker_admin.hpp>
 
 namespace {
 

@@ -1,16 +1,16 @@
 // Controller: failure detection, chain repair and configuration pushes.
 // Everything here runs from tick() (one maintenance thread), except
 // run_pushes(), which create_channel() also calls.
+#include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <future>
 #include <spdlog/spdlog.h>
+#include <vector>
 
-#include <algorithm>
 #include <catena/control/controller.hpp>
 
 #include "link_secret.hpp"
-#include <future>
-#include <vector>
 
 namespace catena::control {
 namespace {
@@ -232,16 +232,20 @@ void Controller::act_on_link_faults_locked() {
       continue;
     }
     const auto last_eviction = link_evictions_.find(f.reporter);
-    const bool reporter_again = last_eviction != link_evictions_.end() && now - last_eviction->second < 10 * timeout;
+    const bool reporter_again =
+        last_eviction != link_evictions_.end() && now - last_eviction->second < 10 * timeout;
     const std::string victim = reporter_again ? f.reporter : suspect;
     const auto reason = fmt::format(
-        "{}/{}: {} could not use its data-plane link to {} for {} ms ({} reports, last: {}) while {} answered "
+        "{}/{}: {} could not use its data-plane link to {} for {} ms ({} reports, last: {}) while {} "
+        "answered "
         "every probe{}",
         route_id.first, route_id.second, f.reporter, suspect,
-        std::chrono::duration_cast<std::chrono::milliseconds>(f.last - f.first).count(), f.reports, f.reason, suspect,
-        reporter_again ? fmt::format("; {}'s reports evicted a node shortly before, so it is the common factor",
-                                     f.reporter)
-                       : std::string());
+        std::chrono::duration_cast<std::chrono::milliseconds>(f.last - f.first).count(), f.reports, f.reason,
+        suspect,
+        reporter_again
+            ? fmt::format("; {}'s reports evicted a node shortly before, so it is the common factor",
+                          f.reporter)
+            : std::string());
     link_evictions_[f.reporter] = now;
     it = link_faults_.erase(it);
     if (auto r = evict_locked(victim, reason, /*fence_evicted=*/true); !r) {
@@ -607,7 +611,8 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
         a.__set_segment_bytes(ch.config.segment_bytes);
         a.__set_ttl_ms(ch.config.ttl_ms);
         a.__set_channel_partitions(ch.config.partitions);
-        a.__set_link_secret(link_secret(store_->state().link_key, route.channel, route.partition, route.epoch));
+        a.__set_link_secret(
+            link_secret(store_->state().link_key, route.channel, route.partition, route.epoch));
         jobs.push_back(PushJob{BrokerTarget{replica.node_id, node->info.admin_addr}, std::move(a)});
       }
     }

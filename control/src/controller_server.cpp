@@ -1,7 +1,7 @@
-#include <catena/control/idl/Controller.h>
+#include <utility>
 
 #include <catena/control/controller_server.hpp>
-#include <utility>
+#include <catena/control/idl/Controller.h>
 
 namespace catena::control {
 namespace {
@@ -38,7 +38,8 @@ class Handler final : public idl::ControllerIf {
   void reportFailure(const idl::FailureReport& report) override {
     if (auto r = c_.report_failure(report); !r) throw r.error().to_thrift();
   }
-  void declarePartitionLost(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition) override {
+  void declarePartitionLost(idl::PartitionRoute& out, const std::string& channel,
+                            std::int32_t partition) override {
     out = value_or_throw(c_.declare_partition_lost(channel, partition));
   }
   void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c_.cluster_status()); }

@@ -63,7 +63,8 @@ FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_i
   e.probing = false;
   if (e.state != idl::NodeState::SUSPECT) return Verdict::ignored;  // a heartbeat cleared it meanwhile
   if (answered) {
-    const auto loss = options_.heartbeat_loss.count() > 0 ? options_.heartbeat_loss : 4 * options_.heartbeat_timeout;
+    const auto loss =
+        options_.heartbeat_loss.count() > 0 ? options_.heartbeat_loss : 4 * options_.heartbeat_timeout;
     if (clock_.now() - e.heard > loss) return Verdict::unheard;  // stays SUSPECT: the controller decides
     spdlog::info("node {} answered its probe: alive", node_id);
     e.state = idl::NodeState::ALIVE;

@@ -1,9 +1,9 @@
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <catena/control/inproc_broker_admin.hpp>
 #include <exception>
+#include <fmt/format.h>
 #include <vector>
+
+#include <catena/control/inproc_broker_admin.hpp>
 
 namespace catena::control {
 

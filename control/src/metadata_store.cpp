@@ -1,16 +1,17 @@
 #include <fcntl.h>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <catena/control/metadata_store.hpp>
 #include <cerrno>
 #include <cstring>
+#include <fmt/format.h>
 #include <fstream>
 #include <iterator>
+#include <spdlog/spdlog.h>
 #include <string>
+#include <sys/file.h>
+
+#include <catena/control/metadata_store.hpp>
 
 #include "crc32c.hpp"
 #include "thrift_codec.hpp"
@@ -106,7 +107,8 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
   }
   if (record.__isset.next_node_seq) state.next_node_seq = record.next_node_seq;
   if (record.__isset.next_node_epoch) state.next_node_epoch = record.next_node_epoch;
-  if (record.__isset.producer_numbers_reserved) state.producer_numbers_reserved = record.producer_numbers_reserved;
+  if (record.__isset.producer_numbers_reserved)
+    state.producer_numbers_reserved = record.producer_numbers_reserved;
   if (record.__isset.set_link_key) state.link_key = record.set_link_key;
   if (record.__isset.next_intent_id) state.next_intent_id = record.next_intent_id;
 }

@@ -1,10 +1,10 @@
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <catena/control/placement.hpp>
+#include <fmt/format.h>
 #include <map>
 #include <string_view>
 #include <tuple>
+
+#include <catena/control/placement.hpp>
 
 namespace catena::control {
 

@@ -1,10 +1,10 @@
-#include <catena/control/idl/BrokerAdmin.h>
 #include <fmt/format.h>
 #include <thrift/TApplicationException.h>
 #include <thrift/protocol/TProtocolException.h>
 #include <thrift/transport/TTransportException.h>
 
 #include <catena/control/address.hpp>
+#include <catena/control/idl/BrokerAdmin.h>
 #include <catena/control/thrift_broker_admin.hpp>
 
 #include "thrift_socket.hpp"

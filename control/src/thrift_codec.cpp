@@ -1,10 +1,9 @@
 #include "thrift_codec.hpp"
 
-#include <thrift/protocol/TBinaryProtocol.h>
-#include <thrift/transport/TBufferTransports.h>
-
 #include <cstdint>
 #include <memory>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
 
 namespace catena::control::detail {
 

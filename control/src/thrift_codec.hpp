@@ -1,10 +1,9 @@
 // Thrift binary encoding of single structs, for the metadata files.
 #pragma once
 
-#include <thrift/TBase.h>
-
 #include <string>
 #include <string_view>
+#include <thrift/TBase.h>
 
 namespace catena::control::detail {
 

@@ -1,7 +1,8 @@
 #include "thrift_socket.hpp"
 
-#include <fmt/format.h>
 #include <poll.h>
+
+#include <fmt/format.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TTransportException.h>

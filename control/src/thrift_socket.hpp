@@ -2,14 +2,14 @@
 // connect timeout, framed transport, strict binary protocol.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TProtocol.h>
 #include <thrift/transport/TSocket.h>
 
 #include <catena/control/address.hpp>
 #include <catena/control/result.hpp>
-#include <chrono>
-#include <memory>
 
 namespace catena::control::detail {
 

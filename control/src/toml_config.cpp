@@ -1,11 +1,11 @@
-#include <fmt/format.h>
-#include <toml++/toml.h>
-
-#include <catena/control/toml_config.hpp>
 #include <algorithm>
+#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <toml++/toml.h>
+
+#include <catena/control/toml_config.hpp>
 
 namespace catena::control {
 namespace {
@@ -38,10 +38,11 @@ bool is_table_prefix(const std::vector<TomlKey>& keys, std::string_view path) {
   return false;
 }
 
-Result<void> apply_table(const std::vector<TomlKey>& keys, const toml::table& table, const std::string& prefix,
-                         std::string_view source, void* config) {
+Result<void> apply_table(const std::vector<TomlKey>& keys, const toml::table& table,
+                         const std::string& prefix, std::string_view source, void* config) {
   for (const auto& [name, node] : table) {
-    const std::string path = prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
+    const std::string path =
+        prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
     if (node.is_table() && is_table_prefix(keys, path)) {
       if (auto r = apply_table(keys, *node.as_table(), path, source, config); !r) return r;
       continue;
@@ -68,7 +69,9 @@ TextRule one_of(std::vector<std::string> allowed) {
   };
 }
 
-TextRule log_level_rule() { return one_of({std::begin(kLogLevels), std::end(kLogLevels)}); }
+TextRule log_level_rule() {
+  return one_of({std::begin(kLogLevels), std::end(kLogLevels)});
+}
 
 namespace detail {
 

@@ -1,6 +1,6 @@
+#include <algorithm>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <catena/control/address.hpp>
 #include <catena/control/validation.hpp>
 
@@ -54,8 +54,8 @@ Result<void> validate_node_info(const idl::NodeInfo& info) {
     return invalid(fmt::format("admin_addr: {}", r.error().message));
   }
   if (info.fabric_addr.empty() || info.fabric_addr.size() > limits::kMaxFabricAddressLength) {
-    return invalid(fmt::format("fabric_addr must be 1..{} characters, got {}", limits::kMaxFabricAddressLength,
-                               info.fabric_addr.size()));
+    return invalid(fmt::format("fabric_addr must be 1..{} characters, got {}",
+                               limits::kMaxFabricAddressLength, info.fabric_addr.size()));
   }
   return {};
 }

@@ -1,16 +1,17 @@
 #include <fcntl.h>
-#include <fmt/format.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
-#include <catena/control/wal.hpp>
 #include <cerrno>
 #include <cstring>
+#include <fmt/format.h>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string_view>
+#include <sys/stat.h>
+
+#include <catena/control/wal.hpp>
 
 #include "crc32c.hpp"
 

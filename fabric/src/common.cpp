@@ -5,44 +5,70 @@ namespace catena::fabric {
 
 std::string_view to_string(Errc e) noexcept {
   switch (e) {
-    case Errc::ok: return "ok";
-    case Errc::no_device: return "no_device";
-    case Errc::invalid_argument: return "invalid_argument";
-    case Errc::backpressure: return "backpressure";
-    case Errc::not_connected: return "not_connected";
-    case Errc::disconnected: return "disconnected";
-    case Errc::remote_access: return "remote_access";
-    case Errc::local_protection: return "local_protection";
-    case Errc::too_large: return "too_large";
-    case Errc::timeout: return "timeout";
-    case Errc::refused: return "refused";
-    case Errc::resource_exhausted: return "resource_exhausted";
-    case Errc::io_error: return "io_error";
+    case Errc::ok:
+      return "ok";
+    case Errc::no_device:
+      return "no_device";
+    case Errc::invalid_argument:
+      return "invalid_argument";
+    case Errc::backpressure:
+      return "backpressure";
+    case Errc::not_connected:
+      return "not_connected";
+    case Errc::disconnected:
+      return "disconnected";
+    case Errc::remote_access:
+      return "remote_access";
+    case Errc::local_protection:
+      return "local_protection";
+    case Errc::too_large:
+      return "too_large";
+    case Errc::timeout:
+      return "timeout";
+    case Errc::refused:
+      return "refused";
+    case Errc::resource_exhausted:
+      return "resource_exhausted";
+    case Errc::io_error:
+      return "io_error";
   }
   return "unknown";
 }
 
 std::string_view to_string(Opcode op) noexcept {
   switch (op) {
-    case Opcode::write: return "write";
-    case Opcode::write_imm: return "write_imm";
-    case Opcode::read: return "read";
-    case Opcode::send: return "send";
-    case Opcode::recv: return "recv";
-    case Opcode::recv_write_imm: return "recv_write_imm";
+    case Opcode::write:
+      return "write";
+    case Opcode::write_imm:
+      return "write_imm";
+    case Opcode::read:
+      return "read";
+    case Opcode::send:
+      return "send";
+    case Opcode::recv:
+      return "recv";
+    case Opcode::recv_write_imm:
+      return "recv_write_imm";
   }
   return "unknown";
 }
 
 std::string_view to_string(WcStatus s) noexcept {
   switch (s) {
-    case WcStatus::success: return "success";
-    case WcStatus::remote_access_error: return "remote_access_error";
-    case WcStatus::local_protection_error: return "local_protection_error";
-    case WcStatus::local_length_error: return "local_length_error";
-    case WcStatus::flushed: return "flushed";
-    case WcStatus::retry_exceeded: return "retry_exceeded";
-    case WcStatus::general_error: return "general_error";
+    case WcStatus::success:
+      return "success";
+    case WcStatus::remote_access_error:
+      return "remote_access_error";
+    case WcStatus::local_protection_error:
+      return "local_protection_error";
+    case WcStatus::local_length_error:
+      return "local_length_error";
+    case WcStatus::flushed:
+      return "flushed";
+    case WcStatus::retry_exceeded:
+      return "retry_exceeded";
+    case WcStatus::general_error:
+      return "general_error";
   }
   return "unknown";
 }

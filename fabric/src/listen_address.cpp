@@ -1,14 +1,14 @@
-#include <catena/fabric/listen_address.hpp>
-
-#include <arpa/inet.h>
 #include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <filesystem>
 #include <fstream>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <set>
+
+#include <catena/fabric/listen_address.hpp>
 
 namespace catena::fabric {
 namespace {

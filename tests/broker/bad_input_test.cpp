@@ -3,24 +3,24 @@
 // publisher that writes garbage frames into its ring, and writes with forged
 // keys. Each must be refused without disturbing the broker or losing
 // anything committed.
+#include <unistd.h>
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <chrono>
+#include <cstdlib>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <random>
+#include <sys/socket.h>
+#include <thread>
+
 #include <catena/broker/broker.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/wire.hpp>
-
-#include <arpa/inet.h>
-#include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <random>
-#include <thread>
 
 #include "../test_env.hpp"
 
@@ -116,7 +116,8 @@ TEST_F(BadInput, RawGarbageOnTheFabricPortIsDropped) {
   };
   if (provider_spec().rfind("soft", 0) == 0) {
     // The soft provider's fabric port is a TCP listener: junk streams.
-    for (int round = 0; round < 20; ++round) send_junk(SOCK_STREAM, static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1))));
+    for (int round = 0; round < 20; ++round)
+      send_junk(SOCK_STREAM, static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1))));
   } else {
     // On verbs the fabric port lives in rdma_cm's port space; the device
     // itself takes RoCEv2 packets on UDP 4791: junk datagrams there.
@@ -206,7 +207,8 @@ TEST_F(BadInput, PublisherWritingGarbageFramesIsCutOffAndNothingIsStored) {
   auto junk = provider_->allocate(4096, fabric::kLocalWrite);
   ASSERT_TRUE(junk.ok());
   std::mt19937 rng(11);
-  for (std::size_t i = 0; i < 4096; ++i) junk.value()->data()[i] = std::byte(static_cast<std::uint8_t>(rng()));
+  for (std::size_t i = 0; i < 4096; ++i)
+    junk.value()->data()[i] = std::byte(static_cast<std::uint8_t>(rng()));
   ASSERT_EQ(link.value()->ep().post_write_imm(1, {junk.value().get(), 0, 4096}, {w->ring, 0}, 4096 / 8),
             fabric::Errc::ok);
   // The broker drops the session.
@@ -245,7 +247,8 @@ TEST_F(BadInput, ForgedKeysCannotWriteIntoTheBroker) {
   forged.rkey ^= 0x1234567u;
   ASSERT_EQ(link.value()->ep().post_write(1, {src.value().get(), 0, 64}, {forged, 0}), fabric::Errc::ok);
   fabric::Completion c{};
-  for (int i = 0; i < 100000 && link.value()->ep().poll_send(&c, 1) == 0; ++i) std::this_thread::sleep_for(10us);
+  for (int i = 0; i < 100000 && link.value()->ep().poll_send(&c, 1) == 0; ++i)
+    std::this_thread::sleep_for(10us);
   EXPECT_EQ(c.status, fabric::WcStatus::remote_access_error);
   publish(2, "still-");
   auto all = read_all(5);

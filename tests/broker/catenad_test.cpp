@@ -4,15 +4,15 @@
 // the soft-RoCE VM (CATENA_PROVIDER=verbs:rxe0) the device exists and
 // 127.0.0.1 is refused as loopback. And its configuration is as strict as
 // the controller's.
-#include <catena/broker/local_cluster.hpp>
-
-#include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <string>
+#include <sys/wait.h>
+
+#include <catena/broker/local_cluster.hpp>
 
 #include "../test_env.hpp"
 
@@ -49,7 +49,6 @@ TEST(Catenad, RefusesAVerbsListenAddressNoDeviceServesWithExitCode2) {
       << r.output;
 }
 
-
 // catenad's configuration is as strict as the controller's (the same reader):
 // an unknown key or a bad value, in the file or in a flag, is refused naming
 // the key (and the file) with exit code 2, before anything starts.
@@ -59,7 +58,9 @@ std::string write_file(const std::string& name, const std::string& text) {
   return path;
 }
 
-std::string catenad() { return self_dir() + "/catenad"; }
+std::string catenad() {
+  return self_dir() + "/catenad";
+}
 
 TEST(CatenadConfig, RefusesAnUnknownKeyNamingItAndTheFile) {
   const auto file = write_file("typo.toml", "[node]\nzone = 'z1'\n[storage]\nsegment_slot = 4\n");
@@ -73,7 +74,8 @@ TEST(CatenadConfig, RefusesBadValuesInTheFile) {
   const auto slots = write_file("slots.toml", "[storage]\nsegment_slots = 64\n");
   Outcome r = run("timeout 20 " + catenad() + " --config " + slots + " --controller 127.0.0.1:1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find(slots + ": key 'storage.segment_slots': must be in 2..32, got 64"), std::string::npos)
+  EXPECT_NE(r.output.find(slots + ": key 'storage.segment_slots': must be in 2..32, got 64"),
+            std::string::npos)
       << r.output;
   const auto type = write_file("type.toml", "[storage]\ngrace_ms = '5s'\n");
   r = run("timeout 20 " + catenad() + " --config " + type + " --controller 127.0.0.1:1");

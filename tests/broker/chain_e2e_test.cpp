@@ -3,21 +3,20 @@
 // Broker::configure() the control plane uses, and real Publisher/Subscriber
 // clients: every acknowledged record is delivered exactly once, in order,
 // with its offset and payload, on every replica.
+#include <chrono>
+#include <cstdlib>
+#include <gtest/gtest.h>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include <catena/broker/broker.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/wire.hpp>
-
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <cstdlib>
-#include <map>
-#include <string>
-#include <thread>
-#include <vector>
 
 #include "../test_env.hpp"
 
@@ -52,7 +51,8 @@ class ChainE2E : public ::testing::Test {
                  const std::vector<int>& order, std::uint64_t epoch, std::uint64_t ttl_ms = 60000,
                  std::uint64_t start_offset = 0) {
     Route route{channel, p, epoch, {}, start_offset};
-    for (int i : order) route.replicas.push_back({brokers_[i]->config().node_id, brokers_[i]->fabric_address()});
+    for (int i : order)
+      route.replicas.push_back({brokers_[i]->config().node_id, brokers_[i]->fabric_address()});
     for (std::size_t pos = 0; pos < order.size(); ++pos) {
       chain::ReplicaConfig rc;
       rc.channel = channel;
@@ -125,7 +125,8 @@ TEST_F(ChainE2E, AcknowledgedRecordsReachEverySubscriberOnceInOrder) {
     auto deadline = std::chrono::steady_clock::now() + 30s;
     while (got.size() < acked.size() && std::chrono::steady_clock::now() < deadline) {
       if (sub->poll([&](const Message& m) {
-            got.emplace_back(m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+            got.emplace_back(m.offset,
+                             std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
           }) == 0) {
         std::this_thread::sleep_for(100us);
       }
@@ -158,7 +159,8 @@ std::vector<std::pair<std::uint64_t, std::string>> read_all(StaticRoutes& routes
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
     sub.value()->poll([&](const Message& m) {
-      got.emplace_back(m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+      got.emplace_back(m.offset,
+                       std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
     });
   }
   return got;
@@ -205,7 +207,8 @@ TEST_F(ChainE2E, LapsedLeaseStallsAcksAndReadsUntilRenewed) {
   std::vector<std::pair<std::uint64_t, std::string>> got;
   auto drain = [&] {
     return sub.value()->poll([&](const Message& m) {
-      got.emplace_back(m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+      got.emplace_back(m.offset,
+                       std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
     });
   };
 
@@ -370,7 +373,8 @@ TEST_F(ChainE2E, RestartedPublisherWithTheSameIdIsNewDataAndFencesTheOldOne) {
   publish_all(*new_run.value(), "new-", &second);
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(first[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(i));
-    EXPECT_EQ(second[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(10 + i)) << "new data taken for a retry";
+    EXPECT_EQ(second[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(10 + i))
+        << "new data taken for a retry";
   }
   // The old incarnation is a zombie now.
   auto zombie = old_run.value()->publish({}, bytes("zombie"));
@@ -409,7 +413,8 @@ TEST_F(ChainE2E, PublisherRecoversFromRecordsThatFailedAfterTheRetryTimeout) {
         }
       });
       if (e == client::ErrorCode::ok) return;
-      ASSERT_TRUE(e == client::ErrorCode::backpressure || e == client::ErrorCode::unavailable) << static_cast<int>(e);
+      ASSERT_TRUE(e == client::ErrorCode::backpressure || e == client::ErrorCode::unavailable)
+          << static_cast<int>(e);
       pub.value()->poll();
       std::this_thread::sleep_for(1ms);
     }
@@ -455,8 +460,8 @@ TEST_F(ChainE2E, MiddleReplicaReplacedMidStreamLosesNothing) {
     for (int i = from; i < from + n; ++i) {
       std::string payload = "r" + std::to_string(i);
       while (pub.value()->publish_to(0, bytes(payload), [&, payload](const PublishResult& r) {
-               if (r.status == PublishStatus::ok) acked.emplace(r.offset, payload);
-             }) != client::ErrorCode::ok) {
+        if (r.status == PublishStatus::ok) acked.emplace(r.offset, payload);
+      }) != client::ErrorCode::ok) {
         pub.value()->poll();
       }
     }
@@ -505,7 +510,8 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
     h.ref.set(channel, 0, epoch);
     h.producer_id = producer;
     h.producer_epoch = producer_epoch;
-    return chain::Link::dial<chain::wire::CommitWatchWelcome>(**provider, brokers_[node]->fabric_address(), h, 3s);
+    return chain::Link::dial<chain::wire::CommitWatchWelcome>(**provider, brokers_[node]->fabric_address(), h,
+                                                              3s);
   };
   for (int node : {0, 1}) {
     auto d = watch(node, "watch", 1, 99);
@@ -609,8 +615,8 @@ TEST_F(ChainE2E, PublisherMovesItsWatchOffASilentOldTail) {
   int acked = 0;
   for (int i = 0; i < 3000; ++i) {
     while (pub.value()->publish_to(0, bytes("m" + std::to_string(i)), [&](const PublishResult& r) {
-             if (r.status == PublishStatus::ok) ++acked;
-           }) != client::ErrorCode::ok) {
+      if (r.status == PublishStatus::ok) ++acked;
+    }) != client::ErrorCode::ok) {
       pub.value()->poll();
     }
   }
@@ -648,12 +654,13 @@ TEST_F(ChainE2E, HellosNeverWaitOnRnrRetries) {
   for (int i = 0; i < 20; ++i) {
     chain::wire::PublisherHello hello{};
     hello.ref.set("no-such-channel", 0, 1);
-    auto d = chain::Link::dial<chain::wire::PublisherWelcome>(*provider.value(), brokers_[0]->fabric_address(),
-                                                              hello, 5000ms);
+    auto d = chain::Link::dial<chain::wire::PublisherWelcome>(*provider.value(),
+                                                              brokers_[0]->fabric_address(), hello, 5000ms);
     ASSERT_TRUE(d.welcome) << "hello " << i << ": " << d.error.message;
     EXPECT_EQ(d.welcome->status, chain::wire::Status::unknown_channel);
   }
-  if (!rnr_before) GTEST_SKIP() << "no RNR counter for provider " << provider_spec() << " (verbs on rxe has one)";
+  if (!rnr_before)
+    GTEST_SKIP() << "no RNR counter for provider " << provider_spec() << " (verbs on rxe has one)";
   EXPECT_EQ(test::rnr_naks_sent().value_or(0) - *rnr_before, 0u) << "hellos met no posted receive";
 }
 

@@ -5,15 +5,14 @@
 // unreachable, timeouts, reconfiguration) and "fix the call" for the
 // caller's mistakes (bad argument, unknown channel). At the API, a
 // controller that is down and a bad argument now read differently.
-#include <catena/broker/client_error.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/broker/controller_routes.hpp>
-
 #include <gtest/gtest.h>
-
 #include <set>
 #include <string>
+
+#include <catena/broker/client_error.hpp>
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
 
 namespace catena {
 namespace {
@@ -57,7 +56,8 @@ TEST(ClientError, WireStatusesMap) {
   using chain::wire::Status;
   EXPECT_EQ(client::from(Status::ok), ErrorCode::ok);
   for (int s = 1; s <= static_cast<int>(Status::unauthenticated); ++s) {
-    EXPECT_NE(client::from(static_cast<Status>(s)), ErrorCode::ok) << chain::wire::to_string(static_cast<Status>(s));
+    EXPECT_NE(client::from(static_cast<Status>(s)), ErrorCode::ok)
+        << chain::wire::to_string(static_cast<Status>(s));
   }
   EXPECT_EQ(client::from(Status::unknown_channel), ErrorCode::unknown_channel);
   EXPECT_EQ(client::from(Status::bad_request), ErrorCode::invalid_argument);
@@ -65,8 +65,8 @@ TEST(ClientError, WireStatusesMap) {
   EXPECT_EQ(client::from(Status::log_full), ErrorCode::backpressure);
   EXPECT_EQ(client::from(Status::producer_fenced), ErrorCode::producer_fenced);
   EXPECT_EQ(client::from(Status::data_lost), ErrorCode::data_lost);
-  for (Status s : {Status::stale_epoch, Status::not_head, Status::not_ready, Status::not_tail, Status::unavailable,
-                   Status::resource_exhausted, Status::log_full}) {
+  for (Status s : {Status::stale_epoch, Status::not_head, Status::not_ready, Status::not_tail,
+                   Status::unavailable, Status::resource_exhausted, Status::log_full}) {
     EXPECT_TRUE(client::retriable(client::from(s))) << chain::wire::to_string(s);
   }
   for (Status s : {Status::unknown_channel, Status::bad_request, Status::too_large, Status::producer_fenced,

@@ -1,15 +1,16 @@
 // The history checker must catch every kind of violation it claims to: feed
 // it correct and deliberately broken histories.
-#include <catena/broker/history.hpp>
-
 #include <gtest/gtest.h>
-
 #include <string>
+
+#include <catena/broker/history.hpp>
 
 namespace catena {
 namespace {
 
-std::span<const std::byte> b(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
+std::span<const std::byte> b(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
 
 // Two subscribers, three records acknowledged at offsets 0..2 of partition 0.
 void base(HistoryChecker& h) {

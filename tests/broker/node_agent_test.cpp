@@ -3,7 +3,13 @@
 // BrokerAdmin server (Thrift on loopback): registration, heartbeats renewing
 // the lease, and a `fenced` answer suspending the node and registering it
 // again with what it holds.
+#include <chrono>
+#include <functional>
 #include <gtest/gtest.h>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include <catena/broker/broker.hpp>
 #include <catena/broker/broker_admin_server.hpp>
@@ -14,13 +20,6 @@
 #include <catena/control/clock.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
-
-#include <chrono>
-#include <functional>
-#include <memory>
-#include <string>
-#include <thread>
-#include <vector>
 
 #include "../control/test_support.hpp"
 #include "../test_env.hpp"
@@ -53,7 +52,8 @@ class RecordingCalls final : public broker::ControllerCalls {
     registrations.push_back({held, agent_ != nullptr ? agent_->lease_deadline_ns() : 0});
     return inner_.register_node(info, held);
   }
-  control::Result<control::idl::HeartbeatReply> heartbeat(const control::idl::HeartbeatRequest& request) override {
+  control::Result<control::idl::HeartbeatReply> heartbeat(
+      const control::idl::HeartbeatRequest& request) override {
     ++heartbeats;
     return inner_.heartbeat(request);
   }
@@ -90,7 +90,8 @@ class NodeAgentTest : public ::testing::Test {
     auto b = broker::Broker::start(cfg);
     ASSERT_TRUE(b.ok()) << b.error().message;
     broker_ = std::move(b.value());
-    admin_server_ = std::make_unique<control::BrokerAdminServer>(*broker_, control::BrokerAdminServer::Options{});
+    admin_server_ =
+        std::make_unique<control::BrokerAdminServer>(*broker_, control::BrokerAdminServer::Options{});
     ASSERT_TRUE(admin_server_->start().ok());
 
     info_.node_id = "node-a";
@@ -111,7 +112,8 @@ class NodeAgentTest : public ::testing::Test {
   }
 
   static std::uint64_t now_ns() { return chain::SteadyClock::instance().now_ns(); }
-  static constexpr std::uint64_t kLeaseNs = std::chrono::duration_cast<std::chrono::nanoseconds>(kLease).count();
+  static constexpr std::uint64_t kLeaseNs =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kLease).count();
 
   static bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 10s) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -139,9 +141,8 @@ class NodeAgentTest : public ::testing::Test {
     auto pub = Publisher::create(routes, kChannel, po);
     if (!pub.ok()) return false;
     bool acked = false;
-    auto e = pub.value()->publish_to(0, bytes(std::string("record")), [&](const PublishResult& r) {
-      acked = r.status == PublishStatus::ok;
-    });
+    auto e = pub.value()->publish_to(0, bytes(std::string("record")),
+                                     [&](const PublishResult& r) { acked = r.status == PublishStatus::ok; });
     if (e != client::ErrorCode::ok) return false;
     return pub.value()->flush(timeout) && acked;
   }
@@ -192,7 +193,8 @@ TEST_F(NodeAgentTest, FencedSuspendsAndRegistersAgainWithWhatItHolds) {
   cc.__set_ttl_ms(600000);
   auto ch = controller_->create_channel(cc);
   ASSERT_TRUE(ch.ok()) << ch.error().describe();
-  ASSERT_TRUE(eventually([&] { return broker_epoch_of_partition() > 0; })) << "the controller's push never arrived";
+  ASSERT_TRUE(eventually([&] { return broker_epoch_of_partition() > 0; }))
+      << "the controller's push never arrived";
   const std::uint64_t first_route_epoch = broker_epoch_of_partition();
   ASSERT_TRUE(publish_one(10s));
   agent_->step();

@@ -5,20 +5,19 @@
 // acknowledged once at its offset and delivered once, in order, intact,
 // from the head and from the tail. The ring's rules themselves are specified
 // in tests/chain/frame_ring_test.cpp.
+#include <chrono>
+#include <gtest/gtest.h>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include <catena/broker/broker.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/record.hpp>
-
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <map>
-#include <string>
-#include <thread>
-#include <vector>
 
 #include "../test_env.hpp"
 
@@ -85,7 +84,8 @@ TEST(RingWrap, RecordsCrossWrappingRingsOnceInOrder) {
   for (std::uint32_t i = 0; i < 8 * kDeliveryRing / 1024 + 40; ++i) {
     payloads.push_back(std::to_string(i) + std::string(exact - std::to_string(i).size(), 'e'));
   }
-  for (std::uint32_t i = 0; i < 600; ++i) payloads.push_back("odd-" + std::to_string(i) + std::string(i * 37 % 900, 'o'));
+  for (std::uint32_t i = 0; i < 600; ++i)
+    payloads.push_back("odd-" + std::to_string(i) + std::string(i * 37 % 900, 'o'));
 
   std::map<std::uint64_t, std::size_t> acked;  // offset -> index into payloads
   int failed = 0;
@@ -124,7 +124,8 @@ TEST(RingWrap, RecordsCrossWrappingRingsOnceInOrder) {
     while (got.size() < payloads.size() && std::chrono::steady_clock::now() < deadline) {
       const int n = sub.value()->poll(
           [&](const Message& m) {
-            got.emplace_back(m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+            got.emplace_back(m.offset,
+                             std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
           },
           40);
       // Give the head a pass per credit, so it fills each freed part alone.

@@ -4,19 +4,18 @@
 // each connect by 300 ms (or holds each accepted connection 300 ms before
 // the acceptor sees it): the links must come up once and stay up, with no
 // failure report and no second connect, and the data must arrive intact.
+#include <chrono>
+#include <gtest/gtest.h>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include <catena/broker/broker.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/fabric/fault_provider.hpp>
-
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <map>
-#include <string>
-#include <thread>
-#include <vector>
 
 #include "../test_env.hpp"
 
@@ -95,7 +94,8 @@ class SlowSetup : public ::testing::TestWithParam<SlowStep> {
   std::vector<std::string> suspects() {
     std::vector<std::string> all;
     for (auto& b : brokers_) {
-      for (auto& r : b->take_link_reports()) all.push_back(b->node_id() + " reports " + r.suspect + ": " + r.reason);
+      for (auto& r : b->take_link_reports())
+        all.push_back(b->node_id() + " reports " + r.suspect + ": " + r.reason);
     }
     return all;
   }

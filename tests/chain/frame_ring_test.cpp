@@ -2,15 +2,14 @@
 // land, what the reader skips, how credit returns space and how the 64-bit
 // totals survive 32-bit doorbell immediates. Writer and reader share one
 // local buffer here, standing in for the remote ring.
+#include <cstring>
+#include <gtest/gtest.h>
+#include <string>
+#include <vector>
+
 #include <catena/chain/bounded_fifo.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/record.hpp>
-
-#include <gtest/gtest.h>
-
-#include <cstring>
-#include <string>
-#include <vector>
 
 namespace catena::chain {
 namespace {
@@ -28,11 +27,14 @@ struct Ring {
 
   // Places and writes a frame of `frame_bytes` whose sequence is `seq`.
   RingStatus write(std::uint32_t frame_bytes, std::uint64_t seq, std::uint32_t* pos) {
-    const RingStatus st = writer.place_st(frame_bytes, [&](std::uint32_t at, const RecordHeader& pad) {
-      pad_writes.push_back(at);
-      std::memcpy(bytes() + at, &pad, sizeof pad);
-      return true;
-    }, pos);
+    const RingStatus st = writer.place_st(
+        frame_bytes,
+        [&](std::uint32_t at, const RecordHeader& pad) {
+          pad_writes.push_back(at);
+          std::memcpy(bytes() + at, &pad, sizeof pad);
+          return true;
+        },
+        pos);
     if (st != RingStatus::ok) return st;
     std::vector<std::byte> payload(payload_for(frame_bytes), std::byte{static_cast<unsigned char>(seq)});
     RecordHeader h{};
@@ -194,7 +196,8 @@ TEST(FrameRing, AFailedPadWriteMovesNothing) {
   ASSERT_EQ(r.write(768, 0, &pos), RingStatus::ok);
   ASSERT_TRUE(r.writer.credit_st(768));
   pos = 12345;
-  EXPECT_EQ(r.writer.place_st(512, [](std::uint32_t, const RecordHeader&) { return false; }, &pos),
+  EXPECT_EQ(r.writer.place_st(
+                512, [](std::uint32_t, const RecordHeader&) { return false; }, &pos),
             RingStatus::pad_failed);
   EXPECT_EQ(r.writer.written(), 768u);
   EXPECT_EQ(pos, 12345u);

@@ -5,21 +5,21 @@
 // fabric provider), configured from controller routes through the same seam
 // catenad uses (control::replica_config_for), with real Publisher and
 // Subscriber clients on the routes clients get (ControllerRoutes::to_route).
-#include <gtest/gtest.h>
-
-#include <catena/broker/broker.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/routes.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/broker/broker_admin_server.hpp>
-#include <catena/broker/controller_routes.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <gtest/gtest.h>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <catena/broker/broker.hpp>
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/routes.hpp>
+#include <catena/broker/subscriber.hpp>
 
 #include "../test_env.hpp"
 

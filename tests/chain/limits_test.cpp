@@ -1,14 +1,13 @@
 // The data-plane side of chain/limits.hpp: names exactly at the limits the
 // controller accepts survive the wire whole, and a replica configured with
 // anything longer is refused instead of truncating it on the wire.
+#include <array>
 #include <gtest/gtest.h>
+#include <string>
 
 #include <catena/chain/limits.hpp>
 #include <catena/chain/replica.hpp>
 #include <catena/chain/wire.hpp>
-
-#include <array>
-#include <string>
 
 namespace catena::chain {
 namespace {

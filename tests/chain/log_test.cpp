@@ -1,17 +1,16 @@
 // Unit tests of the chain layer's building blocks: record framing, segment
 // rolling and expiry (with an injected clock), replica validation of bytes a
 // predecessor wrote, readers, idempotent producer state and wire decoding.
+#include <chrono>
+#include <gtest/gtest.h>
+#include <random>
+#include <string>
+#include <vector>
+
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/record.hpp>
 #include <catena/chain/wire.hpp>
-
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <random>
-#include <string>
-#include <vector>
 
 namespace catena::chain {
 namespace {
@@ -114,9 +113,11 @@ TEST_F(LogTest, FullRetentionIsBackpressureUntilTtlAndGracePass) {
   std::uint64_t off;
   AppendStatus st = AppendStatus::ok;
   int n = 0;
-  while ((st = log.append(producer(1, static_cast<std::uint32_t>(n)), bytes_of(payload), &off)) == AppendStatus::ok) ++n;
+  while ((st = log.append(producer(1, static_cast<std::uint32_t>(n)), bytes_of(payload), &off)) ==
+         AppendStatus::ok)
+    ++n;
   EXPECT_EQ(st, AppendStatus::log_full);
-  EXPECT_EQ(n, 6);  // 3 records per 4 KiB segment, 2 slots: slot 0 must not be reused
+  EXPECT_EQ(n, 6);                          // 3 records per 4 KiB segment, 2 slots: slot 0 must not be reused
   log.set_commit_offset(log.end_offset());  // everything committed: only age holds slot 0
   clock.advance(10s);
   EXPECT_TRUE(log.tick());
@@ -203,7 +204,8 @@ TEST_F(LogTest, StagedFrameIsInvisibleUntilAppended) {
   ASSERT_EQ(r.status, ReadStatus::record);
   EXPECT_EQ(r.header.offset, 0u);
   EXPECT_EQ(r.header.sequence, 1u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.frame + sizeof(RecordHeader)), r.header.length), "second");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.frame + sizeof(RecordHeader)), r.header.length),
+            "second");
   EXPECT_EQ(log.read(c).status, ReadStatus::none);
   std::string big(kSeg, 'z');
   std::vector<std::byte> huge(frame_size(kSeg));

@@ -1,13 +1,12 @@
 // A Replica's entry points are `_st`: owned by the node's data-plane thread.
 // In builds with CATENA_THREAD_CHECKS a call from another thread aborts
 // (tests/fabric/thread_owner_test.cpp tests the check itself).
+#include <gtest/gtest.h>
+#include <thread>
+
 #include <catena/chain/clock.hpp>
 #include <catena/chain/replica.hpp>
 #include <catena/fabric/fabric.hpp>
-
-#include <gtest/gtest.h>
-
-#include <thread>
 
 namespace catena::chain {
 namespace {
@@ -21,7 +20,8 @@ constexpr bool kChecks = false;
 // A replica belongs to its node's data-plane thread: a call from any other
 // thread after that one started driving it aborts.
 TEST(ReplicaThreads, CallFromASecondThreadAborts) {
-  if (!kChecks) GTEST_SKIP() << "built without CATENA_THREAD_CHECKS (a release build): the checks are compiled out";
+  if (!kChecks)
+    GTEST_SKIP() << "built without CATENA_THREAD_CHECKS (a release build): the checks are compiled out";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   auto provider = fabric::Provider::open("soft");
   ASSERT_TRUE(provider) << provider.error().message;

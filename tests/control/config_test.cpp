@@ -1,15 +1,15 @@
 // catena-controller configuration: TOML overlay and validation.
-#include <gtest/gtest.h>
-
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <catena/control/address.hpp>
 #include <catena/control/config.hpp>
 #include <catena/control/toml_config.hpp>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 namespace catena::control {
 namespace {
@@ -115,7 +115,6 @@ TEST(Address, ParsesHostPortForms) {
   EXPECT_FALSE(parse_host_port("[::1]7400").ok());
 }
 
-
 // The strict reader both daemons share (toml_config.hpp), on a layout with
 // tables as catenad's.
 struct Sample {
@@ -139,7 +138,8 @@ const TomlSchema<Sample>& sample_schema() {
 
 TEST(TomlSchema, ReadsTablesAndRefusesWhatItDoesNotKnowNamingKeyAndFile) {
   Sample c;
-  ASSERT_TRUE(sample_schema().apply("on = true\n[node]\nname = 'b'\n[storage]\nslots = 32\n", "s.toml", c).ok());
+  ASSERT_TRUE(
+      sample_schema().apply("on = true\n[node]\nname = 'b'\n[storage]\nslots = 32\n", "s.toml", c).ok());
   EXPECT_EQ(c.name, "b");
   EXPECT_EQ(c.slots, 32u);
   EXPECT_TRUE(c.on);
@@ -157,7 +157,8 @@ TEST(TomlSchema, ReadsTablesAndRefusesWhatItDoesNotKnowNamingKeyAndFile) {
   expect_refused("[node]\nname = 'x'\nnmae = 'y'\n", "unknown key 'node.nmae'");
   expect_refused("[nodes]\nname = 'x'\n", "unknown key 'nodes'");
   expect_refused("name = 'x'\n", "unknown key 'name'");
-  expect_refused("[node]\nname = 'x'\n[storage]\nslots = 33\n", "key 'storage.slots': must be in 2..32, got 33");
+  expect_refused("[node]\nname = 'x'\n[storage]\nslots = 33\n",
+                 "key 'storage.slots': must be in 2..32, got 33");
   expect_refused("[storage]\nslots = '8'\n", "key 'storage.slots': expected an integer");
   expect_refused("on = 1\n", "key 'on': expected a boolean");
   expect_refused("[log]\nlevel = 'loud'\n", "key 'log.level': 'loud' is not one of trace, debug");
@@ -206,7 +207,8 @@ Outcome run(const std::string& command) {
 }
 
 std::filesystem::path write_file(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / ("catena-config-test-" + std::to_string(getpid()) + name);
+  const auto path =
+      std::filesystem::temp_directory_path() / ("catena-config-test-" + std::to_string(getpid()) + name);
   std::ofstream(path) << text;
   return path;
 }
@@ -228,7 +230,8 @@ TEST(ControllerBinary, RefusesUnknownKeysAndBadValuesWithExitCode2) {
 }
 
 TEST(ControllerBinary, PrintConfigRoundTrips) {
-  Outcome first = run(std::string(CATENA_CONTROLLER_BIN) + " --listen 127.0.0.1:7499 --lease-ms 200 --print-config");
+  Outcome first =
+      run(std::string(CATENA_CONTROLLER_BIN) + " --listen 127.0.0.1:7499 --lease-ms 200 --print-config");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("lease_ms = 200"), std::string::npos) << first.output;
   const auto file = write_file("printed.toml", first.output);

@@ -1,13 +1,8 @@
 // FakeBroker and the in-process controller fixture shared by the control-plane tests.
 #pragma once
 
-#include <catena/control/idl/BrokerAdmin.h>
-#include <gtest/gtest.h>
-
 #include <algorithm>
-#include <catena/control/clock.hpp>
-#include <catena/control/controller.hpp>
-#include <catena/control/inproc_broker_admin.hpp>
+#include <gtest/gtest.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +10,11 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <catena/control/clock.hpp>
+#include <catena/control/controller.hpp>
+#include <catena/control/idl/BrokerAdmin.h>
+#include <catena/control/inproc_broker_admin.hpp>
 
 #include "test_support.hpp"
 
@@ -292,7 +292,7 @@ class ControllerFixture : public ::testing::Test {
   std::unique_ptr<Controller> controller_;
   std::map<std::string, Node> nodes_;
   std::string crash_at_;
-  int isolation_percent_ = 50;  // takes effect at open() / restart()
+  int isolation_percent_ = 50;                   // takes effect at open() / restart()
   std::chrono::milliseconds heartbeat_loss_{0};  // takes effect at open() / restart()
 };
 

@@ -1,8 +1,8 @@
 // Placement: distinct nodes, zone spread before load, least loaded first.
 #include <gtest/gtest.h>
+#include <set>
 
 #include <catena/control/placement.hpp>
-#include <set>
 
 namespace catena::control {
 namespace {

@@ -1,9 +1,8 @@
 // Chain repair after a node dies: order, epochs, pushes, replacement choice,
 // the joining stage (a replacement copies behind the tail and is promoted
 // once the tail reports it caught up), retries of failed pushes.
-#include <gtest/gtest.h>
-
 #include <atomic>
+#include <gtest/gtest.h>
 
 #include "controller_fixture.hpp"
 
@@ -499,7 +498,6 @@ TEST_F(Repair, JoiningNodesNeverTakeOverAChainItsLastMemberReturnsWithItsData) {
   EXPECT_TRUE(nodes_["d"].broker->fences().empty()) << "d was told to drop the data only it holds";
 }
 
-
 // Issue 8, sequence 7: a fault only the data plane sees. The head reports
 // every second that it cannot use its link to the middle, while the middle
 // answers every probe and heartbeat. After link_fault_timeout (3 s) of such
@@ -602,7 +600,8 @@ namespace {
 // evicted and the chain repaired.
 TEST_F(Repair, NodeThatAnswersProbesButWhoseHeartbeatsNeverArriveIsEvicted) {
   run_for(1000ms, {"b"});  // 2 x the heartbeat timeout: probes answered, b suspected and cleared
-  EXPECT_NE(state_of("b"), idl::NodeState::DEAD) << "evicted before its heartbeats were missing for 4x the timeout";
+  EXPECT_NE(state_of("b"), idl::NodeState::DEAD)
+      << "evicted before its heartbeats were missing for 4x the timeout";
   run_for(2000ms, {"b"});
   EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
   EXPECT_GT(nodes_["b"].broker->pings(), 0) << "b was never probed: not an asymmetric cut";
@@ -639,7 +638,8 @@ TEST_F(Repair, OperatorDeclaresAPartitionLostWhoseLastReplicaNeverReturns) {
   kill_broker("d");
   run_for(2000ms, {"d"});
   ASSERT_EQ(state_of("d"), idl::NodeState::DEAD);
-  ASSERT_EQ(chain_of(route("solo")), (Ids{id("d")})) << "the last replica left the chain before anyone said so";
+  ASSERT_EQ(chain_of(route("solo")), (Ids{id("d")}))
+      << "the last replica left the chain before anyone said so";
 
   auto lost = controller_->declare_partition_lost("solo", 0);
   ASSERT_TRUE(lost.ok()) << lost.error().describe();

@@ -1,12 +1,12 @@
 // Controller request paths: channel creation errors, route lookups,
 // registration ids and epochs.
 #include <gtest/gtest.h>
-
-#include <catena/chain/limits.hpp>
 #include <map>
 #include <mutex>
-#include <tuple>
 #include <set>
+#include <tuple>
+
+#include <catena/chain/limits.hpp>
 
 #include "controller_fixture.hpp"
 
@@ -143,7 +143,8 @@ TEST_F(ControllerRequests, ProducerEpochsAreIssuedOnceAndGrowAcrossRestarts) {
   EXPECT_EQ(issue(77).producer_id, 77);
   EXPECT_NE(issue(0).producer_id, a.producer_id);
   EXPECT_EQ(controller_->init_producer(-1).code(), idl::ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(controller_->init_producer(Controller::kIssuedProducerIdBit).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->init_producer(Controller::kIssuedProducerIdBit).code(),
+            idl::ErrorCode::INVALID_ARGUMENT);
 }
 
 // Replica links are authenticated with a secret per route epoch, pushed only
@@ -151,7 +152,8 @@ TEST_F(ControllerRequests, ProducerEpochsAreIssuedOnceAndGrowAcrossRestarts) {
 // controller restart, different for another partition or epoch.
 TEST_F(ControllerRequests, AssignmentsCarryAStablePerEpochLinkSecret) {
   std::mutex mu;
-  std::map<std::tuple<std::int32_t, std::int64_t, std::string>, std::string> seen;  // (partition, epoch, node)
+  std::map<std::tuple<std::int32_t, std::int64_t, std::string>, std::string>
+      seen;  // (partition, epoch, node)
   admin_.set_hook([&](const InProcBrokerAdmin::Call& c) {
     if (c.method == InProcBrokerAdmin::Method::configure_chain) {
       std::lock_guard lk(mu);

@@ -1,21 +1,22 @@
 // The control plane over real TCP sockets: the Thrift controller server and
 // BrokerAdmin servers in this process, then the catena-controller binary.
-#include <arpa/inet.h>
-#include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <random>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
+#include <thread>
 
 #include <catena/control/controller_client.hpp>
 #include <catena/control/controller_server.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
 #include <catena/control/thrift_server.hpp>
-#include <fstream>
-#include <random>
-#include <thread>
 
 #include "controller_fixture.hpp"
 

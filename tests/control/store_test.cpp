@@ -1,12 +1,12 @@
 // MetadataStore: exact replay, snapshots, and what happens to damaged files.
+#include <fstream>
 #include <gtest/gtest.h>
+#include <random>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 
 #include <catena/control/metadata_store.hpp>
 #include <catena/control/wal.hpp>
-#include <fstream>
-#include <random>
 
 #include "test_support.hpp"
 

@@ -1,13 +1,14 @@
 // Small helpers shared by the control-plane tests.
 #pragma once
 
-#include <catena/control/idl/catena_types.h>
 #include <stdlib.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <catena/control/idl/catena_types.h>
 
 namespace catena::control::testing {
 

@@ -46,8 +46,9 @@ TEST(Validation, SegmentBytes) {
   }
   // 1 GiB was accepted once, and every replica refused it: a full segment's
   // end does not fit the forward immediate.
-  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{4095}, std::int64_t{6000},
-                           std::int64_t{kMaxSegmentBytes} + 4096, std::int64_t{1} << 30, std::int64_t{-4096}}) {
+  for (std::int64_t bad :
+       {std::int64_t{0}, std::int64_t{4095}, std::int64_t{6000}, std::int64_t{kMaxSegmentBytes} + 4096,
+        std::int64_t{1} << 30, std::int64_t{-4096}}) {
     c.__set_segment_bytes(bad);
     expect_invalid(c, "segment_bytes must be a multiple of 4096");
   }
@@ -100,7 +101,8 @@ TEST(Validation, NodeInfoAtTheLimits) {
   n.__set_node_id(std::string(kMaxNodeIdLength + 1, 'n'));
   auto r = validate_node_info(n);
   EXPECT_EQ(r.code(), idl::ErrorCode::INVALID_ARGUMENT);
-  EXPECT_NE(r.error().message.find("node_id must be 1..128 characters"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("node_id must be 1..128 characters"), std::string::npos)
+      << r.error().message;
 
   n.__set_node_id("ok-id");
   n.__set_fabric_addr(std::string(kMaxFabricAddressLength - 4, 'f') + ":9000");

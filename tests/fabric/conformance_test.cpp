@@ -1,21 +1,21 @@
 // Provider conformance suite: the semantics every fabric provider must give,
 // run unchanged against the soft provider on the host and the verbs provider
 // on soft-RoCE inside the CI VM (CATENA_PROVIDER selects which).
-#include "fabric_test_util.hpp"
-
-#include <catena/fabric/fabric.hpp>
-
-#include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <future>
 #include <csignal>
 #include <cstring>
+#include <future>
+#include <gtest/gtest.h>
 #include <numeric>
+#include <sys/wait.h>
 #include <thread>
 #include <vector>
+
+#include <catena/fabric/fabric.hpp>
+
+#include "fabric_test_util.hpp"
 
 namespace catena::fabric::test {
 namespace {
@@ -48,7 +48,8 @@ class Conformance : public ::testing::Test {
 };
 
 void fill(MemoryRegion& mr, std::size_t off, std::size_t len, std::uint8_t seed) {
-  for (std::size_t i = 0; i < len; ++i) mr.data()[off + i] = std::byte(static_cast<std::uint8_t>(seed + i * 7));
+  for (std::size_t i = 0; i < len; ++i)
+    mr.data()[off + i] = std::byte(static_cast<std::uint8_t>(seed + i * 7));
 }
 
 bool check(const MemoryRegion& mr, std::size_t off, std::size_t len, std::uint8_t seed) {
@@ -133,8 +134,9 @@ TEST_F(Conformance, WriteThenReadBackAcrossSizes) {
     ASSERT_EQ(c.status, WcStatus::success) << len;
     EXPECT_EQ(c.opcode, Opcode::write);
     EXPECT_EQ(c.wr_id, len);
-    ASSERT_EQ(client().post_read(len + 1, {back.get(), 0, static_cast<std::uint32_t>(len)}, {dst->remote(), 0}),
-              Errc::ok);
+    ASSERT_EQ(
+        client().post_read(len + 1, {back.get(), 0, static_cast<std::uint32_t>(len)}, {dst->remote(), 0}),
+        Errc::ok);
     c = wait_send(client());
     ASSERT_EQ(c.status, WcStatus::success) << len;
     EXPECT_EQ(c.opcode, Opcode::read);
@@ -164,8 +166,8 @@ TEST_F(Conformance, ImmediateArrivesOnlyAfterItsPayload) {
       std::uint32_t slot = static_cast<std::uint32_t>(next_post) % kSlots;
       std::uint32_t len = 1 + (static_cast<std::uint32_t>(next_post) * 131) % kSlot;
       fill(*src, slot * kSlot, len, static_cast<std::uint8_t>(next_post));
-      ASSERT_EQ(client().post_write_imm(next_post, {src.get(), slot * kSlot, len}, {dst->remote(), slot * kSlot},
-                                        static_cast<std::uint32_t>(next_post)),
+      ASSERT_EQ(client().post_write_imm(next_post, {src.get(), slot * kSlot, len},
+                                        {dst->remote(), slot * kSlot}, static_cast<std::uint32_t>(next_post)),
                 Errc::ok);
       ++next_post;
       ++in_flight;
@@ -227,8 +229,8 @@ TEST_F(Conformance, SendRecvDeliversInOrderWithLengths) {
   auto src = alloc(msg * kCount, kLocalWrite);
   auto dst = alloc(msg * kCount, kLocalWrite);
   ASSERT_TRUE(src && dst);
-  const int depth = static_cast<int>(std::min<std::uint32_t>(
-      {kCount, client().caps().send_queue_depth, server().caps().recv_queue_depth}));
+  const int depth = static_cast<int>(
+      std::min<std::uint32_t>({kCount, client().caps().send_queue_depth, server().caps().recv_queue_depth}));
   int sent = 0, got = 0;
   for (int i = 0; i < depth; ++i) ASSERT_EQ(server().post_recv(i, {dst.get(), msg * i, msg}), Errc::ok);
   for (; sent < depth; ++sent) {
@@ -306,14 +308,15 @@ TEST_F(Conformance, ReceivePostedBeforeAcceptTakesTheFirstSend) {
   }
 
   // A before_accept that fails refuses the connection.
-  auto fut2 = std::async(std::launch::async, [&] { return provider_->connect(listener.value()->address(), cfg_); });
+  auto fut2 =
+      std::async(std::launch::async, [&] { return provider_->connect(listener.value()->address(), cfg_); });
   auto refused = listener.value()->accept(5000ms, [](Endpoint&) { return Errc::resource_exhausted; });
   EXPECT_EQ(refused.code(), Errc::resource_exhausted);
   auto c2 = fut2.get();
   if (c2) {  // soft connects before accept; the refusal then reaches it as a disconnect
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (c2.value()->poll_event() == EndpointEvent::none && c2.value()->state() == EndpointState::connected &&
-           std::chrono::steady_clock::now() < deadline) {
+    while (c2.value()->poll_event() == EndpointEvent::none &&
+           c2.value()->state() == EndpointState::connected && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(1ms);
     }
     EXPECT_NE(c2.value()->state(), EndpointState::connected);

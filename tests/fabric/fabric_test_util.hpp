@@ -4,16 +4,15 @@
 // interface's address), and a connected endpoint pair in one process.
 #pragma once
 
-#include <catena/fabric/fabric.hpp>
-
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <gtest/gtest.h>
 #include <memory>
 #include <string>
 #include <thread>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "../test_env.hpp"
 
@@ -59,7 +58,8 @@ int poll_until(Fn&& fn, int want, std::chrono::milliseconds timeout = std::chron
   return got;
 }
 
-inline Completion wait_send(Endpoint& ep, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
+inline Completion wait_send(Endpoint& ep,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
   Completion c{};
   int got = poll_until([&] { return ep.poll_send(&c, 1); }, 1, timeout);
   if (got != 1) {
@@ -69,7 +69,8 @@ inline Completion wait_send(Endpoint& ep, std::chrono::milliseconds timeout = st
   return c;
 }
 
-inline Completion wait_recv(Endpoint& ep, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
+inline Completion wait_recv(Endpoint& ep,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
   Completion c{};
   int got = poll_until([&] { return ep.poll_recv(&c, 1); }, 1, timeout);
   if (got != 1) {

@@ -1,15 +1,14 @@
 // The fault-injecting wrapper: each fault does what it says and nothing
 // else, over whichever provider CATENA_PROVIDER names. (With nothing armed
 // the conformance suite runs through it: ctest's fabric_conformance_fault_soft.)
-#include "fabric_test_util.hpp"
-
-#include <catena/fabric/fault_provider.hpp>
-
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <gtest/gtest.h>
+
+#include <catena/fabric/fault_provider.hpp>
+
+#include "fabric_test_util.hpp"
 
 namespace catena::fabric::test {
 namespace {

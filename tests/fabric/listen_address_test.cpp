@@ -3,12 +3,11 @@
 // address by default. The rule is checked on made-up device addresses (so
 // it runs on a host without RDMA); the system lookup on a device that does
 // not exist must fail with a clear error.
-#include <catena/fabric/listen_address.hpp>
-
 #include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <catena/fabric/listen_address.hpp>
 
 namespace catena::fabric {
 namespace {

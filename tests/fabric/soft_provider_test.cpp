@@ -2,21 +2,22 @@
 // every provider — how the transport is chosen, what a peer speaking garbage
 // does to a TCP endpoint, and that revoking access (freeing a region,
 // disconnecting) is exact while the peer keeps writing.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <atomic>
-#include <catena/fabric/fabric.hpp>
 #include <cstring>
 #include <filesystem>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <thread>
 #include <vector>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "fabric_test_util.hpp"
 #include "soft/shm_endpoint.hpp"

@@ -2,11 +2,10 @@
 // thread to call in (or the one that bound itself), any other thread aborts
 // with the function's name; release() hands the object over. The same check
 // in place in a Replica: tests/chain/replica_thread_test.cpp.
-#include <catena/fabric/thread_owner.hpp>
-
 #include <gtest/gtest.h>
-
 #include <thread>
+
+#include <catena/fabric/thread_owner.hpp>
 
 namespace catena {
 namespace {
@@ -25,7 +24,8 @@ struct Agent {
 class ThreadOwnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!kChecks) GTEST_SKIP() << "built without CATENA_THREAD_CHECKS (a release build): the checks are compiled out";
+    if (!kChecks)
+      GTEST_SKIP() << "built without CATENA_THREAD_CHECKS (a release build): the checks are compiled out";
     // The child of a death test re-runs the test from the start, rather
     // than forking a process that holds threads it cannot run.
     GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -6,19 +6,7 @@
 // checker verifies that every acknowledged record reached both subscribers
 // exactly once, in order, intact, and that publishing made progress after
 // the fault.
-#include "netns_link.hpp"
-
-#include <catena/broker/history.hpp>
-#include <catena/broker/local_cluster.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/control/controller_client.hpp>
-#include <catena/broker/controller_routes.hpp>
-
-#include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/ptrace.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,12 +17,24 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <gtest/gtest.h>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <thread>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/history.hpp>
+#include <catena/broker/local_cluster.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/control/controller_client.hpp>
+
+#include "netns_link.hpp"
 
 namespace catena {
 namespace {
@@ -282,7 +282,8 @@ class Failover : public ::testing::Test {
     for (const auto& [id, offset] : expected) {
       auto it = seen.find(id);
       if (it == seen.end()) {
-        if (missing++ < 3) ADD_FAILURE() << "acknowledged record " << id << " (offset " << offset << ") is gone";
+        if (missing++ < 3)
+          ADD_FAILURE() << "acknowledged record " << id << " (offset " << offset << ") is gone";
       } else if (it->second != offset) {
         if (moved++ < 3) {
           ADD_FAILURE() << "acknowledged record " << id << " is at offset " << it->second << ", acked at "
@@ -372,7 +373,8 @@ TEST_F(Failover, KillTwoNodesOneAfterTheOther) {
   run_with_fault([&] {
     ASSERT_TRUE(cluster_->signal_node(static_cast<std::size_t>(node_at(0)), SIGKILL));
     const auto first_after = next_id_.load();
-    wait_for([&] { return max_acked_id_.load() >= first_after + 1000; }, 30s, "progress after the first kill");
+    wait_for([&] { return max_acked_id_.load() >= first_after + 1000; }, 30s,
+             "progress after the first kill");
     ASSERT_TRUE(cluster_->signal_node(static_cast<std::size_t>(node_at(1)), SIGKILL));
   });
 }
@@ -464,7 +466,8 @@ pid_t thread_named(pid_t pid, const std::string& name) {
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::ifstream comm(entry.path() / "comm");
     std::string n;
-    if (std::getline(comm, n) && n == name) return static_cast<pid_t>(std::stoi(entry.path().filename().string()));
+    if (std::getline(comm, n) && n == name)
+      return static_cast<pid_t>(std::stoi(entry.path().filename().string()));
   }
   return -1;
 }
@@ -524,7 +527,8 @@ class NetworkCut : public Failover {
     ClusterOptions o = default_options();
     o.provider = "soft:tcp";
     o.host = netns_->host_addr();
-    o.node_launch[static_cast<int>(isolated())] = NodeLaunch{netns_->exec_prefix(), netns_->inner_addr(), {}, {}};
+    o.node_launch[static_cast<int>(isolated())] =
+        NodeLaunch{netns_->exec_prefix(), netns_->inner_addr(), {}, {}};
     client_provider_ = "soft:tcp";
     // Room for ~300k records at ~6k/s at most: the longest cut and the
     // slowest re-registration the waits below allow, with margin.
@@ -556,15 +560,16 @@ class NetworkCut : public Failover {
     // ip netns exec must have run catenad in place: the pid the cluster
     // signals and reaps is the broker's, not a wrapper's.
     std::error_code ec;
-    const auto exe = std::filesystem::read_symlink(
-        "/proc/" + std::to_string(cluster_->nodes()[idx].pid) + "/exe", ec);
+    const auto exe =
+        std::filesystem::read_symlink("/proc/" + std::to_string(cluster_->nodes()[idx].pid) + "/exe", ec);
     ASSERT_EQ(exe.filename(), "catenad") << exe;
     auto before = admin_->get_route("f", 0, 0);
     ASSERT_TRUE(before.ok()) << before.error().describe();
     ASSERT_EQ(before->replicas.size(), 3u);
     ASSERT_EQ(before->replicas[idx].node_id, victim) << "the isolated node is not at position " << idx;
     ASSERT_EQ(before->replicas[idx].fabric_addr.rfind(netns_->inner_addr() + ":", 0), 0u)
-        << "the isolated node's fabric address is not in its namespace: " << before->replicas[idx].fabric_addr;
+        << "the isolated node's fabric address is not in its namespace: "
+        << before->replicas[idx].fabric_addr;
     const auto registered = status_of(victim);
     ASSERT_TRUE(registered.has_value());
     const std::int64_t old_node_epoch = registered->node_epoch;
@@ -841,7 +846,8 @@ TEST_F(ChainCut, ChainCutOffFromTheControllerKeepsItsLastMemberAndComesBackWithI
   std::set<std::string> chain;
   for (std::size_t i = 0; i < 3; ++i) chain.insert(cluster_->nodes()[i].node_id);
   ASSERT_EQ(before->replicas.size(), 3u);
-  for (const auto& r : before->replicas) ASSERT_EQ(chain.count(r.node_id), 1u) << r.node_id << " is not node-0..2";
+  for (const auto& r : before->replicas)
+    ASSERT_EQ(chain.count(r.node_id), 1u) << r.node_id << " is not node-0..2";
 
   std::string kept;
   std::int64_t epoch_during = 0;
@@ -886,7 +892,6 @@ TEST_F(ChainCut, ChainCutOffFromTheControllerKeepsItsLastMemberAndComesBackWithI
   expect_offsets_follow_publishing();
   expect_fresh_reader_sees_every_ack();
 }
-
 
 // Issue 8, sequence 7: a failure only the data plane sees. The middle
 // replica runs in a namespace reached over two veth pairs: its admin service
@@ -949,11 +954,13 @@ TEST_F(DataPlaneCut, HeadLinkToTheMiddleDiesWhileTheMiddleStillHeartbeats) {
         30s, "the middle whose data-plane link is dead to be dropped from the chain"));
     to_dropped = Clock::now() - cut_at;
   });
-  EXPECT_TRUE(alive_while_cut) << "the node did not stay reachable on its admin link: not a data-plane-only cut";
+  EXPECT_TRUE(alive_while_cut)
+      << "the node did not stay reachable on its admin link: not a data-plane-only cut";
   expect_offsets_follow_publishing();
   expect_fresh_reader_sees_every_ack();
-  std::printf("[ measured ] data-plane cut -> middle dropped from the chain %lld ms\n",
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(to_dropped).count()));
+  std::printf(
+      "[ measured ] data-plane cut -> middle dropped from the chain %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(to_dropped).count()));
 }
 
 }  // namespace

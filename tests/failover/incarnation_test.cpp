@@ -6,19 +6,18 @@
 //
 // Here in one process: real Brokers, the real BrokerAdmin Thrift server and
 // client, and hellos on a real fabric connection.
-#include <catena/broker/broker.hpp>
-#include <catena/chain/link.hpp>
-#include <catena/chain/wire.hpp>
-#include <catena/broker/broker_admin_server.hpp>
-#include <catena/control/thrift_broker_admin.hpp>
-
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <gtest/gtest.h>
 #include <string>
 #include <thread>
+
+#include <catena/broker/broker.hpp>
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/control/thrift_broker_admin.hpp>
 
 namespace catena {
 namespace {

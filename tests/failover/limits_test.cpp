@@ -4,19 +4,18 @@
 // Node ids of 64 characters or more were once cut short in the replica
 // hello, and such a node was refused as a predecessor forever: nothing was
 // ever committed.
+#include <chrono>
+#include <gtest/gtest.h>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <catena/broker/controller_routes.hpp>
 #include <catena/broker/local_cluster.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/limits.hpp>
 #include <catena/control/controller_client.hpp>
-#include <catena/broker/controller_routes.hpp>
-
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <set>
-#include <string>
-#include <thread>
 
 namespace catena {
 namespace {

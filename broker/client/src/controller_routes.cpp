@@ -5,26 +5,36 @@ namespace catena::control {
 client::ErrorCode client_error_of(ErrorCode code) noexcept {
   using client::ErrorCode;
   switch (code) {
-    case idl::ErrorCode::OK: return ErrorCode::ok;
-    case idl::ErrorCode::UNKNOWN_CHANNEL: return ErrorCode::unknown_channel;
+    case idl::ErrorCode::OK:
+      return ErrorCode::ok;
+    case idl::ErrorCode::UNKNOWN_CHANNEL:
+      return ErrorCode::unknown_channel;
     case idl::ErrorCode::CHANNEL_EXISTS:
-    case idl::ErrorCode::INVALID_ARGUMENT: return ErrorCode::invalid_argument;
+    case idl::ErrorCode::INVALID_ARGUMENT:
+      return ErrorCode::invalid_argument;
     case idl::ErrorCode::STALE_EPOCH:
-    case idl::ErrorCode::NOT_HEAD: return ErrorCode::not_ready;
-    case idl::ErrorCode::NOT_ENOUGH_NODES: return ErrorCode::unavailable;  // until enough nodes are alive
+    case idl::ErrorCode::NOT_HEAD:
+      return ErrorCode::not_ready;
+    case idl::ErrorCode::NOT_ENOUGH_NODES:
+      return ErrorCode::unavailable;  // until enough nodes are alive
     case idl::ErrorCode::NOT_LEADER:
-    case idl::ErrorCode::UNAVAILABLE: return ErrorCode::controller_unavailable;
-    case idl::ErrorCode::NO_OFFSET: return ErrorCode::no_committed_offset;
+    case idl::ErrorCode::UNAVAILABLE:
+      return ErrorCode::controller_unavailable;
+    case idl::ErrorCode::NO_OFFSET:
+      return ErrorCode::no_committed_offset;
     case idl::ErrorCode::UNKNOWN_NODE:  // broker calls; a client never makes them
     case idl::ErrorCode::FENCED:
-    case idl::ErrorCode::INTERNAL: return ErrorCode::internal;
+    case idl::ErrorCode::INTERNAL:
+      return ErrorCode::internal;
   }
   return ErrorCode::internal;
 }
 
 namespace {
 
-client::Error to_client(const ControlError& e) { return client::make_error(client_error_of(e.code), e.describe()); }
+client::Error to_client(const ControlError& e) {
+  return client::make_error(client_error_of(e.code), e.describe());
+}
 
 }  // namespace
 
@@ -58,7 +68,8 @@ client::Result<Route> ControllerRoutes::route(const std::string& channel, std::u
     // A cached route newer than the one the caller found wanting is still
     // good, unless it has no replica left: then only the controller knows
     // whether the partition has been rebuilt.
-    if (it != cache_.end() && it->second.epoch > known_epoch && !it->second.replicas.empty()) return it->second;
+    if (it != cache_.end() && it->second.epoch > known_epoch && !it->second.replicas.empty())
+      return it->second;
   }
   auto r = client_.get_route(channel, static_cast<std::int32_t>(partition), 0);
   if (!r) return to_client(r.error());
@@ -68,7 +79,8 @@ client::Result<Route> ControllerRoutes::route(const std::string& channel, std::u
   return route;
 }
 
-void ControllerRoutes::report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) {
+void ControllerRoutes::report_unreachable(const std::string& node_id, const Route& route,
+                                          const std::string& reason) {
   idl::FailureReport rep;
   rep.reporter = name_;
   rep.suspect_node_id = node_id;
@@ -84,7 +96,8 @@ void ControllerRoutes::report_unreachable(const std::string& node_id, const Rout
 client::Result<ProducerIdentity> ControllerRoutes::init_producer(std::uint64_t producer_id) {
   auto r = client_.init_producer(static_cast<std::int64_t>(producer_id));
   if (!r) return to_client(r.error());
-  return ProducerIdentity{static_cast<std::uint64_t>(r->producer_id), static_cast<std::uint64_t>(r->producer_epoch)};
+  return ProducerIdentity{static_cast<std::uint64_t>(r->producer_id),
+                          static_cast<std::uint64_t>(r->producer_epoch)};
 }
 
 client::Result<void> ControllerRoutes::commit_offset(const std::string& group, const std::string& channel,
@@ -95,7 +108,8 @@ client::Result<void> ControllerRoutes::commit_offset(const std::string& group, c
   return {};
 }
 
-client::Result<std::uint64_t> ControllerRoutes::committed_offset(const std::string& group, const std::string& channel,
+client::Result<std::uint64_t> ControllerRoutes::committed_offset(const std::string& group,
+                                                                 const std::string& channel,
                                                                  std::uint32_t partition) {
   auto r = client_.fetch_offset(group, channel, static_cast<std::int32_t>(partition));
   if (!r) return to_client(r.error());

@@ -1,3 +1,11 @@
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <spdlog/spdlog.h>
+#include <thread>
+
 #include <catena/broker/publisher.hpp>
 #include <catena/chain/bounded_fifo.hpp>
 #include <catena/chain/clock.hpp>
@@ -7,14 +15,6 @@
 #include <catena/chain/record.hpp>
 #include <catena/fabric/idle.hpp>
 #include <catena/fabric/thread_owner.hpp>
-
-#include <spdlog/spdlog.h>
-#include <xxhash.h>
-
-#include <algorithm>
-#include <cstring>
-#include <random>
-#include <thread>
 
 namespace catena {
 
@@ -35,7 +35,7 @@ struct PartitionSession {
   std::uint32_t partition = 0;
   Route route;
   std::unique_ptr<Link> link;
-  std::unique_ptr<Link> watch;  // the tail's early acks (chains of 2 or more)
+  std::unique_ptr<Link> watch;                   // the tail's early acks (chains of 2 or more)
   std::unique_ptr<fabric::MemoryRegion> mirror;  // local image of the head's ring
   fabric::RemoteRegion ring{};
   chain::FrameRingWriter writer;  // credit comes from the head's acks
@@ -81,13 +81,14 @@ class Publisher::Impl {
 
   client::Result<void> init() {
     if (channel_.empty() || channel_.size() > chain::limits::kMaxChannelNameLength) {
-      return fabric::make_error(Errc::invalid_argument, "channel name must be 1.." +
-                                                            std::to_string(chain::limits::kMaxChannelNameLength) +
-                                                            " characters");
+      return fabric::make_error(
+          Errc::invalid_argument,
+          "channel name must be 1.." + std::to_string(chain::limits::kMaxChannelNameLength) + " characters");
     }
     auto layout = routes_.layout(channel_);
     if (!layout) return layout.error();
-    if (layout->partitions == 0) return fabric::make_error(Errc::invalid_argument, "channel has no partitions");
+    if (layout->partitions == 0)
+      return fabric::make_error(Errc::invalid_argument, "channel has no partitions");
     auto p = fabric::Provider::open(opts_.provider);
     if (!p) return p.error();
     provider_ = std::move(p.value());
@@ -121,7 +122,8 @@ class Publisher::Impl {
     PartitionSession& s = *sessions_[partition];
     if (payload.size() > max_record_) return Errc::too_large;
     if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
-    const std::uint32_t fbytes = static_cast<std::uint32_t>(chain::frame_size(static_cast<std::uint32_t>(payload.size())));
+    const std::uint32_t fbytes =
+        static_cast<std::uint32_t>(chain::frame_size(static_cast<std::uint32_t>(payload.size())));
     if (s.writer.check_size(fbytes) != chain::RingStatus::ok) return Errc::too_large;
     if (s.pending.full()) return Errc::backpressure;
     const bool was_idle = s.pending.empty() && s.writer.written() == s.writer.flushed();
@@ -138,7 +140,8 @@ class Publisher::Impl {
     s.pending.push_back(PartitionSession::Pending{s.next_seq, fbytes, pos, std::move(cb)});
     ++s.next_seq;
     ++in_flight_;
-    if (opts_.linger.count() == 0 || s.writer.written() - s.writer.flushed() >= opts_.max_batch_bytes) flush_st(s);
+    if (opts_.linger.count() == 0 || s.writer.written() - s.writer.flushed() >= opts_.max_batch_bytes)
+      flush_st(s);
     return Errc::ok;
   }
 
@@ -154,7 +157,8 @@ class Publisher::Impl {
     for (auto& sp : sessions_) {
       PartitionSession& s = *sp;
       if (!s.link) {
-        if (!s.pending.empty() && now - s.down_since > opts_.retry_timeout) fail_all_st(s, wire::Status::unavailable);
+        if (!s.pending.empty() && now - s.down_since > opts_.retry_timeout)
+          fail_all_st(s, wire::Status::unavailable);
         if (now >= s.retry_at) (void)connect_st(s, s.route.epoch);
         continue;
       }
@@ -198,7 +202,8 @@ class Publisher::Impl {
         s.retry_at = now;
       } else if (s.link->broken()) {
         lost_head_st(s, "connection to head lost");
-      } else if (!s.pending.empty() && now - s.last_progress >= opts_.stall_check && now >= s.route_check_at) {
+      } else if (!s.pending.empty() && now - s.last_progress >= opts_.stall_check &&
+                 now >= s.route_check_at) {
         // Acks stalled: a head cut off the network goes silent, no reset.
         s.route_check_at = now + opts_.stall_check;
         if (!refresh_route_st(s)) lost_head_st(s, "acknowledgements stalled and the chain has a new head");
@@ -261,9 +266,8 @@ class Publisher::Impl {
       r.status = ack.status;
       r.partition = s.partition;
       r.sequence = seq;
-      r.offset = ack.status == wire::Status::ok
-                     ? (ack.first_offset == ~0ull ? ~0ull : ack.first_offset + i)
-                     : 0;
+      r.offset =
+          ack.status == wire::Status::ok ? (ack.first_offset == ~0ull ? ~0ull : ack.first_offset + i) : 0;
       PublishCallback cb = std::move(p.cb);
       s.pending.pop_front();
       --in_flight_;
@@ -351,8 +355,9 @@ class Publisher::Impl {
       return false;
     }
     if (!resync_st(s, w->next_sequence)) return false;
-    spdlog::debug("publisher {}/{}: head {} at {} (route epoch {}), next sequence {}, {} records to resend", channel_,
-                  s.partition, head.node_id, head.fabric_addr, s.route.epoch, w->next_sequence, s.pending.size());
+    spdlog::debug("publisher {}/{}: head {} at {} (route epoch {}), next sequence {}, {} records to resend",
+                  channel_, s.partition, head.node_id, head.fabric_addr, s.route.epoch, w->next_sequence,
+                  s.pending.size());
     max_record_ = std::min(max_record_, w->max_record);
     s.link = std::move(d.link);
     s.ring = w->ring;
@@ -370,7 +375,8 @@ class Publisher::Impl {
   // publishing at most that long per attempt).
   void watch_st(PartitionSession& s, bool refresh_route) {
     CATENA_ST_CHECK(owner_);
-    s.watch_backoff = std::clamp(s.watch_backoff * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
+    s.watch_backoff =
+        std::clamp(s.watch_backoff * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
     s.watch_at = Clock::now() + s.watch_backoff;
     // A new head means the head session is about to break and reconnect.
     if ((refresh_route && !refresh_route_st(s)) || s.route.replicas.size() < 2) return;
@@ -379,7 +385,8 @@ class Publisher::Impl {
     hello.producer_id = opts_.producer_id;
     hello.producer_epoch = producer_epoch_;
     const auto timeout = std::min(opts_.connect_timeout, std::chrono::milliseconds(250));
-    auto d = Link::dial<wire::CommitWatchWelcome>(*provider_, s.route.replicas.back().fabric_addr, hello, timeout);
+    auto d =
+        Link::dial<wire::CommitWatchWelcome>(*provider_, s.route.replicas.back().fabric_addr, hello, timeout);
     if (d.welcome && d.welcome->status == wire::Status::ok) {
       s.watch = std::move(d.link);
       s.watch_backoff = std::chrono::milliseconds(0);
@@ -481,7 +488,8 @@ client::ErrorCode Publisher::publish_to(std::uint32_t partition, std::span<const
   return client::from(impl_->publish_to(partition, payload, std::move(cb)));
 }
 
-std::future<PublishResult> Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload) {
+std::future<PublishResult> Publisher::publish(std::span<const std::byte> key,
+                                              std::span<const std::byte> payload) {
   auto promise = std::make_shared<std::promise<PublishResult>>();
   auto fut = promise->get_future();
   const std::uint32_t p = impl_->pick_partition(key);
@@ -490,8 +498,8 @@ std::future<PublishResult> Publisher::publish(std::span<const std::byte> key, st
     Errc e = impl_->publish_to(p, payload, [promise](const PublishResult& r) { promise->set_value(r); });
     if (e == Errc::ok) break;
     if (e != Errc::backpressure) {
-      promise->set_value(PublishResult{e == Errc::too_large ? PublishStatus::too_large : PublishStatus::unavailable,
-                                       p, 0, 0});
+      promise->set_value(PublishResult{
+          e == Errc::too_large ? PublishStatus::too_large : PublishStatus::unavailable, p, 0, 0});
       break;
     }
     idle.idle(impl_->poll());
@@ -499,11 +507,21 @@ std::future<PublishResult> Publisher::publish(std::span<const std::byte> key, st
   return fut;
 }
 
-int Publisher::poll() { return impl_->poll(); }
-bool Publisher::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
-std::uint32_t Publisher::partitions() const { return static_cast<std::uint32_t>(impl_->sessions_.size()); }
-std::uint64_t Publisher::producer_id() const { return impl_->opts_.producer_id; }
-std::uint64_t Publisher::producer_epoch() const { return impl_->producer_epoch_; }
+int Publisher::poll() {
+  return impl_->poll();
+}
+bool Publisher::flush(std::chrono::milliseconds timeout) {
+  return impl_->flush(timeout);
+}
+std::uint32_t Publisher::partitions() const {
+  return static_cast<std::uint32_t>(impl_->sessions_.size());
+}
+std::uint64_t Publisher::producer_id() const {
+  return impl_->opts_.producer_id;
+}
+std::uint64_t Publisher::producer_epoch() const {
+  return impl_->producer_epoch_;
+}
 std::uint64_t Publisher::in_flight() const {
   CATENA_ST_CHECK(impl_->owner_);
   return impl_->in_flight_;

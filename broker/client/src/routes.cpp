@@ -14,15 +14,18 @@ void StaticRoutes::set(const Route& r, std::uint32_t partitions, std::uint32_t s
 client::Result<ChannelLayout> StaticRoutes::layout(const std::string& channel) {
   MutexLock lk(mu_);
   auto it = layouts_.find(channel);
-  if (it == layouts_.end()) return make_error(ErrorCode::unknown_channel, "unknown channel '" + channel + "'");
+  if (it == layouts_.end())
+    return make_error(ErrorCode::unknown_channel, "unknown channel '" + channel + "'");
   return it->second;
 }
 
-client::Result<Route> StaticRoutes::route(const std::string& channel, std::uint32_t partition, std::uint64_t) {
+client::Result<Route> StaticRoutes::route(const std::string& channel, std::uint32_t partition,
+                                          std::uint64_t) {
   MutexLock lk(mu_);
   auto it = routes_.find({channel, partition});
   if (it == routes_.end()) {
-    return make_error(ErrorCode::invalid_argument, "unknown partition " + channel + "/" + std::to_string(partition));
+    return make_error(ErrorCode::invalid_argument,
+                      "unknown partition " + channel + "/" + std::to_string(partition));
   }
   return it->second;
 }
@@ -47,7 +50,8 @@ client::Result<void> StaticRoutes::commit_offset(const std::string& group, const
   return {};
 }
 
-client::Result<std::uint64_t> StaticRoutes::committed_offset(const std::string& group, const std::string& channel,
+client::Result<std::uint64_t> StaticRoutes::committed_offset(const std::string& group,
+                                                             const std::string& channel,
                                                              std::uint32_t partition) {
   MutexLock lk(mu_);
   auto it = group_offsets_.find(group + "\n" + channel + "\n" + std::to_string(partition));

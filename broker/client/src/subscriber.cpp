@@ -1,13 +1,12 @@
+#include <algorithm>
+#include <cstring>
+#include <spdlog/spdlog.h>
+
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/record.hpp>
 #include <catena/fabric/thread_owner.hpp>
-
-#include <algorithm>
-#include <cstring>
-
-#include <spdlog/spdlog.h>
 
 namespace catena {
 
@@ -25,8 +24,8 @@ struct SubSession {
   std::uint64_t next_offset = 0;
   bool positioned = false;  // next_offset is known
   std::uint32_t replica_pick = 0;
-  std::string reading_from;            // node id of the replica serving us
-  Clock::time_point last_delivery{};   // or connect
+  std::string reading_from;           // node id of the replica serving us
+  Clock::time_point last_delivery{};  // or connect
   Clock::time_point route_check_at{};
   Clock::time_point retry_at{};
 };
@@ -38,23 +37,25 @@ class Subscriber::Impl {
 
   client::Result<void> init() {
     if (channel_.empty() || channel_.size() > chain::limits::kMaxChannelNameLength) {
-      return fabric::make_error(Errc::invalid_argument, "channel name must be 1.." +
-                                                            std::to_string(chain::limits::kMaxChannelNameLength) +
-                                                            " characters");
+      return fabric::make_error(
+          Errc::invalid_argument,
+          "channel name must be 1.." + std::to_string(chain::limits::kMaxChannelNameLength) + " characters");
     }
     auto layout = routes_.layout(channel_);
     if (!layout) return layout.error();
     auto p = fabric::Provider::open(opts_.provider);
     if (!p) return p.error();
     provider_ = std::move(p.value());
-    ring_bytes_ = chain::align_ring_bytes(std::max<std::uint32_t>(opts_.ring_bytes, 2 * layout->segment_bytes));
+    ring_bytes_ =
+        chain::align_ring_bytes(std::max<std::uint32_t>(opts_.ring_bytes, 2 * layout->segment_bytes));
     std::vector<std::uint32_t> parts = opts_.partitions;
     if (parts.empty()) {
       for (std::uint32_t i = 0; i < layout->partitions; ++i) parts.push_back(i);
     }
     for (std::uint32_t part : parts) {
       if (part >= layout->partitions) {
-        return fabric::make_error(Errc::invalid_argument, "partition " + std::to_string(part) + " does not exist");
+        return fabric::make_error(Errc::invalid_argument,
+                                  "partition " + std::to_string(part) + " does not exist");
       }
       auto s = std::make_unique<SubSession>();
       s->partition = part;
@@ -67,7 +68,8 @@ class Subscriber::Impl {
         s->next_offset = opts_.start_offset;
         s->positioned = true;
       } else if (opts_.start == Start::committed) {
-        if (opts_.group.empty()) return fabric::make_error(Errc::invalid_argument, "Start::committed needs a group");
+        if (opts_.group.empty())
+          return fabric::make_error(Errc::invalid_argument, "Start::committed needs a group");
         auto c = routes_.committed_offset(opts_.group, channel_, part);
         if (c) {
           s->next_offset = c.value();
@@ -106,25 +108,28 @@ class Subscriber::Impl {
           },
           [&](std::uint32_t imm, std::uint32_t) { s.reader.on_immediate_st(imm); });
       if (s.reader.overrun()) {
-        spdlog::debug("subscriber {}/{}: {} overran the ring; reconnecting", channel_, s.partition, s.reading_from);
+        spdlog::debug("subscriber {}/{}: {} overran the ring; reconnecting", channel_, s.partition,
+                      s.reading_from);
         reconnect = true;  // a replica overran the ring: protocol error
       }
       while (!reconnect && delivered < max) {
         chain::RingFrame f;
         const chain::RingRead next = s.reader.next_st(&f);
         if (next == chain::RingRead::empty) break;
-        if (next == chain::RingRead::garbled || f.header.payload_crc != chain::payload_checksum(f.payload())) {
-          spdlog::debug("subscriber {}/{}: {} delivery from {} at offset {}; reconnecting", channel_, s.partition,
-                        next == chain::RingRead::garbled ? "garbled" : "bad payload checksum in a", s.reading_from,
-                        s.next_offset);
+        if (next == chain::RingRead::garbled ||
+            f.header.payload_crc != chain::payload_checksum(f.payload())) {
+          spdlog::debug("subscriber {}/{}: {} delivery from {} at offset {}; reconnecting", channel_,
+                        s.partition,
+                        next == chain::RingRead::garbled ? "garbled" : "bad payload checksum in a",
+                        s.reading_from, s.next_offset);
           reconnect = true;  // corrupt delivery: refetch from the next offset elsewhere
           break;
         }
         s.reader.consume_st(f);
         const chain::RecordHeader& h = f.header;
         if (h.offset != s.next_offset) {
-          spdlog::debug("subscriber {}/{}: {} delivered offset {}, expected {}; reconnecting", channel_, s.partition,
-                        s.reading_from, h.offset, s.next_offset);
+          spdlog::debug("subscriber {}/{}: {} delivered offset {}, expected {}; reconnecting", channel_,
+                        s.partition, s.reading_from, h.offset, s.next_offset);
           reconnect = true;
           break;
         }
@@ -152,7 +157,8 @@ class Subscriber::Impl {
         continue;
       }
       if (reconnect || s.link->broken()) {
-        if (!reconnect) spdlog::debug("subscriber {}/{}: link to {} broke", channel_, s.partition, s.reading_from);
+        if (!reconnect)
+          spdlog::debug("subscriber {}/{}: link to {} broke", channel_, s.partition, s.reading_from);
         if (!reconnect && !s.route.replicas.empty()) {
           const auto& r = s.route.replicas[s.replica_pick % s.route.replicas.size()];
           routes_.report_unreachable(r.node_id, s.route, "subscriber lost its replica");
@@ -186,9 +192,11 @@ class Subscriber::Impl {
     const auto& reps = s.route.replicas;
     const std::size_t n = reps.size();
     switch (opts_.read_from) {
-      case SubscriberOptions::ReadFrom::tail: return reps[n - 1 - s.replica_pick % n];
+      case SubscriberOptions::ReadFrom::tail:
+        return reps[n - 1 - s.replica_pick % n];
       case SubscriberOptions::ReadFrom::head:
-      case SubscriberOptions::ReadFrom::spread: return reps[s.replica_pick % n];
+      case SubscriberOptions::ReadFrom::spread:
+        return reps[s.replica_pick % n];
     }
     return reps.back();
   }
@@ -226,8 +234,8 @@ class Subscriber::Impl {
     if (d.unreachable) routes_.report_unreachable(rep.node_id, s.route, d.error.message);
     const auto& w = d.welcome;
     if (!w) {
-      spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id, rep.fabric_addr,
-                    d.error.message);
+      spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id,
+                    rep.fabric_addr, d.error.message);
       ++s.replica_pick;
       return false;
     }
@@ -239,7 +247,8 @@ class Subscriber::Impl {
       return false;
     }
     if (w->status != wire::Status::ok) {
-      spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id, wire::to_string(w->status));
+      spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id,
+                    wire::to_string(w->status));
       if (w->status == wire::Status::bad_request) notify(Notice{s.partition, w->status, s.next_offset});
       ++s.replica_pick;
       return false;
@@ -250,8 +259,8 @@ class Subscriber::Impl {
     s.reader.reset_st();
     s.next_offset = w->start_offset;
     s.positioned = true;
-    spdlog::debug("subscriber {}/{}: reading from {} at {} (route epoch {}), offset {}", channel_, s.partition,
-                  rep.node_id, rep.fabric_addr, s.route.epoch, s.next_offset);
+    spdlog::debug("subscriber {}/{}: reading from {} at {} (route epoch {}), offset {}", channel_,
+                  s.partition, rep.node_id, rep.fabric_addr, s.route.epoch, s.next_offset);
     return true;
   }
 
@@ -270,7 +279,8 @@ class Subscriber::Impl {
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Subscriber::~Subscriber() = default;
 
-client::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& routes, const std::string& channel,
+client::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& routes,
+                                                               const std::string& channel,
                                                                const SubscriberOptions& opts) {
   auto impl = std::make_unique<Impl>(routes, channel, opts);
   auto r = impl->init();
@@ -279,8 +289,12 @@ client::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& rout
   return std::unique_ptr<Subscriber>(new Subscriber(std::move(impl)));
 }
 
-int Subscriber::poll(const Handler& on_message, int max) { return impl_->poll(on_message, max); }
-void Subscriber::on_notice(NoticeHandler h) { impl_->notice_ = std::move(h); }
+int Subscriber::poll(const Handler& on_message, int max) {
+  return impl_->poll(on_message, max);
+}
+void Subscriber::on_notice(NoticeHandler h) {
+  impl_->notice_ = std::move(h);
+}
 
 std::uint64_t Subscriber::position(std::uint32_t partition) const {
   CATENA_ST_CHECK(impl_->owner_);

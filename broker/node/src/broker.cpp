@@ -1,12 +1,4 @@
-#include <catena/broker/broker.hpp>
-#include <catena/chain/link.hpp>
-#include <catena/chain/wire.hpp>
-#include <catena/fabric/idle.hpp>
-#include <catena/fabric/thread_annotations.hpp>
-#include <catena/fabric/thread_owner.hpp>
-
-#include <spdlog/spdlog.h>
-
+#include <pthread.h>
 #include <sched.h>
 
 #include <chrono>
@@ -16,9 +8,15 @@
 #include <future>
 #include <map>
 #include <mutex>
-#include <pthread.h>
-
+#include <spdlog/spdlog.h>
 #include <thread>
+
+#include <catena/broker/broker.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/idle.hpp>
+#include <catena/fabric/thread_annotations.hpp>
+#include <catena/fabric/thread_owner.hpp>
 
 namespace catena::broker {
 
@@ -142,7 +140,8 @@ class Broker::Impl {
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
     cfg.limits = cfg_.limits;
     cfg.budget = &budget_;
-    if (auto r = chain::check_replica_config(cfg); !r) return {ConfigureStatus::invalid, 0, r.error().message};
+    if (auto r = chain::check_replica_config(cfg); !r)
+      return {ConfigureStatus::invalid, 0, r.error().message};
     Key key{cfg.channel, cfg.partition};
     auto it = replicas_.find(key);
     if (it != replicas_.end() && it->second->suspended() && cfg.epoch > it->second->epoch() &&
@@ -200,9 +199,9 @@ class Broker::Impl {
     // Decodes a hello of type Hello and hands the link to the replica it
     // names, or answers with a Welcome saying why not (`missing`: the
     // partition is not held here).
-    auto route_hello = [&]<class Hello, class Welcome>(void (chain::Replica::*attach)(std::unique_ptr<chain::Link>,
-                                                                                       const Hello&),
-                                                       Welcome w, wire::Status missing) {
+    auto route_hello = [&]<class Hello, class Welcome>(
+                           void (chain::Replica::*attach)(std::unique_ptr<chain::Link>, const Hello&),
+                           Welcome w, wire::Status missing) {
       auto h = wire::decode<Hello>(msg, len);
       chain::Replica* r = h ? find(h->ref) : nullptr;
       if (r != nullptr) return (r->*attach)(std::move(in.link), *h);
@@ -215,7 +214,8 @@ class Broker::Impl {
     } else if (kind == wire::Kind::publisher_hello) {
       route_hello(&chain::Replica::attach_publisher, wire::PublisherWelcome{}, wire::Status::unknown_channel);
     } else if (kind == wire::Kind::subscriber_hello) {
-      route_hello(&chain::Replica::attach_subscriber, wire::SubscriberWelcome{}, wire::Status::unknown_channel);
+      route_hello(&chain::Replica::attach_subscriber, wire::SubscriberWelcome{},
+                  wire::Status::unknown_channel);
     } else if (kind == wire::Kind::commit_watch_hello) {
       route_hello(&chain::Replica::attach_watcher, wire::CommitWatchWelcome{}, wire::Status::unknown_channel);
     } else {
@@ -274,7 +274,8 @@ class Broker::Impl {
       rep->tick();
       const auto& c = rep->config();
       for (auto& f : rep->take_faults()) {
-        if (!f.node.empty()) reports.push_back({std::move(f.node), c.channel, c.partition, c.epoch, std::move(f.reason)});
+        if (!f.node.empty())
+          reports.push_back({std::move(f.node), c.channel, c.partition, c.epoch, std::move(f.reason)});
       }
       if (rep->wants_successor()) {
         if (now >= reconnect_at_[key]) {
@@ -303,7 +304,8 @@ class Broker::Impl {
                         std::vector<LinkReport>* reports) {
     auto [it, fresh] = unlinked_.try_emplace(key);
     Unlinked& u = it->second;
-    if (fresh || u.epoch != rep.epoch()) u = Unlinked{rep.epoch(), now, now + cfg_.link_report_ms * 1'000'000, {}};
+    if (fresh || u.epoch != rep.epoch())
+      u = Unlinked{rep.epoch(), now, now + cfg_.link_report_ms * 1'000'000, {}};
     if (now < u.report_at) return;
     const auto& c = rep.config();
     reports->push_back({c.successor_node, c.channel, c.partition, c.epoch,
@@ -434,8 +436,8 @@ class Broker::Impl {
       out->epoch = req.epoch;
       auto d = Link::dial<wire::ReplicaWelcome>(*provider_, req.addr, req.hello, 2000ms);
       if (!d.welcome) {
-        spdlog::debug("partition {}/{}: cannot link to successor {}: {}", req.channel, req.partition, req.addr,
-                      d.error.message);
+        spdlog::debug("partition {}/{}: cannot link to successor {}: {}", req.channel, req.partition,
+                      req.addr, d.error.message);
         out->error = d.error.message;
       } else if (d.welcome->status != wire::Status::ok) {
         spdlog::debug("partition {}/{}: successor answered {}", req.channel, req.partition,
@@ -459,7 +461,7 @@ class Broker::Impl {
   Mutex inbox_mu_;
   std::deque<std::function<void()>> inbox_ GUARDED_BY(inbox_mu_);
   std::atomic<bool> inbox_flag_{false};
-  std::atomic<std::uint64_t> node_epoch_{0};  // set at registration, read by the admin server
+  std::atomic<std::uint64_t> node_epoch_{0};    // set at registration, read by the admin server
   std::atomic<std::uint64_t> last_pass_ns_{0};  // the data-plane thread's last housekeeping
 
   Mutex connect_mu_;
@@ -483,7 +485,7 @@ class Broker::Impl {
     std::uint64_t report_at = 0;  // next report
     std::string last_error;       // the last dial's outcome
   };
-  std::map<Key, Unlinked> unlinked_;  // partitions wanting a successor link they do not have
+  std::map<Key, Unlinked> unlinked_;         // partitions wanting a successor link they do not have
   std::map<Key, std::uint64_t> connecting_;  // epoch of the connect request queued or being dialled
 
   std::thread agent_;
@@ -492,7 +494,9 @@ class Broker::Impl {
 };
 
 Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Broker::~Broker() { impl_->stop(); }
+Broker::~Broker() {
+  impl_->stop();
+}
 
 fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg, const chain::Clock& clock) {
   return start(cfg, nullptr, clock);
@@ -507,15 +511,20 @@ fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg,
   return std::unique_ptr<Broker>(new Broker(std::move(impl)));
 }
 
-std::string Broker::fabric_address() const { return impl_->listener_->address(); }
-const BrokerConfig& Broker::config() const { return impl_->cfg_; }  // node_id: use node_id()
+std::string Broker::fabric_address() const {
+  return impl_->listener_->address();
+}
+const BrokerConfig& Broker::config() const {
+  return impl_->cfg_;
+}  // node_id: use node_id()
 
 ConfigureResult Broker::configure(const chain::ReplicaConfig& cfg) {
   return impl_->run_on_agent([this, cfg] { return impl_->configure_st(cfg); });
 }
 
 ConfigureResult Broker::fence(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
-  return impl_->run_on_agent([this, channel, partition, epoch] { return impl_->fence_st(channel, partition, epoch); });
+  return impl_->run_on_agent(
+      [this, channel, partition, epoch] { return impl_->fence_st(channel, partition, epoch); });
 }
 
 void Broker::set_node_id(const std::string& node_id) {
@@ -531,8 +540,12 @@ std::string Broker::node_id() const {
   return impl_->cfg_.node_id;
 }
 
-void Broker::set_node_epoch(std::uint64_t node_epoch) { impl_->node_epoch_.store(node_epoch); }
-std::uint64_t Broker::node_epoch() const { return impl_->node_epoch_.load(); }
+void Broker::set_node_epoch(std::uint64_t node_epoch) {
+  impl_->node_epoch_.store(node_epoch);
+}
+std::uint64_t Broker::node_epoch() const {
+  return impl_->node_epoch_.load();
+}
 
 std::uint64_t Broker::data_plane_stalled_ms() const {
   const std::uint64_t now = impl_->clock_.now_ns();
@@ -552,10 +565,18 @@ void Broker::set_lease_deadline(std::uint64_t deadline_ns) {
   impl_->lease_deadline_ns_.store(deadline_ns, std::memory_order_release);
 }
 
-const chain::Clock& Broker::clock() const { return impl_->clock_; }
+const chain::Clock& Broker::clock() const {
+  return impl_->clock_;
+}
 
-NodeStats Broker::stats() const { return impl_->stats(); }
-std::vector<LinkReport> Broker::take_link_reports() { return impl_->take_link_reports(); }
-void Broker::stop() { impl_->stop(); }
+NodeStats Broker::stats() const {
+  return impl_->stats();
+}
+std::vector<LinkReport> Broker::take_link_reports() {
+  return impl_->take_link_reports();
+}
+void Broker::stop() {
+  impl_->stop();
+}
 
 }  // namespace catena::broker

@@ -1,19 +1,19 @@
-#include <catena/chain/limits.hpp>
-#include <catena/broker/broker_admin_server.hpp>
-#include <catena/control/idl/BrokerAdmin.h>
-
-#include <catena/control/thrift_server.hpp>
-#include <catena/fabric/thread_annotations.hpp>
-#include <fmt/format.h>
-
 #include <cstring>
+#include <fmt/format.h>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/chain/limits.hpp>
+#include <catena/control/idl/BrokerAdmin.h>
+#include <catena/control/thrift_server.hpp>
+#include <catena/fabric/thread_annotations.hpp>
+
 namespace catena::control {
 
-bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a, chain::ReplicaConfig* out) {
+bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a,
+                        chain::ReplicaConfig* out) {
   // The whole chain as this node sees it: the replicas, then the joining
   // replicas behind the tail. A joining replica only exists behind a tail.
   const auto& reps = a.route.replicas;
@@ -83,8 +83,8 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     const std::string node = broker_.node_id();
     // Sizes beyond the limits are refused by the replica (chain::check_replica_config)
     // with the reason; here only what would not survive the narrowing casts.
-    if (a.segment_bytes <= 0 || a.segment_bytes > std::int64_t{chain::limits::kMaxSegmentBytes} || a.ttl_ms <= 0 ||
-        a.route.partition < 0 || a.route.epoch <= 0) {
+    if (a.segment_bytes <= 0 || a.segment_bytes > std::int64_t{chain::limits::kMaxSegmentBytes} ||
+        a.ttl_ms <= 0 || a.route.partition < 0 || a.route.epoch <= 0) {
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "malformed chain assignment").to_thrift();
     }
     const auto key = std::make_pair(a.route.channel, a.route.partition);
@@ -102,12 +102,13 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     // controller may push old routes before it hears of the restart.
     const auto mine = broker_.node_epoch();
     if (mine == 0 || rc.node_epoch != mine) {
-      throw make_error(idl::ErrorCode::FENCED,
-                       mine == 0 ? fmt::format("{} is not registered yet", node)
-                                 : fmt::format("assignment of {}/{} epoch {} names incarnation {} of {}; this is "
-                                               "incarnation {}",
-                                               a.route.channel, a.route.partition, a.route.epoch, rc.node_epoch,
-                                               node, mine))
+      throw make_error(
+          idl::ErrorCode::FENCED,
+          mine == 0
+              ? fmt::format("{} is not registered yet", node)
+              : fmt::format("assignment of {}/{} epoch {} names incarnation {} of {}; this is "
+                            "incarnation {}",
+                            a.route.channel, a.route.partition, a.route.epoch, rc.node_epoch, node, mine))
           .to_thrift();
     }
     auto r = broker_.configure(rc);
@@ -117,15 +118,18 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
         installed_[key] = a.route;
         return;
       }
-      case broker::ConfigureStatus::stale_epoch: throw stale(key, r.message);
+      case broker::ConfigureStatus::stale_epoch:
+        throw stale(key, r.message);
       case broker::ConfigureStatus::invalid:
         throw make_error(idl::ErrorCode::INVALID_ARGUMENT, r.message).to_thrift();
-      case broker::ConfigureStatus::failed: throw make_error(idl::ErrorCode::INTERNAL, r.message).to_thrift();
+      case broker::ConfigureStatus::failed:
+        throw make_error(idl::ErrorCode::INTERNAL, r.message).to_thrift();
     }
   }
 
   void fence(const std::string& channel, std::int32_t partition, std::int64_t epoch) override {
-    if (partition < 0 || epoch < 0) throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad fence").to_thrift();
+    if (partition < 0 || epoch < 0)
+      throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad fence").to_thrift();
     auto r = broker_.fence(channel, static_cast<std::uint32_t>(partition), static_cast<std::uint64_t>(epoch));
     if (r.status == broker::ConfigureStatus::stale_epoch) throw stale({channel, partition}, r.message);
     MutexLock lk(mu_);
@@ -136,7 +140,8 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   // the probe fails, and the controller repairs its chains.
   void ping(idl::NodeStats& out) override {
     if (const auto stalled = broker_.data_plane_stalled_ms(); stalled > 0) {
-      throw make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("data plane silent for {} ms", stalled)).to_thrift();
+      throw make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("data plane silent for {} ms", stalled))
+          .to_thrift();
     }
     out = node_stats_of(broker_.stats());
   }
@@ -158,7 +163,9 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
 BrokerAdminServer::BrokerAdminServer(broker::Broker& broker, Options options)
     : broker_(broker), options_(std::move(options)) {}
 
-BrokerAdminServer::~BrokerAdminServer() { stop(); }
+BrokerAdminServer::~BrokerAdminServer() {
+  stop();
+}
 
 Result<void> BrokerAdminServer::start() {
   handler_ = std::make_shared<Handler>(broker_);
@@ -169,7 +176,9 @@ Result<void> BrokerAdminServer::start() {
   return server_->start();
 }
 
-std::uint16_t BrokerAdminServer::port() const noexcept { return server_ ? server_->port() : 0; }
+std::uint16_t BrokerAdminServer::port() const noexcept {
+  return server_ ? server_->port() : 0;
+}
 
 void BrokerAdminServer::stop() {
   if (server_) server_->stop();

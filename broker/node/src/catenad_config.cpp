@@ -60,8 +60,12 @@ control::Result<void> apply_toml_file(const std::filesystem::path& path, Config&
   return schema().apply_file(path, config);
 }
 
-control::Result<void> validate(const Config& config) { return schema().check(config, "command line"); }
+control::Result<void> validate(const Config& config) {
+  return schema().check(config, "command line");
+}
 
-std::string to_toml(const Config& config) { return schema().to_toml(config); }
+std::string to_toml(const Config& config) {
+  return schema().to_toml(config);
+}
 
 }  // namespace catena::catenad

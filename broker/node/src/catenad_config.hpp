@@ -5,12 +5,12 @@
 // effective settings in the file's own layout.
 #pragma once
 
-#include <catena/control/result.hpp>
-
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
+
+#include <catena/control/result.hpp>
 
 namespace catena::catenad {
 
@@ -21,16 +21,18 @@ struct Config {
   std::string controller = "127.0.0.1:7400";  // [controller] address
   std::string admin_listen = "127.0.0.1:0";   // [admin] listen
   std::string provider = "soft";              // [fabric] provider
-  std::string fabric_listen;  // [fabric] listen; empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
-  std::uint32_t slots = 8;                    // [storage] segment_slots
-  std::uint64_t grace_ms = 5000;              // [storage] grace_ms
-  std::uint64_t session_memory_mb = 1024;     // [limits] session_memory_mb
-  int pin_cpu = -1;                           // [cpu] pin_data_plane
-  std::string log_level = "info";             // [log] level
+  std::string
+      fabric_listen;  // [fabric] listen; empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
+  std::uint32_t slots = 8;                 // [storage] segment_slots
+  std::uint64_t grace_ms = 5000;           // [storage] grace_ms
+  std::uint64_t session_memory_mb = 1024;  // [limits] session_memory_mb
+  int pin_cpu = -1;                        // [cpu] pin_data_plane
+  std::string log_level = "info";          // [log] level
 };
 
 // Overlays the keys present in TOML text onto config; nothing changes on error.
-[[nodiscard]] control::Result<void> apply_toml(std::string_view text, std::string_view source, Config& config);
+[[nodiscard]] control::Result<void> apply_toml(std::string_view text, std::string_view source,
+                                               Config& config);
 [[nodiscard]] control::Result<void> apply_toml_file(const std::filesystem::path& path, Config& config);
 // Every key's rule on the current values (flags included).
 [[nodiscard]] control::Result<void> validate(const Config& config);

@@ -13,30 +13,31 @@
 // saying what it holds; the controller puts back the partitions it is the
 // last copy of and fences the rest. Links the data plane lost are reported
 // to the controller, which verifies them before acting.
-#include "catenad_config.hpp"
-
-#include <catena/broker/broker.hpp>
-#include <catena/control/address.hpp>
-#include <catena/broker/broker_admin_server.hpp>
-#include <catena/broker/node_agent.hpp>
-#include <catena/control/controller_client.hpp>
-#include <catena/fabric/listen_address.hpp>
-
 #include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
-
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <spdlog/spdlog.h>
 #include <utility>
 #include <vector>
+
+#include <catena/broker/broker.hpp>
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/broker/node_agent.hpp>
+#include <catena/control/address.hpp>
+#include <catena/control/controller_client.hpp>
+#include <catena/fabric/listen_address.hpp>
+
+#include "catenad_config.hpp"
 
 namespace {
 
 std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) {
+  g_stop.store(true);
+}
 
 }  // namespace
 
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
     auto* opt = app.add_option(name, flags.*field, help)->capture_default_str();
     overrides.emplace_back(opt, [field, &flags](Config& c) { c.*field = flags.*field; });
   };
-  app.add_option("--config", config_file, "TOML config file (flags override it; --print-config shows its layout)");
+  app.add_option("--config", config_file,
+                 "TOML config file (flags override it; --print-config shows its layout)");
   flag("--node-id", &Config::node_id, "node id (default: assigned by the controller)");
   flag("--zone", &Config::zone, "zone label for replica placement");
   flag("--datacenter", &Config::datacenter, "datacenter label");
@@ -64,7 +66,8 @@ int main(int argc, char** argv) {
   flag("--fabric-listen", &Config::fabric_listen,
        "data-plane host:port (port 0: any); default 127.0.0.1:0 for soft, the device's own address for "
        "verbs:<dev>, which must serve any address given here");
-  flag("--segment-slots", &Config::slots, "segment slots per partition replica (memory = slots x segment_bytes)");
+  flag("--segment-slots", &Config::slots,
+       "segment slots per partition replica (memory = slots x segment_bytes)");
   flag("--grace-ms", &Config::grace_ms, "grace for lagging readers after a segment expires");
   flag("--session-memory-mb", &Config::session_memory_mb,
        "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
@@ -132,8 +135,8 @@ int main(int argc, char** argv) {
   const std::string admin_addr = catena::control::HostPort{admin_hp->host, admin.port()}.to_string();
   const std::string fabric_addr = broker.value()->fabric_address();
 
-  catena::control::ControllerClient controller({s.controller, std::chrono::milliseconds(1000),
-                                                std::chrono::milliseconds(5000)});
+  catena::control::ControllerClient controller(
+      {s.controller, std::chrono::milliseconds(1000), std::chrono::milliseconds(5000)});
   catena::broker::ControllerCallsOf<catena::control::ControllerClient> calls(controller);
   catena::broker::NodeAgent::Options agent_options;
   agent_options.info.node_id = s.node_id;

@@ -1,10 +1,10 @@
-#include <catena/broker/broker_admin_server.hpp>
-#include <catena/broker/node_agent.hpp>
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+#include <spdlog/spdlog.h>
 #include <thread>
 #include <utility>
+
+#include <catena/broker/broker_admin_server.hpp>
+#include <catena/broker/node_agent.hpp>
 
 namespace catena::broker {
 
@@ -66,8 +66,9 @@ void NodeAgent::step() {
     // The controller acted without us. Stop acting at once, but keep the
     // data: if we hold the last copy of a partition, the controller puts
     // it back; what it no longer wants here it fences.
-    spdlog::warn("controller fenced node epoch {}: suspending every replica (data kept) and registering again",
-                 node_epoch_);
+    spdlog::warn(
+        "controller fenced node epoch {}: suspending every replica (data kept) and registering again",
+        node_epoch_);
     set_lease_deadline(0);
     broker_.suspend_all();
     // Links the retired incarnation lost say nothing about its old

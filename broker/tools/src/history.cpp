@@ -1,9 +1,9 @@
-#include <catena/broker/history.hpp>
-
 #include <xxhash.h>
 
 #include <algorithm>
 #include <set>
+
+#include <catena/broker/history.hpp>
 
 namespace catena {
 
@@ -16,11 +16,12 @@ void note(HistoryReport& r, const std::string& what) {
 }  // namespace
 
 std::string HistoryReport::summary() const {
-  std::string s = "published " + std::to_string(published) + ", acknowledged " + std::to_string(acknowledged) +
-                  ", failed " + std::to_string(failed) + ", delivered " + std::to_string(delivered) + "; lost " +
-                  std::to_string(lost) + ", duplicated " + std::to_string(duplicated) + ", out of order " +
-                  std::to_string(out_of_order) + ", corrupted " + std::to_string(corrupted) + ", phantom " +
-                  std::to_string(phantom) + ", offset conflicts " + std::to_string(offset_conflicts);
+  std::string s = "published " + std::to_string(published) + ", acknowledged " +
+                  std::to_string(acknowledged) + ", failed " + std::to_string(failed) + ", delivered " +
+                  std::to_string(delivered) + "; lost " + std::to_string(lost) + ", duplicated " +
+                  std::to_string(duplicated) + ", out of order " + std::to_string(out_of_order) +
+                  ", corrupted " + std::to_string(corrupted) + ", phantom " + std::to_string(phantom) +
+                  ", offset conflicts " + std::to_string(offset_conflicts);
   if (declared_lost > 0) s += ", declared lost " + std::to_string(declared_lost);
   for (const auto& e : examples) s += "\n  " + e;
   return s;
@@ -48,13 +49,14 @@ void HistoryChecker::failed(std::uint64_t id) {
   records_[id].failed = true;
 }
 
-void HistoryChecker::delivered(int subscriber, std::uint32_t partition, std::uint64_t offset, std::uint64_t id,
-                               std::span<const std::byte> payload) {
+void HistoryChecker::delivered(int subscriber, std::uint32_t partition, std::uint64_t offset,
+                               std::uint64_t id, std::span<const std::byte> payload) {
   MutexLock lk(mu_);
   deliveries_.at(static_cast<std::size_t>(subscriber)).push_back({partition, offset, id, hash(payload)});
 }
 
-void HistoryChecker::declare_lost(int subscriber, std::uint32_t partition, std::uint64_t from, std::uint64_t to) {
+void HistoryChecker::declare_lost(int subscriber, std::uint32_t partition, std::uint64_t from,
+                                  std::uint64_t to) {
   MutexLock lk(mu_);
   lost_ranges_.push_back({subscriber, partition, from, to});
 }
@@ -70,8 +72,8 @@ HistoryReport HistoryChecker::check() const {
       auto [it, fresh] = owner.emplace(std::make_pair(r.partition, r.offset), id);
       if (!fresh && it->second != id) {
         ++rep.offset_conflicts;
-        note(rep, "offset " + std::to_string(r.partition) + ":" + std::to_string(r.offset) + " acknowledged for " +
-                      std::to_string(it->second) + " and " + std::to_string(id));
+        note(rep, "offset " + std::to_string(r.partition) + ":" + std::to_string(r.offset) +
+                      " acknowledged for " + std::to_string(it->second) + " and " + std::to_string(id));
       }
     } else if (r.failed) {
       ++rep.failed;
@@ -82,8 +84,8 @@ HistoryReport HistoryChecker::check() const {
     std::set<std::uint64_t> seen_ids;
     for (const Delivery& d : deliveries_[s]) {
       ++rep.delivered;
-      const std::string where = "subscriber " + std::to_string(s) + " offset " + std::to_string(d.partition) + ":" +
-                                std::to_string(d.offset);
+      const std::string where = "subscriber " + std::to_string(s) + " offset " + std::to_string(d.partition) +
+                                ":" + std::to_string(d.offset);
       auto lo = last_offset.find(d.partition);
       if (lo != last_offset.end() && d.offset <= lo->second) {
         ++rep.out_of_order;
@@ -108,7 +110,8 @@ HistoryReport HistoryChecker::check() const {
       if ((!fresh && it->second != d.id) ||
           (rec->second.acked && (rec->second.partition != d.partition || rec->second.offset != d.offset))) {
         ++rep.offset_conflicts;
-        note(rep, where + ": holds record " + std::to_string(d.id) + ", expected " + std::to_string(it->second));
+        note(rep,
+             where + ": holds record " + std::to_string(d.id) + ", expected " + std::to_string(it->second));
       }
     }
     for (const auto& [id, r] : records_) {
@@ -116,8 +119,8 @@ HistoryReport HistoryChecker::check() const {
         // (r captured by name: Clang before 16 cannot capture a structured binding.)
         const bool declared =
             std::any_of(lost_ranges_.begin(), lost_ranges_.end(), [&, &r = r](const LostRange& l) {
-              return l.subscriber == static_cast<int>(s) && l.partition == r.partition && r.offset >= l.from &&
-                     r.offset < l.to;
+              return l.subscriber == static_cast<int>(s) && l.partition == r.partition &&
+                     r.offset >= l.from && r.offset < l.to;
             });
         if (declared) {
           ++rep.declared_lost;

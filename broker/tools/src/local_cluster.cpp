@@ -1,9 +1,5 @@
-#include <catena/broker/local_cluster.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,7 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
+
+#include <catena/broker/local_cluster.hpp>
 
 namespace catena {
 
@@ -118,9 +118,9 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   if (fabric_host.empty() && !verbs) fabric_host = host;
   // A restart keeps the node's id and addresses: a new incarnation of it.
   const std::string admin_listen = previous != nullptr ? previous->admin_addr : host + ":0";
-  args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller, "--provider", opts_.provider,
-                           "--admin-listen", admin_listen, "--zone", zone, "--ready-file", ready, "--grace-ms",
-                           "1000"});
+  args.insert(args.end(),
+              {opts_.bin_dir + "/catenad", "--controller", controller, "--provider", opts_.provider,
+               "--admin-listen", admin_listen, "--zone", zone, "--ready-file", ready, "--grace-ms", "1000"});
   if (previous != nullptr) {
     args.insert(args.end(), {"--fabric-listen", previous->fabric_addr, "--node-id", previous->node_id});
   } else {
@@ -148,7 +148,8 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
       while (std::getline(log, line)) {
         if (!line.empty()) last = line;
       }
-      *error = n.name + " exited" + (last.empty() ? "" : ": " + last) + " (log: " + opts_.dir + "/" + n.name + ".log)";
+      *error = n.name + " exited" + (last.empty() ? "" : ": " + last) + " (log: " + opts_.dir + "/" + n.name +
+               ".log)";
       return false;
     }
     std::this_thread::sleep_for(50ms);

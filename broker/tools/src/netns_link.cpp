@@ -1,14 +1,14 @@
-#include <catena/broker/netns_link.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <sys/wait.h>
+
+#include <catena/broker/netns_link.hpp>
 
 extern char** environ;
 

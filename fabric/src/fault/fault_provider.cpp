@@ -1,12 +1,12 @@
 // The fault-injecting wrapper: a Listener and an Endpoint that forward to the
 // inner provider's and apply what the FaultInjector has armed.
-#include <catena/fabric/fault_provider.hpp>
-
 #include <algorithm>
 #include <charconv>
 #include <deque>
 #include <thread>
 #include <utility>
+
+#include <catena/fabric/fault_provider.hpp>
 
 namespace catena::fabric {
 namespace {

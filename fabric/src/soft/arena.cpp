@@ -1,15 +1,15 @@
 #include "soft/arena.hpp"
 
 #include <fcntl.h>
-#include <linux/falloc.h>
-#include <sys/mman.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <linux/falloc.h>
 #include <string>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 
 namespace catena::fabric::soft {
 namespace {

@@ -14,17 +14,17 @@
 // lock-free hot-path check and may run on any thread or process.
 #pragma once
 
-#include <sys/types.h>
-
 #include <atomic>
-#include <catena/fabric/result.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sys/types.h>
 #include <vector>
+
+#include <catena/fabric/result.hpp>
 
 namespace catena::fabric::soft {
 

@@ -1,11 +1,11 @@
 #include "soft/conn_manager.hpp"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <sys/eventfd.h>
 
 namespace catena::fabric::soft {
 

@@ -9,9 +9,6 @@
 // for that watcher has returned, so a watcher may be destroyed right after.
 #pragma once
 
-#include <sys/epoll.h>
-
-#include <catena/fabric/result.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -19,8 +16,11 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <sys/epoll.h>
 #include <thread>
 #include <vector>
+
+#include <catena/fabric/result.hpp>
 
 namespace catena::fabric::soft {
 

@@ -3,10 +3,11 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <catena/fabric/idle.hpp>
 #include <cerrno>
 #include <fstream>
 #include <thread>
+
+#include <catena/fabric/idle.hpp>
 
 #include "soft/net.hpp"
 

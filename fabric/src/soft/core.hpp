@@ -17,18 +17,18 @@
 // listeners and endpoints, so it lives until the last of them is gone.
 #pragma once
 
-#include <sys/types.h>
-
 #include <atomic>
-#include <catena/fabric/fabric.hpp>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 #include <utility>
 #include <vector>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "soft/arena.hpp"
 #include "soft/conn_manager.hpp"

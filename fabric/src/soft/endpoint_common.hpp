@@ -5,13 +5,14 @@
 
 #include <atomic>
 #include <bit>
-#include <catena/fabric/fabric.hpp>
-#include <catena/fabric/idle.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include <catena/fabric/fabric.hpp>
+#include <catena/fabric/idle.hpp>
 
 #include "soft/arena.hpp"
 
@@ -41,7 +42,8 @@ inline void nic_write(std::byte* dst, const std::byte* src, std::size_t n) {
   for (; n >= 8; n -= 8, dst += 8, src += 8) {
     std::uint64_t word;
     std::memcpy(&word, src, 8);
-    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(dst)).store(word, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(dst))
+        .store(word, std::memory_order_relaxed);
   }
   for (; n > 0; --n) store_byte(dst++, *src++);
 }

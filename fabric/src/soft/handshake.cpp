@@ -1,12 +1,12 @@
 #include "soft/handshake.hpp"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <sys/socket.h>
 #include <utility>
 
 #include "soft/endpoint_common.hpp"

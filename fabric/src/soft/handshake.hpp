@@ -13,10 +13,11 @@
 // which case the connection is refused with the reason.
 #pragma once
 
-#include <catena/fabric/fabric.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "soft/conn_manager.hpp"
 #include "soft/core.hpp"

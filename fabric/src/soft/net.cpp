@@ -1,17 +1,17 @@
 #include "soft/net.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 namespace catena::fabric::soft {
 namespace {

@@ -3,12 +3,12 @@
 // of this runs per message.
 #pragma once
 
-#include <sys/socket.h>
-
-#include <catena/fabric/result.hpp>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <sys/socket.h>
+
+#include <catena/fabric/result.hpp>
 
 #include "soft/conn_manager.hpp"
 

@@ -1,10 +1,9 @@
 #include "soft/shm_endpoint.hpp"
 
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sys/socket.h>
 #include <utility>
 
 namespace catena::fabric::soft {

@@ -1,14 +1,14 @@
 // The soft provider: RDMA RC semantics in userspace, for kernels without
 // RDMA. Same-host peers share memory (shm_endpoint.hpp), others talk TCP
 // (tcp_endpoint.hpp); the handshake picks per connection (handshake.hpp).
-#include <sys/socket.h>
-
-#include <catena/fabric/fabric.hpp>
 #include <condition_variable>
 #include <deque>
 #include <list>
 #include <mutex>
+#include <sys/socket.h>
 #include <utility>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "soft/core.hpp"
 #include "soft/handshake.hpp"
@@ -64,8 +64,8 @@ class SoftListener final : public Listener, private Watcher {
     lock.unlock();
     if (r && before_accept) {
       if (Errc e = before_accept(*r.value()); e != Errc::ok) {
-        return make_error(e, "connection from " + r.value()->peer_address() + " refused before accept: " +
-                                 std::string(to_string(e)));
+        return make_error(e, "connection from " + r.value()->peer_address() +
+                                 " refused before accept: " + std::string(to_string(e)));
       }
     }
     return r;

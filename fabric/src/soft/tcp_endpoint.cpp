@@ -2,10 +2,9 @@
 // hand-over. The progress engine itself is in tcp_progress.cpp.
 #include "soft/tcp_endpoint.hpp"
 
-#include <sys/socket.h>
-
 #include <cstring>
 #include <mutex>
+#include <sys/socket.h>
 #include <utility>
 
 namespace catena::fabric::soft {

@@ -19,12 +19,13 @@
 #pragma once
 
 #include <atomic>
-#include <catena/fabric/fabric.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "soft/conn_manager.hpp"
 #include "soft/core.hpp"

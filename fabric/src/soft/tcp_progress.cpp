@@ -3,12 +3,11 @@
 // peer's acknowledgements and answers into our completions. Everything the
 // peer sends is validated before it is used; a frame that makes no sense
 // ends the connection, it never reaches memory.
-#include <sys/socket.h>
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "soft/tcp_endpoint.hpp"
 

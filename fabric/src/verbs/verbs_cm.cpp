@@ -1,14 +1,14 @@
 #include "verbs_cm.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <netinet/in.h>
 
 namespace catena::fabric::verbs {
 

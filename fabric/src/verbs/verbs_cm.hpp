@@ -10,14 +10,14 @@
 // Setup code only: these functions block (bounded by a deadline) and allocate.
 #pragma once
 
-#include <sys/socket.h>
-
-#include <catena/fabric/result.hpp>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <sys/socket.h>
+
+#include <catena/fabric/result.hpp>
 
 #include "verbs_handles.hpp"
 

@@ -8,12 +8,13 @@
 // Immutable after open, so any thread may use it for setup.
 #pragma once
 
-#include <catena/fabric/fabric.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "verbs_handles.hpp"
 

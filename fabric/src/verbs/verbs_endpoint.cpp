@@ -1,8 +1,7 @@
 #include "verbs_endpoint.hpp"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
+#include <arpa/inet.h>
 #include <bit>
 #include <cerrno>
 #include <cstring>

@@ -17,10 +17,11 @@
 // (soft-RoCE among them) do not give for work posted to a QP in error.
 #pragma once
 
-#include <catena/fabric/fabric.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "verbs_device.hpp"
 #include "verbs_handles.hpp"

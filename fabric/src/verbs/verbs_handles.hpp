@@ -8,9 +8,8 @@
 #pragma once
 
 #include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
-
 #include <memory>
+#include <rdma/rdma_cma.h>
 #include <string>
 
 namespace catena::fabric::verbs {

@@ -2,12 +2,13 @@
 // peer and exchange QP numbers. Connection setup (this file) blocks up to
 // the caller's timeout; the data path lives in verbs_endpoint.cpp.
 #include <algorithm>
-#include <catena/fabric/fabric.hpp>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
+
+#include <catena/fabric/fabric.hpp>
 
 #include "verbs_cm.hpp"
 #include "verbs_device.hpp"
@@ -82,7 +83,8 @@ class VerbsListener final : public Listener {
 
  private:
   Result<std::unique_ptr<Endpoint>> accept_request(CmIdHandle id, const CmEvent& request,
-                                                   Clock::time_point deadline, const BeforeAccept& before_accept);
+                                                   Clock::time_point deadline,
+                                                   const BeforeAccept& before_accept);
 
   std::shared_ptr<VerbsDevice> device_;
   EventChannelHandle channel_;
@@ -176,14 +178,16 @@ Result<std::unique_ptr<Endpoint>> VerbsListener::accept_request(CmIdHandle id, c
   if (before_accept) {
     if (Errc e = before_accept(*ep); e != Errc::ok) {
       reject(ep->cm_id());  // the endpoint's destructor then finds nothing to disconnect
-      return make_error(e, "connection from " + peer + " refused before accept: " + std::string(to_string(e)));
+      return make_error(e,
+                        "connection from " + peer + " refused before accept: " + std::string(to_string(e)));
     }
   }
   if (rdma_accept(ep->cm_id(), &param) != 0) {
     return make_error(Errc::io_error, "rdma_accept from " + peer + " failed: " + errno_text(errno));
   }
   const auto establish_deadline = std::max(deadline, Clock::now() + kEstablishGrace);
-  if (auto ev = expect_event(ep->cm_channel(), establish_deadline, RDMA_CM_EVENT_ESTABLISHED, "accepting", peer);
+  if (auto ev =
+          expect_event(ep->cm_channel(), establish_deadline, RDMA_CM_EVENT_ESTABLISHED, "accepting", peer);
       !ev) {
     return ev.error();
   }

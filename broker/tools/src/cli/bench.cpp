@@ -20,35 +20,34 @@
 //
 // Runs its own LocalCluster (in --dir) unless --controller names one; with an
 // external cluster the brokers cannot be pinned from here.
-#include "bench_parts.hpp"
-#include "commands.hpp"
-#include "floors.hpp"
-#include "stats.hpp"
-
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/chain/clock.hpp>
-#include <catena/control/controller_client.hpp>
-#include <catena/broker/controller_routes.hpp>
-#include <catena/fabric/idle.hpp>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <thread>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/chain/clock.hpp>
+#include <catena/control/controller_client.hpp>
+#include <catena/fabric/idle.hpp>
+
+#include "bench_parts.hpp"
+#include "commands.hpp"
+#include "floors.hpp"
+#include "stats.hpp"
 
 namespace catena::cli {
 
@@ -103,13 +102,15 @@ struct Report {
     }
     auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e3; };
     if (r.mode == "throughput") {
-      std::printf("  %-28s %6u B  %10.0f msg/s  %8.1f MB/s   ack latency p50 %8.1f us  p99 %9.1f us\n", r.mode.c_str(),
-                  r.bytes, r.msgs_per_s, r.msgs_per_s * r.bytes / 1e6, us(r.pct.p50), us(r.pct.p99));
+      std::printf("  %-28s %6u B  %10.0f msg/s  %8.1f MB/s   ack latency p50 %8.1f us  p99 %9.1f us\n",
+                  r.mode.c_str(), r.bytes, r.msgs_per_s, r.msgs_per_s * r.bytes / 1e6, us(r.pct.p50),
+                  us(r.pct.p99));
     } else {
-      std::printf("  %-28s %6u B  p50 %7.1f us  p99 %7.1f us  p99.9 %8.1f us  max %8.1f us", r.mode.c_str(), r.bytes,
-                  us(r.pct.p50), us(r.pct.p99), us(r.pct.p999), us(r.pct.max));
+      std::printf("  %-28s %6u B  p50 %7.1f us  p99 %7.1f us  p99.9 %8.1f us  max %8.1f us", r.mode.c_str(),
+                  r.bytes, us(r.pct.p50), us(r.pct.p99), us(r.pct.p999), us(r.pct.max));
       if (r.system != "floor" && r.floor_p50_ns > 0) {
-        std::printf("  = %.2fx floor p50", static_cast<double>(r.pct.p50) / static_cast<double>(r.floor_p50_ns));
+        std::printf("  = %.2fx floor p50",
+                    static_cast<double>(r.pct.p50) / static_cast<double>(r.floor_p50_ns));
       }
       std::printf("\n");
     }
@@ -144,7 +145,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--iters", o.iters, "round trips per latency measurement")->capture_default_str();
   app.add_option("--warmup", o.warmup, "round trips discarded before each latency measurement")
       ->capture_default_str();
-  app.add_option("--latency-sizes", o.latency_sizes, "payload sizes for the latency rows (comma-separated, k = KiB)")
+  app.add_option("--latency-sizes", o.latency_sizes,
+                 "payload sizes for the latency rows (comma-separated, k = KiB)")
       ->capture_default_str();
   app.add_option("--sizes", o.sizes, "payload sizes for the throughput rows")->capture_default_str();
   app.add_option("--seconds", o.seconds, "duration of each throughput run")->capture_default_str();
@@ -155,17 +157,20 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("--ring-bytes", o.ring_bytes, "publisher staging ring at the head for throughput runs")
       ->capture_default_str();
-  app.add_option("--segment-bytes", o.segment_bytes, "segment size of the throughput channel")->capture_default_str();
-  app.add_option("--log-slots", o.log_slots,
-                 "segment slots per replica (catenad --segment-slots) to warm up before measuring (0: measure cold)")
+  app.add_option("--segment-bytes", o.segment_bytes, "segment size of the throughput channel")
+      ->capture_default_str();
+  app.add_option(
+         "--log-slots", o.log_slots,
+         "segment slots per replica (catenad --segment-slots) to warm up before measuring (0: measure cold)")
       ->capture_default_str();
   app.add_option("--pin", o.pin, "none, spread (chain neighbours on different cores) or split (client alone)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
   app.add_flag("--no-floor", o.no_floor, "skip the floor measurement");
   app.add_flag("--no-throughput", o.no_throughput, "latency rows only");
-  app.add_flag("--failover", o.failover,
-               "measure failover instead: kill -9 the head under traffic, time to the first commit on the new chain");
+  app.add_flag(
+      "--failover", o.failover,
+      "measure failover instead: kill -9 the head under traffic, time to the first commit on the new chain");
   app.add_option("--kills", o.kills, "failover rounds (a fresh cluster each)")->capture_default_str();
   app.add_option("--timeout-ms", o.timeout_ms, "failure detector heartbeat timeout for --failover")
       ->capture_default_str();
@@ -190,15 +195,16 @@ int run_bench(const Common& c, const BenchOptions& o) {
   rep.pinning = place->describe();
   rep.provider = c.provider;
   std::FILE* info = o.json ? stderr : stdout;
-  std::fprintf(info, "catena bench: %d cores (%s), provider %s, %d replicas, load average %.2f\n", place->cpus,
-               cpu_model().c_str(), c.provider.c_str(), o.replicas, load_average());
+  std::fprintf(info, "catena bench: %d cores (%s), provider %s, %d replicas, load average %.2f\n",
+               place->cpus, cpu_model().c_str(), c.provider.c_str(), o.replicas, load_average());
   std::fprintf(info, "  pinning %s\n", rep.pinning.c_str());
   {
     const fabric::BackoffIdle::Config ic = fabric::BackoffIdle{}.config();
-    std::fprintf(info,
-                 "  every polling loop (brokers, client, floor stages) backs off: spin %.0f us, yield until %.0f us, "
-                 "then park %.0f us..%.0f ms\n",
-                 ic.spin_ns / 1e3, static_cast<double>(ic.yield_ns) / 1e3, ic.min_park_ns / 1e3, ic.max_park_ns / 1e6);
+    std::fprintf(
+        info,
+        "  every polling loop (brokers, client, floor stages) backs off: spin %.0f us, yield until %.0f us, "
+        "then park %.0f us..%.0f ms\n",
+        ic.spin_ns / 1e3, static_cast<double>(ic.yield_ns) / 1e3, ic.min_park_ns / 1e3, ic.max_park_ns / 1e6);
   }
 
   std::vector<std::uint32_t> lat_sizes, tput_sizes;
@@ -239,8 +245,8 @@ int run_bench(const Common& c, const BenchOptions& o) {
       r.floor_p50_ns = r.pct.p50;
       if (shape == &ring) {
         floor_ring = r.pct;
-        r.note = "token client -> " + std::to_string(stages) + " stages -> client, " + std::to_string(stages + 1) +
-                 " processes, shm mailboxes";
+        r.note = "token client -> " + std::to_string(stages) + " stages -> client, " +
+                 std::to_string(stages + 1) + " processes, shm mailboxes";
       } else {
         r.mode = "floor_chain";
         r.note = "token client -> head .. tail -> .. head -> client (" + std::to_string(shape->route.size()) +
@@ -271,8 +277,10 @@ int run_bench(const Common& c, const BenchOptions& o) {
   control::ControllerClient::Options co;
   co.address = controller;
   control::ControllerClient admin(co);
-  const std::string tag = "bench-" + std::to_string(getpid()) + "-" + std::to_string(chain::wall_clock_ns() % 100000);
-  auto create = [&](const std::string& name, std::int64_t segment_bytes) -> std::optional<control::idl::ChannelInfo> {
+  const std::string tag =
+      "bench-" + std::to_string(getpid()) + "-" + std::to_string(chain::wall_clock_ns() % 100000);
+  auto create = [&](const std::string& name,
+                    std::int64_t segment_bytes) -> std::optional<control::idl::ChannelInfo> {
     control::idl::ChannelConfig cfg;
     cfg.name = name;
     cfg.partitions = 1;
@@ -281,7 +289,8 @@ int run_bench(const Common& c, const BenchOptions& o) {
     cfg.ttl_ms = 1000;  // the minimum: throughput runs recycle segments
     auto ch = admin.create_channel(cfg);
     if (!ch) {
-      std::fprintf(stderr, "catena: bench: create channel %s: %s\n", name.c_str(), ch.error().describe().c_str());
+      std::fprintf(stderr, "catena: bench: create channel %s: %s\n", name.c_str(),
+                   ch.error().describe().c_str());
       return std::nullopt;
     }
     return ch.value();
@@ -314,7 +323,8 @@ int run_bench(const Common& c, const BenchOptions& o) {
     if (o.log_slots > 0) {
       std::uint64_t bytes = 0;
       const double mbs = warm_log(*pub.value(), o.log_slots, kLatencySegment, &bytes);
-      std::fprintf(info, "  warm-up of the latency log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
+      std::fprintf(info,
+                   "  warm-up of the latency log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
                    static_cast<unsigned long long>(bytes >> 20), mbs);
     }
     auto commit_ack_rows = [&](Publisher& p, const char* mode) {
@@ -347,8 +357,8 @@ int run_bench(const Common& c, const BenchOptions& o) {
       r.bytes = bytes;
       r.mode = "delivery_latency";
       std::uint64_t dt = 0;
-      auto s = delivery_latency(*pub.value(), routes, lat_ch->config.name, c.provider, place->client_cpu, bytes,
-                                o.iters, o.warmup, &dt);
+      auto s = delivery_latency(*pub.value(), routes, lat_ch->config.name, c.provider, place->client_cpu,
+                                bytes, o.iters, o.warmup, &dt);
       r.pct = bench::percentiles(s);
       r.msgs_per_s = rate(s.size(), dt);
       r.floor_p50_ns = floor_ring.p50;
@@ -371,8 +381,9 @@ int run_bench(const Common& c, const BenchOptions& o) {
       if (o.log_slots > 0 && !tput_sizes.empty()) {
         std::uint64_t bytes = 0;
         const double mbs = warm_log(*tpub.value(), o.log_slots, o.segment_bytes, &bytes);
-        std::fprintf(info, "  warm-up of the throughput log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
-                     static_cast<unsigned long long>(bytes >> 20), mbs);
+        std::fprintf(
+            info, "  warm-up of the throughput log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
+            static_cast<unsigned long long>(bytes >> 20), mbs);
       }
       for (std::uint32_t bytes : tput_sizes) {
         Throughput t = throughput(*tpub.value(), bytes, o.seconds);
@@ -398,9 +409,10 @@ int run_bench(const Common& c, const BenchOptions& o) {
                 static_cast<double>(o.log_slots - 1) * static_cast<double>(o.segment_bytes) / 2e6);
   }
   if (!o.json && rc == 0) {
-    std::printf("  (latency rows: one record in flight; throughput: up to %d in flight, linger %d us, batches up to "
-                "%d bytes, segments of %lld bytes with a 1 s ttl)\n",
-                o.window, o.linger_us, o.max_batch_bytes, static_cast<long long>(o.segment_bytes));
+    std::printf(
+        "  (latency rows: one record in flight; throughput: up to %d in flight, linger %d us, batches up to "
+        "%d bytes, segments of %lld bytes with a 1 s ttl)\n",
+        o.window, o.linger_us, o.max_batch_bytes, static_cast<long long>(o.segment_bytes));
   }
   return rc;
 }

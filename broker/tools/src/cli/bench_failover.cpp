@@ -6,16 +6,6 @@
 // publish on the new chain). The history checker then counts lost and
 // duplicated records. Reported as p50/p99 over the rounds, with the
 // failure detector's timeout.
-#include "commands.hpp"
-
-#include <catena/broker/history.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/chain/clock.hpp>
-#include <catena/control/controller_client.hpp>
-#include <catena/broker/controller_routes.hpp>
-
-#include <nlohmann/json.hpp>
 #include <signal.h>
 
 #include <algorithm>
@@ -23,7 +13,17 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <thread>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/history.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/chain/clock.hpp>
+#include <catena/control/controller_client.hpp>
+
+#include "commands.hpp"
 
 namespace catena::cli {
 
@@ -174,24 +174,36 @@ int run_failover_bench(const Common& common, const BenchOptions& o) {
     }
     times.push_back(r.failover_ms);
     if (!o.json) {
-      std::printf("kill %d: head killed, first commit on the new chain after %.1f ms (%s)\n", k + 1, r.failover_ms,
-                  r.history.ok() ? "history ok" : r.history.summary().c_str());
+      std::printf("kill %d: head killed, first commit on the new chain after %.1f ms (%s)\n", k + 1,
+                  r.failover_ms, r.history.ok() ? "history ok" : r.history.summary().c_str());
     }
   }
   std::sort(times.begin(), times.end());
-  auto pct = [&](double q) { return times.empty() ? 0.0 : times[static_cast<std::size_t>(q * (times.size() - 1) + 0.5)]; };
+  auto pct = [&](double q) {
+    return times.empty() ? 0.0 : times[static_cast<std::size_t>(q * (times.size() - 1) + 0.5)];
+  };
   if (o.json) {
-    nlohmann::json j{{"system", "catena"},         {"mode", "failover"},       {"replicas", 3},
-                     {"kills", times.size()},      {"timeout_ms", o.timeout_ms}, {"failover_p50_ms", pct(0.5)},
-                     {"failover_p99_ms", pct(0.99)}, {"failover_max_ms", times.empty() ? 0.0 : times.back()},
-                     {"lost", lost},               {"duplicated", duplicated}, {"other_violations", other}};
+    nlohmann::json j{{"system", "catena"},
+                     {"mode", "failover"},
+                     {"replicas", 3},
+                     {"kills", times.size()},
+                     {"timeout_ms", o.timeout_ms},
+                     {"failover_p50_ms", pct(0.5)},
+                     {"failover_p99_ms", pct(0.99)},
+                     {"failover_max_ms", times.empty() ? 0.0 : times.back()},
+                     {"lost", lost},
+                     {"duplicated", duplicated},
+                     {"other_violations", other}};
     std::cout << j.dump() << std::endl;
   } else {
-    std::printf("failover over %zu kill(s), detector timeout %d ms: p50 %.1f ms, p99 %.1f ms; lost %llu, duplicated %llu\n",
-                times.size(), o.timeout_ms, pct(0.5), pct(0.99), static_cast<unsigned long long>(lost),
-                static_cast<unsigned long long>(duplicated));
+    std::printf(
+        "failover over %zu kill(s), detector timeout %d ms: p50 %.1f ms, p99 %.1f ms; lost %llu, duplicated "
+        "%llu\n",
+        times.size(), o.timeout_ms, pct(0.5), pct(0.99), static_cast<unsigned long long>(lost),
+        static_cast<unsigned long long>(duplicated));
   }
-  return times.size() == static_cast<std::size_t>(o.kills) && lost == 0 && duplicated == 0 && other == 0 ? 0 : 1;
+  return times.size() == static_cast<std::size_t>(o.kills) && lost == 0 && duplicated == 0 && other == 0 ? 0
+                                                                                                         : 1;
 }
 
 }  // namespace catena::cli

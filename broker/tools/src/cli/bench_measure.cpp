@@ -1,16 +1,16 @@
 // `catena bench`: the catena measurements, each on a Publisher the caller
 // set up (see bench.cpp for what each figure means).
-#include "bench_parts.hpp"
-#include "floors.hpp"
+#include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/clock.hpp>
 #include <catena/fabric/idle.hpp>
 
-#include <algorithm>
-#include <atomic>
-#include <thread>
+#include "bench_parts.hpp"
+#include "floors.hpp"
 
 namespace catena::cli::bench_detail {
 
@@ -72,7 +72,8 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
   const std::uint64_t lap = static_cast<std::uint64_t>(slots) * static_cast<std::uint64_t>(segment_bytes);
   Throughput w = throughput(pub, wb, 120.0, lap / wb + 1);
   *bytes_out = w.acked * wb;
-  return static_cast<double>(w.acked * wb) * 1e3 / static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
+  return static_cast<double>(w.acked * wb) * 1e3 /
+         static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
 }
 
 // publish -> commit ack, one record in flight.
@@ -93,16 +94,17 @@ std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t byte
     // The tail's ack can come before the head returns ring space: a
     // back-pressured publish waits (outside the measurement) and retries.
     while ((t0 = now_ns(), e = pub.publish_to(0, payload, [&](const PublishResult& r) {
-              t1 = now_ns();
-              status = r.status;
-              acked = true;
-            })) == client::ErrorCode::backpressure) {
+             t1 = now_ns();
+             status = r.status;
+             acked = true;
+           })) == client::ErrorCode::backpressure) {
       idle.idle(pub.poll());
     }
     if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
     idle.reset();
     while (!acked) idle.idle(pub.poll());
-    if (status != PublishStatus::ok) throw Fail{"publish refused: " + std::string(chain::wire::to_string(status))};
+    if (status != PublishStatus::ok)
+      throw Fail{"publish refused: " + std::string(chain::wire::to_string(status))};
     if (i >= warmup) samples.push_back(t1 - t0);
   }
   *elapsed = now_ns() - start;
@@ -114,8 +116,8 @@ std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t byte
 // and acknowledged). Latency from the record's own timestamp (the publisher's
 // wall clock, same host) to the subscriber's wall clock on receipt.
 std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes, const std::string& channel,
-                                            const std::string& provider, int sub_cpu, std::uint32_t bytes, int iters,
-                                            int warmup, std::uint64_t* elapsed) {
+                                            const std::string& provider, int sub_cpu, std::uint32_t bytes,
+                                            int iters, int warmup, std::uint64_t* elapsed) {
   SubscriberOptions so;
   so.provider = provider;
   so.start = Start::latest;

@@ -3,17 +3,17 @@
 // Private to the CLI.
 #pragma once
 
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/routes.hpp>
-
 #include <sched.h>
-#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
+
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/routes.hpp>
 
 namespace catena::cli::bench_detail {
 
@@ -61,8 +61,8 @@ struct FloorShape {
 };
 
 // Round trips in ns (warm-up excluded); empty on failure.
-std::vector<std::uint64_t> measure_floor(const FloorShape& shape, int stages, const Placement& place, int iters,
-                                         int warmup);
+std::vector<std::uint64_t> measure_floor(const FloorShape& shape, int stages, const Placement& place,
+                                         int iters, int warmup);
 
 // --- catena measurements (bench_measure.cpp) ---------------------------------
 
@@ -88,7 +88,7 @@ std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t byte
                                               std::uint64_t* elapsed);
 // publish -> delivery to a subscriber of the tail on another thread.
 std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes, const std::string& channel,
-                                            const std::string& provider, int sub_cpu, std::uint32_t bytes, int iters,
-                                            int warmup, std::uint64_t* elapsed);
+                                            const std::string& provider, int sub_cpu, std::uint32_t bytes,
+                                            int iters, int warmup, std::uint64_t* elapsed);
 
 }  // namespace catena::cli::bench_detail

@@ -1,20 +1,20 @@
 // `catena bench`: where its threads and processes run (--pin), and the floor
 // a same-host 3-replica commit round trip cannot beat (see bench.cpp).
-#include "bench_parts.hpp"
-#include "floors.hpp"
-
-#include <catena/fabric/idle.hpp>
-
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <new>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <thread>
+
+#include <catena/fabric/idle.hpp>
+
+#include "bench_parts.hpp"
+#include "floors.hpp"
 
 namespace catena::cli::bench_detail {
 
@@ -33,7 +33,8 @@ struct alignas(64) Mailbox {
   std::atomic<std::uint64_t> word;
 };
 
-void floor_stage(Mailbox* boxes, const std::atomic<std::uint32_t>* stop, int me, const std::vector<int>& route) {
+void floor_stage(Mailbox* boxes, const std::atomic<std::uint32_t>* stop, int me,
+                 const std::vector<int>& route) {
   fabric::BackoffIdle idle;
   std::uint64_t last = 0;  // tokens are never 0; the first may arrive before this process runs
   while (stop->load(std::memory_order_relaxed) == 0) {
@@ -56,7 +57,8 @@ void floor_stage(Mailbox* boxes, const std::atomic<std::uint32_t>* stop, int me,
 int usable_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return static_cast<int>(std::thread::hardware_concurrency());
   return CPU_COUNT(&set);
 }
 
@@ -138,8 +140,8 @@ void pin_self(int cpu) {
 // --- the floor -----------------------------------------------------------------------
 
 // Round trips in ns (warm-up excluded); empty on failure.
-std::vector<std::uint64_t> measure_floor(const FloorShape& shape, int stages, const Placement& place, int iters,
-                                         int warmup) {
+std::vector<std::uint64_t> measure_floor(const FloorShape& shape, int stages, const Placement& place,
+                                         int iters, int warmup) {
   const std::size_t bytes = sizeof(Mailbox) * static_cast<std::size_t>(stages + 2);
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return {};

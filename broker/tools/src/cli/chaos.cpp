@@ -17,20 +17,9 @@
 // every acknowledged record present exactly once at its acknowledged offset,
 // each producer's records in order per partition, live subscribers'
 // deliveries gap-free and duplicate-free.
-#include "commands.hpp"
-
-#include <catena/broker/history.hpp>
-#include <catena/broker/netns_link.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/control/controller_client.hpp>
-#include <catena/broker/controller_routes.hpp>
-#include <catena/fabric/thread_annotations.hpp>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -40,8 +29,19 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/history.hpp>
+#include <catena/broker/netns_link.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/control/controller_client.hpp>
+#include <catena/fabric/thread_annotations.hpp>
+
+#include "commands.hpp"
 
 namespace catena::cli {
 
@@ -115,25 +115,31 @@ struct Producer {
 }  // namespace
 
 void add_chaos_options(CLI::App& app, ChaosOptions& o) {
-  app.add_option("--faults", o.faults, "faults to inject")->capture_default_str()->check(CLI::Range(0, 100000));
+  app.add_option("--faults", o.faults, "faults to inject")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   app.add_option("--seconds", o.seconds, "stop injecting after this long even if faults remain (0: no limit)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the fault schedule (0: random; printed)")->capture_default_str();
   app.add_option("--nodes", o.nodes, "brokers (at least 5)")->capture_default_str()->check(CLI::Range(5, 64));
-  app.add_option("--partitions", o.partitions, "partitions of the channel")->capture_default_str()
+  app.add_option("--partitions", o.partitions, "partitions of the channel")
+      ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  app.add_option("--producers", o.producers, "publishing processes' worth of producers")->capture_default_str()
+  app.add_option("--producers", o.producers, "publishing processes' worth of producers")
+      ->capture_default_str()
       ->check(CLI::Range(1, 16));
   app.add_option("--interval-ms", o.interval_ms, "time between faults")->capture_default_str();
-  app.add_option("--timeout-ms", o.timeout_ms, "failure detector timeout of the cluster")->capture_default_str();
+  app.add_option("--timeout-ms", o.timeout_ms, "failure detector timeout of the cluster")
+      ->capture_default_str();
   app.add_option("--dir", o.dir, "state and logs directory")->capture_default_str();
   app.add_option("--cut", o.cut,
                  "what network cuts isolate: broker, controller or none (cuts need root and iproute2; every "
                  "process then uses soft:tcp)")
       ->capture_default_str()
       ->check(CLI::IsMember({"broker", "controller", "none"}));
-  app.add_flag("--json", o.json, "one JSON line: faults by kind, acked, lost, duplicated, misplaced, reordered, "
-                                 "indeterminate");
+  app.add_flag("--json", o.json,
+               "one JSON line: faults by kind, acked, lost, duplicated, misplaced, reordered, "
+               "indeterminate");
 }
 
 int run_chaos(const Common& common, const ChaosOptions& o) {
@@ -203,7 +209,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       auto sub = Subscriber::create(routes, kChannel, so);
       if (!sub) return;
       sub.value()->on_notice([&, s](const Notice& n) {
-        if (n.status == chain::wire::Status::data_lost) history.declare_lost(s, n.partition, n.lost_from, n.next_offset);
+        if (n.status == chain::wire::Status::data_lost)
+          history.declare_lost(s, n.partition, n.lost_from, n.next_offset);
       });
       while (!stop_subs) {
         if (sub.value()->poll([&](const Message& m) {
@@ -256,7 +263,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
             ++count;
           }
           pub.value()->poll();
-          if (count % 4 == 0) std::this_thread::sleep_for(2ms);  // ~2k records/s: a steady stream, not a flood
+          if (count % 4 == 0)
+            std::this_thread::sleep_for(2ms);  // ~2k records/s: a steady stream, not a flood
         }
         if (stop_pubs) {
           pub.value()->flush(60s);
@@ -299,7 +307,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
     if (kind == "kill") {
       cluster.signal_node(victim, SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
-      if (!cluster.restart_node(victim, &err)) std::fprintf(stderr, "catena chaos: restart: %s\n", err.c_str());
+      if (!cluster.restart_node(victim, &err))
+        std::fprintf(stderr, "catena chaos: restart: %s\n", err.c_str());
     } else if (kind == "pause") {
       cluster.signal_node(victim, SIGSTOP);
       std::this_thread::sleep_for(std::chrono::milliseconds(o.timeout_ms / 2 + rng() % (3 * o.timeout_ms)));
@@ -310,7 +319,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 1800));
       if (!netns->heal(&cut_err)) std::fprintf(stderr, "catena chaos: heal: %s\n", cut_err.c_str());
     } else if (kind == "controller") {
-      if (!cluster.restart_controller(&err)) std::fprintf(stderr, "catena chaos: controller: %s\n", err.c_str());
+      if (!cluster.restart_controller(&err))
+        std::fprintf(stderr, "catena chaos: controller: %s\n", err.c_str());
     } else {
       producers[rng() % producers.size()]->restart = true;
     }
@@ -367,8 +377,10 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
         const int n = reader.value()->poll([&](const Message& m) {
           history.delivered(kLiveSubscribers, m.partition, m.offset, id_of(m.payload), m.payload);
         });
-        if (n > 0) last = Clock::now();
-        else std::this_thread::sleep_for(200us);
+        if (n > 0)
+          last = Clock::now();
+        else
+          std::this_thread::sleep_for(200us);
       }
     }
   }
@@ -376,7 +388,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   const std::uint64_t reordered = r.out_of_order + order.reordered();
   const std::uint64_t misplaced = r.offset_conflicts + r.corrupted + r.phantom;
   const std::uint64_t indeterminate = r.published - r.acknowledged - r.failed;
-  const bool clean = r.lost == 0 && r.duplicated == 0 && misplaced == 0 && reordered == 0 && r.declared_lost == 0;
+  const bool clean =
+      r.lost == 0 && r.duplicated == 0 && misplaced == 0 && reordered == 0 && r.declared_lost == 0;
   if (o.json) {
     nlohmann::json faults = nlohmann::json::object();
     for (const auto& [k, n] : by_kind) faults[k] = n;
@@ -408,8 +421,8 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       first = false;
     }
     std::printf(")\n  %s\n  reordered within a producer %llu, indeterminate %llu: %s\n", r.summary().c_str(),
-                static_cast<unsigned long long>(order.reordered()), static_cast<unsigned long long>(indeterminate),
-                clean ? "clean" : "VIOLATIONS");
+                static_cast<unsigned long long>(order.reordered()),
+                static_cast<unsigned long long>(indeterminate), clean ? "clean" : "VIOLATIONS");
   }
   return clean ? 0 : 1;
 }

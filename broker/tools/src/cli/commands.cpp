@@ -1,16 +1,16 @@
 #include "commands.hpp"
 
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/control/controller_client.hpp>
-#include <catena/broker/controller_routes.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <thread>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/control/controller_client.hpp>
 
 namespace catena::cli {
 
@@ -19,7 +19,9 @@ using namespace std::chrono_literals;
 namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
-void on_interrupt(int) { g_interrupted = 1; }
+void on_interrupt(int) {
+  g_interrupted = 1;
+}
 
 int fail(const std::string& what, const std::string& why) {
   std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
@@ -34,26 +36,31 @@ control::ControllerClient::Options client_options(const Common& c) {
 
 const char* state_name(control::idl::NodeState::type s) {
   switch (s) {
-    case control::idl::NodeState::ALIVE: return "ALIVE";
-    case control::idl::NodeState::SUSPECT: return "SUSPECT";
-    case control::idl::NodeState::DEAD: return "DEAD";
+    case control::idl::NodeState::ALIVE:
+      return "ALIVE";
+    case control::idl::NodeState::SUSPECT:
+      return "SUSPECT";
+    case control::idl::NodeState::DEAD:
+      return "DEAD";
   }
   return "?";
 }
 
 void print_channel(const control::idl::ChannelInfo& ch) {
-  std::printf("%s: %d partition(s), replication %d, segment %lld bytes, ttl %lld ms\n", ch.config.name.c_str(),
-              ch.config.partitions, ch.config.replication, static_cast<long long>(ch.config.segment_bytes),
-              static_cast<long long>(ch.config.ttl_ms));
+  std::printf("%s: %d partition(s), replication %d, segment %lld bytes, ttl %lld ms\n",
+              ch.config.name.c_str(), ch.config.partitions, ch.config.replication,
+              static_cast<long long>(ch.config.segment_bytes), static_cast<long long>(ch.config.ttl_ms));
   for (const auto& r : ch.routes) {
-    std::printf("  partition %d  epoch %lld  start %lld  chain:", r.partition, static_cast<long long>(r.epoch),
-                static_cast<long long>(r.start_offset));
+    std::printf("  partition %d  epoch %lld  start %lld  chain:", r.partition,
+                static_cast<long long>(r.epoch), static_cast<long long>(r.start_offset));
     for (std::size_t i = 0; i < r.replicas.size(); ++i) {
-      std::printf(" %s%s(%s)", i ? "-> " : "", r.replicas[i].node_id.c_str(), r.replicas[i].fabric_addr.c_str());
+      std::printf(" %s%s(%s)", i ? "-> " : "", r.replicas[i].node_id.c_str(),
+                  r.replicas[i].fabric_addr.c_str());
     }
     // Replacements copying the partition behind the tail; not yet part of the chain.
     for (std::size_t i = 0; i < r.joining.size(); ++i) {
-      std::printf(" %s%s(%s)", i ? "-> " : "  joining: ", r.joining[i].node_id.c_str(), r.joining[i].fabric_addr.c_str());
+      std::printf(" %s%s(%s)", i ? "-> " : "  joining: ", r.joining[i].node_id.c_str(),
+                  r.joining[i].fabric_addr.c_str());
     }
     std::printf("\n");
   }
@@ -143,8 +150,8 @@ int partition_declare_lost(const Common& c, const std::string& channel, std::int
   control::ControllerClient client(client_options(c));
   auto r = client.declare_partition_lost(channel, partition);
   if (!r) return fail("partition declare-lost " + channel, r.error().describe());
-  std::printf("%s/%d declared lost at epoch %lld: it is rebuilt above offset %lld as nodes allow\n", channel.c_str(),
-              partition, static_cast<long long>(r->epoch),
+  std::printf("%s/%d declared lost at epoch %lld: it is rebuilt above offset %lld as nodes allow\n",
+              channel.c_str(), partition, static_cast<long long>(r->epoch),
               static_cast<long long>(r->start_offset));
   return 0;
 }
@@ -156,10 +163,11 @@ int cluster_status(const Common& c) {
   std::printf("controller %s, %zu node(s), %d repair(s) in progress\n", c.controller_address().c_str(),
               r->nodes.size(), r->repairs_in_progress);
   for (const auto& n : r->nodes) {
-    std::printf("  %-10s %-7s zone %-8s replicas %-3d segments %-5lld bytes %-12lld heartbeat %lld ms ago  %s\n",
-                n.info.node_id.c_str(), state_name(n.state), n.info.zone.c_str(), n.replicas,
-                static_cast<long long>(n.stats.segments), static_cast<long long>(n.stats.bytes),
-                static_cast<long long>(n.last_heartbeat_ms_ago), n.info.fabric_addr.c_str());
+    std::printf(
+        "  %-10s %-7s zone %-8s replicas %-3d segments %-5lld bytes %-12lld heartbeat %lld ms ago  %s\n",
+        n.info.node_id.c_str(), state_name(n.state), n.info.zone.c_str(), n.replicas,
+        static_cast<long long>(n.stats.segments), static_cast<long long>(n.stats.bytes),
+        static_cast<long long>(n.last_heartbeat_ms_ago), n.info.fabric_addr.c_str());
   }
   return 0;
 }
@@ -196,10 +204,12 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
     ++sent;
     pub.value()->poll();
   }
-  if (!pub.value()->flush(30s)) std::fprintf(stderr, "catena: publish: %llu record(s) still unacknowledged\n",
-                                              static_cast<unsigned long long>(pub.value()->in_flight()));
-  std::fprintf(stderr, "published %llu, acknowledged %llu, refused %llu\n", static_cast<unsigned long long>(sent),
-               static_cast<unsigned long long>(acked), static_cast<unsigned long long>(failed));
+  if (!pub.value()->flush(30s))
+    std::fprintf(stderr, "catena: publish: %llu record(s) still unacknowledged\n",
+                 static_cast<unsigned long long>(pub.value()->in_flight()));
+  std::fprintf(stderr, "published %llu, acknowledged %llu, refused %llu\n",
+               static_cast<unsigned long long>(sent), static_cast<unsigned long long>(acked),
+               static_cast<unsigned long long>(failed));
   return failed == 0 && acked == sent ? 0 : 1;
 }
 
@@ -219,14 +229,16 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
       so.start = Start::offset;
       so.start_offset = std::stoull(o.from);
     } catch (const std::exception&) {
-      return fail("subscribe", "--from must be earliest, latest, committed or a number, not '" + o.from + "'");
+      return fail("subscribe",
+                  "--from must be earliest, latest, committed or a number, not '" + o.from + "'");
     }
   }
   auto sub = Subscriber::create(routes, o.channel, so);
   if (!sub) return fail("subscribe " + o.channel, sub.error().message);
   sub.value()->on_notice([](const Notice& n) {
     std::fprintf(stderr, "catena: partition %u: %s, continuing at offset %llu\n", n.partition,
-                 std::string(chain::wire::to_string(n.status)).c_str(), static_cast<unsigned long long>(n.next_offset));
+                 std::string(chain::wire::to_string(n.status)).c_str(),
+                 static_cast<unsigned long long>(n.next_offset));
   });
   std::signal(SIGINT, on_interrupt);
   std::uint64_t got = 0;
@@ -244,7 +256,9 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
       last = std::chrono::steady_clock::now();
       std::fflush(stdout);
     } else {
-      if (o.timeout_ms > 0 && std::chrono::steady_clock::now() - last > std::chrono::milliseconds(o.timeout_ms)) break;
+      if (o.timeout_ms > 0 &&
+          std::chrono::steady_clock::now() - last > std::chrono::milliseconds(o.timeout_ms))
+        break;
       std::this_thread::sleep_for(200us);
     }
   }

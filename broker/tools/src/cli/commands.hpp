@@ -2,10 +2,10 @@
 // errors as `catena: <what>: <why>` on stderr.
 #pragma once
 
-#include <catena/broker/local_cluster.hpp>
-
 #include <cstdint>
 #include <string>
+
+#include <catena/broker/local_cluster.hpp>
 
 namespace CLI {
 class App;

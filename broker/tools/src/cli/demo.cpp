@@ -3,14 +3,6 @@
 // by record, that every acknowledged record was delivered exactly once, in
 // offset order, with its payload, then prints counts, offsets and latency
 // percentiles. With --kill, a broker is killed with SIGKILL mid-stream.
-#include "commands.hpp"
-
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
-#include <catena/chain/clock.hpp>
-#include <catena/control/controller_client.hpp>
-#include <catena/broker/controller_routes.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -18,6 +10,14 @@
 #include <map>
 #include <thread>
 #include <vector>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/chain/clock.hpp>
+#include <catena/control/controller_client.hpp>
+
+#include "commands.hpp"
 
 namespace catena::cli {
 
@@ -33,7 +33,9 @@ Pct percentiles_us(std::vector<std::uint64_t> ns) {
   Pct p;
   if (ns.empty()) return p;
   std::sort(ns.begin(), ns.end());
-  auto at = [&](double q) { return static_cast<double>(ns[static_cast<std::size_t>(q * (ns.size() - 1))]) / 1e3; };
+  auto at = [&](double q) {
+    return static_cast<double>(ns[static_cast<std::size_t>(q * (ns.size() - 1))]) / 1e3;
+  };
   p.p50 = at(0.5);
   p.p99 = at(0.99);
   p.p999 = at(0.999);
@@ -61,7 +63,8 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
     std::fprintf(stderr, "catena: cluster demo: %s\n", err.c_str());
     return 1;
   }
-  for (const auto& n : cluster.nodes()) std::printf("   %s pid %d fabric %s\n", n.node_id.c_str(), n.pid, n.fabric_addr.c_str());
+  for (const auto& n : cluster.nodes())
+    std::printf("   %s pid %d fabric %s\n", n.node_id.c_str(), n.pid, n.fabric_addr.c_str());
 
   control::ControllerClient::Options co;
   co.address = cluster.controller_address();
@@ -102,8 +105,8 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
     while (!stop_sub.load()) {
       int n = sub.value()->poll([&](const Message& m) {
         delivery_ns.push_back(chain::wall_clock_ns() - m.timestamp_ns);
-        got[m.partition].emplace_back(m.offset,
-                                      std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
+        got[m.partition].emplace_back(
+            m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
         delivered.fetch_add(1, std::memory_order_relaxed);
       });
       if (n == 0) std::this_thread::sleep_for(50us);
@@ -123,8 +126,8 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   std::printf("== publishing %d records of %d bytes%s\n", demo.records, demo.bytes,
               demo.kill ? ", killing a broker half way" : "");
   std::map<std::pair<std::uint32_t, std::uint64_t>, int> acked;  // (partition, offset) -> record index
-  std::vector<std::uint64_t> ack_ns;            // one in flight
-  std::vector<std::uint64_t> pipelined_ack_ns;  // many in flight (includes queueing)
+  std::vector<std::uint64_t> ack_ns;                             // one in flight
+  std::vector<std::uint64_t> pipelined_ack_ns;                   // many in flight (includes queueing)
   std::uint64_t refused = 0;
   const auto t0 = std::chrono::steady_clock::now();
   // The first tenth goes one record at a time (latency with one in flight),
@@ -150,8 +153,9 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
       }
     };
     for (;;) {
-      auto e = pub.value()->publish(std::span(reinterpret_cast<const std::byte*>(key.data()), key.size()),
-                                    std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size()), cb);
+      auto e = pub.value()->publish(
+          std::span(reinterpret_cast<const std::byte*>(key.data()), key.size()),
+          std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size()), cb);
       if (e == client::ErrorCode::ok) break;
       if (e != client::ErrorCode::backpressure) {
         ++refused;
@@ -170,7 +174,8 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   const double secs = std::chrono::duration<double>(t_end - t0).count();
   const double pipelined_secs = std::chrono::duration<double>(t_end - t_pipelined).count();
   auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (delivered.load() < acked.size() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  while (delivered.load() < acked.size() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
   std::this_thread::sleep_for(50ms);  // let stray duplicates show up if there were any
   stop_sub = true;
   sub_thread.join();
@@ -201,9 +206,9 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   for (const auto& [key, idx] : acked) {
     auto it = got.find(key.first);
     // (key captured by name: Clang before 16 cannot capture a structured binding.)
-    bool found = it != got.end() &&
-                 std::any_of(it->second.begin(), it->second.end(),
-                             [&, &key = key](const auto& r) { return r.first == key.second; });
+    bool found =
+        it != got.end() && std::any_of(it->second.begin(), it->second.end(),
+                                       [&, &key = key](const auto& r) { return r.first == key.second; });
     if (!found) ++lost;
   }
   std::printf("== results\n");
@@ -219,15 +224,17 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   Pct a = percentiles_us(ack_ns);
   Pct ap = percentiles_us(pipelined_ack_ns);
   Pct d = percentiles_us(delivery_ns);
-  std::printf("   publish -> commit-ack, 1 in flight  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us\n", a.p50,
-              a.p99, a.p999, a.max);
-  std::printf("   publish -> commit-ack, pipelined    p50 %.1f us  p99 %.1f us  (includes queueing)\n", ap.p50, ap.p99);
-  std::printf("   publish -> delivery (all records)   p50 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us\n", d.p50,
-              d.p99, d.p999, d.max);
-  std::printf("   lost %llu, duplicated %llu, out of order %llu, corrupted %llu, delivered-but-unacked %llu\n",
-              static_cast<unsigned long long>(lost), static_cast<unsigned long long>(duplicated),
-              static_cast<unsigned long long>(out_of_order), static_cast<unsigned long long>(corrupted),
-              static_cast<unsigned long long>(unknown));
+  std::printf("   publish -> commit-ack, 1 in flight  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us\n",
+              a.p50, a.p99, a.p999, a.max);
+  std::printf("   publish -> commit-ack, pipelined    p50 %.1f us  p99 %.1f us  (includes queueing)\n",
+              ap.p50, ap.p99);
+  std::printf("   publish -> delivery (all records)   p50 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us\n",
+              d.p50, d.p99, d.p999, d.max);
+  std::printf(
+      "   lost %llu, duplicated %llu, out of order %llu, corrupted %llu, delivered-but-unacked %llu\n",
+      static_cast<unsigned long long>(lost), static_cast<unsigned long long>(duplicated),
+      static_cast<unsigned long long>(out_of_order), static_cast<unsigned long long>(corrupted),
+      static_cast<unsigned long long>(unknown));
   const bool ok = lost == 0 && duplicated == 0 && out_of_order == 0 && corrupted == 0 &&
                   acked.size() == static_cast<std::size_t>(demo.records);
   std::printf("== %s\n", ok ? "OK: every acknowledged record was delivered exactly once, in order, intact"

@@ -1,14 +1,14 @@
 // catena: the command line for people. See `catena --help`.
-#include <catena/broker/local_cluster.hpp>
-#include "commands.hpp"
-
 #include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <csignal>
-#include <cstdio>
+#include <catena/broker/local_cluster.hpp>
+
+#include "commands.hpp"
 
 int main(int argc, char** argv) {
   using namespace catena::cli;
@@ -20,8 +20,9 @@ int main(int argc, char** argv) {
   CLI::App app{"catena: replicated publish/subscribe over RDMA chains"};
   app.require_subcommand(1);
   Common common;
-  app.add_option("--controller", common.controller, "controller host:port (default: $CATENA_CONTROLLER or "
-                                                    "the local cluster in ./catena-cluster, else 127.0.0.1:7400)");
+  app.add_option("--controller", common.controller,
+                 "controller host:port (default: $CATENA_CONTROLLER or "
+                 "the local cluster in ./catena-cluster, else 127.0.0.1:7400)");
   app.add_option("--provider", common.provider, "fabric provider for clients: soft, soft:tcp, verbs:<dev>")
       ->capture_default_str();
 
@@ -30,31 +31,37 @@ int main(int argc, char** argv) {
   cluster->require_subcommand(1);
   ClusterOptions copts;
   bool detach = false;
-  auto* up = cluster->add_subcommand("up", "start a controller and N brokers on this host; Ctrl-C stops them");
+  auto* up =
+      cluster->add_subcommand("up", "start a controller and N brokers on this host; Ctrl-C stops them");
   up->add_option("--nodes", copts.nodes, "brokers to start")->capture_default_str()->check(CLI::Range(1, 64));
   up->add_option("--dir", copts.dir, "state and logs directory")->capture_default_str();
-  up->add_option("--controller-port", copts.controller_port, "controller port (0: any)")->capture_default_str();
+  up->add_option("--controller-port", copts.controller_port, "controller port (0: any)")
+      ->capture_default_str();
   up->add_option("--heartbeat-timeout-ms", copts.heartbeat_timeout_ms, "failure detector timeout")
       ->capture_default_str();
   up->add_flag("--detach", detach, "leave the cluster running and return");
   // Also accepted after the subcommand: `catena cluster up --provider verbs:rxe0`.
   auto add_fabric_options = [&](CLI::App& cmd) {
-    cmd.add_option("--provider", common.provider, "fabric provider for brokers and clients: soft, soft:tcp, "
-                                                  "verbs:<dev>");
-    cmd.add_option("--fabric-listen", copts.fabric_host,
-                   "host the brokers' fabric listeners bind (default: 127.0.0.1 for soft, the RDMA device's own "
-                   "address for verbs:<dev>)");
+    cmd.add_option("--provider", common.provider,
+                   "fabric provider for brokers and clients: soft, soft:tcp, "
+                   "verbs:<dev>");
+    cmd.add_option(
+        "--fabric-listen", copts.fabric_host,
+        "host the brokers' fabric listeners bind (default: 127.0.0.1 for soft, the RDMA device's own "
+        "address for verbs:<dev>)");
   };
   add_fabric_options(*up);
   auto* down = cluster->add_subcommand("down", "stop a cluster started with --detach");
   down->add_option("--dir", copts.dir, "state directory")->capture_default_str();
   DemoOptions demo;
-  auto* demo_cmd = cluster->add_subcommand("demo", "start a cluster, publish and subscribe through it, report");
+  auto* demo_cmd =
+      cluster->add_subcommand("demo", "start a cluster, publish and subscribe through it, report");
   demo_cmd->add_option("--nodes", copts.nodes, "brokers")->capture_default_str()->check(CLI::Range(1, 64));
   demo_cmd->add_option("--dir", copts.dir, "state and logs directory")->capture_default_str();
   demo_cmd->add_option("--records", demo.records, "records to publish")->capture_default_str();
   demo_cmd->add_option("--bytes", demo.bytes, "payload bytes")->capture_default_str();
-  demo_cmd->add_option("--partitions", demo.partitions, "partitions of the demo channel")->capture_default_str();
+  demo_cmd->add_option("--partitions", demo.partitions, "partitions of the demo channel")
+      ->capture_default_str();
   demo_cmd->add_flag("--kill", demo.kill, "kill -9 a broker in the middle of the traffic");
   add_fabric_options(*demo_cmd);
 
@@ -80,10 +87,13 @@ int main(int argc, char** argv) {
   std::int32_t lost_partition = 0;
   bool lost_yes = false;
   auto* declare_lost = partition->add_subcommand(
-      "declare-lost", "give up a partition whose every replica is DEAD for good: it is rebuilt empty above every "
-                      "offset ever handed out, and its subscribers are told which offsets were lost");
+      "declare-lost",
+      "give up a partition whose every replica is DEAD for good: it is rebuilt empty above every "
+      "offset ever handed out, and its subscribers are told which offsets were lost");
   declare_lost->add_option("channel", lost_channel, "channel")->required();
-  declare_lost->add_option("partition", lost_partition, "partition")->required()->check(CLI::NonNegativeNumber);
+  declare_lost->add_option("partition", lost_partition, "partition")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
   declare_lost->add_flag("--yes", lost_yes, "confirm: the records it held are gone")->required();
 
   // data -------------------------------------------------------------------------
@@ -96,7 +106,8 @@ int main(int argc, char** argv) {
   SubscribeOptions sub;
   auto* subscribe = app.add_subcommand("subscribe", "print committed records, one per line");
   subscribe->add_option("channel", sub.channel, "channel")->required();
-  subscribe->add_option("--from", sub.from, "earliest, latest, committed or an offset")->capture_default_str();
+  subscribe->add_option("--from", sub.from, "earliest, latest, committed or an offset")
+      ->capture_default_str();
   subscribe->add_option("--count", sub.count, "exit after this many records (0: never)");
   subscribe->add_option("--group", sub.group, "subscriber group (commits its position)");
   subscribe->add_option("--timeout-ms", sub.timeout_ms, "exit after this long without a record (0: never)");
@@ -105,13 +116,15 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "show the cluster's nodes and their state");
 
   BenchOptions bench;
-  auto* bench_cmd = app.add_subcommand("bench", "latency and throughput of a replicated channel, against this "
-                                                "machine's floor (starts its own cluster unless --controller)");
+  auto* bench_cmd = app.add_subcommand("bench",
+                                       "latency and throughput of a replicated channel, against this "
+                                       "machine's floor (starts its own cluster unless --controller)");
   add_bench_options(*bench_cmd, bench);
 
   ChaosOptions chaos;
-  auto* chaos_cmd = app.add_subcommand("chaos", "soak a local cluster under random faults (kill -9, pause, "
-                                                "controller restart, publisher restart) and check the history");
+  auto* chaos_cmd = app.add_subcommand("chaos",
+                                       "soak a local cluster under random faults (kill -9, pause, "
+                                       "controller restart, publisher restart) and check the history");
   add_chaos_options(*chaos_cmd, chaos);
 
   CLI11_PARSE(app, argc, argv);

@@ -30,15 +30,17 @@ class SteadyClock final : public Clock {
 
 // Wall-clock timestamps for records (what a subscriber compares across hosts).
 inline std::uint64_t wall_clock_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
 }
 
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(std::uint64_t start_ns = 1'000'000'000) : now_(start_ns) {}
-  [[nodiscard]] std::uint64_t now_ns() const noexcept override { return now_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::uint64_t now_ns() const noexcept override {
+    return now_.load(std::memory_order_acquire);
+  }
   void advance(std::chrono::nanoseconds d) { now_.fetch_add(static_cast<std::uint64_t>(d.count())); }
 
  private:

@@ -22,14 +22,14 @@
 // session (all _st functions); neither allocates, locks or calls the kernel.
 #pragma once
 
-#include <catena/chain/limits.hpp>
-#include <catena/chain/record.hpp>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string_view>
+
+#include <catena/chain/limits.hpp>
+#include <catena/chain/record.hpp>
 
 namespace catena::chain {
 
@@ -52,7 +52,9 @@ constexpr std::uint32_t clamp_ring_bytes(std::uint32_t want) {
 }
 
 // Rounds a ring size down to the alignment (delivery rings are not clamped).
-constexpr std::uint32_t align_ring_bytes(std::uint32_t want) { return want & ~(kRingAlign - 1); }
+constexpr std::uint32_t align_ring_bytes(std::uint32_t want) {
+  return want & ~(kRingAlign - 1);
+}
 
 // The doorbell immediate for a written total.
 constexpr std::uint32_t ring_immediate(std::uint64_t written) {
@@ -67,11 +69,11 @@ constexpr std::uint64_t advance_ring_total(std::uint64_t total, std::uint32_t im
 
 enum class RingStatus : std::uint8_t {
   ok,
-  full,              // not enough free bytes until the reader returns credit
-  pad_failed,        // the pad could not be written (send queue full): retry
-  empty_frame,       // a frame of 0 bytes
-  bad_frame_size,    // shorter than a record header or not a multiple of kRingAlign
-  frame_too_large,   // larger than the writer's largest frame
+  full,             // not enough free bytes until the reader returns credit
+  pad_failed,       // the pad could not be written (send queue full): retry
+  empty_frame,      // a frame of 0 bytes
+  bad_frame_size,   // shorter than a record header or not a multiple of kRingAlign
+  frame_too_large,  // larger than the writer's largest frame
 };
 
 [[nodiscard]] std::string_view to_string(RingStatus s) noexcept;
@@ -102,7 +104,8 @@ class FrameRingWriter {
   // Whether a frame of this size could ever be placed.
   [[nodiscard]] RingStatus check_size(std::uint32_t frame_bytes) const noexcept {
     if (frame_bytes == 0) return RingStatus::empty_frame;
-    if (frame_bytes < sizeof(RecordHeader) || frame_bytes % kRingAlign != 0) return RingStatus::bad_frame_size;
+    if (frame_bytes < sizeof(RecordHeader) || frame_bytes % kRingAlign != 0)
+      return RingStatus::bad_frame_size;
     if (frame_bytes > max_frame_) return RingStatus::frame_too_large;
     return RingStatus::ok;
   }
@@ -121,7 +124,8 @@ class FrameRingWriter {
     const std::uint32_t to_end = ring_bytes_ - position();
     if (frame_bytes > to_end) {
       if (to_end > free_bytes()) return RingStatus::full;
-      if (to_end >= sizeof(RecordHeader) && !write_pad(position(), make_pad(to_end))) return RingStatus::pad_failed;
+      if (to_end >= sizeof(RecordHeader) && !write_pad(position(), make_pad(to_end)))
+        return RingStatus::pad_failed;
       written_ += to_end;
     }
     if (frame_bytes > free_bytes()) return RingStatus::full;
@@ -163,7 +167,9 @@ class FrameRingWriter {
   [[nodiscard]] std::uint64_t flushed() const noexcept { return flushed_; }
   [[nodiscard]] std::uint64_t consumed() const noexcept { return consumed_; }
   [[nodiscard]] std::uint32_t immediate() const noexcept { return ring_immediate(written_); }
-  [[nodiscard]] std::uint32_t position() const noexcept { return static_cast<std::uint32_t>(written_ % ring_bytes_); }
+  [[nodiscard]] std::uint32_t position() const noexcept {
+    return static_cast<std::uint32_t>(written_ % ring_bytes_);
+  }
   [[nodiscard]] std::uint64_t free_bytes() const noexcept { return ring_bytes_ - (written_ - consumed_); }
 
  private:
@@ -200,7 +206,8 @@ enum class RingRead : std::uint8_t {
 class FrameRingReader {
  public:
   FrameRingReader() = default;
-  FrameRingReader(const std::byte* ring, std::uint32_t ring_bytes) noexcept : ring_(ring), ring_bytes_(ring_bytes) {}
+  FrameRingReader(const std::byte* ring, std::uint32_t ring_bytes) noexcept
+      : ring_(ring), ring_bytes_(ring_bytes) {}
 
   // A doorbell: the immediate of a WRITE WITH IMMEDIATE.
   void on_immediate_st(std::uint32_t imm) noexcept { written_ = advance_ring_total(written_, imm); }

@@ -9,9 +9,6 @@
 // handed to the data-plane thread that then owns it.
 #pragma once
 
-#include <catena/chain/wire.hpp>
-#include <catena/fabric/fabric.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -19,6 +16,9 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/fabric.hpp>
 
 namespace catena::chain {
 
@@ -45,7 +45,8 @@ class Link {
     std::unique_ptr<fabric::MemoryRegion> recv;
     std::unique_ptr<fabric::MemoryRegion> send;
     std::uint32_t recv_depth = 0;
-    static fabric::Result<Buffers> allocate(fabric::Provider& provider, std::uint32_t recv_depth = kDefaultRecvDepth);
+    static fabric::Result<Buffers> allocate(fabric::Provider& provider,
+                                            std::uint32_t recv_depth = kDefaultRecvDepth);
     [[nodiscard]] bool ready() const { return recv && send; }
   };
 
@@ -183,11 +184,13 @@ class Link {
  private:
   Link() = default;
   fabric::Errc repost(std::uint32_t slot) { return post_receive(*ep_, recv_buf_.get(), slot); }
-  static fabric::Errc post_receive(fabric::Endpoint& ep, const fabric::MemoryRegion* buf, std::uint32_t slot) {
+  static fabric::Errc post_receive(fabric::Endpoint& ep, const fabric::MemoryRegion* buf,
+                                   std::uint32_t slot) {
     return ep.post_recv(slot, {buf, slot * wire::kMaxMessage, wire::kMaxMessage});
   }
   // Posts a receive in each of the first `depth` slots of `buf`.
-  static fabric::Errc post_receives(fabric::Endpoint& ep, const fabric::MemoryRegion* buf, std::uint32_t depth);
+  static fabric::Errc post_receives(fabric::Endpoint& ep, const fabric::MemoryRegion* buf,
+                                    std::uint32_t depth);
 
   // Buffers outlive the endpoint: it is destroyed (and its posted work
   // flushed) first.

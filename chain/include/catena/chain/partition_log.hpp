@@ -24,12 +24,12 @@
 // Threading: owned by the partition's data-plane thread (_st).
 #pragma once
 
-#include <catena/chain/clock.hpp>
-#include <catena/chain/record.hpp>
-
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include <catena/chain/clock.hpp>
+#include <catena/chain/record.hpp>
 
 namespace catena::chain {
 
@@ -140,7 +140,9 @@ class PartitionLog {
   // Next committed record at the cursor, advancing it.
   ReadResult read(Cursor& c) const;
 
-  [[nodiscard]] std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(slots_.size()); }
+  [[nodiscard]] std::uint32_t slot_count() const noexcept {
+    return static_cast<std::uint32_t>(slots_.size());
+  }
   [[nodiscard]] const SlotInfo& slot_info(std::uint32_t s) const { return info_[s]; }
   [[nodiscard]] std::span<std::byte> slot_memory(std::uint32_t s) const { return slots_[s]; }
   [[nodiscard]] int open_slot() const noexcept { return open_; }

@@ -23,9 +23,9 @@
 // Threading: owned by the partition's data-plane thread (_st).
 #pragma once
 
-#include <vector>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 namespace catena::chain {
 

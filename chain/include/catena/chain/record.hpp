@@ -19,12 +19,12 @@
 //  56  payload, then zero padding to the next multiple of 8
 #pragma once
 
-#include <catena/chain/limits.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
+
+#include <catena/chain/limits.hpp>
 
 namespace catena::chain {
 
@@ -51,17 +51,21 @@ inline constexpr std::size_t kRecordAlign = 8;
 // Largest payload a record may carry (a segment must hold at least one).
 using limits::kMaxRecordPayload;
 
-constexpr std::size_t align_up(std::size_t n, std::size_t a = kRecordAlign) { return (n + a - 1) & ~(a - 1); }
-constexpr std::size_t frame_size(std::uint32_t payload) { return sizeof(RecordHeader) + align_up(payload); }
+constexpr std::size_t align_up(std::size_t n, std::size_t a = kRecordAlign) {
+  return (n + a - 1) & ~(a - 1);
+}
+constexpr std::size_t frame_size(std::uint32_t payload) {
+  return sizeof(RecordHeader) + align_up(payload);
+}
 
 std::uint32_t payload_checksum(std::span<const std::byte> payload) noexcept;
 std::uint32_t header_checksum(const RecordHeader& h) noexcept;
 
 enum class FrameCheck : std::uint8_t {
   ok,
-  truncated,       // header or payload runs past the end of the valid range
-  bad_header,      // header checksum mismatch, unknown flags, oversized length
-  bad_payload,     // payload checksum mismatch
+  truncated,    // header or payload runs past the end of the valid range
+  bad_header,   // header checksum mismatch, unknown flags, oversized length
+  bad_payload,  // payload checksum mismatch
 };
 
 // Validates the frame at `at` within `valid` bytes. On ok, *out holds a copy

@@ -38,6 +38,12 @@
 // thread to call one owns the replica, and any other aborts.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include <catena/chain/clock.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
@@ -46,22 +52,16 @@
 #include <catena/fabric/fabric.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
-#include <array>
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
-
 namespace catena::chain {
 
 // What one broker lets its clients hold, so that no client (buggy or
 // hostile) can exhaust it. Sessions beyond a limit are refused at hello with
 // resource_exhausted.
 struct SessionLimits {
-  std::uint32_t max_publishers = 256;     // per partition replica
-  std::uint32_t max_subscribers = 256;    // per partition replica (each needs a scratch slot)
-  std::uint32_t max_watchers = 256;       // per partition replica
-  std::uint32_t max_producers = 1024;     // idempotence state per partition (64 KiB each)
+  std::uint32_t max_publishers = 256;   // per partition replica
+  std::uint32_t max_subscribers = 256;  // per partition replica (each needs a scratch slot)
+  std::uint32_t max_watchers = 256;     // per partition replica
+  std::uint32_t max_producers = 1024;   // idempotence state per partition (64 KiB each)
   std::uint64_t producer_expiry_ns = 15ull * 60 * 1'000'000'000;  // forget producers idle this long
 };
 
@@ -124,7 +124,7 @@ struct ReplicaStats {
   std::uint32_t publishers = 0;
   std::uint32_t subscribers = 0;
   std::uint32_t watchers = 0;
-  std::uint64_t corrupt_frames = 0;   // refused from publishers or predecessor
+  std::uint64_t corrupt_frames = 0;  // refused from publishers or predecessor
   bool successor_connected = false;
   bool predecessor_connected = false;
   // Bytes this replica holds that its successor does not have yet: not yet
@@ -243,7 +243,8 @@ class Replica {
   std::array<std::uint64_t, wire::kMaxSlots> fwd_gen_{};
   std::array<std::uint32_t, wire::kMaxSlots> fwd_end_{};
   std::uint64_t fwd_in_flight_ = 0;  // bytes of data writes posted and not yet completed
-  std::uint64_t succ_progress_ns_ = 0;  // tick clock when the link last completed a write, or had none in flight
+  std::uint64_t succ_progress_ns_ =
+      0;  // tick clock when the link last completed a write, or had none in flight
   // Predecessor side.
   std::unique_ptr<Link> pred_;
   fabric::RemoteRegion pred_commit_word_{};
@@ -252,15 +253,15 @@ class Replica {
   std::vector<std::unique_ptr<PublisherSession>> publishers_;
   std::vector<std::unique_ptr<SubscriberSession>> subscribers_;
   std::vector<std::unique_ptr<WatchSession>> watchers_;
-  Cursor watch_cursor_;            // next record the tail has not yet acknowledged to watchers
+  Cursor watch_cursor_;  // next record the tail has not yet acknowledged to watchers
   std::uint64_t watch_next_ = 0;
   std::vector<LinkFault> faults_;
   std::uint64_t corrupt_frames_ = 0;
   SessionBudget own_budget_;
-  std::uint64_t tick_ns_ = 0;         // the clock at the last tick(): producer state's idle clock
-  std::uint64_t next_expiry_ns_ = 0;  // when tick() next forgets idle producers
+  std::uint64_t tick_ns_ = 0;                 // the clock at the last tick(): producer state's idle clock
+  std::uint64_t next_expiry_ns_ = 0;          // when tick() next forgets idle producers
   std::uint64_t next_session_events_ns_ = 0;  // when tick() next polls client connections' events
-  bool lease_valid_ = true;  // no lease until the broker is told one
+  bool lease_valid_ = true;                   // no lease until the broker is told one
   bool suspended_ = false;
   fabric::ThreadOwner owner_;  // the data-plane thread, once it first calls in
 };

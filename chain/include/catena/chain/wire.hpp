@@ -8,9 +8,6 @@
 // connection is refused without being interpreted.
 #pragma once
 
-#include <catena/chain/limits.hpp>
-#include <catena/fabric/fabric.hpp>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +15,9 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+
+#include <catena/chain/limits.hpp>
+#include <catena/fabric/fabric.hpp>
 
 namespace catena::chain::wire {
 
@@ -46,20 +46,20 @@ enum class Kind : std::uint16_t {
 enum class Status : std::uint16_t {
   ok = 0,
   unknown_channel = 1,
-  stale_epoch = 2,     // caller is behind: refresh the route (epoch field says the current one)
-  not_head = 3,        // publish to a node that is not the head: redirect
-  sequence_gap = 4,    // idempotent producer skipped a sequence number
-  producer_fenced = 5, // a newer epoch of this producer exists
-  too_large = 6,       // record larger than the segment allows
-  log_full = 7,        // retention full: back-pressure
-  corrupt = 8,         // frame failed validation
-  position_expired = 9,// subscriber position no longer retained
+  stale_epoch = 2,       // caller is behind: refresh the route (epoch field says the current one)
+  not_head = 3,          // publish to a node that is not the head: redirect
+  sequence_gap = 4,      // idempotent producer skipped a sequence number
+  producer_fenced = 5,   // a newer epoch of this producer exists
+  too_large = 6,         // record larger than the segment allows
+  log_full = 7,          // retention full: back-pressure
+  corrupt = 8,           // frame failed validation
+  position_expired = 9,  // subscriber position no longer retained
   bad_request = 10,
-  not_ready = 11,      // partition not configured here yet: retry
-  unavailable = 12,    // client side: partition unreachable past the retry timeout
-  not_tail = 13,       // a commit watch opened on a node that is not the tail
-  data_lost = 14,      // client side: every replica holding these offsets failed; the
-                       // partition was rebuilt above them (Notice says which were lost)
+  not_ready = 11,           // partition not configured here yet: retry
+  unavailable = 12,         // client side: partition unreachable past the retry timeout
+  not_tail = 13,            // a commit watch opened on a node that is not the tail
+  data_lost = 14,           // client side: every replica holding these offsets failed; the
+                            // partition was rebuilt above them (Notice says which were lost)
   resource_exhausted = 15,  // the replica is at a session or producer limit: retry later
   unauthenticated = 16,     // a replica hello without the route epoch's link secret
 };
@@ -137,11 +137,11 @@ struct ReplicaWelcome {
   Status status;
   std::uint16_t reserved0;
   std::uint32_t slot_count;
-  std::uint64_t epoch;          // the successor's current epoch
+  std::uint64_t epoch;  // the successor's current epoch
   std::uint32_t segment_bytes;
   std::uint32_t reserved1;
-  std::uint64_t end_offset;     // first offset the successor does not hold
-  std::uint64_t node_epoch;     // the successor's incarnation
+  std::uint64_t end_offset;  // first offset the successor does not hold
+  std::uint64_t node_epoch;  // the successor's incarnation
   SlotState slots[kMaxSlots];
 };
 
@@ -217,7 +217,7 @@ struct SubscriberWelcome {
   Status status;
   std::uint16_t reserved0;
   std::uint32_t reserved1;
-  std::uint64_t start_offset;   // first offset that will be delivered
+  std::uint64_t start_offset;  // first offset that will be delivered
   std::uint64_t commit_offset;
   std::uint64_t epoch;
 };
@@ -227,25 +227,58 @@ struct SubscriberCredit {
 };
 
 struct SubscriberNotice {
-  Status status;                  // position_expired, stale_epoch...
+  Status status;  // position_expired, stale_epoch...
   std::uint16_t reserved0;
   std::uint32_t reserved1;
-  std::uint64_t next_offset;      // on position_expired: oldest retained offset
+  std::uint64_t next_offset;  // on position_expired: oldest retained offset
 };
 
 template <class T>
 constexpr Kind kind_of();
-template <> constexpr Kind kind_of<ReplicaHello>() { return Kind::replica_hello; }
-template <> constexpr Kind kind_of<ReplicaWelcome>() { return Kind::replica_welcome; }
-template <> constexpr Kind kind_of<PublisherHello>() { return Kind::publisher_hello; }
-template <> constexpr Kind kind_of<PublisherWelcome>() { return Kind::publisher_welcome; }
-template <> constexpr Kind kind_of<PublishAck>() { return Kind::publish_ack; }
-template <> constexpr Kind kind_of<SubscriberHello>() { return Kind::subscriber_hello; }
-template <> constexpr Kind kind_of<SubscriberWelcome>() { return Kind::subscriber_welcome; }
-template <> constexpr Kind kind_of<SubscriberCredit>() { return Kind::subscriber_credit; }
-template <> constexpr Kind kind_of<SubscriberNotice>() { return Kind::subscriber_notice; }
-template <> constexpr Kind kind_of<CommitWatchHello>() { return Kind::commit_watch_hello; }
-template <> constexpr Kind kind_of<CommitWatchWelcome>() { return Kind::commit_watch_welcome; }
+template <>
+constexpr Kind kind_of<ReplicaHello>() {
+  return Kind::replica_hello;
+}
+template <>
+constexpr Kind kind_of<ReplicaWelcome>() {
+  return Kind::replica_welcome;
+}
+template <>
+constexpr Kind kind_of<PublisherHello>() {
+  return Kind::publisher_hello;
+}
+template <>
+constexpr Kind kind_of<PublisherWelcome>() {
+  return Kind::publisher_welcome;
+}
+template <>
+constexpr Kind kind_of<PublishAck>() {
+  return Kind::publish_ack;
+}
+template <>
+constexpr Kind kind_of<SubscriberHello>() {
+  return Kind::subscriber_hello;
+}
+template <>
+constexpr Kind kind_of<SubscriberWelcome>() {
+  return Kind::subscriber_welcome;
+}
+template <>
+constexpr Kind kind_of<SubscriberCredit>() {
+  return Kind::subscriber_credit;
+}
+template <>
+constexpr Kind kind_of<SubscriberNotice>() {
+  return Kind::subscriber_notice;
+}
+template <>
+constexpr Kind kind_of<CommitWatchHello>() {
+  return Kind::commit_watch_hello;
+}
+template <>
+constexpr Kind kind_of<CommitWatchWelcome>() {
+  return Kind::commit_watch_welcome;
+}
 
 // Writes header + body into `out` (at least kMaxMessage bytes); returns length.
 template <class T>

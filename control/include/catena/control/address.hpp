@@ -1,10 +1,11 @@
 // "host:port" addresses as they appear in configs and in NodeInfo.
 #pragma once
 
-#include <catena/control/result.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include <catena/control/result.hpp>
 
 namespace catena::control {
 

@@ -15,11 +15,11 @@
 // Thread: implementations are safe to call from several threads at once.
 #pragma once
 
-#include <catena/control/idl/catena_types.h>
-
-#include <catena/control/result.hpp>
 #include <cstdint>
 #include <string>
+
+#include <catena/control/idl/catena_types.h>
+#include <catena/control/result.hpp>
 
 namespace catena::control {
 

@@ -3,14 +3,15 @@
 // unknown keys are errors, so a typo cannot silently leave a default in place.
 #pragma once
 
-#include <catena/control/controller.hpp>
-#include <catena/control/controller_server.hpp>
-#include <catena/control/result.hpp>
-#include <catena/control/thrift_broker_admin.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
+
+#include <catena/control/controller.hpp>
+#include <catena/control/controller_server.hpp>
+#include <catena/control/result.hpp>
+#include <catena/control/thrift_broker_admin.hpp>
 
 namespace catena::control {
 

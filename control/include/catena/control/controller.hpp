@@ -49,15 +49,6 @@
 // RPCs to brokers are never made while the controller's lock is held.
 #pragma once
 
-#include <catena/control/idl/catena_meta_types.h>
-#include <catena/fabric/thread_annotations.hpp>
-
-#include <catena/control/broker_admin.hpp>
-#include <catena/control/clock.hpp>
-#include <catena/control/failure_detector.hpp>
-#include <catena/control/metadata_store.hpp>
-#include <catena/control/placement.hpp>
-#include <catena/control/result.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -71,6 +62,15 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <catena/control/broker_admin.hpp>
+#include <catena/control/clock.hpp>
+#include <catena/control/failure_detector.hpp>
+#include <catena/control/idl/catena_meta_types.h>
+#include <catena/control/metadata_store.hpp>
+#include <catena/control/placement.hpp>
+#include <catena/control/result.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {
 
@@ -248,7 +248,8 @@ class Controller {
   void run_probes() EXCLUDES(mu_);
   // Data-plane link faults (Options::link_fault_timeout): records a report
   // from a suspect's predecessor, and evicts where one has persisted.
-  void note_link_fault_locked(const idl::FailureReport& report, const idl::PartitionRoute& route) REQUIRES(mu_);
+  void note_link_fault_locked(const idl::FailureReport& report, const idl::PartitionRoute& route)
+      REQUIRES(mu_);
   void act_on_link_faults_locked() REQUIRES(mu_);
   // The lease told to brokers (Options::lease resolved).
   [[nodiscard]] std::chrono::milliseconds lease() const;
@@ -269,9 +270,9 @@ class Controller {
   std::map<std::string, idl::NodeStats> stats_ GUARDED_BY(mu_);
   std::map<RouteId, AckState> acks_ GUARDED_BY(mu_);                   // who confirmed which route epoch
   std::set<std::pair<std::string, RouteId>> pushing_ GUARDED_BY(mu_);  // (node, route) pushes in flight
-  std::condition_variable pushes_done_;  // run_pushes() took answers off pushing_
-  std::map<std::string, Backoff> backoff_ GUARDED_BY(mu_);             // per node push back-off
-  std::vector<FenceJob> fences_ GUARDED_BY(mu_);                       // best-effort fences of evicted nodes
+  std::condition_variable pushes_done_;                     // run_pushes() took answers off pushing_
+  std::map<std::string, Backoff> backoff_ GUARDED_BY(mu_);  // per node push back-off
+  std::vector<FenceJob> fences_ GUARDED_BY(mu_);            // best-effort fences of evicted nodes
   // Under-replicated, already logged.
   std::set<std::pair<RouteId, std::int64_t>> warned_short_ GUARDED_BY(mu_);
   std::map<RouteId, std::int64_t> raised_high_water_ GUARDED_BY(mu_);  // reported, not yet persisted

@@ -14,16 +14,16 @@
 // Thread: thread-safe; calls are serialised on the one connection.
 #pragma once
 
-#include <catena/control/idl/catena_types.h>
-#include <catena/fabric/thread_annotations.hpp>
-
-#include <catena/control/result.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <catena/control/idl/catena_types.h>
+#include <catena/control/result.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {
 

@@ -6,16 +6,17 @@
 // calls it). The Controller must outlive the server.
 #pragma once
 
-#include <catena/control/controller.hpp>
-#include <catena/fabric/thread_annotations.hpp>
-#include <catena/control/result.hpp>
-#include <catena/control/thrift_server.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
+
+#include <catena/control/controller.hpp>
+#include <catena/control/result.hpp>
+#include <catena/control/thrift_server.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {
 

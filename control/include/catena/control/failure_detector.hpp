@@ -21,14 +21,14 @@
 // Thread: not thread-safe; used under the controller's lock.
 #pragma once
 
-#include <catena/control/idl/catena_types.h>
-
-#include <catena/control/clock.hpp>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <catena/control/clock.hpp>
+#include <catena/control/idl/catena_types.h>
 
 namespace catena::control {
 
@@ -83,7 +83,7 @@ class FailureDetector {
     idl::NodeState::type state = idl::NodeState::ALIVE;
     Clock::time_point last_heartbeat;  // or the last answered probe: the timeout window's start
     Clock::time_point heard;           // the last heartbeat that arrived
-    bool reported = false;  // SUSPECT because of a report: heartbeats do not clear it
+    bool reported = false;             // SUSPECT because of a report: heartbeats do not clear it
     bool probing = false;
     int failed_probes = 0;
   };

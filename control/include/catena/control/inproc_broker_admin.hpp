@@ -17,10 +17,6 @@
 // never under this object's lock.
 #pragma once
 
-#include <catena/control/idl/BrokerAdmin.h>
-#include <catena/fabric/thread_annotations.hpp>
-
-#include <catena/control/broker_admin.hpp>
 #include <deque>
 #include <functional>
 #include <map>
@@ -28,6 +24,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+
+#include <catena/control/broker_admin.hpp>
+#include <catena/control/idl/BrokerAdmin.h>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {
 

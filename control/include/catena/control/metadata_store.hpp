@@ -14,13 +14,13 @@
 // Thread: not thread-safe; the controller serialises all calls under its lock.
 #pragma once
 
-#include <catena/control/idl/catena_meta_types.h>
-
-#include <catena/control/result.hpp>
-#include <catena/control/wal.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+
+#include <catena/control/idl/catena_meta_types.h>
+#include <catena/control/result.hpp>
+#include <catena/control/wal.hpp>
 
 namespace catena::control {
 

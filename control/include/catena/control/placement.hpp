@@ -17,11 +17,12 @@
 // Thread: a Placement is a short-lived value used under the controller lock.
 #pragma once
 
-#include <catena/control/result.hpp>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <catena/control/result.hpp>
 
 namespace catena::control {
 

@@ -3,13 +3,13 @@
 // them to and from the CatenaError exception on the wire.
 #pragma once
 
-#include <catena/control/idl/catena_types.h>
-
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
+
+#include <catena/control/idl/catena_types.h>
 
 namespace catena::control {
 

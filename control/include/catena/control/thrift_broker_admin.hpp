@@ -8,13 +8,14 @@
 // Thread: thread-safe.
 #pragma once
 
-#include <catena/control/broker_admin.hpp>
-#include <catena/fabric/thread_annotations.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include <catena/control/broker_admin.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {
 

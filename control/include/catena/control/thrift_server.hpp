@@ -13,16 +13,16 @@
 // (idempotent; the destructor calls it). Handlers must be thread-safe.
 #pragma once
 
-#include <catena/control/idl/BrokerAdmin.h>
-#include <catena/fabric/thread_annotations.hpp>
-
-#include <catena/control/result.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <catena/control/idl/BrokerAdmin.h>
+#include <catena/control/result.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace apache::thrift {
 class TProcessor;

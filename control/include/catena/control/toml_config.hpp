@@ -12,8 +12,6 @@
 // without control/ knowing anything of the broker.
 #pragma once
 
-#include <catena/control/result.hpp>
-
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
@@ -24,6 +22,8 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include <catena/control/result.hpp>
 
 namespace catena::control {
 
@@ -40,7 +40,8 @@ struct TomlKey {
 };
 
 // The log levels spdlog takes, which both daemons accept.
-inline constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+inline constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
+                                                  "error", "critical", "off"};
 
 // A rule for a string value: returns why it is refused, or "".
 using TextRule = std::function<std::string(std::string_view)>;
@@ -73,10 +74,10 @@ class TomlSchema {
   }
 
   template <std::integral I>
-    requires(!std::same_as<I, bool>)
-  TomlSchema& integer(std::string path, I Config::*field, std::int64_t min = std::numeric_limits<I>::min(),
-                      std::int64_t max = static_cast<std::int64_t>(
-                          std::min<std::uint64_t>(std::numeric_limits<I>::max(), INT64_MAX))) {
+  requires(!std::same_as<I, bool>) TomlSchema& integer(
+      std::string path, I Config::*field, std::int64_t min = std::numeric_limits<I>::min(),
+      std::int64_t max = static_cast<std::int64_t>(std::min<std::uint64_t>(std::numeric_limits<I>::max(),
+                                                                           INT64_MAX))) {
     keys_.push_back({std::move(path), 1,
                      [field, min, max](const TomlValue& v, void* c) -> std::string {
                        const auto n = std::get<std::int64_t>(v);

@@ -4,10 +4,11 @@
 // controller accepts fits the wire.
 #pragma once
 
-#include <catena/chain/limits.hpp>
-#include <catena/control/result.hpp>
 #include <cstdint>
 #include <string_view>
+
+#include <catena/chain/limits.hpp>
+#include <catena/control/result.hpp>
 
 namespace catena::control {
 
@@ -17,7 +18,8 @@ namespace limits = chain::limits;
 inline constexpr std::size_t kMaxGroupNameLength = 128;
 
 // A channel or node name: 1..max_length characters of [A-Za-z0-9._-].
-[[nodiscard]] Result<void> validate_name(std::string_view field, std::string_view name, std::size_t max_length);
+[[nodiscard]] Result<void> validate_name(std::string_view field, std::string_view name,
+                                         std::size_t max_length);
 
 [[nodiscard]] Result<void> validate_channel_config(const idl::ChannelConfig& config);
 

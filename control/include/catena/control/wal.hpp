@@ -15,13 +15,14 @@
 // serialises its callers).
 #pragma once
 
-#include <catena/control/result.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <catena/control/result.hpp>
 
 namespace catena::control {
 

@@ -32,8 +32,6 @@
 // single-threaded (_st): one data-plane thread owns each endpoint.
 #pragma once
 
-#include <catena/fabric/result.hpp>
-
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +39,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include <catena/fabric/result.hpp>
 
 namespace catena::fabric {
 
@@ -99,11 +99,11 @@ enum class Opcode : std::uint8_t {
 
 enum class WcStatus : std::uint8_t {
   success = 0,
-  remote_access_error,    // rkey/bounds/access check failed at the target
-  local_protection_error, // local buffer outside its registered region
-  local_length_error,     // received message larger than the posted receive
-  flushed,                // endpoint in error state (earlier error or disconnect)
-  retry_exceeded,         // peer unreachable (transport retries exhausted)
+  remote_access_error,     // rkey/bounds/access check failed at the target
+  local_protection_error,  // local buffer outside its registered region
+  local_length_error,      // received message larger than the posted receive
+  flushed,                 // endpoint in error state (earlier error or disconnect)
+  retry_exceeded,          // peer unreachable (transport retries exhausted)
   general_error,
 };
 
@@ -209,10 +209,9 @@ class Provider {
   // Listens on "ip:port" (port 0 picks one).
   virtual Result<std::unique_ptr<Listener>> listen(std::string_view address,
                                                    const EndpointConfig& cfg = {}) = 0;
-  virtual Result<std::unique_ptr<Endpoint>> connect(std::string_view address,
-                                                    const EndpointConfig& cfg = {},
-                                                    std::chrono::milliseconds timeout =
-                                                        std::chrono::milliseconds(5000)) = 0;
+  virtual Result<std::unique_ptr<Endpoint>> connect(
+      std::string_view address, const EndpointConfig& cfg = {},
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) = 0;
 };
 
 // Provider factories, used by Provider::open. Exposed for tests.

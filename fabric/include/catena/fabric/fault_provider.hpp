@@ -20,8 +20,6 @@
 // pass its manual clock.
 #pragma once
 
-#include <catena/fabric/fabric.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +28,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <catena/fabric/fabric.hpp>
 
 namespace catena::fabric {
 

@@ -5,10 +5,9 @@
 // ~20 us), so every polling loop in Catena uses one of these.
 #pragma once
 
-#include <sys/prctl.h>
-
 #include <cstdint>
 #include <ctime>
+#include <sys/prctl.h>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)

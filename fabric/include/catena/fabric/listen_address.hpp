@@ -7,11 +7,11 @@
 // device's own address when none is given.
 #pragma once
 
-#include <catena/fabric/result.hpp>
-
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <catena/fabric/result.hpp>
 
 namespace catena::fabric {
 

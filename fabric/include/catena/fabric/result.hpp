@@ -71,6 +71,8 @@ class [[nodiscard]] Result<void> {
   Error err_;
 };
 
-inline Error make_error(Errc code, std::string message) { return Error{code, std::move(message)}; }
+inline Error make_error(Errc code, std::string message) {
+  return Error{code, std::move(message)};
+}
 
 }  // namespace catena::fabric

@@ -87,7 +87,9 @@ class SCOPED_CAPABILITY UniqueLock {
   UniqueLock& operator=(const UniqueLock&) = delete;
 
   template <class Pred>
-  void wait(std::condition_variable& cv, Pred pred) { cv.wait(lk_, std::move(pred)); }
+  void wait(std::condition_variable& cv, Pred pred) {
+    cv.wait(lk_, std::move(pred));
+  }
   template <class Rep, class Period, class Pred>
   bool wait_for(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& d, Pred pred) {
     return cv.wait_for(lk_, d, std::move(pred));

@@ -45,10 +45,11 @@ class ThreadOwner {
         owner_.compare_exchange_strong(owner, self, std::memory_order_acq_rel, std::memory_order_acquire)) {
       return;
     }
-    std::fprintf(stderr,
-                 "catena: thread check failed: %s called on thread %zx, but the object is owned by thread %zx "
-                 "(a _st function runs only on its owner thread)\n",
-                 what, std::hash<std::thread::id>{}(self), std::hash<std::thread::id>{}(owner));
+    std::fprintf(
+        stderr,
+        "catena: thread check failed: %s called on thread %zx, but the object is owned by thread %zx "
+        "(a _st function runs only on its owner thread)\n",
+        what, std::hash<std::thread::id>{}(self), std::hash<std::thread::id>{}(owner));
     std::fflush(stderr);
     std::abort();
   }

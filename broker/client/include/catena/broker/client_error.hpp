@@ -7,30 +7,30 @@
 // "bad argument, fix the call" without knowing which layer spoke.
 #pragma once
 
-#include <catena/chain/wire.hpp>
-#include <catena/fabric/result.hpp>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/result.hpp>
+
 namespace catena::client {
 
 enum class ErrorCode : std::uint8_t {
   ok = 0,
   // The caller's mistake: retrying the same call fails the same way.
-  invalid_argument,    // malformed name, option, partition, offset...
-  unknown_channel,     // no channel by that name
-  too_large,           // a record larger than its partition takes
-  producer_fenced,     // a newer publisher with this producer id runs
-  position_expired,    // the records at this position passed their TTL: seek
-  data_lost,           // every replica holding these records failed
-  no_committed_offset, // the group never committed a position here
-  unauthenticated,     // refused as an impostor (a replica link without the secret)
-  no_device,           // the fabric provider has no device to run on
-  internal,            // a bug or a protocol violation: see the message
+  invalid_argument,     // malformed name, option, partition, offset...
+  unknown_channel,      // no channel by that name
+  too_large,            // a record larger than its partition takes
+  producer_fenced,      // a newer publisher with this producer id runs
+  position_expired,     // the records at this position passed their TTL: seek
+  data_lost,            // every replica holding these records failed
+  no_committed_offset,  // the group never committed a position here
+  unauthenticated,      // refused as an impostor (a replica link without the secret)
+  no_device,            // the fabric provider has no device to run on
+  internal,             // a bug or a protocol violation: see the message
   // Transient: the same call may succeed later.
   backpressure,            // a window or ring is full: poll() and retry
   unavailable,             // a partition's replicas cannot be reached now
@@ -61,15 +61,17 @@ struct Error {
   return Error{code, std::move(message)};
 }
 // A fabric error seen at the API boundary.
-[[nodiscard]] inline Error from(const fabric::Error& e) { return Error{from(e.code), e.message}; }
+[[nodiscard]] inline Error from(const fabric::Error& e) {
+  return Error{from(e.code), e.message};
+}
 
 // What the client API returns: a value or an Error. Built from a
 // fabric::Error too, mapped on the way out.
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                  // NOLINT(google-explicit-constructor)
-  Result(Error err) : v_(std::move(err)) {}                  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}                    // NOLINT(google-explicit-constructor)
+  Result(Error err) : v_(std::move(err)) {}                    // NOLINT(google-explicit-constructor)
   Result(const fabric::Error& err) : v_(client::from(err)) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
@@ -94,7 +96,7 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(Error err) : err_(std::move(err)) {}                  // NOLINT(google-explicit-constructor)
+  Result(Error err) : err_(std::move(err)) {}                    // NOLINT(google-explicit-constructor)
   Result(const fabric::Error& err) : err_(client::from(err)) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool ok() const noexcept { return err_.code == ErrorCode::ok; }

@@ -5,14 +5,14 @@
 // client meets the controller (client_error_of).
 #pragma once
 
-#include <catena/broker/routes.hpp>
-#include <catena/fabric/thread_annotations.hpp>
-#include <catena/control/controller_client.hpp>
-
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include <catena/broker/routes.hpp>
+#include <catena/control/controller_client.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {
 
@@ -26,11 +26,12 @@ class ControllerRoutes final : public RouteSource {
   explicit ControllerRoutes(ControllerClient::Options options, std::string client_name = "client");
 
   client::Result<ChannelLayout> layout(const std::string& channel) override;
-  client::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  client::Result<Route> route(const std::string& channel, std::uint32_t partition,
+                              std::uint64_t known_epoch) override;
   client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
   void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
-  client::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
-                                     std::uint64_t offset) override;
+  client::Result<void> commit_offset(const std::string& group, const std::string& channel,
+                                     std::uint32_t partition, std::uint64_t offset) override;
   client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition) override;
 

@@ -27,11 +27,6 @@
 // builds with CATENA_THREAD_CHECKS a call from any other thread aborts.
 #pragma once
 
-#include <catena/broker/client_error.hpp>
-#include <catena/broker/routes.hpp>
-#include <catena/chain/wire.hpp>
-#include <catena/fabric/fabric.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -40,6 +35,11 @@
 #include <span>
 #include <string>
 
+#include <catena/broker/client_error.hpp>
+#include <catena/broker/routes.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/fabric.hpp>
+
 namespace catena {
 
 using PublishStatus = chain::wire::Status;
@@ -47,7 +47,7 @@ using PublishStatus = chain::wire::Status;
 struct PublishResult {
   PublishStatus status = PublishStatus::ok;
   std::uint32_t partition = 0;
-  std::uint64_t offset = 0;     // valid when status == ok (~0: retried beyond the dedup window)
+  std::uint64_t offset = 0;  // valid when status == ok (~0: retried beyond the dedup window)
   std::uint64_t sequence = 0;
 
   // The status in the client vocabulary (retriable(), to_string()).

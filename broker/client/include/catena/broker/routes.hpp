@@ -5,14 +5,14 @@
 // implementation maps its own (the controller's codes, the fabric's) to them.
 #pragma once
 
-#include <catena/broker/client_error.hpp>
-#include <catena/fabric/thread_annotations.hpp>
-
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <catena/broker/client_error.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena {
 
@@ -52,7 +52,8 @@ class RouteSource {
   // records are never mistaken for retries of its old ones.
   virtual client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) = 0;
   // A client could not reach `node_id`: a hint for the failure detector.
-  virtual void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) = 0;
+  virtual void report_unreachable(const std::string& node_id, const Route& route,
+                                  const std::string& reason) = 0;
   // Subscriber-group positions (offset of the next record to consume).
   virtual client::Result<void> commit_offset(const std::string& group, const std::string& channel,
                                              std::uint32_t partition, std::uint64_t offset) = 0;
@@ -65,12 +66,13 @@ class StaticRoutes final : public RouteSource {
  public:
   void set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes);
   client::Result<ChannelLayout> layout(const std::string& channel) override;
-  client::Result<Route> route(const std::string& channel, std::uint32_t partition, std::uint64_t known_epoch) override;
+  client::Result<Route> route(const std::string& channel, std::uint32_t partition,
+                              std::uint64_t known_epoch) override;
   // Issues from an in-memory counter (ids issued here have bit 62 set).
   client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override;
   void report_unreachable(const std::string& node_id, const Route& route, const std::string& reason) override;
-  client::Result<void> commit_offset(const std::string& group, const std::string& channel, std::uint32_t partition,
-                                     std::uint64_t offset) override;
+  client::Result<void> commit_offset(const std::string& group, const std::string& channel,
+                                     std::uint32_t partition, std::uint64_t offset) override;
   client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition) override;
   std::vector<std::string> unreachable_reports() const;

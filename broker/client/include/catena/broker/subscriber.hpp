@@ -15,11 +15,6 @@
 // thread aborts.
 #pragma once
 
-#include <catena/broker/client_error.hpp>
-#include <catena/broker/routes.hpp>
-#include <catena/chain/wire.hpp>
-#include <catena/fabric/fabric.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,6 +23,11 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <catena/broker/client_error.hpp>
+#include <catena/broker/routes.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/fabric.hpp>
 
 namespace catena {
 

@@ -11,15 +11,15 @@
 // (control/ wraps them in the Thrift BrokerAdmin service).
 #pragma once
 
-#include <catena/chain/clock.hpp>
-#include <catena/chain/replica.hpp>
-#include <catena/fabric/fabric.hpp>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <catena/chain/clock.hpp>
+#include <catena/chain/replica.hpp>
+#include <catena/fabric/fabric.hpp>
 
 namespace catena::broker {
 
@@ -27,9 +27,9 @@ struct BrokerConfig {
   std::string node_id;
   std::string provider = "soft";
   std::string fabric_listen = "127.0.0.1:0";
-  std::uint32_t slot_count = 8;       // segment slots per partition replica
-  std::uint64_t grace_ms = 5000;      // lagging readers' grace after expiry
-  int pin_cpu = -1;                   // pin the data-plane thread (-1: no)
+  std::uint32_t slot_count = 8;   // segment slots per partition replica
+  std::uint64_t grace_ms = 5000;  // lagging readers' grace after expiry
+  int pin_cpu = -1;               // pin the data-plane thread (-1: no)
   // What clients may hold on this node: sessions and producers per
   // partition replica; publisher ring memory for the whole node.
   chain::SessionLimits limits;
@@ -80,13 +80,13 @@ struct ConfigureResult {
 
 class Broker {
  public:
-  static fabric::Result<std::unique_ptr<Broker>> start(const BrokerConfig& cfg,
-                                                       const chain::Clock& clock = chain::SteadyClock::instance());
+  static fabric::Result<std::unique_ptr<Broker>> start(
+      const BrokerConfig& cfg, const chain::Clock& clock = chain::SteadyClock::instance());
   // Same, on a provider the caller opened (cfg.provider is ignored): tests
   // pass a fabric::FaultProvider and keep its injector.
-  static fabric::Result<std::unique_ptr<Broker>> start(const BrokerConfig& cfg,
-                                                       std::unique_ptr<fabric::Provider> provider,
-                                                       const chain::Clock& clock = chain::SteadyClock::instance());
+  static fabric::Result<std::unique_ptr<Broker>> start(
+      const BrokerConfig& cfg, std::unique_ptr<fabric::Provider> provider,
+      const chain::Clock& clock = chain::SteadyClock::instance());
   ~Broker();
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;

@@ -13,15 +13,14 @@
 // Broker must outlive the server.
 #pragma once
 
-#include <catena/control/idl/catena_types.h>
-
-#include <catena/broker/broker.hpp>
-#include <catena/control/result.hpp>
-#include <catena/control/thrift_server.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include <catena/broker/broker.hpp>
+#include <catena/control/idl/catena_types.h>
+#include <catena/control/result.hpp>
+#include <catena/control/thrift_server.hpp>
 
 namespace catena::control {
 

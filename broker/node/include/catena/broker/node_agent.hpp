@@ -10,17 +10,16 @@
 // (catenad's main thread); the Broker must outlive it.
 #pragma once
 
-#include <catena/control/idl/catena_types.h>
-
-#include <catena/broker/broker.hpp>
-#include <catena/control/result.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <catena/broker/broker.hpp>
+#include <catena/control/idl/catena_types.h>
+#include <catena/control/result.hpp>
 
 namespace catena::broker {
 
@@ -47,7 +46,8 @@ class ControllerCallsOf final : public ControllerCalls {
       const control::idl::NodeInfo& info, const std::vector<control::idl::PartitionProgress>& held) override {
     return controller_.register_node(info, held);
   }
-  control::Result<control::idl::HeartbeatReply> heartbeat(const control::idl::HeartbeatRequest& request) override {
+  control::Result<control::idl::HeartbeatReply> heartbeat(
+      const control::idl::HeartbeatRequest& request) override {
     return controller_.heartbeat(request);
   }
   control::Result<void> report_failure(const control::idl::FailureReport& report) override {

@@ -17,7 +17,6 @@
 // Thread-safe: publishers and subscribers may record from their own threads.
 #pragma once
 
-#include <catena/fabric/thread_annotations.hpp>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -26,21 +25,23 @@
 #include <unordered_map>
 #include <vector>
 
+#include <catena/fabric/thread_annotations.hpp>
+
 namespace catena {
 
 struct HistoryReport {
   std::uint64_t published = 0;
   std::uint64_t acknowledged = 0;
   std::uint64_t failed = 0;
-  std::uint64_t delivered = 0;          // over all subscribers
-  std::uint64_t lost = 0;               // acked but missing at some subscriber
-  std::uint64_t duplicated = 0;         // delivered more than once to one subscriber
+  std::uint64_t delivered = 0;   // over all subscribers
+  std::uint64_t lost = 0;        // acked but missing at some subscriber
+  std::uint64_t duplicated = 0;  // delivered more than once to one subscriber
   std::uint64_t out_of_order = 0;
-  std::uint64_t corrupted = 0;          // payload differs from what was published
-  std::uint64_t phantom = 0;            // delivered but never published
-  std::uint64_t offset_conflicts = 0;   // one offset, two records (or acked offset != delivered)
-  std::uint64_t declared_lost = 0;      // acked, missing, and inside a range a data_lost notice named
-  std::vector<std::string> examples;    // the first few violations, for people
+  std::uint64_t corrupted = 0;         // payload differs from what was published
+  std::uint64_t phantom = 0;           // delivered but never published
+  std::uint64_t offset_conflicts = 0;  // one offset, two records (or acked offset != delivered)
+  std::uint64_t declared_lost = 0;     // acked, missing, and inside a range a data_lost notice named
+  std::vector<std::string> examples;   // the first few violations, for people
 
   [[nodiscard]] bool ok() const {
     return lost == 0 && duplicated == 0 && out_of_order == 0 && corrupted == 0 && phantom == 0 &&

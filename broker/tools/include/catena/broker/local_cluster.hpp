@@ -3,14 +3,13 @@
 // <dir>/<name>.log.
 #pragma once
 
-#include <catena/fabric/thread_annotations.hpp>
-
-#include <sys/types.h>
-
 #include <chrono>
 #include <map>
 #include <string>
+#include <sys/types.h>
 #include <vector>
+
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena {
 
@@ -47,10 +46,10 @@ struct ClusterOptions {
   // Node ids: this prefix and the broker's index (empty: the controller
   // assigns "node-N").
   std::string node_id_prefix;
-  int controller_port = 0;                 // 0: any free port
+  int controller_port = 0;  // 0: any free port
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;
-  std::string bin_dir;                     // where catenad / catena-controller are (default: next to catena)
+  std::string bin_dir;  // where catenad / catena-controller are (default: next to catena)
   bool quiet = false;
   // Per broker, by index (the i of "node-<i>", spares included); brokers
   // without an entry run directly, on `host`.

@@ -257,7 +257,10 @@ Result<void> qp_to_rtr(rdma_cm_id* id, ibv_qp* qp, bool link_layer_ib,
 }
 
 Result<void> qp_to_rts(rdma_cm_id* id, ibv_qp* qp, std::optional<std::uint8_t> initiator_depth) {
-  return modify(id, qp, IBV_QPS_RTS, "RTS", [&](ibv_qp_attr& attr, int&) {
+  return modify(id, qp, IBV_QPS_RTS, "RTS", [&](ibv_qp_attr& attr, int& mask) {
+    if (mask & IBV_QP_TIMEOUT) {
+      attr.timeout = kAckTimeout;
+    }
     if (initiator_depth) {
       attr.max_rd_atomic = *initiator_depth;
     }

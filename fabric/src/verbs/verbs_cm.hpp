@@ -33,6 +33,14 @@ using Clock = std::chrono::steady_clock;
 // outstanding work instead of failing it with retry_exceeded.
 inline constexpr std::uint8_t kRetryCount = 6;
 inline constexpr std::uint8_t kRnrRetryInfinite = 7;
+// Local ACK timeout, 4.096 us * 2^kAckTimeout = 268 ms: how long a sender
+// waits for an ACK before it retransmits (a packet lost at the end of a
+// burst is only recovered this way), and, times kRetryCount + 1, how long a
+// dead peer takes to fail the queue pair (1.9 s). rdma_cm's default on RoCE
+// is 19 (2.1 s per retransmission, 15 s to fail): with 2% loss a chain
+// link then went seconds without a completion.
+inline constexpr std::uint8_t kAckTimeout = 16;
+static_assert(kAckTimeout > 0 && kAckTimeout < 32, "5-bit field; 0 means no timeout at all");
 static_assert(kRetryCount < 7, "7 means infinite retry on some providers");
 static_assert(kRnrRetryInfinite == 7, "3-bit field; 7 is infinite RNR retry");
 // RNR NAK timer our responder advertises (encoded; 12 = 0.64 ms). rdma_cm's

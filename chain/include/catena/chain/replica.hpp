@@ -100,8 +100,12 @@ struct ReplicaConfig {
   // A successor link that completes none of the writes in flight on it for
   // this long is dropped and reported (LinkFault): a peer that stopped
   // answering on the data plane, where nothing may ever reset the
-  // connection (TCP into a cut, RNR retries without end).
-  std::uint64_t link_stall_ns = 2'000'000'000;
+  // connection (TCP into a cut, RNR retries without end). Well above the
+  // transport's own loss recovery (the verbs provider's RC queue pairs
+  // retransmit after 268 ms and fail after 7 attempts), so a lossy but live
+  // link is never taken for a dead one, and a host that pauses for seconds
+  // (emulated VMs do) is not either.
+  std::uint64_t link_stall_ns = 6'000'000'000;
   SessionBudget* budget = nullptr;  // the broker's; nullptr: this replica's own, with the default limit
 
   [[nodiscard]] bool is_head() const { return position == 0; }

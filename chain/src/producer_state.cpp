@@ -53,4 +53,51 @@ void ProducerState::merge(const ProducerState& other) {
   }
 }
 
+std::vector<ProducerSnapshot> ProducerState::snapshot() const {
+  std::vector<ProducerSnapshot> out;
+  out.reserve(map_.size());
+  for (const auto& [id, e] : map_) {
+    ProducerSnapshot snap;
+    snap.producer_id = id;
+    snap.producer_epoch = e.epoch;
+    snap.last_seq = e.last_seq;
+    if (e.last_seq >= 0) {
+      const std::uint64_t last = static_cast<std::uint64_t>(e.last_seq);
+      const std::uint64_t first = last + 1 >= kWindow ? last + 1 - kWindow : 0;
+      for (std::uint64_t seq = first; seq <= last; ++seq) {
+        const std::uint64_t offset = e.offsets[seq % kWindow];
+        ProducerRun* run = snap.runs.empty() ? nullptr : &snap.runs.back();
+        if (run != nullptr && run->first_seq + run->count == seq &&
+            run->first_offset + run->count == offset) {
+          ++run->count;
+        } else {
+          snap.runs.push_back({seq, offset, 1});
+        }
+      }
+    }
+    out.push_back(std::move(snap));
+  }
+  return out;
+}
+
+void ProducerState::merge(const std::vector<ProducerSnapshot>& snapshots, std::uint64_t now_ns) {
+  for (const ProducerSnapshot& snap : snapshots) {
+    auto it = map_.find(snap.producer_id);
+    if (it != map_.end() &&
+        (snap.producer_epoch < it->second.epoch ||
+         (snap.producer_epoch == it->second.epoch && snap.last_seq <= it->second.last_seq))) {
+      continue;  // this head already knows as much
+    }
+    Entry e;
+    e.epoch = snap.producer_epoch;
+    e.last_seq = snap.last_seq;
+    e.last_used_ns = now_ns;
+    for (const ProducerRun& run : snap.runs) {
+      for (std::uint32_t i = 0; i < run.count; ++i)
+        e.offsets[(run.first_seq + i) % kWindow] = run.first_offset + i;
+    }
+    map_[snap.producer_id] = std::move(e);
+  }
+}
+
 }  // namespace catena::chain

@@ -92,8 +92,9 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
 
 bool Replica::reconfigure(const ReplicaConfig& cfg) {
   CATENA_ST_CHECK(owner_);
-  if (cfg.epoch <= cfg_.epoch) return false;
+  if (cfg.epoch <= cfg_.epoch || range_end_ != kOpenRange) return false;
   suspended_ = false;  // the controller says what it is now
+  sealed_ = false;     // a move that was abandoned
   if (pred_ && (cfg.predecessor_node != cfg_.predecessor_node ||
                 cfg.predecessor_node_epoch != cfg_.predecessor_node_epoch)) {
     pred_->ep().disconnect();  // fence the old predecessor at the transport
@@ -124,6 +125,36 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   log_->set_epoch(cfg.epoch);
   if (cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());  // it holds all that anyone may ack
   return true;
+}
+
+SealState Replica::seal_st() {
+  CATENA_ST_CHECK(owner_);
+  sealed_ = true;
+  return SealState{log_->end_offset(), log_->commit_offset(), producers_.snapshot()};
+}
+
+void Replica::retire_st(std::uint64_t range_end) {
+  CATENA_ST_CHECK(owner_);
+  range_end_ = range_end;
+  sealed_ = true;
+  if (pred_) {
+    pred_->ep().disconnect();
+    pred_.reset();
+  }
+  if (succ_) {
+    succ_->ep().disconnect();
+    succ_.reset();
+    fwd_in_flight_ = 0;
+  }
+  cfg_.successor_addr.clear();                             // dials no successor
+  for (auto& p : publishers_) p->link->ep().disconnect();  // they find the new head in the route
+  publishers_.clear();
+  drop_watchers_st();
+}
+
+void Replica::merge_producers_st(const std::vector<ProducerSnapshot>& producers) {
+  CATENA_ST_CHECK(owner_);
+  producers_.merge(producers, clock_.now_ns());
 }
 
 // A tail with a joining successor forwards to it like any replica does:
@@ -195,6 +226,8 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
     w.status = wire::Status::not_ready;
   } else if (any != 0 && differ != 0) {  // the secret is this epoch's
     w.status = wire::Status::unauthenticated;
+  } else if (range_end_ != kOpenRange) {
+    w.status = wire::Status::moved;  // a read-only range links to nobody
   } else {
     w.status = wire::Status::ok;
     for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
@@ -245,7 +278,8 @@ void Replica::tick() {
     next_expiry_ns_ = tick_ns_ + 1'000'000'000;
   }
   log_->tick();
-  if (cfg_.is_head() && log_->roll_if_aged() && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
+  if (cfg_.is_head() && range_end_ == kOpenRange && log_->roll_if_aged() && cfg_.is_tail())
+    log_->set_commit_offset(log_->end_offset());
   if (pred_) pred_->poll_events();
   if (succ_) succ_->poll_events();
   if (succ_ && fwd_in_flight_ > 0 && tick_ns_ - succ_progress_ns_ > cfg_.link_stall_ns) {

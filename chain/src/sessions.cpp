@@ -28,6 +28,8 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
     w.status = wire::Status::not_head;
   } else if (hello.ref.epoch < cfg_.epoch && hello.ref.epoch != 0) {
     w.status = wire::Status::stale_epoch;
+  } else if (sealed_) {
+    w.status = wire::Status::moved;  // the partition's next chain takes its appends
   } else if (producers_.decide(hello.producer_id, hello.producer_epoch, 0, &unused) ==
              SeqDecision::stale_epoch) {
     w.status = wire::Status::producer_fenced;
@@ -116,6 +118,12 @@ int Replica::consume_publisher_st(PublisherSession& s) {
     const RingRead next = ring.next_st(&f);
     if (next == RingRead::empty) break;
     if (next == RingRead::garbled) return garbled();
+    if (sealed_) {  // the partition moves on: nothing more is stored here
+      ring.consume_st(f);
+      push(wire::Status::moved, f.header.sequence, 0);
+      ++work;
+      continue;
+    }
     AppendStatus staged = AppendStatus::ok;
     const std::byte* copy = log_->stage_frame(f.at, f.bytes, &staged);
     if (staged == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
@@ -208,6 +216,9 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
     w.status = wire::Status::not_ready;
   } else if (!ring_ok || static_cast<std::uint32_t>(hello.mode) > 2) {
     w.status = wire::Status::bad_request;
+  } else if (range_end_ != kOpenRange && start >= range_end_) {
+    w.status = wire::Status::moved;  // served by the partition's next chain
+    w.start_offset = range_end_;
   } else if (subscribers_.size() >= cfg_.limits.max_subscribers) {
     w.status = wire::Status::resource_exhausted;
   } else if (start < log_->start_offset()) {
@@ -254,6 +265,15 @@ int Replica::deliver_st(SubscriberSession& s) {
   if (work < 0 || s.link->broken()) {
     s.closed = true;
     return 1;
+  }
+  if (range_end_ != kOpenRange && s.next_offset >= range_end_) {
+    if (!s.notified_moved) {  // its next record is in the partition's next chain
+      wire::SubscriberNotice notice{};
+      notice.status = wire::Status::moved;
+      notice.next_offset = range_end_;
+      s.notified_moved = s.link->send(notice) == fabric::Errc::ok;
+    }
+    return work;
   }
   if (!s.cursor.valid) {
     if (s.next_offset < log_->start_offset() && !s.notified_expired) {
@@ -342,6 +362,8 @@ void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatch
   w.epoch = cfg_.epoch;
   if (hello.ref.epoch > cfg_.epoch) {
     w.status = wire::Status::not_ready;
+  } else if (range_end_ != kOpenRange) {
+    w.status = wire::Status::moved;
   } else if (!cfg_.is_tail() || cfg_.chain_length < 2) {
     w.status = wire::Status::not_tail;
   } else if (hello.ref.epoch < cfg_.epoch) {

@@ -51,6 +51,7 @@ struct Replica::SubscriberSession {
   Cursor cursor;
   std::uint64_t next_offset = 0;
   bool notified_expired = false;
+  bool notified_moved = false;
   bool closed = false;
 };
 

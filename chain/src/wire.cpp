@@ -30,6 +30,8 @@ std::string_view to_string(Status s) noexcept {
       return "resource_exhausted";
     case Status::unauthenticated:
       return "unauthenticated";
+    case Status::moved:
+      return "moved";
     case Status::bad_request:
       return "bad_request";
     case Status::not_ready:

@@ -52,6 +52,17 @@ struct Replica {
   4: i64 node_epoch = 0,
 }
 
+// [start_offset, end_offset) of a partition, as the chain that wrote it at
+// route epoch `epoch` holds it: read-only, served to subscribers who name
+// that epoch in their hello, and `moved` once they reach end_offset.
+struct SealedRange {
+  1: i64 start_offset,
+  2: i64 end_offset,
+  3: i64 epoch,
+  4: list<Replica> replicas,
+  5: i64 sealed_at_ms,        // the controller's wall clock when the range was sealed
+}
+
 // The chain of one partition at one epoch. replicas[0] is the head (takes
 // appends), replicas[last] the tail (commits, serves the commit offset).
 //
@@ -62,6 +73,14 @@ struct Replica {
 // reads, no acknowledgements) until the controller promotes joining[0] to
 // tail with a new epoch. Clients use `replicas` only. Absent in metadata
 // written before it existed (decodes as empty).
+//
+// sealed: the partition's earlier offset ranges, oldest first, each written
+// by a chain that was sealed when the partition moved on (tail-offset
+// handoff: `catena partition move`). The chain in `replicas` serves
+// [start_offset, ...); sealed[i] serves [sealed[i].start_offset,
+// sealed[i].end_offset) read-only, from its own replicas, until the range's
+// records expire (ttl after sealed_at_ms), when the controller drops it.
+// Absent in metadata written before it existed (decodes as empty).
 struct PartitionRoute {
   1: string channel,
   2: i32 partition,
@@ -69,6 +88,7 @@ struct PartitionRoute {
   4: list<Replica> replicas,
   5: i64 start_offset,
   6: list<Replica> joining,
+  7: list<SealedRange> sealed,
 }
 
 exception CatenaError {
@@ -107,6 +127,21 @@ struct ChannelInfo {
 struct ProducerIdentity {
   1: i64 producer_id,
   2: i64 producer_epoch,
+}
+
+// Idempotent-producer state a sealed head hands to the next chain's head:
+// per producer its epoch, last sequence, and the offsets of its recent
+// sequences as runs (consecutive sequences at consecutive offsets).
+struct ProducerRun {
+  1: i64 first_seq,
+  2: i64 first_offset,
+  3: i32 count,
+}
+struct ProducerSnapshot {
+  1: i64 producer_id,
+  2: i64 producer_epoch,
+  3: i64 last_seq,             // -1: none stored at this epoch
+  4: list<ProducerRun> runs,
 }
 
 struct RegisterReply {
@@ -234,6 +269,19 @@ service Controller {
   // while any member of the chain is not DEAD. Returns the emptied route.
   PartitionRoute declarePartitionLost(1: string channel, 2: i32 partition) throws (1: CatenaError err),
 
+  // Tail-offset handoff: moves the partition's write path to a new chain on
+  // `to` (node ids, head first; 1..7 ALIVE nodes, distinct) without copying
+  // a byte of its history. The current head is sealed (publishers are
+  // answered `moved`); once everything it stored is committed, at offset H,
+  // one metadata record makes the new chain serve [H, ...) with the old
+  // head's producer state, and the old chain a sealed range [start, H)
+  // that serves subscribers until it expires. Returns the new route.
+  // INVALID_ARGUMENT for bad targets; UNAVAILABLE (nothing changed; the
+  // seal lifted at a new epoch) if the old head could not be sealed or did
+  // not commit in time, or the chain changed meanwhile (a repair): retry.
+  PartitionRoute movePartition(1: string channel, 2: i32 partition, 3: list<string> to)
+      throws (1: CatenaError err),
+
   ClusterStatus clusterStatus() throws (1: CatenaError err),
 
   // Subscriber-group progress: offset is the next record the group will
@@ -261,6 +309,15 @@ struct ChainAssignment {
   // its members (never in getRoute): a replica accepts a predecessor's link
   // only with it, so a client that knows the route cannot pose as a replica.
   5: optional binary link_secret,
+  // Partition handoff: the producer state of the chain this one continues,
+  // taken in by its head before it takes any append. Empty otherwise.
+  6: list<ProducerSnapshot> producers,
+}
+
+struct SealReply {
+  1: i64 end_offset,           // every record the head stored lies below it
+  2: i64 commit_offset,        // the chain has committed up to here
+  3: list<ProducerSnapshot> producers,
 }
 
 // Implemented by every broker; called only by the controller, which is the
@@ -287,4 +344,11 @@ service BrokerAdmin {
 
   // Liveness probe; also reports load.
   NodeStats ping() throws (1: CatenaError err),
+
+  // Partition handoff: the head of (channel, partition) at `epoch` stops
+  // taking appends (publishers are answered `moved`) and keeps forwarding
+  // and committing. Idempotent: call again until commit_offset reaches
+  // end_offset. STALE_EPOCH if the replica is at another epoch,
+  // INVALID_ARGUMENT if it is not the head. A newer epoch lifts the seal.
+  SealReply seal(1: string channel, 2: i32 partition, 3: i64 epoch) throws (1: CatenaError err),
 }

@@ -44,6 +44,25 @@ struct OffsetCommit {
   4: i64 offset,
 }
 
+// A partition move in progress (Controller::move_partition), written before
+// the old head is sealed; removed by the record that commits the move or
+// gives it up. A controller that restarts with one open gives it up: the
+// old chain goes on at a new epoch (which lifts the seal).
+struct MoveIntent {
+  1: string channel,
+  2: i32 partition,
+  3: i64 from_epoch,
+  4: list<string> to,
+}
+
+// The producer state a committed move handed to its new head, pushed with
+// the route to replicas[0] while the route is at `epoch` (so a push that is
+// retried, or redone after a restart, still carries it).
+struct Handoff {
+  1: i64 epoch,
+  2: list<catena.ProducerSnapshot> producers,
+}
+
 struct MetaState {
   1: map<string, NodeRecord> nodes,
   2: map<string, ChannelRecord> channels,
@@ -65,6 +84,10 @@ struct MetaState {
   // multiple of 2^32 above it, so no offset handed out before is handed out
   // again.
   8: map<string, map<i32, i64>> high_water,
+  // channel -> partition -> the move in progress.
+  9: map<string, map<i32, MoveIntent>> moves,
+  // channel -> partition -> the last move's producer state.
+  10: map<string, map<i32, Handoff>> handoffs,
 }
 
 struct MetaRecord {
@@ -80,4 +103,8 @@ struct MetaRecord {
   20: optional i64 producer_numbers_reserved,
   21: optional binary set_link_key,
   10: optional map<string, map<i32, i64>> raise_high_water,   // applied as max()
+  11: optional MoveIntent begin_move,
+  12: optional RouteKey end_move,
+  13: optional RouteKey handoff_key,
+  14: optional Handoff set_handoff,             // with handoff_key
 }

@@ -89,6 +89,17 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
     spdlog::info("resuming repair {} of {} ({})", id, intent.node_id, intent.reason);
     if (auto r = c->remove_from_routes_locked(intent, /*fence_evicted=*/false); !r) return r.error();
   }
+  // A move the previous run did not finish is given up: its old head may be
+  // sealed, and the new epoch lets it take appends again.
+  const auto moves = state.moves;
+  for (const auto& [channel, parts] : moves) {
+    for (const auto& [partition, move] : parts) {
+      if (auto r = c->abandon_move_locked(channel, partition, move.from_epoch, "the controller restarted");
+          !r) {
+        return r.error();
+      }
+    }
+  }
   return c;
 }
 

@@ -122,6 +122,16 @@ Result<idl::PartitionRoute> ControllerClient::declare_partition_lost(const std::
   return out;
 }
 
+Result<idl::PartitionRoute> ControllerClient::move_partition(const std::string& channel,
+                                                             std::int32_t partition,
+                                                             const std::vector<std::string>& to) {
+  idl::PartitionRoute out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.movePartition(out, channel, partition, to); }); !r) {
+    return r.error();
+  }
+  return out;
+}
+
 Result<idl::ClusterStatus> ControllerClient::cluster_status() {
   idl::ClusterStatus out;
   if (auto r = call([&](idl::ControllerClient& c) { c.clusterStatus(out); }); !r) return r.error();

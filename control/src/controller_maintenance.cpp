@@ -48,6 +48,20 @@ std::vector<const idl::Replica*> members_of(const idl::PartitionRoute& route) {
   return out;
 }
 
+// Members, then the nodes of sealed ranges that are not members (they are
+// told the route so that they keep their range read-only).
+std::vector<const idl::Replica*> push_targets_of(const idl::PartitionRoute& route) {
+  std::vector<const idl::Replica*> out = members_of(route);
+  for (const auto& range : route.sealed) {
+    for (const auto& r : range.replicas) {
+      const bool listed =
+          std::any_of(out.begin(), out.end(), [&](const idl::Replica* o) { return o->node_id == r.node_id; });
+      if (!listed) out.push_back(&r);
+    }
+  }
+  return out;
+}
+
 std::string role_in(const idl::PartitionRoute& route, const std::string& node_id) {
   if (has_node(route.joining, node_id)) return "joining";
   if (route.replicas.size() == 1) return "only replica";
@@ -595,7 +609,14 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
     for (const auto& route : ch.routes) {
       const RouteId rid{route.channel, route.partition};
       const auto ack = acks_.find(rid);
-      for (const auto* member : members_of(route)) {
+      const meta::Handoff* handoff = nullptr;
+      if (auto h = store_->state().handoffs.find(route.channel); h != store_->state().handoffs.end()) {
+        if (auto p = h->second.find(route.partition);
+            p != h->second.end() && p->second.epoch == route.epoch) {
+          handoff = &p->second;
+        }
+      }
+      for (const auto* member : push_targets_of(route)) {
         const auto& replica = *member;
         if (ack != acks_.end() && ack->second.epoch == route.epoch &&
             ack->second.nodes.count(replica.node_id)) {
@@ -613,6 +634,10 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
         a.__set_channel_partitions(ch.config.partitions);
         a.__set_link_secret(
             link_secret(store_->state().link_key, route.channel, route.partition, route.epoch));
+        if (handoff != nullptr && !route.replicas.empty() &&
+            route.replicas.front().node_id == replica.node_id) {
+          a.__set_producers(handoff->producers);  // the new head's, before it takes an append
+        }
         jobs.push_back(PushJob{BrokerTarget{replica.node_id, node->info.admin_addr}, std::move(a)});
       }
     }

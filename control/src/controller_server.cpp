@@ -42,6 +42,10 @@ class Handler final : public idl::ControllerIf {
                             std::int32_t partition) override {
     out = value_or_throw(c_.declare_partition_lost(channel, partition));
   }
+  void movePartition(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition,
+                     const std::vector<std::string>& to) override {
+    out = value_or_throw(c_.move_partition(channel, partition, to));
+  }
   void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c_.cluster_status()); }
   void commitOffset(const std::string& group, const std::string& channel, std::int32_t partition,
                     std::int64_t offset) override {

@@ -36,13 +36,13 @@ std::size_t InProcBrokerAdmin::release_held(bool newest_first) {
   std::vector<Call> order(calls.begin(), calls.end());
   if (newest_first) std::reverse(order.begin(), order.end());
   for (const auto& call : order) {
-    idl::NodeStats ignored;
+    Reply ignored;
     (void)deliver(call, &ignored);
   }
   return order.size();
 }
 
-Result<void> InProcBrokerAdmin::send(const Call& call, idl::NodeStats* stats) {
+Result<void> InProcBrokerAdmin::send(const Call& call, Reply* out) {
   Hook hook;
   {
     MutexLock lock(mu_);
@@ -50,12 +50,12 @@ Result<void> InProcBrokerAdmin::send(const Call& call, idl::NodeStats* stats) {
   }
   switch (hook ? hook(call) : Fate::deliver) {
     case Fate::deliver:
-      return deliver(call, stats);
+      return deliver(call, out);
     case Fate::drop_request:
       return make_error(idl::ErrorCode::UNAVAILABLE,
                         fmt::format("{}: request lost (timeout)", call.to.admin_addr));
     case Fate::drop_reply:
-      (void)deliver(call, stats);
+      (void)deliver(call, out);
       return make_error(idl::ErrorCode::UNAVAILABLE,
                         fmt::format("{}: reply lost (timeout)", call.to.admin_addr));
     case Fate::hold: {
@@ -68,7 +68,7 @@ Result<void> InProcBrokerAdmin::send(const Call& call, idl::NodeStats* stats) {
   return make_error(idl::ErrorCode::INTERNAL, "bad fate");
 }
 
-Result<void> InProcBrokerAdmin::deliver(const Call& call, idl::NodeStats* stats) {
+Result<void> InProcBrokerAdmin::deliver(const Call& call, Reply* out) {
   std::shared_ptr<idl::BrokerAdminIf> broker;
   {
     MutexLock lock(mu_);
@@ -86,7 +86,10 @@ Result<void> InProcBrokerAdmin::deliver(const Call& call, idl::NodeStats* stats)
         broker->fence(call.channel, call.partition, call.epoch);
         break;
       case Method::ping:
-        broker->ping(*stats);
+        broker->ping(out->stats);
+        break;
+      case Method::seal:
+        broker->seal(out->seal, call.channel, call.partition, call.epoch);
         break;
     }
   } catch (const idl::CatenaError& e) {
@@ -104,7 +107,7 @@ Result<void> InProcBrokerAdmin::configure_chain(const BrokerTarget& to,
   call.method = Method::configure_chain;
   call.to = to;
   call.assignment = assignment;
-  idl::NodeStats ignored;
+  Reply ignored;
   return send(call, &ignored);
 }
 
@@ -116,7 +119,7 @@ Result<void> InProcBrokerAdmin::fence(const BrokerTarget& to, const std::string&
   call.channel = channel;
   call.partition = partition;
   call.epoch = epoch;
-  idl::NodeStats ignored;
+  Reply ignored;
   return send(call, &ignored);
 }
 
@@ -124,9 +127,22 @@ Result<idl::NodeStats> InProcBrokerAdmin::ping(const BrokerTarget& to) {
   Call call;
   call.method = Method::ping;
   call.to = to;
-  idl::NodeStats stats;
-  if (auto r = send(call, &stats); !r) return r.error();
-  return stats;
+  Reply out;
+  if (auto r = send(call, &out); !r) return r.error();
+  return out.stats;
+}
+
+Result<idl::SealReply> InProcBrokerAdmin::seal(const BrokerTarget& to, const std::string& channel,
+                                               std::int32_t partition, std::int64_t epoch) {
+  Call call;
+  call.method = Method::seal;
+  call.to = to;
+  call.channel = channel;
+  call.partition = partition;
+  call.epoch = epoch;
+  Reply out;
+  if (auto r = send(call, &out); !r) return r.error();
+  return out.seal;
 }
 
 }  // namespace catena::control

@@ -105,6 +105,19 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
       }
     }
   }
+  if (record.__isset.begin_move) {
+    state.moves[record.begin_move.channel][record.begin_move.partition] = record.begin_move;
+  }
+  if (record.__isset.end_move) {
+    auto it = state.moves.find(record.end_move.channel);
+    if (it != state.moves.end()) {
+      it->second.erase(record.end_move.partition);
+      if (it->second.empty()) state.moves.erase(it);
+    }
+  }
+  if (record.__isset.handoff_key && record.__isset.set_handoff) {
+    state.handoffs[record.handoff_key.channel][record.handoff_key.partition] = record.set_handoff;
+  }
   if (record.__isset.next_node_seq) state.next_node_seq = record.next_node_seq;
   if (record.__isset.next_node_epoch) state.next_node_epoch = record.next_node_epoch;
   if (record.__isset.producer_numbers_reserved)

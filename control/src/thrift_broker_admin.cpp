@@ -81,6 +81,15 @@ Result<void> ThriftBrokerAdmin::fence(const BrokerTarget& to, const std::string&
               [&](idl::BrokerAdminClient& c) { c.fence(channel, partition, epoch); });
 }
 
+Result<idl::SealReply> ThriftBrokerAdmin::seal(const BrokerTarget& to, const std::string& channel,
+                                               std::int32_t partition, std::int64_t epoch) {
+  idl::SealReply reply;
+  auto r = call(to, options_.connect_timeout, options_.rpc_timeout,
+                [&](idl::BrokerAdminClient& c) { c.seal(reply, channel, partition, epoch); });
+  if (!r) return r.error();
+  return reply;
+}
+
 Result<idl::NodeStats> ThriftBrokerAdmin::ping(const BrokerTarget& to) {
   idl::NodeStats stats;
   auto r = call(to, options_.probe_timeout, options_.probe_timeout,

@@ -51,7 +51,7 @@ class BadInput : public ::testing::Test {
     rc.head_addr = broker_->fabric_address();
     rc.log.segment_bytes = 256 << 10;
     ASSERT_EQ(broker_->configure(rc).status, broker::ConfigureStatus::applied);
-    routes_.set(Route{"c", 0, 1, {{"solo", broker_->fabric_address()}}, 0}, 1, 256 << 10);
+    routes_.set(Route{"c", 0, 1, {{"solo", broker_->fabric_address()}}, 0, {}}, 1, 256 << 10);
     auto p = fabric::Provider::open(provider_spec());
     ASSERT_TRUE(p.ok());
     provider_ = std::move(p.value());

@@ -50,7 +50,7 @@ class ChainE2E : public ::testing::Test {
   void configure(const std::string& channel, std::uint32_t p, std::uint32_t partitions,
                  const std::vector<int>& order, std::uint64_t epoch, std::uint64_t ttl_ms = 60000,
                  std::uint64_t start_offset = 0) {
-    Route route{channel, p, epoch, {}, start_offset};
+    Route route{channel, p, epoch, {}, start_offset, {}};
     for (int i : order)
       route.replicas.push_back({brokers_[i]->config().node_id, brokers_[i]->fabric_address()});
     for (std::size_t pos = 0; pos < order.size(); ++pos) {
@@ -425,7 +425,7 @@ TEST_F(ChainE2E, PublisherRecoversFromRecordsThatFailedAfterTheRetryTimeout) {
 
   // The partition becomes unreachable: its route names a node nobody runs,
   // and the head drops the partition.
-  Route ghost{"gap", 0, 2, {{"ghost", "127.0.0.1:1"}}, 0};
+  Route ghost{"gap", 0, 2, {{"ghost", "127.0.0.1:1"}}, 0, {}};
   routes_.set(ghost, 1, kSegment);
   ASSERT_EQ(brokers_[0]->fence("gap", 0, 1).status, broker::ConfigureStatus::applied);
   for (int i = 0; i < 5; ++i) publish("lost" + std::to_string(i));

@@ -45,7 +45,7 @@ TEST(RingWrap, RecordsCrossWrappingRingsOnceInOrder) {
     ASSERT_TRUE(b.ok()) << b.error().message;
     brokers.push_back(std::move(b.value()));
   }
-  Route route{"wrap", 0, 1, {}, 0};
+  Route route{"wrap", 0, 1, {}, 0, {}};
   for (auto& b : brokers) route.replicas.push_back({b->config().node_id, b->fabric_address()});
   for (std::uint32_t pos = 0; pos < 2; ++pos) {
     chain::ReplicaConfig rc;

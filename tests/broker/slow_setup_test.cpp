@@ -59,7 +59,7 @@ class SlowSetup : public ::testing::TestWithParam<SlowStep> {
   // so each replica's successor already holds the partition when it dials:
   // every connect is answered ok and one connect per link is enough.
   void configure_chain(std::uint64_t epoch) {
-    Route route{"slow", 0, epoch, {}, 0};
+    Route route{"slow", 0, epoch, {}, 0, {}};
     for (auto& b : brokers_) route.replicas.push_back({b->node_id(), b->fabric_address()});
     for (int pos = 2; pos >= 0; --pos) {
       const auto p = static_cast<std::size_t>(pos);

@@ -316,6 +316,47 @@ TEST(ProducerStateTest, DuplicatesGapsAndEpochs) {
   EXPECT_EQ(ps.decide(6, 1, 1, &off), SeqDecision::append);
 }
 
+// Partition handoff: a sealed head's producer state, compacted into runs,
+// answers a retry at the next head with the original offset and lets the
+// sequence go on; interleaved producers cost a run per stretch.
+TEST(ProducerStateTest, SnapshotCarriesTheWindowToTheNextHead) {
+  ProducerState old_head;
+  std::uint64_t offset = 1000;
+  for (std::uint64_t s = 0; s < ProducerState::kWindow + 100; ++s) {
+    old_head.record(5, 2, s, offset++);
+    if (s % 1000 == 999) old_head.record(6, 1, s / 1000, offset++);  // another producer interleaves
+  }
+  const auto snaps = old_head.snapshot();
+  ASSERT_EQ(snaps.size(), 2u);
+  const auto& five = snaps[0].producer_id == 5 ? snaps[0] : snaps[1];
+  EXPECT_EQ(five.producer_epoch, 2u);
+  EXPECT_EQ(five.last_seq, static_cast<std::int64_t>(ProducerState::kWindow + 99));
+  std::uint64_t covered = 0;
+  for (const auto& run : five.runs) covered += run.count;
+  EXPECT_EQ(covered, ProducerState::kWindow);  // the whole window
+  EXPECT_LE(five.runs.size(), 10u);            // a run per stretch between the other's records
+
+  ProducerState new_head;
+  new_head.merge(snaps, 1);
+  std::uint64_t off = 0;
+  for (std::uint64_t s = 100; s < ProducerState::kWindow + 100; s += 997) {
+    std::uint64_t want = 0;
+    ASSERT_EQ(old_head.decide(5, 2, s, &want), SeqDecision::duplicate);
+    ASSERT_EQ(new_head.decide(5, 2, s, &off), SeqDecision::duplicate) << s;
+    EXPECT_EQ(off, want) << s;
+  }
+  EXPECT_EQ(new_head.decide(5, 2, ProducerState::kWindow + 100, &off), SeqDecision::append);
+  EXPECT_EQ(new_head.decide(5, 2, ProducerState::kWindow + 101, &off), SeqDecision::sequence_gap);
+  EXPECT_EQ(new_head.decide(5, 1, 0, &off), SeqDecision::stale_epoch);
+  EXPECT_EQ(new_head.decide(6, 1, 8, &off), SeqDecision::append);  // it stored 0..7
+
+  // A head that already knows more keeps what it knows.
+  ProducerState ahead;
+  ahead.record(5, 3, 0, 9);
+  ahead.merge(snaps, 1);
+  EXPECT_EQ(ahead.decide(5, 3, 1, &off), SeqDecision::append);
+}
+
 // 2^32 records from one producer to one partition (35 minutes at 2 M/s):
 // the next record is new data, not a retry of sequence 0.
 TEST(ProducerStateTest, SequencesDoNotWrapAt32Bits) {

@@ -56,6 +56,41 @@ class FakeBroker final : public idl::BrokerAdminIf {
     std::lock_guard lock(mu_);
     ++pings_;
   }
+  // Seals as a head would: the end offset set by set_end_offset(), committed
+  // up to it less set_commit_lag(), with the producers set_producers() gave.
+  void seal(idl::SealReply& out, const std::string& channel, std::int32_t partition,
+            std::int64_t epoch) override {
+    std::lock_guard lock(mu_);
+    seals_.push_back({channel, partition, epoch});
+    if (seal_error_) {
+      idl::CatenaError e;
+      e.__set_code(idl::ErrorCode::INVALID_ARGUMENT);
+      e.__set_message(name_ + ": cannot seal");
+      throw e;
+    }
+    const auto key = std::make_pair(channel, partition);
+    const auto e = end_offset_.find(key);
+    out.__set_end_offset(e == end_offset_.end() ? 0 : e->second);
+    out.__set_commit_offset(out.end_offset - commit_lag_);
+    if (auto p = producers_.find(key); p != producers_.end()) out.__set_producers(p->second);
+  }
+  void set_commit_lag(std::int64_t lag) {
+    std::lock_guard lock(mu_);
+    commit_lag_ = lag;
+  }
+  void set_seal_error(bool fail) {
+    std::lock_guard lock(mu_);
+    seal_error_ = fail;
+  }
+  void set_producers(const std::string& channel, std::int32_t p,
+                     std::vector<idl::ProducerSnapshot> producers) {
+    std::lock_guard lock(mu_);
+    producers_[{channel, p}] = std::move(producers);
+  }
+  [[nodiscard]] std::size_t seal_calls() const {
+    std::lock_guard lock(mu_);
+    return seals_.size();
+  }
 
   // What the broker reports about itself: load set by set_stats(), plus
   // progress of every installed route that lists node_id.
@@ -151,6 +186,10 @@ class FakeBroker final : public idl::BrokerAdminIf {
   std::vector<idl::ChainAssignment> configure_calls_;
   std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;
   std::vector<Fence> fences_;
+  std::vector<Fence> seals_;
+  std::map<std::pair<std::string, std::int32_t>, std::vector<idl::ProducerSnapshot>> producers_;
+  std::int64_t commit_lag_ = 0;
+  bool seal_error_ = false;
   idl::NodeStats stats_;
   int pings_ = 0;
 };

@@ -133,6 +133,8 @@ ErrorCode from(chain::wire::Status status) noexcept {
       return ErrorCode::resource_exhausted;
     case Status::unauthenticated:
       return ErrorCode::unauthenticated;
+    case Status::moved:
+      return ErrorCode::not_ready;  // clients follow a move themselves; seen only if they cannot
   }
   return ErrorCode::internal;
 }

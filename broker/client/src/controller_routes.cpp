@@ -48,6 +48,14 @@ Route ControllerRoutes::to_route(const idl::PartitionRoute& r) {
   out.epoch = static_cast<std::uint64_t>(r.epoch);
   out.start_offset = static_cast<std::uint64_t>(r.start_offset);
   for (const auto& rep : r.replicas) out.replicas.push_back({rep.node_id, rep.fabric_addr});
+  for (const auto& s : r.sealed) {
+    RouteRange range;
+    range.start_offset = static_cast<std::uint64_t>(s.start_offset);
+    range.end_offset = static_cast<std::uint64_t>(s.end_offset);
+    range.epoch = static_cast<std::uint64_t>(s.epoch);
+    for (const auto& rep : s.replicas) range.replicas.push_back({rep.node_id, rep.fabric_addr});
+    out.sealed.push_back(std::move(range));
+  }
   return out;
 }
 

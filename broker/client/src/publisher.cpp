@@ -51,6 +51,7 @@ struct PartitionSession {
   std::uint32_t head_first = 0;  // records the head resolved since the watch last said anything
   bool down = false;
   bool resync = false;  // the head reported a sequence gap: reconnect and follow its welcome
+  bool moved = false;   // the head was sealed (partition handoff): reconnect to the new chain's head
   // Where the partition's chain starts (Route::start_offset), once known: a
   // chain rebuilt after every copy was lost starts higher.
   std::uint64_t chain_start = 0;
@@ -190,11 +191,14 @@ class Publisher::Impl {
       }
       s.link->poll_send();
       take_acks(*s.link, false);
-      if (s.resync) {
+      if (s.resync || s.moved) {
         // Not a failure of the head: reconnect, and its welcome says where
         // this producer's sequence stands.
+        spdlog::debug("publisher {}/{}: {}", channel_, s.partition,
+                      s.moved ? "the partition moved to a new chain; following it"
+                              : "the head reported a sequence gap; resyncing");
         s.resync = false;
-        spdlog::debug("publisher {}/{}: the head reported a sequence gap; resyncing", channel_, s.partition);
+        s.moved = false;
         s.link.reset();
         s.watch.reset();
         s.down = true;
@@ -256,6 +260,14 @@ class Publisher::Impl {
       // The head holds none of these records: nothing to resolve, resync.
       (void)s.writer.credit_st(ack.ring_consumed);
       s.resync = true;
+      return 0;
+    }
+    if (ack.status == wire::Status::moved) {
+      // The partition moved on: the sealed head stored none of these (every
+      // record it did store was acknowledged before this). The new chain's
+      // head has this producer's state and takes them.
+      (void)s.writer.credit_st(ack.ring_consumed);
+      s.moved = true;
       return 0;
     }
     for (std::uint32_t i = 0; i < ack.count && !s.pending.empty(); ++i) {
@@ -322,7 +334,7 @@ class Publisher::Impl {
       s.retry_at = now + std::chrono::milliseconds(200);
       return false;
     }
-    if (s.chain_start_known && s.route.start_offset > s.chain_start) {
+    if (s.chain_start_known && s.route.start_offset > s.chain_start && !s.route.continues(s.chain_start)) {
       // Every copy of the partition was lost and it was rebuilt. Records
       // still unacknowledged may have been committed (and delivered) in the
       // lost chain: resent, they could be stored twice. They fail as
@@ -347,6 +359,13 @@ class Publisher::Impl {
     const auto& w = d.welcome;
     if (w->status == wire::Status::producer_fenced) {
       fail_all_st(s, wire::Status::producer_fenced);
+      return false;
+    }
+    if (w->status == wire::Status::moved) {
+      // Sealed, and the controller has not published the new chain yet.
+      spdlog::debug("publisher {}/{}: head {} is sealed; waiting for the new chain", channel_, s.partition,
+                    head.node_id);
+      s.retry_at = now + std::chrono::milliseconds(5);
       return false;
     }
     if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) {

@@ -24,8 +24,11 @@ struct SubSession {
   std::uint64_t next_offset = 0;
   bool positioned = false;  // next_offset is known
   std::uint32_t replica_pick = 0;
-  std::string reading_from;           // node id of the replica serving us
-  Clock::time_point last_delivery{};  // or connect
+  std::string reading_from;                // node id of the replica serving us
+  Clock::time_point last_delivery{};       // or connect
+  std::uint64_t committed_at_connect = 0;  // the replica's commit offset in its welcome
+  std::uint64_t range_end = ~0ull;         // the replica serves a sealed range that ends here
+  std::uint64_t range_start = 0;           // where the range (or the chain above) it serves starts
   Clock::time_point route_check_at{};
   Clock::time_point retry_at{};
 };
@@ -99,10 +102,18 @@ class Subscriber::Impl {
       s.link->poll_recv(
           [&](const std::byte* msg, std::uint32_t len) {
             if (auto n = wire::decode<wire::SubscriberNotice>(msg, len)) {
-              notify(Notice{s.partition, n->status, n->next_offset});
+              spdlog::debug("subscriber {}/{}: notice {} from {}: next offset {}", channel_, s.partition,
+                            wire::to_string(n->status), s.reading_from, n->next_offset);
+              // A range's end is followed here, not the application's business.
+              if (n->status != wire::Status::moved) notify(Notice{s.partition, n->status, n->next_offset});
               if (n->status == wire::Status::position_expired) {
                 s.next_offset = n->next_offset;
                 reconnect = true;
+              } else if (n->status == wire::Status::moved) {
+                // This range ends there (the next chain serves the rest):
+                // move on once every record before it is consumed, which
+                // may still be in the ring.
+                s.range_end = n->next_offset;
               }
             }
           },
@@ -148,10 +159,31 @@ class Subscriber::Impl {
       if (s.reader.credit_due() && s.link->send(wire::SubscriberCredit{s.reader.consumed()}) == Errc::ok) {
         s.reader.credited_st();
       }
+      if (!reconnect && s.committed_at_connect > s.next_offset &&
+          now - s.last_delivery >= opts_.delivery_stall) {
+        spdlog::debug(
+            "subscriber {}/{}: {} delivered nothing for {} ms with offsets up to {} committed; reading "
+            "from another replica",
+            channel_, s.partition, s.reading_from,
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_delivery).count(),
+            s.committed_at_connect);
+        s.link.reset();
+        ++s.replica_pick;
+        s.retry_at = now;
+        continue;
+      }
       if (!reconnect && now - s.last_delivery >= opts_.stall_check && now >= s.route_check_at &&
           replica_left_chain_st(s, now)) {
         spdlog::debug("subscriber {}/{}: {} left the chain; moving", channel_, s.partition, s.reading_from);
         s.link.reset();  // resume at next_offset on the replica the route now prefers
+        s.replica_pick = 0;
+        s.retry_at = now;
+        continue;
+      }
+      if (!reconnect && s.next_offset >= s.range_end) {
+        spdlog::debug("subscriber {}/{}: the range {} served ends at {}; going on at the next chain",
+                      channel_, s.partition, s.reading_from, s.next_offset);
+        s.link.reset();
         s.replica_pick = 0;
         s.retry_at = now;
         continue;
@@ -179,6 +211,10 @@ class Subscriber::Impl {
     auto r = routes_.route(channel_, s.partition, s.route.epoch);
     if (!r || r->epoch <= s.route.epoch) return false;
     s.route = r.value();
+    // The partition moved on (a handoff sealed the chain we read at an offset
+    // we reached): the next chain serves the position.
+    const RouteRange* range = s.route.range_of(s.next_offset);
+    if ((range != nullptr ? range->start_offset : s.route.start_offset) != s.range_start) return true;
     return std::none_of(s.route.replicas.begin(), s.route.replicas.end(),
                         [&](const ReplicaAddress& a) { return a.node_id == s.reading_from; });
   }
@@ -187,9 +223,8 @@ class Subscriber::Impl {
     if (notice_) notice_(n);
   }
 
-  const ReplicaAddress& pick_st(SubSession& s) {
+  const ReplicaAddress& pick_st(SubSession& s, const std::vector<ReplicaAddress>& reps) {
     CATENA_ST_CHECK(owner_);
-    const auto& reps = s.route.replicas;
     const std::size_t n = reps.size();
     switch (opts_.read_from) {
       case SubscriberOptions::ReadFrom::tail:
@@ -213,15 +248,29 @@ class Subscriber::Impl {
       s.retry_at = Clock::now() + std::chrono::milliseconds(200);
       return false;
     }
-    if (s.positioned && s.route.start_offset > s.next_offset) {
-      // The partition was rebuilt above our position: say what was lost,
-      // never jump silently.
-      notify(Notice{s.partition, wire::Status::data_lost, s.route.start_offset, s.next_offset});
-      s.next_offset = s.route.start_offset;
+    // Which chain serves the position: an earlier chain's sealed range
+    // (partition handoff), or the chain above.
+    const RouteRange* range = nullptr;
+    const bool handed_off = !s.route.sealed.empty() && s.route.continues(s.route.sealed.front().start_offset);
+    if (s.positioned && s.next_offset < s.route.start_offset) {
+      range = s.route.range_of(s.next_offset);
+      // Below every range: the oldest says what it still holds (position_expired).
+      if (range == nullptr && handed_off) range = &s.route.sealed.front();
+      if (range == nullptr) {
+        // The partition was rebuilt above our position: say what was lost,
+        // never jump silently.
+        notify(Notice{s.partition, wire::Status::data_lost, s.route.start_offset, s.next_offset});
+        s.next_offset = s.route.start_offset;
+      }
+    } else if (!s.positioned && opts_.start == Start::earliest && handed_off) {
+      range = &s.route.sealed.front();
     }
-    const ReplicaAddress& rep = pick_st(s);
+    if (range != nullptr && range->replicas.empty()) range = nullptr;
+    const ReplicaAddress& rep = pick_st(s, range != nullptr ? range->replicas : s.route.replicas);
     wire::SubscriberHello hello{};
-    hello.ref.set(channel_, s.partition, 0);
+    // A range's replicas hold it under the epoch it was written at; the chain
+    // above takes any epoch up to its own (0: whatever it is at).
+    hello.ref.set(channel_, s.partition, range != nullptr ? range->epoch : 0);
     if (s.positioned) {
       hello.mode = wire::StartMode::offset;
       hello.start_offset = s.next_offset;
@@ -246,6 +295,16 @@ class Subscriber::Impl {
       s.retry_at = Clock::now();
       return false;
     }
+    if (w->status == wire::Status::moved) {
+      // The range ends at or below the position: the next chain serves it
+      // (once the route says so).
+      spdlog::debug("subscriber {}/{}: {} no longer serves offset {}", channel_, s.partition, rep.node_id,
+                    s.next_offset);
+      s.next_offset = std::max(s.next_offset, w->start_offset);
+      s.positioned = true;
+      s.retry_at = Clock::now() + std::chrono::milliseconds(5);
+      return false;
+    }
     if (w->status != wire::Status::ok) {
       spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id,
                     wire::to_string(w->status));
@@ -258,6 +317,11 @@ class Subscriber::Impl {
     s.last_delivery = Clock::now();
     s.reader.reset_st();
     s.next_offset = w->start_offset;
+    s.committed_at_connect = w->commit_offset;
+    // A sealed range's end is in the route: move on there (its replica also
+    // says so, with a `moved` notice, if it learnt of the move first).
+    s.range_end = range != nullptr ? range->end_offset : ~0ull;
+    s.range_start = range != nullptr ? range->start_offset : s.route.start_offset;
     s.positioned = true;
     spdlog::debug("subscriber {}/{}: reading from {} at {} (route epoch {}), offset {}", channel_,
                   s.partition, rep.node_id, rep.fabric_addr, s.route.epoch, s.next_offset);

@@ -132,7 +132,8 @@ class Broker::Impl {
   }
 
   // --- data-plane thread -------------------------------------------------------
-  ConfigureResult configure_st(const chain::ReplicaConfig& in) {
+  ConfigureResult configure_st(const chain::ReplicaConfig& in,
+                               const std::vector<chain::ProducerSnapshot>& producers = {}) {
     CATENA_ST_CHECK(data_plane_);
     chain::ReplicaConfig cfg = in;
     cfg.node_id = cfg_.node_id;
@@ -158,6 +159,7 @@ class Broker::Impl {
     if (it == replicas_.end()) {
       auto r = chain::Replica::create(*provider_, cfg, clock_);
       if (!r) return {ConfigureStatus::invalid, 0, r.error().message};
+      if (!producers.empty()) r.value()->merge_producers_st(producers);  // before anyone can append
       replicas_.emplace(key, std::move(r.value()));
       spdlog::info("partition {}/{}: epoch {} position {}/{}{}", cfg.channel, cfg.partition, cfg.epoch,
                    cfg.position, cfg.chain_length, cfg.is_joining() ? " (joining)" : "");
@@ -172,6 +174,59 @@ class Broker::Impl {
     spdlog::info("partition {}/{}: now epoch {} position {}/{}{}", cfg.channel, cfg.partition, cfg.epoch,
                  cfg.position, cfg.chain_length, cfg.is_joining() ? " (joining)" : "");
     return {ConfigureStatus::applied, cfg.epoch, ""};
+  }
+
+  SealResult seal_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+    CATENA_ST_CHECK(data_plane_);
+    auto it = replicas_.find({channel, partition});
+    if (it == replicas_.end()) return {ConfigureStatus::invalid, 0, "not held here", {}};
+    chain::Replica& rep = *it->second;
+    if (rep.epoch() != epoch) {
+      return {ConfigureStatus::stale_epoch,
+              rep.epoch(),
+              "the replica is at epoch " + std::to_string(rep.epoch()) + ", not " + std::to_string(epoch),
+              {}};
+    }
+    if (!rep.config().is_head()) return {ConfigureStatus::invalid, rep.epoch(), "not the head", {}};
+    const bool first = !rep.sealed();
+    SealResult out{ConfigureStatus::applied, rep.epoch(), "", rep.seal_st()};
+    if (first) {
+      spdlog::info("partition {}/{}: sealed at epoch {}, offset {} (committed {})", channel, partition, epoch,
+                   out.state.end_offset, out.state.commit_offset);
+    }
+    return out;
+  }
+
+  ConfigureResult retire_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                            std::uint64_t range_end) {
+    CATENA_ST_CHECK(data_plane_);
+    const RetiredKey rkey{channel, partition, epoch};
+    if (retired_.count(rkey) != 0) return {ConfigureStatus::applied, epoch, "already retired"};
+    auto it = replicas_.find({channel, partition});
+    if (it == replicas_.end() || it->second->epoch() != epoch)
+      return {ConfigureStatus::applied, 0, "not held here"};
+    it->second->retire_st(range_end);
+    spdlog::info(
+        "partition {}/{}: the range written at epoch {} ends at offset {}: read-only until it expires",
+        channel, partition, epoch, range_end);
+    retired_.emplace(rkey, std::move(it->second));
+    unlinked_.erase(it->first);
+    connecting_.erase(it->first);
+    replicas_.erase(it);
+    return {ConfigureStatus::applied, epoch, ""};
+  }
+
+  void drop_retired_st(const std::string& channel, std::uint32_t partition,
+                       const std::vector<std::uint64_t>& keep) {
+    CATENA_ST_CHECK(data_plane_);
+    std::erase_if(retired_, [&](const auto& kv) {
+      const auto& [ch, p, epoch] = kv.first;
+      const bool drop =
+          ch == channel && p == partition && std::find(keep.begin(), keep.end(), epoch) == keep.end();
+      if (drop)
+        spdlog::info("partition {}/{}: the range written at epoch {} is no longer served here", ch, p, epoch);
+      return drop;
+    });
   }
 
   ConfigureResult fence_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
@@ -193,6 +248,10 @@ class Broker::Impl {
     const auto* msg = in.hello.data();
     const auto len = static_cast<std::uint32_t>(in.hello.size());
     auto find = [&](const wire::ChannelRef& ref) -> chain::Replica* {
+      // A hello naming the epoch of a retired range reaches that range.
+      if (auto r = retired_.find({std::string(ref.name()), ref.partition, ref.epoch}); r != retired_.end()) {
+        return r->second.get();
+      }
       auto it = replicas_.find({std::string(ref.name()), ref.partition});
       return it == replicas_.end() ? nullptr : it->second.get();
     };
@@ -243,12 +302,17 @@ class Broker::Impl {
         rep->set_lease_valid_st(leased);
         work += rep->do_work();
       }
+      for (auto& [key, rep] : retired_) {
+        rep->set_lease_valid_st(leased);
+        work += rep->do_work();
+      }
       if (now >= next_tick) {
         next_tick = now + 2'000'000;  // 2 ms housekeeping
         housekeeping_st();
       }
       idle.idle(work);
     }
+    retired_.clear();
     replicas_.clear();
   }
 
@@ -293,6 +357,21 @@ class Broker::Impl {
                         ps.replica.successor_connected + ps.replica.predecessor_connected;
       st.partitions.push_back(std::move(ps));
     }
+    // Retired ranges count towards what the node holds, not as partitions
+    // (the controller reads a partition's progress from its current replica).
+    std::erase_if(retired_, [&](auto& kv) {
+      kv.second->tick();
+      const chain::ReplicaStats rs = kv.second->stats();
+      if (rs.segments == 0) {
+        const auto& [ch, p, epoch] = kv.first;
+        spdlog::info("partition {}/{}: the range written at epoch {} expired", ch, p, epoch);
+        return true;
+      }
+      st.segments += rs.segments;
+      st.bytes += rs.bytes;
+      st.connections += rs.subscribers;
+      return false;
+    });
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
     for (auto& r : reports) link_reports_.push_back(std::move(r));
@@ -478,6 +557,9 @@ class Broker::Impl {
   // Publishers' rings on this node, charged by sessions; outlives every replica.
   chain::SessionBudget budget_;
   std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
+  // Read-only ranges of partitions that moved on, by the epoch they were written at.
+  using RetiredKey = std::tuple<std::string, std::uint32_t, std::uint64_t>;
+  std::map<RetiredKey, std::unique_ptr<chain::Replica>> retired_;
   std::map<Key, std::uint64_t> reconnect_at_;
   struct Unlinked {
     std::uint64_t epoch = 0;
@@ -520,6 +602,37 @@ const BrokerConfig& Broker::config() const {
 
 ConfigureResult Broker::configure(const chain::ReplicaConfig& cfg) {
   return impl_->run_on_agent([this, cfg] { return impl_->configure_st(cfg); });
+}
+
+ConfigureResult Broker::configure(const chain::ReplicaConfig& cfg,
+                                  const std::vector<chain::ProducerSnapshot>& producers) {
+  return impl_->run_on_agent([this, cfg, producers] { return impl_->configure_st(cfg, producers); });
+}
+
+SealResult Broker::seal(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+  // Shared: after a timeout the agent may still run the call.
+  auto out = std::make_shared<SealResult>();
+  ConfigureResult r = impl_->run_on_agent([this, out, channel, partition, epoch] {
+    *out = impl_->seal_st(channel, partition, epoch);
+    return ConfigureResult{out->status, out->current_epoch, out->message};
+  });
+  if (r.status == ConfigureStatus::failed) return {r.status, r.current_epoch, r.message, {}};
+  return *out;  // the call completed: its write happened before the future was ready
+}
+
+ConfigureResult Broker::retire(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                               std::uint64_t range_end) {
+  return impl_->run_on_agent([this, channel, partition, epoch, range_end] {
+    return impl_->retire_st(channel, partition, epoch, range_end);
+  });
+}
+
+void Broker::drop_retired(const std::string& channel, std::uint32_t partition,
+                          std::vector<std::uint64_t> keep) {
+  impl_->run_on_agent([this, channel, partition, keep] {
+    impl_->drop_retired_st(channel, partition, keep);
+    return ConfigureResult{ConfigureStatus::applied, 0, ""};
+  });
 }
 
 ConfigureResult Broker::fence(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {

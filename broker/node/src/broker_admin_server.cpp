@@ -88,6 +88,20 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "malformed chain assignment").to_thrift();
     }
     const auto key = std::make_pair(a.route.channel, a.route.partition);
+    const auto partition = static_cast<std::uint32_t>(a.route.partition);
+    // Partition handoff: the ranges this node wrote that are sealed now stay
+    // read-only beside whatever it holds of the partition's current chain;
+    // ranges the route no longer lists (expired) are let go.
+    std::vector<std::uint64_t> keep;
+    for (const auto& range : a.route.sealed) {
+      for (const auto& r : range.replicas) {
+        if (r.node_id != node) continue;
+        keep.push_back(static_cast<std::uint64_t>(range.epoch));
+        (void)broker_.retire(a.route.channel, partition, static_cast<std::uint64_t>(range.epoch),
+                             static_cast<std::uint64_t>(range.end_offset));
+      }
+    }
+    broker_.drop_retired(a.route.channel, partition, keep);
     chain::ReplicaConfig rc;
     if (!replica_config_for(node, a, &rc)) {
       auto r = broker_.fence(a.route.channel, static_cast<std::uint32_t>(a.route.partition),
@@ -111,7 +125,22 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
                             a.route.channel, a.route.partition, a.route.epoch, rc.node_epoch, node, mine))
           .to_thrift();
     }
-    auto r = broker_.configure(rc);
+    std::vector<chain::ProducerSnapshot> producers;
+    producers.reserve(a.producers.size());
+    for (const auto& p : a.producers) {
+      chain::ProducerSnapshot snap;
+      snap.producer_id = static_cast<std::uint64_t>(p.producer_id);
+      snap.producer_epoch = static_cast<std::uint64_t>(p.producer_epoch);
+      snap.last_seq = p.last_seq;
+      for (const auto& run : p.runs) {
+        if (run.count <= 0 || run.first_seq < 0 || run.first_offset < 0) continue;
+        snap.runs.push_back({static_cast<std::uint64_t>(run.first_seq),
+                             static_cast<std::uint64_t>(run.first_offset),
+                             static_cast<std::uint32_t>(run.count)});
+      }
+      producers.push_back(std::move(snap));
+    }
+    auto r = broker_.configure(rc, producers);
     switch (r.status) {
       case broker::ConfigureStatus::applied: {
         MutexLock lk(mu_);
@@ -134,6 +163,45 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     if (r.status == broker::ConfigureStatus::stale_epoch) throw stale({channel, partition}, r.message);
     MutexLock lk(mu_);
     installed_.erase({channel, partition});
+  }
+
+  void seal(idl::SealReply& out, const std::string& channel, std::int32_t partition,
+            std::int64_t epoch) override {
+    if (partition < 0 || epoch <= 0)
+      throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad seal").to_thrift();
+    auto r = broker_.seal(channel, static_cast<std::uint32_t>(partition), static_cast<std::uint64_t>(epoch));
+    switch (r.status) {
+      case broker::ConfigureStatus::applied:
+        break;
+      case broker::ConfigureStatus::stale_epoch:
+        throw stale({channel, partition}, r.message);
+      case broker::ConfigureStatus::invalid:
+        throw make_error(idl::ErrorCode::INVALID_ARGUMENT, r.message).to_thrift();
+      case broker::ConfigureStatus::failed:
+        throw make_error(idl::ErrorCode::INTERNAL, r.message).to_thrift();
+    }
+    out.__set_end_offset(static_cast<std::int64_t>(r.state.end_offset));
+    out.__set_commit_offset(static_cast<std::int64_t>(r.state.commit_offset));
+    std::vector<idl::ProducerSnapshot> producers;
+    producers.reserve(r.state.producers.size());
+    for (const auto& p : r.state.producers) {
+      idl::ProducerSnapshot snap;
+      snap.__set_producer_id(static_cast<std::int64_t>(p.producer_id));
+      snap.__set_producer_epoch(static_cast<std::int64_t>(p.producer_epoch));
+      snap.__set_last_seq(p.last_seq);
+      std::vector<idl::ProducerRun> runs;
+      runs.reserve(p.runs.size());
+      for (const auto& run : p.runs) {
+        idl::ProducerRun pr;
+        pr.__set_first_seq(static_cast<std::int64_t>(run.first_seq));
+        pr.__set_first_offset(static_cast<std::int64_t>(run.first_offset));
+        pr.__set_count(static_cast<std::int32_t>(run.count));
+        runs.push_back(pr);
+      }
+      snap.__set_runs(std::move(runs));
+      producers.push_back(std::move(snap));
+    }
+    out.__set_producers(std::move(producers));
   }
 
   // A node whose data plane stopped is not alive, whatever this thread says:

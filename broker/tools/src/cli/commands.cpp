@@ -1,5 +1,6 @@
 #include "commands.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +64,20 @@ void print_channel(const control::idl::ChannelInfo& ch) {
                   r.joining[i].fabric_addr.c_str());
     }
     std::printf("\n");
+    // Offset ranges the partition's earlier chains still serve, read-only.
+    for (const auto& s : r.sealed) {
+      std::printf(
+          "    offsets [%lld, %lld)  epoch %lld  sealed, read-only:", static_cast<long long>(s.start_offset),
+          static_cast<long long>(s.end_offset), static_cast<long long>(s.epoch));
+      for (std::size_t i = 0; i < s.replicas.size(); ++i) {
+        std::printf(" %s%s", i ? "-> " : "", s.replicas[i].node_id.c_str());
+      }
+      std::printf("\n");
+    }
+    if (!r.sealed.empty()) {
+      std::printf("    offsets [%lld, ...)  epoch %lld  the chain above\n",
+                  static_cast<long long>(r.start_offset), static_cast<long long>(r.epoch));
+    }
   }
 }
 
@@ -153,6 +168,24 @@ int partition_declare_lost(const Common& c, const std::string& channel, std::int
   std::printf("%s/%d declared lost at epoch %lld: it is rebuilt above offset %lld as nodes allow\n",
               channel.c_str(), partition, static_cast<long long>(r->epoch),
               static_cast<long long>(r->start_offset));
+  return 0;
+}
+
+int partition_move(const Common& c, const std::string& channel, std::int32_t partition,
+                   const std::vector<std::string>& to) {
+  auto opts = client_options(c);
+  opts.rpc_timeout =
+      std::max(opts.rpc_timeout, std::chrono::milliseconds(30000));  // the move waits for commits
+  control::ControllerClient client(opts);
+  auto r = client.move_partition(channel, partition, to);
+  if (!r) return fail("partition move " + channel, r.error().describe());
+  std::string chain;
+  for (const auto& rep : r->replicas) chain += (chain.empty() ? "" : " -> ") + rep.node_id;
+  std::printf(
+      "%s/%d moved: [%s] takes appends from offset %lld on (epoch %lld); earlier offsets stay where they "
+      "were until they expire\n",
+      channel.c_str(), partition, chain.c_str(), static_cast<long long>(r->start_offset),
+      static_cast<long long>(r->epoch));
   return 0;
 }
 

@@ -101,6 +101,9 @@ int channel_create(const Common& c, const ChannelSpec& spec);
 int channel_list(const Common& c);
 int channel_describe(const Common& c, const std::string& name);
 int partition_declare_lost(const Common& c, const std::string& channel, std::int32_t partition);
+// Tail-offset handoff to the chain `to` (node ids, head first).
+int partition_move(const Common& c, const std::string& channel, std::int32_t partition,
+                   const std::vector<std::string>& to);
 int publish_stdin(const Common& c, const PublishOptions& o);
 int subscribe_stdout(const Common& c, const SubscribeOptions& o);
 int cluster_status(const Common& c);

@@ -95,6 +95,18 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::NonNegativeNumber);
   declare_lost->add_flag("--yes", lost_yes, "confirm: the records it held are gone")->required();
+  std::string move_channel;
+  std::int32_t move_partition = 0;
+  std::vector<std::string> move_to;
+  auto* move = partition->add_subcommand(
+      "move",
+      "move a partition's appends to a new chain at its tail offset, copying nothing: earlier offsets "
+      "stay readable where they are until they expire");
+  move->add_option("channel", move_channel, "channel")->required();
+  move->add_option("partition", move_partition, "partition")->required()->check(CLI::NonNegativeNumber);
+  move->add_option("--to", move_to, "the new chain's nodes, head first (node-1,node-4,node-5)")
+      ->required()
+      ->delimiter(',');
 
   // data -------------------------------------------------------------------------
   PublishOptions pub;
@@ -137,6 +149,7 @@ int main(int argc, char** argv) {
   if (list->parsed()) return channel_list(common);
   if (describe->parsed()) return channel_describe(common, describe_name);
   if (declare_lost->parsed()) return partition_declare_lost(common, lost_channel, lost_partition);
+  if (move->parsed()) return partition_move(common, move_channel, move_partition, move_to);
   if (publish->parsed()) return publish_stdin(common, pub);
   if (subscribe->parsed()) return subscribe_stdout(common, sub);
   if (status->parsed()) return cluster_status(common);

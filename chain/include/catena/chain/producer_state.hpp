@@ -29,6 +29,22 @@
 
 namespace catena::chain {
 
+// One producer's state as a sealed head hands it to the next chain's head
+// (partition handoff): its epoch, its last sequence and the window's offsets
+// as runs of consecutive sequences stored at consecutive offsets, so a
+// producer that published alone costs one run whatever its window holds.
+struct ProducerRun {
+  std::uint64_t first_seq = 0;
+  std::uint64_t first_offset = 0;
+  std::uint32_t count = 0;
+};
+struct ProducerSnapshot {
+  std::uint64_t producer_id = 0;
+  std::uint64_t producer_epoch = 0;
+  std::int64_t last_seq = -1;
+  std::vector<ProducerRun> runs;  // oldest first, covering the window up to last_seq
+};
+
 enum class SeqDecision : std::uint8_t { append, duplicate, duplicate_unknown, sequence_gap, stale_epoch };
 
 class ProducerState {
@@ -61,6 +77,10 @@ class ProducerState {
 
   // Handoff: takes the other state, keeping per producer the newer one.
   void merge(const ProducerState& other);
+  // Handoff across chains: what this state knows, compactly, and taking it
+  // in (per producer the newer epoch, or the later sequence, wins).
+  [[nodiscard]] std::vector<ProducerSnapshot> snapshot() const;
+  void merge(const std::vector<ProducerSnapshot>& snapshots, std::uint64_t now_ns);
 
   [[nodiscard]] const std::unordered_map<std::uint64_t, Entry>& entries() const { return map_; }
   void restore(std::uint64_t producer, const Entry& e) { map_[producer] = e; }

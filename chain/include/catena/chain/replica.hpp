@@ -136,6 +136,16 @@ struct ReplicaStats {
   std::int64_t successor_backlog_bytes = -1;
 };
 
+// What a sealed head holds (partition handoff): every record it stored lies
+// below end_offset, and the chain has committed up to commit_offset; once
+// they are equal the whole range is committed and the next chain may start
+// at end_offset with this producer state.
+struct SealState {
+  std::uint64_t end_offset = 0;
+  std::uint64_t commit_offset = 0;
+  std::vector<ProducerSnapshot> producers;
+};
+
 // A neighbour this replica lost or could not use, and why: the broker turns
 // it into a failure report to the controller.
 struct LinkFault {
@@ -171,6 +181,23 @@ class Replica {
     suspended_ = true;
   }
   [[nodiscard]] bool suspended() const { return suspended_; }
+
+  // --- partition handoff (tail offset) ---------------------------------------
+  // Head only: takes no more appends at this epoch (records in publishers'
+  // rings are answered `moved`, new publishers too), keeps forwarding and
+  // committing what it holds, and says where it ends. Idempotent; a newer
+  // epoch (reconfigure: the move was abandoned) lifts the seal.
+  SealState seal_st();
+  [[nodiscard]] bool sealed() const { return sealed_; }
+  // The partition moved on at range_end: this replica keeps [start,
+  // range_end) read-only for subscribers until it expires, drops its chain
+  // links, publishers and watches, and tells a subscriber that reaches
+  // range_end `moved`. Its epoch stays the one its range was written at.
+  void retire_st(std::uint64_t range_end);
+  static constexpr std::uint64_t kOpenRange = ~0ull;
+  [[nodiscard]] std::uint64_t range_end() const { return range_end_; }
+  // Taken in by a new head before it is reachable (ChainAssignment.producers).
+  void merge_producers_st(const std::vector<ProducerSnapshot>& producers);
   [[nodiscard]] bool may_act() const { return lease_valid_ && !suspended_; }
   [[nodiscard]] const ReplicaConfig& config() const { return cfg_; }
   [[nodiscard]] std::uint64_t epoch() const { return cfg_.epoch; }
@@ -267,6 +294,8 @@ class Replica {
   std::uint64_t next_session_events_ns_ = 0;  // when tick() next polls client connections' events
   bool lease_valid_ = true;                   // no lease until the broker is told one
   bool suspended_ = false;
+  bool sealed_ = false;
+  std::uint64_t range_end_ = kOpenRange;
   fabric::ThreadOwner owner_;  // the data-plane thread, once it first calls in
 };
 

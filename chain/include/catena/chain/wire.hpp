@@ -62,6 +62,9 @@ enum class Status : std::uint16_t {
                             // partition was rebuilt above them (Notice says which were lost)
   resource_exhausted = 15,  // the replica is at a session or producer limit: retry later
   unauthenticated = 16,     // a replica hello without the route epoch's link secret
+  moved = 17,               // the partition moved on: this chain takes no appends (sealed) or serves
+                            // no offsets at or above its range's end; refresh the route and go on
+                            // at the chain that serves the offset (nothing was stored)
 };
 
 [[nodiscard]] std::string_view to_string(Status s) noexcept;

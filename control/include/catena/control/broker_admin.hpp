@@ -38,6 +38,9 @@ class BrokerAdminClient {
                                            std::int32_t partition, std::int64_t epoch) = 0;
   // Liveness probe. Implementations bound it by their probe timeout.
   [[nodiscard]] virtual Result<idl::NodeStats> ping(const BrokerTarget& to) = 0;
+  // Partition handoff: seals the head (see BrokerAdmin.seal in catena.thrift).
+  [[nodiscard]] virtual Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
+                                                    std::int32_t partition, std::int64_t epoch) = 0;
 };
 
 }  // namespace catena::control

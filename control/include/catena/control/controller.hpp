@@ -107,12 +107,16 @@ class Controller {
     // slow link setups (rdma_cm on soft-RoCE under emulation takes seconds)
     // never look like a fault.
     std::chrono::milliseconds link_fault_timeout{10000};
+    // A move gives up (and the old chain goes on) if the sealed head has not
+    // committed everything it holds within this long.
+    std::chrono::milliseconds move_commit_timeout{10000};
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
     // Fault injection for restart tests: called at "repair.intent_written",
     // "repair.removed", "repair.restored" (replacements joining) and
-    // "repair.promoted" (a joining replica became the tail). Returning true
+    // "repair.promoted" (a joining replica became the tail), "move.intent_written",
+    // "move.sealed" and "move.committed" (partition handoff). Returning true
     // stops the controller on the spot, as if its process died there; every
     // later call fails with INTERNAL and the object can only be destroyed.
     std::function<bool(std::string_view point)> crash_point;
@@ -137,6 +141,10 @@ class Controller {
   // See declarePartitionLost in catena.thrift.
   [[nodiscard]] Result<idl::PartitionRoute> declare_partition_lost(const std::string& channel,
                                                                    std::int32_t partition);
+  // See movePartition in catena.thrift (tail-offset handoff).
+  [[nodiscard]] Result<idl::PartitionRoute> move_partition(const std::string& channel, std::int32_t partition,
+                                                           const std::vector<std::string>& to)
+      EXCLUDES(move_mu_, mu_);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status() const;
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);
@@ -245,6 +253,12 @@ class Controller {
   void close_finished_repairs_locked() REQUIRES(mu_);
   [[nodiscard]] std::vector<PushJob> collect_pushes_locked() REQUIRES(mu_);
 
+  // Partition handoff: gives up the move of (channel, partition) begun at
+  // from_epoch: the old chain goes on at a new epoch (which lifts the seal).
+  [[nodiscard]] Result<void> abandon_move_locked(const std::string& channel, std::int32_t partition,
+                                                 std::int64_t from_epoch, const std::string& why)
+      REQUIRES(mu_);
+
   void run_probes() EXCLUDES(mu_);
   // Data-plane link faults (Options::link_fault_timeout): records a report
   // from a suspect's predecessor, and evicts where one has persisted.
@@ -263,6 +277,7 @@ class Controller {
   BrokerAdminClient& brokers_;
 
   Mutex tick_mu_ ACQUIRED_BEFORE(mu_);  // one tick at a time
+  Mutex move_mu_ ACQUIRED_BEFORE(mu_);  // one partition move at a time
   mutable Mutex mu_;
   std::unique_ptr<MetadataStore> store_ PT_GUARDED_BY(mu_);
   FailureDetector detector_ GUARDED_BY(mu_);

@@ -55,6 +55,10 @@ class ControllerClient {
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
   [[nodiscard]] Result<idl::PartitionRoute> declare_partition_lost(const std::string& channel,
                                                                    std::int32_t partition);
+  // Waits for the move (sealing, committing, the new chain installed): give
+  // the client an rpc timeout of several seconds.
+  [[nodiscard]] Result<idl::PartitionRoute> move_partition(const std::string& channel, std::int32_t partition,
+                                                           const std::vector<std::string>& to);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status();
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);

@@ -33,16 +33,16 @@ namespace catena::control {
 
 class InProcBrokerAdmin final : public BrokerAdminClient {
  public:
-  enum class Method { configure_chain, fence, ping };
+  enum class Method { configure_chain, fence, ping, seal };
   enum class Fate { deliver, drop_request, drop_reply, hold };
 
   struct Call {
     Method method = Method::ping;
     BrokerTarget to;
     idl::ChainAssignment assignment;  // configure_chain
-    std::string channel;              // fence
-    std::int32_t partition = 0;       // fence
-    std::int64_t epoch = 0;           // fence
+    std::string channel;              // fence, seal
+    std::int32_t partition = 0;       // fence, seal
+    std::int64_t epoch = 0;           // fence, seal
   };
   using Hook = std::function<Fate(const Call&)>;
 
@@ -59,12 +59,18 @@ class InProcBrokerAdmin final : public BrokerAdminClient {
   [[nodiscard]] Result<void> fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
                                    std::int64_t epoch) override;
   [[nodiscard]] Result<idl::NodeStats> ping(const BrokerTarget& to) override;
+  [[nodiscard]] Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
+                                            std::int32_t partition, std::int64_t epoch) override;
 
  private:
-  // Sends call through the hook; fills *stats for pings.
-  Result<void> send(const Call& call, idl::NodeStats* stats) EXCLUDES(mu_);
+  struct Reply {
+    idl::NodeStats stats;  // ping
+    idl::SealReply seal;   // seal
+  };
+  // Sends call through the hook; fills *out with what the call returns.
+  Result<void> send(const Call& call, Reply* out) EXCLUDES(mu_);
   // Runs call against its handler.
-  Result<void> deliver(const Call& call, idl::NodeStats* stats) EXCLUDES(mu_);
+  Result<void> deliver(const Call& call, Reply* out) EXCLUDES(mu_);
 
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<idl::BrokerAdminIf>> brokers_ GUARDED_BY(mu_);

@@ -21,12 +21,42 @@ struct ReplicaAddress {
   std::string fabric_addr;
 };
 
+// Offsets an earlier chain of the partition wrote and still serves,
+// read-only (partition handoff): [start_offset, end_offset).
+struct RouteRange {
+  std::uint64_t start_offset = 0;
+  std::uint64_t end_offset = 0;
+  std::uint64_t epoch = 0;  // its chain's epoch: what a subscriber's hello names to read it
+  std::vector<ReplicaAddress> replicas;
+};
+
 struct Route {
   std::string channel;
   std::uint32_t partition = 0;
   std::uint64_t epoch = 0;
   std::vector<ReplicaAddress> replicas;  // head first, tail last
-  std::uint64_t start_offset = 0;
+  std::uint64_t start_offset = 0;        // the chain above serves [start_offset, ...)
+  std::vector<RouteRange> sealed;        // earlier ranges, oldest first
+
+  // The sealed range holding `offset`, or nullptr (the chain above holds it,
+  // or it is gone).
+  [[nodiscard]] const RouteRange* range_of(std::uint64_t offset) const {
+    if (offset >= start_offset) return nullptr;
+    for (const auto& r : sealed) {
+      if (offset >= r.start_offset && offset < r.end_offset) return &r;
+    }
+    return nullptr;
+  }
+  // Whether the partition continues without a gap from a chain that started
+  // at `from` up to start_offset (handoffs), as opposed to having been
+  // rebuilt above lost offsets.
+  [[nodiscard]] bool continues(std::uint64_t from) const {
+    std::uint64_t at = from;
+    for (const auto& r : sealed) {
+      if (r.start_offset == at) at = r.end_offset;
+    }
+    return at == start_offset;
+  }
 };
 
 // Who a publisher is: an id and an epoch issued for this run of it.

@@ -55,6 +55,10 @@ struct SubscriberOptions {
   // off the network goes silent without breaking the connection, and one
   // that left the chain means reading from another.
   std::chrono::milliseconds stall_check{1000};
+  // A replica that said records up to some offset are committed and has
+  // delivered none of them for this long is not serving this subscriber
+  // (a stuck connection): read from another replica of the chain.
+  std::chrono::milliseconds delivery_stall{3000};
 };
 
 // Something the subscriber must know that is not a record.

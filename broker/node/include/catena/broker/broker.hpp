@@ -78,6 +78,14 @@ struct ConfigureResult {
   std::string message;
 };
 
+// Partition handoff: what sealing a head found (see chain::SealState).
+struct SealResult {
+  ConfigureStatus status = ConfigureStatus::failed;
+  std::uint64_t current_epoch = 0;
+  std::string message;
+  chain::SealState state;
+};
+
 class Broker {
  public:
   static fabric::Result<std::unique_ptr<Broker>> start(
@@ -97,6 +105,21 @@ class Broker {
   // Any thread. Creates or reconfigures this node's replica of a partition;
   // waits until the data-plane thread applied it.
   ConfigureResult configure(const chain::ReplicaConfig& cfg);
+  // Same, and a new replica (a new chain's head) takes in this producer
+  // state first (partition handoff).
+  ConfigureResult configure(const chain::ReplicaConfig& cfg,
+                            const std::vector<chain::ProducerSnapshot>& producers);
+  // Partition handoff. seal(): the head at `epoch` takes no more appends
+  // (stale_epoch at another epoch, invalid if not the head or not held).
+  SealResult seal(const std::string& channel, std::uint32_t partition, std::uint64_t epoch);
+  // The replica written at `epoch` becomes the read-only range [start,
+  // range_end) (chain::Replica::retire_st), kept apart from the partition's
+  // current replica until it expires or drop_retired() lets it go.
+  // Idempotent; a no-op if no replica of that epoch is held.
+  ConfigureResult retire(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                         std::uint64_t range_end);
+  // Drops the retired ranges of a partition whose epochs `keep` does not list.
+  void drop_retired(const std::string& channel, std::uint32_t partition, std::vector<std::uint64_t> keep);
   // Drops this node's replica of a partition if its epoch is <= `epoch`.
   ConfigureResult fence(const std::string& channel, std::uint32_t partition, std::uint64_t epoch);
   // Any thread: a snapshot refreshed by the data-plane thread every few ms.

@@ -1,0 +1,202 @@
+// Tail-offset partition handoff in the controller (Controller::move_partition):
+// the route it commits, what the new head is told, and a failure (or a
+// controller crash) at each step either completing the move or leaving the
+// old chain in charge, its seal lifted by a new epoch.
+#include <algorithm>
+#include <gtest/gtest.h>
+#include <string>
+#include <vector>
+
+#include "controller_fixture.hpp"
+#include "test_support.hpp"
+
+namespace catena::control::testing {
+namespace {
+
+class Move : public ControllerFixture {
+ protected:
+  void SetUp() override {
+    ControllerFixture::SetUp();
+    for (const char* n : {"a", "b", "c", "d"}) add_node(n, std::string("zone-") + n);
+    ASSERT_TRUE(controller_->create_channel(channel_config("mv", 1, 3)).ok());
+    run_for(std::chrono::milliseconds(300));  // every member acknowledges epoch 1
+    before_ = route("mv");
+    ASSERT_EQ(before_.replicas.size(), 3u);
+    for (const auto& [name, n] : nodes_) {
+      if (std::none_of(before_.replicas.begin(), before_.replicas.end(),
+                       [&](const idl::Replica& r) { return r.node_id == n.id; })) {
+        spare_ = name;
+      }
+    }
+    head_ = name_of(before_.replicas.front().node_id);
+    nodes_.at(head_).broker->set_end_offset("mv", 0, 1234);
+    idl::ProducerRun run;
+    run.__set_first_seq(40);
+    run.__set_first_offset(1194);
+    run.__set_count(40);
+    idl::ProducerSnapshot snap;
+    snap.__set_producer_id(7);
+    snap.__set_producer_epoch(3);
+    snap.__set_last_seq(79);
+    snap.__set_runs({run});
+    nodes_.at(head_).broker->set_producers("mv", 0, {snap});
+    // The new chain: the spare at the head, then the old chain's last two.
+    to_ = {id(spare_), before_.replicas[1].node_id, before_.replicas[2].node_id};
+  }
+
+  std::string name_of(const std::string& node_id) const {
+    for (const auto& [name, n] : nodes_) {
+      if (n.id == node_id) return name;
+    }
+    return {};
+  }
+
+  // The old chain goes on: same members, a newer epoch, no sealed range.
+  void expect_old_chain_in_charge() {
+    const auto r = route("mv");
+    EXPECT_GT(r.epoch, before_.epoch);
+    ASSERT_EQ(r.replicas.size(), before_.replicas.size());
+    for (std::size_t i = 0; i < r.replicas.size(); ++i)
+      EXPECT_EQ(r.replicas[i].node_id, before_.replicas[i].node_id);
+    EXPECT_EQ(r.start_offset, before_.start_offset);
+    EXPECT_TRUE(r.sealed.empty());
+    EXPECT_TRUE(controller_->metadata().moves.empty());
+    // Its head is told the new epoch (which lifts its seal).
+    run_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(nodes_.at(head_).broker->installed("mv", 0).value_or(idl::PartitionRoute{}).epoch, r.epoch);
+  }
+
+  idl::PartitionRoute before_;
+  std::string spare_, head_;
+  std::vector<std::string> to_;
+};
+
+TEST_F(Move, CommitsTheNewChainAtTheSealedOffsetAndHandsTheProducersToItsHead) {
+  auto moved = controller_->move_partition("mv", 0, to_);
+  ASSERT_TRUE(moved.ok()) << moved.error().describe();
+  EXPECT_EQ(moved->epoch, before_.epoch + 1);
+  EXPECT_EQ(moved->start_offset, 1234);
+  ASSERT_EQ(moved->replicas.size(), 3u);
+  EXPECT_EQ(moved->replicas[0].node_id, id(spare_));
+  ASSERT_EQ(moved->sealed.size(), 1u);
+  EXPECT_EQ(moved->sealed[0].start_offset, 0);
+  EXPECT_EQ(moved->sealed[0].end_offset, 1234);
+  EXPECT_EQ(moved->sealed[0].epoch, before_.epoch);
+  EXPECT_EQ(moved->sealed[0].replicas.size(), 3u);
+  EXPECT_TRUE(controller_->metadata().moves.empty());
+
+  // The new head got the old head's producer state with its route; nobody
+  // else did.
+  bool head_told = false;
+  for (const auto& a : nodes_.at(spare_).broker->configure_calls()) {
+    if (a.route.epoch != moved->epoch) continue;
+    ASSERT_EQ(a.producers.size(), 1u);
+    EXPECT_EQ(a.producers[0].producer_id, 7);
+    EXPECT_EQ(a.producers[0].last_seq, 79);
+    ASSERT_EQ(a.producers[0].runs.size(), 1u);
+    EXPECT_EQ(a.producers[0].runs[0].first_offset, 1194);
+    head_told = true;
+  }
+  EXPECT_TRUE(head_told);
+  for (const auto* other : {&before_.replicas[1], &before_.replicas[2]}) {
+    for (const auto& a : nodes_.at(name_of(other->node_id)).broker->configure_calls()) {
+      EXPECT_TRUE(a.producers.empty()) << other->node_id;
+    }
+  }
+  // The old head, in no chain now, is told the route: it keeps its range.
+  run_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(nodes_.at(head_).broker->installed("mv", 0).value_or(idl::PartitionRoute{}).epoch, moved->epoch);
+
+  // The move survives a restart, and the new head still gets the producers
+  // when the route is pushed again.
+  restart();
+  const auto after = route("mv");
+  EXPECT_EQ(after.epoch, moved->epoch);
+  EXPECT_EQ(after.start_offset, 1234);
+  ASSERT_EQ(after.sealed.size(), 1u);
+  const auto calls_before = nodes_.at(spare_).broker->configure_calls().size();
+  run_for(std::chrono::milliseconds(300));
+  const auto calls = nodes_.at(spare_).broker->configure_calls();
+  ASSERT_GT(calls.size(), calls_before);
+  EXPECT_EQ(calls.back().producers.size(), 1u);
+}
+
+TEST_F(Move, ASecondMoveKeepsBothRangesInOrder) {
+  ASSERT_TRUE(controller_->move_partition("mv", 0, to_).ok());
+  run_for(std::chrono::milliseconds(300));
+  nodes_.at(spare_).broker->set_end_offset("mv", 0, 2000);
+  auto again = controller_->move_partition("mv", 0, {before_.replicas[0].node_id});
+  ASSERT_TRUE(again.ok()) << again.error().describe();
+  ASSERT_EQ(again->sealed.size(), 2u);
+  EXPECT_EQ(again->sealed[0].end_offset, 1234);
+  EXPECT_EQ(again->sealed[1].start_offset, 1234);
+  EXPECT_EQ(again->sealed[1].end_offset, 2000);
+  EXPECT_EQ(again->start_offset, 2000);
+  EXPECT_EQ(again->replicas.size(), 1u);
+}
+
+TEST_F(Move, BadTargetsAreRefusedAndChangeNothing) {
+  EXPECT_EQ(controller_->move_partition("mv", 0, {}).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->move_partition("mv", 0, {id("a"), id("a")}).code(),
+            idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->move_partition("mv", 0, {"node-99"}).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(controller_->move_partition("nope", 0, to_).code(), idl::ErrorCode::UNKNOWN_CHANNEL);
+  EXPECT_EQ(controller_->move_partition("mv", 3, to_).code(), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(route("mv").epoch, before_.epoch);
+  EXPECT_EQ(nodes_.at(head_).broker->seal_calls(), 0u);
+}
+
+TEST_F(Move, AHeadThatCannotBeSealedLeavesTheOldChainInCharge) {
+  nodes_.at(head_).broker->set_seal_error(true);
+  auto moved = controller_->move_partition("mv", 0, to_);
+  EXPECT_EQ(moved.code(), idl::ErrorCode::UNAVAILABLE) << moved.error().describe();
+  expect_old_chain_in_charge();
+}
+
+TEST_F(Move, AChainThatDoesNotCommitInTimeLeavesTheOldChainInCharge) {
+  nodes_.at(head_).broker->set_commit_lag(10);  // never catches up
+  controller_.reset();
+  Controller::Options o = options();
+  o.move_commit_timeout = std::chrono::milliseconds(50);
+  auto c = Controller::open(o, clock_, admin_);
+  ASSERT_TRUE(c.ok());
+  controller_ = std::move(*c);
+  run_for(std::chrono::milliseconds(300));  // the restarted controller hears every member's epoch again
+  auto moved = controller_->move_partition("mv", 0, to_);
+  EXPECT_EQ(moved.code(), idl::ErrorCode::UNAVAILABLE) << moved.error().describe();
+  EXPECT_GT(nodes_.at(head_).broker->seal_calls(), 1u);  // polled until the deadline
+  expect_old_chain_in_charge();
+}
+
+TEST_F(Move, ControllerCrashAfterTheIntentGivesTheMoveUpOnRestart) {
+  crash_at_ = "move.intent_written";
+  EXPECT_FALSE(controller_->move_partition("mv", 0, to_).ok());
+  restart();
+  expect_old_chain_in_charge();
+}
+
+TEST_F(Move, ControllerCrashAfterTheSealGivesTheMoveUpOnRestart) {
+  crash_at_ = "move.sealed";
+  EXPECT_FALSE(controller_->move_partition("mv", 0, to_).ok());
+  EXPECT_EQ(nodes_.at(head_).broker->seal_calls(), 1u);  // the head was sealed
+  restart();
+  expect_old_chain_in_charge();
+}
+
+TEST_F(Move, ControllerCrashAfterTheCommitCompletesTheMoveOnRestart) {
+  crash_at_ = "move.committed";
+  EXPECT_FALSE(controller_->move_partition("mv", 0, to_).ok());
+  restart();
+  const auto r = route("mv");
+  EXPECT_EQ(r.epoch, before_.epoch + 1);
+  EXPECT_EQ(r.start_offset, 1234);
+  EXPECT_EQ(r.replicas.front().node_id, id(spare_));
+  run_for(std::chrono::milliseconds(300));
+  const auto calls = nodes_.at(spare_).broker->configure_calls();
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back().route.epoch, r.epoch);
+  EXPECT_EQ(calls.back().producers.size(), 1u);
+}
+
+}  // namespace
+}  // namespace catena::control::testing

@@ -115,7 +115,7 @@ class Failover : public ::testing::Test {
     co.address = cluster_->controller_address();
     for (int s = 0; s < 2; ++s) {
       threads_.emplace_back([this, co, s] {
-        control::ControllerRoutes routes(co, "sub-" + std::to_string(s));
+        broker::ControllerRoutes routes(co, "sub-" + std::to_string(s));
         SubscriberOptions so;
         so.provider = client_provider_;
         so.read_from = s == 0 ? SubscriberOptions::ReadFrom::tail : SubscriberOptions::ReadFrom::head;
@@ -139,7 +139,7 @@ class Failover : public ::testing::Test {
       });
     }
     threads_.emplace_back([this, co] {
-      control::ControllerRoutes routes(co, "publisher");
+      broker::ControllerRoutes routes(co, "publisher");
       PublisherOptions po;
       po.provider = client_provider_;
       po.retry_timeout = 60s;
@@ -264,7 +264,7 @@ class Failover : public ::testing::Test {
     ASSERT_FALSE(expected.empty());
     control::ControllerClient::Options co;
     co.address = cluster_->controller_address();
-    control::ControllerRoutes routes(co, "fresh-reader");
+    broker::ControllerRoutes routes(co, "fresh-reader");
     SubscriberOptions so;
     so.provider = client_provider_;
     auto sub = Subscriber::create(routes, "f", so);

@@ -10,7 +10,14 @@
 #include <catena/control/thrift_server.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
-namespace catena::control {
+namespace catena::broker {
+
+namespace idl = control::idl;
+using control::ControlError;
+using control::make_broker_admin_server;
+using control::make_error;
+using control::Result;
+using control::ThriftServer;
 
 bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a,
                         chain::ReplicaConfig* out) {
@@ -184,4 +191,4 @@ void BrokerAdminServer::stop() {
   if (server_) server_->stop();
 }
 
-}  // namespace catena::control
+}  // namespace catena::broker

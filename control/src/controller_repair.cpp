@@ -295,7 +295,8 @@ void Controller::persist_high_water_locked() {
   meta::MetaRecord record;
   std::map<std::string, std::map<std::int32_t, std::int64_t>> marks;
   for (const auto& [rid, offset] : raised_high_water_) marks[rid.first][rid.second] = offset;
-  record.__set_raise_high_water(std::move(marks));
+  record.raise_high_water = std::move(marks);  // the generated setter would copy
+  record.__isset.raise_high_water = true;
   if (auto r = store_->commit(record); !r) {
     spdlog::error("could not persist high-water marks (will retry): {}", r.error().describe());
     return;

@@ -78,7 +78,8 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
     pp.__set_successor_backlog_bytes(p.replica.successor_backlog_bytes);
     partitions.push_back(std::move(pp));
   }
-  out.__set_partitions(std::move(partitions));
+  out.partitions = std::move(partitions);  // the generated setter would copy
+  out.__isset.partitions = true;
   return out;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine:
 #   1. install packages, check the format (clang-format),
-#   2. build (-Werror) and run every test with ctest,
+#   2. build (-Werror), run clang-tidy's bug-finding checks on it
+#      (ci/tidy-check.sh), and run every test with ctest,
 #   3. build with ASan+UBSan and run the tests again; build with Clang
 #      (-Wthread-safety -Werror) and ThreadSanitizer and run them once more,
 #   4. boot the soft-RoCE VM and run the verbs provider's conformance suite,
@@ -27,6 +28,8 @@ stage() {  # stage NAME COMMAND...
 
 stage "format (clang-format)" ci/format-check.sh
 stage "build" ci/build.sh
+# Needs the build's compile_commands.json and generated Thrift headers.
+stage "clang-tidy" ci/tidy-check.sh
 stage "ctest" ctest --test-dir build --output-on-failure --timeout 600 -j1
 stage "build (asan+ubsan)" env BUILD_DIR=build-asan ci/build.sh -DCATENA_SANITIZE=ON -DCATENA_BUILD_BENCH=OFF
 stage "ctest (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

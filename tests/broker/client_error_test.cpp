@@ -81,19 +81,19 @@ TEST(ClientError, WireStatusesMap) {
 
 TEST(ClientError, ControllerCodesMap) {
   namespace idl = control::idl;
-  EXPECT_EQ(control::client_error_of(idl::ErrorCode::OK), ErrorCode::ok);
+  EXPECT_EQ(broker::client_error_of(idl::ErrorCode::OK), ErrorCode::ok);
   for (int c = 1; c <= static_cast<int>(idl::ErrorCode::NO_OFFSET); ++c) {
-    EXPECT_NE(control::client_error_of(static_cast<control::ErrorCode>(c)), ErrorCode::ok) << c;
+    EXPECT_NE(broker::client_error_of(static_cast<control::ErrorCode>(c)), ErrorCode::ok) << c;
   }
-  EXPECT_EQ(control::client_error_of(idl::ErrorCode::UNAVAILABLE), ErrorCode::controller_unavailable);
-  EXPECT_TRUE(client::retriable(control::client_error_of(idl::ErrorCode::UNAVAILABLE)));
-  EXPECT_TRUE(client::retriable(control::client_error_of(idl::ErrorCode::NOT_ENOUGH_NODES)));
-  EXPECT_TRUE(client::retriable(control::client_error_of(idl::ErrorCode::STALE_EPOCH)));
-  EXPECT_EQ(control::client_error_of(idl::ErrorCode::INVALID_ARGUMENT), ErrorCode::invalid_argument);
-  EXPECT_FALSE(client::retriable(control::client_error_of(idl::ErrorCode::INVALID_ARGUMENT)));
-  EXPECT_EQ(control::client_error_of(idl::ErrorCode::UNKNOWN_CHANNEL), ErrorCode::unknown_channel);
-  EXPECT_FALSE(client::retriable(control::client_error_of(idl::ErrorCode::UNKNOWN_CHANNEL)));
-  EXPECT_EQ(control::client_error_of(idl::ErrorCode::NO_OFFSET), ErrorCode::no_committed_offset);
+  EXPECT_EQ(broker::client_error_of(idl::ErrorCode::UNAVAILABLE), ErrorCode::controller_unavailable);
+  EXPECT_TRUE(client::retriable(broker::client_error_of(idl::ErrorCode::UNAVAILABLE)));
+  EXPECT_TRUE(client::retriable(broker::client_error_of(idl::ErrorCode::NOT_ENOUGH_NODES)));
+  EXPECT_TRUE(client::retriable(broker::client_error_of(idl::ErrorCode::STALE_EPOCH)));
+  EXPECT_EQ(broker::client_error_of(idl::ErrorCode::INVALID_ARGUMENT), ErrorCode::invalid_argument);
+  EXPECT_FALSE(client::retriable(broker::client_error_of(idl::ErrorCode::INVALID_ARGUMENT)));
+  EXPECT_EQ(broker::client_error_of(idl::ErrorCode::UNKNOWN_CHANNEL), ErrorCode::unknown_channel);
+  EXPECT_FALSE(client::retriable(broker::client_error_of(idl::ErrorCode::UNKNOWN_CHANNEL)));
+  EXPECT_EQ(broker::client_error_of(idl::ErrorCode::NO_OFFSET), ErrorCode::no_committed_offset);
 }
 
 // What a user sees: the controller down is retriable and says so; a bad
@@ -101,7 +101,7 @@ TEST(ClientError, ControllerCodesMap) {
 TEST(ClientError, ControllerDownReadsDifferentlyFromABadArgument) {
   control::ControllerClient::Options co;
   co.address = "127.0.0.1:1";  // nothing listens there
-  control::ControllerRoutes down(co);
+  broker::ControllerRoutes down(co);
   auto pub = Publisher::create(down, "orders");
   ASSERT_FALSE(pub.ok());
   EXPECT_EQ(pub.code(), ErrorCode::controller_unavailable) << pub.error().describe();

@@ -91,7 +91,7 @@ class NodeAgentTest : public ::testing::Test {
     ASSERT_TRUE(b.ok()) << b.error().message;
     broker_ = std::move(b.value());
     admin_server_ =
-        std::make_unique<control::BrokerAdminServer>(*broker_, control::BrokerAdminServer::Options{});
+        std::make_unique<broker::BrokerAdminServer>(*broker_, broker::BrokerAdminServer::Options{});
     ASSERT_TRUE(admin_server_->start().ok());
 
     info_.node_id = "node-a";
@@ -135,7 +135,7 @@ class NodeAgentTest : public ::testing::Test {
     EXPECT_TRUE(route.ok()) << route.error().describe();
     if (!route.ok()) return false;
     StaticRoutes routes;
-    routes.set(control::ControllerRoutes::to_route(*route), 1, static_cast<std::uint32_t>(kSegment));
+    routes.set(broker::ControllerRoutes::to_route(*route), 1, static_cast<std::uint32_t>(kSegment));
     PublisherOptions po;
     po.provider = provider_spec();
     auto pub = Publisher::create(routes, kChannel, po);
@@ -153,7 +153,7 @@ class NodeAgentTest : public ::testing::Test {
   std::unique_ptr<control::Controller> controller_;
   std::unique_ptr<RecordingCalls> calls_;
   std::unique_ptr<broker::Broker> broker_;
-  std::unique_ptr<control::BrokerAdminServer> admin_server_;
+  std::unique_ptr<broker::BrokerAdminServer> admin_server_;
   control::idl::NodeInfo info_;
   std::unique_ptr<broker::NodeAgent> agent_;
 };

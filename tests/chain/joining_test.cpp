@@ -3,7 +3,7 @@
 // writes, the joining replica commits and serves nothing, and once promoted
 // to tail it holds every record. Brokers in one process (each with its own
 // fabric provider), configured from controller routes through the same seam
-// catenad uses (control::replica_config_for), with real Publisher and
+// catenad uses (broker::replica_config_for), with real Publisher and
 // Subscriber clients on the routes clients get (ControllerRoutes::to_route).
 #include <chrono>
 #include <cstdlib>
@@ -80,11 +80,11 @@ class Joining : public ::testing::Test {
     for (int i : on) {
       chain::ReplicaConfig rc;
       ASSERT_TRUE(
-          control::replica_config_for(brokers_[static_cast<std::size_t>(i)]->config().node_id, a, &rc));
+          broker::replica_config_for(brokers_[static_cast<std::size_t>(i)]->config().node_id, a, &rc));
       auto r = brokers_[static_cast<std::size_t>(i)]->configure(rc);
       ASSERT_EQ(r.status, broker::ConfigureStatus::applied) << r.message;
     }
-    client_route_ = control::ControllerRoutes::to_route(route);
+    client_route_ = broker::ControllerRoutes::to_route(route);
     routes_.set(client_route_, 1, static_cast<std::uint32_t>(kSegment));
   }
 

@@ -117,7 +117,8 @@ class FakeBroker final : public idl::BrokerAdminIf {
       }
       progress.push_back(std::move(p));
     }
-    out.__set_partitions(std::move(progress));
+    out.partitions = std::move(progress);  // the generated setter would copy
+    out.__isset.partitions = true;
     return out;
   }
   void set_node_id(const std::string& id) {

@@ -38,7 +38,7 @@ struct Read {
 };
 
 // Reads `want` records from the start; false on timeout.
-bool read_all(control::ControllerRoutes& routes, std::size_t want, Read* out, std::chrono::seconds timeout,
+bool read_all(broker::ControllerRoutes& routes, std::size_t want, Read* out, std::chrono::seconds timeout,
               const std::atomic<bool>* stop = nullptr) {
   SubscriberOptions so;
   so.start = Start::earliest;
@@ -101,13 +101,13 @@ TEST(Handoff, PartitionMovesTwiceUnderTrafficAndNothingIsLostOrDuplicated) {
   const std::vector<std::string> to2{first.replicas[2].node_id, first.replicas[0].node_id};
 
   constexpr std::size_t kRecords = 6000;
-  control::ControllerRoutes live_routes(co, "handoff-live");
+  broker::ControllerRoutes live_routes(co, "handoff-live");
   std::atomic<bool> stop_live{false};
   Read live;
   auto live_done =
       std::async(std::launch::async, [&] { return read_all(live_routes, kRecords, &live, 90s, &stop_live); });
 
-  control::ControllerRoutes routes(co, "handoff-pub");
+  broker::ControllerRoutes routes(co, "handoff-pub");
   PublisherOptions po;
   po.retry_timeout = 30s;
   auto pub = Publisher::create(routes, "mv", po);
@@ -174,7 +174,7 @@ TEST(Handoff, PartitionMovesTwiceUnderTrafficAndNothingIsLostOrDuplicated) {
   EXPECT_EQ(last.replicas[0].node_id, to2[0]);
 
   // A fresh subscriber reads the whole history across the ranges.
-  control::ControllerRoutes reader_routes(co, "handoff-reader");
+  broker::ControllerRoutes reader_routes(co, "handoff-reader");
   Read fresh;
   ASSERT_TRUE(read_all(reader_routes, kRecords, &fresh, 60s)) << "read " << fresh.by_offset.size();
   EXPECT_EQ(fresh.duplicates, 0u);

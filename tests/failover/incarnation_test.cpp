@@ -37,8 +37,8 @@ class Incarnation : public ::testing::Test {
       auto b = broker::Broker::start(cfg);
       ASSERT_TRUE(b.ok()) << b.error().message;
       brokers_.push_back(std::move(b.value()));
-      servers_.push_back(std::make_unique<control::BrokerAdminServer>(*brokers_.back(),
-                                                                      control::BrokerAdminServer::Options{}));
+      servers_.push_back(std::make_unique<broker::BrokerAdminServer>(*brokers_.back(),
+                                                                     broker::BrokerAdminServer::Options{}));
       ASSERT_TRUE(servers_.back()->start().ok());
     }
   }
@@ -76,7 +76,7 @@ class Incarnation : public ::testing::Test {
 
   std::string secret_;  // the route epoch's link secret, when set
   std::vector<std::unique_ptr<broker::Broker>> brokers_;
-  std::vector<std::unique_ptr<control::BrokerAdminServer>> servers_;
+  std::vector<std::unique_ptr<broker::BrokerAdminServer>> servers_;
   control::ThriftBrokerAdmin admin_{control::ThriftBrokerAdmin::Options{}};
 };
 

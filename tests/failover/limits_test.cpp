@@ -58,7 +58,7 @@ TEST(Limits, LongestNodeIdsAndChannelNameCarryRecordsThroughAChain) {
       << refused.error().describe();
 
   constexpr int kRecords = 200;
-  control::ControllerRoutes routes(co, "limits");
+  broker::ControllerRoutes routes(co, "limits");
   auto pub = Publisher::create(routes, channel);
   ASSERT_TRUE(pub.ok()) << pub.error().message;
   int acked = 0;

@@ -1,8 +1,11 @@
 #include <catena/broker/controller_routes.hpp>
 
-namespace catena::control {
+namespace catena::broker {
 
-client::ErrorCode client_error_of(ErrorCode code) noexcept {
+namespace idl = control::idl;
+using control::ControlError;
+
+client::ErrorCode client_error_of(control::ErrorCode code) noexcept {
   using client::ErrorCode;
   switch (code) {
     case idl::ErrorCode::OK:
@@ -38,7 +41,7 @@ client::Error to_client(const ControlError& e) {
 
 }  // namespace
 
-ControllerRoutes::ControllerRoutes(ControllerClient::Options options, std::string client_name)
+ControllerRoutes::ControllerRoutes(control::ControllerClient::Options options, std::string client_name)
     : client_(std::move(options)), name_(std::move(client_name)) {}
 
 Route ControllerRoutes::to_route(const idl::PartitionRoute& r) {
@@ -124,4 +127,4 @@ client::Result<std::uint64_t> ControllerRoutes::committed_offset(const std::stri
   return static_cast<std::uint64_t>(r.value());
 }
 
-}  // namespace catena::control
+}  // namespace catena::broker

@@ -10,7 +10,14 @@
 #include <catena/control/thrift_server.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
-namespace catena::control {
+namespace catena::broker {
+
+namespace idl = control::idl;
+using control::ControlError;
+using control::make_broker_admin_server;
+using control::make_error;
+using control::Result;
+using control::ThriftServer;
 
 bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a,
                         chain::ReplicaConfig* out) {
@@ -71,7 +78,8 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
     pp.__set_successor_backlog_bytes(p.replica.successor_backlog_bytes);
     partitions.push_back(std::move(pp));
   }
-  out.__set_partitions(std::move(partitions));
+  out.partitions = std::move(partitions);  // the generated setter would copy
+  out.__isset.partitions = true;
   return out;
 }
 
@@ -252,4 +260,4 @@ void BrokerAdminServer::stop() {
   if (server_) server_->stop();
 }
 
-}  // namespace catena::control
+}  // namespace catena::broker

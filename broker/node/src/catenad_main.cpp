@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto admin_hp = catena::control::parse_host_port(s.admin_listen, /*allow_port_zero=*/true);  // validated
-  catena::control::BrokerAdminServer admin(*broker.value(), {admin_hp->host, admin_hp->port});
+  catena::broker::BrokerAdminServer admin(*broker.value(), {admin_hp->host, admin_hp->port});
   if (auto r = admin.start(); !r) {
     spdlog::error("{}", r.error().describe());
     return 1;

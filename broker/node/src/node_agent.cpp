@@ -58,7 +58,7 @@ void NodeAgent::step() {
   hb.node_epoch = node_epoch_;
   // Load and per-partition progress: the controller promotes a joining
   // replica once its tail reports it caught up.
-  hb.stats = control::node_stats_of(broker_.stats());
+  hb.stats = node_stats_of(broker_.stats());
   const std::uint64_t sent = broker_.clock().now_ns();
   auto reply = controller_.heartbeat(hb);
   if (reply && !reply->fenced) renew_lease(sent);
@@ -76,10 +76,10 @@ void NodeAgent::step() {
     // registration, they would have the controller suspect and probe
     // healthy nodes (seen after a network cut healed).
     (void)broker_.take_link_reports();
-    const auto held = control::node_stats_of(broker_.stats()).partitions;
+    const auto held = node_stats_of(broker_.stats()).partitions;
     register_node(held);
   } else if (!reply && reply.code() == control::idl::ErrorCode::UNKNOWN_NODE) {
-    register_node(control::node_stats_of(broker_.stats()).partitions);
+    register_node(node_stats_of(broker_.stats()).partitions);
   }
   send_link_reports();
 }

@@ -315,7 +315,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
     auto lat_ch = create(tag + "-lat", kLatencySegment);
     if (!lat_ch) return 1;
     pin_chain(*lat_ch);
-    control::ControllerRoutes routes(co, "bench");
+    broker::ControllerRoutes routes(co, "bench");
     PublisherOptions po;
     po.provider = c.provider;
     auto pub = Publisher::create(routes, lat_ch->config.name, po);

@@ -85,7 +85,7 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
   std::atomic<std::uint64_t> next_id{0}, acked{0}, delivered{0};
   std::atomic<std::uint64_t> kill_id{~0ull}, kill_ns{0}, first_after_ns{0};
   std::thread sub_thread([&] {
-    control::ControllerRoutes routes(cco, "failover-bench-sub");
+    broker::ControllerRoutes routes(cco, "failover-bench-sub");
     SubscriberOptions so;
     so.provider = common.provider;
     auto sub = Subscriber::create(routes, "failover", so);
@@ -100,7 +100,7 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
     }
   });
   std::thread pub_thread([&] {
-    control::ControllerRoutes routes(cco, "failover-bench-pub");
+    broker::ControllerRoutes routes(cco, "failover-bench-pub");
     PublisherOptions po;
     po.provider = common.provider;
     auto pub = Publisher::create(routes, "failover", po);

@@ -202,7 +202,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   std::vector<std::thread> subs;
   for (int s = 0; s < kLiveSubscribers; ++s) {
     subs.emplace_back([&, s] {
-      control::ControllerRoutes routes(cco, "chaos-sub-" + std::to_string(s));
+      broker::ControllerRoutes routes(cco, "chaos-sub-" + std::to_string(s));
       SubscriberOptions so;
       so.provider = client_provider;
       so.read_from = s == 0 ? SubscriberOptions::ReadFrom::tail : SubscriberOptions::ReadFrom::head;
@@ -228,7 +228,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   for (int p = 0; p < o.producers; ++p) {
     Producer& me = *producers[static_cast<std::size_t>(p)];
     me.thread = std::thread([&, p] {
-      control::ControllerRoutes routes(cco, "chaos-pub-" + std::to_string(p));
+      broker::ControllerRoutes routes(cco, "chaos-pub-" + std::to_string(p));
       std::uint64_t count = 0;
       const std::uint64_t producer_id = static_cast<std::uint64_t>(p + 1);
       while (!stop_pubs) {
@@ -354,7 +354,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   stop_subs = true;
   for (auto& t : subs) t.join();
   {
-    control::ControllerRoutes routes(cco, "chaos-reader");
+    broker::ControllerRoutes routes(cco, "chaos-reader");
     SubscriberOptions so;
     so.provider = client_provider;
     so.start = Start::earliest;

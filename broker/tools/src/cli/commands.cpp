@@ -206,7 +206,7 @@ int cluster_status(const Common& c) {
 }
 
 int publish_stdin(const Common& c, const PublishOptions& o) {
-  control::ControllerRoutes routes(client_options(c), "catena-cli");
+  broker::ControllerRoutes routes(client_options(c), "catena-cli");
   PublisherOptions po;
   po.provider = c.provider;
   auto pub = Publisher::create(routes, o.channel, po);
@@ -247,7 +247,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
 }
 
 int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
-  control::ControllerRoutes routes(client_options(c), "catena-cli");
+  broker::ControllerRoutes routes(client_options(c), "catena-cli");
   SubscriberOptions so;
   so.provider = c.provider;
   so.group = o.group;

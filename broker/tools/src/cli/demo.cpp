@@ -94,7 +94,7 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   std::vector<std::uint64_t> delivery_ns;
   std::string sub_error;
   std::thread sub_thread([&] {
-    control::ControllerRoutes routes(co, "demo-subscriber");
+    broker::ControllerRoutes routes(co, "demo-subscriber");
     SubscriberOptions so;
     so.provider = common.provider;
     auto sub = Subscriber::create(routes, "demo", so);
@@ -113,7 +113,7 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
     }
   });
 
-  control::ControllerRoutes routes(co, "demo-publisher");
+  broker::ControllerRoutes routes(co, "demo-publisher");
   PublisherOptions po;
   po.provider = common.provider;
   auto pub = Publisher::create(routes, "demo", po);

@@ -2,7 +2,7 @@
 // (Publisher, Subscriber, RouteSource). Three vocabularies meet below it:
 // the fabric's (fabric::Errc), the data-plane wire's (chain::wire::Status)
 // and the controller's (control::ErrorCode, mapped where the client talks to
-// the controller: control::ControllerRoutes). They are mapped here, at the
+// the controller: broker::ControllerRoutes). They are mapped here, at the
 // API boundary, so a caller can tell "the controller is down, retry" from
 // "bad argument, fix the call" without knowing which layer spoke.
 #pragma once

@@ -14,16 +14,16 @@
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
-namespace catena::control {
+namespace catena::broker {
 
 // What a client is told of a controller error code: UNAVAILABLE (the
 // controller could not be reached) becomes controller_unavailable, which is
 // retriable; INVALID_ARGUMENT and UNKNOWN_CHANNEL are not.
-[[nodiscard]] client::ErrorCode client_error_of(ErrorCode code) noexcept;
+[[nodiscard]] client::ErrorCode client_error_of(control::ErrorCode code) noexcept;
 
 class ControllerRoutes final : public RouteSource {
  public:
-  explicit ControllerRoutes(ControllerClient::Options options, std::string client_name = "client");
+  explicit ControllerRoutes(control::ControllerClient::Options options, std::string client_name = "client");
 
   client::Result<ChannelLayout> layout(const std::string& channel) override;
   client::Result<Route> route(const std::string& channel, std::uint32_t partition,
@@ -35,15 +35,15 @@ class ControllerRoutes final : public RouteSource {
   client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
                                                  std::uint32_t partition) override;
 
-  ControllerClient& client() { return client_; }
+  control::ControllerClient& client() { return client_; }
 
-  static Route to_route(const idl::PartitionRoute& r);
+  static Route to_route(const control::idl::PartitionRoute& r);
 
  private:
-  ControllerClient client_;
+  control::ControllerClient client_;
   std::string name_;
   Mutex mu_;
   std::map<std::pair<std::string, std::uint32_t>, Route> cache_ GUARDED_BY(mu_);
 };
 
-}  // namespace catena::control
+}  // namespace catena::broker

@@ -22,7 +22,7 @@
 #include <catena/control/result.hpp>
 #include <catena/control/thrift_server.hpp>
 
-namespace catena::control {
+namespace catena::broker {
 
 class BrokerAdminServer {
  public:
@@ -31,22 +31,22 @@ class BrokerAdminServer {
     std::uint16_t port = 0;
   };
 
-  BrokerAdminServer(broker::Broker& broker, Options options);
+  BrokerAdminServer(Broker& broker, Options options);
   ~BrokerAdminServer();
   BrokerAdminServer(const BrokerAdminServer&) = delete;
   BrokerAdminServer& operator=(const BrokerAdminServer&) = delete;
 
-  [[nodiscard]] Result<void> start();
+  [[nodiscard]] control::Result<void> start();
   [[nodiscard]] std::uint16_t port() const noexcept;
   void stop();
 
   class Handler;
 
  private:
-  broker::Broker& broker_;
+  Broker& broker_;
   Options options_;
   std::shared_ptr<Handler> handler_;
-  std::unique_ptr<ThriftServer> server_;
+  std::unique_ptr<control::ThriftServer> server_;
 };
 
 // Maps a controller assignment to this node's replica configuration.
@@ -54,10 +54,11 @@ class BrokerAdminServer {
 // gets position replicas.size()+k with chain_length replicas.size(), its
 // predecessor is the tail (or the joining node before it), and the tail's
 // successor is joining[0].
-bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& a, chain::ReplicaConfig* out);
+bool replica_config_for(const std::string& node_id, const control::idl::ChainAssignment& a,
+                        chain::ReplicaConfig* out);
 
 // What the node reports in heartbeats and ping(): its load plus every
 // replica's progress (epoch, offsets, backlog towards its successor).
-[[nodiscard]] idl::NodeStats node_stats_of(const broker::NodeStats& stats);
+[[nodiscard]] control::idl::NodeStats node_stats_of(const NodeStats& stats);
 
-}  // namespace catena::control
+}  // namespace catena::broker

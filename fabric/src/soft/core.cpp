@@ -216,9 +216,14 @@ void Core::add_guard(AccessGuard* g) {
   guards_.push_back(g);
 }
 
-void Core::remove_guard(AccessGuard* g) {
+void Core::remove_guard(std::unique_ptr<AccessGuard> g, std::shared_ptr<const void> keep_alive) {
   std::lock_guard lock(guards_mu_);
-  guards_.erase(std::remove(guards_.begin(), guards_.end(), g), guards_.end());
+  guards_.erase(std::remove(guards_.begin(), guards_.end(), g.get()), guards_.end());
+  const std::uint64_t stalled = g->stalled.load(std::memory_order_relaxed);
+  if (stalled != 0 && g->busy->load(std::memory_order_acquire) == stalled &&
+      !(g->peer_pid != 0 && process_gone(g->peer_pid))) {
+    stalled_.push_back(StalledGuard{std::move(g), std::move(keep_alive)});
+  }
 }
 
 bool Core::quiesce() {
@@ -228,6 +233,13 @@ bool Core::quiesce() {
   for (AccessGuard* g : guards_) {
     quiet = wait_quiescent(*g, deadline) && quiet;
   }
+  // Peers cut off earlier: still inside (no wait, they were given up on),
+  // or gone from that access at last (forgotten).
+  std::erase_if(stalled_, [&](StalledGuard& s) {
+    const bool left = wait_quiescent(*s.guard, deadline);
+    quiet = quiet && left;
+    return left;
+  });
   return quiet;
 }
 

@@ -82,9 +82,12 @@ class Core : public std::enable_shared_from_this<Core> {
 
   Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access);
 
-  // Registers/unregisters a guard (stable address required).
+  // Registers/unregisters a guard (stable address required). A guard that
+  // is still inside the access a revocation gave up on is kept (with
+  // `keep_alive`) and waited on by later revocations until its peer leaves
+  // or dies: memory that peer may write is then quarantined, not reused.
   void add_guard(AccessGuard* g);
-  void remove_guard(AccessGuard* g);
+  void remove_guard(std::unique_ptr<AccessGuard> g, std::shared_ptr<const void> keep_alive);
   // Waits until no guard is inside an access section it may have entered
   // before the caller's revocation, for at most kRevokeWait. False if one
   // still is: the caller must not reuse what it revoked.
@@ -116,6 +119,11 @@ class Core : public std::enable_shared_from_this<Core> {
 
   std::mutex guards_mu_;
   std::vector<AccessGuard*> guards_;
+  struct StalledGuard {
+    std::unique_ptr<AccessGuard> guard;
+    std::shared_ptr<const void> keep_alive;
+  };
+  std::vector<StalledGuard> stalled_;  // unregistered, peer still inside
 
   // (region offset, connection tag) -> key given to that connection.
   std::mutex exposures_mu_;
@@ -126,13 +134,19 @@ class Core : public std::enable_shared_from_this<Core> {
 };
 
 // An AccessGuard registered with a Core for as long as this object lives.
+// `keep_alive` holds what `busy` lives in (a peer's arena mapping): a guard
+// that is still stalled when its registration goes stays with the Core
+// (Core::remove_guard) and must stay readable.
 class GuardRegistration {
  public:
-  GuardRegistration(Core& core, const std::atomic<std::uint64_t>* busy, pid_t peer_pid)
-      : core_(core), guard_(std::make_unique<AccessGuard>(busy, peer_pid)) {
+  GuardRegistration(Core& core, const std::atomic<std::uint64_t>* busy, pid_t peer_pid,
+                    std::shared_ptr<const void> keep_alive = {})
+      : core_(core),
+        guard_(std::make_unique<AccessGuard>(busy, peer_pid)),
+        keep_alive_(std::move(keep_alive)) {
     core_.add_guard(guard_.get());
   }
-  ~GuardRegistration() { core_.remove_guard(guard_.get()); }
+  ~GuardRegistration() { core_.remove_guard(std::move(guard_), std::move(keep_alive_)); }
   GuardRegistration(const GuardRegistration&) = delete;
   GuardRegistration& operator=(const GuardRegistration&) = delete;
   [[nodiscard]] AccessGuard& guard() const noexcept { return *guard_; }
@@ -140,6 +154,7 @@ class GuardRegistration {
  private:
   Core& core_;
   std::unique_ptr<AccessGuard> guard_;
+  std::shared_ptr<const void> keep_alive_;
 };
 
 }  // namespace catena::fabric::soft

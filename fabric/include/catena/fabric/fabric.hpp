@@ -26,8 +26,9 @@
 //  - Revocation is bounded: destroying a region or an endpoint returns
 //    within a bounded time even if the peer is stopped in the middle of an
 //    access (soft shm: a peer that has not left after kRevokeWait, in
-//    soft/core.hpp, is cut off, and the memory it may still touch is never
-//    reused).
+//    soft/core.hpp, is cut off, and memory it may still write is never
+//    reused once freed; the one access it was stopped in may still land in
+//    its region when it resumes if that region is still allocated).
 //  - Except a zero-length access: as InfiniBand allows, a zero-length write,
 //    and a zero-length write with immediate (which still delivers its
 //    immediate), succeed with any rkey and address on every provider. A

@@ -19,6 +19,7 @@ struct Pair {
   std::unique_ptr<Listener> listener;
   std::unique_ptr<Endpoint> a, b;
   std::unique_ptr<MemoryRegion> src, dst, rbuf;
+  RemoteRegion dst_key;  // given to a by b, whose side dst is on
 };
 
 Pair& pair() {
@@ -40,6 +41,9 @@ Pair& pair() {
     q.src = std::move(q.provider->allocate(1 << 20, kLocalWrite).value());
     q.dst = std::move(q.provider->allocate(1 << 20, kLocalWrite | kRemoteWrite | kRemoteRead).value());
     q.rbuf = std::move(q.provider->allocate(4096, kLocalWrite).value());
+    auto key = q.b->expose(*q.dst);
+    if (!key) throw std::runtime_error(key.error().message);
+    q.dst_key = key.value();
     return q;
   }();
   return p;
@@ -57,7 +61,7 @@ void BM_Write(benchmark::State& state) {
   const auto bytes = static_cast<std::uint32_t>(state.range(0));
   Completion c;
   for (auto _ : state) {
-    if (p.a->post_write(1, {p.src.get(), 0, bytes}, {p.dst->remote(), 0}) != Errc::ok) {
+    if (p.a->post_write(1, {p.src.get(), 0, bytes}, {p.dst_key, 0}) != Errc::ok) {
       state.SkipWithError("post_write failed");
       break;
     }
@@ -74,7 +78,7 @@ void BM_WriteImm(benchmark::State& state) {
   Completion c;
   for (auto _ : state) {
     if (p.b->post_recv(1, {p.rbuf.get(), 0, 64}) != Errc::ok ||
-        p.a->post_write_imm(1, {p.src.get(), 0, bytes}, {p.dst->remote(), 0}, 7) != Errc::ok) {
+        p.a->post_write_imm(1, {p.src.get(), 0, bytes}, {p.dst_key, 0}, 7) != Errc::ok) {
       state.SkipWithError("post failed");
       break;
     }
@@ -90,7 +94,7 @@ void BM_Read(benchmark::State& state) {
   const auto bytes = static_cast<std::uint32_t>(state.range(0));
   Completion c;
   for (auto _ : state) {
-    if (p.a->post_read(1, {p.src.get(), 0, bytes}, {p.dst->remote(), 0}) != Errc::ok) {
+    if (p.a->post_read(1, {p.src.get(), 0, bytes}, {p.dst_key, 0}) != Errc::ok) {
       state.SkipWithError("post_read failed");
       break;
     }

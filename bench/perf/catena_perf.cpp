@@ -118,7 +118,7 @@ void responder(const Options& o, const std::string& spec, int addr_pipe) {
   auto region =
       must(provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
   auto scratch = must(provider->allocate(4096, fabric::kLocalWrite), "allocate");
-  RemoteRegion peer = swap_regions(*ep, *scratch, region->remote());
+  RemoteRegion peer = swap_regions(*ep, *scratch, must(ep->expose(*region), "expose"));
   for (std::uint32_t i = 0; i < kRecvDepth; ++i)
     must_post(ep->post_recv(i, {scratch.get(), 1024, 64}), "recv");
   for (;;) {
@@ -256,7 +256,7 @@ void run_provider(const Options& o, const std::string& spec) {
   s.ep = must(s.provider->connect(addr), "connect");
   s.region = must(s.provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
   s.scratch = must(s.provider->allocate(4096, fabric::kLocalWrite), "allocate");
-  s.peer = swap_regions(*s.ep, *s.scratch, s.region->remote());
+  s.peer = swap_regions(*s.ep, *s.scratch, must(s.ep->expose(*s.region), "expose"));
   for (std::uint32_t i = 0; i < kRecvDepth; ++i) {
     must_post(s.ep->post_recv(i, {s.scratch.get(), 1024, 64}), "recv");
   }

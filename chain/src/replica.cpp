@@ -168,7 +168,6 @@ wire::ReplicaHello Replica::successor_hello() const {
   wire::ReplicaHello h{};
   h.ref.set(cfg_.channel, cfg_.partition, cfg_.epoch);
   wire::put_text(h.from_node, cfg_.node_id);
-  h.commit_word = commit_word_->remote();
   h.from_node_epoch = cfg_.node_epoch;
   std::memcpy(h.link_secret, cfg_.link_secret.data(), sizeof h.link_secret);
   return h;
@@ -232,7 +231,11 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
     w.status = wire::Status::ok;
     for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
       const SlotInfo& in = log_->slot_info(s);
-      w.slots[s].region = slot_mrs_[s]->remote();
+      // The segment's keys are this predecessor link's alone.
+      if (!expose_into(link->ep(), *slot_mrs_[s], w.slots[s].region)) {
+        w.status = wire::Status::resource_exhausted;
+        break;
+      }
       w.slots[s].generation = in.state == SlotState::free ? 0 : in.generation;
       w.slots[s].valid_end = in.state == SlotState::free ? 0 : in.valid_end;
     }

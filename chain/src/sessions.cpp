@@ -42,7 +42,8 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
     auto session = std::make_unique<PublisherSession>();
     const std::uint32_t ring_bytes = clamp_ring_bytes(hello.ring_bytes);
     auto ring = provider_.allocate(ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
-    if (!ring) {
+    // The ring's key is this publisher's connection's alone.
+    if (!ring || !chain::expose_into(link->ep(), *ring.value(), w.ring)) {
       w.status = wire::Status::resource_exhausted;
     } else {
       session->ring = std::move(ring.value());
@@ -52,7 +53,6 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
       session->producer_id = hello.producer_id;
       session->producer_epoch = hello.producer_epoch;
       w.status = wire::Status::ok;
-      w.ring = session->ring->remote();
       w.ring_bytes = ring_bytes;
       auto it = producers_.entries().find(hello.producer_id);
       w.next_sequence = it != producers_.entries().end() && it->second.epoch == hello.producer_epoch

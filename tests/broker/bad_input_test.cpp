@@ -177,7 +177,7 @@ TEST_F(BadInput, NonHelloAndMalformedHellosAreRefused) {
       h.mode = wire::StartMode::offset;
       h.start_offset = 1'000'000;
       h.ring_bytes = 1 << 20;
-      h.ring = ring.value()->remote();
+      ASSERT_TRUE(chain::expose_into(link.value()->ep(), *ring.value(), h.ring).ok());
       ASSERT_EQ(link.value()->send(h), fabric::Errc::ok);
       auto w = wire::decode<wire::SubscriberWelcome>(buf, link.value()->wait_message(buf, 5s));
       ASSERT_TRUE(w);
@@ -325,9 +325,12 @@ TEST_F(BadInput, SessionsAndRingMemoryAreCappedAndReleased) {
     h.ref.set("x", 0, 0);
     h.mode = wire::StartMode::earliest;
     h.ring_bytes = 64 << 10;
-    h.ring = ring.value()->remote();
+    const fabric::MemoryRegion& region = *ring.value();
     rings.push_back(std::move(ring.value()));
-    subs.push_back(chain::Link::dial<wire::SubscriberWelcome>(*provider_, capped.fabric_address(), h, 5s));
+    subs.push_back(chain::Link::dial<wire::SubscriberWelcome>(
+        *provider_, capped.fabric_address(), h, 5s, [&](fabric::Endpoint& ep, wire::SubscriberHello& hh) {
+          return chain::expose_into(ep, region, hh.ring);
+        }));
     ASSERT_TRUE(subs.back().welcome.has_value()) << subs.back().error.message;
     EXPECT_EQ(subs.back().welcome->status, i < 2 ? wire::Status::ok : wire::Status::resource_exhausted) << i;
   }

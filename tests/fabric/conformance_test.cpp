@@ -42,6 +42,13 @@ class Conformance : public ::testing::Test {
   Endpoint& client() { return *pair_.client; }
   Endpoint& server() { return *pair_.server; }
 
+  // The key the server end gives its peer, the client, for `mr`.
+  RemoteRegion grant(const MemoryRegion& mr) {
+    auto r = server().expose(mr);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? r.value() : RemoteRegion{};
+  }
+
   EndpointConfig cfg_{};
   std::unique_ptr<Provider> provider_;
   EndpointPair pair_;
@@ -116,7 +123,7 @@ TEST_F(Conformance, AllocatedRegionIsZeroed) {
   auto mr = alloc(1 << 16, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(mr);
   EXPECT_TRUE(all_zero(*mr));
-  EXPECT_EQ(mr->remote().length, mr->size());
+  EXPECT_EQ(grant(*mr).length, mr->size());
 }
 
 TEST_F(Conformance, WriteThenReadBackAcrossSizes) {
@@ -128,15 +135,14 @@ TEST_F(Conformance, WriteThenReadBackAcrossSizes) {
   std::uint8_t seed = 1;
   for (std::size_t len = 1; len <= kMax; len *= 4, ++seed) {
     fill(*src, 0, len, seed);
-    ASSERT_EQ(client().post_write(len, {src.get(), 0, static_cast<std::uint32_t>(len)}, {dst->remote(), 0}),
+    ASSERT_EQ(client().post_write(len, {src.get(), 0, static_cast<std::uint32_t>(len)}, {grant(*dst), 0}),
               Errc::ok);
     auto c = wait_send(client());
     ASSERT_EQ(c.status, WcStatus::success) << len;
     EXPECT_EQ(c.opcode, Opcode::write);
     EXPECT_EQ(c.wr_id, len);
-    ASSERT_EQ(
-        client().post_read(len + 1, {back.get(), 0, static_cast<std::uint32_t>(len)}, {dst->remote(), 0}),
-        Errc::ok);
+    ASSERT_EQ(client().post_read(len + 1, {back.get(), 0, static_cast<std::uint32_t>(len)}, {grant(*dst), 0}),
+              Errc::ok);
     c = wait_send(client());
     ASSERT_EQ(c.status, WcStatus::success) << len;
     EXPECT_EQ(c.opcode, Opcode::read);
@@ -167,7 +173,7 @@ TEST_F(Conformance, ImmediateArrivesOnlyAfterItsPayload) {
       std::uint32_t len = 1 + (static_cast<std::uint32_t>(next_post) * 131) % kSlot;
       fill(*src, slot * kSlot, len, static_cast<std::uint8_t>(next_post));
       ASSERT_EQ(client().post_write_imm(next_post, {src.get(), slot * kSlot, len},
-                                        {dst->remote(), slot * kSlot}, static_cast<std::uint32_t>(next_post)),
+                                        {grant(*dst), slot * kSlot}, static_cast<std::uint32_t>(next_post)),
                 Errc::ok);
       ++next_post;
       ++in_flight;
@@ -210,9 +216,9 @@ TEST_F(Conformance, WritesBecomeVisibleInPostingOrder) {
     for (int i = 0; i < burst; ++i) {
       std::uint64_t v = static_cast<std::uint64_t>(round) * 1000 + i;
       std::memcpy(src->data() + 8 * i, &v, 8);
-      ASSERT_EQ(client().post_write(i, {src.get(), 8u * i, 8}, {dst->remote(), 0}), Errc::ok);
+      ASSERT_EQ(client().post_write(i, {src.get(), 8u * i, 8}, {grant(*dst), 0}), Errc::ok);
     }
-    ASSERT_EQ(client().post_write_imm(999, {src.get(), 1024, 8}, {dst->remote(), 1024}, round), Errc::ok);
+    ASSERT_EQ(client().post_write_imm(999, {src.get(), 1024, 8}, {grant(*dst), 1024}, round), Errc::ok);
     auto r = wait_recv(server());
     ASSERT_EQ(r.status, WcStatus::success);
     std::uint64_t seen;
@@ -328,7 +334,7 @@ TEST_F(Conformance, WrongRkeyFailsAndChangesNothing) {
   auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(src && dst);
   fill(*src, 0, 4096, 9);
-  RemoteRegion bad = dst->remote();
+  RemoteRegion bad = grant(*dst);
   bad.rkey ^= 0x5a5a5a5au;
   ASSERT_EQ(client().post_write(1, {src.get(), 0, 4096}, {bad, 0}), Errc::ok);
   auto c = wait_send(client());
@@ -336,7 +342,7 @@ TEST_F(Conformance, WrongRkeyFailsAndChangesNothing) {
   EXPECT_EQ(c.wr_id, 1u);
   EXPECT_TRUE(all_zero(*dst));
   // The endpoint is now in error: later work is flushed (or refused), never executed.
-  Errc e = client().post_write(2, {src.get(), 0, 64}, {dst->remote(), 0});
+  Errc e = client().post_write(2, {src.get(), 0, 64}, {grant(*dst), 0});
   if (e == Errc::ok) {
     auto f = wait_send(client());
     EXPECT_NE(f.status, WcStatus::success);
@@ -354,7 +360,7 @@ TEST_F(Conformance, ZeroLengthWritesSucceedWithAnyRkey) {
   auto rbuf = alloc(64, kLocalWrite);
   ASSERT_TRUE(src && dst && rbuf);
   fill(*src, 0, 4096, 21);
-  RemoteRegion bad = dst->remote();
+  RemoteRegion bad = grant(*dst);
   bad.rkey ^= 0x5a5a5a5au;
   ASSERT_EQ(server().post_recv(5, {rbuf.get(), 0, 64}), Errc::ok);
   ASSERT_EQ(client().post_write(1, {src.get(), 0, 0}, {bad, 0}), Errc::ok);
@@ -374,7 +380,7 @@ TEST_F(Conformance, ZeroLengthWritesSucceedWithAnyRkey) {
   EXPECT_TRUE(all_zero(*dst));
   EXPECT_EQ(client().state(), EndpointState::connected);
   // The endpoint is still good for real work.
-  ASSERT_EQ(client().post_write(3, {src.get(), 0, 64}, {dst->remote(), 0}), Errc::ok);
+  ASSERT_EQ(client().post_write(3, {src.get(), 0, 64}, {grant(*dst), 0}), Errc::ok);
   EXPECT_EQ(wait_send(client()).status, WcStatus::success);
   EXPECT_TRUE(check(*dst, 0, 64, 21));
 }
@@ -385,7 +391,7 @@ TEST_F(Conformance, OutOfBoundsWriteFailsAndChangesNothing) {
   ASSERT_TRUE(src && dst);
   fill(*src, 0, 8192, 3);
   // Starts inside, ends 1 byte past the end.
-  ASSERT_EQ(client().post_write(1, {src.get(), 0, 4097}, {dst->remote(), 0}), Errc::ok);
+  ASSERT_EQ(client().post_write(1, {src.get(), 0, 4097}, {grant(*dst), 0}), Errc::ok);
   auto c = wait_send(client());
   EXPECT_EQ(c.status, WcStatus::remote_access_error);
   EXPECT_TRUE(all_zero(*dst));
@@ -396,7 +402,7 @@ TEST_F(Conformance, WriteToRegionWithoutRemoteWriteFails) {
   auto dst = alloc(4096, kLocalWrite | kRemoteRead);
   ASSERT_TRUE(src && dst);
   fill(*src, 0, 4096, 5);
-  ASSERT_EQ(client().post_write(1, {src.get(), 0, 128}, {dst->remote(), 0}), Errc::ok);
+  ASSERT_EQ(client().post_write(1, {src.get(), 0, 128}, {grant(*dst), 0}), Errc::ok);
   EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
   EXPECT_TRUE(all_zero(*dst));
 }
@@ -406,7 +412,7 @@ TEST_F(Conformance, ReadFromRegionWithoutRemoteReadFails) {
   auto target = alloc(4096, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(local && target);
   fill(*target, 0, 4096, 77);
-  ASSERT_EQ(client().post_read(1, {local.get(), 0, 128}, {target->remote(), 0}), Errc::ok);
+  ASSERT_EQ(client().post_read(1, {local.get(), 0, 128}, {grant(*target), 0}), Errc::ok);
   EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
   EXPECT_TRUE(all_zero(*local));
 }
@@ -416,21 +422,82 @@ TEST_F(Conformance, DeregisteredRegionIsUnreachable) {
   ASSERT_TRUE(src);
   auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(dst);
-  RemoteRegion stale = dst->remote();
+  RemoteRegion stale = grant(*dst);
   dst.reset();
   fill(*src, 0, 64, 1);
   ASSERT_EQ(client().post_write(1, {src.get(), 0, 64}, {stale, 0}), Errc::ok);
   EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
 }
 
+// A key is good only on the connection it was given to: the same region's
+// key used by the peer of another connection (another client of the same
+// broker) is refused like a wrong key, and no byte of the region changes.
+TEST_F(Conformance, KeyGivenToOneConnectionFailsOnAnother) {
+  auto src = alloc(4096, kLocalWrite);
+  auto dst = alloc(4096, kLocalWrite | kRemoteWrite | kRemoteRead);
+  ASSERT_TRUE(src && dst);
+  fill(*src, 0, 4096, 31);
+  const RemoteRegion for_a = grant(*dst);
+  auto other = connect_pair(*provider_, *provider_, cfg_);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  Endpoint& b = *other.value().client;
+  ASSERT_EQ(b.post_write(1, {src.get(), 0, 256}, {for_a, 0}), Errc::ok);
+  EXPECT_EQ(wait_send(b).status, WcStatus::remote_access_error);
+  EXPECT_TRUE(all_zero(*dst));
+  EXPECT_NE(b.state(), EndpointState::connected);
+  // A read with it from a third connection gets nothing either.
+  auto third = connect_pair(*provider_, *provider_, cfg_);
+  ASSERT_TRUE(third.ok()) << third.error().message;
+  auto back = alloc(4096, kLocalWrite);
+  ASSERT_TRUE(back);
+  fill(*dst, 0, 4096, 57);
+  ASSERT_EQ(third.value().client->post_read(2, {back.get(), 0, 256}, {for_a, 0}), Errc::ok);
+  EXPECT_EQ(wait_send(*third.value().client).status, WcStatus::remote_access_error);
+  EXPECT_TRUE(all_zero(*back));
+  std::memset(dst->data(), 0, dst->size());
+  // Connection A still uses it.
+  ASSERT_EQ(client().post_write(3, {src.get(), 0, 256}, {for_a, 0}), Errc::ok);
+  EXPECT_EQ(wait_send(client()).status, WcStatus::success);
+  EXPECT_TRUE(check(*dst, 0, 256, 31));
+}
+
+// Remote addresses are offsets from the region's start: the last bytes are
+// reachable, a byte past the end (or an offset far beyond it) is not.
+TEST_F(Conformance, RegionRelativeOffsetsAreBoundsChecked) {
+  auto src = alloc(4096, kLocalWrite);
+  auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(src && dst);
+  fill(*src, 0, 4096, 11);
+  const RemoteRegion rr = grant(*dst);
+  EXPECT_EQ(rr.length, dst->size());
+  ASSERT_EQ(client().post_write(1, {src.get(), 0, 16}, {rr, 4096 - 16}), Errc::ok);
+  EXPECT_EQ(wait_send(client()).status, WcStatus::success);
+  EXPECT_TRUE(check(*dst, 4096 - 16, 16, 11));
+  std::memset(dst->data(), 0, dst->size());
+  ASSERT_EQ(client().post_write(2, {src.get(), 0, 8}, {rr, 4096 - 4}), Errc::ok);
+  EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
+  EXPECT_TRUE(all_zero(*dst));
+}
+
+TEST_F(Conformance, FarOutOfBoundsOffsetFails) {
+  auto src = alloc(4096, kLocalWrite);
+  auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(src && dst);
+  fill(*src, 0, 4096, 12);
+  // Would land in some other region (or wrap around) if the offset were not checked.
+  ASSERT_EQ(client().post_write(1, {src.get(), 0, 64}, {grant(*dst), 1ull << 32}), Errc::ok);
+  EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
+  EXPECT_TRUE(all_zero(*dst));
+}
+
 TEST_F(Conformance, LocalBufferOutsideItsRegionIsRefusedAtPost) {
   auto src = alloc(4096, kLocalWrite);
   auto dst = alloc(4096, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(src && dst);
-  EXPECT_EQ(client().post_write(1, {src.get(), 4000, 200}, {dst->remote(), 0}), Errc::local_protection);
-  EXPECT_EQ(client().post_write(1, {nullptr, 0, 8}, {dst->remote(), 0}), Errc::local_protection);
+  EXPECT_EQ(client().post_write(1, {src.get(), 4000, 200}, {grant(*dst), 0}), Errc::local_protection);
+  EXPECT_EQ(client().post_write(1, {nullptr, 0, 8}, {grant(*dst), 0}), Errc::local_protection);
   // Nothing was posted, the endpoint still works.
-  ASSERT_EQ(client().post_write(2, {src.get(), 0, 64}, {dst->remote(), 0}), Errc::ok);
+  ASSERT_EQ(client().post_write(2, {src.get(), 0, 64}, {grant(*dst), 0}), Errc::ok);
   EXPECT_EQ(wait_send(client()).status, WcStatus::success);
 }
 
@@ -443,7 +510,7 @@ TEST_F(Conformance, FullSendQueueIsBackpressureNotUB) {
   Errc e = Errc::ok;
   // Without polling completions, the queue must fill at the granted depth.
   for (std::uint32_t i = 0; i < depth + 8; ++i) {
-    e = client().post_write(i, {src.get(), 0, 8}, {dst->remote(), 0});
+    e = client().post_write(i, {src.get(), 0, 8}, {grant(*dst), 0});
     if (e != Errc::ok) break;
     ++posted;
   }
@@ -453,7 +520,7 @@ TEST_F(Conformance, FullSendQueueIsBackpressureNotUB) {
   EXPECT_EQ(poll_until([&] { return client().poll_send(c.data(), static_cast<int>(depth)); },
                        static_cast<int>(posted)),
             static_cast<int>(posted));
-  EXPECT_EQ(client().post_write(1, {src.get(), 0, 8}, {dst->remote(), 0}), Errc::ok);
+  EXPECT_EQ(client().post_write(1, {src.get(), 0, 8}, {grant(*dst), 0}), Errc::ok);
   EXPECT_EQ(wait_send(client()).status, WcStatus::success);
 }
 
@@ -528,7 +595,9 @@ TEST_F(CrossProcess, WritesLandInAnotherProcessAndPeerDeathIsDetected) {
     auto rbuf = cp.value()->allocate(64, kLocalWrite);
     if (!region || !rbuf) _exit(12);
     if (ep.value()->post_recv(1, {rbuf.value().get(), 0, 64}) != Errc::ok) _exit(13);
-    RemoteRegion rr = region.value()->remote();
+    auto granted = ep.value()->expose(*region.value());
+    if (!granted) _exit(19);
+    RemoteRegion rr = granted.value();
     if (write(from_child[1], &rr, sizeof rr) != sizeof rr) _exit(14);
     Completion c{};
     auto deadline = std::chrono::steady_clock::now() + 20s;

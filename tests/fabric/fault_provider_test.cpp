@@ -44,7 +44,8 @@ class FaultProviderTest : public ::testing::Test {
   Errc write(std::uint64_t wr_id, std::size_t offset, const char* text) {
     const auto len = static_cast<std::uint32_t>(std::strlen(text));
     std::memcpy(src_->data() + offset, text, len);
-    return pair_.client->post_write(wr_id, {src_.get(), offset, len}, {dst_->remote(), offset});
+    return pair_.client->post_write(wr_id, {src_.get(), offset, len},
+                                    {pair_.server->expose(*dst_).value(), offset});
   }
 
   [[nodiscard]] std::string dst_text(std::size_t offset, std::size_t len) const {

@@ -119,9 +119,11 @@ TEST_F(Incarnation, ReplicaLinksNameTheIncarnationsOfTheRoute) {
     wire::ReplicaHello h{};
     h.ref.set("inc", 0, 1);
     wire::put_text(h.from_node, "node-0");
-    h.commit_word = commit_word.value()->remote();
     h.from_node_epoch = node_epoch;
-    return chain::Link::dial<wire::ReplicaWelcome>(**provider, brokers_[1]->fabric_address(), h, 3s);
+    return chain::Link::dial<wire::ReplicaWelcome>(
+        **provider, brokers_[1]->fabric_address(), h, 3s, [&](fabric::Endpoint& ep, wire::ReplicaHello& hh) {
+          return chain::expose_into(ep, *commit_word.value(), hh.commit_word);
+        });
   };
   // node-0's previous incarnation (7): refused, and nothing about the
   // successor's memory is handed out.
@@ -174,10 +176,12 @@ TEST_F(Incarnation, ReplicaLinksNeedTheRouteEpochsSecret) {
     wire::ReplicaHello h{};
     h.ref.set("inc", 0, 1);
     wire::put_text(h.from_node, "node-0");
-    h.commit_word = commit_word.value()->remote();
     h.from_node_epoch = 8;
     std::memcpy(h.link_secret, secret.data(), std::min(secret.size(), sizeof h.link_secret));
-    return chain::Link::dial<wire::ReplicaWelcome>(**provider, brokers_[1]->fabric_address(), h, 3s);
+    return chain::Link::dial<wire::ReplicaWelcome>(
+        **provider, brokers_[1]->fabric_address(), h, 3s, [&](fabric::Endpoint& ep, wire::ReplicaHello& hh) {
+          return chain::expose_into(ep, *commit_word.value(), hh.commit_word);
+        });
   };
   for (const std::string& forged : {std::string(16, '\0'), std::string("0123456789abcdeX")}) {
     auto d = hello_with(forged);

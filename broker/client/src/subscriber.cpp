@@ -278,8 +278,10 @@ class Subscriber::Impl {
       hello.mode = opts_.start == Start::latest ? wire::StartMode::latest : wire::StartMode::earliest;
     }
     hello.ring_bytes = ring_bytes_;
-    hello.ring = s.ring->remote();
-    auto d = Link::dial<wire::SubscriberWelcome>(*provider_, rep.fabric_addr, hello, opts_.connect_timeout);
+    auto d = Link::dial<wire::SubscriberWelcome>(*provider_, rep.fabric_addr, hello, opts_.connect_timeout,
+                                                 [&](fabric::Endpoint& ep, wire::SubscriberHello& h) {
+                                                   return chain::expose_into(ep, *s.ring, h.ring);
+                                                 });
     if (d.unreachable) routes_.report_unreachable(rep.node_id, s.route, d.error.message);
     const auto& w = d.welcome;
     if (!w) {

@@ -48,6 +48,7 @@ struct ConnectRequest {
   std::uint64_t epoch = 0;
   std::string addr;
   wire::ReplicaHello hello{};
+  std::shared_ptr<const fabric::MemoryRegion> commit_word;  // exposed on the new link
 };
 
 using Key = std::pair<std::string, std::uint32_t>;
@@ -407,6 +408,7 @@ class Broker::Impl {
     req.epoch = rep.epoch();
     req.addr = rep.config().successor_addr;
     req.hello = rep.successor_hello();
+    req.commit_word = rep.commit_word_region();
     connecting_[{req.channel, req.partition}] = req.epoch;
     MutexLock lk(connect_mu_);
     for (auto& q : connect_queue_) {
@@ -513,7 +515,10 @@ class Broker::Impl {
       out->channel = req.channel;
       out->partition = req.partition;
       out->epoch = req.epoch;
-      auto d = Link::dial<wire::ReplicaWelcome>(*provider_, req.addr, req.hello, 2000ms);
+      auto d = Link::dial<wire::ReplicaWelcome>(
+          *provider_, req.addr, req.hello, 2000ms, [&](fabric::Endpoint& ep, wire::ReplicaHello& h) {
+            return chain::expose_into(ep, *req.commit_word, h.commit_word);
+          });
       if (!d.welcome) {
         spdlog::debug("partition {}/{}: cannot link to successor {}: {}", req.channel, req.partition,
                       req.addr, d.error.message);

@@ -63,6 +63,10 @@ class FaultEndpoint final : public Endpoint {
         held_send_(inner_->caps().send_queue_depth),
         held_recv_(inner_->caps().recv_queue_depth) {}
 
+  // Setup, not a post: no fault is injected; the key is the inner
+  // connection's, so it is bound to the same peer.
+  Result<RemoteRegion> expose(const MemoryRegion& mr) override { return inner_->expose(mr); }
+
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override {
     if (Errc e = Errc::ok; intercept(e)) return e;
     return inner_->post_write(wr_id, src, dst);

@@ -80,8 +80,6 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
 
   a->table_ = reinterpret_cast<RegionEntry*>(a->view_.base + kTableOffset);
   a->view_.table = a->table_;
-  a->slot_generation_.assign(kRegionTableCapacity, 0);
-  a->key_salt_ = static_cast<std::uint16_t>(random_u64());
   for (std::uint32_t i = 0; i < kRegionTableCapacity; ++i) {
     a->free_slots_.push_back(i);
   }
@@ -170,8 +168,8 @@ void Arena::free_range(std::uint64_t offset, std::uint64_t bytes) {
   free_ranges_.emplace(offset, bytes);
 }
 
-Result<std::uint32_t> Arena::register_region(std::uint64_t offset, std::uint64_t length,
-                                             std::uint32_t access) {
+Result<std::uint32_t> Arena::register_region(std::uint64_t offset, std::uint64_t length, std::uint32_t access,
+                                             std::uint64_t conn) {
   std::lock_guard lock(mu_);
   if (free_slots_.empty()) {
     return make_error(Errc::resource_exhausted, "soft provider region table full (" +
@@ -181,11 +179,11 @@ Result<std::uint32_t> Arena::register_region(std::uint64_t offset, std::uint64_t
   free_slots_.pop_front();
   std::uint32_t key = 0;
   do {
-    std::uint16_t gen = ++slot_generation_[slot];
-    key = (static_cast<std::uint32_t>(static_cast<std::uint16_t>(gen * 40503u + key_salt_)) << 16) | slot;
+    key = (static_cast<std::uint32_t>(random_u64()) << 16) | slot;
   } while (key == 0);
   RegionEntry& e = table_[slot];
   e.access.store(access, std::memory_order_relaxed);
+  e.conn.store(conn, std::memory_order_relaxed);
   e.offset.store(offset, std::memory_order_relaxed);
   e.length.store(length, std::memory_order_relaxed);
   e.key.store(key, std::memory_order_release);
@@ -193,7 +191,13 @@ Result<std::uint32_t> Arena::register_region(std::uint64_t offset, std::uint64_t
 }
 
 void Arena::revoke_key(std::uint32_t key) noexcept {
-  table_[key & (kRegionTableCapacity - 1)].key.store(0, std::memory_order_seq_cst);
+  std::uint32_t expected = key;
+  table_[key & (kRegionTableCapacity - 1)].key.compare_exchange_strong(expected, 0,
+                                                                       std::memory_order_seq_cst);
+}
+
+void Arena::quarantine_range(std::uint64_t offset, std::uint64_t bytes) {
+  zero_range(offset, round_up_pages(bytes == 0 ? 1 : bytes));
 }
 
 void Arena::release_key(std::uint32_t key) {
@@ -212,8 +216,19 @@ Result<std::shared_ptr<PeerArena>> PeerArena::map(const ArenaIdentity& id) {
     close(fd);
     return make_error(Errc::refused, "peer arena " + path + " is not the announced size");
   }
-  void* base = mmap(nullptr, id.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  // The header and the region table are the owner's alone: mapped read-only
+  // here, so no stray or hostile write of ours can forge a key or resize a
+  // region. Regions and channels (from kDataOffset) are ours to write into,
+  // as a NIC would.
+  void* base = mmap(nullptr, id.size, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
   int map_errno = errno;
+  if (base != MAP_FAILED &&
+      mmap(static_cast<std::byte*>(base) + kDataOffset, id.size - kDataOffset, PROT_READ | PROT_WRITE,
+           MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, static_cast<off_t>(kDataOffset)) == MAP_FAILED) {
+    map_errno = errno;
+    munmap(base, id.size);
+    base = MAP_FAILED;
+  }
   close(fd);
   if (base == MAP_FAILED) {
     errno = map_errno;

@@ -34,19 +34,26 @@ inline constexpr std::uint32_t kArenaVersion = 1;
 inline constexpr std::uint32_t kRegionTableCapacity = 1u << 16;
 inline constexpr std::uint64_t kDefaultArenaSize = 64ull << 30;
 inline constexpr std::uint64_t kMinArenaSize = 1ull << 30;
+// Header page, then the region table; regions and channels from kDataOffset.
+// Peers map [0, kDataOffset) read-only.
+inline constexpr std::uint64_t kTableOffset = kPageSize;
+inline constexpr std::uint64_t kDataOffset = 4ull << 20;
 
-// One registered region as peers see it. `key` is written last (release) on
-// registration and cleared first on deregistration; the other fields are only
-// meaningful while a reader has seen its key match.
+// One key as peers see it: a region's own key (its lkey: no remote rights,
+// `conn` 0) or one grant of a region to one connection (Endpoint::expose:
+// the region's remote rights, `conn` the connection's tag). `key` is written
+// last (release) on registration and cleared first on revocation; the other
+// fields are only meaningful while a reader has seen its key match.
 struct RegionEntry {
-  std::atomic<std::uint32_t> key;  // 0: free
+  std::atomic<std::uint32_t> key;  // 0: free; high 16 bits random
   std::atomic<std::uint32_t> access;
   std::atomic<std::uint64_t> offset;
   std::atomic<std::uint64_t> length;
-  std::uint64_t reserved;
+  std::atomic<std::uint64_t> conn;  // the connection the key was given to (0: none)
 };
 static_assert(sizeof(RegionEntry) == 32);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "arena words are shared across processes");
+static_assert(kTableOffset + kRegionTableCapacity * sizeof(RegionEntry) <= kDataOffset);
 
 // First page of every arena: lets a peer check it mapped the file it meant to.
 struct ArenaHeader {
@@ -58,10 +65,6 @@ struct ArenaHeader {
   std::uint32_t table_capacity;
   std::uint32_t pid;
 };
-
-inline constexpr std::uint64_t kTableOffset = kPageSize;
-inline constexpr std::uint64_t kDataOffset = 4ull << 20;
-static_assert(kTableOffset + kRegionTableCapacity * sizeof(RegionEntry) <= kDataOffset);
 
 struct ArenaIdentity {
   std::uint64_t nonce[2] = {0, 0};
@@ -76,13 +79,14 @@ struct ArenaView {
   std::uint64_t size = 0;
   const RegionEntry* table = nullptr;
 
-  // The "NIC" check: the bytes [addr, addr+len) (arena offsets) if `key`
-  // names a live region that contains them and grants every bit of `need`;
-  // nullptr otherwise. Never trusts the table beyond the mapping's size.
-  // The key is read sequentially consistent: it is one side of the access
-  // guard protocol (core.hpp).
+  // The "NIC" check: the bytes [addr, addr+len) of a region (`addr` from
+  // the region's start) if `key` is live, was given to connection `conn` (or
+  // to none: a region's own key, which carries no remote rights), and grants
+  // every bit of `need`; nullptr otherwise. Never trusts the table beyond the
+  // mapping's size. The key is read sequentially consistent: it is one side
+  // of the access guard protocol (core.hpp).
   [[nodiscard]] std::byte* resolve(std::uint32_t key, std::uint64_t addr, std::uint64_t len,
-                                   std::uint32_t need) const noexcept {
+                                   std::uint32_t need, std::uint64_t conn) const noexcept {
     const RegionEntry& e = table[key & (kRegionTableCapacity - 1)];
     if (key == 0 || e.key.load(std::memory_order_seq_cst) != key) {
       return nullptr;
@@ -90,15 +94,23 @@ struct ArenaView {
     if ((e.access.load(std::memory_order_relaxed) & need) != need) {
       return nullptr;
     }
+    const std::uint64_t owner = e.conn.load(std::memory_order_relaxed);
+    if (owner != 0 && owner != conn) {
+      return nullptr;
+    }
     const std::uint64_t off = e.offset.load(std::memory_order_relaxed);
     const std::uint64_t rlen = e.length.load(std::memory_order_relaxed);
-    if (off > size || rlen > size - off) {
+    if (off < kDataOffset || off > size || rlen > size - off) {
       return nullptr;
     }
-    if (addr < off || addr - off > rlen || len > rlen - (addr - off)) {
+    if (addr > rlen || len > rlen - addr) {
       return nullptr;
     }
-    return base + addr;
+    // Still the same key: the fields were not those of the slot's next use.
+    if (e.key.load(std::memory_order_acquire) != key) {
+      return nullptr;
+    }
+    return base + off + addr;
   }
 
   [[nodiscard]] bool contains(const void* p, std::uint64_t len) const noexcept {
@@ -132,12 +144,17 @@ class Arena {
   Result<std::uint64_t> allocate_channel_range(std::uint64_t bytes);
   void free_channel_range(std::uint64_t offset, std::uint64_t bytes);
 
-  // Publishes a region in the table under a fresh key (never reused while the
-  // provider lives, up to 2^16 registrations per table slot).
-  Result<std::uint32_t> register_region(std::uint64_t offset, std::uint64_t length, std::uint32_t access);
+  // Publishes a key for [offset, offset+length) in the table, given to
+  // connection `conn` (0: a region's own key). Its high 16 bits are random,
+  // so a peer cannot guess another connection's key from its own.
+  Result<std::uint32_t> register_region(std::uint64_t offset, std::uint64_t length, std::uint32_t access,
+                                        std::uint64_t conn);
   // Clears the key: from now on resolve() fails for it. The slot is not
   // reused until release_key().
   void revoke_key(std::uint32_t key) noexcept;
+  // Drops the range's pages (it reads as zeros) and never hands it out again:
+  // for memory a stopped peer may still be copying into or out of.
+  void quarantine_range(std::uint64_t offset, std::uint64_t bytes);
   void release_key(std::uint32_t key);
 
  private:
@@ -153,8 +170,6 @@ class Arena {
   std::multimap<std::uint64_t, std::uint64_t> free_channels_;  // length -> offset
   std::uint64_t high_water_ = kDataOffset;
   std::deque<std::uint32_t> free_slots_;  // FIFO: a slot rests as long as possible before reuse
-  std::vector<std::uint16_t> slot_generation_;
-  std::uint16_t key_salt_ = 0;
 };
 
 // A peer's arena mapped into this process (same host only). Shared by every

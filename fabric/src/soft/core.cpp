@@ -47,7 +47,8 @@ class SoftMemoryRegion final : public MemoryRegion {
   [[nodiscard]] std::size_t size() const noexcept override { return size_; }
   [[nodiscard]] std::uint32_t lkey() const noexcept override { return key_; }
   [[nodiscard]] std::uint32_t access() const noexcept override { return access_; }
-  [[nodiscard]] RemoteRegion remote() const noexcept override { return RemoteRegion{offset_, size_, key_}; }
+  [[nodiscard]] const Core* core() const noexcept { return core_.get(); }
+  [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
 
  private:
   std::shared_ptr<Core> core_;
@@ -77,20 +78,31 @@ Result<Options> parse_options(std::string_view text) {
   return o;
 }
 
-void wait_quiescent(const AccessGuard& g) {
+bool wait_quiescent(AccessGuard& g, std::chrono::steady_clock::time_point deadline) {
   const std::uint64_t b = g.busy->load(std::memory_order_seq_cst);
   if ((b & 1) == 0) {
-    return;
+    return true;
+  }
+  if (g.stalled.load(std::memory_order_relaxed) == b) {
+    return false;  // cut off already, still in the same access
   }
   for (std::uint32_t spins = 0; g.busy->load(std::memory_order_acquire) == b; ++spins) {
     if (spins < 4096) {
       cpu_relax();
-    } else if (g.peer_pid != 0 && (spins & 1023) == 0 && process_gone(g.peer_pid)) {
-      return;
-    } else {
-      std::this_thread::yield();
+      continue;
     }
+    if ((spins & 1023) == 0) {
+      if (g.peer_pid != 0 && process_gone(g.peer_pid)) {
+        return true;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        g.stalled.store(b, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    std::this_thread::yield();
   }
+  return true;
 }
 
 Result<std::shared_ptr<Core>> Core::create(const Options& options) {
@@ -121,7 +133,9 @@ Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint
   if (!off) {
     return off.error();
   }
-  auto key = arena_->register_region(off.value(), size, access);
+  // The region's own key (its lkey) carries no remote rights: peers get
+  // those only through Endpoint::expose, bound to their connection.
+  auto key = arena_->register_region(off.value(), size, access & kLocalWrite, 0);
   if (!key) {
     arena_->free_range(off.value(), size);
     return key.error();
@@ -131,27 +145,102 @@ Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint
 }
 
 void Core::free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key) {
-  arena_->revoke_key(key);
-  quiesce();
-  arena_->free_range(offset, length);
-  arena_->release_key(key);
+  std::vector<std::uint32_t> keys = take_exposures(offset, 0);
+  keys.push_back(key);
+  for (std::uint32_t k : keys) {
+    arena_->revoke_key(k);
+  }
+  if (quiesce()) {
+    arena_->free_range(offset, length);
+  } else {
+    arena_->quarantine_range(offset, length);
+  }
+  for (std::uint32_t k : keys) {
+    arena_->release_key(k);
+  }
 }
 
-void Core::add_guard(const AccessGuard* g) {
+// Removes and returns the keys of one region (conn 0) or of one connection
+// (region_offset 0; no region starts at 0, the arena header does).
+std::vector<std::uint32_t> Core::take_exposures(std::uint64_t region_offset, std::uint64_t conn) {
+  std::vector<std::uint32_t> keys;
+  std::lock_guard lock(exposures_mu_);
+  std::erase_if(exposures_, [&](const auto& kv) {
+    const bool match = region_offset != 0 ? kv.first.first == region_offset : kv.first.second == conn;
+    if (match) {
+      keys.push_back(kv.second);
+    }
+    return match;
+  });
+  return keys;
+}
+
+std::uint64_t Core::new_connection_tag() {
+  std::uint64_t tag = 0;
+  while (tag == 0) {
+    tag = random_u64();
+  }
+  return tag;
+}
+
+Result<RemoteRegion> Core::expose(const MemoryRegion& mr, std::uint64_t conn) {
+  const auto* region = dynamic_cast<const SoftMemoryRegion*>(&mr);
+  if (region == nullptr || region->core() != this) {
+    return make_error(Errc::invalid_argument, "cannot expose a region of another provider");
+  }
+  std::lock_guard lock(exposures_mu_);
+  const auto where = std::make_pair(region->offset(), conn);
+  if (auto it = exposures_.find(where); it != exposures_.end()) {
+    return RemoteRegion{region->size(), it->second, 0};
+  }
+  auto key = arena_->register_region(region->offset(), region->size(),
+                                     region->access() & (kRemoteWrite | kRemoteRead), conn);
+  if (!key) {
+    return key.error();
+  }
+  exposures_.emplace(where, key.value());
+  return RemoteRegion{region->size(), key.value(), 0};
+}
+
+void Core::forget_connection(std::uint64_t conn) {
+  // No wait: the regions stay allocated, so an access that resolved a key
+  // before its revocation still lands in memory its owner expects it in.
+  for (std::uint32_t k : take_exposures(0, conn)) {
+    arena_->revoke_key(k);
+    arena_->release_key(k);
+  }
+}
+
+void Core::add_guard(AccessGuard* g) {
   std::lock_guard lock(guards_mu_);
   guards_.push_back(g);
 }
 
-void Core::remove_guard(const AccessGuard* g) {
+void Core::remove_guard(std::unique_ptr<AccessGuard> g, std::shared_ptr<const void> keep_alive) {
   std::lock_guard lock(guards_mu_);
-  guards_.erase(std::remove(guards_.begin(), guards_.end(), g), guards_.end());
+  guards_.erase(std::remove(guards_.begin(), guards_.end(), g.get()), guards_.end());
+  const std::uint64_t stalled = g->stalled.load(std::memory_order_relaxed);
+  if (stalled != 0 && g->busy->load(std::memory_order_acquire) == stalled &&
+      !(g->peer_pid != 0 && process_gone(g->peer_pid))) {
+    stalled_.push_back(StalledGuard{std::move(g), std::move(keep_alive)});
+  }
 }
 
-void Core::quiesce() {
+bool Core::quiesce() {
+  const auto deadline = std::chrono::steady_clock::now() + kRevokeWait;
+  bool quiet = true;
   std::lock_guard lock(guards_mu_);
-  for (const AccessGuard* g : guards_) {
-    wait_quiescent(*g);
+  for (AccessGuard* g : guards_) {
+    quiet = wait_quiescent(*g, deadline) && quiet;
   }
+  // Peers cut off earlier: still inside (no wait, they were given up on),
+  // or gone from that access at last (forgotten).
+  std::erase_if(stalled_, [&](StalledGuard& s) {
+    const bool left = wait_quiescent(*s.guard, deadline);
+    quiet = quiet && left;
+    return left;
+  });
+  return quiet;
 }
 
 Result<std::shared_ptr<PeerArena>> Core::peer_arena(const ArenaIdentity& id) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -48,14 +49,26 @@ struct Options {
 // "", "tcp", "shm", each optionally followed by ",host=<id>".
 Result<Options> parse_options(std::string_view text);
 
+// How long a revocation waits for a peer to leave an access it is in. A
+// peer still inside after this (stopped, or starved of CPU that long) is
+// cut off: its connection breaks, and memory it may still be copying into
+// or out of is never reused (Arena::quarantine_range).
+inline constexpr std::chrono::milliseconds kRevokeWait{1000};
+
 struct AccessGuard {
-  const std::atomic<std::uint64_t>* busy = nullptr;
-  pid_t peer_pid = 0;  // accessor's process if it is a peer (0: a thread of ours)
+  AccessGuard(const std::atomic<std::uint64_t>* b, pid_t pid) : busy(b), peer_pid(pid) {}
+  const std::atomic<std::uint64_t>* busy;
+  pid_t peer_pid;  // accessor's process if it is a peer (0: a thread of ours)
+  // The busy value a revocation gave up waiting on (0: none): the peer is
+  // cut off, and later revocations do not wait for that access again.
+  std::atomic<std::uint64_t> stalled{0};
 };
 
 // Waits until the guard is outside the section it was in when called (or
-// its process is gone). The caller has revoked access (seq_cst) before.
-void wait_quiescent(const AccessGuard& g);
+// its process is gone): true. False if it is still inside at `deadline`
+// (the guard is then marked stalled). The caller has revoked access
+// (seq_cst) before.
+bool wait_quiescent(AccessGuard& g, std::chrono::steady_clock::time_point deadline);
 
 class Core : public std::enable_shared_from_this<Core> {
  public:
@@ -69,12 +82,24 @@ class Core : public std::enable_shared_from_this<Core> {
 
   Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access);
 
-  // Registers/unregisters a guard (stable address required).
-  void add_guard(const AccessGuard* g);
-  void remove_guard(const AccessGuard* g);
+  // Registers/unregisters a guard (stable address required). A guard that
+  // is still inside the access a revocation gave up on is kept (with
+  // `keep_alive`) and waited on by later revocations until its peer leaves
+  // or dies: memory that peer may write is then quarantined, not reused.
+  void add_guard(AccessGuard* g);
+  void remove_guard(std::unique_ptr<AccessGuard> g, std::shared_ptr<const void> keep_alive);
   // Waits until no guard is inside an access section it may have entered
-  // before the caller's revocation.
-  void quiesce();
+  // before the caller's revocation, for at most kRevokeWait. False if one
+  // still is: the caller must not reuse what it revoked.
+  [[nodiscard]] bool quiesce();
+
+  // A fresh random tag naming one connection in the keys given to its peer.
+  static std::uint64_t new_connection_tag();
+  // Endpoint::expose for the endpoint whose peer checks accesses against
+  // `conn`: the region's key for that connection, made on first use.
+  Result<RemoteRegion> expose(const MemoryRegion& mr, std::uint64_t conn);
+  // Revokes every key given to connection `conn` (its endpoint is going).
+  void forget_connection(std::uint64_t conn);
 
   // Maps a same-host peer's arena, or shares an existing mapping of it.
   Result<std::shared_ptr<PeerArena>> peer_arena(const ArenaIdentity& id);
@@ -83,6 +108,7 @@ class Core : public std::enable_shared_from_this<Core> {
   friend class SoftMemoryRegion;
   Core() = default;
   void free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key);
+  std::vector<std::uint32_t> take_exposures(std::uint64_t region_offset, std::uint64_t conn);
 
   // Declared in creation order: the manager thread stops before the arena
   // it may still be touching through a handshake is unmapped.
@@ -92,26 +118,43 @@ class Core : public std::enable_shared_from_this<Core> {
   std::unique_ptr<ConnectionManager> manager_;
 
   std::mutex guards_mu_;
-  std::vector<const AccessGuard*> guards_;
+  std::vector<AccessGuard*> guards_;
+  struct StalledGuard {
+    std::unique_ptr<AccessGuard> guard;
+    std::shared_ptr<const void> keep_alive;
+  };
+  std::vector<StalledGuard> stalled_;  // unregistered, peer still inside
+
+  // (region offset, connection tag) -> key given to that connection.
+  std::mutex exposures_mu_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint32_t> exposures_;
 
   std::mutex peers_mu_;
   std::map<std::pair<pid_t, std::uint64_t>, std::weak_ptr<PeerArena>> peers_;
 };
 
 // An AccessGuard registered with a Core for as long as this object lives.
+// `keep_alive` holds what `busy` lives in (a peer's arena mapping): a guard
+// that is still stalled when its registration goes stays with the Core
+// (Core::remove_guard) and must stay readable.
 class GuardRegistration {
  public:
-  GuardRegistration(Core& core, AccessGuard g) : core_(core), guard_(std::make_unique<AccessGuard>(g)) {
+  GuardRegistration(Core& core, const std::atomic<std::uint64_t>* busy, pid_t peer_pid,
+                    std::shared_ptr<const void> keep_alive = {})
+      : core_(core),
+        guard_(std::make_unique<AccessGuard>(busy, peer_pid)),
+        keep_alive_(std::move(keep_alive)) {
     core_.add_guard(guard_.get());
   }
-  ~GuardRegistration() { core_.remove_guard(guard_.get()); }
+  ~GuardRegistration() { core_.remove_guard(std::move(guard_), std::move(keep_alive_)); }
   GuardRegistration(const GuardRegistration&) = delete;
   GuardRegistration& operator=(const GuardRegistration&) = delete;
-  [[nodiscard]] const AccessGuard& guard() const noexcept { return *guard_; }
+  [[nodiscard]] AccessGuard& guard() const noexcept { return *guard_; }
 
  private:
   Core& core_;
   std::unique_ptr<AccessGuard> guard_;
+  std::shared_ptr<const void> keep_alive_;
 };
 
 }  // namespace catena::fabric::soft

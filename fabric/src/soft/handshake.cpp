@@ -89,8 +89,7 @@ Result<void> attach_peer(Core& core, const HandshakeMsg& m, ShmPeer& peer) {
   peer.channel_capacity = m.channel_capacity;
   peer.token = m.channel_token;
   auto* block = reinterpret_cast<ChannelBlock*>(peer.arena->view().base + m.channel_offset);
-  peer.guard =
-      std::make_unique<GuardRegistration>(core, AccessGuard{&block->busy, static_cast<pid_t>(m.pid)});
+  peer.guard = std::make_unique<GuardRegistration>(core, &block->busy, static_cast<pid_t>(m.pid), peer.arena);
   return {};
 }
 

@@ -37,8 +37,11 @@ void OwnChannel::release() {
     return;
   }
   block()->token.store(0, std::memory_order_seq_cst);
-  core_->quiesce();
-  core_->arena().free_channel_range(offset_, channel_bytes(capacity_));
+  if (core_->quiesce()) {
+    core_->arena().free_channel_range(offset_, channel_bytes(capacity_));
+  } else {
+    core_->arena().quarantine_range(offset_, channel_bytes(capacity_));
+  }
   core_.reset();
 }
 

@@ -32,7 +32,7 @@ namespace catena::fabric::soft {
 struct alignas(64) RecvSlot {
   std::atomic<std::uint64_t> seq;
   // Descriptor, by the owner.
-  std::uint64_t buf_addr;  // owner-arena offset of the receive buffer
+  std::uint64_t buf_addr;  // offset of the receive buffer in the region of buf_key
   std::uint32_t buf_len;
   std::uint32_t buf_key;
   // Result, by the peer.

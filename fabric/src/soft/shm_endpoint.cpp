@@ -57,23 +57,30 @@ ShmEndpoint::ShmEndpoint(std::shared_ptr<Core> core, UniqueFd control, const End
 ShmEndpoint::~ShmEndpoint() {
   core_->manager().remove(watch_token());
   fence_peer();
+  core_->forget_connection(own_.token());
+}
+
+// The peer checks its accesses against our channel's token (peer_token_ on
+// its side): keys given to it carry the same tag.
+Result<RemoteRegion> ShmEndpoint::expose(const MemoryRegion& mr) {
+  return core_->expose(mr, own_.token());
 }
 
 // ---------------------------------------------------------------- initiator
 
 Errc ShmEndpoint::post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) {
   std::lock_guard guard(lock_);
-  return post_locked(Opcode::write, wr_id, src, dst.region.addr + dst.offset, dst.region.rkey, 0);
+  return post_locked(Opcode::write, wr_id, src, dst.offset, dst.region.rkey, 0);
 }
 
 Errc ShmEndpoint::post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst, std::uint32_t imm) {
   std::lock_guard guard(lock_);
-  return post_locked(Opcode::write_imm, wr_id, src, dst.region.addr + dst.offset, dst.region.rkey, imm);
+  return post_locked(Opcode::write_imm, wr_id, src, dst.offset, dst.region.rkey, imm);
 }
 
 Errc ShmEndpoint::post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) {
   std::lock_guard guard(lock_);
-  return post_locked(Opcode::read, wr_id, dst, src.region.addr + src.offset, src.region.rkey, 0);
+  return post_locked(Opcode::read, wr_id, dst, src.offset, src.region.rkey, 0);
 }
 
 Errc ShmEndpoint::post_send(std::uint64_t wr_id, LocalBuffer src) {
@@ -134,7 +141,8 @@ ShmEndpoint::Outcome ShmEndpoint::execute_locked(const Wr& w, WcStatus* status) 
         break;  // as on a NIC: a zero-length access checks no key
       }
       const bool is_write = w.op == Opcode::write;
-      std::byte* r = peer_view_.resolve(w.rkey, w.remote_addr, w.len, is_write ? kRemoteWrite : kRemoteRead);
+      std::byte* r = peer_view_.resolve(w.rkey, w.remote_addr, w.len, is_write ? kRemoteWrite : kRemoteRead,
+                                        peer_token_);
       if (r == nullptr) {
         *status = WcStatus::remote_access_error;
         out = Outcome::failed;
@@ -160,7 +168,7 @@ ShmEndpoint::Outcome ShmEndpoint::execute_locked(const Wr& w, WcStatus* status) 
       WcStatus target = WcStatus::success;
       if (w.op == Opcode::write_imm) {
         if (w.len > 0) {
-          std::byte* r = peer_view_.resolve(w.rkey, w.remote_addr, w.len, kRemoteWrite);
+          std::byte* r = peer_view_.resolve(w.rkey, w.remote_addr, w.len, kRemoteWrite, peer_token_);
           if (r == nullptr) {
             // The receive stays posted; both sides go to error.
             *status = WcStatus::remote_access_error;
@@ -172,7 +180,7 @@ ShmEndpoint::Outcome ShmEndpoint::execute_locked(const Wr& w, WcStatus* status) 
       } else if (w.len > slot.buf_len) {
         target = WcStatus::local_length_error;
       } else if (w.len > 0) {
-        std::byte* r = peer_view_.resolve(slot.buf_key, slot.buf_addr, w.len, 0);
+        std::byte* r = peer_view_.resolve(slot.buf_key, slot.buf_addr, w.len, 0, peer_token_);
         if (r == nullptr) {
           target = WcStatus::local_protection_error;
         } else {
@@ -256,7 +264,7 @@ Errc ShmEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
   }
   const std::uint64_t i = rq_posted_ & own_mask_;
   RecvSlot& slot = own_slots_[i];
-  slot.buf_addr = p == nullptr ? 0 : static_cast<std::uint64_t>(p - own_view_.base);
+  slot.buf_addr = dst.offset;
   slot.buf_len = dst.length;
   slot.buf_key = dst.length == 0 ? 0 : dst.mr->lkey();
   rq_wr_id_[i] = wr_id;
@@ -327,6 +335,11 @@ int ShmEndpoint::poll_recv(Completion* out, int max) {
 // --------------------------------------------------------------- lifecycle
 
 EndpointEvent ShmEndpoint::poll_event() {
+  if (!event_reported_ && peer_.guard->guard().stalled.load(std::memory_order_relaxed) != 0) {
+    // A revocation gave up waiting for the peer: it is cut off.
+    fail(EndpointState::disconnected);
+    link_dead_.store(true, std::memory_order_release);
+  }
   if (!event_reported_ && link_dead_.load(std::memory_order_acquire)) {
     event_reported_ = true;
     return EndpointEvent::disconnected;
@@ -350,7 +363,7 @@ void ShmEndpoint::fence_peer_once() {
 // in; then tells it (EOF on the control socket). Idempotent, any thread.
 void ShmEndpoint::fence_peer() {
   own_block_->token.store(0, std::memory_order_seq_cst);
-  wait_quiescent(peer_.guard->guard());
+  (void)wait_quiescent(peer_.guard->guard(), std::chrono::steady_clock::now() + kRevokeWait);
   shutdown(control_.get(), SHUT_RDWR);
 }
 

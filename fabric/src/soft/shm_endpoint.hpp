@@ -41,6 +41,7 @@ class ShmEndpoint final : public Endpoint, private Watcher {
   ShmEndpoint(const ShmEndpoint&) = delete;
   ShmEndpoint& operator=(const ShmEndpoint&) = delete;
 
+  Result<RemoteRegion> expose(const MemoryRegion& mr) override;
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override;
   Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst, std::uint32_t imm) override;
   Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) override;

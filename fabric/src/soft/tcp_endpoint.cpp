@@ -34,7 +34,8 @@ TcpEndpoint::TcpEndpoint(std::shared_ptr<Core> core, UniqueFd fd, const Endpoint
       caps_(caps),
       peer_address_(peer_name(fd_.get())),
       own_view_(core_->view()),
-      guard_(*core_, AccessGuard{&busy_, 0}),
+      conn_tag_(core_->new_connection_tag()),
+      guard_(*core_, &busy_, 0),
       out_(caps.send_queue_depth),
       scq_(caps.send_queue_depth),
       rq_(caps.recv_queue_depth),
@@ -47,26 +48,28 @@ TcpEndpoint::TcpEndpoint(std::shared_ptr<Core> core, UniqueFd fd, const Endpoint
 
 TcpEndpoint::~TcpEndpoint() {
   core_->manager().remove(watch_token());
+  core_->forget_connection(conn_tag_);
+}
+
+Result<RemoteRegion> TcpEndpoint::expose(const MemoryRegion& mr) {
+  return core_->expose(mr, conn_tag_);
 }
 
 // ---------------------------------------------------------------- posting
 
 Errc TcpEndpoint::post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) {
   std::lock_guard g(lock_);
-  return post_locked(FrameOp::write, Opcode::write, wr_id, src, dst.region.addr + dst.offset, dst.region.rkey,
-                     0);
+  return post_locked(FrameOp::write, Opcode::write, wr_id, src, dst.offset, dst.region.rkey, 0);
 }
 
 Errc TcpEndpoint::post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst, std::uint32_t imm) {
   std::lock_guard g(lock_);
-  return post_locked(FrameOp::write_imm, Opcode::write_imm, wr_id, src, dst.region.addr + dst.offset,
-                     dst.region.rkey, imm);
+  return post_locked(FrameOp::write_imm, Opcode::write_imm, wr_id, src, dst.offset, dst.region.rkey, imm);
 }
 
 Errc TcpEndpoint::post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) {
   std::lock_guard g(lock_);
-  return post_locked(FrameOp::read_req, Opcode::read, wr_id, dst, src.region.addr + src.offset,
-                     src.region.rkey, 0);
+  return post_locked(FrameOp::read_req, Opcode::read, wr_id, dst, src.offset, src.region.rkey, 0);
 }
 
 Errc TcpEndpoint::post_send(std::uint64_t wr_id, LocalBuffer src) {
@@ -207,7 +210,7 @@ void TcpEndpoint::disconnect() {
   shutdown(fd_.get(), SHUT_RDWR);
   // Once we return, no write of the peer's may land: wait for a copy our
   // engine may be in the middle of (it checks the state inside its section).
-  wait_quiescent(guard_.guard());
+  (void)wait_quiescent(guard_.guard(), std::chrono::steady_clock::now() + kRevokeWait);
 }
 
 void TcpEndpoint::enter_error_locked() {

@@ -43,6 +43,7 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   TcpEndpoint(const TcpEndpoint&) = delete;
   TcpEndpoint& operator=(const TcpEndpoint&) = delete;
 
+  Result<RemoteRegion> expose(const MemoryRegion& mr) override;
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override;
   Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst, std::uint32_t imm) override;
   Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) override;
@@ -146,6 +147,8 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   EndpointCaps caps_;
   std::string peer_address_;
   ArenaView own_view_;
+  // Names this connection in the keys given to its peer (Core::expose).
+  std::uint64_t conn_tag_;
   // Our progress engine is an accessor of our own regions: frees and
   // disconnect() wait for it to leave a copy it is in.
   std::atomic<std::uint64_t> busy_{0};

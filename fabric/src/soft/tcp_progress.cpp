@@ -149,7 +149,7 @@ void TcpEndpoint::begin_frame_locked() {
       if (cur_.len == 0) {
         return;  // a zero-length write checks no key
       }
-      if (own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteWrite) == nullptr) {
+      if (own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteWrite, conn_tag_) == nullptr) {
         region_lost_ = true;
       } else {
         sink_ = Sink::region;
@@ -167,7 +167,7 @@ void TcpEndpoint::begin_frame_locked() {
     case FrameOp::read_req: {
       rx_state_ = RxState::header;
       std::byte* src =
-          cur_.len == 0 ? nullptr : own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteRead);
+          cur_.len == 0 ? nullptr : own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteRead, conn_tag_);
       if (cur_.len > 0 && src == nullptr) {
         nak_locked(WcStatus::remote_access_error);
         return;
@@ -230,7 +230,7 @@ void TcpEndpoint::begin_target_locked() {
     if (cur_.len == 0) {
       return;
     }
-    if (own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteWrite) == nullptr) {
+    if (own_view_.resolve(cur_.rkey, cur_.addr, cur_.len, kRemoteWrite, conn_tag_) == nullptr) {
       region_lost_ = true;
     } else {
       sink_ = Sink::region;
@@ -258,7 +258,8 @@ void TcpEndpoint::take_payload_locked(const std::byte* src, std::uint32_t n) {
     // Re-checked under the guard for every chunk: a region freed or an
     // endpoint disconnected since the frame began takes no more bytes.
     enter_guarded();
-    std::byte* dst = connected() ? own_view_.resolve(cur_.rkey, cur_addr_, n, kRemoteWrite) : nullptr;
+    std::byte* dst =
+        connected() ? own_view_.resolve(cur_.rkey, cur_addr_, n, kRemoteWrite, conn_tag_) : nullptr;
     if (dst != nullptr) {
       nic_write(dst, src, n);  // the region's owner may be polling these bytes
     }
@@ -394,7 +395,7 @@ void TcpEndpoint::flush_tx_locked() {
       for (std::size_t i = 0; ok && i < tx_.size(); ++i) {
         const TxFrame& f = tx_.at(i);
         if (f.guard_key != 0) {
-          ok = own_view_.resolve(f.guard_key, f.guard_addr, f.payload_len, kRemoteRead) != nullptr;
+          ok = own_view_.resolve(f.guard_key, f.guard_addr, f.payload_len, kRemoteRead, conn_tag_) != nullptr;
         }
       }
       if (!ok) {

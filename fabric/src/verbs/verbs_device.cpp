@@ -125,16 +125,69 @@ bool VerbsDevice::same_device(const ibv_context* ctx) const noexcept {
 
 int to_ibv_access(std::uint32_t access) noexcept {
   int flags = 0;
-  if (access & kLocalWrite) {
+  if (access & (kLocalWrite | kRemoteWrite)) {
     flags |= IBV_ACCESS_LOCAL_WRITE;
   }
+  if (access & (kRemoteWrite | kRemoteRead)) {
+    flags |= IBV_ACCESS_MW_BIND;
+  }
+  return flags;
+}
+
+int window_access(std::uint32_t access) noexcept {
+  int flags = 0;
   if (access & kRemoteWrite) {
-    flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    flags |= IBV_ACCESS_REMOTE_WRITE;
   }
   if (access & kRemoteRead) {
     flags |= IBV_ACCESS_REMOTE_READ;
   }
   return flags;
+}
+
+std::optional<std::uint32_t> WindowTable::find(const void* region, const void* endpoint) {
+  std::lock_guard lock(mu_);
+  if (auto it = windows_.find({region, endpoint}); it != windows_.end()) {
+    return it->second.rkey;
+  }
+  return std::nullopt;
+}
+
+void WindowTable::add(const void* region, const void* endpoint, ibv_mw* mw, std::uint32_t rkey) {
+  std::lock_guard lock(mu_);
+  windows_[{region, endpoint}] = Window{mw, rkey};
+}
+
+namespace {
+
+void dealloc_window(ibv_mw* mw) noexcept {
+  if (int rc = ibv_dealloc_mw(mw); rc != 0) {
+    report_destroy_failure("ibv_dealloc_mw", rc);
+  }
+}
+
+}  // namespace
+
+void WindowTable::release_region(const void* region) noexcept {
+  std::lock_guard lock(mu_);
+  std::erase_if(windows_, [&](const auto& kv) {
+    if (kv.first.first != region) {
+      return false;
+    }
+    dealloc_window(kv.second.mw);
+    return true;
+  });
+}
+
+void WindowTable::release_endpoint(const void* endpoint) noexcept {
+  std::lock_guard lock(mu_);
+  std::erase_if(windows_, [&](const auto& kv) {
+    if (kv.first.second != endpoint) {
+      return false;
+    }
+    dealloc_window(kv.second.mw);
+    return true;
+  });
 }
 
 Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_ptr<VerbsDevice> device,
@@ -177,8 +230,10 @@ VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, Aligne
       size_(size),
       access_(access) {}
 
-RemoteRegion VerbsMemoryRegion::remote() const noexcept {
-  return RemoteRegion{reinterpret_cast<std::uint64_t>(memory_.get()), size_, mr_->rkey};
+// Windows first: they revoke every key given out for this region, and the
+// MR cannot be deregistered while one is bound to it.
+VerbsMemoryRegion::~VerbsMemoryRegion() {
+  device_->windows.release_region(this);
 }
 
 }  // namespace catena::fabric::verbs

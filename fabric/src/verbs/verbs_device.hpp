@@ -10,9 +10,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <catena/fabric/fabric.hpp>
 
@@ -20,12 +24,34 @@
 
 namespace catena::fabric::verbs {
 
+// The memory windows that Endpoint::expose bound, one per (region,
+// endpoint). A window is deallocated when its region or its endpoint goes,
+// whichever is first: that revokes the key (and rxe refuses to deregister
+// an MR while windows are bound to it). Setup path; any thread.
+class WindowTable {
+ public:
+  [[nodiscard]] std::optional<std::uint32_t> find(const void* region, const void* endpoint);
+  void add(const void* region, const void* endpoint, ibv_mw* mw, std::uint32_t rkey);
+  void release_region(const void* region) noexcept;
+  void release_endpoint(const void* endpoint) noexcept;
+
+ private:
+  struct Window {
+    ibv_mw* mw;
+    std::uint32_t rkey;
+  };
+  std::mutex mu_;
+  std::map<std::pair<const void*, const void*>, Window> windows_;
+};
+
 struct VerbsDevice {
   // Declared in creation order: the PD is released before the context.
   ContextHandle context;
   PdHandle pd;
   ibv_device_attr attr{};
   std::string name;
+  // Emptied by the regions and endpoints before the PD goes (each holds the device).
+  WindowTable windows;
 
   // Finds `name` in ibv_get_device_list, opens it, queries it, allocates the PD.
   static Result<std::shared_ptr<VerbsDevice>> open(std::string_view name);
@@ -46,7 +72,12 @@ class VerbsMemoryRegion final : public MemoryRegion {
   [[nodiscard]] std::size_t size() const noexcept override { return size_; }
   [[nodiscard]] std::uint32_t lkey() const noexcept override { return mr_->lkey; }
   [[nodiscard]] std::uint32_t access() const noexcept override { return access_; }
-  [[nodiscard]] RemoteRegion remote() const noexcept override;
+  ~VerbsMemoryRegion() override;
+  VerbsMemoryRegion(const VerbsMemoryRegion&) = delete;
+  VerbsMemoryRegion& operator=(const VerbsMemoryRegion&) = delete;
+
+  [[nodiscard]] const VerbsDevice* device() const noexcept { return device_.get(); }
+  [[nodiscard]] ibv_mr* mr() const noexcept { return mr_.get(); }
 
  private:
   VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, AlignedBuffer memory, MrHandle mr, std::size_t size,
@@ -59,8 +90,13 @@ class VerbsMemoryRegion final : public MemoryRegion {
   std::uint32_t access_;
 };
 
-// IBV_ACCESS_* flags for an Access mask. A NIC writing into the region on a
-// peer's behalf needs local write too, so kRemoteWrite implies it.
+// IBV_ACCESS_* flags to register a region with, for an Access mask. The MR
+// itself grants no remote right (its rkey would work from any QP of the
+// PD): remote rights go to memory windows bound per connection
+// (window_access), which the MR allows with MW_BIND. A NIC writing into the
+// region on a peer's behalf needs local write too, so kRemoteWrite implies it.
 [[nodiscard]] int to_ibv_access(std::uint32_t access) noexcept;
+// The remote IBV_ACCESS_* flags of a window over a region with this mask.
+[[nodiscard]] int window_access(std::uint32_t access) noexcept;
 
 }  // namespace catena::fabric::verbs

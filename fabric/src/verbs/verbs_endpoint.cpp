@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -150,10 +151,79 @@ VerbsEndpoint::VerbsEndpoint(std::shared_ptr<VerbsDevice> device, Connection con
       caps_(caps),
       send_ring_(caps.send_queue_depth),
       recv_ring_(caps.recv_queue_depth),
-      peer_(std::move(peer)) {}
+      peer_(std::move(peer)) {
+  early_send_.reserve(caps.send_queue_depth);
+}
 
 VerbsEndpoint::~VerbsEndpoint() {
   shut_down_connection();
+  // Before the QP goes: a type 2 window holds its QP.
+  device_->windows.release_endpoint(this);
+}
+
+// A type 2 memory window bound to this QP: its rkey works only on this
+// connection, and zero-based, so the peer addresses the region by offset.
+// Waits for the bind's completion (keeping the caller's completions it
+// meets for poll_send), so the key works once this returns.
+Result<RemoteRegion> VerbsEndpoint::expose(const MemoryRegion& mr) {
+  const auto* region = dynamic_cast<const VerbsMemoryRegion*>(&mr);
+  if (region == nullptr || region->device() != device_.get()) {
+    return make_error(Errc::invalid_argument, "cannot expose a region of another provider or device");
+  }
+  const std::uint64_t length = region->size();
+  if (auto rkey = device_->windows.find(region, this)) {
+    return RemoteRegion{length, *rkey, 0};
+  }
+  const int rights = window_access(region->access());
+  if (rights == 0) {
+    return RemoteRegion{length, 0, 0};  // nothing to grant: every access fails
+  }
+  if (state_ != EndpointState::connected) {
+    return make_error(Errc::not_connected, "cannot expose a region on a connection in error");
+  }
+  if (send_ring_.full()) {
+    return make_error(Errc::backpressure, "send queue full: no room to bind a memory window");
+  }
+  ibv_mw* mw = ibv_alloc_mw(device_->pd.get(), IBV_MW_TYPE_2);
+  if (mw == nullptr) {
+    return make_error(Errc::resource_exhausted, "ibv_alloc_mw (type 2) on '" + device_->name +
+                                                    "' failed: " + errno_text(errno) +
+                                                    "; the device must support memory windows");
+  }
+  ibv_send_wr wr{};
+  wr.wr_id = send_ring_.next_seq();
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+  wr.bind_mw.bind_info.mr = region->mr();
+  wr.bind_mw.bind_info.addr = reinterpret_cast<std::uint64_t>(region->data());
+  wr.bind_mw.bind_info.length = length;
+  wr.bind_mw.bind_info.mw_access_flags = static_cast<unsigned>(rights | IBV_ACCESS_ZERO_BASED);
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(conn_.qp.get(), &wr, &bad); rc != 0) {
+    if (int drc = ibv_dealloc_mw(mw); drc != 0) {
+      report_destroy_failure("ibv_dealloc_mw", drc);
+    }
+    return make_error(post_failure(rc), "binding a memory window failed: " + errno_text(rc));
+  }
+  send_ring_.push(0, Opcode::send, true, true);
+  device_->windows.add(region, this, mw, wr.bind_mw.rkey);
+  const std::uint64_t bind = ++binds_posted_;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (binds_done_ < bind) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      enter_error();
+      return make_error(Errc::timeout, "the memory window bind did not complete");
+    }
+    Completion got[kPollBatch];
+    const int n = drain(conn_.send_cq.get(), send_ring_, false, got, kPollBatch);
+    early_send_.insert(early_send_.end(), got, got + n);
+  }
+  if (bind_failed_) {
+    return make_error(Errc::io_error, "binding a memory window failed on '" + device_->name + "'");
+  }
+  return RemoteRegion{length, wr.bind_mw.rkey, 0};
 }
 
 Errc VerbsEndpoint::post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) {
@@ -202,7 +272,7 @@ Errc VerbsEndpoint::post_send_queue(std::uint64_t wr_id, Opcode opcode, ibv_wr_o
     }
   }
   if (remote != nullptr) {
-    wr.wr.rdma.remote_addr = remote->region.addr + remote->offset;
+    wr.wr.rdma.remote_addr = remote->offset;  // windows are zero-based
     wr.wr.rdma.rkey = remote->region.rkey;
   }
   if (verb == IBV_WR_RDMA_WRITE_WITH_IMM) {
@@ -246,7 +316,17 @@ Errc VerbsEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
 }
 
 int VerbsEndpoint::poll_send(Completion* out, int max) {
-  return drain(conn_.send_cq.get(), send_ring_, false, out, max);
+  int n = 0;
+  if (early_head_ < early_send_.size()) {
+    while (n < max && early_head_ < early_send_.size()) {
+      out[n++] = early_send_[early_head_++];
+    }
+    if (early_head_ == early_send_.size()) {
+      early_send_.clear();
+      early_head_ = 0;
+    }
+  }
+  return n + drain(conn_.send_cq.get(), send_ring_, false, out + n, max - n);
 }
 
 int VerbsEndpoint::poll_recv(Completion* out, int max) {
@@ -267,6 +347,14 @@ int VerbsEndpoint::drain(ibv_cq* cq, WrRing& ring, bool receive_side, Completion
     for (int i = 0; i < got; ++i) {
       const ibv_wc& w = wc[i];
       const WrRing::Slot& slot = ring.complete_hardware(w.wr_id);
+      if (slot.internal) {
+        ++binds_done_;
+        if (w.status != IBV_WC_SUCCESS) {
+          bind_failed_ = true;
+          enter_error();  // the key never worked; the caller's work after it flushes
+        }
+        continue;
+      }
       Completion& c = out[n++];
       c = Completion{};
       c.wr_id = slot.wr_id;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <catena/fabric/fabric.hpp>
 
@@ -54,6 +55,7 @@ class WrRing {
   struct Slot {
     std::uint64_t wr_id = 0;
     Opcode opcode = Opcode::write;
+    bool internal = false;  // a window bind of expose(): completes silently
   };
 
   explicit WrRing(std::uint32_t depth);
@@ -65,8 +67,8 @@ class WrRing {
   // Sequence number the next pushed request gets (the NIC's wr_id).
   [[nodiscard]] std::uint64_t next_seq() const noexcept { return tail_; }
 
-  void push(std::uint64_t wr_id, Opcode opcode, bool in_hardware) noexcept {
-    slots_[tail_ & mask_] = Slot{wr_id, opcode};
+  void push(std::uint64_t wr_id, Opcode opcode, bool in_hardware, bool internal = false) noexcept {
+    slots_[tail_ & mask_] = Slot{wr_id, opcode, internal};
     ++tail_;
     if (in_hardware) {
       ++in_hardware_;
@@ -98,6 +100,7 @@ class VerbsEndpoint final : public Endpoint {
   VerbsEndpoint(const VerbsEndpoint&) = delete;
   VerbsEndpoint& operator=(const VerbsEndpoint&) = delete;
 
+  [[nodiscard]] Result<RemoteRegion> expose(const MemoryRegion& mr) override;
   [[nodiscard]] Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override;
   [[nodiscard]] Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst,
                                     std::uint32_t imm) override;
@@ -136,6 +139,13 @@ class VerbsEndpoint final : public Endpoint {
   WrRing send_ring_;
   WrRing recv_ring_;
   std::string peer_;
+  // Send completions that expose() took off the CQ while it waited for its
+  // bind; poll_send() hands them out first. Capacity reserved at setup.
+  std::vector<Completion> early_send_;
+  std::size_t early_head_ = 0;
+  std::uint64_t binds_posted_ = 0;
+  std::uint64_t binds_done_ = 0;
+  bool bind_failed_ = false;
   EndpointState state_ = EndpointState::connected;
   bool shut_down_ = false;
   bool disconnect_reported_ = false;

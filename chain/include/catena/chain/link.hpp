@@ -30,6 +30,16 @@ enum WrTag : std::uint64_t {
 };
 inline constexpr std::uint64_t kWrTagMask = 0xffull << 56;
 
+// Grants the peer of `ep` access to `mr` and stores the key in `out` (a
+// field of a hello or welcome about to be sent on `ep`).
+inline fabric::Result<void> expose_into(fabric::Endpoint& ep, const fabric::MemoryRegion& mr,
+                                        fabric::RemoteRegion& out) {
+  auto r = ep.expose(mr);
+  if (!r) return r.error();
+  out = r.value();
+  return {};
+}
+
 class Link {
  public:
   static constexpr std::uint32_t kDefaultRecvDepth = 128;
@@ -147,12 +157,23 @@ class Link {
     fabric::Error error;             // why link or welcome is missing
   };
 
+  // Does nothing to the hello: for dial() callers that expose no region.
+  struct NoGrant {
+    template <class Hello>
+    fabric::Result<void> operator()(fabric::Endpoint&, Hello&) const {
+      return {};
+    }
+  };
+
   // Setup threads only: connects to `addr`, sends `hello` and waits up to
   // `timeout` for the answer, the handshake every client and replica link
-  // starts with.
-  template <class Welcome, class Hello>
-  static Dialed<Welcome> dial(fabric::Provider& provider, std::string_view addr, const Hello& hello,
-                              std::chrono::milliseconds timeout) {
+  // starts with. `grant(endpoint, hello)` runs once the connection exists
+  // and before the hello goes: it puts the keys of the regions the peer may
+  // access into the hello (Endpoint::expose; a key is good on that
+  // connection only).
+  template <class Welcome, class Hello, class Grant = NoGrant>
+  static Dialed<Welcome> dial(fabric::Provider& provider, std::string_view addr, Hello hello,
+                              std::chrono::milliseconds timeout, Grant&& grant = {}) {
     Dialed<Welcome> d;
     auto ep = provider.connect(addr, {}, timeout);
     if (!ep) {
@@ -166,6 +187,10 @@ class Link {
       return d;
     }
     d.link = std::move(link.value());
+    if (auto g = grant(d.link->ep(), hello); !g) {
+      d.error = g.error();
+      return d;
+    }
     if (fabric::Errc e = d.link->send(hello); e != fabric::Errc::ok) {
       d.error = fabric::make_error(e, "cannot send the hello");
       return d;

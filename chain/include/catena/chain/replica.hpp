@@ -211,7 +211,14 @@ class Replica {
   // True when this replica has a successor (a joining one included) to
   // connect to and no link to it.
   [[nodiscard]] bool wants_successor() const;
+  // The hello to dial the successor with; its commit_word is filled in by
+  // the dialler once the connection exists (Endpoint::expose of
+  // commit_word_region() on it: the key is that link's alone).
   [[nodiscard]] wire::ReplicaHello successor_hello() const;
+  // Shared so that a dial in flight keeps it alive after a reconfiguration.
+  [[nodiscard]] std::shared_ptr<const fabric::MemoryRegion> commit_word_region() const {
+    return commit_word_;
+  }
   // The successor's answer: installs the link and starts (re)forwarding from
   // what the successor already holds. False if the welcome does not fit.
   bool attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWelcome& welcome);
@@ -258,7 +265,7 @@ class Replica {
   ReplicaConfig cfg_;
   const Clock& clock_;
   std::vector<std::unique_ptr<fabric::MemoryRegion>> slot_mrs_;
-  std::unique_ptr<fabric::MemoryRegion> commit_word_;  // written by the successor
+  std::shared_ptr<fabric::MemoryRegion> commit_word_;  // written by the successor
   // Sources of small writes (commit words up the chain, pads into
   // subscribers' rings), slots reused round-robin.
   static constexpr std::uint32_t kScratchSlotBytes = 64;

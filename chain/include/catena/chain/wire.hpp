@@ -22,8 +22,9 @@
 namespace catena::chain::wire {
 
 inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
-// 2: 64-bit producer epochs and sequences; 3: node ids of limits::kMaxNodeIdLength
-inline constexpr std::uint16_t kVersion = 3;
+// 2: 64-bit producer epochs and sequences; 3: node ids of limits::kMaxNodeIdLength;
+// 4: RemoteRegion without an address (keys per connection, region-relative offsets)
+inline constexpr std::uint16_t kVersion = 4;
 inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.
 inline constexpr std::uint32_t kMaxMessage = 2048;

@@ -11,10 +11,24 @@
 //  - Reliable connected endpoints. Work requests posted on one endpoint
 //    execute and become visible at the target in posting order; an immediate
 //    is delivered only after its payload is visible.
-//  - A remote write/read with a wrong rkey, out of bounds, or without the
-//    needed access right completes with WcStatus::remote_access_error and
-//    changes no byte at the target. The endpoint then enters the error state:
-//    later work requests complete with WcStatus::flushed.
+//  - Remote keys belong to one connection. Endpoint::expose() grants the peer
+//    of that endpoint access to a region and returns the key; the key works
+//    only on that connection (verbs: a type 2 memory window bound to the
+//    QP; soft: a per-connection table entry with a random tag), until the
+//    region is destroyed or the endpoint is. Addresses are region-relative:
+//    a RemoteAddress names the byte `offset` from the region's start, never
+//    a virtual address.
+//  - A remote write/read with a wrong rkey (another connection's, a
+//    destroyed region's), out of the region's bounds, or without the needed
+//    access right completes with WcStatus::remote_access_error and changes
+//    no byte at the target. The endpoint then enters the error state: later
+//    work requests complete with WcStatus::flushed.
+//  - Revocation is bounded: destroying a region or an endpoint returns
+//    within a bounded time even if the peer is stopped in the middle of an
+//    access (soft shm: a peer that has not left after kRevokeWait, in
+//    soft/core.hpp, is cut off, and memory it may still write is never
+//    reused once freed; the one access it was stopped in may still land in
+//    its region when it resumes if that region is still allocated).
 //  - Except a zero-length access: as InfiniBand allows, a zero-length write,
 //    and a zero-length write with immediate (which still delivers its
 //    immediate), succeed with any rkey and address on every provider. A
@@ -51,14 +65,16 @@ enum Access : std::uint32_t {
   kRemoteRead = 1u << 2,
 };
 
-// What a peer needs to address a region: sent over the control plane or in a
-// SEND message. `addr` is the provider's remote address of the first byte
-// (a virtual address for verbs, an offset-based cookie for soft).
+// What the peer of one connection needs to address a region, from
+// Endpoint::expose(): sent to that peer in a SEND message. Carries no
+// address: remote addresses are offsets from the region's start. The key is
+// good on that connection only.
 struct RemoteRegion {
-  std::uint64_t addr = 0;
   std::uint64_t length = 0;
   std::uint32_t rkey = 0;
+  std::uint32_t reserved = 0;
 };
+static_assert(sizeof(RemoteRegion) == 16, "RemoteRegion travels in wire messages");
 
 // A registered, pinned memory region owned by its Provider. Allocated by the
 // provider (so the soft provider can place it in shareable memory); zeroed on
@@ -71,8 +87,6 @@ class MemoryRegion {
   [[nodiscard]] virtual std::size_t size() const noexcept = 0;
   [[nodiscard]] virtual std::uint32_t lkey() const noexcept = 0;
   [[nodiscard]] virtual std::uint32_t access() const noexcept = 0;
-  // Remote address of data()+offset, for peers.
-  [[nodiscard]] virtual RemoteRegion remote() const noexcept = 0;
 };
 
 // A local scatter/gather element: a span inside a registered region.
@@ -82,7 +96,7 @@ struct LocalBuffer {
   std::uint32_t length = 0;
 };
 
-// A remote target: region + offset within it.
+// A remote target: region + offset from its start.
 struct RemoteAddress {
   RemoteRegion region;
   std::uint64_t offset = 0;
@@ -146,6 +160,16 @@ enum class EndpointState : std::uint8_t { connected, error, disconnected };
 class Endpoint {
  public:
   virtual ~Endpoint() = default;
+
+  // Grants the peer of this connection the remote rights of `mr` (its
+  // access() mask) and returns the key it must use; on no other connection
+  // does that key work. Setup path, on the owning thread: may allocate and
+  // make system calls (verbs: allocates a memory window and posts its bind
+  // on this QP, ahead of anything posted later, such as the SEND that
+  // carries the key). Exposing the same region again returns the same key.
+  // The grant ends when the region or this endpoint is destroyed.
+  // `mr` must come from the provider that created this endpoint.
+  [[nodiscard]] virtual Result<RemoteRegion> expose(const MemoryRegion& mr) = 0;
 
   [[nodiscard]] virtual Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) = 0;
   [[nodiscard]] virtual Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst,

@@ -62,6 +62,9 @@ class FaultEndpoint final : public Endpoint {
         peer_(std::move(peer)),
         held_send_(inner_->caps().send_queue_depth),
         held_recv_(inner_->caps().recv_queue_depth) {}
+  ~FaultEndpoint() override { faults_->on_close(); }
+  FaultEndpoint(const FaultEndpoint&) = delete;
+  FaultEndpoint& operator=(const FaultEndpoint&) = delete;
 
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override {
     if (Errc e = Errc::ok; intercept(e)) return e;
@@ -97,7 +100,10 @@ class FaultEndpoint final : public Endpoint {
   }
   [[nodiscard]] const EndpointCaps& caps() const noexcept override { return inner_->caps(); }
   [[nodiscard]] std::string peer_address() const override { return inner_->peer_address(); }
-  void disconnect() override { inner_->disconnect(); }
+  void disconnect() override {
+    faults_->on_close();
+    inner_->disconnect();
+  }
 
  private:
   bool silent() {
@@ -141,6 +147,7 @@ class FaultEndpoint final : public Endpoint {
   int drop(Completion* c, int n) {
     int kept = 0;
     for (int i = 0; i < n; ++i) {
+      if (c[i].status != WcStatus::success) faults_->on_close();
       if (!faults_->take_drop()) c[kept++] = c[i];
     }
     return kept;
@@ -305,6 +312,7 @@ FaultCounters FaultInjector::counters() const {
   c.failed_posts = failed_posts_.load();
   c.swallowed_posts = swallowed_posts_.load();
   c.dropped_completions = dropped_completions_.load();
+  c.closes = closes_.load();
   return c;
 }
 

@@ -96,7 +96,7 @@ class FaultEndpoint final : public Endpoint {
 
   EndpointEvent poll_event() override { return silent() ? EndpointEvent::none : inner_->poll_event(); }
   [[nodiscard]] EndpointState state() const noexcept override {
-    return silent_ ? EndpointState::connected : inner_->state();
+    return silent() ? EndpointState::connected : inner_->state();
   }
   [[nodiscard]] const EndpointCaps& caps() const noexcept override { return inner_->caps(); }
   [[nodiscard]] std::string peer_address() const override { return inner_->peer_address(); }
@@ -106,11 +106,20 @@ class FaultEndpoint final : public Endpoint {
   }
 
  private:
-  bool silent() {
+  // Re-checks the injector only when its silence changed. A silence that
+  // swallowed posts ends the connection when it lifts: those writes are
+  // lost, and a reliable connection never loses a write and carries on (an
+  // RC queue pair whose retries ran out goes to error; so does this one).
+  bool silent() const {
     const std::uint64_t gen = faults_->silence_generation();
     if (gen != silence_gen_) {
       silence_gen_ = gen;
+      const bool was = silent_;
       silent_ = faults_->is_silenced(peer_);
+      if (was && !silent_ && swallowed_) {
+        faults_->on_close();
+        inner_->disconnect();
+      }
     }
     return silent_;
   }
@@ -120,6 +129,7 @@ class FaultEndpoint final : public Endpoint {
   bool intercept(Errc& result) {
     if (silent()) {
       faults_->on_swallowed_post();
+      swallowed_ = true;
       result = Errc::ok;
       return true;
     }
@@ -158,8 +168,9 @@ class FaultEndpoint final : public Endpoint {
   std::string peer_;  // as dialled (connect) or as the inner endpoint names it (accept)
   HeldCompletions held_send_;
   HeldCompletions held_recv_;
-  std::uint64_t silence_gen_ = ~0ull;
-  bool silent_ = false;
+  mutable std::uint64_t silence_gen_ = ~0ull;
+  mutable bool silent_ = false;
+  bool swallowed_ = false;  // a post was swallowed while silent
 };
 
 class FaultListener final : public Listener {

@@ -91,7 +91,10 @@ class FaultInjector {
   // reports no completion and no connection event: the peer looks alive at
   // the transport and answers nothing. A connect to a silent address waits
   // out its timeout. Writes a peer posts still land in this node's memory
-  // unless the peer's provider silences this node too (silence_peer).
+  // unless the peer's provider silences this node too (silence_peer). When
+  // the silence lifts, an endpoint that swallowed posts goes to the error
+  // state (its peer sees a disconnect): those writes are lost, and a
+  // reliable connection never loses a write and carries on.
   //
   // Everything this provider created, and what it creates from now on:
   void set_silent(bool silent);

@@ -1,7 +1,12 @@
 #include "sim_node.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cstring>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <catena/broker/broker_admin_server.hpp>
 
@@ -106,6 +111,23 @@ control::Result<idl::NodeStats> SimAdmin::ping(const control::BrokerTarget& to) 
 
 // --- SimNet ------------------------------------------------------------------
 
+SimNet::SimNet() {
+  dead_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (dead_fd_ >= 0 && ::bind(dead_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      ::getsockname(dead_fd_, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+    dead_addr_ = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    names_[dead_addr_] = "a dead node";
+  }
+}
+
+SimNet::~SimNet() {
+  if (dead_fd_ >= 0) ::close(dead_fd_);
+}
+
 void SimNet::log(const std::string& line) {
   std::string out = line;
   for (const auto& [addr, name] : names_) {
@@ -153,9 +175,12 @@ bool SimNode::start() {
   auto inner = fabric::Provider::open("soft:shm");
   if (!inner) return false;
   provider_ = std::make_unique<fabric::FaultProvider>(std::move(inner.value()), faults_);
-  auto l = provider_->listen("127.0.0.1:0");
-  if (!l) return false;
-  listener_ = std::move(l.value());
+  for (int attempt = 0; attempt < 20 && !listener_; ++attempt) {
+    auto l = provider_->listen("127.0.0.1:0");
+    if (!l) return false;
+    if (!net_.used(l.value()->address())) listener_ = std::move(l.value());
+  }
+  if (!listener_) return false;
   addr_ = listener_->address();
   net_.listen(addr_, this, name_);
   net_.add_provider(provider_.get(), faults_.get());

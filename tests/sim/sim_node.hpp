@@ -93,6 +93,11 @@ class SimAdmin final : public control::BrokerAdminClient {
 // the network's rules for setting up a connection.
 class SimNet {
  public:
+  SimNet();
+  ~SimNet();
+  SimNet(const SimNet&) = delete;
+  SimNet& operator=(const SimNet&) = delete;
+
   SimClock clock;
   Trace trace;
   control::Controller* controller = nullptr;
@@ -126,19 +131,28 @@ class SimNet {
   // waits there for the target's next step.
   template <class Welcome, class Hello>
   chain::Link::Dialing<Welcome> dial(fabric::Provider& from, const std::string& addr, const Hello& hello) {
-    auto d = chain::Link::Dialing<Welcome>::start(from, addr, hello, kConnectTimeout);
-    if (!d.unreachable()) accept_at(addr);
+    // A dead node's address goes nowhere, whoever on this host may have
+    // taken its port since.
+    const std::string& to = listeners_.contains(addr) ? addr : dead_addr_;
+    auto d = chain::Link::Dialing<Welcome>::start(from, to, hello, kConnectTimeout);
+    if (!d.unreachable()) accept_at(to);
     settle(true);
     return d;
   }
 
   static constexpr std::chrono::milliseconds kConnectTimeout{200};
 
+  // Whether a node ever listened at `addr` in this run (a new node must not
+  // reuse the port: routes, silences and the log name nodes by address).
+  [[nodiscard]] bool used(const std::string& addr) const { return names_.contains(addr); }
+
  private:
   void accept_at(const std::string& addr);
 
   std::map<std::string, SimNode*> listeners_;
   std::map<std::string, std::string> names_;  // every address ever listened on
+  int dead_fd_ = -1;                          // bound, never listening: connects to it are refused
+  std::string dead_addr_;
   std::vector<std::pair<fabric::Provider*, fabric::FaultInjector*>> providers_;
   std::uint64_t closes_seen_ = 0;
   bool settle_due_ = false;

@@ -4,10 +4,12 @@
 // stepped from the calling thread on one SimClock, over the soft provider
 // (shared memory) wrapped in fault-injecting providers. A seeded RNG picks
 // every step: publishes, which components run, how far time moves, and the
-// faults (dropped, delayed or failed completions and posts, a silent node,
-// a killed node). At the end the faults heal, the run drains, and the
-// checker compares what was acknowledged and delivered with the surviving
-// replicas' logs.
+// faults: lost completions, late completions (one provider's come after
+// others' that happened later: the reordering a single RC queue never
+// does, across queues), a failed Nth post, a node silent on the data plane,
+// a node killed (destroyed) and later restarted empty as a new incarnation.
+// At the end the faults heal, the run drains, and the checker compares what
+// was acknowledged and delivered with the surviving replicas' logs.
 //
 // The same seed gives the same run: SimResult::trace_hash covers every
 // event, and a test runs seeds twice to hold that.

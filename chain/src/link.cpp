@@ -60,8 +60,7 @@ fabric::Result<std::unique_ptr<Link>> Link::accept(fabric::Listener& listener, B
   return link;
 }
 
-std::uint32_t Link::wait_message(std::byte* out, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+std::uint32_t Link::poll_message(std::byte* out, bool* gone) {
   std::uint32_t got = 0;
   auto poll_once = [&] {
     poll_send();
@@ -74,20 +73,29 @@ std::uint32_t Link::wait_message(std::byte* out, std::chrono::milliseconds timeo
         },
         [&](std::uint32_t imm, std::uint32_t len) { early_imms_.emplace_back(imm, len); });
   };
-  while (got == 0 && std::chrono::steady_clock::now() < deadline) {
-    int n = poll_once();
-    if (got > 0) break;
-    if (n < 0) return 0;
-    if (broken()) {
-      // A refusal arrives just before the peer hangs up, and the hang-up can
-      // be seen between an empty poll and this check: the answer is already
-      // in the completion queue, so drain it once more before giving up.
-      poll_once();
-      return got;
-    }
-    if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  *gone = false;
+  const int n = poll_once();
+  if (got > 0) return got;
+  if (n < 0) {
+    *gone = true;
+  } else if (broken()) {
+    // A refusal arrives just before the peer hangs up, and the hang-up can
+    // be seen between an empty poll and this check: the answer is already
+    // in the completion queue, so drain it once more before giving up.
+    poll_once();
+    *gone = got == 0;
   }
   return got;
+}
+
+std::uint32_t Link::wait_message(std::byte* out, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool gone = false;
+    const std::uint32_t got = poll_message(out, &gone);
+    if (got > 0 || gone || std::chrono::steady_clock::now() >= deadline) return got;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 }  // namespace catena::chain

@@ -709,3 +709,28 @@ INSTANTIATE_TEST_SUITE_P(Modes, SoftModes, ::testing::Values("soft:tcp", "soft:s
 
 }  // namespace
 }  // namespace catena::fabric::test
+
+namespace catena::fabric::test {
+namespace {
+
+// Provider::settle: once it returns, a peer's hang-up that reached this
+// provider shows in its endpoints without waiting (what a single-threaded
+// simulation relies on to see it at the same step in every run). Each side
+// has its own provider, as two processes would.
+TEST(SoftSettle, APeersHangUpIsVisibleOnceSettled) {
+  for (int round = 0; round < 20; ++round) {
+    auto a = Provider::open("soft:shm");
+    auto b = Provider::open("soft:shm");
+    ASSERT_TRUE(a && b);
+    auto pair = connect_pair(*a.value(), *b.value());
+    ASSERT_TRUE(pair) << pair.error().message;
+    ASSERT_EQ(pair.value().server->state(), EndpointState::connected);
+    pair.value().client.reset();
+    b.value()->settle();
+    EXPECT_NE(pair.value().server->state(), EndpointState::connected) << "round " << round;
+    EXPECT_EQ(pair.value().server->poll_event(), EndpointEvent::disconnected) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace catena::fabric::test

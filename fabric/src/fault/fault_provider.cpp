@@ -62,6 +62,9 @@ class FaultEndpoint final : public Endpoint {
         peer_(std::move(peer)),
         held_send_(inner_->caps().send_queue_depth),
         held_recv_(inner_->caps().recv_queue_depth) {}
+  ~FaultEndpoint() override { faults_->on_close(); }
+  FaultEndpoint(const FaultEndpoint&) = delete;
+  FaultEndpoint& operator=(const FaultEndpoint&) = delete;
 
   // Setup, not a post: no fault is injected; the key is the inner
   // connection's, so it is bound to the same peer.
@@ -97,18 +100,30 @@ class FaultEndpoint final : public Endpoint {
 
   EndpointEvent poll_event() override { return silent() ? EndpointEvent::none : inner_->poll_event(); }
   [[nodiscard]] EndpointState state() const noexcept override {
-    return silent_ ? EndpointState::connected : inner_->state();
+    return silent() ? EndpointState::connected : inner_->state();
   }
   [[nodiscard]] const EndpointCaps& caps() const noexcept override { return inner_->caps(); }
   [[nodiscard]] std::string peer_address() const override { return inner_->peer_address(); }
-  void disconnect() override { inner_->disconnect(); }
+  void disconnect() override {
+    faults_->on_close();
+    inner_->disconnect();
+  }
 
  private:
-  bool silent() {
+  // Re-checks the injector only when its silence changed. A silence that
+  // swallowed posts ends the connection when it lifts: those writes are
+  // lost, and a reliable connection never loses a write and carries on (an
+  // RC queue pair whose retries ran out goes to error; so does this one).
+  bool silent() const {
     const std::uint64_t gen = faults_->silence_generation();
     if (gen != silence_gen_) {
       silence_gen_ = gen;
+      const bool was = silent_;
       silent_ = faults_->is_silenced(peer_);
+      if (was && !silent_ && swallowed_) {
+        faults_->on_close();
+        inner_->disconnect();
+      }
     }
     return silent_;
   }
@@ -118,6 +133,7 @@ class FaultEndpoint final : public Endpoint {
   bool intercept(Errc& result) {
     if (silent()) {
       faults_->on_swallowed_post();
+      swallowed_ = true;
       result = Errc::ok;
       return true;
     }
@@ -145,6 +161,7 @@ class FaultEndpoint final : public Endpoint {
   int drop(Completion* c, int n) {
     int kept = 0;
     for (int i = 0; i < n; ++i) {
+      if (c[i].status != WcStatus::success) faults_->on_close();
       if (!faults_->take_drop()) c[kept++] = c[i];
     }
     return kept;
@@ -155,8 +172,9 @@ class FaultEndpoint final : public Endpoint {
   std::string peer_;  // as dialled (connect) or as the inner endpoint names it (accept)
   HeldCompletions held_send_;
   HeldCompletions held_recv_;
-  std::uint64_t silence_gen_ = ~0ull;
-  bool silent_ = false;
+  mutable std::uint64_t silence_gen_ = ~0ull;
+  mutable bool silent_ = false;
+  bool swallowed_ = false;  // a post was swallowed while silent
 };
 
 class FaultListener final : public Listener {
@@ -309,6 +327,7 @@ FaultCounters FaultInjector::counters() const {
   c.failed_posts = failed_posts_.load();
   c.swallowed_posts = swallowed_posts_.load();
   c.dropped_completions = dropped_completions_.load();
+  c.closes = closes_.load();
   return c;
 }
 

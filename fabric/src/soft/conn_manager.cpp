@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -115,6 +116,19 @@ void ConnectionManager::remove(std::uint64_t token) {
   }
 }
 
+void ConnectionManager::sync() {
+  if (on_manager_thread()) return;
+  std::unique_lock lock(mu_);
+  // The pass running now may have polled before the caller's events were
+  // ready; the next one starts after this call and polls without blocking.
+  const std::uint64_t target = passes_started_ + 1;
+  sync_until_ = std::max(sync_until_, target);
+  lock.unlock();
+  wake();
+  lock.lock();
+  idle_cv_.wait(lock, [&] { return passes_done_ >= target || stop_; });
+}
+
 void ConnectionManager::dispatch(std::uint64_t token, std::uint32_t events, bool timer) {
   Watcher* w = nullptr;
   {
@@ -153,6 +167,7 @@ void ConnectionManager::run() {
         auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
         timeout_ms = ms < 0 ? 0 : static_cast<int>(ms);
       }
+      if (++passes_started_ <= sync_until_) timeout_ms = 0;
     }
     int n = epoll_wait(epfd_, evs, kMaxEvents, timeout_ms);
     for (int i = 0; i < n; ++i) {
@@ -186,6 +201,11 @@ void ConnectionManager::run() {
       }
       dispatch(due, 0, true);
     }
+    {
+      std::lock_guard lock(mu_);
+      ++passes_done_;
+    }
+    idle_cv_.notify_all();
   }
 }
 

@@ -62,6 +62,11 @@ class ConnectionManager {
 
   [[nodiscard]] bool on_manager_thread() const noexcept { return std::this_thread::get_id() == thread_id_; }
 
+  // Returns once the manager has run a whole pass of its loop that started
+  // after the call, so every fd that was ready then has been dispatched
+  // (Provider::settle). Not from a callback.
+  void sync();
+
  private:
   struct Entry {
     int fd = -1;
@@ -87,6 +92,11 @@ class ConnectionManager {
   std::priority_queue<TimerItem, std::vector<TimerItem>, std::greater<>> timers_;
   std::uint64_t next_token_ = 1;
   std::uint64_t in_callback_ = 0;  // token whose callback is running, 0 if none
+  // sync(): passes of the loop started (before epoll_wait) and completed;
+  // passes up to sync_until_ poll without blocking.
+  std::uint64_t passes_started_ = 0;
+  std::uint64_t passes_done_ = 0;
+  std::uint64_t sync_until_ = 0;
   bool stop_ = false;
 };
 

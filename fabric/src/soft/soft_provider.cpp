@@ -158,6 +158,8 @@ class SoftProvider final : public Provider {
     return client_handshake(core_, std::move(fd.value()), cfg, deadline);
   }
 
+  void settle() override { core_->manager().sync(); }
+
  private:
   std::shared_ptr<Core> core_;
 };

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -157,7 +158,26 @@ class Link {
     fabric::Error error;             // why link or welcome is missing
   };
 
-  // Does nothing to the hello: for dial() callers that expose no region.
+  // The handshake every client and replica link starts with (connect, send
+  // the hello, wait for the welcome) as polled states, for a thread that
+  // must keep doing other work while the peer answers: a single-threaded
+  // simulation whose peer is stepped by the same thread, or a data-plane
+  // loop that dials without a connector thread.
+  //
+  //   auto d = Link::Dialing<wire::ReplicaWelcome>::start(provider, addr, hello, 2s);
+  //   while (d.poll() == DialState::waiting) { ... step the peer ... }
+  //   if (d.state() == DialState::done) use(d.take());
+  //
+  // start() connects (Provider::connect: the transport's own setup, bounded
+  // by `connect_timeout`), runs `grant(endpoint, hello)` (it puts the keys of
+  // the regions the peer may access into the hello: Endpoint::expose, a key
+  // good on that connection only) and sends the hello; poll() looks for the welcome
+  // without blocking. The caller owns the timeout of the wait for the
+  // welcome (it knows its clock): give up with fail(). Threading: one
+  // thread, like the Link.
+  enum class DialState : std::uint8_t { waiting, done, failed };
+
+  // Does nothing to the hello: for callers that expose no region.
   struct NoGrant {
     template <class Hello>
     fabric::Result<void> operator()(fabric::Endpoint&, Hello&) const {
@@ -165,41 +185,99 @@ class Link {
     }
   };
 
-  // Setup threads only: connects to `addr`, sends `hello` and waits up to
-  // `timeout` for the answer, the handshake every client and replica link
-  // starts with. `grant(endpoint, hello)` runs once the connection exists
-  // and before the hello goes: it puts the keys of the regions the peer may
-  // access into the hello (Endpoint::expose; a key is good on that
-  // connection only).
+  template <class Welcome>
+  class Dialing {
+   public:
+    template <class Hello, class Grant = NoGrant>
+    static Dialing start(fabric::Provider& provider, std::string_view addr, Hello hello,
+                         std::chrono::milliseconds connect_timeout, Grant&& grant = {}) {
+      Dialing d;
+      auto ep = provider.connect(addr, {}, connect_timeout);
+      if (!ep) {
+        d.out_.unreachable = true;
+        d.out_.error = ep.error();
+        d.state_ = DialState::failed;
+        return d;
+      }
+      auto link = create(provider, std::move(ep.value()));
+      if (!link) {
+        d.out_.error = link.error();
+        d.state_ = DialState::failed;
+        return d;
+      }
+      d.out_.link = std::move(link.value());
+      if (auto g = grant(d.out_.link->ep(), hello); !g) {
+        d.out_.error = g.error();
+        d.state_ = DialState::failed;
+        return d;
+      }
+      if (fabric::Errc e = d.out_.link->send(hello); e != fabric::Errc::ok) {
+        d.out_.error = fabric::make_error(e, "cannot send the hello");
+        d.state_ = DialState::failed;
+      }
+      return d;
+    }
+
+    // One look for the welcome; never blocks.
+    DialState poll() {
+      if (state_ != DialState::waiting) return state_;
+      std::byte buf[wire::kMaxMessage];
+      bool gone = false;
+      const std::uint32_t got = out_.link->poll_message(buf, &gone);
+      if (got > 0) {
+        out_.welcome = wire::decode<Welcome>(buf, got);
+        if (out_.welcome) {
+          state_ = DialState::done;
+        } else {
+          fail(fabric::make_error(fabric::Errc::io_error, "the answer to the hello is malformed"));
+        }
+      } else if (gone) {
+        fail(fabric::make_error(fabric::Errc::io_error, "the peer hung up without answering the hello"));
+      }
+      return state_;
+    }
+    // Gives up waiting (the caller's timeout).
+    void fail(fabric::Error why) {
+      if (state_ != DialState::waiting) return;
+      out_.error = std::move(why);
+      state_ = DialState::failed;
+    }
+    [[nodiscard]] DialState state() const { return state_; }
+    // The connect itself failed: nobody accepted a connection.
+    [[nodiscard]] bool unreachable() const { return out_.unreachable; }
+    // The outcome, once done or failed (a failed one keeps its link, if any,
+    // so the caller may hold it while it reports).
+    Dialed<Welcome> take() { return std::move(out_); }
+
+   private:
+    Dialing() = default;
+    Dialed<Welcome> out_;
+    DialState state_ = DialState::waiting;
+  };
+
+  // Setup threads only: connects to `addr`, grants and sends `hello` and
+  // waits up to `timeout` for the answer (Dialing, polled until it answers
+  // or the timeout passes).
   template <class Welcome, class Hello, class Grant = NoGrant>
   static Dialed<Welcome> dial(fabric::Provider& provider, std::string_view addr, Hello hello,
                               std::chrono::milliseconds timeout, Grant&& grant = {}) {
-    Dialed<Welcome> d;
-    auto ep = provider.connect(addr, {}, timeout);
-    if (!ep) {
-      d.unreachable = true;
-      d.error = ep.error();
-      return d;
+    auto d = Dialing<Welcome>::start(provider, addr, std::move(hello), timeout, std::forward<Grant>(grant));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (d.poll() == DialState::waiting) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        d.fail(fabric::make_error(fabric::Errc::timeout, "no well-formed answer to the hello"));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    auto link = create(provider, std::move(ep.value()));
-    if (!link) {
-      d.error = link.error();
-      return d;
-    }
-    d.link = std::move(link.value());
-    if (auto g = grant(d.link->ep(), hello); !g) {
-      d.error = g.error();
-      return d;
-    }
-    if (fabric::Errc e = d.link->send(hello); e != fabric::Errc::ok) {
-      d.error = fabric::make_error(e, "cannot send the hello");
-      return d;
-    }
-    std::byte buf[wire::kMaxMessage];
-    d.welcome = wire::decode<Welcome>(buf, d.link->wait_message(buf, timeout));
-    if (!d.welcome) d.error = fabric::make_error(fabric::Errc::timeout, "no well-formed answer to the hello");
-    return d;
+    return d.take();
   }
+
+  // One non-blocking look for a message (a handshake's answer): returns its
+  // length (0 if none) and copies it into `out` (kMaxMessage bytes);
+  // immediates that arrive first are kept for the data path. *gone: the
+  // link broke (after what it had delivered was drained).
+  std::uint32_t poll_message(std::byte* out, bool* gone);
 
   // Blocking helpers for handshakes on setup threads (not the data path).
   // Waits up to `timeout` for one message; returns its length (0 on timeout

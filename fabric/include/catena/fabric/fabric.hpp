@@ -236,6 +236,15 @@ class Provider {
   virtual Result<std::unique_ptr<Endpoint>> connect(
       std::string_view address, const EndpointConfig& cfg = {},
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) = 0;
+
+  // Returns once the provider's background progress has handled everything
+  // that was ready when it was called: a peer's disconnect that reached this
+  // provider is then visible in its endpoints' state() and poll_event().
+  // For a single-threaded simulation, which calls it between steps so that
+  // when a disconnect is seen does not depend on thread scheduling. The soft
+  // provider waits for its connection manager; providers whose progress has
+  // no thread of its own do nothing.
+  virtual void settle() {}
 };
 
 // Provider factories, used by Provider::open. Exposed for tests.

@@ -52,6 +52,10 @@ struct FaultCounters {
   std::uint64_t failed_posts = 0;         // posts failed by fail_post()
   std::uint64_t swallowed_posts = 0;      // posts a silent endpoint took and dropped
   std::uint64_t dropped_completions = 0;  // completions drop_completions() removed
+  // Endpoints destroyed or disconnected, and error completions handed out:
+  // each may end a connection, which its peer learns in the background (a
+  // simulation settles the providers when this moves).
+  std::uint64_t closes = 0;
 };
 
 class FaultInjector {
@@ -87,7 +91,10 @@ class FaultInjector {
   // reports no completion and no connection event: the peer looks alive at
   // the transport and answers nothing. A connect to a silent address waits
   // out its timeout. Writes a peer posts still land in this node's memory
-  // unless the peer's provider silences this node too (silence_peer).
+  // unless the peer's provider silences this node too (silence_peer). When
+  // the silence lifts, an endpoint that swallowed posts goes to the error
+  // state (its peer sees a disconnect): those writes are lost, and a
+  // reliable connection never loses a write and carries on.
   //
   // Everything this provider created, and what it creates from now on:
   void set_silent(bool silent);
@@ -118,6 +125,7 @@ class FaultInjector {
   [[nodiscard]] bool take_drop();
   void on_connect() { connects_.fetch_add(1, std::memory_order_relaxed); }
   void on_accept() { accepts_.fetch_add(1, std::memory_order_relaxed); }
+  void on_close() { closes_.fetch_add(1, std::memory_order_relaxed); }
   // Changes whenever silence changes, so endpoints re-check only then.
   [[nodiscard]] std::uint64_t silence_generation() const {
     return silence_gen_.load(std::memory_order_acquire);
@@ -142,6 +150,7 @@ class FaultInjector {
   std::atomic<std::uint64_t> dropped_completions_{0};
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> accepts_{0};
+  std::atomic<std::uint64_t> closes_{0};
   std::atomic<std::uint64_t> silence_gen_{0};
   mutable std::mutex silence_mu_;
   bool silent_all_ = false;                // guarded by silence_mu_
@@ -166,6 +175,7 @@ class FaultProvider final : public Provider {
   Result<std::unique_ptr<Endpoint>> connect(
       std::string_view address, const EndpointConfig& cfg = {},
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) override;
+  void settle() override { inner_->settle(); }
 
  private:
   std::unique_ptr<Provider> inner_;

@@ -1,0 +1,502 @@
+// Broker::Impl, the node's data plane behind catena::broker::Broker (see
+// broker.hpp for what it does and which thread does what). Private to
+// broker/node/src: broker.cpp holds the data-plane thread's side and the
+// public methods, broker_links.cpp the acceptor and connector threads.
+#pragma once
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include <catena/broker/broker.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/wire.hpp>
+#include <catena/fabric/idle.hpp>
+#include <catena/fabric/thread_annotations.hpp>
+#include <catena/fabric/thread_owner.hpp>
+
+namespace catena::broker {
+
+using chain::Link;
+namespace wire = chain::wire;
+using namespace std::chrono_literals;
+
+namespace detail {
+
+// A hello-bearing connection waiting for the agent.
+struct Incoming {
+  std::unique_ptr<Link> link;
+  std::vector<std::byte> hello;
+};
+
+// A successor link the connector opened (or failed to).
+struct Outgoing {
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;
+  std::unique_ptr<Link> link;  // null on failure
+  wire::ReplicaWelcome welcome{};
+  std::string error;  // why link is null
+};
+
+struct ConnectRequest {
+  std::string channel;
+  std::uint32_t partition = 0;
+  std::uint64_t epoch = 0;
+  std::string addr;
+  wire::ReplicaHello hello{};
+  std::shared_ptr<const fabric::MemoryRegion> commit_word;  // exposed on the new link
+};
+
+using Key = std::pair<std::string, std::uint32_t>;
+
+}  // namespace detail
+
+using namespace detail;
+
+class Broker::Impl {
+ public:
+  Impl(const BrokerConfig& cfg, const chain::Clock& clock) : cfg_(cfg), clock_(clock) {
+    budget_.ring_bytes_limit = cfg.session_memory_bytes;
+  }
+
+  fabric::Result<void> open(std::unique_ptr<fabric::Provider> provider) {
+    if (provider) {
+      provider_ = std::move(provider);
+      cfg_.provider = provider_->name();
+    } else {
+      auto p = fabric::Provider::open(cfg_.provider);
+      if (!p) return p.error();
+      provider_ = std::move(p.value());
+    }
+    auto l = provider_->listen(cfg_.fabric_listen);
+    if (!l) return l.error();
+    listener_ = std::move(l.value());
+    last_pass_ns_.store(clock_.now_ns());
+    // Named, so that operators (and the data-plane failure test) can find them.
+    agent_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "catena-data");  // 15 characters at most
+      agent_loop();
+    });
+    acceptor_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "catena-accept");
+      acceptor_loop();
+    });
+    connector_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "catena-connect");
+      connector_loop();
+    });
+    return {};
+  }
+
+  void stop() {
+    if (stopping_.exchange(true)) return;
+    {
+      MutexLock lk(connect_mu_);
+      connect_cv_.notify_all();
+    }
+    if (acceptor_.joinable()) acceptor_.join();
+    if (connector_.joinable()) connector_.join();
+    if (agent_.joinable()) agent_.join();
+  }
+
+  ~Impl() { stop(); }
+
+  // --- any thread ------------------------------------------------------------
+  ConfigureResult run_on_agent(std::function<ConfigureResult()> fn) {
+    auto task = std::make_shared<std::packaged_task<ConfigureResult()>>(std::move(fn));
+    auto fut = task->get_future();
+    post([task] { (*task)(); });
+    if (fut.wait_for(10s) != std::future_status::ready) {
+      return {ConfigureStatus::failed, 0, "data-plane thread did not answer in 10 s"};
+    }
+    return fut.get();
+  }
+
+  void post(std::function<void()> fn) {
+    MutexLock lk(inbox_mu_);
+    inbox_.push_back(std::move(fn));
+    inbox_flag_.store(true, std::memory_order_release);
+  }
+
+  NodeStats stats() const {
+    MutexLock lk(stats_mu_);
+    return stats_;
+  }
+
+  std::vector<LinkReport> take_link_reports() {
+    MutexLock lk(stats_mu_);
+    std::vector<LinkReport> out;
+    out.swap(link_reports_);
+    return out;
+  }
+
+  // --- data-plane thread -------------------------------------------------------
+  ConfigureResult configure_st(const chain::ReplicaConfig& in,
+                               const std::vector<chain::ProducerSnapshot>& producers = {}) {
+    CATENA_ST_CHECK(data_plane_);
+    chain::ReplicaConfig cfg = in;
+    cfg.node_id = cfg_.node_id;
+    cfg.slot_count = cfg_.slot_count;
+    cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
+    cfg.limits = cfg_.limits;
+    cfg.budget = &budget_;
+    if (auto r = chain::check_replica_config(cfg); !r)
+      return {ConfigureStatus::invalid, 0, r.error().message};
+    Key key{cfg.channel, cfg.partition};
+    auto it = replicas_.find(key);
+    if (it != replicas_.end() && it->second->suspended() && cfg.epoch > it->second->epoch() &&
+        (cfg.is_joining() || cfg.start_offset != it->second->config().start_offset)) {
+      // A fenced node's kept copy resumes only when the controller puts it
+      // back into the same chain. Joining a chain, or in a chain rebuilt at
+      // a new offset generation, it would keep bytes that chain never wrote
+      // (an uncommitted suffix, old offsets): start empty instead.
+      spdlog::info("partition {}/{}: dropping the suspended copy at epoch {} to start afresh at epoch {}",
+                   cfg.channel, cfg.partition, it->second->epoch(), cfg.epoch);
+      replicas_.erase(it);
+      it = replicas_.end();
+    }
+    if (it == replicas_.end()) {
+      auto r = chain::Replica::create(*provider_, cfg, clock_);
+      if (!r) return {ConfigureStatus::invalid, 0, r.error().message};
+      if (!producers.empty()) r.value()->merge_producers_st(producers);  // before anyone can append
+      replicas_.emplace(key, std::move(r.value()));
+      spdlog::info("partition {}/{}: epoch {} position {}/{}{}", cfg.channel, cfg.partition, cfg.epoch,
+                   cfg.position, cfg.chain_length, cfg.is_joining() ? " (joining)" : "");
+      return {ConfigureStatus::applied, cfg.epoch, ""};
+    }
+    chain::Replica& rep = *it->second;
+    if (cfg.epoch == rep.epoch()) return {ConfigureStatus::applied, cfg.epoch, "already at this epoch"};
+    if (!rep.reconfigure(cfg)) {
+      return {ConfigureStatus::stale_epoch, rep.epoch(),
+              "epoch " + std::to_string(cfg.epoch) + " is older than " + std::to_string(rep.epoch())};
+    }
+    spdlog::info("partition {}/{}: now epoch {} position {}/{}{}", cfg.channel, cfg.partition, cfg.epoch,
+                 cfg.position, cfg.chain_length, cfg.is_joining() ? " (joining)" : "");
+    return {ConfigureStatus::applied, cfg.epoch, ""};
+  }
+
+  SealResult seal_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+    CATENA_ST_CHECK(data_plane_);
+    auto it = replicas_.find({channel, partition});
+    if (it == replicas_.end()) return {ConfigureStatus::invalid, 0, "not held here", {}};
+    chain::Replica& rep = *it->second;
+    if (rep.epoch() != epoch) {
+      return {ConfigureStatus::stale_epoch,
+              rep.epoch(),
+              "the replica is at epoch " + std::to_string(rep.epoch()) + ", not " + std::to_string(epoch),
+              {}};
+    }
+    if (!rep.config().is_head()) return {ConfigureStatus::invalid, rep.epoch(), "not the head", {}};
+    const bool first = !rep.sealed();
+    SealResult out{ConfigureStatus::applied, rep.epoch(), "", rep.seal_st()};
+    if (first) {
+      spdlog::info("partition {}/{}: sealed at epoch {}, offset {} (committed {})", channel, partition, epoch,
+                   out.state.end_offset, out.state.commit_offset);
+    }
+    return out;
+  }
+
+  ConfigureResult retire_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                            std::uint64_t range_end) {
+    CATENA_ST_CHECK(data_plane_);
+    const RetiredKey rkey{channel, partition, epoch};
+    if (retired_.count(rkey) != 0) return {ConfigureStatus::applied, epoch, "already retired"};
+    auto it = replicas_.find({channel, partition});
+    if (it == replicas_.end() || it->second->epoch() != epoch)
+      return {ConfigureStatus::applied, 0, "not held here"};
+    it->second->retire_st(range_end);
+    spdlog::info(
+        "partition {}/{}: the range written at epoch {} ends at offset {}: read-only until it expires",
+        channel, partition, epoch, range_end);
+    retired_.emplace(rkey, std::move(it->second));
+    unlinked_.erase(it->first);
+    connecting_.erase(it->first);
+    replicas_.erase(it);
+    return {ConfigureStatus::applied, epoch, ""};
+  }
+
+  void drop_retired_st(const std::string& channel, std::uint32_t partition,
+                       const std::vector<std::uint64_t>& keep) {
+    CATENA_ST_CHECK(data_plane_);
+    std::erase_if(retired_, [&](const auto& kv) {
+      const auto& [ch, p, epoch] = kv.first;
+      const bool drop =
+          ch == channel && p == partition && std::find(keep.begin(), keep.end(), epoch) == keep.end();
+      if (drop)
+        spdlog::info("partition {}/{}: the range written at epoch {} is no longer served here", ch, p, epoch);
+      return drop;
+    });
+  }
+
+  ConfigureResult fence_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+    CATENA_ST_CHECK(data_plane_);
+    auto it = replicas_.find({channel, partition});
+    if (it == replicas_.end()) return {ConfigureStatus::applied, 0, "not held here"};
+    if (it->second->epoch() > epoch) {
+      return {ConfigureStatus::stale_epoch, it->second->epoch(), "replica is newer than the fence"};
+    }
+    unlinked_.erase(it->first);
+    replicas_.erase(it);  // links are disconnected, memory deregistered
+    spdlog::info("partition {}/{}: fenced at epoch {}, replica dropped", channel, partition, epoch);
+    return {ConfigureStatus::applied, epoch, ""};
+  }
+
+  void dispatch_st(Incoming& in) {
+    CATENA_ST_CHECK(data_plane_);
+    auto kind = wire::peek(in.hello.data(), static_cast<std::uint32_t>(in.hello.size()));
+    const auto* msg = in.hello.data();
+    const auto len = static_cast<std::uint32_t>(in.hello.size());
+    auto find = [&](const wire::ChannelRef& ref) -> chain::Replica* {
+      // A hello naming the epoch of a retired range reaches that range.
+      if (auto r = retired_.find({std::string(ref.name()), ref.partition, ref.epoch}); r != retired_.end()) {
+        return r->second.get();
+      }
+      auto it = replicas_.find({std::string(ref.name()), ref.partition});
+      return it == replicas_.end() ? nullptr : it->second.get();
+    };
+    // Decodes a hello of type Hello and hands the link to the replica it
+    // names, or answers with a Welcome saying why not (`missing`: the
+    // partition is not held here).
+    auto route_hello = [&]<class Hello, class Welcome>(
+                           void (chain::Replica::*attach)(std::unique_ptr<chain::Link>, const Hello&),
+                           Welcome w, wire::Status missing) {
+      auto h = wire::decode<Hello>(msg, len);
+      chain::Replica* r = h ? find(h->ref) : nullptr;
+      if (r != nullptr) return (r->*attach)(std::move(in.link), *h);
+      w.status = h ? missing : wire::Status::bad_request;
+      (void)in.link->send(w);
+      in.link->poll_send();
+    };
+    if (kind == wire::Kind::replica_hello) {
+      route_hello(&chain::Replica::attach_predecessor, wire::ReplicaWelcome{}, wire::Status::not_ready);
+    } else if (kind == wire::Kind::publisher_hello) {
+      route_hello(&chain::Replica::attach_publisher, wire::PublisherWelcome{}, wire::Status::unknown_channel);
+    } else if (kind == wire::Kind::subscriber_hello) {
+      route_hello(&chain::Replica::attach_subscriber, wire::SubscriberWelcome{},
+                  wire::Status::unknown_channel);
+    } else if (kind == wire::Kind::commit_watch_hello) {
+      route_hello(&chain::Replica::attach_watcher, wire::CommitWatchWelcome{}, wire::Status::unknown_channel);
+    } else {
+      spdlog::warn("closing fabric connection from {}: first message is not a hello",
+                   in.link->ep().peer_address());
+    }
+  }
+
+  void agent_loop() {
+    data_plane_.bind_to_current_thread();
+    if (cfg_.pin_cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cfg_.pin_cpu, &set);
+      sched_setaffinity(0, sizeof set, &set);
+    }
+    fabric::BackoffIdle idle;
+    std::uint64_t next_tick = 0;
+    while (!stopping_.load(std::memory_order_acquire)) {
+      int work = 0;
+      if (inbox_flag_.load(std::memory_order_acquire)) work += drain_inbox_st();
+      const std::uint64_t now = clock_.now_ns();
+      const bool leased = now < lease_deadline_ns_.load(std::memory_order_acquire);
+      for (auto& [key, rep] : replicas_) {
+        rep->set_lease_valid_st(leased);
+        work += rep->do_work();
+      }
+      for (auto& [key, rep] : retired_) {
+        rep->set_lease_valid_st(leased);
+        work += rep->do_work();
+      }
+      if (now >= next_tick) {
+        next_tick = now + 2'000'000;  // 2 ms housekeeping
+        housekeeping_st();
+      }
+      idle.idle(work);
+    }
+    retired_.clear();
+    replicas_.clear();
+  }
+
+  int drain_inbox_st() {
+    CATENA_ST_CHECK(data_plane_);
+    std::deque<std::function<void()>> batch;
+    {
+      MutexLock lk(inbox_mu_);
+      batch.swap(inbox_);
+      inbox_flag_.store(false, std::memory_order_release);
+    }
+    for (auto& fn : batch) fn();
+    return static_cast<int>(batch.size());
+  }
+
+  void housekeeping_st() {
+    CATENA_ST_CHECK(data_plane_);
+    last_pass_ns_.store(clock_.now_ns(), std::memory_order_relaxed);
+    NodeStats st;
+    std::vector<LinkReport> reports;
+    const std::uint64_t now = clock_.now_ns();
+    for (auto& [key, rep] : replicas_) {
+      rep->tick();
+      const auto& c = rep->config();
+      for (auto& f : rep->take_faults()) {
+        if (!f.node.empty())
+          reports.push_back({std::move(f.node), c.channel, c.partition, c.epoch, std::move(f.reason)});
+      }
+      if (rep->wants_successor()) {
+        if (now >= reconnect_at_[key]) {
+          auto pending = connecting_.find(key);
+          if (pending == connecting_.end() || pending->second != rep->epoch()) request_connect_st(*rep);
+        }
+        if (!rep->suspended()) note_unlinked_st(key, *rep, now, &reports);
+      } else {
+        unlinked_.erase(key);
+      }
+      PartitionStats ps{c.channel, c.partition, c.epoch, c.position, c.chain_length, rep->stats()};
+      st.segments += ps.replica.segments;
+      st.bytes += ps.replica.bytes;
+      st.connections += ps.replica.publishers + ps.replica.subscribers + ps.replica.watchers +
+                        ps.replica.successor_connected + ps.replica.predecessor_connected;
+      st.partitions.push_back(std::move(ps));
+    }
+    // Retired ranges count towards what the node holds, not as partitions
+    // (the controller reads a partition's progress from its current replica).
+    std::erase_if(retired_, [&](auto& kv) {
+      kv.second->tick();
+      const chain::ReplicaStats rs = kv.second->stats();
+      if (rs.segments == 0) {
+        const auto& [ch, p, epoch] = kv.first;
+        spdlog::info("partition {}/{}: the range written at epoch {} expired", ch, p, epoch);
+        return true;
+      }
+      st.segments += rs.segments;
+      st.bytes += rs.bytes;
+      st.connections += rs.subscribers;
+      return false;
+    });
+    MutexLock lk(stats_mu_);
+    stats_ = std::move(st);
+    for (auto& r : reports) link_reports_.push_back(std::move(r));
+  }
+
+  // A successor this partition cannot link to, for link_report_ms and then
+  // every link_report_ms again: reported with the last dial's outcome.
+  void note_unlinked_st(const Key& key, const chain::Replica& rep, std::uint64_t now,
+                        std::vector<LinkReport>* reports) {
+    auto [it, fresh] = unlinked_.try_emplace(key);
+    Unlinked& u = it->second;
+    if (fresh || u.epoch != rep.epoch())
+      u = Unlinked{rep.epoch(), now, now + cfg_.link_report_ms * 1'000'000, {}};
+    if (now < u.report_at) return;
+    const auto& c = rep.config();
+    reports->push_back({c.successor_node, c.channel, c.partition, c.epoch,
+                        "no link to the successor at " + c.successor_addr + " for " +
+                            std::to_string((now - u.since) / 1'000'000) + " ms" +
+                            (u.last_error.empty() ? std::string() : ": " + u.last_error)});
+    u.report_at = now + cfg_.link_report_ms * 1'000'000;
+  }
+
+  // One connect in flight per partition and epoch: a second one would reach
+  // the successor as a new predecessor link, replace the first there, and be
+  // thrown away here (this side already has the first), killing both. The
+  // connector answers every request (connect_done_st), so the next attempt
+  // waits for the outcome of this one however long setup takes.
+  void request_connect_st(chain::Replica& rep) {
+    CATENA_ST_CHECK(data_plane_);
+    ConnectRequest req;
+    req.channel = rep.config().channel;
+    req.partition = rep.config().partition;
+    req.epoch = rep.epoch();
+    req.addr = rep.config().successor_addr;
+    req.hello = rep.successor_hello();
+    req.commit_word = rep.commit_word_region();
+    connecting_[{req.channel, req.partition}] = req.epoch;
+    MutexLock lk(connect_mu_);
+    for (auto& q : connect_queue_) {
+      if (q.channel == req.channel && q.partition == req.partition) {
+        q = std::move(req);  // an older epoch's request, not yet dialled: dial the newer one instead
+        return;
+      }
+    }
+    connect_queue_.push_back(std::move(req));
+    connect_cv_.notify_one();
+  }
+
+  // The connector's outcome of one request: a link to attach, or none.
+  void connect_done_st(Outgoing& out) {
+    CATENA_ST_CHECK(data_plane_);
+    const Key key{out.channel, out.partition};
+    auto pending = connecting_.find(key);
+    if (pending != connecting_.end() && pending->second == out.epoch) connecting_.erase(pending);
+    if (!out.link) {
+      reconnect_at_[key] = clock_.now_ns() + 200'000'000;  // retry a failed link every 200 ms
+      if (auto u = unlinked_.find(key); u != unlinked_.end() && u->second.epoch == out.epoch) {
+        u->second.last_error = out.error;
+      }
+      return;
+    }
+    auto it = replicas_.find(key);
+    if (it == replicas_.end() || it->second->epoch() != out.epoch || !it->second->wants_successor()) return;
+    if (!it->second->attach_successor(std::move(out.link), out.welcome)) {
+      spdlog::warn("partition {}/{}: successor refused the link: {}", out.channel, out.partition,
+                   wire::to_string(out.welcome.status));
+    }
+  }
+
+  // --- acceptor and connector threads (broker_links.cpp) ---------------------
+  void acceptor_loop();
+  void connector_loop();
+
+  BrokerConfig cfg_;
+  const chain::Clock& clock_;
+  std::unique_ptr<fabric::Provider> provider_;
+  std::unique_ptr<fabric::Listener> listener_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> lease_deadline_ns_{~std::uint64_t{0}};  // no lease until told one
+
+  Mutex inbox_mu_;
+  std::deque<std::function<void()>> inbox_ GUARDED_BY(inbox_mu_);
+  std::atomic<bool> inbox_flag_{false};
+  std::atomic<std::uint64_t> node_epoch_{0};    // set at registration, read by the admin server
+  std::atomic<std::uint64_t> last_pass_ns_{0};  // the data-plane thread's last housekeeping
+
+  Mutex connect_mu_;
+  std::condition_variable connect_cv_;
+  std::deque<ConnectRequest> connect_queue_ GUARDED_BY(connect_mu_);
+
+  mutable Mutex stats_mu_;
+  NodeStats stats_ GUARDED_BY(stats_mu_);
+  std::vector<LinkReport> link_reports_ GUARDED_BY(stats_mu_);
+
+  // Data-plane thread only: every _st function checks that it runs there
+  // (bound when agent_loop starts).
+  fabric::ThreadOwner data_plane_;
+  // Publishers' rings on this node, charged by sessions; outlives every replica.
+  chain::SessionBudget budget_;
+  std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
+  // Read-only ranges of partitions that moved on, by the epoch they were written at.
+  using RetiredKey = std::tuple<std::string, std::uint32_t, std::uint64_t>;
+  std::map<RetiredKey, std::unique_ptr<chain::Replica>> retired_;
+  std::map<Key, std::uint64_t> reconnect_at_;
+  struct Unlinked {
+    std::uint64_t epoch = 0;
+    std::uint64_t since = 0;      // wanting a successor link at this epoch since
+    std::uint64_t report_at = 0;  // next report
+    std::string last_error;       // the last dial's outcome
+  };
+  std::map<Key, Unlinked> unlinked_;         // partitions wanting a successor link they do not have
+  std::map<Key, std::uint64_t> connecting_;  // epoch of the connect request queued or being dialled
+
+  std::thread agent_;
+  std::thread acceptor_;
+  std::thread connector_;
+};
+
+}  // namespace catena::broker

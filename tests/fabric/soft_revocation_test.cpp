@@ -1,0 +1,213 @@
+// Soft provider, white-box: the shared-memory arena a same-host peer maps
+// (sealed against resizing, its header and region table read-only) and
+// revocation that a stopped peer cannot hold up.
+#include "soft_test_util.hpp"
+
+namespace catena::fabric::test {
+namespace {
+
+// A same-host peer maps the provider's arena through /proc/<pid>/fd,
+// read-write. It must not be able to shrink the file under the owner's
+// mapping (the owner would take SIGBUS on its next access past the new end)
+// nor grow it: the arena is sealed.
+TEST(SoftArena, PeersCannotResizeTheArenaFile) {
+  auto p = open_or_fail("soft:shm");
+  ASSERT_TRUE(p);
+  auto mr = p->allocate(4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(mr.ok());
+  std::string arena;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (!ec && target.string().find("catena-soft-arena") != std::string::npos) arena = entry.path().string();
+  }
+  ASSERT_FALSE(arena.empty()) << "no arena memfd among this process's descriptors";
+  const int fd = ::open(arena.c_str(), O_RDWR | O_CLOEXEC);  // what a peer does
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  const off_t size = st.st_size;
+  const int shrink = ftruncate(fd, size - 4096);
+  const int shrink_errno = errno;
+  if (shrink == 0) (void)ftruncate(fd, size);  // put it back before anything touches the end
+  EXPECT_NE(shrink, 0) << "a peer shrank the arena";
+  EXPECT_EQ(shrink_errno, EPERM);
+  EXPECT_NE(ftruncate(fd, size + 4096), 0) << "a peer grew the arena";
+  EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1) << "the seals can be changed";
+  EXPECT_EQ(fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  close(fd);
+  // The provider still works.
+  std::memset(mr.value()->data(), 7, 4096);
+  EXPECT_EQ(static_cast<int>(mr.value()->data()[4095]), 7);
+}
+
+// The arena mappings of this process: perms, file offset and size of each
+// mapping of a soft arena memfd, from /proc/self/maps.
+struct ArenaMapping {
+  std::uintptr_t start = 0;
+  std::uint64_t size = 0;
+  std::uint64_t offset = 0;
+  std::string perms;
+};
+
+std::vector<ArenaMapping> arena_mappings() {
+  std::vector<ArenaMapping> out;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("catena-soft-arena") == std::string::npos) continue;
+    std::istringstream in(line);
+    std::string range, perms, offset;
+    in >> range >> perms >> offset;
+    const auto dash = range.find('-');
+    ArenaMapping m;
+    m.start = std::stoull(range.substr(0, dash), nullptr, 16);
+    m.size = std::stoull(range.substr(dash + 1), nullptr, 16) - m.start;
+    m.offset = std::stoull(offset, nullptr, 16);
+    m.perms = perms;
+    out.push_back(m);
+  }
+  return out;
+}
+
+// A same-host peer maps the owner's header and region table read-only: a
+// write through that mapping faults (in a forked child, so the fault kills
+// only it) and changes nothing; regions and channels stay writable for it.
+TEST(SoftArena, PeersMapTheHeaderAndRegionTableReadOnly) {
+  auto a = open_or_fail("soft:shm");
+  auto b = open_or_fail("soft:shm");
+  ASSERT_TRUE(a && b);
+  const auto before = arena_mappings();
+  auto pair = connect_pair(*a, *b);
+  ASSERT_TRUE(pair.ok()) << pair.error().message;
+  std::vector<ArenaMapping> table_views;
+  for (const auto& m : arena_mappings()) {
+    const bool old =
+        std::any_of(before.begin(), before.end(), [&](const auto& o) { return o.start == m.start; });
+    if (!old && m.offset == 0) table_views.push_back(m);
+  }
+  // Each side mapped the other's arena: two new mappings start at offset 0.
+  ASSERT_EQ(table_views.size(), 2u);
+  for (const auto& m : table_views) {
+    EXPECT_EQ(m.perms, "r--s") << "a peer's view of the header and region table is writable";
+    EXPECT_EQ(m.size, soft::kDataOffset);
+    auto* word = reinterpret_cast<std::uint32_t*>(m.start + soft::kTableOffset);
+    const std::uint32_t was = *word;
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      *reinterpret_cast<volatile std::uint32_t*>(word) = was ^ 0xffffffffu;
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << "the write did not fault";
+    EXPECT_EQ(*word, was);
+  }
+  // The connection still works both ways.
+  auto src = a->allocate(4096, kLocalWrite);
+  auto dst = b->allocate(4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  std::memset(src.value()->data(), 0x5c, 4096);
+  auto rr = pair.value().server->expose(*dst.value());
+  ASSERT_TRUE(rr.ok());
+  ASSERT_EQ(pair.value().client->post_write(1, {src.value().get(), 0, 4096}, {rr.value(), 0}), Errc::ok);
+  EXPECT_EQ(wait_send(*pair.value().client).status, WcStatus::success);
+  EXPECT_EQ(dst.value()->data()[4095], std::byte{0x5c});
+}
+
+// A peer stopped (SIGSTOP) in the middle of a write into our region cannot
+// hold up revocation: freeing the region, or closing the connection, returns
+// within a bound, the peer is cut off, and the provider keeps working (what
+// the stopped peer may still write into is never handed out again).
+enum class Revoke { region, connection };
+
+class StoppedPeer : public ::testing::TestWithParam<Revoke> {};
+
+TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
+  auto p = open_or_fail("soft:shm");
+  ASSERT_TRUE(p);
+  auto listener = p->listen(listen_address());
+  ASSERT_TRUE(listener.ok()) << listener.error().message;
+  const std::string addr = listener.value()->address();
+  constexpr std::uint32_t kSize = 64u << 20;
+  int keys[2];
+  ASSERT_EQ(pipe(keys), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The peer: writes 64 MiB at a time into the parent's region, forever.
+    close(keys[1]);
+    auto cp = Provider::open("soft:shm");
+    if (!cp) _exit(10);
+    auto ep = cp.value()->connect(addr);
+    if (!ep) _exit(11);
+    auto src = cp.value()->allocate(kSize, kLocalWrite);
+    if (!src) _exit(12);
+    std::memset(src.value()->data(), 0x77, kSize);
+    RemoteRegion rr{};
+    if (read(keys[0], &rr, sizeof rr) != static_cast<ssize_t>(sizeof rr)) _exit(13);
+    for (std::uint64_t i = 0;; ++i) {
+      if (ep.value()->post_write(i, {src.value().get(), 0, kSize}, {rr, 0}) != Errc::ok) _exit(14);
+      Completion c{};
+      while (ep.value()->poll_send(&c, 1) == 0) {
+      }
+      if (c.status != WcStatus::success) _exit(0);
+    }
+  }
+  close(keys[0]);
+  auto server = listener.value()->accept(20000ms);
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  ASSERT_TRUE(is_shm(*server.value()));
+  auto dst = p->allocate(kSize, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(dst.ok());
+  auto rr = server.value()->expose(*dst.value());
+  ASSERT_TRUE(rr.ok());
+  ASSERT_EQ(write(keys[1], &rr.value(), sizeof rr.value()), static_cast<ssize_t>(sizeof rr.value()));
+  auto last_byte = [&] { return std::atomic_ref<std::byte>(dst.value()->data()[kSize - 1]).load(); };
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (last_byte() != std::byte{0x77} && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(last_byte(), std::byte{0x77}) << "the peer never wrote";
+  std::this_thread::sleep_for(3ms);  // into one of its next writes
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  const auto start = std::chrono::steady_clock::now();
+  if (GetParam() == Revoke::region) {
+    dst.value().reset();
+  } else {
+    server.value().reset();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, soft::kRevokeWait + 2s) << "revocation waited on a stopped peer";
+  if (GetParam() == Revoke::region && took >= soft::kRevokeWait) {
+    // It was stopped inside the write: its connection is cut.
+    EXPECT_TRUE(wait_event(*server.value(), nullptr, 2s));
+  }
+  // Whatever it was writing into is never handed out again, even once its
+  // connection is gone: free the region too, take memory of the same size,
+  // let the peer finish the write it was stopped in.
+  dst.value().reset();
+  auto fresh = p->allocate(kSize, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  std::this_thread::sleep_for(300ms);
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  close(keys[1]);
+  EXPECT_TRUE(all_zero(*fresh.value())) << "a stopped peer's late write landed in reused memory";
+  server.value().reset();
+}
+
+INSTANTIATE_TEST_SUITE_P(Soft, StoppedPeer, ::testing::Values(Revoke::region, Revoke::connection),
+                         [](const auto& info) {
+                           return std::string(info.param == Revoke::region ? "FreeRegion"
+                                                                           : "CloseConnection");
+                         });
+
+}  // namespace
+}  // namespace catena::fabric::test

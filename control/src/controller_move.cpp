@@ -191,7 +191,8 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
     record.__set_put_routes({next});
     record.__set_end_move(key);
     record.__set_handoff_key(key);
-    record.__set_set_handoff(std::move(handoff));
+    record.set_handoff = std::move(handoff);
+    record.__isset.set_handoff = true;
     if (auto r = store_->commit(record); !r) return r.error();
     spdlog::info(
         "{}/{}: moved at offset {}: [{}] (epoch {}) serves from {} on; [{}] keeps [{}, {}) read-only",

@@ -23,8 +23,9 @@ class Move : public ControllerFixture {
     before_ = route("mv");
     ASSERT_EQ(before_.replicas.size(), 3u);
     for (const auto& [name, n] : nodes_) {
+      const std::string& node_id = n.id;  // a lambda cannot capture a structured binding (Clang 14)
       if (std::none_of(before_.replicas.begin(), before_.replicas.end(),
-                       [&](const idl::Replica& r) { return r.node_id == n.id; })) {
+                       [&](const idl::Replica& r) { return r.node_id == node_id; })) {
         spare_ = name;
       }
     }

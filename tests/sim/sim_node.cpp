@@ -483,7 +483,8 @@ idl::NodeStats SimNode::stats() const {
   out.__set_segments(segments);
   out.__set_bytes(bytes);
   out.__set_connections(0);
-  out.__set_partitions(std::move(partitions));
+  out.partitions = std::move(partitions);
+  out.__isset.partitions = true;
   return out;
 }
 

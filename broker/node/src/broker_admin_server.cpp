@@ -206,10 +206,12 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
         pr.__set_count(static_cast<std::int32_t>(run.count));
         runs.push_back(pr);
       }
-      snap.__set_runs(std::move(runs));
+      snap.runs = std::move(runs);
+      snap.__isset.runs = true;
       producers.push_back(std::move(snap));
     }
-    out.__set_producers(std::move(producers));
+    out.producers = std::move(producers);
+    out.__isset.producers = true;
   }
 
   // A node whose data plane stopped is not alive, whatever this thread says:

@@ -32,6 +32,13 @@ std::int64_t wall_ms() {
       .count();
 }
 
+meta::RouteKey route_key(const std::string& channel, std::int32_t partition) {
+  meta::RouteKey key;
+  key.__set_channel(channel);
+  key.__set_partition(partition);
+  return key;
+}
+
 std::vector<std::string> ids_of(const std::vector<idl::Replica>& replicas) {
   std::vector<std::string> out;
   for (const auto& r : replicas) out.push_back(r.node_id);
@@ -43,10 +50,7 @@ std::vector<std::string> ids_of(const std::vector<idl::Replica>& replicas) {
 Result<void> Controller::abandon_move_locked(const std::string& channel, std::int32_t partition,
                                              std::int64_t from_epoch, const std::string& why) {
   meta::MetaRecord record;
-  meta::RouteKey key;
-  key.__set_channel(channel);
-  key.__set_partition(partition);
-  record.__set_end_move(key);
+  record.__set_end_move(route_key(channel, partition));
   auto route = route_locked(channel, partition);
   if (route && (*route)->epoch == from_epoch) {
     // A new epoch for the same chain: its head takes appends again.
@@ -155,13 +159,10 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
     auto route = route_locked(channel, partition);
     if (!route) return route.error();
     if ((*route)->epoch != old.epoch) {
-      // A repair moved the chain on meanwhile (its new epoch lifted the seal).
-      meta::MetaRecord record;
-      meta::RouteKey key;
-      key.__set_channel(channel);
-      key.__set_partition(partition);
-      record.__set_end_move(key);
-      if (auto r = store_->commit(record); !r) return r.error();
+      // A repair moved the chain on meanwhile (its new epoch lifted the
+      // seal): only the intent is left to close.
+      if (auto r = abandon_move_locked(channel, partition, old.epoch, "its chain changed"); !r)
+        return r.error();
       return make_error(
           idl::ErrorCode::UNAVAILABLE,
           fmt::format("{}/{} not moved: its chain changed during the move; try again", channel, partition));
@@ -182,9 +183,7 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
     }
     next.__isset.sealed = true;
     meta::MetaRecord record;
-    meta::RouteKey key;
-    key.__set_channel(channel);
-    key.__set_partition(partition);
+    const meta::RouteKey key = route_key(channel, partition);
     meta::Handoff handoff;
     handoff.__set_epoch(next.epoch);
     handoff.__set_producers(sealed.producers);

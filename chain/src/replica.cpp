@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include <catena/chain/limits.hpp>
 #include <catena/chain/replica.hpp>
 
 #include "sessions.hpp"
@@ -123,7 +124,9 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   cfg_.successor_addr = cfg.successor_addr;
   cfg_.head_addr = cfg.head_addr;
   log_->set_epoch(cfg.epoch);
-  if (cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());  // it holds all that anyone may ack
+  syncing_ = false;                         // a joining successor is synced anew at each epoch
+  held_sent_up_ = 0;                        // a joining replica reports again, at the new epoch
+  if (cfg_.is_tail()) commit_as_tail_st();  // it holds all that anyone may ack
   return true;
 }
 
@@ -249,6 +252,7 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
   pred_ = std::move(link);
   pred_commit_word_ = hello.commit_word;
   commit_sent_up_ = 0;
+  held_sent_up_ = 0;
 }
 
 int Replica::do_work() {
@@ -282,7 +286,12 @@ void Replica::tick() {
   }
   log_->tick();
   if (cfg_.is_head() && range_end_ == kOpenRange && log_->roll_if_aged() && cfg_.is_tail())
-    log_->set_commit_offset(log_->end_offset());
+    commit_as_tail_st();
+  if (cfg_.is_tail() && succ_ && !syncing_ &&
+      successor_backlog_st() <=
+          static_cast<std::uint64_t>(limits::join_sync_backlog_bytes(cfg_.log.segment_bytes))) {
+    syncing_ = true;  // from now on the commit waits for the joining successor
+  }
   if (pred_) pred_->poll_events();
   if (succ_) succ_->poll_events();
   if (succ_ && fwd_in_flight_ > 0 && tick_ns_ - succ_progress_ns_ > cfg_.link_stall_ns) {
@@ -323,7 +332,7 @@ int Replica::pump_predecessor_st() {
     pred_.reset();
     return 1;
   }
-  if (n > 0 && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
+  if (n > 0 && cfg_.is_tail()) commit_as_tail_st();
   return n;
 }
 
@@ -385,12 +394,43 @@ std::uint64_t Replica::read_commit_word_st() const {
   return check == ~c ? c : 0;  // torn or unset: ignore until the next write
 }
 
+std::uint64_t Replica::read_held_word_st() const {
+  CATENA_ST_CHECK(owner_);
+  auto* words = reinterpret_cast<std::uint64_t*>(commit_word_->data());
+  const std::uint64_t held = std::atomic_ref<std::uint64_t>(words[kHeldWord]).load(std::memory_order_acquire);
+  const std::uint64_t epoch =
+      std::atomic_ref<std::uint64_t>(words[kHeldWord + 1]).load(std::memory_order_acquire);
+  const std::uint64_t check =
+      std::atomic_ref<std::uint64_t>(words[kHeldWord + 2]).load(std::memory_order_acquire);
+  // Torn, unset, or left by a joining replica of an earlier epoch: nothing.
+  return epoch == cfg_.epoch && check == held_check(held, epoch) ? held : 0;
+}
+
+void Replica::commit_as_tail_st() {
+  CATENA_ST_CHECK(owner_);
+  std::uint64_t c = log_->end_offset();
+  if (syncing_) c = std::max(log_->commit_offset(), std::min(c, read_held_word_st()));
+  if (c > log_->commit_offset()) log_->set_commit_offset(c);
+}
+
+int Replica::report_held_st() {
+  CATENA_ST_CHECK(owner_);
+  if (!pred_ || log_->end_offset() <= held_sent_up_) return 0;
+  const std::uint64_t end = log_->end_offset();
+  const std::uint64_t triple[3] = {end, cfg_.epoch, held_check(end, cfg_.epoch)};
+  if (pred_->ep().post_write(kWrCommit, stage_small_write_st(triple, sizeof triple),
+                             {pred_commit_word_, kHeldWord * sizeof(std::uint64_t)}) != fabric::Errc::ok) {
+    return 0;
+  }
+  held_sent_up_ = end;
+  return 1;
+}
+
 int Replica::propagate_commit_st() {
   CATENA_ST_CHECK(owner_);
   // A joining replica holds no commit of its own: nothing the successor
-  // behind it writes counts, and it writes nothing up (the tail would ignore
-  // it anyway: a tail never reads its commit word).
-  if (cfg_.is_joining()) return 0;
+  // behind it writes counts. It tells the tail what it holds instead.
+  if (cfg_.is_joining()) return report_held_st();
   int work = 0;
   if (!cfg_.is_tail()) {
     const std::uint64_t c = read_commit_word_st();
@@ -398,6 +438,10 @@ int Replica::propagate_commit_st() {
       log_->set_commit_offset(c);
       ++work;
     }
+  } else if (syncing_) {
+    const std::uint64_t before = log_->commit_offset();
+    commit_as_tail_st();  // the joining successor may have caught up
+    work += log_->commit_offset() > before;
   }
   if (pred_ && log_->commit_offset() > commit_sent_up_) {
     const std::uint64_t pair[2] = {log_->commit_offset(), ~log_->commit_offset()};
@@ -432,17 +476,23 @@ ReplicaStats Replica::stats() const {
   s.successor_connected = succ_ != nullptr;
   s.predecessor_connected = pred_ != nullptr;
   if (succ_) {
-    std::uint64_t backlog = fwd_in_flight_;
-    for (std::uint32_t i = 0; i < cfg_.slot_count; ++i) {
-      const SlotInfo& in = log_->slot_info(i);
-      if (in.state == SlotState::free) continue;
-      // A slot of a generation not yet started is owed whole.
-      const std::uint32_t sent = fwd_gen_[i] == in.generation ? std::min(fwd_end_[i], in.valid_end) : 0;
-      backlog += in.valid_end - sent;
-    }
-    s.successor_backlog_bytes = static_cast<std::int64_t>(backlog);
+    s.successor_backlog_bytes = static_cast<std::int64_t>(successor_backlog_st());
+    s.successor_synced = cfg_.is_tail() && syncing_ && read_held_word_st() >= log_->commit_offset();
   }
   return s;
+}
+
+std::uint64_t Replica::successor_backlog_st() const {
+  CATENA_ST_CHECK(owner_);
+  std::uint64_t backlog = fwd_in_flight_;
+  for (std::uint32_t i = 0; i < cfg_.slot_count; ++i) {
+    const SlotInfo& in = log_->slot_info(i);
+    if (in.state == SlotState::free) continue;
+    // A slot of a generation not yet started is owed whole.
+    const std::uint32_t sent = fwd_gen_[i] == in.generation ? std::min(fwd_end_[i], in.valid_end) : 0;
+    backlog += in.valid_end - sent;
+  }
+  return backlog;
 }
 
 std::vector<LinkFault> Replica::take_faults() {

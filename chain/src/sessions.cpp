@@ -73,7 +73,7 @@ int Replica::pump_publishers_st() {
   CATENA_ST_CHECK(owner_);
   int work = 0;
   for (auto& p : publishers_) work += consume_publisher_st(*p);
-  if (work > 0 && cfg_.is_tail()) log_->set_commit_offset(log_->end_offset());
+  if (work > 0 && cfg_.is_tail()) commit_as_tail_st();
   const auto dead =
       std::remove_if(publishers_.begin(), publishers_.end(), [](const auto& p) { return p->closed; });
   publishers_.erase(dead, publishers_.end());

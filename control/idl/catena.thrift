@@ -165,6 +165,9 @@ struct PartitionProgress {
   // Bytes it holds that its successor does not have yet (not yet written,
   // or written and not yet completed); -1: no link to a successor.
   6: i64 successor_backlog_bytes = -1,
+  // A tail only: it counts its joining successor in its commit, and the
+  // successor holds every record the tail committed (it may be promoted).
+  7: bool successor_synced = false,
 }
 
 struct NodeStats {

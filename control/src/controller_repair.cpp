@@ -46,19 +46,17 @@ std::int64_t Controller::rebuilt_start_offset(std::int64_t high_water) {
   return (high_water / kOffsetGeneration + 1) * kOffsetGeneration;
 }
 
-std::int64_t Controller::promote_backlog_limit(std::int64_t segment_bytes) {
-  return std::max<std::int64_t>(std::int64_t{1} << 20, segment_bytes / 4);
-}
-
-bool Controller::caught_up_locked(const idl::PartitionRoute& route, std::int64_t segment_bytes) const {
+bool Controller::caught_up_locked(const idl::PartitionRoute& route) const {
   if (route.replicas.empty() || route.joining.empty()) return false;
   auto it = stats_.find(route.replicas.back().node_id);
   if (it == stats_.end()) return false;
   for (const auto& p : it->second.partitions) {
     if (p.channel != route.channel || p.partition != route.partition) continue;
-    // Only a report at this epoch is about the link to joining[0].
-    return p.epoch == route.epoch && p.successor_backlog_bytes >= 0 &&
-           p.successor_backlog_bytes <= promote_backlog_limit(segment_bytes);
+    // Only a report at this epoch is about the link to joining[0]. A small
+    // backlog is not enough: records the tail committed before it began to
+    // sync joining[0] may be missing there, and the promoted tail would be a
+    // member without every acknowledged record.
+    return p.epoch == route.epoch && p.successor_synced;
   }
   return false;
 }
@@ -321,9 +319,8 @@ void Controller::promote_caught_up_locked() {
   for (const auto& [name, ch] : store_->state().channels) {
     for (const auto& route : ch.routes) {
       // Every member runs this epoch (so the tail forwards to joining[0]),
-      // and the tail says joining[0] is nearly level with it.
-      if (route.joining.empty() || !fully_acked_locked(route) ||
-          !caught_up_locked(route, ch.config.segment_bytes)) {
+      // and the tail says joining[0] holds all it committed.
+      if (route.joining.empty() || !fully_acked_locked(route) || !caught_up_locked(route)) {
         continue;
       }
       idl::PartitionRoute next = route;

@@ -5,6 +5,7 @@
 // fabric provider), configured from controller routes through the same seam
 // catenad uses (broker::replica_config_for), with real Publisher and
 // Subscriber clients on the routes clients get (ControllerRoutes::to_route).
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -203,7 +204,7 @@ class Joining : public ::testing::Test {
     install(joining, {joiner});
     publish(*pub.value(), 4000, 2000);
     EXPECT_TRUE(eventually([&] { return stats_of(tail).commit_offset == 6000; }))
-        << "the tail commits what it holds, whatever the joining replica has";
+        << "the tail commits what both hold once it syncs the joining replica";
     ASSERT_TRUE(eventually([&] {
       const auto t = stats_of(tail);
       return t.successor_backlog_bytes == 0 && stats_of(joiner).end_offset == 6000;
@@ -215,7 +216,9 @@ class Joining : public ::testing::Test {
     EXPECT_TRUE(j.predecessor_connected);
     EXPECT_EQ(j.successor_backlog_bytes, -1);
     EXPECT_EQ(j.watchers, 0u);
-    EXPECT_EQ(stats_of(tail).commit_offset, 6000u) << "the joining replica's commit word does not count";
+    EXPECT_EQ(stats_of(tail).commit_offset, 6000u);
+    EXPECT_TRUE(eventually([&] { return stats_of(tail).successor_synced; }))
+        << "a tail owing little syncs its joining replica";
     expect_serves_nothing(joiner, 300ms);
 
     // Epoch 3: promoted. The old tail is a middle now and takes its commit
@@ -242,6 +245,52 @@ class Joining : public ::testing::Test {
   std::map<std::uint64_t, std::string> acked_;  // offset -> payload
   int failed_ = 0;
 };
+
+// Once the tail syncs its joining replica, the commit counts it: a joining
+// replica that stops taking writes holds the chain's commit back (the
+// controller drops it, as it would a member), so the tail never commits a
+// record the replica it may promote lacks. Before the sync (issue 8) the
+// tail committed on, and a promoted replica could lack acknowledged records.
+TEST_F(Joining, SyncedJoiningReplicaHoldsTheTailsCommitBack) {
+  install(make_route(1, {0, 1}, {}), {0, 1});
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, kChannel, po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  publish(*pub.value(), 0, 1000);
+  const auto joining = make_route(2, {0, 1}, {2});
+  install(joining, {0, 1, 2});
+  ASSERT_TRUE(eventually([&] { return stats_of(1).successor_synced; }))
+      << "tail backlog " << stats_of(1).successor_backlog_bytes;
+  ASSERT_EQ(stats_of(1).commit_offset, 1000u);
+
+  brokers_[2].reset();  // the joining replica's process goes away
+  int acks = 0;
+  for (int i = 1000; i < 1200; ++i) {
+    const std::string payload = "late-" + std::to_string(i);
+    while (pub.value()->publish_to(0, bytes(payload), [&](const PublishResult& r) {
+      if (r.status == PublishStatus::ok) ++acks;
+    }) == client::ErrorCode::backpressure) {
+      pub.value()->poll();
+    }
+  }
+  ASSERT_TRUE(eventually([&] {
+    pub.value()->poll();
+    return stats_of(1).end_offset == 1200;
+  })) << "the tail stores what the head forwards";
+  const auto deadline = std::chrono::steady_clock::now() + 300ms;
+  while (std::chrono::steady_clock::now() < deadline) pub.value()->poll();
+  EXPECT_EQ(stats_of(1).commit_offset, 1000u) << "committed beyond what the synced joining replica holds";
+  EXPECT_EQ(acks, 0) << "acknowledged records the joining replica may not hold";
+
+  // The controller drops the dead joining replica: the chain commits on.
+  install(make_route(3, {0, 1}, {}), {0, 1});
+  EXPECT_TRUE(eventually([&] {
+    pub.value()->poll();
+    return acks == 200;
+  })) << acks << " of 200 acknowledged after the joining replica left";
+  EXPECT_EQ(stats_of(1).commit_offset, 1200u);
+}
 
 TEST_F(Joining, ReplacementCopiesBehindTheTailWhileItCommitsAndHoldsEverythingOncePromoted) {
   join_and_promote({0, 1}, 2);

@@ -27,8 +27,10 @@ namespace catena::control::testing {
 // Its reports (heartbeat stats and ping answers, see report()) carry the
 // progress of every route it is a member of, at the installed epoch: a
 // replica with a successor (a tail with a joining node behind it included)
-// reports a backlog of 0 unless the test set one with set_backlog(), so a
-// joining node is caught up as soon as its tail runs its epoch.
+// reports a backlog of 0 unless the test set one with set_backlog(), and a
+// tail reports its joining successor synced when the backlog is 0 unless the
+// test said otherwise with set_synced(), so a joining node is caught up as
+// soon as its tail runs its epoch.
 class FakeBroker final : public idl::BrokerAdminIf {
  public:
   explicit FakeBroker(std::string name) : name_(std::move(name)) {}
@@ -111,6 +113,9 @@ class FakeBroker final : public idl::BrokerAdminIf {
       const bool has_successor = at + 1 != line.end();
       auto b = backlog_.find(key);
       p.__set_successor_backlog_bytes(!has_successor ? -1 : b == backlog_.end() ? 0 : b->second);
+      auto sy = synced_.find(key);
+      p.__set_successor_synced(has_successor &&
+                               (sy != synced_.end() ? sy->second : p.successor_backlog_bytes == 0));
       if (auto e = end_offset_.find(key); e != end_offset_.end()) {
         p.__set_end_offset(e->second);
         p.__set_commit_offset(e->second);
@@ -130,6 +135,13 @@ class FakeBroker final : public idl::BrokerAdminIf {
   void set_backlog(const std::string& channel, std::int32_t p, std::int64_t bytes) {
     std::lock_guard lock(mu_);
     backlog_[{channel, p}] = bytes;
+  }
+
+  // Whether it reports its joining successor synced from now on (otherwise:
+  // when the backlog is 0).
+  void set_synced(const std::string& channel, std::int32_t p, bool synced) {
+    std::lock_guard lock(mu_);
+    synced_[{channel, p}] = synced;
   }
 
   // The end (and commit) offset it reports for channel/partition from now on.
@@ -183,6 +195,7 @@ class FakeBroker final : public idl::BrokerAdminIf {
   mutable std::mutex mu_;
   std::string node_id_;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> backlog_;
+  std::map<std::pair<std::string, std::int32_t>, bool> synced_;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> end_offset_;
   std::vector<idl::ChainAssignment> configure_calls_;
   std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;

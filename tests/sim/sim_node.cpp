@@ -478,6 +478,7 @@ idl::NodeStats SimNode::stats() const {
     p.__set_end_offset(static_cast<std::int64_t>(s.end_offset));
     p.__set_commit_offset(static_cast<std::int64_t>(s.commit_offset));
     p.__set_successor_backlog_bytes(s.successor_backlog_bytes);
+    p.__set_successor_synced(s.successor_synced);
     partitions.push_back(std::move(p));
   }
   out.__set_segments(segments);

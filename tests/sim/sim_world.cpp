@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 
 #include <catena/chain/record.hpp>
 #include <catena/control/controller.hpp>
@@ -198,6 +199,7 @@ class World {
     if (pick(10) < 8) sub_->step(behind());
     net_.settle();
     maintenance();
+    check_members();
   }
 
   void act() {
@@ -369,6 +371,31 @@ class World {
   }
 
   // --- the checker ---------------------------------------------------------------
+  // A chain changes only to members that hold every acknowledged record of
+  // its range (a joining replica becomes one only once it holds all that was
+  // committed): each live member of the current route holds the highest
+  // acknowledged offset at or above the route's start.
+  void check_members() {
+    if (acked_offsets_.empty()) return;
+    const auto r = controller_->get_route(kChannel, 0, 0);
+    if (!r) return;
+    const std::uint64_t top = acked_offsets_.rbegin()->first;
+    if (top < static_cast<std::uint64_t>(r->start_offset)) return;
+    for (const auto& m : r->replicas) {
+      SimNode* n = node_by_id(m.node_id);
+      if (n == nullptr || !n->alive() || n->node_epoch() != m.node_epoch) continue;
+      const chain::Replica* rep = n->replica(kChannel, 0);
+      if (rep == nullptr || rep->config().start_offset != static_cast<std::uint64_t>(r->start_offset))
+        continue;
+      if (rep->log().end_offset() > top) continue;
+      const std::string key = n->name() + "@" + std::to_string(r->epoch);
+      if (!short_members_.insert(key).second) continue;
+      violation(n->name() + " is in the chain at epoch " + std::to_string(r->epoch) +
+                " but holds offsets below " + std::to_string(rep->log().end_offset()) + " only; offset " +
+                std::to_string(top) + " is acknowledged");
+    }
+  }
+
   bool behind() const {
     return !acked_offsets_.empty() && acked_offsets_.rbegin()->first >= sub_->next_offset();
   }
@@ -392,12 +419,9 @@ class World {
       }
       break;
     }
-    // Acknowledged means committed: a tail held it. Not necessarily the
-    // tail of the ack's epoch: a record the old tail committed may be
-    // acknowledged after a joining replica was promoted, before it got the
-    // record (the controller promotes within promote_backlog_limit()). So:
-    // some tail at the ack's epoch or before, among those still there to
-    // ask, holds it.
+    // Acknowledged means committed: a tail held it. The tail of the ack's
+    // epoch, if still there to ask (a joining replica is promoted only once
+    // it holds every committed record); otherwise some tail before it.
     const auto routes = admin_.routes();
     if (!routes.contains(static_cast<std::int64_t>(epoch))) {
       violation("ack of #" + std::to_string(id) + " at epoch " + std::to_string(epoch) +
@@ -415,6 +439,12 @@ class World {
       if (rep == nullptr || rep->config().start_offset != static_cast<std::uint64_t>(r->second.start_offset))
         continue;
       if (rep->log().end_offset() > offset) return;
+      if (r->first == static_cast<std::int64_t>(epoch)) {
+        violation("#" + std::to_string(id) + " acknowledged at offset " + std::to_string(offset) + " epoch " +
+                  std::to_string(epoch) + " but that epoch's tail " + n->name() + " holds offsets below " +
+                  std::to_string(rep->log().end_offset()) + " only");
+        return;
+      }
       asked +=
           " " + n->name() + "@" + std::to_string(r->first) + "<" + std::to_string(rep->log().end_offset());
     }
@@ -569,8 +599,9 @@ class World {
   std::string silent_;
   std::string silent_addr_;
   std::uint64_t unsilence_at_ns_ = 0;
-  std::map<std::uint64_t, std::uint64_t> acked_;                    // publish id -> offset (~0: unknown)
-  std::map<std::uint64_t, std::uint64_t> acked_offsets_;            // offset -> publish id
+  std::map<std::uint64_t, std::uint64_t> acked_;          // publish id -> offset (~0: unknown)
+  std::map<std::uint64_t, std::uint64_t> acked_offsets_;  // offset -> publish id
+  std::set<std::string> short_members_;                   // node@epoch already reported by check_members()
   std::vector<std::pair<std::uint64_t, std::uint64_t>> delivered_;  // (offset, id) in delivery order
   std::vector<std::string> violations_;
 };

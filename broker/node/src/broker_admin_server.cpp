@@ -76,6 +76,7 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
     pp.__set_end_offset(static_cast<std::int64_t>(p.replica.end_offset));
     pp.__set_commit_offset(static_cast<std::int64_t>(p.replica.commit_offset));
     pp.__set_successor_backlog_bytes(p.replica.successor_backlog_bytes);
+    pp.__set_successor_synced(p.replica.successor_synced);
     partitions.push_back(std::move(pp));
   }
   out.partitions = std::move(partitions);  // the generated setter would copy

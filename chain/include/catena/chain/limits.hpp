@@ -45,4 +45,11 @@ inline constexpr std::uint32_t kMaxPublisherRing = 256u << 20;
 
 inline constexpr std::int64_t kMinTtlMs = 1000;
 
+// A tail with a joining successor starts counting it in its commit (the
+// joining replica's sync, see replica.hpp) once it owes it at most this many
+// bytes: the commit then waits at most one forwarding pass of this size.
+[[nodiscard]] constexpr std::int64_t join_sync_backlog_bytes(std::int64_t segment_bytes) {
+  return segment_bytes / 4 > (std::int64_t{1} << 20) ? segment_bytes / 4 : std::int64_t{1} << 20;
+}
+
 }  // namespace catena::chain::limits

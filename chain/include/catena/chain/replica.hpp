@@ -11,12 +11,18 @@
 //    live data;
 //  - a joining replica sits after the tail (position >= chain_length): the
 //    tail forwards to it like to any successor, but it is not part of the
-//    chain yet. The tail commits what it holds whatever the joining replica
-//    has, and never reads the commit word; the joining replica never commits,
-//    so it neither serves records nor acknowledges anything. Once caught up
-//    it is reconfigured as the tail (the controller's promotion): it then
-//    commits what it holds and its commit travels up through the old tail,
-//    now a middle, over the link that already exists;
+//    chain yet; it never commits, so it neither serves records nor
+//    acknowledges anything. It writes what it holds (its end offset, tagged
+//    with the epoch) into the tail's held word. While the tail owes it more
+//    than join_sync_backlog_bytes() the tail commits what it holds whatever
+//    the joining replica has. Below that the tail **syncs** it, for the rest
+//    of the epoch: its commit advances only to what both hold, so after one
+//    forwarding pass (the commit waits for it) every committed record is on
+//    the joining replica too (ReplicaStats::successor_synced). Only then may
+//    the controller promote it to tail: a chain never gains a member that
+//    lacks an acknowledged record. Promoted, it commits what it holds and
+//    its commit travels up through the old tail, now a middle, over the link
+//    that already exists;
 //  - every replica but the head validates what its predecessor wrote before
 //    it forwards, commits or serves it;
 //  - the tail's commit offset travels back up: each replica writes it into
@@ -134,6 +140,9 @@ struct ReplicaStats {
   // Bytes this replica holds that its successor does not have yet: not yet
   // posted, or posted and not yet completed. -1 without a successor link.
   std::int64_t successor_backlog_bytes = -1;
+  // A tail only: it syncs its joining successor and the successor holds
+  // every record this tail committed (it may be promoted).
+  bool successor_synced = false;
 };
 
 // What a sealed head holds (partition handoff): every record it stored lies
@@ -256,6 +265,16 @@ class Replica {
   void drop_watchers_st();
   void on_commit_advanced_st();
   std::uint64_t read_commit_word_st() const;
+  // What the joining successor says it holds at this epoch (0 if it said
+  // nothing yet, or at another epoch).
+  std::uint64_t read_held_word_st() const;
+  // A tail's commit: all it holds, or, syncing a joining successor, what
+  // both hold (never backwards).
+  void commit_as_tail_st();
+  // Bytes this replica holds that its successor does not have yet.
+  std::uint64_t successor_backlog_st() const;
+  // A joining replica: writes its end offset into the tail's held word.
+  int report_held_st();
   // Copies `len` (at most kScratchSlotBytes) bytes into the next scratch slot
   // and returns it as the source of a write.
   fabric::LocalBuffer stage_small_write_st(const void* bytes, std::uint32_t len);
@@ -268,6 +287,13 @@ class Replica {
   std::shared_ptr<fabric::MemoryRegion> commit_word_;  // written by the successor
   // Sources of small writes (commit words up the chain, pads into
   // subscribers' rings), slots reused round-robin.
+  // The commit word region (64 bytes, written by the successor only): words
+  // 0-1 {commit, ~commit} from a successor in the chain, words 2-4 {held end,
+  // epoch, held_check} from a joining one.
+  static constexpr std::size_t kHeldWord = 2;
+  static constexpr std::uint64_t held_check(std::uint64_t held, std::uint64_t epoch) {
+    return ~held ^ (epoch * 0x9E3779B97F4A7C15ull);
+  }
   static constexpr std::uint32_t kScratchSlotBytes = 64;
   static constexpr std::uint32_t kScratchSlots = 256;
   std::unique_ptr<fabric::MemoryRegion> scratch_;
@@ -287,6 +313,8 @@ class Replica {
   std::unique_ptr<Link> pred_;
   fabric::RemoteRegion pred_commit_word_{};
   std::uint64_t commit_sent_up_ = 0;
+  std::uint64_t held_sent_up_ = 0;  // a joining replica: the end it last wrote into the tail's held word
+  bool syncing_ = false;            // a tail counts its joining successor in its commit (this epoch)
 
   std::vector<std::unique_ptr<PublisherSession>> publishers_;
   std::vector<std::unique_ptr<SubscriberSession>> subscribers_;

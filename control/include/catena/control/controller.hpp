@@ -20,10 +20,12 @@
 //                   replacements picked by zone and load join behind the
 //                   tail (route.joining) at epoch+1 again -> pushed; the tail
 //                   copies every retained segment to joining[0] while it
-//                   keeps committing -> once every member acknowledged the
-//                   epoch and the tail's heartbeat reports, at that epoch, a
-//                   backlog towards joining[0] of at most
-//                   promote_backlog_limit(), joining[0] becomes the tail at
+//                   keeps committing; once it owes at most
+//                   chain::limits::join_sync_backlog_bytes() the tail syncs
+//                   joining[0] (its commit waits for it) -> once every member
+//                   acknowledged the epoch and the tail's heartbeat reports,
+//                   at that epoch, joining[0] synced (it holds every
+//                   committed record), joining[0] becomes the tail at
 //                   epoch+1 (one at a time) -> intent closed when every route
 //                   has R replicas (joining ones do not count) and is acked.
 //                   A chain never loses its last member: it stays (the
@@ -161,14 +163,6 @@ class Controller {
   // restore replication, retry pushes.
   void tick() EXCLUDES(tick_mu_, mu_);
 
-  // The largest backlog (bytes the tail holds that joining[0] does not have
-  // yet) at which joining[0] is promoted to tail: max(1 MiB, segment/4).
-  // On promotion the new tail commits only what it holds, so the chain's
-  // commit waits for this remainder, which the existing link delivers in
-  // about one forwarding pass. Zero would wait for a moment with no write
-  // in flight, which a busy partition may never have.
-  [[nodiscard]] static std::int64_t promote_backlog_limit(std::int64_t segment_bytes);
-
   // Where a chain rebuilt after its data was lost starts: the first multiple
   // of kOffsetGeneration above the partition's high-water mark. The mark
   // comes from heartbeats, so it lags the chain by up to one heartbeat plus
@@ -221,10 +215,9 @@ class Controller {
   [[nodiscard]] bool in_any_route_locked(const std::string& node_id) const REQUIRES(mu_);
   // Every member of the route, joining ones included, acknowledged its epoch.
   [[nodiscard]] bool fully_acked_locked(const idl::PartitionRoute& route) const REQUIRES(mu_);
-  // The tail's last report, at the route's epoch, shows joining[0] within
-  // promote_backlog_limit() of it.
-  [[nodiscard]] bool caught_up_locked(const idl::PartitionRoute& route, std::int64_t segment_bytes) const
-      REQUIRES(mu_);
+  // The tail's last report, at the route's epoch, says joining[0] is synced:
+  // the tail counts it in its commit, and it holds every committed record.
+  [[nodiscard]] bool caught_up_locked(const idl::PartitionRoute& route) const REQUIRES(mu_);
   [[nodiscard]] std::string assign_node_id_locked(std::int64_t* next_seq) const REQUIRES(mu_);
 
   // Declares node_id DEAD and takes it out of its chains. fence_evicted:

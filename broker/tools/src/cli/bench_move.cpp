@@ -50,7 +50,7 @@ constexpr std::uint32_t kPayload = 64;         // steady records
 constexpr std::uint32_t kFill = 64u << 10;     // pre-fill records
 constexpr int kSegmentSlots = 8;               // catenad --segment-slots, as LocalCluster starts it
 constexpr std::size_t kMaxRecords = 2u << 20;  // steady records timed, at most
-const std::string kChannel = "move-bench";
+constexpr const char* kChannel = "move-bench";
 
 std::uint64_t steady_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -19,7 +19,7 @@ constexpr std::uint32_t kFirstRecord = sizeof(SegmentHeader);
 }  // namespace
 
 PartitionLog::PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cfg, const Clock& clock)
-    : slots_(std::move(slots)), info_(slots_.size()), cfg_(cfg), clock_(clock) {
+    : slots_(std::move(slots)), info_(slots_.size()), zero_(slots_.size(), false), cfg_(cfg), clock_(clock) {
   if (slots_.size() < 2) throw std::invalid_argument("a partition needs at least 2 segment slots");
   for (auto& s : slots_) {
     if (s.size() != cfg_.segment_bytes) throw std::invalid_argument("segment slot size mismatch");
@@ -48,7 +48,8 @@ bool PartitionLog::open_next_st(std::uint64_t epoch) {
     if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return false;
     if (in.next_offset > commit_offset_) return false;
   }
-  std::memset(slots_[s].data(), 0, slots_[s].size());
+  if (!zero_[s]) std::memset(slots_[s].data(), 0, slots_[s].size());
+  zero_[s] = false;
   SegmentHeader h{};
   h.magic = kSegmentMagic;
   h.base_offset = end_offset_;

@@ -83,6 +83,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   if (!sc) return sc.error();
   r->scratch_ = std::move(sc.value());
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);
+  r->log_->slots_are_zero_st();  // Provider::allocate zeroes
   r->log_->set_start(cfg.start_offset);
   r->log_->set_epoch(cfg.epoch);
   r->log_->track_producers(&r->producers_);
@@ -232,6 +233,7 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
     w.status = wire::Status::moved;  // a read-only range links to nobody
   } else {
     w.status = wire::Status::ok;
+    log_->slots_written_remotely_st();  // from the moment it has their keys
     for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
       const SlotInfo& in = log_->slot_info(s);
       // The segment's keys are this predecessor link's alone.

@@ -136,6 +136,29 @@ TEST_F(LogTest, FullRetentionIsBackpressureUntilTtlAndGracePass) {
   EXPECT_EQ(log.start_offset(), 6u);
 }
 
+// A new chain's head starts on slots fresh from Provider::allocate (zero):
+// clearing a 64 MiB segment at the first append touched every page of it,
+// a pause in the middle of a partition move. It clears only what may hold
+// bytes: a slot used before, or every slot once a predecessor had the keys.
+TEST_F(LogTest, SlotsKnownToBeZeroAreNotClearedAgainOthersAre) {
+  Slots s(3, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  log.slots_are_zero_st();
+  // Bytes the log believes are not there: left alone where it was told
+  // the memory is zero (so the test can see that no clearing happened).
+  s.mem[0][kSeg - 1] = std::byte{0x5a};
+  std::uint64_t off = 0;
+  ASSERT_EQ(log.append(producer(1, 0), bytes_of("a"), &off), AppendStatus::ok);
+  EXPECT_EQ(s.mem[0][kSeg - 1], std::byte{0x5a});
+  // A predecessor linked: it may have written anywhere, so slot 1 is cleared.
+  log.slots_written_remotely_st();
+  s.mem[1][kSeg - 1] = std::byte{0x5a};
+  log.seal_open();
+  ASSERT_EQ(log.append(producer(1, 1), bytes_of("b"), &off), AppendStatus::ok);
+  EXPECT_EQ(log.open_slot(), 1);
+  EXPECT_EQ(s.mem[1][kSeg - 1], std::byte{0});
+}
+
 // Commits stalled past TTL + grace (a dead successor nobody repaired yet):
 // the head must not reuse a slot whose records never reached the tail, or
 // it would overwrite the only copy of records it may yet acknowledge.

@@ -52,6 +52,13 @@ struct PartitionSession {
   bool down = false;
   bool resync = false;  // the head reported a sequence gap: reconnect and follow its welcome
   bool moved = false;   // the head was sealed (partition handoff): reconnect to the new chain's head
+  // Following a move: the route epoch whose head was sealed (0: none), and
+  // since when. Until the controller publishes the next chain (a few ms
+  // after the seal) the route is re-read without dialling the sealed head
+  // again, and the new head, which the controller configures just after
+  // publishing the route, is retried at once rather than backed off.
+  std::uint64_t moved_epoch = 0;
+  Clock::time_point moved_since{};
   // Where the partition's chain starts (Route::start_offset), once known: a
   // chain rebuilt after every copy was lost starts higher.
   std::uint64_t chain_start = 0;
@@ -76,6 +83,10 @@ class Publisher::Impl {
   // all: this many means the watch is on a node that no longer gets the
   // chain's records (cut off, and silent rather than disconnected).
   static constexpr std::uint32_t kStaleWatch = 1024;
+  // Following a partition move: how often the route and the new head are
+  // tried, and for how long before the usual back-off applies again.
+  static constexpr std::chrono::milliseconds kMoveRetry{2};
+  static constexpr std::chrono::milliseconds kMoveFollow{2000};
 
   Impl(RouteSource& routes, std::string channel, const PublisherOptions& opts)
       : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
@@ -197,6 +208,10 @@ class Publisher::Impl {
         spdlog::debug("publisher {}/{}: {}", channel_, s.partition,
                       s.moved ? "the partition moved to a new chain; following it"
                               : "the head reported a sequence gap; resyncing");
+        if (s.moved) {
+          s.moved_epoch = s.route.epoch;
+          s.moved_since = now;
+        }
         s.resync = false;
         s.moved = false;
         s.link.reset();
@@ -320,13 +335,22 @@ class Publisher::Impl {
   bool connect_st(PartitionSession& s, std::uint64_t stale_epoch) {
     CATENA_ST_CHECK(owner_);
     const auto now = Clock::now();
-    s.retry_at = now + std::chrono::milliseconds(50);
+    // A move is over in milliseconds (seal, commit, route, pushes); the
+    // usual back-off would make it a 50 ms pause. Bounded: a move that
+    // takes longer is waited for like any other outage.
+    const bool following_move = s.moved_epoch != 0 && now - s.moved_since < kMoveFollow;
+    s.retry_at = now + (following_move ? kMoveRetry : std::chrono::milliseconds(50));
     if (!s.down) {
       s.down = true;
       s.down_since = now;
     }
     auto route = routes_.route(channel_, s.partition, stale_epoch);
     if (!route) return false;
+    if (following_move && route->epoch <= s.moved_epoch) {
+      // The sealed head's route still: it would only answer `moved` again.
+      s.route = route.value();
+      return false;
+    }
     // Keep the epoch even of a route without replicas (every replica failed
     // and no replacement yet): the next lookup then asks for a newer one.
     s.route = route.value();
@@ -365,7 +389,11 @@ class Publisher::Impl {
       // Sealed, and the controller has not published the new chain yet.
       spdlog::debug("publisher {}/{}: head {} is sealed; waiting for the new chain", channel_, s.partition,
                     head.node_id);
-      s.retry_at = now + std::chrono::milliseconds(5);
+      if (s.moved_epoch != s.route.epoch) {
+        s.moved_epoch = s.route.epoch;
+        s.moved_since = now;
+      }
+      s.retry_at = now + kMoveRetry;
       return false;
     }
     if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) {
@@ -378,6 +406,7 @@ class Publisher::Impl {
                   channel_, s.partition, head.node_id, head.fabric_addr, s.route.epoch, w->next_sequence,
                   s.pending.size());
     max_record_ = std::min(max_record_, w->max_record);
+    s.moved_epoch = 0;
     s.link = std::move(d.link);
     s.ring = w->ring;
     s.down = false;

@@ -436,12 +436,27 @@ class Broker::Impl {
     auto pending = connecting_.find(key);
     if (pending != connecting_.end() && pending->second == out.epoch) connecting_.erase(pending);
     if (!out.link) {
-      reconnect_at_[key] = clock_.now_ns() + 200'000'000;  // retry a failed link every 200 ms
+      // Retry a failed link every 200 ms. A successor that answered
+      // not_ready has not been configured at this epoch yet: the
+      // controller pushes every member of a new chain at once, and one
+      // that is a few ms behind would otherwise hold the chain's commits
+      // (and every ack after a move or a repair) for 200 ms. It is retried
+      // after 5 ms, doubling up to the 200 ms.
+      std::uint64_t wait_ns = 200'000'000;
+      if (out.welcome.status == wire::Status::not_ready) {
+        auto& streak = not_ready_streak_[key];
+        wait_ns = std::min<std::uint64_t>(wait_ns, 5'000'000ull << std::min(streak, 6u));
+        ++streak;
+      } else {
+        not_ready_streak_.erase(key);
+      }
+      reconnect_at_[key] = clock_.now_ns() + wait_ns;
       if (auto u = unlinked_.find(key); u != unlinked_.end() && u->second.epoch == out.epoch) {
         u->second.last_error = out.error;
       }
       return;
     }
+    not_ready_streak_.erase(key);
     auto it = replicas_.find(key);
     if (it == replicas_.end() || it->second->epoch() != out.epoch || !it->second->wants_successor()) return;
     if (!it->second->attach_successor(std::move(out.link), out.welcome)) {
@@ -485,6 +500,7 @@ class Broker::Impl {
   using RetiredKey = std::tuple<std::string, std::uint32_t, std::uint64_t>;
   std::map<RetiredKey, std::unique_ptr<chain::Replica>> retired_;
   std::map<Key, std::uint64_t> reconnect_at_;
+  std::map<Key, std::uint32_t> not_ready_streak_;  // successive not_ready answers of the successor
   struct Unlinked {
     std::uint64_t epoch = 0;
     std::uint64_t since = 0;      // wanting a successor link at this epoch since

@@ -90,6 +90,7 @@ void Broker::Impl::connector_loop() {
       spdlog::debug("partition {}/{}: successor answered {}", req.channel, req.partition,
                     wire::to_string(d.welcome->status));
       out->error = "it answered " + std::string(wire::to_string(d.welcome->status));
+      out->welcome = *d.welcome;  // the status decides when to dial again
     } else {
       out->welcome = *d.welcome;
       out->link = std::move(d.link);

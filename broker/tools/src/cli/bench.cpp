@@ -174,10 +174,19 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--kills", o.kills, "failover rounds (a fresh cluster each)")->capture_default_str();
   app.add_option("--timeout-ms", o.timeout_ms, "failure detector heartbeat timeout for --failover")
       ->capture_default_str();
+  app.add_flag("--move", o.move,
+               "measure partition moves instead: move a partition N times under traffic (tail-offset "
+               "handoff), the pause in acknowledgements and the bytes each move sends");
+  app.add_option("--moves", o.moves, "moves for --move")->capture_default_str()->check(CLI::Range(1, 100));
+  app.add_option("--retained-mib", o.retained_mib,
+                 "MiB the partition holds before the first move, for --move (uses --segment-bytes)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 16));
 }
 
 int run_bench(const Common& c, const BenchOptions& o) {
   if (o.failover) return run_failover_bench(c, o);
+  if (o.move) return run_move_bench(c, o);
   (void)initial_mask();  // before anything is pinned
   auto place = plan_placement(o.pin, o.replicas);
   if (!place) {

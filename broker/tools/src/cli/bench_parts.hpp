@@ -1,5 +1,6 @@
 // The parts of `catena bench` (bench.cpp runs them): placement and the
-// floor (bench_placement.cpp), the catena measurements (bench_measure.cpp).
+// floor (bench_placement.cpp), the catena measurements (bench_measure.cpp),
+// what a partition move sends (bench_move_bytes.cpp, for bench_move.cpp).
 // Private to the CLI.
 #pragma once
 
@@ -90,5 +91,35 @@ std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t byte
 std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes, const std::string& channel,
                                             const std::string& provider, int sub_cpu, std::uint32_t bytes,
                                             int iters, int warmup, std::uint64_t* elapsed);
+
+// --- what one partition move sends (bench_move_bytes.cpp) --------------------
+
+// Bytes of one move, by kind; see bench_move_bytes.cpp for what is counted.
+struct MoveBytes {
+  bool found = false;            // its records were in the controller's log
+  std::int64_t data = 0;         // records copied to the new chain (measured: bench_move.cpp)
+  std::int64_t seal = 0;         // seal call + reply (the producer snapshot)
+  std::int64_t metadata = 0;     // the move's records in the controller's log
+  std::int64_t assignments = 0;  // configureChain calls + replies, to every node the route names
+  std::int64_t route = 0;        // the new route, as each client fetches it (not in total())
+  std::size_t producers = 0;     // producers in the handoff's snapshot
+  std::size_t pushes = 0;        // nodes pushed the new route
+  [[nodiscard]] std::int64_t total() const { return data + seal + metadata + assignments; }
+};
+
+// Reads the controller's write-ahead log (<cluster dir>/controller-data/wal)
+// as it grows, one move at a time.
+class MoveLog {
+ public:
+  explicit MoveLog(std::string wal_path) : path_(std::move(wal_path)) {}
+  // The records since the last call that belong to the move of
+  // channel/partition to route epoch `epoch`, and what the move sent.
+  MoveBytes next_move(const std::string& channel, std::int32_t partition, std::int64_t epoch,
+                      std::int64_t segment_bytes, std::int64_t ttl_ms, std::int32_t partitions);
+
+ private:
+  std::string path_;
+  std::uint64_t last_lsn_ = 0;
+};
 
 }  // namespace catena::cli::bench_detail

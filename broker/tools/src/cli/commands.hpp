@@ -74,6 +74,9 @@ struct BenchOptions {
   bool failover = false;
   int kills = 5;
   int timeout_ms = 50;
+  bool move = false;
+  int moves = 5;
+  int retained_mib = 4;
   std::string dir = "catena-bench";
 };
 
@@ -112,6 +115,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o);
 int run_bench(const Common& c, const BenchOptions& o);
 // `catena bench --failover` (bench_failover.cpp).
 int run_failover_bench(const Common& c, const BenchOptions& o);
+// `catena bench --move` (bench_move.cpp).
+int run_move_bench(const Common& c, const BenchOptions& o);
 
 // `catena chaos` (chaos.cpp).
 void add_chaos_options(CLI::App& app, ChaosOptions& o);

@@ -15,7 +15,11 @@
 // before the tail holds it. If the next slot is not yet free, the head
 // refuses appends with log_full (back-pressure) instead of dropping data.
 //
-// Zeroing: the head zeroes a slot before it reuses it. A replica does not:
+// Zeroing: the head zeroes a slot before it reuses it, and before its first
+// use unless the slots are known to be zero still (slots_are_zero_st(): fresh
+// from Provider::allocate, which zeroes, and never exposed to a predecessor):
+// a new chain's head would otherwise touch every page of a segment at its
+// first append, a pause of tens of ms for a 64 MiB segment. A replica does not:
 // its predecessor may be writing the new segment's next bytes while it
 // validates the first, so it cannot clear ahead of them; it never reads past
 // what it validated, and stale bytes of the old segment beyond that stay in
@@ -24,6 +28,7 @@
 // Threading: owned by the partition's data-plane thread (_st).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -155,6 +160,11 @@ class PartitionLog {
   [[nodiscard]] std::vector<std::uint32_t> slots_in_order() const;
   [[nodiscard]] const LogConfig& config() const noexcept { return cfg_; }
   [[nodiscard]] std::uint64_t bytes_used() const noexcept;
+  // Every slot's memory is zero (fresh from Provider::allocate): the first
+  // segment opened in each needs no clearing.
+  void slots_are_zero_st() { std::fill(zero_.begin(), zero_.end(), true); }
+  // A predecessor may write into every slot from now on: clear before use.
+  void slots_written_remotely_st() { std::fill(zero_.begin(), zero_.end(), false); }
 
  private:
   bool open_next_st(std::uint64_t epoch);
@@ -163,6 +173,7 @@ class PartitionLog {
 
   std::vector<std::span<std::byte>> slots_;
   std::vector<SlotInfo> info_;
+  std::vector<bool> zero_;  // by slot: known to hold only zeros
   LogConfig cfg_;
   const Clock& clock_;
   int open_ = -1;

@@ -1,0 +1,456 @@
+// `catena bench --move`: what a tail-offset partition handoff costs while
+// traffic flows. Starts its own local cluster (2R brokers by default: two
+// disjoint chains to move between), fills a partition with --retained-mib of
+// records, then runs a steady publisher (every acknowledgement timed) and a
+// live subscriber (checked with the history checker) while the partition
+// moves --moves times, round-robin over disjoint sets of R nodes.
+//
+// Per move: how long the movePartition call took (seal, commit, new route,
+// pushes), the longest pause between consecutive acknowledgements around it,
+// how long the publisher took to resume (first ack of a record published
+// after the call returned), and the bytes it sent (bench_move_bytes.cpp).
+// Records copied to the new chain are measured, not assumed: the bytes its
+// nodes hold after the move, less what they held before, less the records
+// appended to the new chain since the move's offset H (from the same
+// heartbeat) and the headers of the segments they opened.
+//
+// Acknowledgement latency "during a move" is that of records in flight
+// between the call's start and the publisher's resumption; "steady" is every
+// other record.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/history.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/chain/partition_log.hpp>
+#include <catena/chain/record.hpp>
+#include <catena/control/controller_client.hpp>
+
+#include "bench_parts.hpp"
+#include "commands.hpp"
+#include "stats.hpp"
+
+namespace catena::cli {
+
+using namespace std::chrono_literals;
+using namespace bench_detail;
+namespace idl = control::idl;
+
+namespace {
+
+constexpr std::uint32_t kPayload = 64;         // steady records
+constexpr std::uint32_t kFill = 64u << 10;     // pre-fill records
+constexpr int kSegmentSlots = 8;               // catenad --segment-slots, as LocalCluster starts it
+constexpr std::size_t kMaxRecords = 2u << 20;  // steady records timed, at most
+constexpr const char* kChannel = "move-bench";
+
+std::uint64_t steady_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+std::string record(std::uint64_t id) {
+  std::string s = "mv:" + std::to_string(id) + ":";
+  s.resize(kPayload, 'x');
+  return s;
+}
+
+std::uint64_t record_id(std::span<const std::byte> p) {
+  const char* c = reinterpret_cast<const char*>(p.data());
+  return p.size() > 3 && std::strncmp(c, "mv:", 3) == 0 ? std::strtoull(c + 3, nullptr, 10) : ~0ull;
+}
+
+struct Move {
+  std::vector<std::string> to;
+  std::uint64_t start_ns = 0, end_ns = 0;
+  std::uint64_t resumed_ns = 0;  // the first ack of a record published after end_ns
+  std::int64_t at = 0;           // H
+  std::int64_t epoch = 0;
+  std::int64_t old_head_bytes = 0;
+  double gap_ms = 0;
+  MoveBytes bytes;
+};
+
+// Node id -> its last heartbeat's stats.
+std::map<std::string, idl::NodeStats> node_stats(control::ControllerClient& admin) {
+  std::map<std::string, idl::NodeStats> out;
+  if (auto s = admin.cluster_status()) {
+    for (const auto& n : s->nodes) out[n.info.node_id] = n.stats;
+  }
+  return out;
+}
+
+const idl::PartitionProgress* progress_at(const idl::NodeStats& s, std::int64_t epoch) {
+  for (const auto& p : s.partitions) {
+    if (p.channel == kChannel && p.partition == 0 && p.epoch == epoch) return &p;
+  }
+  return nullptr;
+}
+
+// Bytes the move's new chain holds beyond what was appended to it since H
+// (see the top of this file). Waits for a heartbeat of every new node.
+std::int64_t data_copied(control::ControllerClient& admin,
+                         const std::map<std::string, idl::NodeStats>& before, const Move& m,
+                         std::string* error) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  std::map<std::string, idl::NodeStats> after;
+  for (;;) {
+    after = node_stats(admin);
+    const bool all = std::all_of(m.to.begin(), m.to.end(), [&](const std::string& id) {
+      auto it = after.find(id);
+      return it != after.end() && progress_at(it->second, m.epoch) != nullptr;
+    });
+    if (all) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      *error = "the new chain's nodes did not report it within 5 s";
+      return -1;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto frame = static_cast<std::int64_t>(chain::frame_size(kPayload));
+  const auto header = static_cast<std::int64_t>(sizeof(chain::SegmentHeader));
+  std::int64_t copied = 0;
+  for (const auto& id : m.to) {
+    const auto& a = after.at(id);
+    const auto b = before.count(id) != 0 ? before.at(id) : idl::NodeStats{};
+    const std::int64_t appended = (progress_at(a, m.epoch)->end_offset - m.at) * frame;
+    copied += (a.bytes - b.bytes) - appended - (a.segments - b.segments) * header;
+  }
+  return copied;
+}
+
+// Publishes `mib` MiB in kFill records; returns the offset after the last.
+std::int64_t prefill(Publisher& pub, int mib, double* mb_per_s) {
+  const auto payload = make_payload(kFill);
+  const std::uint64_t records = (static_cast<std::uint64_t>(mib) << 20) / kFill;
+  std::uint64_t end = 0, failed = 0;
+  const std::uint64_t t0 = steady_ns();
+  for (std::uint64_t i = 0; i < records;) {
+    const auto e = pub.publish_to(0, payload, [&](const PublishResult& r) {
+      if (r.status == PublishStatus::ok) {
+        end = std::max(end, r.offset + 1);
+      } else {
+        ++failed;
+      }
+    });
+    if (e == client::ErrorCode::ok) {
+      ++i;
+    } else if (e == client::ErrorCode::backpressure) {
+      if (pub.poll() == 0) std::this_thread::sleep_for(20us);
+    } else {
+      throw Fail{"pre-fill: " + std::string(client::to_string(e))};
+    }
+  }
+  if (!pub.flush(60s)) throw Fail{"pre-fill: flush timed out"};
+  if (failed > 0) throw Fail{"pre-fill: " + std::to_string(failed) + " records refused"};
+  *mb_per_s = static_cast<double>(records * kFill) * 1e3 / static_cast<double>(steady_ns() - t0 + 1);
+  return static_cast<std::int64_t>(end);
+}
+
+double pct(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+int run_move_bench(const Common& common, const BenchOptions& o) {
+  const int r = o.replicas;
+  const int nodes = std::max(o.nodes, 2 * r);
+  if (static_cast<std::int64_t>(o.retained_mib) << 20 > (kSegmentSlots - 2) * o.segment_bytes) {
+    std::fprintf(stderr,
+                 "catena: bench --move: %d MiB do not fit in %d segments of %lld bytes (the brokers keep %d "
+                 "slots): raise --segment-bytes\n",
+                 o.retained_mib, kSegmentSlots - 2, static_cast<long long>(o.segment_bytes), kSegmentSlots);
+    return 2;
+  }
+  std::FILE* info = o.json ? stderr : stdout;
+  ClusterOptions co;
+  co.nodes = nodes;
+  co.provider = common.provider;
+  co.dir = o.dir + "/move";
+  co.quiet = true;
+  LocalCluster cluster(co);
+  std::string err;
+  if (!cluster.start(&err)) {
+    std::fprintf(stderr, "catena: bench --move: %s\n", err.c_str());
+    return 1;
+  }
+  control::ControllerClient::Options cco;
+  cco.address = cluster.controller_address();
+  cco.rpc_timeout = 30s;
+  control::ControllerClient admin(cco);
+  idl::ChannelConfig cfg;
+  cfg.name = kChannel;
+  cfg.partitions = 1;
+  cfg.replication = r;
+  cfg.segment_bytes = o.segment_bytes;
+  cfg.ttl_ms = 600000;  // longer than the run: nothing expires
+  auto ch = admin.create_channel(cfg);
+  if (!ch) {
+    std::fprintf(stderr, "catena: bench --move: create channel: %s\n", ch.error().describe().c_str());
+    return 1;
+  }
+  // Disjoint sets of R nodes, the first chain's first.
+  std::vector<std::vector<std::string>> sets{{}};
+  for (const auto& rep : ch->routes[0].replicas) sets[0].push_back(rep.node_id);
+  std::vector<std::string> rest;
+  for (const auto& n : cluster.nodes()) {
+    if (std::find(sets[0].begin(), sets[0].end(), n.node_id) == sets[0].end()) rest.push_back(n.node_id);
+  }
+  for (std::size_t i = 0; i + static_cast<std::size_t>(r) <= rest.size(); i += static_cast<std::size_t>(r))
+    sets.emplace_back(rest.begin() + static_cast<std::ptrdiff_t>(i),
+                      rest.begin() + static_cast<std::ptrdiff_t>(i) + r);
+  std::fprintf(info, "catena bench --move: %d brokers, %zu chains of %d to move between, provider %s\n",
+               nodes, sets.size(), r, common.provider.c_str());
+
+  std::int64_t fill_end = 0;
+  try {
+    broker::ControllerRoutes routes(cco, "move-bench-fill");
+    PublisherOptions po;
+    po.provider = common.provider;
+    po.ring_bytes = 16u << 20;
+    po.max_in_flight = 4096;
+    auto pub = Publisher::create(routes, kChannel, po);
+    if (!pub) throw Fail{"publisher: " + pub.error().message};
+    double mbs = 0;
+    if (o.retained_mib > 0) fill_end = prefill(*pub.value(), o.retained_mib, &mbs);
+    std::fprintf(info, "  pre-filled %d MiB in %u KiB records at %.0f MB/s (up to offset %lld)\n",
+                 o.retained_mib, kFill >> 10, mbs, static_cast<long long>(fill_end));
+  } catch (const Fail& f) {
+    std::fprintf(stderr, "catena: bench --move: %s\n", f.what.c_str());
+    return 1;
+  }
+
+  HistoryChecker history(1);
+  std::vector<std::uint64_t> pub_ns(kMaxRecords, 0), ack_ns(kMaxRecords, 0), acks;
+  acks.reserve(kMaxRecords);
+  std::atomic<bool> stop_sub{false}, stop_pub{false}, pub_done{false}, sub_ready{false};
+  std::atomic<std::uint64_t> acked{0}, delivered{0}, failed{0};
+  std::string setup_error;
+  std::thread sub_thread([&] {
+    broker::ControllerRoutes routes(cco, "move-bench-sub");
+    SubscriberOptions so;
+    so.provider = common.provider;
+    so.start = Start::offset;
+    so.start_offset = static_cast<std::uint64_t>(fill_end);
+    auto sub = Subscriber::create(routes, kChannel, so);
+    if (!sub) setup_error = "subscriber: " + sub.error().message;
+    sub_ready = true;
+    if (!sub) return;
+    while (!stop_sub) {
+      if (sub.value()->poll([&](const Message& m) {
+            history.delivered(0, m.partition, m.offset, record_id(m.payload), m.payload);
+            delivered.fetch_add(1);
+          }) == 0) {
+        std::this_thread::sleep_for(50us);
+      }
+    }
+  });
+  while (!sub_ready) std::this_thread::sleep_for(1ms);
+  if (!setup_error.empty()) stop_pub = true;  // and report it below
+  std::thread pub_thread([&] {
+    broker::ControllerRoutes routes(cco, "move-bench-pub");
+    PublisherOptions po;
+    po.provider = common.provider;
+    auto pub = Publisher::create(routes, kChannel, po);
+    if (!pub || stop_pub) {
+      if (!pub) setup_error = "publisher: " + pub.error().message;
+      pub_done = true;
+      return;
+    }
+    std::uint64_t id = 0;
+    while (!stop_pub && id < kMaxRecords) {
+      const std::string p = record(id);
+      const auto bytes = std::span(reinterpret_cast<const std::byte*>(p.data()), p.size());
+      const std::uint64_t t = steady_ns();
+      auto e = pub.value()->publish_to(0, bytes, [&, id](const PublishResult& res) {
+        if (res.status != PublishStatus::ok) {
+          history.failed(id);
+          failed.fetch_add(1);
+          return;
+        }
+        const std::uint64_t now = steady_ns();
+        ack_ns[id] = now;
+        acks.push_back(now);
+        history.acknowledged(id, res.partition, res.offset);
+        acked.fetch_add(1);
+      });
+      if (e == client::ErrorCode::ok) {
+        pub_ns[id] = t;
+        history.published(id, bytes);
+        ++id;
+      }
+      pub.value()->poll();
+      std::this_thread::sleep_for(50us);  // a steady stream, about a record per 100 us
+    }
+    pub.value()->flush(30s);
+    pub_done = true;
+  });
+  auto wait = [](auto cond, std::chrono::milliseconds t) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    return cond();
+  };
+
+  std::vector<Move> moves;
+  MoveLog log(co.dir + "/controller-data/wal");
+  std::string error;
+  // Steady traffic first, then a move every second.
+  if (!wait([&] { return acked.load() >= 2000 || pub_done.load(); }, 20s) || pub_done.load()) {
+    error = setup_error.empty() ? "no steady acknowledgements within 20 s" : setup_error;
+  }
+  std::this_thread::sleep_for(500ms);
+  for (int k = 0; k < o.moves && error.empty(); ++k) {
+    Move m;
+    m.to = sets[static_cast<std::size_t>(k + 1) % sets.size()];
+    const auto before = node_stats(admin);
+    const std::string old_head = sets[static_cast<std::size_t>(k) % sets.size()].front();
+    if (auto it = before.find(old_head); it != before.end()) m.old_head_bytes = it->second.bytes;
+    m.start_ns = steady_ns();
+    auto res = admin.move_partition(kChannel, 0, m.to);
+    m.end_ns = steady_ns();
+    if (!res) {
+      error = "move " + std::to_string(k + 1) + ": " + res.error().describe();
+      break;
+    }
+    m.at = res->start_offset;
+    m.epoch = res->epoch;
+    m.bytes = log.next_move(kChannel, 0, m.epoch, cfg.segment_bytes, cfg.ttl_ms, cfg.partitions);
+    m.bytes.data = data_copied(admin, before, m, &error);
+    moves.push_back(std::move(m));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000) -
+                                std::chrono::nanoseconds(steady_ns() - moves.back().end_ns));
+  }
+  std::this_thread::sleep_for(500ms);
+  stop_pub = true;
+  wait([&] { return pub_done.load(); }, 40s);
+  wait([&] { return delivered.load() >= acked.load(); }, 20s);
+  std::this_thread::sleep_for(100ms);
+  stop_sub = true;
+  pub_thread.join();
+  sub_thread.join();
+  const HistoryReport h = history.check();
+
+  // Acks in time order; per move, the longest pause around it and when the
+  // publisher resumed.
+  std::sort(acks.begin(), acks.end());
+  const std::size_t published = std::count_if(pub_ns.begin(), pub_ns.end(), [](auto t) { return t != 0; });
+  for (auto& m : moves) {
+    m.resumed_ns = ~0ull;
+    for (std::size_t i = 0; i < published; ++i) {
+      if (pub_ns[i] >= m.end_ns && ack_ns[i] != 0) {
+        m.resumed_ns = ack_ns[i];
+        break;
+      }
+    }
+    std::uint64_t gap = 0;
+    for (std::size_t i = 1; i < acks.size(); ++i) {
+      if (acks[i] >= m.start_ns && acks[i - 1] <= m.resumed_ns) gap = std::max(gap, acks[i] - acks[i - 1]);
+    }
+    m.gap_ms = static_cast<double>(gap) / 1e6;
+  }
+  std::vector<std::uint64_t> during, steady;
+  for (std::size_t i = 0; i < published; ++i) {
+    if (ack_ns[i] == 0) continue;
+    const bool in_move = std::any_of(moves.begin(), moves.end(), [&](const Move& m) {
+      return pub_ns[i] <= m.resumed_ns && ack_ns[i] >= m.start_ns;
+    });
+    (in_move ? during : steady).push_back((ack_ns[i] - pub_ns[i]) / 1000);
+  }
+  std::vector<double> gaps, move_ms, resume_ms, copied;
+  for (const auto& m : moves) {
+    gaps.push_back(m.gap_ms);
+    move_ms.push_back(static_cast<double>(m.end_ns - m.start_ns) / 1e6);
+    resume_ms.push_back(m.resumed_ns == ~0ull ? -1.0 : static_cast<double>(m.resumed_ns - m.end_ns) / 1e6);
+    copied.push_back(static_cast<double>(m.bytes.total()));
+  }
+  const auto d = bench::percentiles(during);
+  const auto s = bench::percentiles(steady);
+  const std::int64_t retained = moves.empty() ? 0 : moves.front().old_head_bytes;
+  const bool found = std::all_of(moves.begin(), moves.end(), [](const Move& m) { return m.bytes.found; });
+  const std::uint64_t other = h.out_of_order + h.corrupted + h.phantom + h.offset_conflicts;
+
+  if (o.json) {
+    nlohmann::json per_move = nlohmann::json::array();
+    for (std::size_t i = 0; i < moves.size(); ++i) {
+      const auto& m = moves[i];
+      per_move.push_back({{"to", m.to},
+                          {"at_offset", m.at},
+                          {"old_head_bytes", m.old_head_bytes},
+                          {"move_ms", move_ms[i]},
+                          {"resume_ms", resume_ms[i]},
+                          {"ack_gap_ms", m.gap_ms},
+                          {"bytes", m.bytes.total()},
+                          {"data_bytes", m.bytes.data},
+                          {"seal_bytes", m.bytes.seal},
+                          {"metadata_bytes", m.bytes.metadata},
+                          {"assignment_bytes", m.bytes.assignments},
+                          {"pushes", m.bytes.pushes},
+                          {"producers", m.bytes.producers},
+                          {"route_bytes", m.bytes.route}});
+    }
+    nlohmann::json j{
+        {"system", "catena"},
+        {"mode", "move"},
+        {"provider", common.provider},
+        {"nodes", nodes},
+        {"replicas", r},
+        {"segment_bytes", cfg.segment_bytes},
+        {"moves", moves.size()},
+        {"retained_bytes", retained},
+        {"bytes_copied_per_move", pct(copied, 0.5)},
+        {"bytes_copied_per_move_max", copied.empty() ? 0.0 : *std::max_element(copied.begin(), copied.end())},
+        {"ack_gap_p50_ms", pct(gaps, 0.5)},
+        {"ack_gap_max_ms", pct(gaps, 1.0)},
+        {"ack_p99_us_during_move", d.p99},
+        {"ack_p99_us_steady", s.p99},
+        {"ack_p50_us_steady", s.p50},
+        {"move_ms_p50", pct(move_ms, 0.5)},
+        {"resume_ms_p50", pct(resume_ms, 0.5)},
+        {"acked", h.acknowledged},
+        {"failed", h.failed},
+        {"lost", h.lost},
+        {"duplicated", h.duplicated},
+        {"other_violations", other},
+        {"loadavg_1m", load_average()},
+        {"per_move", per_move}};
+    if (!error.empty()) j["error"] = error;
+    std::cout << j.dump() << std::endl;
+  } else {
+    for (std::size_t i = 0; i < moves.size(); ++i) {
+      const auto& m = moves[i];
+      std::printf(
+          "move %zu at offset %lld: call %.1f ms, publisher resumed %.1f ms after it, longest ack gap %.1f "
+          "ms; "
+          "%lld bytes (records copied %lld, seal %lld, metadata %lld, %zu assignments %lld)\n",
+          i + 1, static_cast<long long>(m.at), move_ms[i], resume_ms[i], m.gap_ms,
+          static_cast<long long>(m.bytes.total()), static_cast<long long>(m.bytes.data),
+          static_cast<long long>(m.bytes.seal), static_cast<long long>(m.bytes.metadata), m.bytes.pushes,
+          static_cast<long long>(m.bytes.assignments));
+    }
+    std::printf(
+        "%zu moves, %lld bytes retained: %.0f bytes per move (p50), ack gap p50 %.1f ms max %.1f ms, ack p99 "
+        "%llu us during moves vs %llu us steady, move p50 %.1f ms; %llu acked, lost %llu, duplicated %llu\n",
+        moves.size(), static_cast<long long>(retained), pct(copied, 0.5), pct(gaps, 0.5), pct(gaps, 1.0),
+        static_cast<unsigned long long>(d.p99), static_cast<unsigned long long>(s.p99), pct(move_ms, 0.5),
+        static_cast<unsigned long long>(h.acknowledged), static_cast<unsigned long long>(h.lost),
+        static_cast<unsigned long long>(h.duplicated));
+  }
+  if (!error.empty()) std::fprintf(stderr, "catena: bench --move: %s\n", error.c_str());
+  if (!found)
+    std::fprintf(stderr, "catena: bench --move: a move's records were not in the controller's log\n");
+  return error.empty() && found && moves.size() == static_cast<std::size_t>(o.moves) && h.ok() ? 0 : 1;
+}
+
+}  // namespace catena::cli

@@ -160,6 +160,10 @@ TEST_F(Conformance, LocalDisconnectIsSeenByPeerAndFlushes) {
 class CrossProcess : public ::testing::Test {};
 
 TEST_F(CrossProcess, WritesLandInAnotherProcessAndPeerDeathIsDetected) {
+  if (provider_spec().starts_with("dpdk:ring")) {
+    GTEST_SKIP() << "a net_ring port is a wire inside one process (a forked child gets a copy); this test "
+                    "needs a port two processes share (net_memif, not yet in the dpdk provider)";
+  }
   auto p = Provider::open(provider_spec());
   ASSERT_TRUE(p.ok()) << p.error().message;
   auto listener = p.value()->listen(listen_address());

@@ -57,8 +57,9 @@ RcQp::RcQp(const QpConfig& cfg, std::uint32_t qpn, PacketOut& out, const EngineC
       rcq_(cfg.rq_depth),
       reads_(cfg.max_reads) {}
 
-void RcQp::connect(const Path& path, std::uint32_t send_psn, std::uint32_t recv_psn) {
+void RcQp::connect(const Path& path, std::uint32_t send_psn, std::uint32_t recv_psn, std::uint32_t mtu) {
   path_ = path;
+  if (mtu != 0) cfg_.mtu = mtu;
   cur_psn_ = next_psn_ = una_ = send_psn & kPsnMask;
   epsn_ = recv_psn & kPsnMask;
 }

@@ -151,8 +151,8 @@ class RcQp {
 
   // Before the QP is handed to the progress thread: where its packets go
   // (path.dest_qpn is the peer's QP), the first PSN it sends and the first
-  // it expects.
-  void connect(const Path& path, std::uint32_t send_psn, std::uint32_t recv_psn);
+  // it expects, and the path MTU both sides agreed on (0: keep the config's).
+  void connect(const Path& path, std::uint32_t send_psn, std::uint32_t recv_psn, std::uint32_t mtu = 0);
 
   [[nodiscard]] std::uint32_t qpn() const noexcept { return qpn_; }
   [[nodiscard]] const QpConfig& config() const noexcept { return cfg_; }

@@ -80,7 +80,6 @@ bool RcQp::transmit_one(SendWqe& w, std::uint64_t now) noexcept {
     }
     p.bth.opcode = static_cast<std::uint8_t>(op);
     p.bth.ack_req = last || (index + 1) % cfg_.ack_every == 0;
-    p.bth.solicited = last && w.op == SendOp::send;
     if (first && write) p.reth = Reth{w.remote_offset, w.rkey, w.length};
     p.imm = w.imm;
     p.payload = w.local + offset;

@@ -333,6 +333,13 @@ int Port::pass() {
       if (qp != nullptr && qp->qpn() == p.bth.dest_qpn) qp->on_packet(p);
     } else if (st != roce::ParseStatus::not_roce) {
       counters_.bad_frames.fetch_add(1, std::memory_order_relaxed);
+    } else if (roce::arp_reply_in_place(
+                   std::span<std::byte>(rte_pktmbuf_mtod(rx[i], std::byte*), rx[i]->data_len), mac_, ipv4_)) {
+      // The request's buffer goes back out as the reply.
+      counters_.arp_replies.fetch_add(1, std::memory_order_relaxed);
+      if (tx_batch_.size() == kBurst) flush_tx();
+      tx_batch_.push_back(rx[i]);
+      continue;
     }
     rte_pktmbuf_free(rx[i]);
   }

@@ -104,6 +104,7 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
     std::atomic<std::uint64_t> tx_frames{0};
     std::atomic<std::uint64_t> dropped_by_shim{0};
     std::atomic<std::uint64_t> bad_frames{0};
+    std::atomic<std::uint64_t> arp_replies{0};
   };
   [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
 

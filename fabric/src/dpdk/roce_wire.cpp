@@ -219,4 +219,24 @@ ParseStatus parse_frame(std::span<const std::byte> frame, Packet& out) noexcept 
   return ParseStatus::ok;
 }
 
+bool arp_reply_in_place(std::span<std::byte> frame, const Mac& mac, std::uint32_t ip) noexcept {
+  constexpr std::size_t kArpLen = 28;
+  if (frame.size() < kEthLen + kArpLen) return false;
+  std::byte* f = frame.data();
+  std::byte* a = f + kEthLen;
+  if (get16(f + 12) != 0x0806 || get16(a) != 1 || get16(a + 2) != kEtherTypeIpv4 || a[4] != std::byte{6} ||
+      a[5] != std::byte{4} || get16(a + 6) != 1 || get32(a + 24) != ip) {
+    return false;
+  }
+  std::byte requester[10];  // its MAC and IPv4 address
+  std::memcpy(requester, a + 8, 10);
+  put16(a + 6, 2);
+  std::memcpy(a + 8, mac.data(), 6);
+  put32(a + 14, ip);
+  std::memcpy(a + 18, requester, 10);
+  std::memcpy(f, requester, 6);
+  std::memcpy(f + 6, mac.data(), 6);
+  return true;
+}
+
 }  // namespace catena::fabric::roce

@@ -171,6 +171,10 @@ enum class ParseStatus : std::uint8_t {
 // Parses and validates (lengths, ICRC) one frame into `out`.
 ParseStatus parse_frame(std::span<const std::byte> frame, Packet& out) noexcept;
 
+// ARP for the port's own address: if `frame` is an ARP request for `ip`
+// (host order), turns it in place into the reply from `mac` and returns true.
+bool arp_reply_in_place(std::span<std::byte> frame, const Mac& mac, std::uint32_t ip) noexcept;
+
 // The ICRC of a frame whose IPv4 header starts at `ip` and whose transport
 // headers, payload and pad end `ip_to_pad_len` bytes later (the ICRC field
 // itself excluded), as the value read little-endian from the wire.

@@ -256,6 +256,10 @@ std::uint64_t Port::now_ns() const noexcept {
                                         .count());
 }
 
+std::uint32_t Port::free_mbufs() const noexcept {
+  return rte_mempool_avail_count(pool_);
+}
+
 double Port::chance() noexcept {
   rng_ ^= rng_ << 13;
   rng_ ^= rng_ >> 7;
@@ -266,7 +270,10 @@ double Port::chance() noexcept {
 bool Port::send(const roce::Path& path, const roce::Packet& p) noexcept {
   if (tx_batch_.size() == kBurst) flush_tx();
   rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) return false;
+  if (m == nullptr) {
+    counters_.no_mbuf.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   const std::size_t len = roce::build_frame(
       path, p, ip_id_++, std::span<std::byte>(rte_pktmbuf_mtod(m, std::byte*), rte_pktmbuf_tailroom(m)));
   if (len == 0) {
@@ -305,6 +312,7 @@ void Port::flush_tx() noexcept {
   const auto n = static_cast<std::uint16_t>(tx_batch_.size());
   const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, tx_batch_.data(), n);
   counters_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
+  if (sent < n) counters_.dropped_tx_full.fetch_add(n - sent, std::memory_order_relaxed);
   for (std::uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(tx_batch_[i]);  // the wire is full: lost
   tx_batch_.clear();
 }

@@ -105,8 +105,11 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
     std::atomic<std::uint64_t> dropped_by_shim{0};
     std::atomic<std::uint64_t> bad_frames{0};
     std::atomic<std::uint64_t> arp_replies{0};
+    std::atomic<std::uint64_t> dropped_tx_full{0};  // the port's transmit queue was full
+    std::atomic<std::uint64_t> no_mbuf{0};          // the pool was empty: a send waited
   };
   [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
+  [[nodiscard]] std::uint32_t free_mbufs() const noexcept;
 
  private:
   explicit Port(PortSpec spec);

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <rte_bus_vdev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
@@ -11,8 +12,11 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <map>
 
 #include <catena/fabric/idle.hpp>
@@ -25,8 +29,9 @@ constexpr std::uint32_t kRingSize = 4096;
 constexpr std::uint16_t kBurst = 32;
 constexpr std::uint32_t kQpSlots = 4096;  // QPs per port at once
 constexpr std::uint64_t kLivenessPeriodNs = 5'000'000;
-// The ring port's own address: the wire it models never leaves the process.
-constexpr std::uint32_t kRingIpv4 = 0x0a2f0001;  // 10.47.0.1
+// Default addresses: the wires these ports model never leave the host.
+constexpr std::uint32_t kRingIpv4 = 0x0a2f0001;         // 10.47.0.1
+constexpr std::uint32_t kMemifClientIpv4 = 0x0a2f0102;  // 10.47.1.2
 
 Result<void> start_eal() {
   static Mutex mu;
@@ -88,6 +93,18 @@ Result<PortSpec> parse_port_spec(std::string_view spec) {
     double pct = 0;
     if (name == "ring" && eq == std::string_view::npos) {
       have_kind = true;
+    } else if (name == "memif") {
+      have_kind = true;
+      out.kind = PortSpec::Kind::memif;
+      out.memif_socket = std::string(value);
+      ok = !value.empty() && value.find_first_of(",=") == std::string_view::npos;
+    } else if (name == "role") {
+      ok = value == "server" || value == "client";
+      out.memif_server = value == "server";
+    } else if (name == "ip") {
+      in_addr a{};
+      ok = inet_pton(AF_INET, std::string(value).c_str(), &a) == 1;
+      out.ipv4 = ntohl(a.s_addr);
     } else if (name == "loss" || name == "dup" || name == "reorder") {
       ok = parse_number(value, &pct) && pct >= 0 && pct <= 100;
       (name == "loss" ? out.loss : name == "dup" ? out.dup : out.reorder) = pct / 100;
@@ -124,6 +141,13 @@ Result<std::shared_ptr<Port>> Port::open(const PortSpec& spec) {
   std::shared_ptr<Port> port(new Port(spec));
   if (auto r = port->start(); !r) return r.error();
   ports[spec.key] = port;
+  if (spec.kind == PortSpec::Kind::memif) {
+    // net_memif closes its socket lazily (on its interrupt thread) when a
+    // device goes, so a new port on the same path right after would find it
+    // still bound: a memif port stays until the process exits.
+    static std::vector<std::shared_ptr<Port>> kept;
+    kept.push_back(port);
+  }
   return port;
 }
 
@@ -144,13 +168,44 @@ Result<void> Port::start() {
   pool_ = rte_pktmbuf_pool_create((name + "p").c_str(), kPoolMbufs, 0, 0, room, SOCKET_ID_ANY);
   if (pool_ == nullptr)
     return make_error(Errc::resource_exhausted, std::string("mbuf pool: ") + rte_strerror(rte_errno));
-  // One ring is both directions: what the port transmits it receives.
-  ring_ = rte_ring_create((name + "r").c_str(), kRingSize, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-  if (ring_ == nullptr)
-    return make_error(Errc::resource_exhausted, std::string("ring: ") + rte_strerror(rte_errno));
-  rte_ring* rings[1] = {ring_};
-  const int id = rte_eth_from_rings(name.c_str(), rings, 1, rings, 1, static_cast<unsigned>(SOCKET_ID_ANY));
-  if (id < 0) return make_error(Errc::no_device, std::string("net_ring port: ") + rte_strerror(rte_errno));
+  int id = -1;
+  if (spec_.kind == PortSpec::Kind::ring) {
+    // One ring is both directions: what the port transmits it receives.
+    ring_ = rte_ring_create((name + "r").c_str(), kRingSize, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (ring_ == nullptr) {
+      return make_error(Errc::resource_exhausted, std::string("ring: ") + rte_strerror(rte_errno));
+    }
+    rte_ring* rings[1] = {ring_};
+    id = rte_eth_from_rings(name.c_str(), rings, 1, rings, 1, static_cast<unsigned>(SOCKET_ID_ANY));
+    if (id < 0) return make_error(Errc::no_device, std::string("net_ring port: ") + rte_strerror(rte_errno));
+  } else {
+    ring_ = rte_ring_create((name + "l").c_str(), kRingSize, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (ring_ == nullptr) {
+      return make_error(Errc::resource_exhausted, std::string("ring: ") + rte_strerror(rte_errno));
+    }
+    // A locally administered MAC of this process and port, so the two ends
+    // of a memif wire always differ.
+    char mac[32];
+    const auto pid = static_cast<unsigned>(getpid());
+    std::snprintf(mac, sizeof mac, "02:ca:%02x:%02x:%02x:%02x", (pid >> 16) & 0xff, (pid >> 8) & 0xff,
+                  pid & 0xff, static_cast<unsigned>(counter.load()) & 0xff);
+    // The memif server binds PATH and leaves the file behind when it goes:
+    // a stale one would refuse the next server on the same path.
+    if (spec_.memif_server) ::unlink(spec_.memif_socket.c_str());
+    vdev_name_ = "net_memif_" + name;
+    const std::string args = std::string("role=") + (spec_.memif_server ? "server" : "client") +
+                             ",socket=" + spec_.memif_socket + ",id=0,bsize=8192,mac=" + mac;
+    if (rte_vdev_init(vdev_name_.c_str(), args.c_str()) != 0) {
+      vdev_name_.clear();
+      return make_error(Errc::no_device,
+                        "net_memif port on " + spec_.memif_socket + " (" + args + ") did not start");
+    }
+    std::uint16_t pid16 = 0;
+    if (rte_eth_dev_get_port_by_name(vdev_name_.c_str(), &pid16) != 0) {
+      return make_error(Errc::no_device, "net_memif port " + vdev_name_ + " not found");
+    }
+    id = pid16;
+  }
   port_id_ = static_cast<std::uint16_t>(id);
   rte_eth_conf conf{};
   if (rte_eth_dev_configure(port_id_, 1, 1, &conf) != 0 ||
@@ -163,7 +218,9 @@ Result<void> Port::start() {
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id_, &mac);
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), mac_.begin());
-  ipv4_ = kRingIpv4;
+  ipv4_ = spec_.ipv4 != 0                                              ? spec_.ipv4
+          : spec_.kind == PortSpec::Kind::memif && !spec_.memif_server ? kMemifClientIpv4
+                                                                       : kRingIpv4;
   thread_ = std::thread([this] { run(); });
   return {};
 }
@@ -174,6 +231,10 @@ Port::~Port() {
   if (port_started_) {
     (void)rte_eth_dev_stop(port_id_);
     (void)rte_eth_dev_close(port_id_);
+  }
+  if (!vdev_name_.empty()) {
+    (void)rte_vdev_uninit(vdev_name_.c_str());
+    if (spec_.memif_server) ::unlink(spec_.memif_socket.c_str());
   }
   if (ring_ != nullptr) {
     // Frames still on the wire go back to the pool before it goes.
@@ -309,33 +370,37 @@ void Port::flush_tx() noexcept {
       if (chance() < spec_.reorder) std::swap(tx_batch_[i], tx_batch_[i + 1]);
     }
   }
+  if (spec_.kind != PortSpec::Kind::ring) {
+    // Frames to this port's own MAC never reach the wire: they loop back.
+    std::size_t kept = 0;
+    for (rte_mbuf* m : tx_batch_) {
+      if (std::memcmp(rte_pktmbuf_mtod(m, const std::uint8_t*), mac_.data(), 6) != 0) {
+        tx_batch_[kept++] = m;
+      } else if (rte_ring_enqueue(ring_, m) != 0) {
+        counters_.dropped_tx_full.fetch_add(1, std::memory_order_relaxed);
+        rte_pktmbuf_free(m);
+      }
+    }
+    tx_batch_.resize(kept);
+  }
   const auto n = static_cast<std::uint16_t>(tx_batch_.size());
-  const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, tx_batch_.data(), n);
+  const std::uint16_t sent = n == 0 ? 0 : rte_eth_tx_burst(port_id_, 0, tx_batch_.data(), n);
   counters_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
   if (sent < n) counters_.dropped_tx_full.fetch_add(n - sent, std::memory_order_relaxed);
   for (std::uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(tx_batch_[i]);  // the wire is full: lost
   tx_batch_.clear();
 }
 
-int Port::pass() {
-  int work = 0;
-  if (commands_pending_.load(std::memory_order_acquire)) {
-    UniqueLock lock(mu_);
-    std::vector<std::function<void()>> todo;
-    todo.swap(commands_);
-    commands_pending_.store(false, std::memory_order_relaxed);
-    for (auto& fn : todo) fn();
-    commands_done_ += todo.size();
-    cv_.notify_all();
-    work += static_cast<int>(todo.size());
-  }
-  rte_mbuf* rx[kBurst];
-  const std::uint16_t n = rte_eth_rx_burst(port_id_, 0, rx, kBurst);
+int Port::receive(rte_mbuf** rx, std::uint16_t n) noexcept {
   counters_.rx_frames.fetch_add(n, std::memory_order_relaxed);
   for (std::uint16_t i = 0; i < n; ++i) {
     roce::Packet p;
-    const auto st = roce::parse_frame(
-        std::span<const std::byte>(rte_pktmbuf_mtod(rx[i], const std::byte*), rx[i]->data_len), p);
+    // Every frame fits one mbuf (the pool's room is a full path-MTU frame).
+    const auto st =
+        rx[i]->nb_segs != 1
+            ? roce::ParseStatus::malformed
+            : roce::parse_frame(
+                  std::span<const std::byte>(rte_pktmbuf_mtod(rx[i], const std::byte*), rx[i]->data_len), p);
     if (st == roce::ParseStatus::ok) {
       roce::RcQp* qp = qp_by_slot_[p.bth.dest_qpn % kQpSlots];
       if (qp != nullptr && qp->qpn() == p.bth.dest_qpn) qp->on_packet(p);
@@ -351,7 +416,27 @@ int Port::pass() {
     }
     rte_pktmbuf_free(rx[i]);
   }
-  work += n;
+  return n;
+}
+
+int Port::pass() {
+  int work = 0;
+  if (commands_pending_.load(std::memory_order_acquire)) {
+    UniqueLock lock(mu_);
+    std::vector<std::function<void()>> todo;
+    todo.swap(commands_);
+    commands_pending_.store(false, std::memory_order_relaxed);
+    for (auto& fn : todo) fn();
+    commands_done_ += todo.size();
+    cv_.notify_all();
+    work += static_cast<int>(todo.size());
+  }
+  rte_mbuf* rx[kBurst];
+  work += receive(rx, rte_eth_rx_burst(port_id_, 0, rx, kBurst));
+  if (spec_.kind != PortSpec::Kind::ring) {
+    work += receive(rx, static_cast<std::uint16_t>(
+                            rte_ring_dequeue_burst(ring_, reinterpret_cast<void**>(rx), kBurst, nullptr)));
+  }
   for (Attachment* a : attached_) work += a->qp->progress();
   flush_tx();
   return work;

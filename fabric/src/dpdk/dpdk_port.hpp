@@ -12,6 +12,12 @@
 //                    of the process on this spec talks over it, demultiplexed
 //                    by destination QP number as on a real port. In-process
 //                    only (a forked child has a private copy of the ring).
+//   memif=PATH       a net_memif port on the Unix socket PATH: a wire to the
+//                    one other process whose port names the same PATH with
+//                    the other role=server|client (default server). Frames
+//                    to the port's own MAC loop back inside it, as on a NIC.
+//   ip=A.B.C.D       the port's IPv4 address (its GID); default 10.47.0.1,
+//                    10.47.1.2 for a memif client
 //   loss=P, dup=P, reorder=P   percent of transmitted frames dropped,
 //                    duplicated, swapped with the next (seeded: seed=N)
 //   mtu=N            path MTU (256..4096, default 4096)
@@ -48,7 +54,12 @@ struct rte_mbuf;
 namespace catena::fabric::dpdk {
 
 struct PortSpec {
+  enum class Kind : std::uint8_t { ring, memif };
   std::string key;  // the spec as given: ports are shared per key
+  Kind kind = Kind::ring;
+  std::string memif_socket;
+  bool memif_server = true;
+  std::uint32_t ipv4 = 0;  // host order; 0: the kind's default
   double loss = 0;
   double dup = 0;
   double reorder = 0;
@@ -117,6 +128,7 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   void run();
   int pass();
   void flush_tx() noexcept;
+  int receive(rte_mbuf** rx, std::uint16_t n) noexcept;
   void check_liveness();
   [[nodiscard]] double chance() noexcept;
 
@@ -124,7 +136,8 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   std::uint16_t port_id_ = 0;
   bool port_started_ = false;
   rte_mempool* pool_ = nullptr;
-  rte_ring* ring_ = nullptr;
+  rte_ring* ring_ = nullptr;  // ring: the wire; memif: frames to our own MAC
+  std::string vdev_name_;     // memif: the virtual device to remove at the end
   roce::Mac mac_{};
   std::uint32_t ipv4_ = 0;
 

@@ -1,5 +1,6 @@
 #include "dpdk/dpdk_port.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <rte_bus_vdev.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <sys/file.h>
 
 #include <catena/fabric/idle.hpp>
 
@@ -63,6 +65,21 @@ Result<void> start_eal() {
   return {};
 }
 
+// The memif server of PATH holds an exclusive lock on PATH.lock while it
+// lives (the kernel drops it when the process dies), so the first port on a
+// path becomes its server and the next its client. Probing the socket with a
+// connect() instead crashes 22.11's memif server (its interrupt thread panics
+// on the half-open connection). Returns the held lock's descriptor, or -1.
+int take_memif_server_lock(const std::string& path) {
+  const int fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 bool parse_number(std::string_view s, double* out) {
   char* end = nullptr;
   std::string copy(s);
@@ -101,6 +118,7 @@ Result<PortSpec> parse_port_spec(std::string_view spec) {
     } else if (name == "role") {
       ok = value == "server" || value == "client";
       out.memif_server = value == "server";
+      out.memif_role_given = true;
     } else if (name == "ip") {
       in_addr a{};
       ok = inet_pton(AF_INET, std::string(value).c_str(), &a) == 1;
@@ -138,7 +156,14 @@ Result<std::shared_ptr<Port>> Port::open(const PortSpec& spec) {
   if (auto it = ports.find(spec.key); it != ports.end()) {
     if (auto p = it->second.lock()) return p;
   }
-  std::shared_ptr<Port> port(new Port(spec));
+  PortSpec resolved = spec;
+  int lock_fd = -1;
+  if (resolved.kind == PortSpec::Kind::memif && (resolved.memif_server || !resolved.memif_role_given)) {
+    lock_fd = take_memif_server_lock(resolved.memif_socket);
+    if (!resolved.memif_role_given) resolved.memif_server = lock_fd >= 0;
+  }
+  std::shared_ptr<Port> port(new Port(resolved));
+  port->memif_lock_fd_ = lock_fd;
   if (auto r = port->start(); !r) return r.error();
   ports[spec.key] = port;
   if (spec.kind == PortSpec::Kind::memif) {
@@ -194,7 +219,8 @@ Result<void> Port::start() {
     if (spec_.memif_server) ::unlink(spec_.memif_socket.c_str());
     vdev_name_ = "net_memif_" + name;
     const std::string args = std::string("role=") + (spec_.memif_server ? "server" : "client") +
-                             ",socket=" + spec_.memif_socket + ",id=0,bsize=8192,mac=" + mac;
+                             ",socket=" + spec_.memif_socket +
+                             ",socket-abstract=no,id=0,bsize=8192,mac=" + mac;
     if (rte_vdev_init(vdev_name_.c_str(), args.c_str()) != 0) {
       vdev_name_.clear();
       return make_error(Errc::no_device,
@@ -236,6 +262,7 @@ Port::~Port() {
     (void)rte_vdev_uninit(vdev_name_.c_str());
     if (spec_.memif_server) ::unlink(spec_.memif_socket.c_str());
   }
+  if (memif_lock_fd_ >= 0) ::close(memif_lock_fd_);
   if (ring_ != nullptr) {
     // Frames still on the wire go back to the pool before it goes.
     void* m = nullptr;
@@ -463,19 +490,37 @@ void Port::check_liveness() {
   }
 }
 
-void Port::run() {
-  pthread_setname_np(pthread_self(), "catena-dpdk");
-  BackoffIdle idle;
-  while (!stop_.load(std::memory_order_relaxed)) {
-    pass_seq_.fetch_add(1);  // odd: in a pass
-    const int work = pass();
+bool Port::try_pass(bool with_housekeeping) {
+  if (pass_token_.exchange(true, std::memory_order_acquire)) return false;
+  pass_seq_.fetch_add(1);  // odd: in a pass
+  last_work_ = pass();
+  if (with_housekeeping) {
     const std::uint64_t now = now_ns();
     if (now >= next_liveness_ns_) {
       check_liveness();
       next_liveness_ns_ = now + kLivenessPeriodNs;
     }
-    pass_seq_.fetch_add(1);
-    idle.idle(work);
+  }
+  pass_seq_.fetch_add(1);
+  pass_token_.store(false, std::memory_order_release);
+  return true;
+}
+
+void Port::run() {
+  pthread_setname_np(pthread_self(), "catena-dpdk");
+  // Not where the creating thread was pinned: an application that pins a
+  // spinning thread to a core would otherwise starve its own progress.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpu < static_cast<int>(std::thread::hardware_concurrency()); ++cpu) {
+    CPU_SET(cpu, &all);
+  }
+  (void)pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+  BackoffIdle idle;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    // A polling application thread running the pass counts as no work
+    // here: this thread backs off while someone else drives the port.
+    idle.idle(try_pass(true) ? last_work_ : 0);
   }
 }
 

@@ -14,8 +14,10 @@
 //                    only (a forked child has a private copy of the ring).
 //   memif=PATH       a net_memif port on the Unix socket PATH: a wire to the
 //                    one other process whose port names the same PATH with
-//                    the other role=server|client (default server). Frames
-//                    to the port's own MAC loop back inside it, as on a NIC.
+//                    the other role=server|client. Without role=, the port
+//                    is the client if a server already listens on PATH, else
+//                    the server. Frames to the port's own MAC loop back
+//                    inside it, as on a NIC.
 //   ip=A.B.C.D       the port's IPv4 address (its GID); default 10.47.0.1,
 //                    10.47.1.2 for a memif client
 //   loss=P, dup=P, reorder=P   percent of transmitted frames dropped,
@@ -23,10 +25,12 @@
 //   mtu=N            path MTU (256..4096, default 4096)
 //   timeout_us=N     first retransmission timeout (default 2000)
 //
-// Threads: the progress thread owns the queue pairs' engine side, the rx/tx
-// queues and the transmit batch. Setup (attach, detach, expose, region
-// teardown) reaches it through run_sync(), a locked command queue it checks
-// with one relaxed load per pass; nothing on the data path locks.
+// Threads: whoever runs a pass (try_pass: the port's progress thread, or an
+// endpoint's poll that found nothing) owns the queue pairs' engine side, the
+// rx/tx queues and the transmit batch for that pass; one pass runs at a time.
+// Setup (attach, detach, expose, region teardown) reaches it through
+// run_sync(), a locked command queue a pass checks with one relaxed load;
+// nothing on the data path blocks.
 #pragma once
 
 #include <poll.h>
@@ -59,6 +63,7 @@ struct PortSpec {
   Kind kind = Kind::ring;
   std::string memif_socket;
   bool memif_server = true;
+  bool memif_role_given = false;
   std::uint32_t ipv4 = 0;  // host order; 0: the kind's default
   double loss = 0;
   double dup = 0;
@@ -106,7 +111,16 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   // bytes is in progress any more.
   void quiesce() const;
 
-  // PacketOut, EngineClock (progress thread).
+  // Runs one pass over the port (receive, every QP's progress, transmit) if
+  // no other thread is running one; returns whether it did. The progress
+  // thread runs passes all the time; an endpoint's poll that finds nothing
+  // runs one too, so a spinning application drives its own port instead of
+  // waiting for a progress thread it may be starving (2 cores). Passes are
+  // serialized by a token (an atomic flag, never a blocking lock): the
+  // "progress thread" state below belongs to whoever holds it.
+  bool try_pass(bool with_housekeeping = false);
+
+  // PacketOut, EngineClock (the pass's owner).
   bool send(const roce::Path& path, const roce::Packet& p) noexcept override;
   [[nodiscard]] std::uint64_t now_ns() const noexcept override;
 
@@ -138,6 +152,7 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   rte_mempool* pool_ = nullptr;
   rte_ring* ring_ = nullptr;  // ring: the wire; memif: frames to our own MAC
   std::string vdev_name_;     // memif: the virtual device to remove at the end
+  int memif_lock_fd_ = -1;    // memif server: the lock that says so
   roce::Mac mac_{};
   std::uint32_t ipv4_ = 0;
 
@@ -151,7 +166,9 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   std::uint64_t next_liveness_ns_ = 0;
   Counters counters_;
 
-  std::atomic<std::uint64_t> pass_seq_{0};  // odd while the thread is in a pass
+  std::atomic<bool> pass_token_{false};
+  int last_work_ = 0;
+  std::atomic<std::uint64_t> pass_seq_{0};  // odd while a pass runs
   std::atomic<bool> stop_{false};
   std::atomic<bool> commands_pending_{false};
   Mutex mu_;

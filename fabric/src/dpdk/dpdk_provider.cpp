@@ -180,8 +180,15 @@ class DpdkEndpoint final : public Endpoint {
     if (Errc e = resolve(dst, &p); e != Errc::ok) return e;
     return qp_->post_recv(roce::RecvWqe{wr_id, p, dst.length});
   }
-  int poll_send(Completion* out, int max) override { return qp_->poll_send(out, max); }
-  int poll_recv(Completion* out, int max) override { return qp_->poll_recv(out, max); }
+  // Nothing there: drive the port once (if no other thread is) and look again.
+  int poll_send(Completion* out, int max) override {
+    const int n = qp_->poll_send(out, max);
+    return n > 0 || !port_->try_pass() ? n : qp_->poll_send(out, max);
+  }
+  int poll_recv(Completion* out, int max) override {
+    const int n = qp_->poll_recv(out, max);
+    return n > 0 || !port_->try_pass() ? n : qp_->poll_recv(out, max);
+  }
 
   EndpointEvent poll_event() override {
     if (reported_ || !attachment_.peer_gone.load(std::memory_order_acquire)) return EndpointEvent::none;

@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <charconv>
 #include <chrono>
@@ -490,10 +491,10 @@ void Port::check_liveness() {
   }
 }
 
-bool Port::try_pass(bool with_housekeeping) {
-  if (pass_token_.exchange(true, std::memory_order_acquire)) return false;
+int Port::try_pass(bool with_housekeeping) {
+  if (pass_token_.exchange(true, std::memory_order_acquire)) return -1;
   pass_seq_.fetch_add(1);  // odd: in a pass
-  last_work_ = pass();
+  const int work = pass();
   if (with_housekeeping) {
     const std::uint64_t now = now_ns();
     if (now >= next_liveness_ns_) {
@@ -503,7 +504,7 @@ bool Port::try_pass(bool with_housekeeping) {
   }
   pass_seq_.fetch_add(1);
   pass_token_.store(false, std::memory_order_release);
-  return true;
+  return work;
 }
 
 void Port::run() {
@@ -520,7 +521,7 @@ void Port::run() {
   while (!stop_.load(std::memory_order_relaxed)) {
     // A polling application thread running the pass counts as no work
     // here: this thread backs off while someone else drives the port.
-    idle.idle(try_pass(true) ? last_work_ : 0);
+    idle.idle(std::max(try_pass(true), 0));
   }
 }
 

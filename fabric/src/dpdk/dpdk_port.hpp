@@ -112,13 +112,14 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   void quiesce() const;
 
   // Runs one pass over the port (receive, every QP's progress, transmit) if
-  // no other thread is running one; returns whether it did. The progress
+  // no other thread is running one; returns how much it did, -1 if it did
+  // not run. The progress
   // thread runs passes all the time; an endpoint's poll that finds nothing
   // runs one too, so a spinning application drives its own port instead of
   // waiting for a progress thread it may be starving (2 cores). Passes are
   // serialized by a token (an atomic flag, never a blocking lock): the
   // "progress thread" state below belongs to whoever holds it.
-  bool try_pass(bool with_housekeeping = false);
+  int try_pass(bool with_housekeeping = false);
 
   // PacketOut, EngineClock (the pass's owner).
   bool send(const roce::Path& path, const roce::Packet& p) noexcept override;
@@ -167,7 +168,6 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   Counters counters_;
 
   std::atomic<bool> pass_token_{false};
-  int last_work_ = 0;
   std::atomic<std::uint64_t> pass_seq_{0};  // odd while a pass runs
   std::atomic<bool> stop_{false};
   std::atomic<bool> commands_pending_{false};

@@ -183,11 +183,11 @@ class DpdkEndpoint final : public Endpoint {
   // Nothing there: drive the port once (if no other thread is) and look again.
   int poll_send(Completion* out, int max) override {
     const int n = qp_->poll_send(out, max);
-    return n > 0 || !port_->try_pass() ? n : qp_->poll_send(out, max);
+    return n > 0 || port_->try_pass() < 0 ? n : qp_->poll_send(out, max);
   }
   int poll_recv(Completion* out, int max) override {
     const int n = qp_->poll_recv(out, max);
-    return n > 0 || !port_->try_pass() ? n : qp_->poll_recv(out, max);
+    return n > 0 || port_->try_pass() < 0 ? n : qp_->poll_recv(out, max);
   }
 
   EndpointEvent poll_event() override {

@@ -116,6 +116,11 @@ Result<PortSpec> parse_port_spec(std::string_view spec) {
       out.kind = PortSpec::Kind::memif;
       out.memif_socket = std::string(value);
       ok = !value.empty() && value.find_first_of(",=") == std::string_view::npos;
+    } else if (name == "af_packet") {
+      have_kind = true;
+      out.kind = PortSpec::Kind::af_packet;
+      out.iface = std::string(value);
+      ok = !value.empty();
     } else if (name == "role") {
       ok = value == "server" || value == "client";
       out.memif_server = value == "server";
@@ -141,6 +146,9 @@ Result<PortSpec> parse_port_spec(std::string_view spec) {
     if (!ok) {
       return make_error(Errc::invalid_argument, "dpdk port spec: bad option '" + std::string(item) + "'");
     }
+  }
+  if (have_kind && out.kind == PortSpec::Kind::af_packet && out.ipv4 == 0) {
+    return make_error(Errc::invalid_argument, "dpdk port spec '" + out.key + "': af_packet needs ip=");
   }
   if (!have_kind) {
     return make_error(Errc::invalid_argument,
@@ -209,27 +217,33 @@ Result<void> Port::start() {
     if (ring_ == nullptr) {
       return make_error(Errc::resource_exhausted, std::string("ring: ") + rte_strerror(rte_errno));
     }
-    // A locally administered MAC of this process and port, so the two ends
-    // of a memif wire always differ.
-    char mac[32];
-    const auto pid = static_cast<unsigned>(getpid());
-    std::snprintf(mac, sizeof mac, "02:ca:%02x:%02x:%02x:%02x", (pid >> 16) & 0xff, (pid >> 8) & 0xff,
-                  pid & 0xff, static_cast<unsigned>(counter.load()) & 0xff);
-    // The memif server binds PATH and leaves the file behind when it goes:
-    // a stale one would refuse the next server on the same path.
-    if (spec_.memif_server) ::unlink(spec_.memif_socket.c_str());
-    vdev_name_ = "net_memif_" + name;
-    const std::string args = std::string("role=") + (spec_.memif_server ? "server" : "client") +
-                             ",socket=" + spec_.memif_socket +
-                             ",socket-abstract=no,id=0,bsize=8192,mac=" + mac;
+    std::string args;
+    if (spec_.kind == PortSpec::Kind::memif) {
+      // A locally administered MAC of this process and port, so the two
+      // ends of a memif wire always differ.
+      char mac[32];
+      const auto pid = static_cast<unsigned>(getpid());
+      std::snprintf(mac, sizeof mac, "02:ca:%02x:%02x:%02x:%02x", (pid >> 16) & 0xff, (pid >> 8) & 0xff,
+                    pid & 0xff, static_cast<unsigned>(counter.load()) & 0xff);
+      // The memif server binds PATH and leaves the file behind when it goes:
+      // a stale one would refuse the next server on the same path.
+      if (spec_.memif_server) ::unlink(spec_.memif_socket.c_str());
+      vdev_name_ = "net_memif_" + name;
+      args = std::string("role=") + (spec_.memif_server ? "server" : "client") +
+             ",socket=" + spec_.memif_socket + ",socket-abstract=no,id=0,bsize=8192,mac=" + mac;
+    } else {
+      // A kernel interface (a tap a VM sits on, a veth): the port uses its
+      // MAC. Through the qdisc, so a sniffer on the interface sees both ways.
+      vdev_name_ = "net_af_packet_" + name;
+      args = "iface=" + spec_.iface + ",qpairs=1,blocksz=4096,framesz=4096,framecnt=1024,qdisc_bypass=0";
+    }
     if (rte_vdev_init(vdev_name_.c_str(), args.c_str()) != 0) {
       vdev_name_.clear();
-      return make_error(Errc::no_device,
-                        "net_memif port on " + spec_.memif_socket + " (" + args + ") did not start");
+      return make_error(Errc::no_device, "DPDK port " + args + " did not start");
     }
     std::uint16_t pid16 = 0;
     if (rte_eth_dev_get_port_by_name(vdev_name_.c_str(), &pid16) != 0) {
-      return make_error(Errc::no_device, "net_memif port " + vdev_name_ + " not found");
+      return make_error(Errc::no_device, "DPDK port " + vdev_name_ + " not found");
     }
     id = pid16;
   }

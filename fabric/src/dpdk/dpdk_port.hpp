@@ -18,6 +18,9 @@
 //                    is the client if a server already listens on PATH, else
 //                    the server. Frames to the port's own MAC loop back
 //                    inside it, as on a NIC.
+//   af_packet=IFACE  a net_af_packet port on the kernel interface IFACE (the
+//                    tap a soft-RoCE VM is attached to: ci/vm/dpdk-interop.sh);
+//                    needs ip=, an address the kernel does not also own
 //   ip=A.B.C.D       the port's IPv4 address (its GID); default 10.47.0.1,
 //                    10.47.1.2 for a memif client
 //   loss=P, dup=P, reorder=P   percent of transmitted frames dropped,
@@ -58,10 +61,11 @@ struct rte_mbuf;
 namespace catena::fabric::dpdk {
 
 struct PortSpec {
-  enum class Kind : std::uint8_t { ring, memif };
+  enum class Kind : std::uint8_t { ring, memif, af_packet };
   std::string key;  // the spec as given: ports are shared per key
   Kind kind = Kind::ring;
   std::string memif_socket;
+  std::string iface;  // af_packet
   bool memif_server = true;
   bool memif_role_given = false;
   std::uint32_t ipv4 = 0;  // host order; 0: the kind's default

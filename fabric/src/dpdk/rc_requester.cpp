@@ -163,6 +163,9 @@ void RcQp::on_ack(const Packet& p) noexcept {
   // A NAK names the PSN it refers to; everything before it arrived.
   if (psn_diff(psn, una_) < 0 || psn_diff(psn, next_psn_) >= 0) return;
   acknowledge_through(psn_add(psn, kPsnMask));
+  // A NAK is an answer: the peer is alive, so timeouts start counting again
+  // (an RNR wait can be long, and a slow peer's NAKs may come late).
+  retries_ = 0;
   if (aeth_is_rnr(s)) {
     ++stats_.rnr_naks_received;
     rnr_until_ = clock_.now_ns() + cfg_.rnr_delay_ns;

@@ -277,7 +277,10 @@ Port::~Port() {
     (void)rte_vdev_uninit(vdev_name_.c_str());
     if (spec_.memif_server) ::unlink(spec_.memif_socket.c_str());
   }
-  if (memif_lock_fd_ >= 0) ::close(memif_lock_fd_);
+  if (memif_lock_fd_ >= 0) {
+    ::unlink((spec_.memif_socket + ".lock").c_str());
+    ::close(memif_lock_fd_);
+  }
   if (ring_ != nullptr) {
     // Frames still on the wire go back to the pool before it goes.
     void* m = nullptr;

@@ -328,6 +328,9 @@ void Port::attach(Attachment* a) {
 
 void Port::detach(Attachment* a) {
   run_sync([this, a] {
+    // Work posted just before the endpoint goes (a refusal) still leaves
+    // once, as from a NIC that had sent it already; then the QP is gone.
+    (void)a->qp->progress();
     std::erase(attached_, a);
     if (qp_by_slot_[a->qp->qpn() % kQpSlots] == a->qp) qp_by_slot_[a->qp->qpn() % kQpSlots] = nullptr;
   });

@@ -207,8 +207,17 @@ class DpdkEndpoint final : public Endpoint {
   void disconnect() override {
     if (local_disconnect_) return;
     local_disconnect_ = true;
-    ::shutdown(fd_.get(), SHUT_RDWR);  // the peer's liveness check sees it end
-    if (attached_) port_->run_sync([&] { qp_->set_error(WcStatus::flushed); });
+    // What was posted goes on the wire once before the QP errs (its
+    // completions are flushed all the same), as a NIC has sent it by then:
+    // a refusal SEND posted just before the hang-up reaches the peer. Then
+    // the peer's liveness check sees the connection end.
+    if (attached_) {
+      port_->run_sync([&] {
+        (void)qp_->progress();
+        qp_->set_error(WcStatus::flushed);
+      });
+    }
+    ::shutdown(fd_.get(), SHUT_RDWR);
   }
 
  private:

@@ -5,6 +5,7 @@
 // TCP connection then stays open as the liveness channel: its end is the
 // peer's disconnect.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <random>
 #include <sys/mman.h>
@@ -41,6 +42,8 @@ struct Hello {
   std::uint32_t rq_depth;
 };
 static_assert(sizeof(Hello) == 48);
+// It travels in host order, as ci/vm/rxe_interop.c sends it too.
+static_assert(std::endian::native == std::endian::little, "the Hello is little-endian on the wire");
 
 class DpdkRegion final : public MemoryRegion {
  public:

@@ -87,8 +87,9 @@ Result<std::unique_ptr<Provider>> Provider::open(std::string_view spec) {
 #if CATENA_HAVE_DPDK
     return open_dpdk_provider(spec.substr(5));
 #else
-    return make_error(Errc::no_device,
-                      "this build has no DPDK (libdpdk-dev was not found at configure time)");
+    return make_error(
+        Errc::no_device,
+        "this build has no DPDK (libdpdk was not found at configure time, or CATENA_WITH_DPDK=OFF)");
 #endif
   }
   return make_error(Errc::invalid_argument,

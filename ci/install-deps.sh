@@ -8,6 +8,7 @@ PKGS=(
   thrift-compiler libthrift-dev libssl-dev libboost-dev libevent-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libdpdk-dev zlib1g-dev
   qemu-system-x86 busybox-static kmod cpio iproute2 procps
 )
 missing=()

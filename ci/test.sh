@@ -7,7 +7,8 @@
 #      (-Wthread-safety -Werror) and ThreadSanitizer and run them once more,
 #   4. boot the soft-RoCE VM and run the verbs provider's conformance suite,
 #      the broker tests and `catena cluster demo` on verbs:rxe0,
-#   5. boot two such VMs joined by a virtual wire and run a chain across it.
+#   5. boot two such VMs joined by a virtual wire and run a chain across it,
+#   6. boot one on a host tap and run the dpdk provider against its rdma_rxe.
 # Exits non-zero if anything fails. Prints a summary line at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +63,10 @@ if [ -x ci/vm/run-in-vm.sh ]; then
            catena channel create c --partitions 2 && seq 1 300 | catena --provider verbs:rxe0 publish c --quiet &&
            catena --provider verbs:rxe0 subscribe c --count 300 --timeout-ms 10000 > sub.txt &&
            catena cluster down --dir up && [ "$(sort -u sub.txt | wc -l)" -eq 300 ]'
+  # The dpdk provider (RoCEv2 on DPDK) on the host side of a tap against
+  # the kernel's rdma_rxe in the VM: WRITE, WRITE WITH IMMEDIATE, READ,
+  # SEND, RNR and a bad key in both directions (~10 s).
+  stage "dpdk against rdma_rxe (VM on a tap)" ci/vm/dpdk-interop.sh build
   # Inside one VM rdma_rxe delivers its own traffic internally; here two VMs
   # joined by a virtual wire carry a chain's links over it (eth1's counters
   # must move): plain, with 2% of the frames dropped, and with the peer VM

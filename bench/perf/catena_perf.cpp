@@ -201,6 +201,7 @@ bool is_verbs(const std::string& spec) {
 
 std::string floor_kind(const std::string& spec) {
   if (is_verbs(spec)) return "ib_write_lat";
+  if (spec.starts_with("dpdk:")) return "udp_pingpong";
   return spec == "soft" || spec == "soft:shm" ? "shm_cacheline_pingpong" : "tcp_nodelay_pingpong";
 }
 
@@ -223,7 +224,9 @@ void run_provider(const Options& o, const std::string& spec) {
   }
   ShmFloor shm = ShmFloor::create();
   int port = 0;
-  int tcp_listen = shm_floor || verbs ? -1 : tcp_floor_listen(&port);
+  const bool udp_floor = floor_kind(spec) == "udp_pingpong";
+  int tcp_listen = shm_floor || verbs || udp_floor ? -1 : tcp_floor_listen(&port);
+  int udp_fd = udp_floor ? udp_floor_bind(&port) : -1;
   int fds[2];
   if (pipe(fds) != 0) die("pipe");
   std::fflush(stdout);
@@ -234,6 +237,8 @@ void run_provider(const Options& o, const std::string& spec) {
     if (o.pin) pin_to_cpu(1);
     if (shm_floor) {
       shm_pingpong_responder(shm, floor_iters);
+    } else if (udp_floor) {
+      udp_pingpong_responder(udp_fd, floor_iters, 64);
     } else if (!verbs) {
       tcp_pingpong_responder(tcp_listen, floor_iters, 64);
     }
@@ -242,9 +247,11 @@ void run_provider(const Options& o, const std::string& spec) {
   }
   close(fds[1]);
   if (tcp_listen >= 0) close(tcp_listen);
+  if (udp_fd >= 0) close(udp_fd);
   if (o.pin) pin_to_cpu(0);
   Percentiles floor = verbs       ? device_floor
                       : shm_floor ? percentiles(shm_pingpong_initiator(shm, floor_iters))
+                      : udp_floor ? percentiles(udp_pingpong_initiator("127.0.0.1", port, floor_iters, 64))
                                   : percentiles(tcp_pingpong_initiator("127.0.0.1", port, floor_iters, 64));
 
   std::uint32_t n = 0;
@@ -318,7 +325,8 @@ int main(int argc, char** argv) {
   if (const char* a = std::getenv("CATENA_TEST_ADDR")) o.addr = a;
   CLI::App app{"catena-perf: fabric latency/bandwidth between two local processes, with the transport floor"};
   app.add_option("--provider", o.providers,
-                 "provider spec(s): soft, soft:shm, soft:tcp, verbs:<dev> (default: soft and soft:tcp)");
+                 "provider spec(s): soft, soft:shm, soft:tcp, verbs:<dev>, dpdk:memif=<path> (default: soft "
+                 "and soft:tcp)");
   app.add_option("--addr", o.addr, "IP address the responder listens on")->capture_default_str();
   app.add_option("--iters", o.iters, "latency round trips per size")
       ->capture_default_str()

@@ -151,6 +151,72 @@ std::vector<std::uint64_t> tcp_pingpong_initiator(const std::string& host, int p
   return samples;
 }
 
+int udp_floor_bind(int* port_out) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    throw std::runtime_error(std::string("udp floor bind: ") + std::strerror(errno));
+  }
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port_out = ntohs(a.sin_port);
+  return fd;
+}
+
+void udp_pingpong_responder(int fd, int iters, int bytes) {
+  std::vector<char> buf(static_cast<std::size_t>(bytes));
+  for (int i = 0; i < iters;) {
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    if (recvfrom(fd, buf.data(), buf.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &len) !=
+        bytes) {
+      continue;
+    }
+    sendto(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), len);
+    // The initiator's sequence number: a datagram sent again is echoed again, counted once.
+    std::uint32_t seq = 0;
+    std::memcpy(&seq, buf.data(), std::min<std::size_t>(4, buf.size()));
+    if (seq == static_cast<std::uint32_t>(i)) ++i;
+  }
+  close(fd);
+}
+
+std::vector<std::uint64_t> udp_pingpong_initiator(const std::string& host, int port, int iters, int bytes) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    throw std::runtime_error(std::string("udp floor connect: ") + std::strerror(errno));
+  }
+  std::vector<char> buf(static_cast<std::size_t>(std::max(bytes, 4)), 'x');
+  std::vector<std::uint64_t> samples;
+  samples.reserve(static_cast<std::size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    const auto seq = static_cast<std::uint32_t>(i);
+    std::memcpy(buf.data(), &seq, 4);
+    const std::uint64_t t0 = now_ns();
+    std::uint64_t sent_at = t0;
+    (void)send(fd, buf.data(), buf.size(), 0);
+    for (;;) {
+      std::uint32_t back = ~seq;
+      if (recv(fd, buf.data(), buf.size(), MSG_DONTWAIT) >= 4) std::memcpy(&back, buf.data(), 4);
+      if (back == seq) break;
+      if (now_ns() - sent_at > 100'000'000) {  // lost on loopback: send it again
+        std::memcpy(buf.data(), &seq, 4);
+        (void)send(fd, buf.data(), buf.size(), 0);
+        sent_at = now_ns();
+      }
+    }
+    samples.push_back(now_ns() - t0);
+  }
+  close(fd);
+  return samples;
+}
+
 }  // namespace catena::bench
 
 namespace catena::bench {

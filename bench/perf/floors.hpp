@@ -28,6 +28,13 @@ int tcp_floor_listen(int* port_out);
 void tcp_pingpong_responder(int listen_fd, int iters, int bytes);
 std::vector<std::uint64_t> tcp_pingpong_initiator(const std::string& host, int port, int iters, int bytes);
 
+// UDP (the floor of the dpdk provider, whose frames are UDP datagrams): the
+// responder binds 127.0.0.1:0 and echoes each datagram; both sides busy-poll
+// non-blocking sockets. A datagram lost on loopback is sent again after 100 ms.
+int udp_floor_bind(int* port_out);
+void udp_pingpong_responder(int fd, int iters, int bytes);
+std::vector<std::uint64_t> udp_pingpong_initiator(const std::string& host, int port, int iters, int bytes);
+
 // ib_write_lat (perftest, looked up in PATH) on `device`: a server and a
 // client process, `bytes` per write, `iters` round trips. Fills the round
 // trip (twice the one-way time ib_write_lat reports) p50 and p99 in ns;

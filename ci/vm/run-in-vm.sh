@@ -17,6 +17,7 @@
 #                     VM: UDP from 127.0.0.1:LPORT to 127.0.0.1:RPORT on the
 #                     host (the peer VM swaps the ports). rxe0 then runs on
 #                     eth1 with address ADDR/24 (CATENA_TEST_ADDR=ADDR)
+#   --wire tap:IFNAME:ADDR  the same NIC on the host's existing tap IFNAME
 #
 # COMMAND runs under busybox sh inside the VM, e.g. -- sh -c 'a & b; wait'.
 # Exit codes: COMMAND's own; 124 timeout; 125 VM failed before COMMAND ended.
@@ -27,7 +28,7 @@ prog=run-in-vm.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-  sed -n '2,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,24s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
@@ -68,9 +69,17 @@ for e in "${envs[@]}"; do
   [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--env wants NAME=VALUE, got $e"
 done
 wire_qemu=()
-if [[ -n $wire ]]; then
+if [[ $wire =~ ^tap:([A-Za-z0-9_-]+):([0-9]+\.[0-9]+\.[0-9]+\.([0-9]+))$ ]]; then
+  # eth1 on an existing host tap device (the host side of the wire is a
+  # program on that interface, e.g. the dpdk provider: ci/vm/dpdk-interop.sh).
+  wire_addr=${BASH_REMATCH[2]}
+  wire_mac=$(printf '52:54:00:ca:7e:%02x' "${BASH_REMATCH[3]}")
+  # shellcheck disable=SC2054 # the commas are qemu's, inside one argument
+  wire_qemu=(-netdev "tap,id=wire,ifname=${BASH_REMATCH[1]},script=no,downscript=no"
+    -device "virtio-net-pci,netdev=wire,mac=$wire_mac,romfile=")
+elif [[ -n $wire ]]; then
   [[ $wire =~ ^([0-9]+):([0-9]+):([0-9]+\.[0-9]+\.[0-9]+\.([0-9]+))$ ]] \
-    || die "--wire wants LPORT:RPORT:ADDR (IPv4), got $wire"
+    || die "--wire wants LPORT:RPORT:ADDR or tap:IFNAME:ADDR (IPv4), got $wire"
   wire_addr=${BASH_REMATCH[3]}
   # One MAC per address: both ends of the wire must differ.
   wire_mac=$(printf '52:54:00:ca:7e:%02x' "${BASH_REMATCH[4]}")

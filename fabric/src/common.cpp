@@ -83,9 +83,19 @@ Result<std::unique_ptr<Provider>> Provider::open(std::string_view spec) {
   if (spec.starts_with("verbs:") && spec.size() > 6) {
     return open_verbs_provider(spec.substr(6));
   }
+  if (spec.starts_with("dpdk:")) {
+#if CATENA_HAVE_DPDK
+    return open_dpdk_provider(spec.substr(5));
+#else
+    return make_error(
+        Errc::no_device,
+        "this build has no DPDK (libdpdk was not found at configure time, or CATENA_WITH_DPDK=OFF)");
+#endif
+  }
   return make_error(Errc::invalid_argument,
                     "unknown provider spec '" + std::string(spec) +
-                        "' (expected 'soft', 'soft:tcp', 'soft:shm', 'verbs:<device>' or 'fault:<inner>')");
+                        "' (expected 'soft', 'soft:tcp', 'soft:shm', 'verbs:<device>', "
+                        "'dpdk:<port>' or 'fault:<inner>')");
 }
 
 }  // namespace catena::fabric

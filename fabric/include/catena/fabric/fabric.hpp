@@ -5,6 +5,8 @@
 //                     TCP to others (chosen per connection)
 //   "soft:tcp"        userspace provider, TCP only (cross-host path on one box)
 //   "soft:shm"        userspace provider, shared memory only
+//   "dpdk:<port>"     userspace RoCEv2 on a DPDK port (src/dpdk/dpdk_port.hpp
+//                     lists the port specs), wire-compatible with rdma_rxe
 //   "fault:<inner>"   wraps another provider to inject faults (fault_provider.hpp)
 //
 // Semantics shared by every provider (tests/fabric/conformance_test.cpp):
@@ -222,7 +224,7 @@ class Provider {
  public:
   virtual ~Provider() = default;
 
-  // "verbs:<device>", "soft", "soft:tcp", "soft:shm", "fault:<inner>".
+  // "verbs:<device>", "soft", "soft:tcp", "soft:shm", "dpdk:<port>", "fault:<inner>".
   static Result<std::unique_ptr<Provider>> open(std::string_view spec);
 
   [[nodiscard]] virtual std::string name() const = 0;
@@ -250,5 +252,7 @@ class Provider {
 // Provider factories, used by Provider::open. Exposed for tests.
 Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options);
 Result<std::unique_ptr<Provider>> open_verbs_provider(std::string_view device);
+// Built only when DPDK was found (CATENA_HAVE_DPDK); "dpdk:" fails otherwise.
+Result<std::unique_ptr<Provider>> open_dpdk_provider(std::string_view port_spec);
 
 }  // namespace catena::fabric

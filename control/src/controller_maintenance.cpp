@@ -108,7 +108,12 @@ bool Controller::isolated_locked() {
         "off; evicting nobody until they are heard from again",
         silent, tracked, options_.isolation_percent);
   } else if (!isolated && isolated_) {
-    spdlog::warn("{} of {} nodes silent now: evictions allowed again", silent, tracked);
+    // Nodes come back one by one as the cut heals; those not heard yet
+    // failed their probes to the controller's cut, not their own. Each gets
+    // one fresh detector window before anything counts against it.
+    detector_.restart_windows();
+    spdlog::warn("{} of {} nodes silent now: evictions allowed again, each node's detector window restarts",
+                 silent, tracked);
   }
   isolated_ = isolated;
   return isolated;

@@ -77,6 +77,15 @@ FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_i
   return Verdict::suspect;
 }
 
+void FailureDetector::restart_windows() {
+  const auto now = clock_.now();
+  for (auto& [id, e] : nodes_) {
+    e.last_heartbeat = e.heard = now;
+    e.failed_probes = 0;
+    if (!e.reported) e.state = idl::NodeState::ALIVE;
+  }
+}
+
 std::optional<idl::NodeState::type> FailureDetector::state(const std::string& node_id) const {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return std::nullopt;

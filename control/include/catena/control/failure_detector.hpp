@@ -65,6 +65,11 @@ class FailureDetector {
   [[nodiscard]] std::vector<Probe> due_probes();
   // The answer (or failure) of a probe from due_probes().
   Verdict probe_result(const std::string& node_id, std::int64_t node_epoch, bool answered);
+  // Forgets every silence so far: each node is ALIVE (unless a peer reported
+  // it) with a fresh timeout window, its failed probes and missed heartbeats
+  // forgotten, and answers to probes in flight are ignored. For the end of
+  // the controller's own isolation: what the nodes missed was its cut.
+  void restart_windows();
 
   [[nodiscard]] std::optional<idl::NodeState::type> state(const std::string& node_id) const;
   [[nodiscard]] std::optional<Clock::duration> since_heartbeat(const std::string& node_id) const;

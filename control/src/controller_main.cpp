@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a peer closing mid-write is an error value, not a death
   catena::control::route_thrift_logs_to_spdlog();
 
-  catena::control::SteadyClock clock;
+  catena::SteadyClock clock;
   catena::control::ThriftBrokerAdmin brokers(config.broker_admin_options());
   auto controller = catena::control::Controller::open(config.controller_options(), clock, brokers);
   if (!controller) {

@@ -17,9 +17,9 @@
 #include <catena/broker/node_agent.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
-#include <catena/control/clock.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
+#include <catena/fabric/clock.hpp>
 
 #include "../control/test_support.hpp"
 #include "../test_env.hpp"
@@ -111,7 +111,7 @@ class NodeAgentTest : public ::testing::Test {
     if (broker_) broker_->stop();
   }
 
-  static std::uint64_t now_ns() { return chain::SteadyClock::instance().now_ns(); }
+  static std::uint64_t now_ns() { return catena::SteadyClock::instance().now_ns(); }
   static constexpr std::uint64_t kLeaseNs =
       std::chrono::duration_cast<std::chrono::nanoseconds>(kLease).count();
 
@@ -148,7 +148,7 @@ class NodeAgentTest : public ::testing::Test {
   }
 
   control::testing::TempDir dir_;
-  control::ManualClock controller_clock_;
+  catena::ManualClock controller_clock_;
   control::ThriftBrokerAdmin admin_{control::ThriftBrokerAdmin::Options{}};
   std::unique_ptr<control::Controller> controller_;
   std::unique_ptr<RecordingCalls> calls_;

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <thread>
 
-#include <catena/chain/clock.hpp>
 #include <catena/chain/replica.hpp>
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/fabric.hpp>
 
 namespace catena::chain {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include <catena/control/clock.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/idl/BrokerAdmin.h>
 #include <catena/control/inproc_broker_admin.hpp>
+#include <catena/fabric/clock.hpp>
 
 #include "test_support.hpp"
 

@@ -13,11 +13,6 @@
 namespace catena::fabric::roce {
 namespace {
 
-struct ManualClock final : EngineClock {
-  std::uint64_t now = 1'000'000;
-  [[nodiscard]] std::uint64_t now_ns() const noexcept override { return now; }
-};
-
 struct Faults {
   double loss = 0;
   double dup = 0;
@@ -95,7 +90,7 @@ class Harness {
     }
     a.progress();
     b.progress();
-    clock.now += 10'000;
+    clock.advance(std::chrono::microseconds(10));
   }
   template <class Pred>
   bool run_until(Pred done, int max_steps = 200'000) {
@@ -118,7 +113,7 @@ class Harness {
     return c;
   }
 
-  ManualClock clock;
+  catena::ManualClock clock;
   Wire wire;
   RcQp a;
   RcQp b;

@@ -139,6 +139,8 @@ ErrorCode from(chain::wire::Status status) noexcept {
   return ErrorCode::internal;
 }
 
+Error::Error(const fabric::Error& e) : code(from(e.code)), message(e.message) {}
+
 std::string Error::describe() const {
   std::string out(to_string(code));
   if (!message.empty()) out += ": " + message;

@@ -8,11 +8,11 @@
 
 #include <catena/broker/publisher.hpp>
 #include <catena/chain/bounded_fifo.hpp>
-#include <catena/chain/clock.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/record.hpp>
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/idle.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
@@ -21,7 +21,7 @@ namespace catena {
 using chain::Link;
 using fabric::Errc;
 namespace wire = chain::wire;
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 // One partition's session with its head, and its commit watch with the tail.
 struct PartitionSession {
@@ -41,12 +41,12 @@ struct PartitionSession {
   chain::FrameRingWriter writer;  // credit comes from the head's acks
   std::uint64_t next_seq = 0;
   chain::BoundedFifo<Pending> pending;  // unacknowledged records, capacity max_in_flight
-  Clock::time_point linger_start{};
-  Clock::time_point down_since{};
-  Clock::time_point retry_at{};
-  Clock::time_point watch_at{};
-  Clock::time_point last_progress{};  // last ack, or the publish that found nothing pending
-  Clock::time_point route_check_at{};
+  Steady::time_point linger_start{};
+  Steady::time_point down_since{};
+  Steady::time_point retry_at{};
+  Steady::time_point watch_at{};
+  Steady::time_point last_progress{};  // last ack, or the publish that found nothing pending
+  Steady::time_point route_check_at{};
   std::chrono::milliseconds watch_backoff{0};
   std::uint32_t head_first = 0;  // records the head resolved since the watch last said anything
   bool down = false;
@@ -58,7 +58,7 @@ struct PartitionSession {
   // again, and the new head, which the controller configures just after
   // publishing the route, is retried at once rather than backed off.
   std::uint64_t moved_epoch = 0;
-  Clock::time_point moved_since{};
+  Steady::time_point moved_since{};
   // Where the partition's chain starts (Route::start_offset), once known: a
   // chain rebuilt after every copy was lost starts higher.
   std::uint64_t chain_start = 0;
@@ -133,7 +133,7 @@ class Publisher::Impl {
     if (partition >= sessions_.size()) return Errc::invalid_argument;
     PartitionSession& s = *sessions_[partition];
     if (payload.size() > max_record_) return Errc::too_large;
-    if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
+    if (s.down && Steady::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
     const std::uint32_t fbytes =
         static_cast<std::uint32_t>(chain::frame_size(static_cast<std::uint32_t>(payload.size())));
     if (s.writer.check_size(fbytes) != chain::RingStatus::ok) return Errc::too_large;
@@ -145,10 +145,10 @@ class Publisher::Impl {
     h.producer_id = opts_.producer_id;
     h.producer_epoch = producer_epoch_;
     h.sequence = s.next_seq;
-    h.timestamp_ns = chain::wall_clock_ns();
+    h.timestamp_ns = catena::wall_clock_ns();
     chain::write_frame(s.mirror->data() + pos, h, payload);
-    if (s.pending.empty()) s.last_progress = Clock::now();
-    if (was_idle) s.linger_start = Clock::now();
+    if (s.pending.empty()) s.last_progress = Steady::now();
+    if (was_idle) s.linger_start = Steady::now();
     s.pending.push_back(PartitionSession::Pending{s.next_seq, fbytes, pos, std::move(cb)});
     ++s.next_seq;
     ++in_flight_;
@@ -165,7 +165,7 @@ class Publisher::Impl {
   int poll() {
     CATENA_ST_CHECK(owner_);
     int acks = 0;
-    const auto now = Clock::now();
+    const auto now = Steady::now();
     for (auto& sp : sessions_) {
       PartitionSession& s = *sp;
       if (!s.link) {
@@ -246,10 +246,10 @@ class Publisher::Impl {
 
   bool flush(std::chrono::milliseconds timeout) {
     CATENA_ST_CHECK(owner_);
-    const auto deadline = Clock::now() + timeout;
+    const auto deadline = Steady::now() + timeout;
     fabric::BackoffIdle idle;
     for (auto& s : sessions_) flush_st(*s);
-    while (in_flight_ > 0 && Clock::now() < deadline) idle.idle(poll());
+    while (in_flight_ > 0 && Steady::now() < deadline) idle.idle(poll());
     return in_flight_ == 0;
   }
 
@@ -270,7 +270,7 @@ class Publisher::Impl {
   int on_ack_st(PartitionSession& s, const wire::PublishAck& ack) {
     CATENA_ST_CHECK(owner_);
     int handled = 0;
-    s.last_progress = Clock::now();
+    s.last_progress = Steady::now();
     if (ack.status == wire::Status::sequence_gap) {
       // The head holds none of these records: nothing to resolve, resync.
       (void)s.writer.credit_st(ack.ring_consumed);
@@ -326,15 +326,15 @@ class Publisher::Impl {
     s.link.reset();
     s.watch.reset();
     s.down = true;
-    s.down_since = Clock::now();
-    s.retry_at = Clock::now();
+    s.down_since = Steady::now();
+    s.retry_at = Steady::now();
   }
 
   // Connects to the partition's head (refreshing the route) and re-sends every
   // unacknowledged record: the head's producer state drops what it already has.
   bool connect_st(PartitionSession& s, std::uint64_t stale_epoch) {
     CATENA_ST_CHECK(owner_);
-    const auto now = Clock::now();
+    const auto now = Steady::now();
     // A move is over in milliseconds (seal, commit, route, pushes); the
     // usual back-off would make it a 50 ms pause. Bounded: a move that
     // takes longer is waited for like any other outage.
@@ -425,7 +425,7 @@ class Publisher::Impl {
     CATENA_ST_CHECK(owner_);
     s.watch_backoff =
         std::clamp(s.watch_backoff * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
-    s.watch_at = Clock::now() + s.watch_backoff;
+    s.watch_at = Steady::now() + s.watch_backoff;
     // A new head means the head session is about to break and reconnect.
     if ((refresh_route && !refresh_route_st(s)) || s.route.replicas.size() < 2) return;
     wire::CommitWatchHello hello{};
@@ -445,7 +445,7 @@ class Publisher::Impl {
     CATENA_ST_CHECK(owner_);
     s.watch.reset();
     s.head_first = 0;
-    s.watch_at = Clock::now() + std::chrono::milliseconds(100);
+    s.watch_at = Steady::now() + std::chrono::milliseconds(100);
   }
 
   // Follows the head's view of this producer epoch: it holds every sequence

@@ -13,7 +13,7 @@ namespace catena {
 using chain::Link;
 using fabric::Errc;
 namespace wire = chain::wire;
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 struct SubSession {
   std::uint32_t partition = 0;
@@ -25,12 +25,12 @@ struct SubSession {
   bool positioned = false;  // next_offset is known
   std::uint32_t replica_pick = 0;
   std::string reading_from;                // node id of the replica serving us
-  Clock::time_point last_delivery{};       // or connect
+  Steady::time_point last_delivery{};      // or connect
   std::uint64_t committed_at_connect = 0;  // the replica's commit offset in its welcome
   std::uint64_t range_end = ~0ull;         // the replica serves a sealed range that ends here
   std::uint64_t range_start = 0;           // where the range (or the chain above) it serves starts
-  Clock::time_point route_check_at{};
-  Clock::time_point retry_at{};
+  Steady::time_point route_check_at{};
+  Steady::time_point retry_at{};
 };
 
 class Subscriber::Impl {
@@ -90,7 +90,7 @@ class Subscriber::Impl {
   int poll(const Handler& on_message, int max) {
     CATENA_ST_CHECK(owner_);
     int delivered = 0;
-    const auto now = Clock::now();
+    const auto now = Steady::now();
     for (auto& sp : sessions_) {
       SubSession& s = *sp;
       if (!s.link) {
@@ -205,7 +205,7 @@ class Subscriber::Impl {
 
   // Nothing came for a while: fine if the partition is idle, not if our
   // replica has left the chain (it may be cut off, and silent).
-  bool replica_left_chain_st(SubSession& s, Clock::time_point now) {
+  bool replica_left_chain_st(SubSession& s, Steady::time_point now) {
     CATENA_ST_CHECK(owner_);
     s.route_check_at = now + opts_.stall_check;
     auto r = routes_.route(channel_, s.partition, s.route.epoch);
@@ -238,14 +238,14 @@ class Subscriber::Impl {
 
   bool connect_st(SubSession& s) {
     CATENA_ST_CHECK(owner_);
-    s.retry_at = Clock::now() + std::chrono::milliseconds(50);
+    s.retry_at = Steady::now() + std::chrono::milliseconds(50);
     auto route = routes_.route(channel_, s.partition, s.route.epoch);
     if (!route) return false;
     // Keep the epoch even of a route without replicas (every replica failed
     // and no replacement yet): the next lookup then asks for a newer one.
     s.route = route.value();
     if (s.route.replicas.empty()) {
-      s.retry_at = Clock::now() + std::chrono::milliseconds(200);
+      s.retry_at = Steady::now() + std::chrono::milliseconds(200);
       return false;
     }
     // Which chain serves the position: an earlier chain's sealed range
@@ -294,7 +294,7 @@ class Subscriber::Impl {
       notify(Notice{s.partition, w->status, w->start_offset});
       s.next_offset = w->start_offset;  // resume at the oldest retained record
       s.positioned = true;
-      s.retry_at = Clock::now();
+      s.retry_at = Steady::now();
       return false;
     }
     if (w->status == wire::Status::moved) {
@@ -304,7 +304,7 @@ class Subscriber::Impl {
                     s.next_offset);
       s.next_offset = std::max(s.next_offset, w->start_offset);
       s.positioned = true;
-      s.retry_at = Clock::now() + std::chrono::milliseconds(5);
+      s.retry_at = Steady::now() + std::chrono::milliseconds(5);
       return false;
     }
     if (w->status != wire::Status::ok) {
@@ -316,7 +316,7 @@ class Subscriber::Impl {
     }
     s.link = std::move(d.link);
     s.reading_from = rep.node_id;
-    s.last_delivery = Clock::now();
+    s.last_delivery = Steady::now();
     s.reader.reset_st();
     s.next_offset = w->start_offset;
     s.committed_at_connect = w->commit_offset;
@@ -377,7 +377,7 @@ void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
     s->link.reset();
     s->next_offset = offset;
     s->positioned = true;
-    s->retry_at = Clock::now();
+    s->retry_at = Steady::now();
   }
 }
 

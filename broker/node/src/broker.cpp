@@ -7,13 +7,13 @@ Broker::~Broker() {
   impl_->stop();
 }
 
-fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg, const chain::Clock& clock) {
+fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg, const catena::Clock& clock) {
   return start(cfg, nullptr, clock);
 }
 
 fabric::Result<std::unique_ptr<Broker>> Broker::start(const BrokerConfig& cfg,
                                                       std::unique_ptr<fabric::Provider> provider,
-                                                      const chain::Clock& clock) {
+                                                      const catena::Clock& clock) {
   auto impl = std::make_unique<Impl>(cfg, clock);
   auto r = impl->open(std::move(provider));
   if (!r) return r.error();
@@ -105,7 +105,7 @@ void Broker::set_lease_deadline(std::uint64_t deadline_ns) {
   impl_->lease_deadline_ns_.store(deadline_ns, std::memory_order_release);
 }
 
-const chain::Clock& Broker::clock() const {
+const catena::Clock& Broker::clock() const {
   return impl_->clock_;
 }
 

@@ -65,7 +65,7 @@ using namespace detail;
 
 class Broker::Impl {
  public:
-  Impl(const BrokerConfig& cfg, const chain::Clock& clock) : cfg_(cfg), clock_(clock) {
+  Impl(const BrokerConfig& cfg, const catena::Clock& clock) : cfg_(cfg), clock_(clock) {
     budget_.ring_bytes_limit = cfg.session_memory_bytes;
   }
 
@@ -470,7 +470,7 @@ class Broker::Impl {
   void connector_loop();
 
   BrokerConfig cfg_;
-  const chain::Clock& clock_;
+  const catena::Clock& clock_;
   std::unique_ptr<fabric::Provider> provider_;
   std::unique_ptr<fabric::Listener> listener_;
   std::atomic<bool> stopping_{false};

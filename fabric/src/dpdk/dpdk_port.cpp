@@ -359,12 +359,6 @@ void Port::quiesce() const {
   while (pass_seq_.load() == seq) std::this_thread::yield();
 }
 
-std::uint64_t Port::now_ns() const noexcept {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
 std::uint32_t Port::free_mbufs() const noexcept {
   return rte_mempool_avail_count(pool_);
 }

@@ -88,7 +88,7 @@ struct Attachment {
   std::atomic<bool> peer_gone{false};
 };
 
-class Port final : public roce::PacketOut, public roce::EngineClock {
+class Port final : public roce::PacketOut {
  public:
   static Result<std::shared_ptr<Port>> open(const PortSpec& spec);
   ~Port() override;
@@ -125,9 +125,9 @@ class Port final : public roce::PacketOut, public roce::EngineClock {
   // "progress thread" state below belongs to whoever holds it.
   int try_pass(bool with_housekeeping = false);
 
-  // PacketOut, EngineClock (the pass's owner).
+  // PacketOut (the pass's owner).
   bool send(const roce::Path& path, const roce::Packet& p) noexcept override;
-  [[nodiscard]] std::uint64_t now_ns() const noexcept override;
+  [[nodiscard]] static std::uint64_t now_ns() noexcept { return catena::SteadyClock::instance().now_ns(); }
 
   struct Counters {
     std::atomic<std::uint64_t> rx_frames{0};

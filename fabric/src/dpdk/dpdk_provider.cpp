@@ -114,7 +114,7 @@ class DpdkEndpoint final : public Endpoint {
     cfg.mtu = port_->spec().mtu;
     cfg.ack_timeout_ns = port_->spec().timeout_ns;
     cfg.max_ack_timeout_ns = std::max<std::uint64_t>(cfg.max_ack_timeout_ns, 4 * cfg.ack_timeout_ns);
-    qp_ = std::make_unique<roce::RcQp>(cfg, qpn, *port_, *port_);
+    qp_ = std::make_unique<roce::RcQp>(cfg, qpn, *port_, catena::SteadyClock::instance());
     attachment_.qp = qp_.get();
     attachment_.liveness_fd = fd_.get();
     std::random_device rd;

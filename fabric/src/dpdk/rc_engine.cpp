@@ -45,7 +45,7 @@ std::byte* KeyTable::resolve(std::uint32_t rkey, std::uint64_t offset, std::uint
   return e.region->base + offset;
 }
 
-RcQp::RcQp(const QpConfig& cfg, std::uint32_t qpn, PacketOut& out, const EngineClock& clock)
+RcQp::RcQp(const QpConfig& cfg, std::uint32_t qpn, PacketOut& out, const catena::Clock& clock)
     : cfg_(cfg),
       qpn_(qpn),
       out_(out),

@@ -1,6 +1,6 @@
 // The RoCEv2 reliable-connected (RC) queue pair of the dpdk provider, with
 // no DPDK in it: packets leave through an injected PacketOut and arrive via
-// on_packet(), time comes from an injected EngineClock, so the whole
+// on_packet(), time comes from an injected catena::Clock, so the whole
 // protocol (PSNs, ACK coalescing, retransmission and go-back-N, RNR, retry
 // limits, duplicate and out-of-order handling, rkey and bounds checks, path
 // MTU segmentation) is unit-tested over a seeded lossy shim
@@ -28,17 +28,12 @@
 #include <memory>
 #include <vector>
 
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/fabric.hpp>
 
 #include "dpdk/roce_wire.hpp"
 
 namespace catena::fabric::roce {
-
-class EngineClock {
- public:
-  virtual ~EngineClock() = default;
-  [[nodiscard]] virtual std::uint64_t now_ns() const noexcept = 0;
-};
 
 // Where the engine's packets go. send() builds and transmits one frame, or
 // returns false when no buffer is free (the engine tries again later; a
@@ -145,7 +140,7 @@ enum class QpState : std::uint8_t { ready, error };
 
 class RcQp {
  public:
-  RcQp(const QpConfig& cfg, std::uint32_t qpn, PacketOut& out, const EngineClock& clock);
+  RcQp(const QpConfig& cfg, std::uint32_t qpn, PacketOut& out, const catena::Clock& clock);
   RcQp(const RcQp&) = delete;
   RcQp& operator=(const RcQp&) = delete;
 
@@ -229,7 +224,7 @@ class RcQp {
   QpConfig cfg_;
   std::uint32_t qpn_;
   PacketOut& out_;
-  const EngineClock& clock_;
+  const catena::Clock& clock_;
   Path path_;
   KeyTable keys_;
   std::atomic<QpState> state_{QpState::ready};

@@ -11,16 +11,6 @@
 namespace catena::fabric {
 namespace {
 
-class SteadyFaultClock final : public FaultClock {
- public:
-  [[nodiscard]] std::uint64_t now_ns() const override {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count());
-  }
-  void sleep_for(std::chrono::nanoseconds d) const override { std::this_thread::sleep_for(d); }
-};
-
 // Completions the inner endpoint reported and the wrapper has not yet handed
 // out (delayed ones). A fixed ring sized once: no allocation while polling.
 class HeldCompletions {
@@ -192,7 +182,7 @@ class FaultListener final : public Listener {
   // post its receives late (the peer's first SEND waits on RNR retries).
   Result<std::unique_ptr<Endpoint>> accept_one(std::chrono::milliseconds timeout,
                                                const BeforeAccept& before_accept) override {
-    const FaultClock& clock = faults_->clock();
+    const catena::Clock& clock = faults_->clock();
     if (held_.empty() && faults_->accept_delay_ns() == 0) {
       auto r = inner_->accept(timeout, before_accept);
       if (!r) return r.error();
@@ -253,11 +243,6 @@ Result<std::uint64_t> parse_number(std::string_view s) {
 }
 
 }  // namespace
-
-const FaultClock& FaultClock::steady() {
-  static const SteadyFaultClock clock;
-  return clock;
-}
 
 void FaultInjector::fail_post(std::uint64_t nth, Errc code) {
   fail_code_.store(code);

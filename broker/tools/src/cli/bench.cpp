@@ -40,8 +40,8 @@
 #include <catena/broker/controller_routes.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
-#include <catena/chain/clock.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/idle.hpp>
 
 #include "bench_parts.hpp"
@@ -287,7 +287,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
   co.address = controller;
   control::ControllerClient admin(co);
   const std::string tag =
-      "bench-" + std::to_string(getpid()) + "-" + std::to_string(chain::wall_clock_ns() % 100000);
+      "bench-" + std::to_string(getpid()) + "-" + std::to_string(catena::wall_clock_ns() % 100000);
   auto create = [&](const std::string& name,
                     std::int64_t segment_bytes) -> std::optional<control::idl::ChannelInfo> {
     control::idl::ChannelConfig cfg;

@@ -20,8 +20,8 @@
 #include <catena/broker/history.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
-#include <catena/chain/clock.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/fabric/clock.hpp>
 
 #include "commands.hpp"
 
@@ -116,7 +116,7 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
         }
         history.acknowledged(id, r.partition, r.offset);
         acked.fetch_add(1);
-        if (id >= kill_id.load() && first_after_ns.load() == 0) first_after_ns.store(chain::wall_clock_ns());
+        if (id >= kill_id.load() && first_after_ns.load() == 0) first_after_ns.store(catena::wall_clock_ns());
       });
       if (e == client::ErrorCode::ok) {
         history.published(id, bytes);
@@ -136,7 +136,7 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
   bool ok = wait([&] { return acked.load() >= 1000; }, 20s);
   if (ok) {
     kill_id.store(next_id.load());
-    kill_ns.store(chain::wall_clock_ns());
+    kill_ns.store(catena::wall_clock_ns());
     cluster.signal_node(head_index, SIGKILL);
     ok = wait([&] { return first_after_ns.load() != 0; }, 30s);
     if (ok) wait([&] { return acked.load() >= kill_id.load() + 500; }, 10s);

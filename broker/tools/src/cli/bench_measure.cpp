@@ -6,7 +6,7 @@
 
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
-#include <catena/chain/clock.hpp>
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/idle.hpp>
 
 #include "bench_parts.hpp"
@@ -133,7 +133,7 @@ std::vector<std::uint64_t> delivery_latency(Publisher& pub, RouteSource& routes,
     fabric::BackoffIdle idle;
     while (!stop.load(std::memory_order_relaxed)) {
       idle.idle(sub.value()->poll([&](const Message& m) {
-        lat.push_back(chain::wall_clock_ns() - m.timestamp_ns);
+        lat.push_back(catena::wall_clock_ns() - m.timestamp_ns);
         delivered.fetch_add(1, std::memory_order_release);
       }));
     }

@@ -14,8 +14,8 @@
 #include <catena/broker/controller_routes.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
-#include <catena/chain/clock.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/fabric/clock.hpp>
 
 #include "commands.hpp"
 
@@ -104,7 +104,7 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
     }
     while (!stop_sub.load()) {
       int n = sub.value()->poll([&](const Message& m) {
-        delivery_ns.push_back(chain::wall_clock_ns() - m.timestamp_ns);
+        delivery_ns.push_back(catena::wall_clock_ns() - m.timestamp_ns);
         got[m.partition].emplace_back(
             m.offset, std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()));
         delivered.fetch_add(1, std::memory_order_relaxed);
@@ -143,11 +143,11 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
     if (i == paced) t_pipelined = std::chrono::steady_clock::now();
     const std::string payload = payload_for(i, demo.bytes);
     const std::string key = "k" + std::to_string(i % 16);
-    const std::uint64_t sent = chain::wall_clock_ns();
+    const std::uint64_t sent = catena::wall_clock_ns();
     auto cb = [&, i, sent](const PublishResult& r) {
       if (r.status == PublishStatus::ok) {
         acked[{r.partition, r.offset}] = i;
-        (i < paced ? ack_ns : pipelined_ack_ns).push_back(chain::wall_clock_ns() - sent);
+        (i < paced ? ack_ns : pipelined_ack_ns).push_back(catena::wall_clock_ns() - sent);
       } else {
         ++refused;
       }

@@ -33,8 +33,8 @@
 #include <span>
 #include <vector>
 
-#include <catena/chain/clock.hpp>
 #include <catena/chain/record.hpp>
+#include <catena/fabric/clock.hpp>
 
 namespace catena::chain {
 

@@ -50,11 +50,11 @@
 #include <string>
 #include <vector>
 
-#include <catena/chain/clock.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/wire.hpp>
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/fabric.hpp>
 #include <catena/fabric/thread_owner.hpp>
 

@@ -66,12 +66,12 @@
 #include <vector>
 
 #include <catena/control/broker_admin.hpp>
-#include <catena/control/clock.hpp>
 #include <catena/control/failure_detector.hpp>
 #include <catena/control/idl/catena_meta_types.h>
 #include <catena/control/metadata_store.hpp>
 #include <catena/control/placement.hpp>
 #include <catena/control/result.hpp>
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {

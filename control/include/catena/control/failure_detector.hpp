@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include <catena/control/clock.hpp>
 #include <catena/control/idl/catena_types.h>
+#include <catena/fabric/clock.hpp>
 
 namespace catena::control {
 

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include <catena/control/idl/catena_types.h>
+#include <catena/fabric/expected.hpp>
 
 namespace catena::control {
 
@@ -33,46 +34,8 @@ struct ControlError {
   return ControlError{code, std::move(message), std::nullopt};
 }
 
-// Minimal expected<T, ControlError> (C++20 has no std::expected).
+// A value or a ControlError (the one result template, catena::Expected).
 template <class T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  Result(ControlError err) : v_(std::move(err)) {}  // NOLINT(google-explicit-constructor)
-
-  [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
-  explicit operator bool() const noexcept { return ok(); }
-
-  T& value() & { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  const T& value() const& { return std::get<0>(v_); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  // By value from a temporary, so `for (auto& x : *f())` cannot dangle.
-  T operator*() && { return std::move(value()); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
-  [[nodiscard]] const ControlError& error() const { return std::get<1>(v_); }
-  [[nodiscard]] ErrorCode code() const noexcept { return ok() ? idl::ErrorCode::OK : std::get<1>(v_).code; }
-
- private:
-  std::variant<T, ControlError> v_;
-};
-
-template <>
-class [[nodiscard]] Result<void> {
- public:
-  Result() = default;
-  Result(ControlError err) : err_(std::move(err)) {}  // NOLINT(google-explicit-constructor)
-
-  [[nodiscard]] bool ok() const noexcept { return !err_.has_value(); }
-  explicit operator bool() const noexcept { return ok(); }
-  [[nodiscard]] const ControlError& error() const { return *err_; }
-  [[nodiscard]] ErrorCode code() const noexcept { return ok() ? idl::ErrorCode::OK : err_->code; }
-
- private:
-  std::optional<ControlError> err_;
-};
+using Result = Expected<T, ControlError>;
 
 }  // namespace catena::control

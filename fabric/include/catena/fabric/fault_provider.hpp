@@ -16,7 +16,7 @@
 //
 // Threading: the injector is thread-safe. Wrapped endpoints keep the inner
 // endpoint's rule (one owning thread); their held completions are theirs.
-// Delays are measured and waited out on a FaultClock, so a simulation can
+// Delays are measured and waited out on a catena::Clock, so a simulation can
 // pass its manual clock.
 #pragma once
 
@@ -29,20 +29,10 @@
 #include <string_view>
 #include <vector>
 
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/fabric.hpp>
 
 namespace catena::fabric {
-
-// Time for the injector's delays. The default reads the steady clock and
-// sleeps; a single-threaded simulation reads and advances its own clock.
-class FaultClock {
- public:
-  virtual ~FaultClock() = default;
-  [[nodiscard]] virtual std::uint64_t now_ns() const = 0;
-  // Setup threads only (connect, accept): waits `d` of this clock's time.
-  virtual void sleep_for(std::chrono::nanoseconds d) const = 0;
-  static const FaultClock& steady();
-};
 
 // What the injector has seen and done since it was created.
 struct FaultCounters {
@@ -60,7 +50,7 @@ struct FaultCounters {
 
 class FaultInjector {
  public:
-  explicit FaultInjector(const FaultClock& clock = FaultClock::steady()) : clock_(clock) {}
+  explicit FaultInjector(const catena::Clock& clock = catena::SteadyClock::instance()) : clock_(clock) {}
   FaultInjector(const FaultInjector&) = delete;
   FaultInjector& operator=(const FaultInjector&) = delete;
 
@@ -106,7 +96,7 @@ class FaultInjector {
   void clear();
 
   [[nodiscard]] FaultCounters counters() const;
-  [[nodiscard]] const FaultClock& clock() const { return clock_; }
+  [[nodiscard]] const catena::Clock& clock() const { return clock_; }
 
   // --- for the wrappers ------------------------------------------------------------------
   [[nodiscard]] std::uint64_t connect_delay_ns() const {
@@ -137,7 +127,7 @@ class FaultInjector {
     return d.count() > 0 ? static_cast<std::uint64_t>(d.count()) : 0;
   }
 
-  const FaultClock& clock_;
+  const catena::Clock& clock_;
   std::atomic<std::uint64_t> connect_delay_ns_{0};
   std::atomic<std::uint64_t> accept_delay_ns_{0};
   std::atomic<std::uint64_t> completion_delay_ns_{0};

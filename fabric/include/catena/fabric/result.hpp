@@ -8,6 +8,8 @@
 #include <utility>
 #include <variant>
 
+#include <catena/fabric/expected.hpp>
+
 namespace catena::fabric {
 
 enum class Errc : std::uint8_t {
@@ -34,42 +36,9 @@ struct Error {
   std::string message;
 };
 
-// Minimal expected<T, Error>. C++20 has no std::expected; this is all we need.
+// A value or a fabric Error (the one result template, catena::Expected).
 template <class T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Error err) : v_(std::move(err)) {}  // NOLINT(google-explicit-constructor)
-
-  [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
-  explicit operator bool() const noexcept { return ok(); }
-
-  T& value() & { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  const T& value() const& { return std::get<0>(v_); }
-  T& operator*() & { return value(); }
-  T* operator->() { return &value(); }
-
-  [[nodiscard]] const Error& error() const { return std::get<1>(v_); }
-  [[nodiscard]] Errc code() const noexcept { return ok() ? Errc::ok : std::get<1>(v_).code; }
-
- private:
-  std::variant<T, Error> v_;
-};
-
-template <>
-class [[nodiscard]] Result<void> {
- public:
-  Result() = default;
-  Result(Error err) : err_(std::move(err)) {}  // NOLINT(google-explicit-constructor)
-  [[nodiscard]] bool ok() const noexcept { return err_.code == Errc::ok; }
-  explicit operator bool() const noexcept { return ok(); }
-  [[nodiscard]] const Error& error() const { return err_; }
-  [[nodiscard]] Errc code() const noexcept { return err_.code; }
-
- private:
-  Error err_;
-};
+using Result = Expected<T, Error>;
 
 inline Error make_error(Errc code, std::string message) {
   return Error{code, std::move(message)};

@@ -49,6 +49,12 @@ enum class ErrorCode : std::uint8_t {
 [[nodiscard]] ErrorCode from(chain::wire::Status status) noexcept;
 
 struct Error {
+  Error() = default;
+  Error(ErrorCode c, std::string m) : code(c), message(std::move(m)) {}
+  // A fabric error seen at the API boundary, mapped (implicit, so a client
+  // Result can be returned straight from a fabric error).
+  Error(const fabric::Error& e);  // NOLINT(google-explicit-constructor)
+
   ErrorCode code = ErrorCode::ok;
   std::string message;
 
@@ -62,50 +68,13 @@ struct Error {
 }
 // A fabric error seen at the API boundary.
 [[nodiscard]] inline Error from(const fabric::Error& e) {
-  return Error{from(e.code), e.message};
+  return Error(e);
 }
 
-// What the client API returns: a value or an Error. Built from a
-// fabric::Error too, mapped on the way out.
+// What the client API returns: a value or an Error (the one result
+// template, catena::Expected). Built from a fabric::Error too, mapped on the
+// way out.
 template <class T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::move(value)) {}                    // NOLINT(google-explicit-constructor)
-  Result(Error err) : v_(std::move(err)) {}                    // NOLINT(google-explicit-constructor)
-  Result(const fabric::Error& err) : v_(client::from(err)) {}  // NOLINT(google-explicit-constructor)
-
-  [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
-  explicit operator bool() const noexcept { return ok(); }
-
-  T& value() & { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  const T& value() const& { return std::get<0>(v_); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
-  [[nodiscard]] const Error& error() const { return std::get<1>(v_); }
-  [[nodiscard]] ErrorCode code() const noexcept { return ok() ? ErrorCode::ok : std::get<1>(v_).code; }
-
- private:
-  std::variant<T, Error> v_;
-};
-
-template <>
-class [[nodiscard]] Result<void> {
- public:
-  Result() = default;
-  Result(Error err) : err_(std::move(err)) {}                    // NOLINT(google-explicit-constructor)
-  Result(const fabric::Error& err) : err_(client::from(err)) {}  // NOLINT(google-explicit-constructor)
-
-  [[nodiscard]] bool ok() const noexcept { return err_.code == ErrorCode::ok; }
-  explicit operator bool() const noexcept { return ok(); }
-  [[nodiscard]] const Error& error() const { return err_; }
-  [[nodiscard]] ErrorCode code() const noexcept { return err_.code; }
-
- private:
-  Error err_;
-};
+using Result = Expected<T, Error>;
 
 }  // namespace catena::client

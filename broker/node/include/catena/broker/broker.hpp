@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <catena/chain/clock.hpp>
 #include <catena/chain/replica.hpp>
+#include <catena/fabric/clock.hpp>
 #include <catena/fabric/fabric.hpp>
 
 namespace catena::broker {
@@ -89,12 +89,12 @@ struct SealResult {
 class Broker {
  public:
   static fabric::Result<std::unique_ptr<Broker>> start(
-      const BrokerConfig& cfg, const chain::Clock& clock = chain::SteadyClock::instance());
+      const BrokerConfig& cfg, const catena::Clock& clock = catena::SteadyClock::instance());
   // Same, on a provider the caller opened (cfg.provider is ignored): tests
   // pass a fabric::FaultProvider and keep its injector.
   static fabric::Result<std::unique_ptr<Broker>> start(
       const BrokerConfig& cfg, std::unique_ptr<fabric::Provider> provider,
-      const chain::Clock& clock = chain::SteadyClock::instance());
+      const catena::Clock& clock = catena::SteadyClock::instance());
   ~Broker();
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;
@@ -143,11 +143,11 @@ class Broker {
   // it again or a fence() drops it.
   void suspend_all();
   // Any thread. Replicas acknowledge and serve only while the data-plane
-  // clock (chain::Clock::now_ns) is below this deadline: the controller's
+  // clock (catena::Clock::now_ns) is below this deadline: the controller's
   // lease, measured from when the last answered heartbeat was sent. Read
   // once per duty-cycle pass. Until it is first set there is no lease.
   void set_lease_deadline(std::uint64_t deadline_ns);
-  [[nodiscard]] const chain::Clock& clock() const;
+  [[nodiscard]] const catena::Clock& clock() const;
 
   void stop();
 

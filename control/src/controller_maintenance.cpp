@@ -53,11 +53,21 @@ void Controller::run_probes() {
   for (const auto& [probe, target] : probes) {
     answers.push_back(std::async(std::launch::async, [this, to = target] { return brokers_.ping(to); }));
   }
+  // Every answer before the lock: heartbeats and requests are not held up
+  // behind a probe that waits out its timeout.
+  std::vector<Result<idl::NodeStats>> results;
+  results.reserve(answers.size());
+  for (auto& a : answers) results.push_back(a.get());
   MutexLock lock(mu_);
+  // Heartbeats that arrived while the probes ran may have ended an
+  // isolation: decide that once, before any verdict, so the detector's
+  // windows restart (and answers to these probes are ignored) before an
+  // answer from the cut could count against a node.
+  const bool isolated = isolated_locked();
   for (std::size_t i = 0; i < probes.size(); ++i) {
     const auto& [probe, target] = probes[i];
-    auto answer = answers[i].get();
-    if (halted_) continue;  // drain the futures, act on none
+    auto& answer = results[i];
+    if (halted_) continue;
     if (!answer) {
       spdlog::warn("probe of {} at {} failed: {}", probe.node_id, target.admin_addr,
                    answer.error().describe());
@@ -69,7 +79,7 @@ void Controller::run_probes() {
     if (verdict == FailureDetector::Verdict::unheard) {
       // It answers us, we do not hear it: its lease lapsed long ago and its
       // chains stall until its heartbeats get through. Repair them instead.
-      if (isolated_locked()) continue;
+      if (isolated) continue;
       const auto heard = detector_.since_heard(probe.node_id).value_or(Clock::duration{});
       const auto reason = fmt::format(
           "answers probes but none of its heartbeats arrived for {} ms (its lease lapsed): an asymmetric cut",
@@ -82,7 +92,7 @@ void Controller::run_probes() {
     if (verdict != FailureDetector::Verdict::dead) continue;
     // The node stays SUSPECT and is probed again; a heartbeat or an answered
     // probe clears it, as if it had never been silent.
-    if (isolated_locked()) continue;
+    if (isolated) continue;
     if (const auto quiet = detector_.since_heartbeat(probe.node_id);
         quiet && *quiet <= Clock::duration(options_.lease + options_.heartbeat_interval)) {
       spdlog::info("{} failed its probes but its lease may still be valid: not evicting it yet",

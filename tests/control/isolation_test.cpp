@@ -118,6 +118,39 @@ TEST_F(Isolation, NodesHeardAgainOneByOneAfterACutAreNotEvictedForIt) {
   EXPECT_EQ(state_of("d"), idl::NodeState::ALIVE);
 }
 
+// The heal lands while the controller's probes are out: four nodes'
+// heartbeats arrive during the probe round and c answers its probe before
+// its own first heartbeat. The answer must not count as c's asymmetric cut
+// (no heartbeat for seconds, the controller's own silence): the isolation
+// ends first, then the answers are weighed.
+TEST_F(Isolation, ProbeAnsweredAsTheCutHealsIsNotAnAsymmetricCut) {
+  const auto before = route("orders");
+  cut_controller_off();
+  clock_.advance(5000ms);
+  for (int i = 0; i < 20; ++i) {
+    clock_.advance(100ms);
+    controller_->tick();
+  }
+  std::atomic<bool> healed{false};
+  const auto c_addr = nodes_.at("c").admin_addr;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method == Method::ping && call.to.admin_addr == c_addr && !healed.exchange(true)) {
+      heartbeat_all_but({"c"});
+    }
+    return Fate::deliver;
+  });
+  clock_.advance(100ms);
+  controller_->tick();
+  ASSERT_TRUE(healed.load()) << "c was not probed";
+  heal();
+  run_for(300ms);
+  for (const auto& name : {"a", "b", "c", "d", "e"}) {
+    EXPECT_EQ(state_of(name), idl::NodeState::ALIVE) << name;
+  }
+  EXPECT_EQ(route("orders"), before);
+  EXPECT_EQ(fences_sent(), 0u);
+}
+
 // Two of five silent is not the controller's own problem: they are evicted
 // and the chain repaired as always.
 TEST_F(Isolation, MinoritySilentIsStillEvicted) {

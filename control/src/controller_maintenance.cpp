@@ -30,6 +30,8 @@ void Controller::tick() {
     if (halted_) return;
     restore_replication_locked();
     if (halted_) return;
+    drain_step_locked();
+    if (halted_) return;
   }
   run_pushes();
   MutexLock lock(mu_);

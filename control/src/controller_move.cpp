@@ -91,6 +91,11 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
         return make_error(idl::ErrorCode::INVALID_ARGUMENT,
                           fmt::format("{} is not an ALIVE node (see `catena status`)", id));
       }
+      if (node->drain != idl::DrainState::SERVING) {
+        return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                          fmt::format("{} is {} and takes no partitions", id,
+                                      node->drain == idl::DrainState::DRAINING ? "draining" : "drained"));
+      }
       idl::Replica r;
       r.__set_node_id(id);
       r.__set_fabric_addr(node->info.fabric_addr);

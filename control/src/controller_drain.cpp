@@ -56,12 +56,6 @@ using route_members::members_of;
 
 namespace {
 
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 const char* drain_name(idl::DrainState::type s) {
   switch (s) {
     case idl::DrainState::SERVING:
@@ -75,6 +69,37 @@ const char* drain_name(idl::DrainState::type s) {
 }
 
 }  // namespace
+
+std::int64_t Controller::wall_ms() const {
+  if (options_.wall_clock_ms) return options_.wall_clock_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Controller::drop_expired_ranges_locked() {
+  const std::int64_t now = wall_ms();
+  std::vector<idl::PartitionRoute> changed;
+  for (const auto& [name, ch] : store_->state().channels) {
+    const std::int64_t ttl = ch.config.ttl_ms;  // (a lambda cannot capture a structured binding)
+    for (const auto& route : ch.routes) {
+      if (route.sealed.empty() || !fully_acked_locked(route)) continue;
+      idl::PartitionRoute next = route;
+      std::erase_if(next.sealed, [&](const idl::SealedRange& r) { return r.sealed_at_ms + ttl <= now; });
+      if (next.sealed.size() == route.sealed.size()) continue;
+      next.__set_epoch(route.epoch + 1);
+      spdlog::info("{}/{}: {} sealed range(s) expired and left the route, epoch {}", next.channel,
+                   next.partition, route.sealed.size() - next.sealed.size(), next.epoch);
+      changed.push_back(std::move(next));
+    }
+  }
+  if (changed.empty()) return;
+  meta::MetaRecord record;
+  record.__set_put_routes(changed);
+  if (auto r = store_->commit(record); !r) {
+    spdlog::error("could not persist routes without expired ranges (will retry): {}", r.error().describe());
+  }
+}
 
 bool Controller::draining_locked(const std::string& node_id) const {
   const auto* n = node_locked(node_id);

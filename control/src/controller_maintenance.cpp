@@ -32,6 +32,7 @@ void Controller::tick() {
     if (halted_) return;
     drain_step_locked();
     if (halted_) return;
+    drop_expired_ranges_locked();
   }
   run_pushes();
   MutexLock lock(mu_);

@@ -26,12 +26,6 @@
 namespace catena::control {
 namespace {
 
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 meta::RouteKey route_key(const std::string& channel, std::int32_t partition) {
   meta::RouteKey key;
   key.__set_channel(channel);

@@ -187,9 +187,16 @@ TEST_F(Drain, SealedRangesItAloneHoldsAreRefusedSharedOnesAreLeft) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.code(), idl::ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(refused.error().message.find("solo/0 [0, 100)"), std::string::npos) << refused.error().message;
+  wall_ms_ += 60000;  // its records expired: nothing left to lose
+  auto expired = controller_->drain_node(solo_node);
+  ASSERT_TRUE(expired.ok()) << expired.error().describe();
+  run_for(300ms);
+  EXPECT_TRUE(route("solo").sealed.empty());
+  EXPECT_EQ(controller_->metadata().nodes.at(solo_node).drain, idl::DrainState::DRAINED);
+  wall_ms_ -= 60000;
 
   nodes_["a"].broker->set_end_offset("orders", 0, 500);
-  ASSERT_TRUE(controller_->move_partition("orders", 0, {id("d"), id("b"), id("c")}).ok());
+  ASSERT_TRUE(controller_->move_partition("orders", 0, {id(other), id("b"), id("c")}).ok());
   run_for(300ms);
   const auto before = route("orders");
   ASSERT_EQ(before.sealed.size(), 1u);

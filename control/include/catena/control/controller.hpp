@@ -115,6 +115,11 @@ class Controller {
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
+    // The wall clock, in ms since the Unix epoch, that stamps sealed ranges
+    // (SealedRange.sealed_at_ms) and decides when their records expired
+    // (sealed_at_ms + the channel's ttl_ms: the range leaves the route).
+    // Empty: the system clock. Tests inject one.
+    std::function<std::int64_t()> wall_clock_ms;
     // Fault injection for restart tests: called at "repair.intent_written",
     // "repair.removed", "repair.restored" (replacements joining) and
     // "repair.promoted" (a joining replica became the tail), "move.intent_written",
@@ -230,6 +235,10 @@ class Controller {
   // The node is DRAINING: it takes no new replicas, and each of its chains
   // gets a joining replacement that takes its place when promoted.
   [[nodiscard]] bool draining_locked(const std::string& node_id) const REQUIRES(mu_);
+  [[nodiscard]] std::int64_t wall_ms() const;
+  // Sealed ranges whose records expired leave their routes (epoch+1), so a
+  // route, and what a move pushes, stops growing with every earlier move.
+  void drop_expired_ranges_locked() REQUIRES(mu_);
   // Takes node_id out of route's sealed ranges where another live, serving
   // member holds the range too, or the range expired (an emptied range is
   // dropped). True if the route changed.

@@ -53,6 +53,7 @@ using route_members::describe_chain;
 using route_members::erase_node;
 using route_members::has_node;
 using route_members::members_of;
+using route_members::names;
 
 namespace {
 
@@ -161,10 +162,16 @@ void Controller::drain_step_locked() {
       idl::PartitionRoute next = route;
       bool touched = false;
       for (const auto& id : draining) {
+        // A member leaves the chain, and its sealed ranges with it, only when
+        // its replacement is promoted (drop_drained_member_locked); a fence
+        // now would drop the replica it still serves.
+        if (has_node(next.replicas, id)) continue;
         const bool joining = has_node(next.joining, id);
         erase_node(next.joining, id);  // it copies for a chain it would leave again
-        if (!joining && !leave_sealed_ranges_locked(next, id)) continue;
+        const bool ranges = leave_sealed_ranges_locked(next, id);
+        if (!joining && !ranges) continue;
         touched = true;
+        if (!joining) continue;  // a retired range's replica goes with its ttl
         const auto* n = node_locked(id);
         fences_.push_back(
             FenceJob{BrokerTarget{id, n->info.admin_addr}, next.channel, next.partition, route.epoch + 1});
@@ -185,16 +192,12 @@ void Controller::drain_step_locked() {
     }
   }
   for (const auto& id : draining) {
-    const bool named =
-        std::any_of(store_->state().channels.begin(), store_->state().channels.end(), [&](const auto& entry) {
-          return std::any_of(
-              entry.second.routes.begin(), entry.second.routes.end(), [&](const idl::PartitionRoute& route) {
-                if (contains(route, id)) return true;
-                return std::any_of(
-                    route.sealed.begin(), route.sealed.end(),
-                    [&](const idl::SealedRange& range) { return has_node(range.replicas, id); });
-              });
-        });
+    const auto& channels = store_->state().channels;
+    const bool named = std::any_of(channels.begin(), channels.end(), [&](const auto& entry) {
+      const auto& routes = entry.second.routes;
+      return std::any_of(routes.begin(), routes.end(),
+                         [&](const idl::PartitionRoute& route) { return names(route, id); });
+    });
     if (named) continue;
     meta::NodeRecord node = *node_locked(id);
     node.__set_drain(idl::DrainState::DRAINED);

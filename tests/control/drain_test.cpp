@@ -217,6 +217,36 @@ TEST_F(Drain, SealedRangesItAloneHoldsAreRefusedSharedOnesAreLeft) {
   EXPECT_TRUE(in_no_route("a"));
 }
 
+// A member that also holds a shared sealed range keeps both (and is not
+// fenced) until its replacement is promoted, then leaves both at once.
+TEST_F(Drain, AMemberKeepsItsSealedRangeUntilItsReplacementIsPromoted) {
+  nodes_["a"].broker->set_end_offset("orders", 0, 500);
+  ASSERT_TRUE(controller_->move_partition("orders", 0, {id("a"), id("b"), id("e")}).ok());
+  run_for(300ms);
+  const auto before = route("orders");
+  nodes_["e"].broker->set_backlog("orders", 0, 64 << 20);
+  ASSERT_TRUE(controller_->drain_node(id("a")).ok());
+  run_for(500ms);
+  auto r = route("orders");
+  EXPECT_EQ(r.epoch, before.epoch + 1);
+  EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b"), id("e")}));
+  EXPECT_EQ(joining_of(r), (Ids{id("c")})) << "z3 and z1 are both free; c holds no chain (ids break the tie)";
+  ASSERT_EQ(r.sealed.size(), 1u);
+  EXPECT_EQ(r.sealed[0].replicas.size(), 3u) << "a still holds [0, 500)";
+  EXPECT_TRUE(nodes_["a"].broker->fences().empty()) << "a still serves: no fence";
+  nodes_["e"].broker->set_backlog("orders", 0, 0);
+  run_for(500ms);
+  r = route("orders");
+  EXPECT_EQ(r.epoch, before.epoch + 2);
+  EXPECT_EQ(chain_of(r), (Ids{id("b"), id("e"), id("c")}));
+  ASSERT_EQ(r.sealed.size(), 1u);
+  Ids range;
+  for (const auto& rep : r.sealed[0].replicas) range.push_back(rep.node_id);
+  EXPECT_EQ(range, (Ids{id("b"), id("c")}));
+  EXPECT_EQ(drain_state("a"), idl::DrainState::DRAINED);
+  EXPECT_TRUE(in_no_route("a"));
+}
+
 // --- a failure at each step ----------------------------------------------------
 
 TEST_F(Drain, ReplacementThatDiesWhileCopyingIsReplacedByAnother) {

@@ -209,6 +209,14 @@ enum NodeState {
   DEAD = 3,                    // fenced and removed from every chain
 }
 
+// Whether a node takes partitions (`catena node drain`). Independent of
+// NodeState: a DRAINING node is ALIVE while its replicas are replaced.
+enum DrainState {
+  SERVING = 0,                 // takes new partitions
+  DRAINING = 1,                // takes none; each of its replicas is being replaced
+  DRAINED = 2,                 // in no route: it can be stopped with nothing lost
+}
+
 struct NodeStatus {
   1: NodeInfo info,
   2: NodeState state,
@@ -216,6 +224,24 @@ struct NodeStatus {
   4: i64 last_heartbeat_ms_ago,
   5: NodeStats stats,
   6: i32 replicas,             // chain memberships held by this node (joining ones included)
+  7: DrainState drain = DrainState.SERVING,
+  8: i32 sealed_ranges,        // sealed ranges (partition handoff) that name this node
+}
+
+// One step of a rebalance plan: movePartition(channel, partition, to),
+// replacing the chain `current` with `to`.
+struct PlannedMove {
+  1: string channel,
+  2: i32 partition,
+  3: list<string> current,     // the chain now, head first
+  4: list<string> to,
+  5: string reason,            // which load it evens out, for people
+  6: string error,             // rebalance (not dry run): empty when the move was made
+}
+
+struct RebalancePlan {
+  1: list<PlannedMove> moves,
+  2: bool dry_run,
 }
 
 struct ClusterStatus {
@@ -286,6 +312,32 @@ service Controller {
       throws (1: CatenaError err),
 
   ClusterStatus clusterStatus() throws (1: CatenaError err),
+
+  // Empties node_id so that it can be stopped with nothing lost. Returns at
+  // once (the node's status, DRAINING); tick() does the work and the node
+  // is DRAINED once it is in no route (clusterStatus shows the progress).
+  // For each chain it is in, a replacement joins behind the tail, copies
+  // while the chain keeps committing, and when the tail reports it synced
+  // one route change makes it the tail and takes node_id out of the chain
+  // (head, middle or tail: the others re-link as after a failure; publishers
+  // of a drained head follow the new route). node_id leaves the sealed
+  // ranges it shares with a live member; while it holds the only live copy
+  // of a range whose records have not expired, the drain is refused.
+  // A DRAINING node takes no new replicas; one that registers again stays
+  // DRAINING, a DRAINED one that registers again serves again.
+  // UNKNOWN_NODE; INVALID_ARGUMENT if it is DEAD, already draining or
+  // drained, or holds the only copy of a retained sealed range;
+  // NOT_ENOUGH_NODES if some chain of it would have no replacement, or would
+  // lose its zone spread (node_id is the last node of a zone it uses).
+  NodeStatus drainNode(1: string node_id) throws (1: CatenaError err),
+
+  // Evens out replica and head counts across ALIVE, serving nodes (a newly
+  // registered node among them) by tail-offset handoffs (movePartition: no
+  // history is copied), keeping every chain's zone spread. dry_run: only
+  // the plan. Otherwise the moves are made one by one; a failed one is
+  // reported in its `error` and the rest still run. Chains under repair,
+  // a move or a drain are left alone.
+  RebalancePlan rebalance(1: bool dry_run) throws (1: CatenaError err),
 
   // Subscriber-group progress: offset is the next record the group will
   // consume from channel/partition. Durable (one fsync per call: commit

@@ -13,6 +13,10 @@ struct NodeRecord {
   1: catena.NodeInfo info,
   2: i64 node_epoch,
   3: bool dead,                // node_epoch retired; heartbeats get fenced=true
+  // `catena node drain`: DRAINING takes no new replicas and survives
+  // evictions and re-registrations; DRAINED is set once the node is in no
+  // route, and a registration clears it.
+  4: catena.DrainState drain = catena.DrainState.SERVING,
 }
 
 struct ChannelRecord {

@@ -240,6 +240,11 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
   node.__set_info(info);
   node.__set_node_epoch(store_->state().next_node_epoch);
   node.__set_dead(false);
+  // A drain goes on through a restart (the new incarnation holds nothing of
+  // the old one's chains); a drained node that starts again serves again.
+  if (const auto* old = node_locked(id); old != nullptr && old->drain == idl::DrainState::DRAINING) {
+    node.__set_drain(idl::DrainState::DRAINING);
+  }
   record.__set_put_node(node);
   record.__set_next_node_epoch(node.node_epoch + 1);
   std::vector<idl::PartitionRoute> changed;
@@ -447,20 +452,8 @@ Result<idl::ClusterStatus> Controller::cluster_status() const {
   if (auto r = check_running_locked(); !r) return r.error();
   const auto counts = replica_counts_locked();
   idl::ClusterStatus status;
-  for (const auto& [id, node] : store_->state().nodes) {
-    idl::NodeStatus s;
-    s.__set_info(node.info);
-    s.__set_node_epoch(node.node_epoch);
-    const auto state = detector_.state(id);
-    s.__set_state(node.dead || !state ? idl::NodeState::DEAD : *state);
-    const auto age = detector_.since_heartbeat(id);
-    s.__set_last_heartbeat_ms_ago(age ? std::chrono::duration_cast<std::chrono::milliseconds>(*age).count()
-                                      : std::int64_t{-1});
-    if (auto it = stats_.find(id); it != stats_.end()) s.__set_stats(it->second);
-    auto it = counts.find(id);
-    s.__set_replicas(it == counts.end() ? 0 : static_cast<std::int32_t>(it->second));
-    status.nodes.push_back(std::move(s));
-  }
+  for (const auto& [id, node] : store_->state().nodes)
+    status.nodes.push_back(node_status_locked(node, counts));
   status.__isset.nodes = true;
   status.__set_repairs_in_progress(static_cast<std::int32_t>(store_->state().intents.size()));
   return status;

@@ -138,6 +138,18 @@ Result<idl::ClusterStatus> ControllerClient::cluster_status() {
   return out;
 }
 
+Result<idl::NodeStatus> ControllerClient::drain_node(const std::string& node_id) {
+  idl::NodeStatus out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.drainNode(out, node_id); }); !r) return r.error();
+  return out;
+}
+
+Result<idl::RebalancePlan> ControllerClient::rebalance(bool dry_run) {
+  idl::RebalancePlan out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.rebalance(out, dry_run); }); !r) return r.error();
+  return out;
+}
+
 Result<void> ControllerClient::commit_offset(const std::string& group, const std::string& channel,
                                              std::int32_t partition, std::int64_t offset) {
   return call([&](idl::ControllerClient& c) { c.commitOffset(group, channel, partition, offset); });

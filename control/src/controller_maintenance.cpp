@@ -30,6 +30,9 @@ void Controller::tick() {
     if (halted_) return;
     restore_replication_locked();
     if (halted_) return;
+    drain_step_locked();
+    if (halted_) return;
+    drop_expired_ranges_locked();
   }
   run_pushes();
   MutexLock lock(mu_);

@@ -26,12 +26,6 @@
 namespace catena::control {
 namespace {
 
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 meta::RouteKey route_key(const std::string& channel, std::int32_t partition) {
   meta::RouteKey key;
   key.__set_channel(channel);
@@ -90,6 +84,11 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
       if (node == nullptr || node->dead || !state || *state != idl::NodeState::ALIVE) {
         return make_error(idl::ErrorCode::INVALID_ARGUMENT,
                           fmt::format("{} is not an ALIVE node (see `catena status`)", id));
+      }
+      if (node->drain != idl::DrainState::SERVING) {
+        return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                          fmt::format("{} is {} and takes no partitions", id,
+                                      node->drain == idl::DrainState::DRAINING ? "draining" : "drained"));
       }
       idl::Replica r;
       r.__set_node_id(id);

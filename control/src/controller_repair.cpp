@@ -30,7 +30,7 @@ std::vector<PlacementCandidate> Controller::candidates_locked() const {
   const auto counts = replica_counts_locked();
   std::vector<PlacementCandidate> out;
   for (const auto& [id, node] : store_->state().nodes) {
-    if (node.dead || !detector_.is_alive(id)) continue;
+    if (node.dead || !detector_.is_alive(id) || node.drain != idl::DrainState::SERVING) continue;
     PlacementCandidate c{id, node.info.zone, 0, 0, 0};
     if (auto it = counts.find(id); it != counts.end()) c.replicas = it->second;
     if (auto it = stats_.find(id); it != stats_.end()) {
@@ -159,7 +159,14 @@ void Controller::restore_replication_locked() {
   std::vector<idl::PartitionRoute> changed;
   for (const auto& [name, ch] : store_->state().channels) {
     for (const auto& route : ch.routes) {
-      const auto missing = ch.config.replication - static_cast<std::int32_t>(route.replicas.size()) -
+      // A draining member counts as gone already: its replacement joins
+      // while it still serves, and takes its place when promoted.
+      const auto serving =
+          std::count_if(route.replicas.begin(), route.replicas.end(), [&](const idl::Replica& r) {
+            mu_.assert_held();  // runs here, under the caller's lock
+            return !draining_locked(r.node_id);
+          });
+      const auto missing = ch.config.replication - static_cast<std::int32_t>(serving) -
                            static_cast<std::int32_t>(route.joining.size());
       // Wait until the shortened chain is installed everywhere: each replica
       // sees epoch+1 (without the dead node) before epoch+2 (with the
@@ -169,6 +176,7 @@ void Controller::restore_replication_locked() {
       std::set<std::string> members;
       for (const auto* r : members_of(route)) {
         members.insert(r->node_id);
+        if (draining_locked(r->node_id)) continue;  // its zone is free for the replacement
         if (const auto* n = node_locked(r->node_id)) zones.push_back(n->info.zone);
       }
       auto chosen = placement.choose(missing, zones, members);
@@ -330,6 +338,7 @@ void Controller::promote_caught_up_locked() {
       next.__set_epoch(route.epoch + 1);
       spdlog::info("{}/{}: {} caught up, now the tail, epoch {}: {}", next.channel, next.partition, id,
                    next.epoch, describe_chain(next));
+      drop_drained_member_locked(next);
       changed.push_back(std::move(next));
     }
   }

@@ -47,6 +47,12 @@ class Handler final : public idl::ControllerIf {
     out = value_or_throw(c_.move_partition(channel, partition, to));
   }
   void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c_.cluster_status()); }
+  void drainNode(idl::NodeStatus& out, const std::string& node_id) override {
+    out = value_or_throw(c_.drain_node(node_id));
+  }
+  void rebalance(idl::RebalancePlan& out, bool dry_run) override {
+    out = value_or_throw(c_.rebalance(dry_run));
+  }
   void commitOffset(const std::string& group, const std::string& channel, std::int32_t partition,
                     std::int64_t offset) override {
     if (auto r = c_.commit_offset(group, channel, partition, offset); !r) throw r.error().to_thrift();

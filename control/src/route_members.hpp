@@ -32,6 +32,13 @@ inline bool contains(const idl::PartitionRoute& route, const std::string& node_i
   return has_node(route.replicas, node_id) || has_node(route.joining, node_id);
 }
 
+// In the chain, joining it, or holding one of its sealed ranges.
+inline bool names(const idl::PartitionRoute& route, const std::string& node_id) {
+  return contains(route, node_id) ||
+         std::any_of(route.sealed.begin(), route.sealed.end(),
+                     [&](const idl::SealedRange& range) { return has_node(range.replicas, node_id); });
+}
+
 inline void erase_node(std::vector<idl::Replica>& list, const std::string& node_id) {
   std::erase_if(list, [&](const idl::Replica& r) { return r.node_id == node_id; });
 }

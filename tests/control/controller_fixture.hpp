@@ -230,6 +230,7 @@ class ControllerFixture : public ::testing::Test {
     o.push_retry_initial = std::chrono::milliseconds(100);
     o.push_retry_max = std::chrono::milliseconds(1000);
     o.crash_point = [this](std::string_view point) { return point == crash_at_; };
+    o.wall_clock_ms = [this] { return wall_ms_; };
     o.isolation_percent = isolation_percent_;
     o.heartbeat_loss = heartbeat_loss_;
     o.link_fault_timeout = std::chrono::milliseconds(3000);  // LinkFaults.* count reports against 3 s
@@ -345,6 +346,7 @@ class ControllerFixture : public ::testing::Test {
   std::unique_ptr<Controller> controller_;
   std::map<std::string, Node> nodes_;
   std::string crash_at_;
+  std::int64_t wall_ms_ = 1'000'000'000;         // the controller's wall clock (sealed ranges); tests move it
   int isolation_percent_ = 50;                   // takes effect at open() / restart()
   std::chrono::milliseconds heartbeat_loss_{0};  // takes effect at open() / restart()
 };

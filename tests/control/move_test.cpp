@@ -122,6 +122,27 @@ TEST_F(Move, CommitsTheNewChainAtTheSealedOffsetAndHandsTheProducersToItsHead) {
   EXPECT_EQ(calls.back().producers.size(), 1u);
 }
 
+// A sealed range whose records expired (ttl after it was sealed, on the
+// controller's wall clock) leaves the route at a new epoch; the chain stays.
+TEST_F(Move, ExpiredRangesLeaveTheRoute) {
+  auto moved = controller_->move_partition("mv", 0, to_);
+  ASSERT_TRUE(moved.ok()) << moved.error().describe();
+  ASSERT_EQ(moved->sealed.size(), 1u);
+  EXPECT_EQ(moved->sealed[0].sealed_at_ms, wall_ms_);
+  wall_ms_ += 60000 - 1;  // channel_config's ttl_ms, less one
+  run_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(route("mv").epoch, moved->epoch);
+  ASSERT_EQ(route("mv").sealed.size(), 1u) << "not expired yet";
+  wall_ms_ += 1;
+  run_for(std::chrono::milliseconds(300));
+  const auto r = route("mv");
+  EXPECT_EQ(r.epoch, moved->epoch + 1);
+  EXPECT_TRUE(r.sealed.empty());
+  EXPECT_EQ(r.replicas, moved->replicas);
+  EXPECT_EQ(r.start_offset, 1234);
+  EXPECT_EQ(nodes_.at(spare_).broker->installed("mv", 0).value_or(idl::PartitionRoute{}).epoch, r.epoch);
+}
+
 TEST_F(Move, ASecondMoveKeepsBothRangesInOrder) {
   ASSERT_TRUE(controller_->move_partition("mv", 0, to_).ok());
   run_for(std::chrono::milliseconds(300));

@@ -196,9 +196,12 @@ int cluster_status(const Common& c) {
   std::printf("controller %s, %zu node(s), %d repair(s) in progress\n", c.controller_address().c_str(),
               r->nodes.size(), r->repairs_in_progress);
   for (const auto& n : r->nodes) {
+    const char* drain = n.drain == control::idl::DrainState::DRAINING  ? "DRAINING"
+                        : n.drain == control::idl::DrainState::DRAINED ? "DRAINED"
+                                                                       : "serving";
     std::printf(
-        "  %-10s %-7s zone %-8s replicas %-3d segments %-5lld bytes %-12lld heartbeat %lld ms ago  %s\n",
-        n.info.node_id.c_str(), state_name(n.state), n.info.zone.c_str(), n.replicas,
+        "  %-10s %-7s %-8s zone %-8s replicas %-3d segments %-5lld bytes %-12lld heartbeat %lld ms ago  %s\n",
+        n.info.node_id.c_str(), state_name(n.state), drain, n.info.zone.c_str(), n.replicas,
         static_cast<long long>(n.stats.segments), static_cast<long long>(n.stats.bytes),
         static_cast<long long>(n.last_heartbeat_ms_ago), n.info.fabric_addr.c_str());
   }

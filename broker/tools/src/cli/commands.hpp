@@ -118,6 +118,19 @@ int run_failover_bench(const Common& c, const BenchOptions& o);
 // `catena bench --move` (bench_move.cpp).
 int run_move_bench(const Common& c, const BenchOptions& o);
 
+// `catena node drain` and `catena rebalance` (node.cpp).
+struct NodeCommands {
+  CLI::App* drain = nullptr;
+  CLI::App* rebalance = nullptr;
+  std::string node_id;
+  bool no_wait = false;
+  int timeout_s = 600;
+  bool dry_run = false;
+};
+NodeCommands add_node_commands(CLI::App& app);
+int node_drain(const Common& c, const NodeCommands& o);
+int rebalance(const Common& c, const NodeCommands& o);
+
 // `catena chaos` (chaos.cpp).
 void add_chaos_options(CLI::App& app, ChaosOptions& o);
 int run_chaos(const Common& c, const ChaosOptions& o);

@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
   subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
 
   auto* status = app.add_subcommand("status", "show the cluster's nodes and their state");
+  auto* cluster_status_cmd = cluster->add_subcommand("status", "the same as `catena status`");
+  const NodeCommands node_cmds = add_node_commands(app);
 
   BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench",
@@ -152,7 +154,9 @@ int main(int argc, char** argv) {
   if (move->parsed()) return partition_move(common, move_channel, move_partition, move_to);
   if (publish->parsed()) return publish_stdin(common, pub);
   if (subscribe->parsed()) return subscribe_stdout(common, sub);
-  if (status->parsed()) return cluster_status(common);
+  if (status->parsed() || cluster_status_cmd->parsed()) return cluster_status(common);
+  if (node_cmds.drain->parsed()) return node_drain(common, node_cmds);
+  if (node_cmds.rebalance->parsed()) return rebalance(common, node_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
   return 2;

@@ -115,10 +115,16 @@ class Controller {
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
+    // The wall clock, in ms since the Unix epoch, that stamps sealed ranges
+    // (SealedRange.sealed_at_ms) and decides when their records expired
+    // (sealed_at_ms + the channel's ttl_ms: the range leaves the route).
+    // Empty: the system clock. Tests inject one.
+    std::function<std::int64_t()> wall_clock_ms;
     // Fault injection for restart tests: called at "repair.intent_written",
     // "repair.removed", "repair.restored" (replacements joining) and
     // "repair.promoted" (a joining replica became the tail), "move.intent_written",
-    // "move.sealed" and "move.committed" (partition handoff). Returning true
+    // "move.sealed" and "move.committed" (partition handoff), "drain.begun"
+    // (a drain recorded) and "drain.done" (a node marked DRAINED). Returning true
     // stops the controller on the spot, as if its process died there; every
     // later call fails with INTERNAL and the object can only be destroyed.
     std::function<bool(std::string_view point)> crash_point;
@@ -148,6 +154,11 @@ class Controller {
                                                            const std::vector<std::string>& to)
       EXCLUDES(move_mu_, mu_);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status() const;
+  // See drainNode in catena.thrift: checks and records the drain; tick()
+  // replaces the node's replicas (controller_drain.cpp).
+  [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);
+  // See rebalance in catena.thrift (the plan: rebalance_plan.hpp).
+  [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run) EXCLUDES(move_mu_, mu_);
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);
   [[nodiscard]] Result<std::int64_t> fetch_offset(const std::string& group, const std::string& channel,
@@ -219,6 +230,29 @@ class Controller {
   // the tail counts it in its commit, and it holds every committed record.
   [[nodiscard]] bool caught_up_locked(const idl::PartitionRoute& route) const REQUIRES(mu_);
   [[nodiscard]] std::string assign_node_id_locked(std::int64_t* next_seq) const REQUIRES(mu_);
+
+  // --- drains (controller_drain.cpp) ---
+  // The node is DRAINING: it takes no new replicas, and each of its chains
+  // gets a joining replacement that takes its place when promoted.
+  [[nodiscard]] bool draining_locked(const std::string& node_id) const REQUIRES(mu_);
+  [[nodiscard]] std::int64_t wall_ms() const;
+  // Sealed ranges whose records expired leave their routes (epoch+1), so a
+  // route, and what a move pushes, stops growing with every earlier move.
+  void drop_expired_ranges_locked() REQUIRES(mu_);
+  // Takes node_id out of route's sealed ranges where another live, serving
+  // member holds the range too, or the range expired (an emptied range is
+  // dropped). True if the route changed.
+  bool leave_sealed_ranges_locked(idl::PartitionRoute& route, const std::string& node_id) const REQUIRES(mu_);
+  // Promoting joining[0] of next also takes one DRAINING member out of the
+  // chain (and its sealed ranges): the promoted replica holds every
+  // committed record, so the chain still holds every acknowledged one.
+  void drop_drained_member_locked(idl::PartitionRoute& next) REQUIRES(mu_);
+  // Takes DRAINING nodes out of joining lists and shared sealed ranges, and
+  // marks those in no route DRAINED.
+  void drain_step_locked() REQUIRES(mu_);
+  [[nodiscard]] idl::NodeStatus node_status_locked(const meta::NodeRecord& node,
+                                                   const std::map<std::string, std::int64_t>& counts) const
+      REQUIRES(mu_);
 
   // Declares node_id DEAD and takes it out of its chains. fence_evicted:
   // also send it best-effort fences (not when its address now belongs to a

@@ -60,6 +60,12 @@ class ControllerClient {
   [[nodiscard]] Result<idl::PartitionRoute> move_partition(const std::string& channel, std::int32_t partition,
                                                            const std::vector<std::string>& to);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status();
+  // Starts a drain and returns (Controller.drainNode); poll cluster_status()
+  // until the node is DRAINED.
+  [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);
+  // Waits for every move of the plan unless dry_run: give the client an rpc
+  // timeout of several seconds per move.
+  [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run);
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);
   // A new producer epoch (and id, if producer_id is 0): Controller.initProducer.

@@ -1,0 +1,123 @@
+// `catena node drain` and `catena rebalance`: emptying a node before it is
+// stopped, and spreading partitions onto nodes that joined (a broker started
+// with --controller registers itself: that is adding a node).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <catena/control/controller_client.hpp>
+
+#include "commands.hpp"
+
+namespace catena::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+int fail(const std::string& what, const std::string& why) {
+  std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
+  return 1;
+}
+
+std::string join(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const auto& id : ids) out += (out.empty() ? "" : " -> ") + id;
+  return out;
+}
+
+const control::idl::NodeStatus* find_node(const control::idl::ClusterStatus& status, const std::string& id) {
+  for (const auto& n : status.nodes) {
+    if (n.info.node_id == id) return &n;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+NodeCommands add_node_commands(CLI::App& app) {
+  NodeCommands c;
+  auto* node = app.add_subcommand("node", "operator actions on one node");
+  node->require_subcommand(1);
+  c.drain = node->add_subcommand(
+      "drain",
+      "empty a node so that it can be stopped with nothing lost: each of its replicas gets a replacement "
+      "that copies the partition while the chain keeps acknowledging, then takes its place");
+  c.drain->add_option("node", c.node_id, "node id (see `catena status`)")->required();
+  c.drain->add_flag("--no-wait", c.no_wait, "return once the drain is recorded");
+  c.drain->add_option("--timeout-s", c.timeout_s, "give up waiting after this long (the drain goes on)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c.rebalance = app.add_subcommand(
+      "rebalance",
+      "even out replicas and heads across the serving nodes (a newly added one among them) by moving "
+      "partitions at their tail offset: no history is copied");
+  c.rebalance->add_flag("--dry-run", c.dry_run, "print the plan, change nothing");
+  return c;
+}
+
+int node_drain(const Common& common, const NodeCommands& c) {
+  control::ControllerClient::Options opts;
+  opts.address = common.controller_address();
+  control::ControllerClient client(opts);
+  const auto started = std::chrono::steady_clock::now();
+  auto r = client.drain_node(c.node_id);
+  if (!r) return fail("node drain " + c.node_id, r.error().describe());
+  std::printf("%s is draining: %d replica(s) and %d sealed range(s) to hand over\n", c.node_id.c_str(),
+              r->replicas, r->sealed_ranges);
+  if (c.no_wait) return 0;
+  int last_replicas = r->replicas;
+  int last_ranges = r->sealed_ranges;
+  while (std::chrono::steady_clock::now() - started < std::chrono::seconds(c.timeout_s)) {
+    std::this_thread::sleep_for(100ms);
+    auto status = client.cluster_status();
+    if (!status) continue;  // the controller may be restarting: the drain resumes there
+    const auto* n = find_node(*status, c.node_id);
+    if (n == nullptr) return fail("node drain " + c.node_id, "the node is no longer known");
+    if (n->state == control::idl::NodeState::DEAD) {
+      return fail("node drain " + c.node_id,
+                  "the node died during the drain; its chains are repaired without it (an empty "
+                  "process that registers again is DRAINED at once)");
+    }
+    if (n->replicas != last_replicas || n->sealed_ranges != last_ranges) {
+      std::printf("  %d replica(s), %d sealed range(s) left\n", n->replicas, n->sealed_ranges);
+      last_replicas = n->replicas;
+      last_ranges = n->sealed_ranges;
+    }
+    if (n->drain == control::idl::DrainState::DRAINED) {
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      std::printf("%s is DRAINED after %lld ms: no route names it; it can be stopped\n", c.node_id.c_str(),
+                  static_cast<long long>(ms.count()));
+      return 0;
+    }
+  }
+  return fail("node drain " + c.node_id,
+              "not drained yet after " + std::to_string(c.timeout_s) +
+                  " s; it goes on (see `catena status`: a chain may lack a replacement)");
+}
+
+int rebalance(const Common& common, const NodeCommands& c) {
+  control::ControllerClient::Options opts;
+  opts.address = common.controller_address();
+  opts.rpc_timeout = std::max(opts.rpc_timeout, std::chrono::milliseconds(600000));  // every move waits
+  control::ControllerClient client(opts);
+  auto r = client.rebalance(c.dry_run);
+  if (!r) return fail("rebalance", r.error().describe());
+  if (r->moves.empty()) {
+    std::printf("balanced: nothing to move\n");
+    return 0;
+  }
+  int failed = 0;
+  std::printf("%s%zu move(s):\n", c.dry_run ? "plan (dry run), " : "", r->moves.size());
+  for (const auto& m : r->moves) {
+    std::printf("  %s/%d  [%s] => [%s]  (%s)%s%s\n", m.channel.c_str(), m.partition, join(m.current).c_str(),
+                join(m.to).c_str(), m.reason.c_str(), m.error.empty() ? "" : "  FAILED: ", m.error.c_str());
+    if (!m.error.empty()) ++failed;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace catena::cli

@@ -230,5 +230,62 @@ TEST_F(NonBlockingPoll, PublisherKeepsAcknowledgingOtherPartitionsWhileOneCannot
   EXPECT_EQ(brokers_[0]->stats().partitions[0].replica.end_offset, 5u) << "partition 0 stored a record twice";
 }
 
+TEST_F(NonBlockingPoll, SubscriberKeepsDeliveringOtherPartitionsWhileOneCannotBeReached) {
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto created_pub = Publisher::create(routes_, "nb", po);
+  ASSERT_TRUE(created_pub.ok()) << created_pub.error().message;
+  Publisher& pub = *created_pub.value();
+  auto publish = [&](std::uint32_t partition, int from, int n) {
+    for (int i = from; i < from + n; ++i) {
+      while (pub.publish_to(partition, bytes(std::to_string(partition) + "-" + std::to_string(i)), nullptr) !=
+             client::ErrorCode::ok) {
+        pub.poll();
+      }
+    }
+    ASSERT_TRUE(pub.flush(10s));
+  };
+  publish(0, 0, 50);
+  publish(1, 0, 50);
+
+  route_partition0_to_silence(3);
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  so.connect_timeout = kConnectTimeout;
+  auto created = Subscriber::create(hanging_, "nb", so);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Subscriber& sub = *created.value();
+  std::map<std::uint32_t, std::vector<std::uint64_t>> got;
+  auto on_message = [&](const Message& m) { got[m.partition].push_back(m.offset); };
+
+  // Phase 1: partition 0's replica does not answer its dial; phase 2: route
+  // lookups and failure reports hang too. Partition 1 gets 50 records more
+  // in each phase.
+  auto run_phase = [&](const char* what, int from) {
+    publish(1, from, 50);
+    Longest poll;
+    const auto end = Clock::now() + 1500ms;
+    while (Clock::now() < end) poll.time([&] { return sub.poll(on_message); });
+    EXPECT_LT(poll.max, kPollBound) << what << ": a poll took " << poll.ms() << " ms";
+    EXPECT_EQ(got[1].size(), static_cast<std::size_t>(from + 50)) << what << ": partition 1 not delivered";
+    EXPECT_TRUE(got[0].empty()) << what;
+  };
+  run_phase("replica not answering", 50);
+  hanging_.hang(true);
+  run_phase("replica not answering and route lookups hanging", 100);
+
+  route_partition0_to_node0(4);
+  hanging_.hang(false);
+  Longest poll;
+  const auto deadline = Clock::now() + 20s;
+  while (got[0].size() < 50 && Clock::now() < deadline) poll.time([&] { return sub.poll(on_message); });
+  EXPECT_LT(poll.max, kPollBound) << "recovering: a poll took " << poll.ms() << " ms";
+  for (std::uint32_t p : {0u, 1u}) {
+    const std::size_t n = p == 0 ? 50 : 150;
+    ASSERT_EQ(got[p].size(), n) << "partition " << p;
+    for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(got[p][i], i) << "partition " << p;
+  }
+}
+
 }  // namespace
 }  // namespace catena::test

@@ -51,8 +51,8 @@ client::Result<void> Publisher::Impl::init() {
     sessions_.push_back(std::move(s));
   }
   // Connect eagerly so the first publish does not pay for it: one attempt
-  // per partition, all at once, waited for here (setup). Failures are
-  // retried from poll().
+  // per partition (and at the tail's watch, once the head answered), all at
+  // once, waited for here (setup). Failures are retried from poll().
   for (auto& s : sessions_) start_connect_st(*s, Clock::now());
   fabric::BackoffIdle idle;
   for (bool attempting = true; attempting;) {
@@ -61,7 +61,8 @@ client::Result<void> Publisher::Impl::init() {
     for (auto& s : sessions_) {
       take_lookup_st(*s, now);
       advance_connect_st(*s, now, false);
-      attempting = attempting || s->attempt != Attempt::none;
+      if (s->link && s->watch_attempt != Attempt::none) advance_watch_st(*s, now);
+      attempting = attempting || s->attempt != Attempt::none || s->watch_attempt != Attempt::none;
     }
     if (attempting) idle.idle();
   }

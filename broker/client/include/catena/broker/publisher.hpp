@@ -27,12 +27,15 @@
 // builds with CATENA_THREAD_CHECKS a call from any other thread aborts.
 //
 // poll() never waits on the network or the controller, so one partition's
-// failover never stalls the others. Per partition it makes at most: one
-// non-blocking completion poll of the head link, of the commit watch and of
-// a handshake in progress each, the posts of records not yet flushed, one
+// failover never stalls the others. Per partition it makes at most:
+// non-blocking polls of the head link's send and receive completions and of
+// the commit watch's receive completions (or one look for a handshake's
+// answer in their place), the posts of records not yet flushed, one
 // look at the answer of a route lookup or connect in progress (an atomic
-// load, and an uncontended lock once the answer came), and, when a
-// connection comes up, its setup (Link buffers, the hello, the resend).
+// load, and an uncontended lock once the answer came), handing the next
+// call to a worker (an allocation, a lock, a wake-up: per lookup or
+// connect, never per record), and, when a connection comes up, its setup
+// (Link buffers, the hello, the resend).
 // Everything that may wait runs on two worker threads the publisher owns:
 // RouteSource calls (route lookups, failure reports) on one, and
 // Provider::connect (which waits up to connect_timeout for a head that is
@@ -42,7 +45,11 @@
 // RouteSource, because they also use its provider and must be joined
 // before it goes (and a RouteSource may serve clients of several threads
 // that should not queue behind each other). Each partition has at most one
-// lookup and two connects (head and watch) queued or running. create()
+// lookup and two connects (head and watch) queued or running, besides the
+// failure reports it queued (one per lost head or failed connect; its next
+// lookup queues behind them). Calls of one worker run one at a time: a
+// connect that waits out connect_timeout delays other partitions'
+// reconnects (not their traffic), as the dials in poll() did. create()
 // still waits (setup): for the layout, the producer epoch and one connect
 // attempt per partition. ~Publisher waits for the worker calls in progress
 // (a connect: connect_timeout at most; a lookup: the RouteSource's own

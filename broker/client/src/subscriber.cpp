@@ -6,7 +6,10 @@
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/record.hpp>
+#include <catena/fabric/idle.hpp>
 #include <catena/fabric/thread_owner.hpp>
+
+#include "client_worker.hpp"
 
 namespace catena {
 
@@ -14,7 +17,10 @@ using chain::Link;
 using fabric::Errc;
 namespace wire = chain::wire;
 using Steady = std::chrono::steady_clock;
+using client_detail::Attempt;
 
+// One partition's session with the replica it reads from. Owned by the
+// subscriber's polling thread.
 struct SubSession {
   std::uint32_t partition = 0;
   Route route;
@@ -31,6 +37,28 @@ struct SubSession {
   std::uint64_t range_start = 0;           // where the range (or the chain above) it serves starts
   Steady::time_point route_check_at{};
   Steady::time_point retry_at{};
+
+  // Reaching a replica without poll() waiting: an attempt in states
+  // (route lookup and connect on the subscriber's workers, then the
+  // handshake as a Link::Dialing) while there is no link.
+  std::uint64_t link_gen = 0;       // bumped whenever the link is dropped
+  client_detail::RouteCall lookup;  // one at a time: an attempt's, or a stall check's
+  bool lookup_for_attempt = false;
+  std::uint64_t lookup_link = 0;  // link_gen when a stall check asked
+  Attempt attempt = Attempt::none;
+  bool restart = false;  // seek() while the connect ran: its outcome is dropped
+  ReplicaAddress dialled;
+  std::uint64_t dial_range_end = ~0ull;  // what range_end and range_start become once connected
+  std::uint64_t dial_range_start = 0;
+  wire::SubscriberHello hello{};
+  client_detail::EndpointCall connecting;
+  std::optional<Link::Dialing<wire::SubscriberWelcome>> dialing;
+  Steady::time_point dial_deadline{};
+
+  void drop_link() {
+    link.reset();
+    ++link_gen;
+  }
 };
 
 class Subscriber::Impl {
@@ -83,7 +111,20 @@ class Subscriber::Impl {
       }
       sessions_.push_back(std::move(s));
     }
-    for (auto& s : sessions_) (void)connect_st(*s);
+    // Connect eagerly: one attempt per partition, all at once, waited for
+    // here (setup). Failures are retried from poll().
+    for (auto& s : sessions_) start_connect_st(*s, Steady::now());
+    fabric::BackoffIdle idle;
+    for (bool attempting = true; attempting;) {
+      attempting = false;
+      const auto now = Steady::now();
+      for (auto& s : sessions_) {
+        take_lookup_st(*s, now);
+        advance_connect_st(*s, now, false);
+        attempting = attempting || s->attempt != Attempt::none;
+      }
+      if (attempting) idle.idle();
+    }
     return {};
   }
 
@@ -93,8 +134,9 @@ class Subscriber::Impl {
     const auto now = Steady::now();
     for (auto& sp : sessions_) {
       SubSession& s = *sp;
+      take_lookup_st(s, now);
       if (!s.link) {
-        if (now >= s.retry_at) (void)connect_st(s);
+        advance_connect_st(s, now, true);
         continue;
       }
       s.link->poll_send();
@@ -167,23 +209,22 @@ class Subscriber::Impl {
             channel_, s.partition, s.reading_from,
             std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_delivery).count(),
             s.committed_at_connect);
-        s.link.reset();
+        s.drop_link();
         ++s.replica_pick;
         s.retry_at = now;
         continue;
       }
       if (!reconnect && now - s.last_delivery >= opts_.stall_check && now >= s.route_check_at &&
-          replica_left_chain_st(s, now)) {
-        spdlog::debug("subscriber {}/{}: {} left the chain; moving", channel_, s.partition, s.reading_from);
-        s.link.reset();  // resume at next_offset on the replica the route now prefers
-        s.replica_pick = 0;
-        s.retry_at = now;
-        continue;
+          !s.lookup.busy()) {
+        // Nothing came for a while: fine if the partition is idle, not if
+        // our replica has left the chain (it may be cut off, and silent).
+        s.route_check_at = now + opts_.stall_check;
+        start_lookup_st(s, false);
       }
       if (!reconnect && s.next_offset >= s.range_end) {
         spdlog::debug("subscriber {}/{}: the range {} served ends at {}; going on at the next chain",
                       channel_, s.partition, s.reading_from, s.next_offset);
-        s.link.reset();
+        s.drop_link();
         s.replica_pick = 0;
         s.retry_at = now;
         continue;
@@ -193,9 +234,9 @@ class Subscriber::Impl {
           spdlog::debug("subscriber {}/{}: link to {} broke", channel_, s.partition, s.reading_from);
         if (!reconnect && !s.route.replicas.empty()) {
           const auto& r = s.route.replicas[s.replica_pick % s.route.replicas.size()];
-          routes_.report_unreachable(r.node_id, s.route, "subscriber lost its replica");
+          report_st(r.node_id, s.route, "subscriber lost its replica");
         }
-        s.link.reset();
+        s.drop_link();
         ++s.replica_pick;  // try another replica of the chain next
         s.retry_at = now;
       }
@@ -203,12 +244,9 @@ class Subscriber::Impl {
     return delivered;
   }
 
-  // Nothing came for a while: fine if the partition is idle, not if our
-  // replica has left the chain (it may be cut off, and silent).
-  bool replica_left_chain_st(SubSession& s, Steady::time_point now) {
+  // A stall check's answer: whether our replica left the chain.
+  bool replica_left_chain_st(SubSession& s, const client::Result<Route>& r) {
     CATENA_ST_CHECK(owner_);
-    s.route_check_at = now + opts_.stall_check;
-    auto r = routes_.route(channel_, s.partition, s.route.epoch);
     if (!r || r->epoch <= s.route.epoch) return false;
     s.route = r.value();
     // The partition moved on (a handoff sealed the chain we read at an offset
@@ -217,6 +255,37 @@ class Subscriber::Impl {
     if ((range != nullptr ? range->start_offset : s.route.start_offset) != s.range_start) return true;
     return std::none_of(s.route.replicas.begin(), s.route.replicas.end(),
                         [&](const ReplicaAddress& a) { return a.node_id == s.reading_from; });
+  }
+
+  void start_lookup_st(SubSession& s, bool for_attempt) {
+    CATENA_ST_CHECK(owner_);
+    s.lookup_for_attempt = for_attempt;
+    s.lookup_link = s.link_gen;
+    s.lookup.start(lookups_, [&routes = routes_, channel = channel_, partition = s.partition,
+                              epoch = s.route.epoch] { return routes.route(channel, partition, epoch); });
+  }
+
+  // Queued before the session's next lookup, which a route source that
+  // drops its cached route on a report (ControllerRoutes) answers afresh.
+  void report_st(const std::string& node_id, const Route& route, const std::string& reason) {
+    CATENA_ST_CHECK(owner_);
+    lookups_.post(
+        [&routes = routes_, node_id, route, reason] { routes.report_unreachable(node_id, route, reason); });
+  }
+
+  void take_lookup_st(SubSession& s, Steady::time_point now) {
+    CATENA_ST_CHECK(owner_);
+    auto r = s.lookup.take();
+    if (!r) return;
+    if (s.lookup_for_attempt) {
+      if (s.attempt == Attempt::route) on_route_st(s, std::move(*r), now);
+      return;
+    }
+    if (!s.link || s.lookup_link != s.link_gen || !replica_left_chain_st(s, *r)) return;
+    spdlog::debug("subscriber {}/{}: {} left the chain; moving", channel_, s.partition, s.reading_from);
+    s.drop_link();  // resume at next_offset on the replica the route now prefers
+    s.replica_pick = 0;
+    s.retry_at = now;
   }
 
   void notify(const Notice& n) {
@@ -236,17 +305,54 @@ class Subscriber::Impl {
     return reps.back();
   }
 
-  bool connect_st(SubSession& s) {
+  void start_connect_st(SubSession& s, Steady::time_point now) {
     CATENA_ST_CHECK(owner_);
-    s.retry_at = Steady::now() + std::chrono::milliseconds(50);
-    auto route = routes_.route(channel_, s.partition, s.route.epoch);
-    if (!route) return false;
+    s.retry_at = now + std::chrono::milliseconds(50);
+    start_lookup_st(s, true);
+    s.attempt = Attempt::route;
+  }
+
+  // Moves an attempt on as far as the answers that came allow; starts one
+  // when the retry is due (and `may_start`). Never waits.
+  void advance_connect_st(SubSession& s, Steady::time_point now, bool may_start) {
+    CATENA_ST_CHECK(owner_);
+    switch (s.attempt) {
+      case Attempt::none:
+        // A stall check of the last link may still run: its answer is
+        // dropped first (take_lookup_st), then the attempt asks.
+        if (may_start && now >= s.retry_at && !s.lookup.busy()) start_connect_st(s, now);
+        return;
+      case Attempt::route:
+        return;  // take_lookup_st goes on with the answer
+      case Attempt::connect:
+        if (auto ep = s.connecting.take()) on_endpoint_st(s, std::move(*ep), now);
+        return;
+      case Attempt::welcome: {
+        if (s.dialing->poll() == Link::DialState::waiting) {
+          if (now < s.dial_deadline) return;
+          s.dialing->fail(fabric::make_error(Errc::timeout, "no well-formed answer to the hello"));
+        }
+        auto d = s.dialing->take();
+        s.dialing.reset();
+        s.attempt = Attempt::none;
+        on_welcome_st(s, std::move(d), now);
+        return;
+      }
+    }
+  }
+
+  // The route came: picks the chain (or sealed range) that serves the
+  // position and a replica of it, and connects (on the dial worker).
+  void on_route_st(SubSession& s, client::Result<Route> route, Steady::time_point now) {
+    CATENA_ST_CHECK(owner_);
+    s.attempt = Attempt::none;
+    if (!route) return;
     // Keep the epoch even of a route without replicas (every replica failed
     // and no replacement yet): the next lookup then asks for a newer one.
     s.route = route.value();
     if (s.route.replicas.empty()) {
-      s.retry_at = Steady::now() + std::chrono::milliseconds(200);
-      return false;
+      s.retry_at = now + std::chrono::milliseconds(200);
+      return;
     }
     // Which chain serves the position: an earlier chain's sealed range
     // (partition handoff), or the chain above.
@@ -266,36 +372,71 @@ class Subscriber::Impl {
       range = &s.route.sealed.front();
     }
     if (range != nullptr && range->replicas.empty()) range = nullptr;
-    const ReplicaAddress& rep = pick_st(s, range != nullptr ? range->replicas : s.route.replicas);
-    wire::SubscriberHello hello{};
+    s.dialled = pick_st(s, range != nullptr ? range->replicas : s.route.replicas);
+    s.hello = wire::SubscriberHello{};
     // A range's replicas hold it under the epoch it was written at; the chain
     // above takes any epoch up to its own (0: whatever it is at).
-    hello.ref.set(channel_, s.partition, range != nullptr ? range->epoch : 0);
+    s.hello.ref.set(channel_, s.partition, range != nullptr ? range->epoch : 0);
     if (s.positioned) {
-      hello.mode = wire::StartMode::offset;
-      hello.start_offset = s.next_offset;
+      s.hello.mode = wire::StartMode::offset;
+      s.hello.start_offset = s.next_offset;
     } else {
-      hello.mode = opts_.start == Start::latest ? wire::StartMode::latest : wire::StartMode::earliest;
+      s.hello.mode = opts_.start == Start::latest ? wire::StartMode::latest : wire::StartMode::earliest;
     }
-    hello.ring_bytes = ring_bytes_;
-    auto d = Link::dial<wire::SubscriberWelcome>(*provider_, rep.fabric_addr, hello, opts_.connect_timeout,
-                                                 [&](fabric::Endpoint& ep, wire::SubscriberHello& h) {
-                                                   return chain::expose_into(ep, *s.ring, h.ring);
-                                                 });
-    if (d.unreachable) routes_.report_unreachable(rep.node_id, s.route, d.error.message);
+    s.hello.ring_bytes = ring_bytes_;
+    // A sealed range's end is in the route: move on there (its replica also
+    // says so, with a `moved` notice, if it learnt of the move first).
+    s.dial_range_end = range != nullptr ? range->end_offset : ~0ull;
+    s.dial_range_start = range != nullptr ? range->start_offset : s.route.start_offset;
+    s.restart = false;
+    s.connecting.start(
+        dials_, [&provider = *provider_, addr = s.dialled.fabric_addr, timeout = opts_.connect_timeout] {
+          return provider.connect(addr, {}, timeout);
+        });
+    s.attempt = Attempt::connect;
+  }
+
+  void on_endpoint_st(SubSession& s, fabric::Result<std::unique_ptr<fabric::Endpoint>> ep,
+                      Steady::time_point now) {
+    CATENA_ST_CHECK(owner_);
+    s.attempt = Attempt::none;
+    if (s.restart) {  // seek() meanwhile: the hello names the old position
+      s.restart = false;
+      s.retry_at = now;
+      return;
+    }
+    const ReplicaAddress& rep = s.dialled;
+    if (!ep) {
+      report_st(rep.node_id, s.route, ep.error().message);
+      spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id,
+                    rep.fabric_addr, ep.error().message);
+      ++s.replica_pick;
+      return;
+    }
+    s.dialing = Link::Dialing<wire::SubscriberWelcome>::start_on(
+        *provider_, std::move(ep.value()), s.hello, [&](fabric::Endpoint& e, wire::SubscriberHello& h) {
+          return chain::expose_into(e, *s.ring, h.ring);
+        });
+    s.dial_deadline = now + opts_.connect_timeout;
+    s.attempt = Attempt::welcome;
+  }
+
+  void on_welcome_st(SubSession& s, Link::Dialed<wire::SubscriberWelcome> d, Steady::time_point now) {
+    CATENA_ST_CHECK(owner_);
+    const ReplicaAddress& rep = s.dialled;
     const auto& w = d.welcome;
     if (!w) {
       spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id,
                     rep.fabric_addr, d.error.message);
       ++s.replica_pick;
-      return false;
+      return;
     }
     if (w->status == wire::Status::position_expired) {
       notify(Notice{s.partition, w->status, w->start_offset});
       s.next_offset = w->start_offset;  // resume at the oldest retained record
       s.positioned = true;
-      s.retry_at = Steady::now();
-      return false;
+      s.retry_at = now;
+      return;
     }
     if (w->status == wire::Status::moved) {
       // The range ends at or below the position: the next chain serves it
@@ -304,30 +445,27 @@ class Subscriber::Impl {
                     s.next_offset);
       s.next_offset = std::max(s.next_offset, w->start_offset);
       s.positioned = true;
-      s.retry_at = Steady::now() + std::chrono::milliseconds(5);
-      return false;
+      s.retry_at = now + std::chrono::milliseconds(5);
+      return;
     }
     if (w->status != wire::Status::ok) {
       spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id,
                     wire::to_string(w->status));
       if (w->status == wire::Status::bad_request) notify(Notice{s.partition, w->status, s.next_offset});
       ++s.replica_pick;
-      return false;
+      return;
     }
     s.link = std::move(d.link);
     s.reading_from = rep.node_id;
-    s.last_delivery = Steady::now();
+    s.last_delivery = now;
     s.reader.reset_st();
     s.next_offset = w->start_offset;
     s.committed_at_connect = w->commit_offset;
-    // A sealed range's end is in the route: move on there (its replica also
-    // says so, with a `moved` notice, if it learnt of the move first).
-    s.range_end = range != nullptr ? range->end_offset : ~0ull;
-    s.range_start = range != nullptr ? range->start_offset : s.route.start_offset;
+    s.range_end = s.dial_range_end;
+    s.range_start = s.dial_range_start;
     s.positioned = true;
     spdlog::debug("subscriber {}/{}: reading from {} at {} (route epoch {}), offset {}", channel_,
                   s.partition, rep.node_id, rep.fabric_addr, s.route.epoch, s.next_offset);
-    return true;
   }
 
   RouteSource& routes_;
@@ -340,6 +478,10 @@ class Subscriber::Impl {
   // The polling thread: the first to call in after create() (which may run
   // on another thread and hands the subscriber over unowned).
   fabric::ThreadOwner owner_;
+  // Last: destroyed (joined) first, while the provider, the sessions and
+  // the route source their calls use are still there.
+  client_detail::ClientWorker lookups_{"catena-sub-rt"};  // RouteSource calls
+  client_detail::ClientWorker dials_{"catena-sub-dial"};  // Provider::connect
 };
 
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -374,10 +516,18 @@ void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
   CATENA_ST_CHECK(impl_->owner_);
   for (auto& s : impl_->sessions_) {
     if (s->partition != partition) continue;
-    s->link.reset();
+    s->drop_link();
     s->next_offset = offset;
     s->positioned = true;
     s->retry_at = Steady::now();
+    // An attempt under way names the old position: a handshake is dropped
+    // now, a connect still running when it answers.
+    if (s->attempt == Attempt::welcome) {
+      s->dialing.reset();
+      s->attempt = Attempt::none;
+    } else if (s->attempt == Attempt::connect) {
+      s->restart = true;
+    }
   }
 }
 

@@ -175,6 +175,11 @@ class Link {
   // without blocking. The caller owns the timeout of the wait for the
   // welcome (it knows its clock): give up with fail(). Threading: one
   // thread, like the Link.
+  //
+  // Provider::connect itself waits on the network (a peer cut off takes the
+  // whole timeout). A thread that must never wait runs it on another thread
+  // and hands the endpoint to start_on(), which does the rest and never
+  // blocks (the clients: publisher_impl.hpp).
   enum class DialState : std::uint8_t { waiting, done, failed };
 
   // Does nothing to the hello: for callers that expose no region.
@@ -199,7 +204,16 @@ class Link {
         d.state_ = DialState::failed;
         return d;
       }
-      auto link = create(provider, std::move(ep.value()));
+      return start_on(provider, std::move(ep.value()), std::move(hello), std::forward<Grant>(grant));
+    }
+
+    // start() from the point where `ep` is connected: builds the Link, grants
+    // and sends the hello. Never waits on the network.
+    template <class Hello, class Grant = NoGrant>
+    static Dialing start_on(fabric::Provider& provider, std::unique_ptr<fabric::Endpoint> ep, Hello hello,
+                            Grant&& grant = {}) {
+      Dialing d;
+      auto link = create(provider, std::move(ep));
       if (!link) {
         d.out_.error = link.error();
         d.state_ = DialState::failed;

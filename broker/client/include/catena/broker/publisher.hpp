@@ -25,6 +25,35 @@
 // Futures returned by publish() complete during poll()/flush(). create()
 // may run on another thread: the first call after it takes ownership, and in
 // builds with CATENA_THREAD_CHECKS a call from any other thread aborts.
+//
+// poll() never waits on the network or the controller, so one partition's
+// failover never stalls the others. Per partition it makes at most:
+// non-blocking polls of the head link's send and receive completions and of
+// the commit watch's receive completions (or one look for a handshake's
+// answer in their place), the posts of records not yet flushed, one
+// look at the answer of a route lookup or connect in progress (an atomic
+// load, and an uncontended lock once the answer came), handing the next
+// call to a worker (an allocation, a lock, a wake-up: per lookup or
+// connect, never per record), and, when a connection comes up, its setup
+// (Link buffers, the hello, the resend).
+// Everything that may wait runs on two worker threads the publisher owns:
+// RouteSource calls (route lookups, failure reports) on one, and
+// Provider::connect (which waits up to connect_timeout for a head that is
+// cut off) on the other; their answers are picked up by poll(). Two, so
+// that a controller that hangs does not hold up connects and a dead head
+// does not hold up lookups; the publisher's own, not shared through the
+// RouteSource, because they also use its provider and must be joined
+// before it goes (and a RouteSource may serve clients of several threads
+// that should not queue behind each other). Each partition has at most one
+// lookup and two connects (head and watch) queued or running, besides the
+// failure reports it queued (one per lost head or failed connect; its next
+// lookup queues behind them). Calls of one worker run one at a time: a
+// connect that waits out connect_timeout delays other partitions'
+// reconnects (not their traffic), as the dials in poll() did. create()
+// still waits (setup): for the layout, the producer epoch and one connect
+// attempt per partition. ~Publisher waits for the worker calls in progress
+// (a connect: connect_timeout at most; a lookup: the RouteSource's own
+// timeout).
 #pragma once
 
 #include <chrono>
@@ -108,7 +137,8 @@ class Publisher {
   std::future<PublishResult> publish(std::span<const std::byte> key, std::span<const std::byte> payload);
 
   // Sends lingering batches, processes acknowledgements, follows redirects
-  // and reconnects. Returns the number of acknowledgements handled.
+  // and reconnects, never waiting (see the bound above). Returns the number
+  // of acknowledgements handled.
   int poll();
   // Polls until every published record is acknowledged (or failed).
   bool flush(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));

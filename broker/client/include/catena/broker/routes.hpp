@@ -3,6 +3,11 @@
 // control/; StaticRoutes is the in-process implementation for tests and for
 // pointing a client at brokers by hand. Errors are client::Errors: an
 // implementation maps its own (the controller's codes, the fabric's) to them.
+//
+// Implementations are thread-safe: a Publisher or Subscriber calls route()
+// and report_unreachable() from its worker thread, the rest from the thread
+// that creates or polls it. A call may wait (on the controller); the
+// clients never wait for one inside poll().
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,21 @@
 // create() may run on another thread: the first call after it takes
 // ownership, and in builds with CATENA_THREAD_CHECKS a call from any other
 // thread aborts.
+//
+// poll() never waits on the network or the controller, so a partition whose
+// replica is lost never stalls the others. Per partition it makes at most:
+// one non-blocking poll of each completion queue of the replica's link (or
+// one look for a handshake's answer), one credit message, one look at the
+// answer of a route lookup or connect in progress (an atomic load, and an
+// uncontended lock once the answer came), handing the next call to a
+// worker (per lookup or connect, never per record), and, when a connection
+// comes up, its setup (Link buffers, the ring's key, the hello). Route
+// lookups and failure reports run on one worker thread the subscriber owns,
+// Provider::connect (up to connect_timeout for a replica that is cut off)
+// on another, for the reasons given in publisher.hpp; each partition has at
+// most one lookup and one connect queued or running, besides its failure
+// reports. create() and commit() still wait on the controller (setup, and
+// an explicit call); ~Subscriber waits for the worker calls in progress.
 #pragma once
 
 #include <chrono>
@@ -85,7 +100,8 @@ class Subscriber {
                                                             const SubscriberOptions& opts = {});
   ~Subscriber();
 
-  // Delivers up to `max` records; returns how many.
+  // Delivers up to `max` records, reconnecting partitions whose replica
+  // was lost, never waiting (see the bound above); returns how many.
   int poll(const Handler& on_message, int max = 1024);
   void on_notice(NoticeHandler h);
 

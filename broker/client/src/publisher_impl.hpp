@@ -1,0 +1,189 @@
+// Publisher::Impl: one session per partition with its head (and a commit
+// watch with its tail). publisher.cpp has the publishing path (records into
+// the ring, acknowledgements, resyncs); publisher_connect.cpp how a session
+// reaches its head and tail without poll() waiting: each connection is an
+// attempt in states (route lookup, connect, welcome) that poll() advances,
+// the lookup and the connect running on the publisher's workers
+// (client_worker.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <catena/broker/publisher.hpp>
+#include <catena/chain/bounded_fifo.hpp>
+#include <catena/chain/frame_ring.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/record.hpp>
+#include <catena/fabric/thread_owner.hpp>
+
+#include "client_worker.hpp"
+
+namespace catena {
+
+// One partition's session with its head, and its commit watch with the tail.
+// Owned by the publishing thread, like the Publisher.
+struct PartitionSession {
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    std::uint64_t seq;
+    std::uint32_t frame_bytes;
+    std::uint32_t pos;  // where the frame starts in the ring
+    PublishCallback cb;
+  };
+  // What the route lookup in progress is for.
+  enum class Lookup : std::uint8_t { connect, stall_check, watch };
+
+  std::uint32_t partition = 0;
+  Route route;
+  std::unique_ptr<chain::Link> link;
+  std::unique_ptr<chain::Link> watch;            // the tail's early acks (chains of 2 or more)
+  std::unique_ptr<fabric::MemoryRegion> mirror;  // local image of the head's ring
+  fabric::RemoteRegion ring{};
+  chain::FrameRingWriter writer;  // credit comes from the head's acks
+  std::uint64_t next_seq = 0;
+  chain::BoundedFifo<Pending> pending;  // unacknowledged records, capacity max_in_flight
+  Clock::time_point linger_start{};
+  Clock::time_point down_since{};
+  Clock::time_point retry_at{};
+  Clock::time_point watch_at{};
+  Clock::time_point last_progress{};  // last ack, or the publish that found nothing pending
+  Clock::time_point route_check_at{};
+  std::chrono::milliseconds watch_backoff{0};
+  std::uint32_t head_first = 0;  // records the head resolved since the watch last said anything
+  bool down = false;
+  bool resync = false;  // the head reported a sequence gap: reconnect and follow its welcome
+  bool moved = false;   // the head was sealed (partition handoff): reconnect to the new chain's head
+  // Following a move: the route epoch whose head was sealed (0: none), and
+  // since when. Until the controller publishes the next chain (a few ms
+  // after the seal) the route is re-read without dialling the sealed head
+  // again, and the new head, which the controller configures just after
+  // publishing the route, is retried at once rather than backed off.
+  std::uint64_t moved_epoch = 0;
+  Clock::time_point moved_since{};
+  // Where the partition's chain starts (Route::start_offset), once known: a
+  // chain rebuilt after every copy was lost starts higher.
+  std::uint64_t chain_start = 0;
+  bool chain_start_known = false;
+
+  // --- reaching the head and the tail (publisher_connect.cpp) ---
+  // Bumped whenever the head link is set or dropped: a stall check or watch
+  // lookup answered for an earlier link is dropped.
+  std::uint64_t link_gen = 0;
+  // One route lookup at a time, whatever it is for.
+  client_detail::RouteCall lookup;
+  Lookup lookup_for = Lookup::connect;
+  std::uint64_t lookup_link = 0;  // link_gen when it was asked
+  // The head: an attempt runs while there is no link.
+  client_detail::Attempt attempt = client_detail::Attempt::none;
+  bool attempt_follows_move = false;
+  ReplicaAddress head;  // the one being dialled
+  chain::wire::PublisherHello hello{};
+  client_detail::EndpointCall connecting;
+  std::optional<chain::Link::Dialing<chain::wire::PublisherWelcome>> dialing;
+  Clock::time_point dial_deadline{};
+  // The tail's commit watch: an attempt runs while the head link is up and
+  // there is no watch.
+  client_detail::Attempt watch_attempt = client_detail::Attempt::none;
+  std::string watch_addr;  // the tail being dialled
+  chain::wire::CommitWatchHello watch_hello{};
+  client_detail::EndpointCall watch_connecting;
+  std::optional<chain::Link::Dialing<chain::wire::CommitWatchWelcome>> watch_dialing;
+  Clock::time_point watch_deadline{};
+
+  // Places a frame of `frame_bytes` in the ring (a pad goes into the mirror
+  // with the frames, and to the head with the next flush).
+  chain::RingStatus place_st(std::uint32_t frame_bytes, std::uint32_t* pos) {
+    return writer.place_st(
+        frame_bytes,
+        [this](std::uint32_t at, const chain::RecordHeader& pad) {
+          std::memcpy(mirror->data() + at, &pad, sizeof pad);
+          return true;
+        },
+        pos);
+  }
+};
+
+class Publisher::Impl {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Records the head acknowledged while the tail's watch said nothing at
+  // all: this many means the watch is on a node that no longer gets the
+  // chain's records (cut off, and silent rather than disconnected).
+  static constexpr std::uint32_t kStaleWatch = 1024;
+  // Following a partition move: how often the route and the new head are
+  // tried, and for how long before the usual back-off applies again.
+  static constexpr std::chrono::milliseconds kMoveRetry{2};
+  static constexpr std::chrono::milliseconds kMoveFollow{2000};
+
+  Impl(RouteSource& routes, std::string channel, const PublisherOptions& opts);
+
+  client::Result<void> init();
+  fabric::Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb);
+  std::uint32_t pick_partition(std::span<const std::byte> key);
+  int poll();
+  bool flush(std::chrono::milliseconds timeout);
+
+  // --- the publishing path (publisher.cpp) ---
+  void flush_st(PartitionSession& s);
+  int on_ack_st(PartitionSession& s, const chain::wire::PublishAck& ack);
+  void fail_all_st(PartitionSession& s, chain::wire::Status st);
+  bool resync_st(PartitionSession& s, std::uint64_t next);
+  void resend_st(PartitionSession& s);
+
+  // --- reaching the head and the tail (publisher_connect.cpp) ---
+  // Starts an attempt to connect to the head: the route first.
+  void start_connect_st(PartitionSession& s, Clock::time_point now);
+  // Moves an attempt on as far as the answers that came allow; starts one
+  // when the retry is due (and `may_start`). Never waits.
+  void advance_connect_st(PartitionSession& s, Clock::time_point now, bool may_start);
+  // Takes the answer of the session's route lookup, if it came, and acts
+  // on it (an attempt goes on; a stall check or a watch finds a new head).
+  void take_lookup_st(PartitionSession& s, Clock::time_point now);
+  // Re-reads the route for a stall check (acks stalled while connected).
+  void start_stall_check_st(PartitionSession& s, Clock::time_point now);
+  // The commit watch with the tail: starts, or advances, its attempt.
+  void advance_watch_st(PartitionSession& s, Clock::time_point now);
+  void drop_watch_st(PartitionSession& s);
+  // The head link is gone (reported to the route source), or must be
+  // redialled (a resync or a move): reconnect from the next poll.
+  void lost_head_st(PartitionSession& s, const std::string& why);
+  void go_down_st(PartitionSession& s, Clock::time_point now);
+
+  RouteSource& routes_;
+  std::string channel_;
+  PublisherOptions opts_;
+  std::unique_ptr<fabric::Provider> provider_;
+  std::vector<std::unique_ptr<PartitionSession>> sessions_;
+  std::uint32_t ring_bytes_ = 0;
+  std::uint32_t max_record_ = chain::kMaxRecordPayload;
+  std::uint64_t producer_epoch_ = 0;
+  std::uint32_t rr_ = 0;
+  std::uint64_t in_flight_ = 0;
+  // The polling thread: the first to call in after create() (which may run
+  // on another thread and hands the publisher over unowned).
+  fabric::ThreadOwner owner_;
+  // Last: destroyed (joined) first, while the provider, the sessions and
+  // the route source their calls use are still there.
+  client_detail::ClientWorker lookups_{"catena-pub-rt"};  // RouteSource calls
+  client_detail::ClientWorker dials_{"catena-pub-dial"};  // Provider::connect
+
+ private:
+  void start_lookup_st(PartitionSession& s, PartitionSession::Lookup what);
+  void report_st(const std::string& node_id, const Route& route, const std::string& reason);
+  void on_connect_route_st(PartitionSession& s, client::Result<Route> route, Clock::time_point now);
+  void on_head_endpoint_st(PartitionSession& s, fabric::Result<std::unique_ptr<fabric::Endpoint>> ep,
+                           Clock::time_point now);
+  void on_welcome_st(PartitionSession& s, chain::Link::Dialed<chain::wire::PublisherWelcome> d,
+                     Clock::time_point now);
+  bool apply_route_st(PartitionSession& s, const client::Result<Route>& r);
+  void start_watch_st(PartitionSession& s, Clock::time_point now, bool refresh_route);
+  void dial_watch_st(PartitionSession& s, Clock::time_point now);
+};
+
+}  // namespace catena

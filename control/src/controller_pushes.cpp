@@ -20,7 +20,9 @@
 namespace catena::control {
 
 using route_members::members_of;
+using route_members::newest_range_epoch;
 using route_members::push_targets_of;
+using route_members::route_for_node;
 
 bool Controller::fully_acked_locked(const idl::PartitionRoute& route) const {
   const auto members = members_of(route);
@@ -45,11 +47,25 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
           handoff = &p->second;
         }
       }
+      const auto members = members_of(route);
       for (const auto* member : push_targets_of(route)) {
         const auto& replica = *member;
         if (ack != acks_.end() && ack->second.epoch == route.epoch &&
             ack->second.nodes.count(replica.node_id)) {
           continue;
+        }
+        // A node of sealed ranges only, which already confirmed a route in
+        // which they were all sealed: nothing for it has changed since (a
+        // push per move to every node that ever held the partition would
+        // make each move cost more than the one before).
+        const bool member_now = std::any_of(members.begin(), members.end(), [&](const idl::Replica* m) {
+          return m->node_id == replica.node_id;
+        });
+        if (!member_now && ack != acks_.end()) {
+          if (auto n = ack->second.newest.find(replica.node_id);
+              n != ack->second.newest.end() && n->second > newest_range_epoch(route, replica.node_id)) {
+            continue;
+          }
         }
         const auto* node = node_locked(replica.node_id);
         if (node == nullptr || node->dead) continue;
@@ -57,7 +73,7 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
           continue;
         if (!pushing_.insert({replica.node_id, rid}).second) continue;  // another thread is on it
         idl::ChainAssignment a;
-        a.__set_route(route);
+        a.__set_route(route_for_node(route, replica.node_id));
         a.__set_segment_bytes(ch.config.segment_bytes);
         a.__set_ttl_ms(ch.config.ttl_ms);
         a.__set_channel_partitions(ch.config.partitions);
@@ -134,8 +150,13 @@ void Controller::run_pushes() {
       pushing_.erase({o.node_id, o.rid});
       if (o.attempted && !o.error) {
         auto& ack = acks_[o.rid];
-        if (o.epoch > ack.epoch) ack = AckState{o.epoch, {}};
+        if (o.epoch > ack.epoch) {
+          ack.epoch = o.epoch;
+          ack.nodes.clear();
+        }
         if (o.epoch == ack.epoch) ack.nodes.insert(o.node_id);
+        auto& newest = ack.newest[o.node_id];
+        newest = std::max(newest, o.epoch);
         backoff_.erase(o.node_id);
         continue;
       }

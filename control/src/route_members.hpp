@@ -66,6 +66,28 @@ inline std::vector<const idl::Replica*> push_targets_of(const idl::PartitionRout
   return out;
 }
 
+// The route as pushed to one node: its chain and joining replicas as they
+// are, and of the sealed ranges only those the node holds. A broker acts only
+// on the sealed ranges that name it (keeps them read-only, lets go of the
+// others it held), so the rest would be bytes for nothing: a push stays the
+// same size however many moves the partition has had.
+inline idl::PartitionRoute route_for_node(const idl::PartitionRoute& route, const std::string& node_id) {
+  idl::PartitionRoute out = route;
+  std::erase_if(out.sealed,
+                [&](const idl::SealedRange& range) { return !has_node(range.replicas, node_id); });
+  return out;
+}
+
+// The epoch of the newest sealed range that names the node (0: none). A
+// route at a later epoch lists all its ranges as sealed.
+inline std::int64_t newest_range_epoch(const idl::PartitionRoute& route, const std::string& node_id) {
+  std::int64_t out = 0;
+  for (const auto& range : route.sealed) {
+    if (has_node(range.replicas, node_id)) out = std::max(out, range.epoch);
+  }
+  return out;
+}
+
 inline std::string role_in(const idl::PartitionRoute& route, const std::string& node_id) {
   if (has_node(route.joining, node_id)) return "joining";
   if (route.replicas.size() == 1) return "only replica";

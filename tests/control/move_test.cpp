@@ -4,6 +4,7 @@
 // old chain in charge, its seal lifted by a new epoch.
 #include <algorithm>
 #include <gtest/gtest.h>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,45 @@ TEST_F(Move, ASecondMoveKeepsBothRangesInOrder) {
   EXPECT_EQ(again->sealed[1].end_offset, 2000);
   EXPECT_EQ(again->start_offset, 2000);
   EXPECT_EQ(again->replicas.size(), 1u);
+}
+
+// What each node is pushed lists only the sealed ranges it holds (all a
+// broker acts on), and a node that holds only older ranges, and already
+// confirmed a route in which they were sealed, is not told again: what a
+// move sends does not grow with the moves before it. A single-replica
+// channel moved a -> b -> c -> d (no repair between the moves).
+TEST_F(Move, EachMoveTellsTheNewChainAndTheRangeItSealedOnly) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("one", 1, 1)).ok());
+  run_for(std::chrono::milliseconds(300));
+  std::vector<std::string> order{route("one").replicas.front().node_id};
+  for (const auto& [name, n] : nodes_) {
+    if (n.id != order.front()) order.push_back(n.id);
+  }
+  ASSERT_EQ(order.size(), 4u);
+  idl::PartitionRoute moved;
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    nodes_.at(name_of(order[k - 1])).broker->set_end_offset("one", 0, static_cast<std::int64_t>(k) * 100);
+    auto r = controller_->move_partition("one", 0, {order[k]});
+    ASSERT_TRUE(r.ok()) << "move " << k << ": " << r.error().describe();
+    moved = *r;
+    run_for(std::chrono::milliseconds(300));
+  }
+  ASSERT_EQ(moved.sealed.size(), 3u);
+  EXPECT_EQ(route("one").sealed.size(), 3u) << "clients still read every range";
+  std::set<std::string> told;
+  for (const auto& [name, n] : nodes_) {
+    for (const auto& a : n.broker->configure_calls()) {
+      if (a.route.channel != "one" || a.route.epoch != moved.epoch) continue;
+      told.insert(n.id);
+      EXPECT_EQ(a.route.replicas, moved.replicas) << name << ": the chain itself is never trimmed";
+      ASSERT_EQ(a.route.sealed.size(), n.id == order[2] ? 1u : 0u) << name << ": only its own range";
+      if (n.id == order[2]) {
+        EXPECT_EQ(a.route.sealed[0].end_offset, 300);
+      }
+    }
+  }
+  EXPECT_EQ(told, (std::set<std::string>{order[2], order[3]}))
+      << "the new chain and the range the move sealed; not the nodes of the two older ranges";
 }
 
 TEST_F(Move, BadTargetsAreRefusedAndChangeNothing) {

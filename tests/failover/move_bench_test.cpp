@@ -1,7 +1,9 @@
 // `catena bench --move` with tiny numbers, so that the command cannot rot:
 // it starts its own cluster, moves a partition under traffic, and must
 // report every move, nothing lost or duplicated, and the bytes each move
-// sent at metadata size with no record copied.
+// sent at metadata size with no record copied, growing by at most a
+// sealed range per node told;
+// and a drain that copied the retained history to its replacement.
 #include <cstdio>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -37,6 +39,17 @@ TEST(MoveBench, TwoMovesUnderTrafficReportEveryMoveAndLoseNothing) {
   EXPECT_LT(j.value("bytes_copied_per_move_max", 1e9), 16384.0) << out;
   ASSERT_TRUE(j.contains("per_move")) << out;
   for (const auto& m : j["per_move"]) EXPECT_EQ(m.value("data_bytes", -1), 0) << out;
+  // Each node is told only its own sealed ranges, and nodes of older ranges
+  // are not told again: the second move's pushes carry at most one more
+  // range (about 250 bytes) to each of the first chain's three nodes.
+  ASSERT_EQ(j["per_move"].size(), 2u) << out;
+  EXPECT_LE(j["per_move"][1].value("assignment_bytes", 1 << 30),
+            j["per_move"][0].value("assignment_bytes", 0) + 3 * 400)
+      << out;
+  // The drain before the moves copied the history to the drained node's
+  // replacement: at least the 2 MiB retained.
+  EXPECT_GT(j.value("bytes_copied_per_drain", 0), 2 << 20) << out;
+  EXPECT_GT(j.value("drain_ms", 0.0), 0.0) << out;
 }
 
 }  // namespace

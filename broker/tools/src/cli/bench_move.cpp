@@ -1,9 +1,12 @@
 // `catena bench --move`: what a tail-offset partition handoff costs while
-// traffic flows. Starts its own local cluster (2R brokers by default: two
-// disjoint chains to move between), fills a partition with --retained-mib of
-// records, then runs a steady publisher (every acknowledgement timed) and a
-// live subscriber (checked with the history checker) while the partition
-// moves --moves times, round-robin over disjoint sets of R nodes.
+// traffic flows, next to what a drain (backup-first migration) copies.
+// Starts its own local cluster (2R+1 brokers by default: two disjoint chains
+// to move between and one node for the drain to land on), fills a partition
+// with --retained-mib of records, then runs a steady publisher (every
+// acknowledgement timed) and a live subscriber (checked with the history
+// checker) while the first chain's tail is drained (its replacement copies
+// the partition) and then the partition moves --moves times, round-robin
+// over disjoint sets of R nodes.
 //
 // Per move: how long the movePartition call took (seal, commit, new route,
 // pushes), the longest pause between consecutive acknowledgements around it,
@@ -156,6 +159,62 @@ std::int64_t prefill(Publisher& pub, int mib, double* mb_per_s) {
   return static_cast<std::int64_t>(end);
 }
 
+// Backup-first migration, measured once before the moves: the tail of the
+// first chain (which holds the pre-filled history) is drained under the
+// steady traffic, and its replacement copies the partition while the chain
+// keeps acknowledging.
+struct Drain {
+  std::string node, replacement;
+  std::int64_t retained = 0;  // the drained node's bytes when the drain began
+  std::int64_t copied = 0;    // the replacement's, once it serves: the copy, plus what came during it
+  std::uint64_t start_ns = 0, end_ns = 0;
+  double gap_ms = 0;
+  std::vector<std::string> chain;  // afterwards
+};
+
+bool drain_tail(control::ControllerClient& admin, Drain* d, std::string* error) {
+  auto route = admin.get_route(kChannel, 0, 0);
+  if (!route) return *error = "drain: " + route.error().describe(), false;
+  d->node = route->replicas.back().node_id;
+  const auto before = node_stats(admin);
+  if (auto it = before.find(d->node); it != before.end()) d->retained = it->second.bytes;
+  d->start_ns = steady_ns();
+  if (auto r = admin.drain_node(d->node); !r) return *error = "drain: " + r.error().describe(), false;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  for (;;) {
+    if (auto st = admin.cluster_status()) {
+      const bool drained = std::any_of(st->nodes.begin(), st->nodes.end(), [&](const idl::NodeStatus& n) {
+        return n.info.node_id == d->node && n.drain == idl::DrainState::DRAINED;
+      });
+      if (drained) break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return *error = "drain: not DRAINED within 120 s", false;
+    std::this_thread::sleep_for(5ms);
+  }
+  d->end_ns = steady_ns();
+  auto after = admin.get_route(kChannel, 0, 0);
+  if (!after) return *error = "drain: " + after.error().describe(), false;
+  for (const auto& rep : after->replicas) {
+    d->chain.push_back(rep.node_id);
+    const bool old = std::any_of(route->replicas.begin(), route->replicas.end(),
+                                 [&](const idl::Replica& o) { return o.node_id == rep.node_id; });
+    if (!old) d->replacement = rep.node_id;
+  }
+  if (d->replacement.empty()) return *error = "drain: no replacement in the chain", false;
+  const auto stats_deadline = std::chrono::steady_clock::now() + 5s;
+  for (;;) {
+    const auto now = node_stats(admin);
+    if (auto it = now.find(d->replacement);
+        it != now.end() && progress_at(it->second, after->epoch) != nullptr) {
+      d->copied = it->second.bytes;
+      return true;
+    }
+    if (std::chrono::steady_clock::now() > stats_deadline)
+      return *error = "drain: the replacement did not report the partition within 5 s", false;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
 double pct(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -166,7 +225,8 @@ double pct(std::vector<double> v, double q) {
 
 int run_move_bench(const Common& common, const BenchOptions& o) {
   const int r = o.replicas;
-  const int nodes = std::max(o.nodes, 2 * r);
+  // One node more than the chains to move between: the drain's landing spot.
+  const int nodes = std::max(o.nodes, 2 * r) + 1;
   if (static_cast<std::int64_t>(o.retained_mib) << 20 > (kSegmentSlots - 2) * o.segment_bytes) {
     std::fprintf(stderr,
                  "catena: bench --move: %d MiB do not fit in %d segments of %lld bytes (the brokers keep %d "
@@ -201,18 +261,8 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     std::fprintf(stderr, "catena: bench --move: create channel: %s\n", ch.error().describe().c_str());
     return 1;
   }
-  // Disjoint sets of R nodes, the first chain's first.
-  std::vector<std::vector<std::string>> sets{{}};
-  for (const auto& rep : ch->routes[0].replicas) sets[0].push_back(rep.node_id);
-  std::vector<std::string> rest;
-  for (const auto& n : cluster.nodes()) {
-    if (std::find(sets[0].begin(), sets[0].end(), n.node_id) == sets[0].end()) rest.push_back(n.node_id);
-  }
-  for (std::size_t i = 0; i + static_cast<std::size_t>(r) <= rest.size(); i += static_cast<std::size_t>(r))
-    sets.emplace_back(rest.begin() + static_cast<std::ptrdiff_t>(i),
-                      rest.begin() + static_cast<std::ptrdiff_t>(i) + r);
-  std::fprintf(info, "catena bench --move: %d brokers, %zu chains of %d to move between, provider %s\n",
-               nodes, sets.size(), r, common.provider.c_str());
+  std::fprintf(info, "catena bench --move: %d brokers, chains of %d, provider %s\n", nodes, r,
+               common.provider.c_str());
 
   std::int64_t fill_end = 0;
   try {
@@ -311,6 +361,29 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     error = setup_error.empty() ? "no steady acknowledgements within 20 s" : setup_error;
   }
   std::this_thread::sleep_for(500ms);
+  Drain drain;
+  if (error.empty() && drain_tail(admin, &drain, &error)) {
+    std::fprintf(info, "  drained %s in %.0f ms: %s copied %lld bytes (it held %lld)\n", drain.node.c_str(),
+                 static_cast<double>(drain.end_ns - drain.start_ns) / 1e6, drain.replacement.c_str(),
+                 static_cast<long long>(drain.copied), static_cast<long long>(drain.retained));
+    std::this_thread::sleep_for(500ms);
+  }
+  // Disjoint sets of R nodes to move between, the chain after the drain
+  // first; the drained node is in none.
+  std::vector<std::vector<std::string>> sets{drain.chain};
+  if (sets[0].empty()) {
+    if (auto rt = admin.get_route(kChannel, 0, 0)) {
+      for (const auto& rep : rt->replicas) sets[0].push_back(rep.node_id);
+    }
+  }
+  std::vector<std::string> rest;
+  for (const auto& n : cluster.nodes()) {
+    if (std::find(sets[0].begin(), sets[0].end(), n.node_id) == sets[0].end() && n.node_id != drain.node)
+      rest.push_back(n.node_id);
+  }
+  for (std::size_t i = 0; i + static_cast<std::size_t>(r) <= rest.size(); i += static_cast<std::size_t>(r))
+    sets.emplace_back(rest.begin() + static_cast<std::ptrdiff_t>(i),
+                      rest.begin() + static_cast<std::ptrdiff_t>(i) + r);
   for (int k = 0; k < o.moves && error.empty(); ++k) {
     Move m;
     m.to = sets[static_cast<std::size_t>(k + 1) % sets.size()];
@@ -359,6 +432,14 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
       if (acks[i] >= m.start_ns && acks[i - 1] <= m.resumed_ns) gap = std::max(gap, acks[i] - acks[i - 1]);
     }
     m.gap_ms = static_cast<double>(gap) / 1e6;
+  }
+  if (drain.end_ns != 0) {
+    std::uint64_t gap = 0;
+    for (std::size_t i = 1; i < acks.size(); ++i) {
+      if (acks[i] >= drain.start_ns && acks[i - 1] <= drain.end_ns)
+        gap = std::max(gap, acks[i] - acks[i - 1]);
+    }
+    drain.gap_ms = static_cast<double>(gap) / 1e6;
   }
   std::vector<std::uint64_t> during, steady;
   for (std::size_t i = 0; i < published; ++i) {
@@ -411,6 +492,10 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
         {"retained_bytes", retained},
         {"bytes_copied_per_move", pct(copied, 0.5)},
         {"bytes_copied_per_move_max", copied.empty() ? 0.0 : *std::max_element(copied.begin(), copied.end())},
+        {"bytes_copied_per_drain", drain.copied},
+        {"drained_node_bytes", drain.retained},
+        {"drain_ms", static_cast<double>(drain.end_ns - drain.start_ns) / 1e6},
+        {"drain_ack_gap_ms", drain.gap_ms},
         {"ack_gap_p50_ms", pct(gaps, 0.5)},
         {"ack_gap_max_ms", pct(gaps, 1.0)},
         {"ack_p99_us_during_move", d.p99},
@@ -446,6 +531,14 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
         static_cast<unsigned long long>(d.p99), static_cast<unsigned long long>(s.p99), pct(move_ms, 0.5),
         static_cast<unsigned long long>(h.acknowledged), static_cast<unsigned long long>(h.lost),
         static_cast<unsigned long long>(h.duplicated));
+  }
+  if (drain.end_ns != 0 && !o.json) {
+    std::printf(
+        "drain of %s: %.0f ms, %lld bytes copied to %s (the drained node held %lld), longest ack gap %.1f "
+        "ms\n",
+        drain.node.c_str(), static_cast<double>(drain.end_ns - drain.start_ns) / 1e6,
+        static_cast<long long>(drain.copied), drain.replacement.c_str(),
+        static_cast<long long>(drain.retained), drain.gap_ms);
   }
   if (!error.empty()) std::fprintf(stderr, "catena: bench --move: %s\n", error.c_str());
   if (!found)

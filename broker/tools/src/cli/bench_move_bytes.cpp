@@ -14,7 +14,9 @@
 //   assignments  one configureChain call and reply to every node the new
 //                route names: the new chain (its head with the producer
 //                state) and the nodes of the sealed ranges, told to keep them
-//                read-only.
+//                read-only (the range this move sealed; older ranges' nodes
+//                were told before); each is sent the route with only the
+//                sealed ranges it holds, as the controller sends it.
 // The producer state and the route are read back from the commit record in
 // the log, so nothing is estimated. Not counted: each client's getRoute
 // that follows the move (route_bytes each), heartbeats, and the RPC that
@@ -121,20 +123,29 @@ MoveBytes MoveLog::next_move(const std::string& channel, std::int32_t partition,
   out.seal = message_bytes("seal", apache::thrift::protocol::T_CALL, seal) +
              message_bytes("seal", apache::thrift::protocol::T_REPLY, sealed);
 
-  // Who is pushed the route: its chain, then the sealed ranges' other nodes.
+  // Who is pushed the route: its chain, then the nodes of the range this move
+  // sealed (the last). Nodes of older ranges confirmed a route in which
+  // their ranges were sealed already and are not told again (the controller
+  // tells them again only after it restarted).
   std::vector<std::string> targets;
   auto add = [&](const idl::Replica& r) {
     if (std::find(targets.begin(), targets.end(), r.node_id) == targets.end()) targets.push_back(r.node_id);
   };
   for (const auto& r : route->replicas) add(r);
   for (const auto& r : route->joining) add(r);
-  for (const auto& range : route->sealed) {
-    for (const auto& r : range.replicas) add(r);
+  if (!route->sealed.empty()) {
+    for (const auto& r : route->sealed.back().replicas) add(r);
   }
   const idl::BrokerAdmin_configureChain_result done;
   for (const auto& node : targets) {
     idl::BrokerAdmin_configureChain_args a;
-    a.assignment.__set_route(*route);
+    // As the controller pushes it: only the sealed ranges this node holds.
+    idl::PartitionRoute pushed = *route;
+    std::erase_if(pushed.sealed, [&](const idl::SealedRange& range) {
+      return std::none_of(range.replicas.begin(), range.replicas.end(),
+                          [&](const idl::Replica& r) { return r.node_id == node; });
+    });
+    a.assignment.__set_route(pushed);
     a.assignment.__set_segment_bytes(segment_bytes);
     a.assignment.__set_ttl_ms(ttl_ms);
     a.assignment.__set_channel_partitions(partitions);

@@ -193,6 +193,10 @@ class Controller {
   struct AckState {
     std::int64_t epoch = 0;
     std::set<std::string> nodes;
+    // The newest epoch each node confirmed, kept across epochs: a node that
+    // holds only sealed ranges and confirmed a route newer than all of them
+    // knows them as sealed, and is not pushed every later route.
+    std::map<std::string, std::int64_t> newest;
   };
   struct Backoff {
     Clock::time_point next_attempt;

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <set>
 
+#include <catena/fabric/host_port.hpp>
 #include <catena/fabric/listen_address.hpp>
 
 namespace catena::fabric {
@@ -124,15 +125,18 @@ Result<std::string> choose_verbs_listen_address(std::string_view device,
     const std::string& a = served.front();
     return (a.find(':') != std::string::npos ? "[" + a + "]" : a) + ":0";
   }
-  std::string_view host = requested;
+  // "host:port", "[v6]:port", "host", "[v6]", and a bare IPv6 address.
+  std::string host(requested);
   std::string port = "0";
-  // "host:port", "[v6]:port", "host", "[v6]"
-  const auto colon = requested.rfind(':');
-  const bool bracketed = requested.starts_with('[');
-  if (colon != std::string_view::npos && (!bracketed || requested[colon - 1] == ']') &&
-      (bracketed || requested.find(':') == colon)) {
-    host = requested.substr(0, colon);
-    port = std::string(requested.substr(colon + 1));
+  const bool bare_v6 = !requested.starts_with('[') && requested.find(':') != requested.rfind(':');
+  if (!bare_v6) {
+    std::string why;
+    const auto hp = split_host_port(requested, &why, PortRule::optional_zero_ok);
+    if (!hp) {
+      return make_error(Errc::invalid_argument, "listen address '" + std::string(requested) + "': " + why);
+    }
+    host = hp->host;
+    if (hp->has_port) port = std::to_string(hp->port);
   }
   bool loopback = false, wildcard = false;
   const std::string ip = canonical_ip(host, &loopback, &wildcard);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <catena/fabric/host_port.hpp>
 #include <catena/fabric/listen_address.hpp>
 
 namespace catena::fabric {
@@ -76,3 +77,59 @@ TEST(ListenAddress, MissingDeviceIsAClearError) {
 
 }  // namespace
 }  // namespace catena::fabric
+
+// The one host:port parser every layer uses (host_port.hpp).
+namespace catena {
+namespace {
+
+TEST(HostPort, SplitsHostsAndPortsAndSaysWhatIsWrong) {
+  std::string why;
+  auto v4 = split_host_port("10.1.2.3:7400", &why);
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(v4->host, "10.1.2.3");
+  EXPECT_EQ(v4->port, 7400);
+  auto v6 = split_host_port("[fe80::1]:80", &why);
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "fe80::1");
+  EXPECT_EQ(v6->to_string(), "[fe80::1]:80");
+  auto name = split_host_port("node-a.example:1", &why);
+  ASSERT_TRUE(name);
+  EXPECT_EQ(name->host, "node-a.example");
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"::1:80", "IPv6 hosts need brackets"},
+      {"[::1", "unterminated IPv6 bracket"},
+      {"[::1]80", "unexpected text after the IPv6 bracket"},
+      {"h", "missing ':port'"},
+      {":80", "empty host"},
+      {"h:", "port must be 0..65535"},
+      {"h:65536", "port must be 0..65535"},
+      {"h:8x", "port must be 0..65535"},
+      {"h:0", "port 0"},
+      {"a b:1", "bad character in host"},
+  };
+  for (const auto& [text, reason] : bad) {
+    why.clear();
+    EXPECT_FALSE(split_host_port(text, &why)) << text;
+    EXPECT_EQ(why, reason) << text;
+  }
+}
+
+TEST(HostPort, PortRulesForListenAddresses) {
+  std::string why;
+  EXPECT_FALSE(split_host_port("h:0", &why, PortRule::required));
+  auto zero = split_host_port("h:0", &why, PortRule::zero_allowed);
+  ASSERT_TRUE(zero);
+  EXPECT_EQ(zero->port, 0);
+  EXPECT_FALSE(split_host_port("h", &why, PortRule::zero_allowed));
+  auto bare = split_host_port("10.0.0.1", &why, PortRule::optional_zero_ok);
+  ASSERT_TRUE(bare);
+  EXPECT_FALSE(bare->has_port);
+  auto bare6 = split_host_port("[fe80::2]", &why, PortRule::optional_zero_ok);
+  ASSERT_TRUE(bare6);
+  EXPECT_EQ(bare6->host, "fe80::2");
+  EXPECT_FALSE(bare6->has_port);
+}
+
+}  // namespace
+}  // namespace catena

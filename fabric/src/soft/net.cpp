@@ -13,6 +13,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <catena/fabric/host_port.hpp>
+
 namespace catena::fabric::soft {
 namespace {
 
@@ -56,31 +58,16 @@ Result<SocketAddress> parse_address(std::string_view address) {
     return make_error(Errc::invalid_argument,
                       "bad address '" + std::string(address) + "' (" + why + "; expected ip:port)");
   };
-  auto colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return bad("no port");
-  }
-  std::string_view host = address.substr(0, colon);
-  std::string_view port_text = address.substr(colon + 1);
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port > 65535) {
-    return bad("bad port");
-  }
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host.empty() || host.find_first_of(" \t[]") != std::string_view::npos) {
-    return bad("bad host");
-  }
-
+  std::string why;
+  const auto hp = split_host_port(address, &why, PortRule::zero_allowed);
+  if (!hp) return bad(why.c_str());
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* res = nullptr;
-  std::string host_s(host);
-  std::string port_s = std::to_string(port);
+  const std::string& host_s = hp->host;
+  const std::string port_s = std::to_string(hp->port);
   int rc = getaddrinfo(host_s.c_str(), port_s.c_str(), &hints, &res);
   if (rc != 0 || res == nullptr) {
     return make_error(Errc::invalid_argument,

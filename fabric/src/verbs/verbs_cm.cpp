@@ -10,6 +10,8 @@
 #include <cstring>
 #include <netinet/in.h>
 
+#include <catena/fabric/host_port.hpp>
+
 namespace catena::fabric::verbs {
 
 namespace {
@@ -45,21 +47,14 @@ Result<sockaddr_storage> parse_address(std::string_view address) {
                                                   "': " + std::string(why) +
                                                   " (expected 'a.b.c.d:port' or '[v6]:port')");
   };
-  const auto colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size()) {
-    return bad("no host:port");
-  }
-  std::string_view host = address.substr(0, colon);
-  std::string_view port_text = address.substr(colon + 1);
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
-    return bad("bad port");
-  }
-
+  std::string why;
+  const auto hp = split_host_port(address, &why, PortRule::zero_allowed);
+  if (!hp) return bad(why);
+  const unsigned port = hp->port;
+  const bool v6 = hp->host.find(':') != std::string::npos;
   sockaddr_storage ss{};
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    std::string h(host.substr(1, host.size() - 2));
+  if (v6) {
+    const std::string& h = hp->host;
     auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
     if (inet_pton(AF_INET6, h.c_str(), &sin6->sin6_addr) != 1) {
       return bad("not an IPv6 address");
@@ -68,7 +63,7 @@ Result<sockaddr_storage> parse_address(std::string_view address) {
     sin6->sin6_port = htons(static_cast<std::uint16_t>(port));
     return ss;
   }
-  std::string h(host);
+  const std::string& h = hp->host;
   auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
   if (inet_pton(AF_INET, h.c_str(), &sin->sin_addr) != 1) {
     return bad("not an IPv4 address");

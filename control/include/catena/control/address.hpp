@@ -6,15 +6,11 @@
 #include <string_view>
 
 #include <catena/control/result.hpp>
+#include <catena/fabric/host_port.hpp>
 
 namespace catena::control {
 
-struct HostPort {
-  std::string host;  // name, IPv4, or IPv6 without brackets
-  std::uint16_t port = 0;
-
-  [[nodiscard]] std::string to_string() const;  // brackets IPv6 hosts
-};
+using catena::HostPort;
 
 // Accepts "host:port" and "[v6addr]:port". Port 0 is refused unless
 // allow_port_zero (listen addresses may ask the kernel for a port).

@@ -24,6 +24,7 @@
 #include <catena/fabric/clock.hpp>
 
 #include "commands.hpp"
+#include "stats.hpp"
 
 namespace catena::cli {
 
@@ -179,9 +180,7 @@ int run_failover_bench(const Common& common, const BenchOptions& o) {
     }
   }
   std::sort(times.begin(), times.end());
-  auto pct = [&](double q) {
-    return times.empty() ? 0.0 : times[static_cast<std::size_t>(q * (times.size() - 1) + 0.5)];
-  };
+  auto pct = [&](double q) { return bench::quantile_sorted(times, q); };
   if (o.json) {
     nlohmann::json j{{"system", "catena"},
                      {"mode", "failover"},

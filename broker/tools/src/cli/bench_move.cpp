@@ -216,9 +216,7 @@ bool drain_tail(control::ControllerClient& admin, Drain* d, std::string* error) 
 }
 
 double pct(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+  return bench::quantile(std::move(v), q);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <catena/fabric/clock.hpp>
 
 #include "commands.hpp"
+#include "stats.hpp"
 
 namespace catena::cli {
 
@@ -30,17 +31,9 @@ struct Pct {
 };
 
 Pct percentiles_us(std::vector<std::uint64_t> ns) {
-  Pct p;
-  if (ns.empty()) return p;
-  std::sort(ns.begin(), ns.end());
-  auto at = [&](double q) {
-    return static_cast<double>(ns[static_cast<std::size_t>(q * (ns.size() - 1))]) / 1e3;
-  };
-  p.p50 = at(0.5);
-  p.p99 = at(0.99);
-  p.p999 = at(0.999);
-  p.max = static_cast<double>(ns.back()) / 1e3;
-  return p;
+  const bench::Percentiles p = bench::percentiles(std::move(ns));
+  return Pct{static_cast<double>(p.p50) / 1e3, static_cast<double>(p.p99) / 1e3,
+             static_cast<double>(p.p999) / 1e3, static_cast<double>(p.max) / 1e3};
 }
 
 std::string payload_for(int i, int bytes) {

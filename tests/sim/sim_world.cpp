@@ -14,6 +14,7 @@
 #include <catena/control/controller.hpp>
 
 #include "sim_clients.hpp"
+#include "sim_log.hpp"
 #include "sim_node.hpp"
 
 namespace catena::sim {
@@ -31,61 +32,6 @@ constexpr int kMaxKills = 4;
 constexpr std::uint32_t kSegmentBytes = 32 << 10;
 constexpr std::size_t kMaxPending = 48;  // the publisher's window
 const std::string kChannel = "sim";
-
-// The controller's metadata, in memory-backed storage where there is some
-// (its WAL fsyncs every change).
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/catena-sim-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-// One record as a replica's log holds it.
-struct Stored {
-  std::uint64_t id = 0;
-  std::uint64_t producer_id = 0;
-  std::uint64_t sequence = 0;
-};
-
-// Every record the log holds, committed or not, by walking the frames each
-// segment validated.
-std::map<std::uint64_t, Stored> read_log(const chain::PartitionLog& log, std::vector<std::string>* errors) {
-  std::map<std::uint64_t, Stored> out;
-  for (std::uint32_t s : log.slots_in_order()) {
-    const auto mem = log.slot_memory(s);
-    const auto& info = log.slot_info(s);
-    std::size_t pos = sizeof(chain::SegmentHeader);
-    while (pos < info.valid_end) {
-      chain::RecordHeader h;
-      if (chain::check_frame(mem.data() + pos, info.valid_end - pos, &h) != chain::FrameCheck::ok) {
-        errors->push_back("slot " + std::to_string(s) + " has a bad frame at " + std::to_string(pos));
-        break;
-      }
-      if ((h.flags & chain::kFlagSeal) != 0) break;
-      Stored r;
-      std::memcpy(&r.id, mem.data() + pos + sizeof(chain::RecordHeader), sizeof r.id);
-      r.producer_id = h.producer_id;
-      r.sequence = h.sequence;
-      if (!out.emplace(h.offset, r).second)
-        errors->push_back("offset " + std::to_string(h.offset) + " twice");
-      pos += chain::frame_size(h.length);
-    }
-  }
-  return out;
-}
 
 class World {
  public:

@@ -1,13 +1,12 @@
 // Replica: chain links (forwarding, validation, commit propagation) and
-// reconfiguration. Client sessions are in sessions.cpp.
+// reconfiguration. Client sessions attach in sessions.cpp; their protocols
+// are publish.hpp, delivery.hpp and commit_watch.hpp.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
 #include <catena/chain/limits.hpp>
 #include <catena/chain/replica.hpp>
-
-#include "sessions.hpp"
 
 namespace catena::chain {
 namespace {
@@ -79,7 +78,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   auto cw = provider.allocate(64, fabric::kLocalWrite | fabric::kRemoteWrite);
   if (!cw) return cw.error();
   r->commit_word_ = std::move(cw.value());
-  auto sc = provider.allocate(std::size_t{kScratchSlotBytes} * kScratchSlots, fabric::kLocalWrite);
+  auto sc = ScratchRing::create(provider);
   if (!sc) return sc.error();
   r->scratch_ = std::move(sc.value());
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);
@@ -109,10 +108,9 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
     fwd_in_flight_ = 0;
   }
   if (!cfg.is_head()) {
-    for (auto& p : publishers_) p->link->ep().disconnect();
-    publishers_.clear();
+    publishes_.drop_all();
   }
-  if (!cfg.is_tail() || cfg.chain_length < 2) drop_watchers_st();  // what it holds is no longer committed
+  if (!cfg.is_tail() || cfg.chain_length < 2) watches_.drop_all();  // what it holds is no longer committed
   cfg_.epoch = cfg.epoch;
   cfg_.position = cfg.position;
   cfg_.chain_length = cfg.chain_length;
@@ -150,10 +148,9 @@ void Replica::retire_st(std::uint64_t range_end) {
     succ_.reset();
     fwd_in_flight_ = 0;
   }
-  cfg_.successor_addr.clear();                             // dials no successor
-  for (auto& p : publishers_) p->link->ep().disconnect();  // they find the new head in the route
-  publishers_.clear();
-  drop_watchers_st();
+  cfg_.successor_addr.clear();  // dials no successor
+  publishes_.drop_all();        // they find the new head in the route
+  watches_.drop_all();
 }
 
 void Replica::merge_producers_st(const std::vector<ProducerSnapshot>& producers) {
@@ -261,18 +258,23 @@ int Replica::do_work() {
   CATENA_ST_CHECK(owner_);
   int work = 0;
   work += pump_predecessor_st();
-  if (cfg_.is_head()) work += pump_publishers_st();
+  if (cfg_.is_head()) {
+    PublishTarget target{*log_, producers_, tick_ns_, sealed_, &corrupt_frames_};
+    const int taken = publishes_.consume(target);
+    if (taken > 0 && cfg_.is_tail()) commit_as_tail_st();
+    work += taken;
+  }
   work += forward_st();
   work += pump_successor_st();
   // Outside its lease (or suspended) it replicates and commits but tells
   // nobody: a controller that lost it may already have built a newer chain.
   const bool act = may_act();
-  if (act && !watchers_.empty()) work += ack_watchers_st();
+  if (act && !watches_.empty()) work += watches_.do_work(*log_, cfg_.epoch);
   work += propagate_commit_st();
   if (act && cfg_.is_head()) {
-    for (auto& p : publishers_) work += ack_publisher_st(*p);
+    work += publishes_.acknowledge(log_->commit_offset(), cfg_.epoch);
   }
-  if (act) work += serve_subscribers_st();
+  if (act) work += deliveries_.do_work(DeliverySource{*log_, slot_mrs_, scratch_, range_end_});
   return work;
 }
 
@@ -281,7 +283,7 @@ void Replica::tick() {
   tick_ns_ = clock_.now_ns();
   if (tick_ns_ >= next_expiry_ns_) {
     // Producers with an open session are in use however quiet they are.
-    for (const auto& p : publishers_) producers_.touch(p->producer_id, tick_ns_);
+    publishes_.touch_producers(producers_, tick_ns_);
     if (tick_ns_ > cfg_.limits.producer_expiry_ns)
       producers_.expire(tick_ns_ - cfg_.limits.producer_expiry_ns);
     next_expiry_ns_ = tick_ns_ + 1'000'000'000;
@@ -309,9 +311,9 @@ void Replica::tick() {
     // A client that vanished is only seen in its connection's events on some
     // providers (verbs: the CM's DISCONNECTED): look at them now and then,
     // so its session, ring and limits are released.
-    for (auto& p : publishers_) p->link->poll_events();
-    for (auto& s : subscribers_) s->link->poll_events();
-    for (auto& w : watchers_) w->link->poll_events();
+    publishes_.poll_events();
+    deliveries_.poll_events();
+    watches_.poll_events();
     next_session_events_ns_ = tick_ns_ + 100'000'000;
   }
 }
@@ -420,7 +422,7 @@ int Replica::report_held_st() {
   if (!pred_ || log_->end_offset() <= held_sent_up_) return 0;
   const std::uint64_t end = log_->end_offset();
   const std::uint64_t triple[3] = {end, cfg_.epoch, held_check(end, cfg_.epoch)};
-  if (pred_->ep().post_write(kWrCommit, stage_small_write_st(triple, sizeof triple),
+  if (pred_->ep().post_write(kWrCommit, scratch_.stage(triple, sizeof triple),
                              {pred_commit_word_, kHeldWord * sizeof(std::uint64_t)}) != fabric::Errc::ok) {
     return 0;
   }
@@ -447,19 +449,13 @@ int Replica::propagate_commit_st() {
   }
   if (pred_ && log_->commit_offset() > commit_sent_up_) {
     const std::uint64_t pair[2] = {log_->commit_offset(), ~log_->commit_offset()};
-    if (pred_->ep().post_write(kWrCommit, stage_small_write_st(pair, sizeof pair), {pred_commit_word_, 0}) ==
+    if (pred_->ep().post_write(kWrCommit, scratch_.stage(pair, sizeof pair), {pred_commit_word_, 0}) ==
         fabric::Errc::ok) {
       commit_sent_up_ = log_->commit_offset();
       ++work;
     }
   }
   return work;
-}
-
-fabric::LocalBuffer Replica::stage_small_write_st(const void* bytes, std::uint32_t len) {
-  const std::size_t at = std::size_t{scratch_next_++ % kScratchSlots} * kScratchSlotBytes;
-  std::memcpy(scratch_->data() + at, bytes, std::min(len, kScratchSlotBytes));
-  return {scratch_.get(), at, std::min(len, kScratchSlotBytes)};
 }
 
 ReplicaStats Replica::stats() const {
@@ -471,9 +467,9 @@ ReplicaStats Replica::stats() const {
   s.bytes = log_->bytes_used();
   for (std::uint32_t i = 0; i < cfg_.slot_count; ++i)
     s.segments += log_->slot_info(i).state != SlotState::free;
-  s.publishers = static_cast<std::uint32_t>(publishers_.size());
-  s.subscribers = static_cast<std::uint32_t>(subscribers_.size());
-  s.watchers = static_cast<std::uint32_t>(watchers_.size());
+  s.publishers = static_cast<std::uint32_t>(publishes_.size());
+  s.subscribers = static_cast<std::uint32_t>(deliveries_.size());
+  s.watchers = static_cast<std::uint32_t>(watches_.size());
   s.corrupt_frames = corrupt_frames_;
   s.successor_connected = succ_ != nullptr;
   s.predecessor_connected = pred_ != nullptr;

@@ -19,7 +19,9 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/link.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/wire.hpp>
 
 #include "../test_env.hpp"

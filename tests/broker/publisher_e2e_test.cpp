@@ -9,6 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include <catena/chain/commit_watch.hpp>
+#include <catena/chain/publish.hpp>
+
 #include "chain_e2e_fixture.hpp"
 
 namespace catena::test {

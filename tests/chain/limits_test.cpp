@@ -6,6 +6,7 @@
 #include <string>
 
 #include <catena/chain/limits.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/replica.hpp>
 #include <catena/chain/wire.hpp>
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <catena/chain/link.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
 

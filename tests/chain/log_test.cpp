@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/record.hpp>
 #include <catena/chain/wire.hpp>
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include <catena/chain/delivery.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/record.hpp>
 
 namespace catena::sim {

@@ -22,8 +22,10 @@
 #include <span>
 #include <string>
 
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/control/idl/catena_types.h>
 #include <catena/fabric/fault_provider.hpp>
 

@@ -9,6 +9,9 @@
 #include <sys/socket.h>
 
 #include <catena/broker/broker_admin_server.hpp>
+#include <catena/chain/commit_watch.hpp>
+#include <catena/chain/delivery.hpp>
+#include <catena/chain/publish.hpp>
 
 namespace catena::sim {
 

@@ -131,11 +131,9 @@ class Call {
 
 // Where a session's connection attempt stands (publisher and subscriber).
 // none: no attempt (connected, or waiting for the retry); route: its route
-// lookup runs; connect: Provider::connect runs; welcome: the handshake's
-// answer is awaited (Link::Dialing).
-enum class Attempt : std::uint8_t { none, route, connect, welcome };
+// lookup runs; dial: connecting and handshaking (DialAttempt).
+enum class Attempt : std::uint8_t { none, route, dial };
 
-using EndpointCall = Call<fabric::Result<std::unique_ptr<fabric::Endpoint>>>;
 using RouteCall = Call<client::Result<Route>>;
 
 }  // namespace catena::client_detail

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <catena/chain/producer_state.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/fabric/clock.hpp>
 #include <catena/fabric/idle.hpp>
 
@@ -42,12 +43,10 @@ client::Result<void> Publisher::Impl::init() {
     s->partition = i;
     auto mirror = provider_->allocate(ring_bytes_, fabric::kLocalWrite);
     if (!mirror) return mirror.error();
-    s->mirror = std::move(mirror.value());
-    // At most half the ring per frame: a frame that has to wrap still
-    // fits behind its pad.
-    s->writer = chain::FrameRingWriter(ring_bytes_, ring_bytes_ / 2);
-    s->pending = chain::BoundedFifo<PartitionSession::Pending>(
-        std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow));
+    const std::uint32_t window =
+        std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow);
+    s->head = chain::PublishClient(std::move(mirror.value()), ring_bytes_, window);
+    s->callbacks = chain::BoundedFifo<PublishCallback>(window);
     sessions_.push_back(std::move(s));
   }
   // Connect eagerly so the first publish does not pay for it: one attempt
@@ -61,7 +60,7 @@ client::Result<void> Publisher::Impl::init() {
     for (auto& s : sessions_) {
       take_lookup_st(*s, now);
       advance_connect_st(*s, now, false);
-      if (s->link && s->watch_attempt != Attempt::none) advance_watch_st(*s, now);
+      if (s->head.connected() && s->watch_attempt != Attempt::none) advance_watch_st(*s, now);
       attempting = attempting || s->attempt != Attempt::none || s->watch_attempt != Attempt::none;
     }
     if (attempting) idle.idle();
@@ -76,26 +75,17 @@ Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::b
   PartitionSession& s = *sessions_[partition];
   if (payload.size() > max_record_) return Errc::too_large;
   if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
-  const std::uint32_t fbytes =
-      static_cast<std::uint32_t>(chain::frame_size(static_cast<std::uint32_t>(payload.size())));
-  if (s.writer.check_size(fbytes) != chain::RingStatus::ok) return Errc::too_large;
-  if (s.pending.full()) return Errc::backpressure;
-  const bool was_idle = s.pending.empty() && s.writer.written() == s.writer.flushed();
-  std::uint32_t pos = 0;
-  if (s.place_st(fbytes, &pos) != chain::RingStatus::ok) return Errc::backpressure;  // wait for credit
+  if (!s.head.fits(static_cast<std::uint32_t>(payload.size()))) return Errc::too_large;
+  const bool was_idle = s.head.pending() == 0 && s.head.unflushed() == 0;
   chain::RecordHeader h{};
   h.producer_id = opts_.producer_id;
   h.producer_epoch = producer_epoch_;
-  h.sequence = s.next_seq;
   h.timestamp_ns = catena::wall_clock_ns();
-  chain::write_frame(s.mirror->data() + pos, h, payload);
-  if (s.pending.empty()) s.last_progress = Clock::now();
-  if (was_idle) s.linger_start = Clock::now();
-  s.pending.push_back(PartitionSession::Pending{s.next_seq, fbytes, pos, std::move(cb)});
-  ++s.next_seq;
+  if (const Errc e = s.head.stage(h, payload); e != Errc::ok) return e;  // backpressure: wait for credit
+  if (was_idle) s.last_progress = s.linger_start = Clock::now();
+  s.callbacks.push_back(std::move(cb));
   ++in_flight_;
-  if (opts_.linger.count() == 0 || s.writer.written() - s.writer.flushed() >= opts_.max_batch_bytes)
-    flush_st(s);
+  if (opts_.linger.count() == 0 || s.head.unflushed() >= opts_.max_batch_bytes) s.head.flush();
   return Errc::ok;
 }
 
@@ -111,40 +101,31 @@ int Publisher::Impl::poll() {
   for (auto& sp : sessions_) {
     PartitionSession& s = *sp;
     take_lookup_st(s, now);
-    if (!s.link) {
-      if (!s.pending.empty() && now - s.down_since > opts_.retry_timeout)
+    if (!s.head.connected()) {
+      if (s.head.pending() > 0 && now - s.down_since > opts_.retry_timeout)
         fail_all_st(s, wire::Status::unavailable);
       advance_connect_st(s, now, true);
       continue;
     }
-    if (s.writer.written() > s.writer.flushed() && now - s.linger_start >= opts_.linger) flush_st(s);
+    if (s.head.unflushed() > 0 && now - s.linger_start >= opts_.linger) s.head.flush();
     // Acks from the tail's watch or from the head: the first one resolves.
-    auto take_acks = [&](Link& link, bool from_tail) {
-      link.poll_recv(
-          [&](const std::byte* msg, std::uint32_t len) {
-            auto ack = wire::decode<wire::PublishAck>(msg, len);
-            if (!ack) return;
-            const int n = on_ack_st(s, *ack);
-            if (from_tail) {
-              s.head_first = 0;  // the tail is alive and acking
-            } else if (s.watch) {
-              s.head_first += static_cast<std::uint32_t>(n);
-            }
-            acks += n;
-          },
-          [](std::uint32_t, std::uint32_t) {});
-    };
-    if (s.watch) {
-      take_acks(*s.watch, true);
-      // A tail cut off the network stays connected and silent while the
-      // repaired chain acks through the head: a watch that keeps losing
-      // to the head is stale.
-      if (s.watch->broken() || s.head_first >= kStaleWatch) drop_watch_st(s);
+    if (s.watch.connected()) {
+      // Dropped when broken, or stale: a tail cut off the network stays
+      // connected and silent while the repaired chain acks through the head.
+      if (!s.watch.do_work([&](const wire::PublishAck& ack) { acks += on_ack_st(s, ack); })) drop_watch_st(s);
     } else {
       advance_watch_st(s, now);
     }
-    s.link->poll_send();
-    take_acks(*s.link, false);
+    chain::PublishClient::Event event = chain::PublishClient::Event::none;
+    const std::uint64_t acks_before = s.head.acks();
+    const int from_head = s.head.do_work(
+        &event,
+        [&](std::uint64_t seq, wire::Status st, std::uint64_t offset) { resolved_st(s, seq, st, offset); });
+    s.watch.head_resolved(static_cast<std::uint32_t>(from_head));
+    acks += from_head;
+    if (s.head.acks() != acks_before) s.last_progress = now;
+    s.resync = s.resync || event == chain::PublishClient::Event::resync;
+    s.moved = s.moved || event == chain::PublishClient::Event::moved;
     if (s.resync || s.moved) {
       // Not a failure of the head: reconnect, and its welcome says where
       // this producer's sequence stands.
@@ -158,10 +139,10 @@ int Publisher::Impl::poll() {
       s.resync = false;
       s.moved = false;
       go_down_st(s, now);
-    } else if (s.link->broken()) {
+    } else if (s.head.broken()) {
       lost_head_st(s, "connection to head lost");
-    } else if (!s.pending.empty() && now - s.last_progress >= opts_.stall_check && now >= s.route_check_at &&
-               !s.lookup.busy()) {
+    } else if (s.head.pending() > 0 && now - s.last_progress >= opts_.stall_check &&
+               now >= s.route_check_at && !s.lookup.busy()) {
       // Acks stalled: a head cut off the network goes silent, no reset.
       start_stall_check_st(s, now);
     }
@@ -173,123 +154,43 @@ bool Publisher::Impl::flush(std::chrono::milliseconds timeout) {
   CATENA_ST_CHECK(owner_);
   const auto deadline = Clock::now() + timeout;
   fabric::BackoffIdle idle;
-  for (auto& s : sessions_) flush_st(*s);
+  for (auto& s : sessions_) s->head.flush();
   while (in_flight_ > 0 && Clock::now() < deadline) idle.idle(poll());
   return in_flight_ == 0;
 }
 
 // --- internals (publishing thread) -------------------------------------------
-void Publisher::Impl::flush_st(PartitionSession& s) {
-  CATENA_ST_CHECK(owner_);
-  while (s.link && s.writer.flushed() < s.writer.written()) {
-    const chain::FrameRingWriter::Chunk c = s.writer.next_chunk();
-    fabric::LocalBuffer src{s.mirror.get(), c.pos, c.bytes};
-    fabric::RemoteAddress dst{s.ring, c.pos};
-    Errc e = c.last ? s.link->ep().post_write_imm(chain::kWrData, src, dst, s.writer.immediate())
-                    : s.link->ep().post_write(chain::kWrData, src, dst);
-    if (e != Errc::ok) return;  // send queue full: poll() retries
-    s.writer.flushed_st(s.writer.flushed() + c.bytes);
-  }
-}
-
 int Publisher::Impl::on_ack_st(PartitionSession& s, const wire::PublishAck& ack) {
   CATENA_ST_CHECK(owner_);
-  int handled = 0;
+  chain::PublishClient::Event event = chain::PublishClient::Event::none;
+  const int n = s.head.on_ack(ack, &event, [&](std::uint64_t seq, wire::Status st, std::uint64_t offset) {
+    resolved_st(s, seq, st, offset);
+  });
   s.last_progress = Clock::now();
-  if (ack.status == wire::Status::sequence_gap) {
-    // The head holds none of these records: nothing to resolve, resync.
-    (void)s.writer.credit_st(ack.ring_consumed);
-    s.resync = true;
-    return 0;
-  }
-  if (ack.status == wire::Status::moved) {
-    // The partition moved on: the sealed head stored none of these (every
-    // record it did store was acknowledged before this). The new chain's
-    // head has this producer's state and takes them.
-    (void)s.writer.credit_st(ack.ring_consumed);
-    s.moved = true;
-    return 0;
-  }
-  for (std::uint32_t i = 0; i < ack.count && !s.pending.empty(); ++i) {
-    const std::uint64_t seq = ack.first_seq + i;
-    PartitionSession::Pending& p = s.pending.front();
-    if (p.seq != seq) continue;  // an ack for a record already resolved
-    PublishResult r;
-    r.status = ack.status;
-    r.partition = s.partition;
-    r.sequence = seq;
-    r.offset =
-        ack.status == wire::Status::ok ? (ack.first_offset == ~0ull ? ~0ull : ack.first_offset + i) : 0;
-    PublishCallback cb = std::move(p.cb);
-    s.pending.pop_front();
-    --in_flight_;
-    ++handled;
-    if (cb) cb(r);
-  }
-  (void)s.writer.credit_st(ack.ring_consumed);  // 0 from the tail's watch: ignored
-  return handled;
+  s.resync = s.resync || event == chain::PublishClient::Event::resync;
+  s.moved = s.moved || event == chain::PublishClient::Event::moved;
+  return n;
+}
+
+void Publisher::Impl::resolved_st(PartitionSession& s, std::uint64_t seq, wire::Status st,
+                                  std::uint64_t offset) {
+  CATENA_ST_CHECK(owner_);
+  PublishCallback cb = std::move(s.callbacks.front());
+  s.callbacks.pop_front();
+  --in_flight_;
+  PublishResult r;
+  r.status = st;
+  r.partition = s.partition;
+  r.sequence = seq;
+  r.offset = offset;
+  if (cb) cb(r);
 }
 
 void Publisher::Impl::fail_all_st(PartitionSession& s, wire::Status st) {
   CATENA_ST_CHECK(owner_);
-  while (!s.pending.empty()) {
-    PartitionSession::Pending& p = s.pending.front();
-    PublishCallback cb = std::move(p.cb);
-    PublishResult r{st, s.partition, 0, p.seq};
-    s.pending.pop_front();
-    --in_flight_;
-    if (cb) cb(r);
-  }
-  s.writer.reset_st();
-}
-
-// Follows the head's view of this producer epoch: it holds every sequence
-// below `next` and none from `next` on. Pending records from `next` on are
-// resent as they are; if the head expects less than the first pending
-// record (records failed after the retry timeout were never stored, or a
-// new head has none of this producer's records), pending records are
-// renumbered from `next`: the head holds none of them, so none can be
-// stored twice. A head ahead of everything sent means another process
-// publishes with this producer epoch: fenced.
-bool Publisher::Impl::resync_st(PartitionSession& s, std::uint64_t next) {
-  CATENA_ST_CHECK(owner_);
-  const std::uint64_t first = !s.pending.empty() ? s.pending.front().seq : s.next_seq;
-  if (next > s.next_seq) {
-    fail_all_st(s, wire::Status::producer_fenced);
-    return false;
-  }
-  if (next >= first) return true;
-  for (std::uint32_t i = 0; i < s.pending.size(); ++i) {
-    auto& p = s.pending[i];
-    p.seq = next + i;
-    chain::restamp_sequence(s.mirror->data() + p.pos, p.seq);
-  }
-  s.next_seq = next + s.pending.size();
-  return true;
-}
-
-void Publisher::Impl::resend_st(PartitionSession& s) {
-  CATENA_ST_CHECK(owner_);
-  // The new ring starts empty: lay the unacknowledged frames out again.
-  // They were all in the ring at once, so from offset 0 they fit.
-  std::vector<std::byte> copy;
-  for (std::uint32_t i = 0; i < s.pending.size(); ++i) {
-    const auto& p = s.pending[i];
-    const std::byte* f = s.mirror->data() + p.pos;
-    copy.insert(copy.end(), f, f + p.frame_bytes);
-  }
-  s.writer.reset_st();
-  std::size_t off = 0;
-  for (std::uint32_t i = 0; i < s.pending.size(); ++i) {
-    auto& p = s.pending[i];
-    if (s.place_st(p.frame_bytes, &p.pos) != chain::RingStatus::ok) {
-      fail_all_st(s, wire::Status::unavailable);  // cannot happen: see above
-      return;
-    }
-    std::memcpy(s.mirror->data() + p.pos, copy.data() + off, p.frame_bytes);
-    off += p.frame_bytes;
-  }
-  flush_st(s);
+  s.head.fail_all(st, [&](std::uint64_t seq, wire::Status status, std::uint64_t offset) {
+    resolved_st(s, seq, status, offset);
+  });
 }
 
 Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

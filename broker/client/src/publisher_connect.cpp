@@ -1,7 +1,7 @@
 // How a publisher's session reaches its partition's head and tail without
 // poll() waiting (publisher_impl.hpp): the route lookup runs on the
-// `lookups_` worker, Provider::connect on `dials_`, and the handshake is a
-// Link::Dialing that poll() looks at once per pass.
+// `lookups_` worker, the rest is a DialAttempt (the connect on `dials_`, the
+// handshake polled once per pass).
 #include <algorithm>
 #include <spdlog/spdlog.h>
 
@@ -52,24 +52,16 @@ void Publisher::Impl::advance_connect_st(PartitionSession& s, Clock::time_point 
     case Attempt::none:
       // A stall check or watch lookup of the last link may still run: its
       // answer is dropped first (take_lookup_st), then the attempt asks.
-      if (may_start && now >= s.retry_at && !s.lookup.busy()) start_connect_st(s, now);
+      if (may_start && now >= s.retry_at && !s.lookup.busy() && s.dial.can_start()) start_connect_st(s, now);
       return;
     case Attempt::route:
       return;  // take_lookup_st goes on with the answer
-    case Attempt::connect:
-      if (auto ep = s.connecting.take()) on_head_endpoint_st(s, std::move(*ep), now);
-      return;
-    case Attempt::welcome: {
-      if (s.dialing->poll() == Link::DialState::waiting) {
-        if (now < s.dial_deadline) return;
-        s.dialing->fail(fabric::make_error(Errc::timeout, "no well-formed answer to the hello"));
+    case Attempt::dial:
+      if (auto d = s.dial.poll(now)) {
+        s.attempt = Attempt::none;
+        on_dialed_st(s, std::move(*d), now);
       }
-      auto d = s.dialing->take();
-      s.dialing.reset();
-      s.attempt = Attempt::none;
-      on_welcome_st(s, std::move(d), now);
       return;
-    }
   }
 }
 
@@ -82,12 +74,12 @@ void Publisher::Impl::take_lookup_st(PartitionSession& s, Clock::time_point now)
       if (s.attempt == Attempt::route) on_connect_route_st(s, std::move(*r), now);
       return;
     case Lookup::stall_check:
-      if (!s.link || s.lookup_link != s.link_gen) return;  // asked for a link since gone
+      if (!s.head.connected() || s.lookup_link != s.link_gen) return;  // asked for a link since gone
       // False: the chain has a new head; the head session is stale.
       if (!apply_route_st(s, *r)) lost_head_st(s, "acknowledgements stalled and the chain has a new head");
       return;
     case Lookup::watch:
-      if (!s.link || s.lookup_link != s.link_gen || s.watch_attempt != Attempt::route) return;
+      if (!s.head.connected() || s.lookup_link != s.link_gen || s.watch_attempt != Attempt::route) return;
       // A new head means the head session is about to break and reconnect.
       if (!apply_route_st(s, *r) || s.route.replicas.size() < 2) {
         s.watch_attempt = Attempt::none;
@@ -127,39 +119,21 @@ void Publisher::Impl::on_connect_route_st(PartitionSession& s, client::Result<Ro
   }
   s.chain_start = s.route.start_offset;
   s.chain_start_known = true;
-  s.head = s.route.replicas.front();
-  s.hello = wire::PublisherHello{};
-  s.hello.ref.set(channel_, s.partition, s.route.epoch);
-  s.hello.producer_id = opts_.producer_id;
-  s.hello.producer_epoch = producer_epoch_;
-  s.hello.ring_bytes = ring_bytes_;
-  s.connecting.start(dials_,
-                     [&provider = *provider_, addr = s.head.fabric_addr, timeout = opts_.connect_timeout] {
-                       return provider.connect(addr, {}, timeout);
-                     });
-  s.attempt = Attempt::connect;
+  s.dialled = s.route.replicas.front();
+  wire::PublisherHello hello{};
+  hello.ref.set(channel_, s.partition, s.route.epoch);
+  hello.producer_id = opts_.producer_id;
+  hello.producer_epoch = producer_epoch_;
+  hello.ring_bytes = ring_bytes_;
+  s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout);
+  s.attempt = Attempt::dial;
 }
 
-void Publisher::Impl::on_head_endpoint_st(PartitionSession& s,
-                                          fabric::Result<std::unique_ptr<fabric::Endpoint>> ep,
-                                          Clock::time_point now) {
+void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::PublisherWelcome> d,
+                                   Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
-  s.attempt = Attempt::none;
-  if (!ep) {
-    report_st(s.head.node_id, s.route, ep.error().message);
-    spdlog::debug("publisher {}/{}: cannot reach head {} at {}: {}", channel_, s.partition, s.head.node_id,
-                  s.head.fabric_addr, ep.error().message);
-    return;
-  }
-  s.dialing = Link::Dialing<wire::PublisherWelcome>::start_on(*provider_, std::move(ep.value()), s.hello);
-  s.dial_deadline = now + opts_.connect_timeout;
-  s.attempt = Attempt::welcome;
-}
-
-void Publisher::Impl::on_welcome_st(PartitionSession& s, Link::Dialed<wire::PublisherWelcome> d,
-                                    Clock::time_point now) {
-  CATENA_ST_CHECK(owner_);
-  const ReplicaAddress& head = s.head;
+  const ReplicaAddress& head = s.dialled;
+  if (d.unreachable) report_st(head.node_id, s.route, d.error.message);
   if (!d.welcome) {
     spdlog::debug("publisher {}/{}: cannot reach head {} at {}: {}", channel_, s.partition, head.node_id,
                   head.fabric_addr, d.error.message);
@@ -186,21 +160,25 @@ void Publisher::Impl::on_welcome_st(PartitionSession& s, Link::Dialed<wire::Publ
                   wire::to_string(w->status));
     return;
   }
-  if (!resync_st(s, w->next_sequence)) return;
-  spdlog::debug("publisher {}/{}: head {} at {} (route epoch {}), next sequence {}, {} records to resend",
+  // Its records go to the new ring again (renumbered if it holds none of
+  // them). A head that expects sequences this publisher never sent means
+  // another process publishes with this producer epoch: fenced.
+  const std::size_t resending = s.head.pending();
+  if (!s.head.attach(std::move(d.link), *w)) {
+    fail_all_st(s, wire::Status::producer_fenced);
+    return;
+  }
+  spdlog::debug("publisher {}/{}: head {} at {} (route epoch {}), next sequence {}, {} records resent",
                 channel_, s.partition, head.node_id, head.fabric_addr, s.route.epoch, w->next_sequence,
-                s.pending.size());
+                resending);
   max_record_ = std::min(max_record_, w->max_record);
   s.moved_epoch = 0;
-  s.link = std::move(d.link);
   ++s.link_gen;
-  s.ring = w->ring;
   s.down = false;
-  s.watch.reset();
+  s.watch.drop();
   s.watch_backoff = std::chrono::milliseconds(0);
-  if (opts_.tail_acks && s.route.replicas.size() >= 2 && !s.watch_connecting.busy())
+  if (opts_.tail_acks && s.route.replicas.size() >= 2 && s.watch_dial.can_start())
     start_watch_st(s, now, false);
-  resend_st(s);
 }
 
 // Re-reads the partition's route. False if the chain has a new head: the
@@ -211,9 +189,9 @@ bool Publisher::Impl::apply_route_st(PartitionSession& s, const client::Result<R
   if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return true;
   if (r->replicas.front().node_id != s.route.replicas.front().node_id) return false;
   if (r->replicas.back().node_id != s.route.replicas.back().node_id) {
-    if (s.watch) drop_watch_st(s);
-    if (s.watch_attempt == Attempt::welcome) {  // dialled the old tail
-      s.watch_dialing.reset();
+    if (s.watch.connected()) drop_watch_st(s);
+    if (s.watch_attempt == Attempt::dial) {  // dialling the old tail
+      s.watch_dial.cancel();
       s.watch_attempt = Attempt::none;
     }
   }
@@ -247,49 +225,31 @@ void Publisher::Impl::dial_watch_st(PartitionSession& s, Clock::time_point) {
   CATENA_ST_CHECK(owner_);
   s.watch_attempt = Attempt::none;
   if (s.route.replicas.size() < 2) return;
-  s.watch_hello = wire::CommitWatchHello{};
-  s.watch_hello.ref.set(channel_, s.partition, s.route.epoch);
-  s.watch_hello.producer_id = opts_.producer_id;
-  s.watch_hello.producer_epoch = producer_epoch_;
-  s.watch_addr = s.route.replicas.back().fabric_addr;
-  const auto timeout = std::min(opts_.connect_timeout, std::chrono::milliseconds(250));
-  s.watch_connecting.start(dials_, [&provider = *provider_, addr = s.watch_addr, timeout] {
-    return provider.connect(addr, {}, timeout);
-  });
-  s.watch_attempt = Attempt::connect;
+  const wire::CommitWatchHello hello = chain::CommitWatchClient::hello(channel_, s.partition, s.route.epoch,
+                                                                       opts_.producer_id, producer_epoch_);
+  // Optional, so a tail that does not answer soon is given up quickly.
+  s.watch_dial.start(dials_, *provider_, s.route.replicas.back().fabric_addr, hello,
+                     std::min(opts_.connect_timeout, std::chrono::milliseconds(250)));
+  s.watch_attempt = Attempt::dial;
 }
 
 void Publisher::Impl::advance_watch_st(PartitionSession& s, Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
   switch (s.watch_attempt) {
     case Attempt::none:
-      // The answer to a watch connect of a link since gone: dropped.
-      if (s.watch_connecting.busy() && !s.watch_connecting.take()) return;
-      if (opts_.tail_acks && now >= s.watch_at && s.route.replicas.size() >= 2 && !s.lookup.busy()) {
+      if (opts_.tail_acks && now >= s.watch_at && s.route.replicas.size() >= 2 && !s.lookup.busy() &&
+          s.watch_dial.can_start()) {
         start_watch_st(s, now, true);
       }
       return;
     case Attempt::route:
       return;  // take_lookup_st goes on with the answer
-    case Attempt::connect: {
-      auto ep = s.watch_connecting.take();
-      if (!ep) return;
+    case Attempt::dial: {
+      auto d = s.watch_dial.poll(now);
+      if (!d) return;
       s.watch_attempt = Attempt::none;
-      // A tail the route no longer names (repaired meanwhile): drop it.
-      if (!*ep || s.route.replicas.empty() || s.route.replicas.back().fabric_addr != s.watch_addr) return;
-      s.watch_dialing = Link::Dialing<wire::CommitWatchWelcome>::start_on(*provider_, std::move(ep->value()),
-                                                                          s.watch_hello);
-      s.watch_deadline = now + std::min(opts_.connect_timeout, std::chrono::milliseconds(250));
-      s.watch_attempt = Attempt::welcome;
-      return;
-    }
-    case Attempt::welcome: {
-      if (s.watch_dialing->poll() == Link::DialState::waiting && now < s.watch_deadline) return;
-      auto d = s.watch_dialing->take();
-      s.watch_dialing.reset();
-      s.watch_attempt = Attempt::none;
-      if (d.welcome && d.welcome->status == wire::Status::ok) {
-        s.watch = std::move(d.link);
+      if (d->welcome && d->welcome->status == wire::Status::ok) {
+        s.watch.attach(std::move(d->link));
         s.watch_backoff = std::chrono::milliseconds(0);
       }
       return;
@@ -299,26 +259,25 @@ void Publisher::Impl::advance_watch_st(PartitionSession& s, Clock::time_point no
 
 void Publisher::Impl::drop_watch_st(PartitionSession& s) {
   CATENA_ST_CHECK(owner_);
-  s.watch.reset();
-  s.head_first = 0;
+  s.watch.drop();
   s.watch_at = Clock::now() + std::chrono::milliseconds(100);
 }
 
 void Publisher::Impl::lost_head_st(PartitionSession& s, const std::string& why) {
   CATENA_ST_CHECK(owner_);
   spdlog::debug("publisher {}/{}: {} ({} records pending); reconnecting", channel_, s.partition, why,
-                s.pending.size());
+                s.head.pending());
   if (!s.route.replicas.empty()) report_st(s.route.replicas.front().node_id, s.route, why);
   go_down_st(s, Clock::now());
 }
 
 void Publisher::Impl::go_down_st(PartitionSession& s, Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
-  s.link.reset();
+  s.head.drop();
   ++s.link_gen;
-  s.watch.reset();
-  s.watch_dialing.reset();
-  s.watch_attempt = Attempt::none;  // a watch connect still running is taken and dropped
+  s.watch.drop();
+  s.watch_dial.cancel();  // a watch connect still running is taken and dropped
+  s.watch_attempt = Attempt::none;
   s.down = true;
   s.down_since = now;
   s.retry_at = now;

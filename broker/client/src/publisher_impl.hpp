@@ -17,12 +17,15 @@
 
 #include <catena/broker/publisher.hpp>
 #include <catena/chain/bounded_fifo.hpp>
+#include <catena/chain/commit_watch.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/record.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
 #include "client_worker.hpp"
+#include "dial_attempt.hpp"
 
 namespace catena {
 
@@ -30,24 +33,16 @@ namespace catena {
 // Owned by the publishing thread, like the Publisher.
 struct PartitionSession {
   using Clock = std::chrono::steady_clock;
-  struct Pending {
-    std::uint64_t seq;
-    std::uint32_t frame_bytes;
-    std::uint32_t pos;  // where the frame starts in the ring
-    PublishCallback cb;
-  };
   // What the route lookup in progress is for.
   enum class Lookup : std::uint8_t { connect, stall_check, watch };
 
   std::uint32_t partition = 0;
   Route route;
-  std::unique_ptr<chain::Link> link;
-  std::unique_ptr<chain::Link> watch;            // the tail's early acks (chains of 2 or more)
-  std::unique_ptr<fabric::MemoryRegion> mirror;  // local image of the head's ring
-  fabric::RemoteRegion ring{};
-  chain::FrameRingWriter writer;  // credit comes from the head's acks
-  std::uint64_t next_seq = 0;
-  chain::BoundedFifo<Pending> pending;  // unacknowledged records, capacity max_in_flight
+  chain::PublishClient head;       // the records, their ring and the head's session (publish.hpp)
+  chain::CommitWatchClient watch;  // the tail's early acks (chains of 2 or more)
+  // The application's callbacks of the records not yet resolved, in step
+  // with `head`'s pending records (they resolve in order).
+  chain::BoundedFifo<PublishCallback> callbacks;
   Clock::time_point linger_start{};
   Clock::time_point down_since{};
   Clock::time_point retry_at{};
@@ -55,7 +50,6 @@ struct PartitionSession {
   Clock::time_point last_progress{};  // last ack, or the publish that found nothing pending
   Clock::time_point route_check_at{};
   std::chrono::milliseconds watch_backoff{0};
-  std::uint32_t head_first = 0;  // records the head resolved since the watch last said anything
   bool down = false;
   bool resync = false;  // the head reported a sequence gap: reconnect and follow its welcome
   bool moved = false;   // the head was sealed (partition handoff): reconnect to the new chain's head
@@ -82,40 +76,17 @@ struct PartitionSession {
   // The head: an attempt runs while there is no link.
   client_detail::Attempt attempt = client_detail::Attempt::none;
   bool attempt_follows_move = false;
-  ReplicaAddress head;  // the one being dialled
-  chain::wire::PublisherHello hello{};
-  client_detail::EndpointCall connecting;
-  std::optional<chain::Link::Dialing<chain::wire::PublisherWelcome>> dialing;
-  Clock::time_point dial_deadline{};
+  ReplicaAddress dialled;  // the head being dialled
+  client_detail::DialAttempt<chain::wire::PublisherHello, chain::wire::PublisherWelcome> dial;
   // The tail's commit watch: an attempt runs while the head link is up and
   // there is no watch.
   client_detail::Attempt watch_attempt = client_detail::Attempt::none;
-  std::string watch_addr;  // the tail being dialled
-  chain::wire::CommitWatchHello watch_hello{};
-  client_detail::EndpointCall watch_connecting;
-  std::optional<chain::Link::Dialing<chain::wire::CommitWatchWelcome>> watch_dialing;
-  Clock::time_point watch_deadline{};
-
-  // Places a frame of `frame_bytes` in the ring (a pad goes into the mirror
-  // with the frames, and to the head with the next flush).
-  chain::RingStatus place_st(std::uint32_t frame_bytes, std::uint32_t* pos) {
-    return writer.place_st(
-        frame_bytes,
-        [this](std::uint32_t at, const chain::RecordHeader& pad) {
-          std::memcpy(mirror->data() + at, &pad, sizeof pad);
-          return true;
-        },
-        pos);
-  }
+  client_detail::DialAttempt<chain::wire::CommitWatchHello, chain::wire::CommitWatchWelcome> watch_dial;
 };
 
 class Publisher::Impl {
  public:
   using Clock = std::chrono::steady_clock;
-  // Records the head acknowledged while the tail's watch said nothing at
-  // all: this many means the watch is on a node that no longer gets the
-  // chain's records (cut off, and silent rather than disconnected).
-  static constexpr std::uint32_t kStaleWatch = 1024;
   // Following a partition move: how often the route and the new head are
   // tried, and for how long before the usual back-off applies again.
   static constexpr std::chrono::milliseconds kMoveRetry{2};
@@ -130,11 +101,12 @@ class Publisher::Impl {
   bool flush(std::chrono::milliseconds timeout);
 
   // --- the publishing path (publisher.cpp) ---
-  void flush_st(PartitionSession& s);
+  // One ack from the head or the watch: resolves records, or says the head
+  // must be redialled (a resync or a move). Returns the records resolved.
   int on_ack_st(PartitionSession& s, const chain::wire::PublishAck& ack);
   void fail_all_st(PartitionSession& s, chain::wire::Status st);
-  bool resync_st(PartitionSession& s, std::uint64_t next);
-  void resend_st(PartitionSession& s);
+  // The application's callback of the next record, resolved.
+  void resolved_st(PartitionSession& s, std::uint64_t seq, chain::wire::Status st, std::uint64_t offset);
 
   // --- reaching the head and the tail (publisher_connect.cpp) ---
   // Starts an attempt to connect to the head: the route first.
@@ -177,10 +149,8 @@ class Publisher::Impl {
   void start_lookup_st(PartitionSession& s, PartitionSession::Lookup what);
   void report_st(const std::string& node_id, const Route& route, const std::string& reason);
   void on_connect_route_st(PartitionSession& s, client::Result<Route> route, Clock::time_point now);
-  void on_head_endpoint_st(PartitionSession& s, fabric::Result<std::unique_ptr<fabric::Endpoint>> ep,
-                           Clock::time_point now);
-  void on_welcome_st(PartitionSession& s, chain::Link::Dialed<chain::wire::PublisherWelcome> d,
-                     Clock::time_point now);
+  void on_dialed_st(PartitionSession& s, chain::Link::Dialed<chain::wire::PublisherWelcome> d,
+                    Clock::time_point now);
   bool apply_route_st(PartitionSession& s, const client::Result<Route>& r);
   void start_watch_st(PartitionSession& s, Clock::time_point now, bool refresh_route);
   void dial_watch_st(PartitionSession& s, Clock::time_point now);

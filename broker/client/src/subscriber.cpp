@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/record.hpp>
@@ -10,6 +11,7 @@
 #include <catena/fabric/thread_owner.hpp>
 
 #include "client_worker.hpp"
+#include "dial_attempt.hpp"
 
 namespace catena {
 
@@ -24,9 +26,7 @@ using client_detail::Attempt;
 struct SubSession {
   std::uint32_t partition = 0;
   Route route;
-  std::unique_ptr<Link> link;
-  std::unique_ptr<fabric::MemoryRegion> ring;
-  chain::FrameRingReader reader;  // over `ring`
+  chain::DeliveryClient delivery;  // the link to the replica, and the ring it writes into
   std::uint64_t next_offset = 0;
   bool positioned = false;  // next_offset is known
   std::uint32_t replica_pick = 0;
@@ -46,20 +46,32 @@ struct SubSession {
   bool lookup_for_attempt = false;
   std::uint64_t lookup_link = 0;  // link_gen when a stall check asked
   Attempt attempt = Attempt::none;
-  bool restart = false;  // seek() while the connect ran: its outcome is dropped
   ReplicaAddress dialled;
   std::uint64_t dial_range_end = ~0ull;  // what range_end and range_start become once connected
   std::uint64_t dial_range_start = 0;
-  wire::SubscriberHello hello{};
-  client_detail::EndpointCall connecting;
-  std::optional<Link::Dialing<wire::SubscriberWelcome>> dialing;
-  Steady::time_point dial_deadline{};
+  client_detail::DialAttempt<wire::SubscriberHello, wire::SubscriberWelcome> dial;
 
   void drop_link() {
-    link.reset();
+    delivery.drop();
     ++link_gen;
   }
 };
+
+const char* fault_text(chain::DeliveryClient::Fault f) {
+  switch (f) {
+    case chain::DeliveryClient::Fault::none:
+      return "no fault";
+    case chain::DeliveryClient::Fault::overrun:
+      return "the replica overran the ring";
+    case chain::DeliveryClient::Fault::garbled:
+      return "a garbled delivery";
+    case chain::DeliveryClient::Fault::bad_checksum:
+      return "a bad payload checksum in a delivery";
+    case chain::DeliveryClient::Fault::out_of_order:
+      return "an offset other than the next one";
+  }
+  return "?";
+}
 
 class Subscriber::Impl {
  public:
@@ -92,8 +104,7 @@ class Subscriber::Impl {
       s->partition = part;
       auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite);
       if (!ring) return ring.error();
-      s->ring = std::move(ring.value());
-      s->reader = chain::FrameRingReader(s->ring->data(), ring_bytes_);
+      s->delivery = chain::DeliveryClient(std::move(ring.value()), ring_bytes_);
       s->replica_pick = opts_.read_from == SubscriberOptions::ReadFrom::spread ? part : 0;
       if (opts_.start == Start::offset) {
         s->next_offset = opts_.start_offset;
@@ -135,72 +146,46 @@ class Subscriber::Impl {
     for (auto& sp : sessions_) {
       SubSession& s = *sp;
       take_lookup_st(s, now);
-      if (!s.link) {
+      if (!s.delivery.connected()) {
         advance_connect_st(s, now, true);
         continue;
       }
-      s.link->poll_send();
-      bool reconnect = false;
-      s.link->poll_recv(
-          [&](const std::byte* msg, std::uint32_t len) {
-            if (auto n = wire::decode<wire::SubscriberNotice>(msg, len)) {
-              spdlog::debug("subscriber {}/{}: notice {} from {}: next offset {}", channel_, s.partition,
-                            wire::to_string(n->status), s.reading_from, n->next_offset);
-              // A range's end is followed here, not the application's business.
-              if (n->status != wire::Status::moved) notify(Notice{s.partition, n->status, n->next_offset});
-              if (n->status == wire::Status::position_expired) {
-                s.next_offset = n->next_offset;
-                reconnect = true;
-              } else if (n->status == wire::Status::moved) {
-                // This range ends there (the next chain serves the rest):
-                // move on once every record before it is consumed, which
-                // may still be in the ring.
-                s.range_end = n->next_offset;
-              }
+      chain::DeliveryClient::Fault fault = chain::DeliveryClient::Fault::none;
+      bool expired = false;
+      delivered += s.delivery.do_work(
+          max - delivered, &fault,
+          [&](wire::Status status, std::uint64_t next_offset) {
+            spdlog::debug("subscriber {}/{}: notice {} from {}: next offset {}", channel_, s.partition,
+                          wire::to_string(status), s.reading_from, next_offset);
+            // A range's end is followed here, not the application's business.
+            if (status != wire::Status::moved) notify(Notice{s.partition, status, next_offset});
+            if (status == wire::Status::position_expired) {
+              s.next_offset = next_offset;
+              expired = true;
+            } else if (status == wire::Status::moved) {
+              // This range ends there (the next chain serves the rest):
+              // move on once every record before it is consumed, which
+              // may still be in the ring.
+              s.range_end = next_offset;
             }
           },
-          [&](std::uint32_t imm, std::uint32_t) { s.reader.on_immediate_st(imm); });
-      if (s.reader.overrun()) {
-        spdlog::debug("subscriber {}/{}: {} overran the ring; reconnecting", channel_, s.partition,
-                      s.reading_from);
-        reconnect = true;  // a replica overran the ring: protocol error
+          [&](const chain::RecordHeader& h, std::span<const std::byte> payload) {
+            Message m;
+            m.partition = s.partition;
+            m.offset = h.offset;
+            m.timestamp_ns = h.timestamp_ns;
+            m.producer_id = h.producer_id;
+            m.sequence = h.sequence;
+            m.payload = payload;
+            s.next_offset = h.offset + 1;
+            s.last_delivery = now;
+            if (on_message) on_message(m);
+          });
+      if (fault != chain::DeliveryClient::Fault::none) {
+        spdlog::debug("subscriber {}/{}: {} from {} at offset {}; reconnecting", channel_, s.partition,
+                      fault_text(fault), s.reading_from, s.next_offset);
       }
-      while (!reconnect && delivered < max) {
-        chain::RingFrame f;
-        const chain::RingRead next = s.reader.next_st(&f);
-        if (next == chain::RingRead::empty) break;
-        if (next == chain::RingRead::garbled ||
-            f.header.payload_crc != chain::payload_checksum(f.payload())) {
-          spdlog::debug("subscriber {}/{}: {} delivery from {} at offset {}; reconnecting", channel_,
-                        s.partition,
-                        next == chain::RingRead::garbled ? "garbled" : "bad payload checksum in a",
-                        s.reading_from, s.next_offset);
-          reconnect = true;  // corrupt delivery: refetch from the next offset elsewhere
-          break;
-        }
-        s.reader.consume_st(f);
-        const chain::RecordHeader& h = f.header;
-        if (h.offset != s.next_offset) {
-          spdlog::debug("subscriber {}/{}: {} delivered offset {}, expected {}; reconnecting", channel_,
-                        s.partition, s.reading_from, h.offset, s.next_offset);
-          reconnect = true;
-          break;
-        }
-        Message m;
-        m.partition = s.partition;
-        m.offset = h.offset;
-        m.timestamp_ns = h.timestamp_ns;
-        m.producer_id = h.producer_id;
-        m.sequence = h.sequence;
-        m.payload = f.payload();
-        s.next_offset = h.offset + 1;
-        s.last_delivery = now;
-        ++delivered;
-        if (on_message) on_message(m);
-      }
-      if (s.reader.credit_due() && s.link->send(wire::SubscriberCredit{s.reader.consumed()}) == Errc::ok) {
-        s.reader.credited_st();
-      }
+      const bool reconnect = expired || fault != chain::DeliveryClient::Fault::none;
       if (!reconnect && s.committed_at_connect > s.next_offset &&
           now - s.last_delivery >= opts_.delivery_stall) {
         spdlog::debug(
@@ -229,7 +214,7 @@ class Subscriber::Impl {
         s.retry_at = now;
         continue;
       }
-      if (reconnect || s.link->broken()) {
+      if (reconnect || s.delivery.broken()) {
         if (!reconnect)
           spdlog::debug("subscriber {}/{}: link to {} broke", channel_, s.partition, s.reading_from);
         if (!reconnect && !s.route.replicas.empty()) {
@@ -281,7 +266,7 @@ class Subscriber::Impl {
       if (s.attempt == Attempt::route) on_route_st(s, std::move(*r), now);
       return;
     }
-    if (!s.link || s.lookup_link != s.link_gen || !replica_left_chain_st(s, *r)) return;
+    if (!s.delivery.connected() || s.lookup_link != s.link_gen || !replica_left_chain_st(s, *r)) return;
     spdlog::debug("subscriber {}/{}: {} left the chain; moving", channel_, s.partition, s.reading_from);
     s.drop_link();  // resume at next_offset on the replica the route now prefers
     s.replica_pick = 0;
@@ -320,24 +305,17 @@ class Subscriber::Impl {
       case Attempt::none:
         // A stall check of the last link may still run: its answer is
         // dropped first (take_lookup_st), then the attempt asks.
-        if (may_start && now >= s.retry_at && !s.lookup.busy()) start_connect_st(s, now);
+        if (may_start && now >= s.retry_at && !s.lookup.busy() && s.dial.can_start())
+          start_connect_st(s, now);
         return;
       case Attempt::route:
         return;  // take_lookup_st goes on with the answer
-      case Attempt::connect:
-        if (auto ep = s.connecting.take()) on_endpoint_st(s, std::move(*ep), now);
-        return;
-      case Attempt::welcome: {
-        if (s.dialing->poll() == Link::DialState::waiting) {
-          if (now < s.dial_deadline) return;
-          s.dialing->fail(fabric::make_error(Errc::timeout, "no well-formed answer to the hello"));
+      case Attempt::dial:
+        if (auto d = s.dial.poll(now)) {
+          s.attempt = Attempt::none;
+          on_dialed_st(s, std::move(*d), now);
         }
-        auto d = s.dialing->take();
-        s.dialing.reset();
-        s.attempt = Attempt::none;
-        on_welcome_st(s, std::move(d), now);
         return;
-      }
     }
   }
 
@@ -373,57 +351,28 @@ class Subscriber::Impl {
     }
     if (range != nullptr && range->replicas.empty()) range = nullptr;
     s.dialled = pick_st(s, range != nullptr ? range->replicas : s.route.replicas);
-    s.hello = wire::SubscriberHello{};
     // A range's replicas hold it under the epoch it was written at; the chain
     // above takes any epoch up to its own (0: whatever it is at).
-    s.hello.ref.set(channel_, s.partition, range != nullptr ? range->epoch : 0);
-    if (s.positioned) {
-      s.hello.mode = wire::StartMode::offset;
-      s.hello.start_offset = s.next_offset;
-    } else {
-      s.hello.mode = opts_.start == Start::latest ? wire::StartMode::latest : wire::StartMode::earliest;
-    }
-    s.hello.ring_bytes = ring_bytes_;
+    const wire::StartMode mode = s.positioned                   ? wire::StartMode::offset
+                                 : opts_.start == Start::latest ? wire::StartMode::latest
+                                                                : wire::StartMode::earliest;
+    const wire::SubscriberHello hello =
+        s.delivery.hello(channel_, s.partition, range != nullptr ? range->epoch : 0, mode, s.next_offset);
     // A sealed range's end is in the route: move on there (its replica also
     // says so, with a `moved` notice, if it learnt of the move first).
     s.dial_range_end = range != nullptr ? range->end_offset : ~0ull;
     s.dial_range_start = range != nullptr ? range->start_offset : s.route.start_offset;
-    s.restart = false;
-    s.connecting.start(
-        dials_, [&provider = *provider_, addr = s.dialled.fabric_addr, timeout = opts_.connect_timeout] {
-          return provider.connect(addr, {}, timeout);
-        });
-    s.attempt = Attempt::connect;
+    s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout,
+                 [&delivery = s.delivery](fabric::Endpoint& e, wire::SubscriberHello& h) {
+                   return delivery.grant(e, h);
+                 });
+    s.attempt = Attempt::dial;
   }
 
-  void on_endpoint_st(SubSession& s, fabric::Result<std::unique_ptr<fabric::Endpoint>> ep,
-                      Steady::time_point now) {
-    CATENA_ST_CHECK(owner_);
-    s.attempt = Attempt::none;
-    if (s.restart) {  // seek() meanwhile: the hello names the old position
-      s.restart = false;
-      s.retry_at = now;
-      return;
-    }
-    const ReplicaAddress& rep = s.dialled;
-    if (!ep) {
-      report_st(rep.node_id, s.route, ep.error().message);
-      spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id,
-                    rep.fabric_addr, ep.error().message);
-      ++s.replica_pick;
-      return;
-    }
-    s.dialing = Link::Dialing<wire::SubscriberWelcome>::start_on(
-        *provider_, std::move(ep.value()), s.hello, [&](fabric::Endpoint& e, wire::SubscriberHello& h) {
-          return chain::expose_into(e, *s.ring, h.ring);
-        });
-    s.dial_deadline = now + opts_.connect_timeout;
-    s.attempt = Attempt::welcome;
-  }
-
-  void on_welcome_st(SubSession& s, Link::Dialed<wire::SubscriberWelcome> d, Steady::time_point now) {
+  void on_dialed_st(SubSession& s, Link::Dialed<wire::SubscriberWelcome> d, Steady::time_point now) {
     CATENA_ST_CHECK(owner_);
     const ReplicaAddress& rep = s.dialled;
+    if (d.unreachable) report_st(rep.node_id, s.route, d.error.message);
     const auto& w = d.welcome;
     if (!w) {
       spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id,
@@ -455,10 +404,9 @@ class Subscriber::Impl {
       ++s.replica_pick;
       return;
     }
-    s.link = std::move(d.link);
+    s.delivery.attach(std::move(d.link), w->start_offset);
     s.reading_from = rep.node_id;
     s.last_delivery = now;
-    s.reader.reset_st();
     s.next_offset = w->start_offset;
     s.committed_at_connect = w->commit_offset;
     s.range_end = s.dial_range_end;
@@ -520,13 +468,11 @@ void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
     s->next_offset = offset;
     s->positioned = true;
     s->retry_at = Steady::now();
-    // An attempt under way names the old position: a handshake is dropped
-    // now, a connect still running when it answers.
-    if (s->attempt == Attempt::welcome) {
-      s->dialing.reset();
+    // An attempt under way names the old position: dropped (a connect
+    // still running when it answers).
+    if (s->attempt == Attempt::dial) {
+      s->dial.cancel();
       s->attempt = Attempt::none;
-    } else if (s->attempt == Attempt::connect) {
-      s->restart = true;
     }
   }
 }

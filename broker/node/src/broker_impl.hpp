@@ -18,7 +18,10 @@
 #include <thread>
 
 #include <catena/broker/broker.hpp>
+#include <catena/chain/commit_watch.hpp>
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/link.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/idle.hpp>
 #include <catena/fabric/thread_annotations.hpp>

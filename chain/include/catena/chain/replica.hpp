@@ -50,9 +50,12 @@
 #include <string>
 #include <vector>
 
+#include <catena/chain/commit_watch.hpp>
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/clock.hpp>
 #include <catena/fabric/fabric.hpp>
@@ -69,13 +72,6 @@ struct SessionLimits {
   std::uint32_t max_watchers = 256;     // per partition replica
   std::uint32_t max_producers = 1024;   // idempotence state per partition (64 KiB each)
   std::uint64_t producer_expiry_ns = 15ull * 60 * 1'000'000'000;  // forget producers idle this long
-};
-
-// Registered memory that publishers' staging rings may pin on one broker,
-// shared by all its replicas. Owned by the broker; data-plane thread only.
-struct SessionBudget {
-  std::uint64_t ring_bytes_limit = 1ull << 30;
-  std::uint64_t ring_bytes_used = 0;
 };
 
 struct ReplicaConfig {
@@ -245,10 +241,6 @@ class Replica {
   std::vector<LinkFault> take_faults();
   [[nodiscard]] const PartitionLog& log() const { return *log_; }
 
-  struct PublisherSession;
-  struct SubscriberSession;
-  struct WatchSession;
-
  private:
   Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock);
 
@@ -256,13 +248,6 @@ class Replica {
   int forward_st();
   int pump_successor_st();
   int propagate_commit_st();
-  int pump_publishers_st();
-  int consume_publisher_st(PublisherSession& s);
-  int ack_publisher_st(PublisherSession& s);
-  int serve_subscribers_st();
-  int deliver_st(SubscriberSession& s);
-  int ack_watchers_st();
-  void drop_watchers_st();
   void on_commit_advanced_st();
   std::uint64_t read_commit_word_st() const;
   // What the joining successor says it holds at this epoch (0 if it said
@@ -275,9 +260,6 @@ class Replica {
   std::uint64_t successor_backlog_st() const;
   // A joining replica: writes its end offset into the tail's held word.
   int report_held_st();
-  // Copies `len` (at most kScratchSlotBytes) bytes into the next scratch slot
-  // and returns it as the source of a write.
-  fabric::LocalBuffer stage_small_write_st(const void* bytes, std::uint32_t len);
   SessionBudget& budget_st() { return cfg_.budget != nullptr ? *cfg_.budget : own_budget_; }
 
   fabric::Provider& provider_;
@@ -285,8 +267,6 @@ class Replica {
   const Clock& clock_;
   std::vector<std::unique_ptr<fabric::MemoryRegion>> slot_mrs_;
   std::shared_ptr<fabric::MemoryRegion> commit_word_;  // written by the successor
-  // Sources of small writes (commit words up the chain, pads into
-  // subscribers' rings), slots reused round-robin.
   // The commit word region (64 bytes, written by the successor only): words
   // 0-1 {commit, ~commit} from a successor in the chain, words 2-4 {held end,
   // epoch, held_check} from a joining one.
@@ -294,10 +274,7 @@ class Replica {
   static constexpr std::uint64_t held_check(std::uint64_t held, std::uint64_t epoch) {
     return ~held ^ (epoch * 0x9E3779B97F4A7C15ull);
   }
-  static constexpr std::uint32_t kScratchSlotBytes = 64;
-  static constexpr std::uint32_t kScratchSlots = 256;
-  std::unique_ptr<fabric::MemoryRegion> scratch_;
-  std::uint32_t scratch_next_ = 0;
+  ScratchRing scratch_;  // sources of commit words up the chain and of pads into subscribers' rings
   std::unique_ptr<PartitionLog> log_;
   ProducerState producers_;
 
@@ -316,11 +293,9 @@ class Replica {
   std::uint64_t held_sent_up_ = 0;  // a joining replica: the end it last wrote into the tail's held word
   bool syncing_ = false;            // a tail counts its joining successor in its commit (this epoch)
 
-  std::vector<std::unique_ptr<PublisherSession>> publishers_;
-  std::vector<std::unique_ptr<SubscriberSession>> subscribers_;
-  std::vector<std::unique_ptr<WatchSession>> watchers_;
-  Cursor watch_cursor_;  // next record the tail has not yet acknowledged to watchers
-  std::uint64_t watch_next_ = 0;
+  PublishServer publishes_;    // publishers appending through this head (publish.hpp)
+  DeliveryServer deliveries_;  // subscribers reading from this replica (delivery.hpp)
+  CommitWatchServer watches_;  // the tail's commit watches (commit_watch.hpp)
   std::vector<LinkFault> faults_;
   std::uint64_t corrupt_frames_ = 0;
   SessionBudget own_budget_;

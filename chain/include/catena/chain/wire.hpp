@@ -149,93 +149,13 @@ struct ReplicaWelcome {
   SlotState slots[kMaxSlots];
 };
 
-struct PublisherHello {
-  ChannelRef ref;
-  std::uint64_t producer_id;
-  std::uint64_t producer_epoch;  // issued by the controller (RouteSource::init_producer)
-  std::uint32_t ring_bytes;      // requested staging ring at the head
-  std::uint32_t reserved;
-};
-
-struct PublisherWelcome {
-  Status status;
-  std::uint16_t reserved0;
-  std::uint32_t ring_bytes;
-  std::uint64_t epoch;
-  fabric::RemoteRegion ring;
-  std::uint32_t max_record;
-  std::uint32_t reserved1;
-  // What the head expects next from this producer epoch: it holds every
-  // sequence below and none at or above. 0 for an epoch it never saw.
-  std::uint64_t next_sequence;
-  char head_hint[limits::kMaxFabricAddressLength];  // on not_head: where the head is, if known
-};
-static_assert(sizeof(PublisherWelcome::head_hint) == limits::kMaxFabricAddressLength);
-static_assert(limits::kMaxSegmentBytes <= UINT32_MAX && limits::kMaxRecordPayload <= UINT32_MAX &&
-                  limits::kMaxPublisherRing <= UINT32_MAX,
-              "segment_bytes, max_record, ring_bytes and valid_end are 32-bit on the wire");
+// PublisherHello, PublisherWelcome, PublishAck: publish.hpp, with the protocol.
 static_assert(limits::kMaxPartitions > 0, "partition numbers are 32-bit on the wire");
 
-// One contiguous run of a publisher's records: seqs [first_seq, first_seq+count)
-// stored at offsets [first_offset, first_offset+count) (ok), or refused.
-struct PublishAck {
-  Status status;
-  std::uint16_t reserved0;
-  std::uint32_t count;
-  std::uint64_t first_seq;
-  std::uint64_t first_offset;
-  std::uint64_t ring_consumed;  // bytes of the staging ring the head has consumed (total)
-  std::uint64_t epoch;
-};
+// CommitWatchHello, CommitWatchWelcome: commit_watch.hpp, with the protocol.
 
-// A publisher's second session, with the tail of a chain of two or more. The
-// tail holds a record only once every replica does, so it acknowledges this
-// producer's records (PublishAck, ring_consumed 0) as soon as they arrive:
-// two hand-offs sooner than the head, which learns of the commit through the
-// rest of the chain. The head's acknowledgements stay authoritative (errors,
-// duplicates, ring credit); the publisher takes whichever comes first.
-struct CommitWatchHello {
-  ChannelRef ref;
-  std::uint64_t producer_id;
-  std::uint64_t producer_epoch;
-};
-
-struct CommitWatchWelcome {
-  Status status;
-  std::uint16_t reserved0;
-  std::uint32_t reserved1;
-  std::uint64_t epoch;
-};
-
-enum class StartMode : std::uint32_t { earliest = 0, latest = 1, offset = 2 };
-
-struct SubscriberHello {
-  ChannelRef ref;
-  StartMode mode;
-  std::uint32_t ring_bytes;
-  std::uint64_t start_offset;
-  fabric::RemoteRegion ring;
-};
-
-struct SubscriberWelcome {
-  Status status;
-  std::uint16_t reserved0;
-  std::uint32_t reserved1;
-  std::uint64_t start_offset;  // first offset that will be delivered
-  std::uint64_t commit_offset;
-  std::uint64_t epoch;
-};
-
-struct SubscriberCredit {
-  std::uint64_t consumed;  // total ring bytes consumed by the subscriber
-};
-
-struct SubscriberNotice {
-  Status status;  // position_expired, stale_epoch...
-  std::uint16_t reserved0;
-  std::uint32_t reserved1;
-  std::uint64_t next_offset;  // on position_expired: oldest retained offset
-};
+// SubscriberHello, SubscriberWelcome, SubscriberCredit, SubscriberNotice:
+// delivery.hpp, with the protocol.
 
 template <class T>
 constexpr Kind kind_of();
@@ -247,43 +167,6 @@ template <>
 constexpr Kind kind_of<ReplicaWelcome>() {
   return Kind::replica_welcome;
 }
-template <>
-constexpr Kind kind_of<PublisherHello>() {
-  return Kind::publisher_hello;
-}
-template <>
-constexpr Kind kind_of<PublisherWelcome>() {
-  return Kind::publisher_welcome;
-}
-template <>
-constexpr Kind kind_of<PublishAck>() {
-  return Kind::publish_ack;
-}
-template <>
-constexpr Kind kind_of<SubscriberHello>() {
-  return Kind::subscriber_hello;
-}
-template <>
-constexpr Kind kind_of<SubscriberWelcome>() {
-  return Kind::subscriber_welcome;
-}
-template <>
-constexpr Kind kind_of<SubscriberCredit>() {
-  return Kind::subscriber_credit;
-}
-template <>
-constexpr Kind kind_of<SubscriberNotice>() {
-  return Kind::subscriber_notice;
-}
-template <>
-constexpr Kind kind_of<CommitWatchHello>() {
-  return Kind::commit_watch_hello;
-}
-template <>
-constexpr Kind kind_of<CommitWatchWelcome>() {
-  return Kind::commit_watch_welcome;
-}
-
 // Writes header + body into `out` (at least kMaxMessage bytes); returns length.
 template <class T>
 std::uint32_t encode(std::byte* out, const T& body) {

@@ -1,0 +1,121 @@
+// One connection attempt of a client, from the route's answer on: the
+// connect runs on a worker (Provider::connect may wait its whole timeout on a
+// peer cut off), then the hello and its welcome are polled on the owner
+// thread (Link::Dialing) until a deadline. The publisher's head session and
+// commit watch and the subscriber's session each hold one, so the rules of
+// an attempt (what times out when, what a dropped attempt leaves behind) are
+// written once, here. poll() never waits.
+//
+// Threading: the owner thread of the client, like the session holding it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <catena/chain/link.hpp>
+#include <catena/fabric/fabric.hpp>
+
+#include "client_worker.hpp"
+
+namespace catena::client_detail {
+
+template <class Hello, class Welcome>
+class DialAttempt {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Dialed = chain::Link::Dialed<Welcome>;
+  // Puts the keys of what the peer may access into the hello, once connected
+  // (Endpoint::expose: a key good on that connection only).
+  using Grant = std::function<fabric::Result<void>(fabric::Endpoint&, Hello&)>;
+  enum class Step : std::uint8_t { idle, connecting, welcoming };
+
+  [[nodiscard]] Step step() const { return step_; }
+  [[nodiscard]] bool idle() const { return step_ == Step::idle; }
+
+  // Idle, and no answer of a dropped attempt's connect still to come: start()
+  // may be called. (A client never abandons a call: the answer of a connect
+  // dropped meanwhile is taken, here, and closed.)
+  [[nodiscard]] bool can_start() {
+    drain();
+    return step_ == Step::idle && !connecting_.busy();
+  }
+
+  // Connects to `addr` on `worker` (bounded by `timeout`), then grants and
+  // sends `hello` and waits up to `timeout` more for the welcome.
+  void start(ClientWorker& worker, fabric::Provider& provider, std::string addr, const Hello& hello,
+             std::chrono::milliseconds timeout, Grant grant = {}) {
+    provider_ = &provider;
+    hello_ = hello;
+    grant_ = std::move(grant);
+    timeout_ = timeout;
+    connecting_.start(
+        worker, [&provider, addr = std::move(addr), timeout] { return provider.connect(addr, {}, timeout); });
+    step_ = Step::connecting;
+  }
+
+  // Moves the attempt on as far as the answers that came allow; its outcome
+  // once it is over: `unreachable` if the connect failed, no welcome if the
+  // handshake failed or timed out, else the peer's welcome and the link.
+  std::optional<Dialed> poll(Clock::time_point now) {
+    switch (step_) {
+      case Step::idle:
+        drain();
+        return std::nullopt;
+      case Step::connecting: {
+        auto ep = connecting_.take();
+        if (!ep) return std::nullopt;
+        if (!*ep) {
+          step_ = Step::idle;
+          Dialed d;
+          d.unreachable = true;
+          d.error = ep->error();
+          return d;
+        }
+        using Dialing = chain::Link::Dialing<Welcome>;
+        dialing_.emplace(grant_ ? Dialing::start_on(*provider_, std::move(ep->value()), hello_, grant_)
+                                : Dialing::start_on(*provider_, std::move(ep->value()), hello_));
+        deadline_ = now + timeout_;
+        step_ = Step::welcoming;
+        [[fallthrough]];
+      }
+      case Step::welcoming: {
+        if (dialing_->poll() == chain::Link::DialState::waiting) {
+          if (now < deadline_) return std::nullopt;
+          dialing_->fail(fabric::make_error(fabric::Errc::timeout, "no well-formed answer to the hello"));
+        }
+        Dialed d = dialing_->take();
+        dialing_.reset();
+        step_ = Step::idle;
+        return d;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Drops the attempt: a handshake at once, a connect still running when it
+  // answers.
+  void cancel() {
+    dialing_.reset();
+    step_ = Step::idle;
+  }
+
+ private:
+  void drain() {
+    if (step_ == Step::idle && connecting_.busy()) (void)connecting_.take();
+  }
+
+  Step step_ = Step::idle;
+  fabric::Provider* provider_ = nullptr;
+  Hello hello_{};
+  Grant grant_;
+  std::chrono::milliseconds timeout_{0};
+  Call<fabric::Result<std::unique_ptr<fabric::Endpoint>>> connecting_;
+  std::optional<chain::Link::Dialing<Welcome>> dialing_;
+  Clock::time_point deadline_{};
+};
+
+}  // namespace catena::client_detail

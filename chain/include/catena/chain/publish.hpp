@@ -1,0 +1,337 @@
+// Publishing: a publisher appends to a partition through its chain's head.
+// It writes frames into a ring registered at the head (one-sided writes into
+// the head's memory), the head copies each frame into its log, decides
+// idempotence, and acknowledges runs of records once the chain committed
+// them. Both halves and their messages are here.
+//
+// The exchange:
+//   publisher -> head   PublisherHello {channel, partition, route epoch,
+//                       producer id and epoch, the ring size asked for}
+//   head -> publisher   PublisherWelcome {status, the ring's size (clamped)
+//                       and key on this connection, the head's epoch, the
+//                       largest record, the next sequence it expects from
+//                       this producer epoch}; refused:
+//                         not_ready          the hello names a newer epoch
+//                         not_head           (head_hint: where the head is, if known)
+//                         stale_epoch        the hello names an older epoch
+//                         moved              the head is sealed: the partition's next chain takes appends
+//                         producer_fenced    a newer epoch of this producer exists
+//                         resource_exhausted max_publishers or max_producers reached, or the
+//                                            broker's ring memory budget
+//   publisher -> ring   frames (record.hpp) at the ring's next position, as
+//                       WRITEs; the last WRITE of a flush carries an
+//                       immediate: the ring's written total, so the head
+//                       knows how far to read (frame_ring.hpp: pads, wrap,
+//                       credit)
+//   head -> publisher   PublishAck {status, first_seq, count, first_offset,
+//                       ring_consumed, epoch} per run of records with one
+//                       outcome: ok once committed (sequences and offsets
+//                       consecutive; first_offset ~0 for duplicates whose
+//                       offset the head no longer knows), too_large,
+//                       sequence_gap (the publisher resyncs: it reconnects and
+//                       follows the welcome's next_sequence), producer_fenced,
+//                       moved (sealed: nothing of the run was stored). Every
+//                       ack returns ring credit: bytes the head has consumed.
+//
+// The head never trusts the ring: a publisher may rewrite it at any time, so
+// each frame is copied into the log first and only the copy is checked;
+// a frame that does not check out (or names another producer) ends the
+// session with nothing of the batch stored. A run is acknowledged in order:
+// a later outcome never overtakes an earlier ok still waiting for the commit.
+//
+// Threading: each half is owned by one thread (the head's data-plane thread,
+// the publishing thread) and never blocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <catena/chain/bounded_fifo.hpp>
+#include <catena/chain/frame_ring.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/partition_log.hpp>
+#include <catena/chain/producer_state.hpp>
+#include <catena/chain/wire.hpp>
+
+namespace catena::chain {
+
+// --- the messages ------------------------------------------------------------
+namespace wire {
+
+struct PublisherHello {
+  ChannelRef ref;
+  std::uint64_t producer_id;
+  std::uint64_t producer_epoch;  // issued by the controller (RouteSource::init_producer)
+  std::uint32_t ring_bytes;      // requested staging ring at the head
+  std::uint32_t reserved;
+};
+
+struct PublisherWelcome {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t ring_bytes;
+  std::uint64_t epoch;
+  fabric::RemoteRegion ring;
+  std::uint32_t max_record;
+  std::uint32_t reserved1;
+  // What the head expects next from this producer epoch: it holds every
+  // sequence below and none at or above. 0 for an epoch it never saw.
+  std::uint64_t next_sequence;
+  char head_hint[limits::kMaxFabricAddressLength];  // on not_head: where the head is, if known
+};
+static_assert(sizeof(PublisherWelcome::head_hint) == limits::kMaxFabricAddressLength);
+static_assert(limits::kMaxSegmentBytes <= UINT32_MAX && limits::kMaxRecordPayload <= UINT32_MAX &&
+                  limits::kMaxPublisherRing <= UINT32_MAX,
+              "segment_bytes, max_record, ring_bytes and valid_end are 32-bit on the wire");
+
+// One contiguous run of a publisher's records: seqs [first_seq, first_seq+count)
+// stored at offsets [first_offset, first_offset+count) (ok), or refused.
+// The commit watch (commit_watch.hpp) sends the same message, with no credit.
+struct PublishAck {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t count;
+  std::uint64_t first_seq;
+  std::uint64_t first_offset;
+  std::uint64_t ring_consumed;  // bytes of the staging ring the head has consumed (total)
+  std::uint64_t epoch;
+};
+
+template <>
+constexpr Kind kind_of<PublisherHello>() {
+  return Kind::publisher_hello;
+}
+template <>
+constexpr Kind kind_of<PublisherWelcome>() {
+  return Kind::publisher_welcome;
+}
+template <>
+constexpr Kind kind_of<PublishAck>() {
+  return Kind::publish_ack;
+}
+
+}  // namespace wire
+
+// --- the head's half ---------------------------------------------------------
+
+// Registered memory that publishers' staging rings may pin on one broker,
+// shared by all its replicas. Owned by the broker; data-plane thread only.
+struct SessionBudget {
+  std::uint64_t ring_bytes_limit = 1ull << 30;
+  std::uint64_t ring_bytes_used = 0;
+};
+
+// What the replica says about itself when a publisher says hello.
+struct PublishGate {
+  std::uint64_t epoch = 0;
+  bool head = false;
+  bool sealed = false;
+  std::string_view head_addr;  // where the head is (for not_head)
+  std::uint32_t segment_bytes = 0;
+  std::uint32_t max_publishers = 256;
+  std::uint32_t max_producers = 1024;
+  SessionBudget* budget = nullptr;  // charged each ring's bytes while its session lives
+};
+
+// What the head's half appends to: the log and the producers' idempotence
+// state, the replica's tick clock (producer state's idle clock), whether the
+// head is sealed, and a count of garbled batches.
+struct PublishTarget {
+  PartitionLog& log;
+  ProducerState& producers;
+  std::uint64_t now_ns = 0;
+  bool sealed = false;
+  std::uint64_t* corrupt_frames = nullptr;
+};
+
+class PublishServer {
+ public:
+  // A publisher said hello: answers, and keeps the link (and registers the
+  // ring it writes into) if it is accepted.
+  void attach(fabric::Provider& provider, std::unique_ptr<Link> link, const wire::PublisherHello& hello,
+              const PublishGate& gate, const ProducerState& producers);
+
+  // Reads what each publisher wrote into its ring and appends it. Returns
+  // the work done (frames taken, sessions ended).
+  int consume(PublishTarget& target);
+  // Acknowledges each publisher's runs the commit now covers (and refusals
+  // queued behind them, in order). Returns the acks sent.
+  int acknowledge(std::uint64_t commit_offset, std::uint64_t epoch);
+
+  // Producers with an open session are in use however quiet they are.
+  void touch_producers(ProducerState& producers, std::uint64_t now_ns) const;
+  // Connection events of the publishers' links (a hang-up while idle).
+  void poll_events();
+  // Not the head any more: every publisher is disconnected (they find the
+  // new head in the route).
+  void drop_all();
+  [[nodiscard]] std::size_t size() const { return sessions_.size(); }
+
+ private:
+  // One publisher: the ring it writes into (registered here, remote-
+  // writable; its reader is here) and its runs waiting to be acknowledged.
+  struct Session {
+    struct Run {
+      wire::Status status;
+      std::uint32_t count;
+      std::uint64_t first_seq;
+      std::uint64_t first_offset;
+      std::uint64_t consumed_after;  // ring bytes consumed once this run is processed
+    };
+    static constexpr std::uint32_t kMaxRuns = 4096;
+    static constexpr std::uint64_t kUnknownOffset = ~0ull;
+
+    std::unique_ptr<Link> link;
+    std::unique_ptr<fabric::MemoryRegion> ring;
+    FrameRingReader reader;
+    std::uint64_t producer_id = 0;
+    std::uint64_t producer_epoch = 0;
+    BoundedFifo<Run> runs{kMaxRuns};  // not yet acknowledged
+    bool closed = false;
+    SessionBudget* budget = nullptr;  // charged the ring's bytes while this session lives
+
+    Session() = default;
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    ~Session() {
+      if (budget != nullptr) budget->ring_bytes_used -= reader.ring_bytes();
+    }
+  };
+  int consume(Session& s, PublishTarget& target);
+  int acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch);
+  std::vector<std::unique_ptr<Session>> sessions_;
+};
+
+// --- the publisher's half ----------------------------------------------------
+
+// One partition's records on their way to its head: the ring's local image
+// (frames are written there, then copied to the head's ring with one-sided
+// writes), the records not yet acknowledged, and the session with the head.
+// Records resolve in the order they were staged; on_resolved(seq, status,
+// offset) is called for each, which lets the caller keep what it attaches
+// to a record (a callback) in a FIFO of its own, in step.
+class PublishClient {
+ public:
+  PublishClient() = default;
+  // `mirror`: registered for local access, `ring_bytes` long; at most
+  // `max_in_flight` records unacknowledged.
+  PublishClient(std::unique_ptr<fabric::MemoryRegion> mirror, std::uint32_t ring_bytes,
+                std::uint32_t max_in_flight);
+
+  [[nodiscard]] static wire::PublisherHello hello(std::string_view channel, std::uint32_t partition,
+                                                  std::uint64_t epoch, std::uint64_t producer_id,
+                                                  std::uint64_t producer_epoch, std::uint32_t ring_bytes);
+
+  // --- records ---
+  // Whether a payload of this size can ever be a frame of this ring.
+  [[nodiscard]] bool fits(std::uint32_t payload_bytes) const;
+  [[nodiscard]] bool full() const { return pending_.full(); }
+  [[nodiscard]] std::size_t pending() const { return pending_.size(); }
+  [[nodiscard]] std::uint64_t next_seq() const { return next_seq_; }
+  // Writes the next record (sequence next_seq()) into the ring's image.
+  // backpressure: the ring has no room until the head returns credit (or
+  // full()). The head gets it with the next flush().
+  fabric::Errc stage(const RecordHeader& producer, std::span<const std::byte> payload);
+  // Bytes staged and not yet sent.
+  [[nodiscard]] std::uint64_t unflushed() const { return writer_.written() - writer_.flushed(); }
+  // Sends what is staged (stops where the send queue is full; call again).
+  void flush();
+
+  // --- the head's session ---
+  // The head welcomed us (status ok). False if it is not this producer's
+  // epoch's head any more: it expects sequences this publisher never sent
+  // (another process publishes with the same producer epoch); then nothing
+  // is attached and the caller fails every pending record (fenced).
+  // Otherwise the pending records go into the new ring again (renumbered
+  // from the welcome's next_sequence if the head holds none of them) and
+  // are sent.
+  bool attach(std::unique_ptr<Link> link, const wire::PublisherWelcome& welcome);
+  void drop() { link_.reset(); }
+  [[nodiscard]] bool connected() const { return link_ != nullptr; }
+  [[nodiscard]] bool broken() const { return link_ == nullptr || link_->broken(); }
+  // Acks taken so far, resolving or not (a head that answers is alive).
+  [[nodiscard]] std::uint64_t acks() const { return acks_; }
+
+  // What an ack told besides resolved records.
+  enum class Event : std::uint8_t {
+    none,
+    resync,  // sequence_gap: the head holds none of the run; reconnect and follow its welcome
+    moved,   // the head was sealed: reconnect to the partition's next chain
+  };
+  // Applies one ack (from the head or the commit watch; the first to
+  // resolve a record wins, the second finds it gone). Returns the records
+  // it resolved.
+  template <class OnResolved>
+  int on_ack(const wire::PublishAck& ack, Event* event, OnResolved&& on_resolved) {
+    ++acks_;
+    (void)writer_.credit_st(ack.ring_consumed);  // 0 from the commit watch: ignored
+    if (ack.status == wire::Status::sequence_gap) {
+      *event = Event::resync;
+      return 0;
+    }
+    if (ack.status == wire::Status::moved) {
+      // Sealed: none of these were stored (every record it did store was
+      // acknowledged before this); the next chain's head has this
+      // producer's state and takes them.
+      *event = Event::moved;
+      return 0;
+    }
+    int resolved = 0;
+    for (std::uint32_t i = 0; i < ack.count && !pending_.empty(); ++i) {
+      const std::uint64_t seq = ack.first_seq + i;
+      if (pending_.front().seq != seq) continue;  // an ack for a record already resolved
+      const std::uint64_t offset =
+          ack.status == wire::Status::ok ? (ack.first_offset == ~0ull ? ~0ull : ack.first_offset + i) : 0;
+      pending_.pop_front();
+      ++resolved;
+      on_resolved(seq, ack.status, offset);
+    }
+    return resolved;
+  }
+  // Reads the head's acks (on_ack for each). Returns the records resolved.
+  template <class OnResolved>
+  int do_work(Event* event, OnResolved&& on_resolved) {
+    int resolved = 0;
+    link_->poll_send();
+    link_->poll_recv(
+        [&](const std::byte* msg, std::uint32_t len) {
+          if (auto ack = wire::decode<wire::PublishAck>(msg, len))
+            resolved += on_ack(*ack, event, on_resolved);
+        },
+        [](std::uint32_t, std::uint32_t) {});
+    return resolved;
+  }
+  // Every pending record resolves with `status` (offset 0), in order; the
+  // ring starts empty.
+  template <class OnResolved>
+  void fail_all(wire::Status status, OnResolved&& on_resolved) {
+    while (!pending_.empty()) {
+      const std::uint64_t seq = pending_.front().seq;
+      pending_.pop_front();
+      on_resolved(seq, status, std::uint64_t{0});
+    }
+    writer_.reset_st();
+  }
+
+ private:
+  struct Pending {
+    std::uint64_t seq;
+    std::uint32_t frame_bytes;
+    std::uint32_t pos;  // where the frame starts in the ring
+  };
+  RingStatus place(std::uint32_t frame_bytes, std::uint32_t* pos);
+  void resend();
+
+  std::unique_ptr<fabric::MemoryRegion> mirror_;
+  FrameRingWriter writer_;  // credit comes from the head's acks
+  BoundedFifo<Pending> pending_;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t acks_ = 0;
+  std::unique_ptr<Link> link_;
+  fabric::RemoteRegion ring_{};
+};
+
+}  // namespace catena::chain

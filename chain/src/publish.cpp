@@ -1,0 +1,312 @@
+// Publishing's two halves (publish.hpp has the protocol).
+#include <algorithm>
+#include <cstring>
+
+#include <catena/chain/publish.hpp>
+
+namespace catena::chain {
+
+// --- the head's half ---------------------------------------------------------
+
+void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> link,
+                           const wire::PublisherHello& hello, const PublishGate& gate,
+                           const ProducerState& producers) {
+  wire::PublisherWelcome w{};
+  w.epoch = gate.epoch;
+  // A segment holds its header, the record and a seal.
+  w.max_record = std::min<std::uint32_t>(
+      kMaxRecordPayload, gate.segment_bytes - sizeof(SegmentHeader) - 2 * sizeof(RecordHeader));
+  wire::put_text(w.head_hint, gate.head_addr);
+  const std::uint32_t ring_bytes = clamp_ring_bytes(hello.ring_bytes);
+  const auto known = producers.entries().find(hello.producer_id);
+  const bool have_producer = known != producers.entries().end();
+  if (hello.ref.epoch > gate.epoch) {
+    w.status = wire::Status::not_ready;
+  } else if (!gate.head) {
+    w.status = wire::Status::not_head;
+  } else if (hello.ref.epoch < gate.epoch && hello.ref.epoch != 0) {
+    w.status = wire::Status::stale_epoch;
+  } else if (gate.sealed) {
+    w.status = wire::Status::moved;  // the partition's next chain takes its appends
+  } else if (std::uint64_t unused = 0; producers.decide(hello.producer_id, hello.producer_epoch, 0,
+                                                        &unused) == SeqDecision::stale_epoch) {
+    w.status = wire::Status::producer_fenced;
+  } else if (sessions_.size() >= gate.max_publishers ||
+             (!have_producer && producers.size() >= gate.max_producers) ||
+             gate.budget->ring_bytes_used + ring_bytes > gate.budget->ring_bytes_limit) {
+    w.status = wire::Status::resource_exhausted;
+  } else {
+    auto ring = provider.allocate(ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
+    // The ring's key is this publisher's connection's alone.
+    if (!ring || !expose_into(link->ep(), *ring.value(), w.ring)) {
+      w.status = wire::Status::resource_exhausted;
+    } else {
+      auto session = std::make_unique<Session>();
+      session->ring = std::move(ring.value());
+      session->reader = FrameRingReader(session->ring->data(), ring_bytes);
+      session->budget = gate.budget;
+      session->budget->ring_bytes_used += ring_bytes;
+      session->producer_id = hello.producer_id;
+      session->producer_epoch = hello.producer_epoch;
+      w.status = wire::Status::ok;
+      w.ring_bytes = ring_bytes;
+      w.next_sequence = have_producer && known->second.epoch == hello.producer_epoch
+                            ? static_cast<std::uint64_t>(known->second.last_seq + 1)
+                            : 0;
+      if (link->send(w) == fabric::Errc::ok) {
+        session->link = std::move(link);
+        sessions_.push_back(std::move(session));
+      }
+      return;
+    }
+  }
+  (void)link->send(w);
+  link->poll_send();
+}
+
+int PublishServer::consume(PublishTarget& target) {
+  int work = 0;
+  for (auto& s : sessions_) work += consume(*s, target);
+  const auto dead =
+      std::remove_if(sessions_.begin(), sessions_.end(), [](const auto& s) { return s->closed; });
+  sessions_.erase(dead, sessions_.end());
+  return work;
+}
+
+int PublishServer::consume(Session& s, PublishTarget& target) {
+  FrameRingReader& ring = s.reader;
+  int n = s.link->poll_recv([](const std::byte*, std::uint32_t) {},
+                            [&](std::uint32_t imm, std::uint32_t) { ring.on_immediate_st(imm); });
+  s.link->poll_send();
+  if (n < 0 || s.link->broken() || ring.overrun()) {
+    s.closed = true;  // gone, or claims more than its ring holds
+    return 1;
+  }
+  int work = 0;
+  auto garbled = [&] {
+    if (target.corrupt_frames != nullptr) ++*target.corrupt_frames;
+    s.link->ep().disconnect();  // nothing of a garbled batch is stored
+    s.closed = true;
+    return work + 1;
+  };
+  auto push = [&](wire::Status st, std::uint64_t seq, std::uint64_t offset) {
+    Session::Run* last = s.runs.back();
+    const bool extends = last && last->status == st && last->first_seq + last->count == seq &&
+                         (st != wire::Status::ok || (offset != Session::kUnknownOffset &&
+                                                     last->first_offset != Session::kUnknownOffset &&
+                                                     last->first_offset + last->count == offset));
+    if (extends) {
+      ++last->count;
+      last->consumed_after = ring.consumed();
+      return;
+    }
+    s.runs.push_back(Session::Run{st, 1, seq, offset, ring.consumed()});
+  };
+  PartitionLog& log = target.log;
+  while (!s.runs.full()) {
+    // The publisher may rewrite its ring at any time: the reader reads the
+    // header once for the frame's size; the frame is copied into the segment
+    // and only what the copy says is trusted.
+    RingFrame f;
+    const RingRead next = ring.next_st(&f);
+    if (next == RingRead::empty) break;
+    if (next == RingRead::garbled) return garbled();
+    if (target.sealed) {  // the partition moves on: nothing more is stored here
+      ring.consume_st(f);
+      push(wire::Status::moved, f.header.sequence, 0);
+      ++work;
+      continue;
+    }
+    AppendStatus staged = AppendStatus::ok;
+    const std::byte* copy = log.stage_frame(f.at, f.bytes, &staged);
+    if (staged == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
+    if (staged == AppendStatus::too_large) {
+      ring.consume_st(f);
+      push(wire::Status::too_large, f.header.sequence, 0);
+      ++work;
+      continue;
+    }
+    RecordHeader h;
+    if (check_frame(copy, f.bytes, &h) != FrameCheck::ok || h.flags != 0 || frame_size(h.length) != f.bytes ||
+        h.producer_id != s.producer_id || h.producer_epoch != s.producer_epoch) {
+      return garbled();
+    }
+    std::uint64_t offset = 0;
+    wire::Status status = wire::Status::ok;
+    switch (target.producers.decide(h.producer_id, h.producer_epoch, h.sequence, &offset)) {
+      case SeqDecision::append:
+        offset = log.append_staged(f.bytes);
+        target.producers.record(h.producer_id, h.producer_epoch, h.sequence, offset, target.now_ns);
+        break;
+      case SeqDecision::duplicate:
+        break;
+      case SeqDecision::duplicate_unknown:
+        offset = Session::kUnknownOffset;
+        break;
+      case SeqDecision::sequence_gap:
+        status = wire::Status::sequence_gap;
+        offset = 0;
+        break;
+      case SeqDecision::stale_epoch:
+        status = wire::Status::producer_fenced;
+        offset = 0;
+        break;
+    }
+    ring.consume_st(f);
+    push(status, h.sequence, offset);
+    ++work;
+  }
+  return work;
+}
+
+int PublishServer::acknowledge(std::uint64_t commit_offset, std::uint64_t epoch) {
+  int work = 0;
+  for (auto& s : sessions_) work += acknowledge(*s, commit_offset, epoch);
+  return work;
+}
+
+int PublishServer::acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch) {
+  int work = 0;
+  while (!s.runs.empty() && !s.closed) {
+    const Session::Run& r = s.runs.front();
+    if (r.status == wire::Status::ok && r.first_offset != Session::kUnknownOffset &&
+        r.first_offset + r.count > commit_offset) {
+      break;  // acknowledged only once committed
+    }
+    wire::PublishAck ack{};
+    ack.status = r.status;
+    ack.first_seq = r.first_seq;
+    ack.count = r.count;
+    ack.first_offset = r.first_offset;
+    ack.ring_consumed = r.consumed_after;
+    ack.epoch = epoch;
+    if (s.link->send(ack) != fabric::Errc::ok) break;
+    s.runs.pop_front();
+    ++work;
+  }
+  return work;
+}
+
+void PublishServer::touch_producers(ProducerState& producers, std::uint64_t now_ns) const {
+  for (const auto& s : sessions_) producers.touch(s->producer_id, now_ns);
+}
+
+void PublishServer::poll_events() {
+  for (auto& s : sessions_) s->link->poll_events();
+}
+
+void PublishServer::drop_all() {
+  for (auto& s : sessions_) s->link->ep().disconnect();
+  sessions_.clear();
+}
+
+// --- the publisher's half ----------------------------------------------------
+
+PublishClient::PublishClient(std::unique_ptr<fabric::MemoryRegion> mirror, std::uint32_t ring_bytes,
+                             std::uint32_t max_in_flight)
+    : mirror_(std::move(mirror)),
+      // At most half the ring per frame: a frame that has to wrap still fits
+      // behind its pad.
+      writer_(ring_bytes, ring_bytes / 2),
+      pending_(max_in_flight) {}
+
+wire::PublisherHello PublishClient::hello(std::string_view channel, std::uint32_t partition,
+                                          std::uint64_t epoch, std::uint64_t producer_id,
+                                          std::uint64_t producer_epoch, std::uint32_t ring_bytes) {
+  wire::PublisherHello h{};
+  h.ref.set(channel, partition, epoch);
+  h.producer_id = producer_id;
+  h.producer_epoch = producer_epoch;
+  h.ring_bytes = ring_bytes;
+  return h;
+}
+
+bool PublishClient::fits(std::uint32_t payload_bytes) const {
+  return writer_.check_size(static_cast<std::uint32_t>(frame_size(payload_bytes))) == RingStatus::ok;
+}
+
+RingStatus PublishClient::place(std::uint32_t frame_bytes, std::uint32_t* pos) {
+  // A pad goes into the image with the frames, and to the head with the
+  // next flush.
+  return writer_.place_st(
+      frame_bytes,
+      [this](std::uint32_t at, const RecordHeader& pad) {
+        std::memcpy(mirror_->data() + at, &pad, sizeof pad);
+        return true;
+      },
+      pos);
+}
+
+fabric::Errc PublishClient::stage(const RecordHeader& producer, std::span<const std::byte> payload) {
+  if (pending_.full()) return fabric::Errc::backpressure;
+  const auto fbytes = static_cast<std::uint32_t>(frame_size(static_cast<std::uint32_t>(payload.size())));
+  std::uint32_t pos = 0;
+  if (place(fbytes, &pos) != RingStatus::ok) return fabric::Errc::backpressure;  // wait for credit
+  RecordHeader h = producer;
+  h.sequence = next_seq_;
+  write_frame(mirror_->data() + pos, h, payload);
+  pending_.push_back(Pending{next_seq_, fbytes, pos});
+  ++next_seq_;
+  return fabric::Errc::ok;
+}
+
+void PublishClient::flush() {
+  while (link_ && writer_.flushed() < writer_.written()) {
+    const FrameRingWriter::Chunk c = writer_.next_chunk();
+    fabric::LocalBuffer src{mirror_.get(), c.pos, c.bytes};
+    fabric::RemoteAddress dst{ring_, c.pos};
+    const fabric::Errc e = c.last ? link_->ep().post_write_imm(kWrData, src, dst, writer_.immediate())
+                                  : link_->ep().post_write(kWrData, src, dst);
+    if (e != fabric::Errc::ok) return;  // send queue full: the caller flushes again
+    writer_.flushed_st(writer_.flushed() + c.bytes);
+  }
+}
+
+// Follows the head's view of this producer epoch: it holds every sequence
+// below `next` and none from `next` on. Pending records from `next` on are
+// resent as they are; if the head expects less than the first pending
+// record (records failed after the retry timeout were never stored, or a
+// new head has none of this producer's records), pending records are
+// renumbered from `next`: the head holds none of them, so none can be
+// stored twice. A head ahead of everything sent means another process
+// publishes with this producer epoch: fenced.
+bool PublishClient::attach(std::unique_ptr<Link> link, const wire::PublisherWelcome& welcome) {
+  const std::uint64_t next = welcome.next_sequence;
+  if (next > next_seq_) return false;
+  const std::uint64_t first = !pending_.empty() ? pending_.front().seq : next_seq_;
+  if (next < first) {
+    for (std::uint32_t i = 0; i < pending_.size(); ++i) {
+      Pending& p = pending_[i];
+      p.seq = next + i;
+      restamp_sequence(mirror_->data() + p.pos, p.seq);
+    }
+    next_seq_ = next + pending_.size();
+  }
+  link_ = std::move(link);
+  ring_ = welcome.ring;
+  resend();
+  return true;
+}
+
+void PublishClient::resend() {
+  // The new ring starts empty: lay the unacknowledged frames out again.
+  // They were all in the ring at once, so from offset 0 they fit. (Once
+  // per reconnect: the copy's allocation is not on the publishing path.)
+  std::vector<std::byte> copy;
+  for (std::uint32_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    const std::byte* f = mirror_->data() + p.pos;
+    copy.insert(copy.end(), f, f + p.frame_bytes);
+  }
+  writer_.reset_st();
+  std::size_t off = 0;
+  for (std::uint32_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    (void)place(p.frame_bytes, &p.pos);  // they fit: see above
+    std::memcpy(mirror_->data() + p.pos, copy.data() + off, p.frame_bytes);
+    off += p.frame_bytes;
+  }
+  flush();
+}
+
+}  // namespace catena::chain

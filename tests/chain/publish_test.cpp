@@ -1,0 +1,242 @@
+// The publish protocol (publish.hpp), both halves in one thread over a real
+// soft-provider connection: the publisher's half writes frames into the
+// head's ring, the head's half appends them to a log and acknowledges what
+// the commit covers; no replica, broker or process.
+#include <chrono>
+#include <gtest/gtest.h>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <catena/chain/link.hpp>
+#include <catena/chain/publish.hpp>
+#include <catena/fabric/fabric.hpp>
+
+namespace catena::chain {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint32_t kSeg = 64 << 10;
+constexpr std::uint64_t kEpoch = 3;
+constexpr std::uint64_t kProducer = 42;
+constexpr std::uint32_t kRing = 64 << 10;
+
+struct Slots {
+  Slots(std::size_t n, std::size_t size) : mem(n, std::vector<std::byte>(size)) {}
+  std::vector<std::span<std::byte>> spans() {
+    std::vector<std::span<std::byte>> v;
+    for (auto& m : mem) v.emplace_back(m.data(), m.size());
+    return v;
+  }
+  std::vector<std::vector<std::byte>> mem;
+};
+
+using Resolved = std::tuple<std::uint64_t, wire::Status, std::uint64_t>;  // seq, status, offset
+
+class PublishTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = fabric::Provider::open("soft");
+    ASSERT_TRUE(p) << p.error().message;
+    provider = std::move(p.value());
+    auto l = provider->listen("127.0.0.1:0");
+    ASSERT_TRUE(l) << l.error().message;
+    listener = std::move(l.value());
+    gate.epoch = kEpoch;
+    gate.head = true;
+    gate.head_addr = "10.0.0.1:7000";
+    gate.segment_bytes = kSeg;
+    gate.budget = &budget;
+  }
+
+  PublishClient make_client(std::uint32_t window = 64) {
+    auto mirror = provider->allocate(kRing, fabric::kLocalWrite);
+    EXPECT_TRUE(mirror);
+    return PublishClient(std::move(mirror.value()), kRing, window);
+  }
+
+  // The publisher says hello with `producer_epoch`; the head's half answers
+  // on this thread. On ok the client is attached (and resends its pending
+  // records).
+  wire::PublisherWelcome open(PublishClient& client, std::uint64_t producer_epoch = 1,
+                              std::uint64_t hello_epoch = kEpoch) {
+    const auto hello = PublishClient::hello("ch", 0, hello_epoch, kProducer, producer_epoch, kRing);
+    auto dialing =
+        Link::Dialing<wire::PublisherWelcome>::start(*provider, listener->address(), hello, 2000ms);
+    auto buffers = Link::Buffers::allocate(*provider);
+    EXPECT_TRUE(buffers);
+    auto accepted = Link::accept(*listener, buffers.value(), 2000ms);
+    EXPECT_TRUE(accepted);
+    if (!accepted) return {};
+    std::unique_ptr<Link> head_end = std::move(accepted.value());
+    std::byte buf[wire::kMaxMessage];
+    bool gone = false;
+    std::uint32_t got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (got == 0 && !gone && std::chrono::steady_clock::now() < deadline)
+      got = head_end->poll_message(buf, &gone);
+    auto h = wire::decode<wire::PublisherHello>(buf, got);
+    EXPECT_TRUE(h);
+    if (!h) return {};
+    server.attach(*provider, std::move(head_end), *h, gate, producers);
+    while (dialing.poll() == Link::DialState::waiting && std::chrono::steady_clock::now() < deadline) {
+    }
+    auto d = dialing.take();
+    EXPECT_TRUE(d.welcome);
+    if (!d.welcome) return {};
+    if (d.welcome->status == wire::Status::ok) {
+      EXPECT_TRUE(client.attach(std::move(d.link), *d.welcome));
+    }
+    return *d.welcome;
+  }
+
+  void stage(PublishClient& client, int n) {
+    for (int i = 0; i < n; ++i) {
+      RecordHeader h{};
+      h.producer_id = kProducer;
+      h.producer_epoch = 1;
+      const std::string p = "payload-" + std::to_string(client.next_seq());
+      ASSERT_EQ(client.stage(h, {reinterpret_cast<const std::byte*>(p.data()), p.size()}), fabric::Errc::ok);
+    }
+  }
+
+  // Passes of both halves (the head appends and commits up to `commit`)
+  // until `want` records resolved or an event came (or `wait` passed).
+  std::vector<Resolved> run(PublishClient& client, std::size_t want, std::uint64_t commit,
+                            PublishClient::Event* event, std::chrono::milliseconds wait = 2000ms,
+                            bool sealed = false) {
+    std::vector<Resolved> out;
+    *event = PublishClient::Event::none;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (out.size() < want && *event == PublishClient::Event::none &&
+           std::chrono::steady_clock::now() < deadline) {
+      client.flush();
+      PublishTarget target{log, producers, 1, sealed, &corrupt};
+      server.consume(target);
+      log.set_commit_offset(std::min(commit, log.end_offset()));
+      server.acknowledge(log.commit_offset(), kEpoch);
+      client.do_work(event, [&](std::uint64_t seq, wire::Status st, std::uint64_t off) {
+        out.emplace_back(seq, st, off);
+      });
+    }
+    return out;
+  }
+
+  std::unique_ptr<fabric::Provider> provider;
+  std::unique_ptr<fabric::Listener> listener;
+  ManualClock clock;
+  Slots slots{4, kSeg};
+  PartitionLog log{slots.spans(), LogConfig{kSeg, 60'000'000'000ull, 5'000'000'000ull}, clock};
+  ProducerState producers;
+  SessionBudget budget;
+  PublishGate gate;
+  PublishServer server;
+  std::uint64_t corrupt = 0;
+};
+
+TEST_F(PublishTest, RecordsAreAcknowledgedInOrderOnceTheCommitCoversTheirRun) {
+  PublishClient c = make_client();
+  const auto w = open(c);
+  ASSERT_EQ(w.status, wire::Status::ok);
+  EXPECT_EQ(w.ring_bytes, kRing);
+  EXPECT_EQ(w.next_sequence, 0u);
+  EXPECT_EQ(budget.ring_bytes_used, kRing);
+  stage(c, 10);
+  PublishClient::Event ev{};
+  // Appended at once as one run, acknowledged only once the commit covers
+  // the whole run.
+  EXPECT_TRUE(run(c, 10, 4, &ev, 300ms).empty());
+  EXPECT_EQ(log.end_offset(), 10u);
+  const auto all = run(c, 10, 10, &ev);
+  ASSERT_EQ(all.size(), 10u);
+  for (std::uint64_t i = 0; i < 10; ++i) EXPECT_EQ(all[i], Resolved(i, wire::Status::ok, i));
+  EXPECT_EQ(c.pending(), 0u);
+  EXPECT_EQ(corrupt, 0u);
+}
+
+TEST_F(PublishTest, RecordsResentToANewSessionGetTheirOriginalOffsets) {
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  stage(c, 5);
+  PublishClient::Event ev{};
+  EXPECT_TRUE(run(c, 5, 0, &ev, 200ms).empty());  // appended, not committed
+  ASSERT_EQ(log.end_offset(), 5u);
+  c.drop();                // the session breaks before any ack
+  const auto w = open(c);  // the head knows this producer epoch up to sequence 4
+  ASSERT_EQ(w.status, wire::Status::ok);
+  EXPECT_EQ(w.next_sequence, 5u);
+  stage(c, 1);
+  const auto r = run(c, 6, 100, &ev);
+  ASSERT_EQ(r.size(), 6u);
+  for (std::uint64_t i = 0; i < 6; ++i) EXPECT_EQ(r[i], Resolved(i, wire::Status::ok, i));
+  EXPECT_EQ(log.end_offset(), 6u);  // the resent five were not stored twice
+}
+
+TEST_F(PublishTest, RecordsTheHeadNeverHadAreRenumberedFromItsNextSequence) {
+  // A new head with none of this producer's records: pending records start
+  // again at 0, not at 7.
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  stage(c, 7);
+  PublishClient::Event ev{};
+  auto acked = run(c, 7, 100, &ev);
+  ASSERT_EQ(acked.size(), 7u);
+  stage(c, 3);  // 7, 8, 9: never sent
+  c.drop();
+  producers = ProducerState();  // the head that answers next knows nothing
+  ASSERT_EQ(open(c).next_sequence, 0u);
+  EXPECT_EQ(c.next_seq(), 3u);
+  const auto r = run(c, 3, 100, &ev);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0], Resolved(0, wire::Status::ok, 7));
+  EXPECT_EQ(r[2], Resolved(2, wire::Status::ok, 9));
+}
+
+TEST_F(PublishTest, AHeadAheadOfEverythingSentFencesThePublisher) {
+  // Another process published sequences 0..3 with this producer epoch; this
+  // publisher sent nothing yet, so it must not take the session over.
+  PublishClient c = make_client();
+  wire::PublisherWelcome w{};
+  w.status = wire::Status::ok;
+  w.next_sequence = 4;
+  EXPECT_FALSE(c.attach(nullptr, w));
+  EXPECT_FALSE(c.connected());
+}
+
+TEST_F(PublishTest, ASealedHeadStoresNothingAndSaysMoved) {
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  stage(c, 3);
+  PublishClient::Event ev{};
+  const auto r = run(c, 3, 100, &ev, 2000ms, /*sealed=*/true);
+  EXPECT_TRUE(r.empty());
+  EXPECT_EQ(ev, PublishClient::Event::moved);
+  EXPECT_EQ(log.end_offset(), 0u);
+  EXPECT_EQ(c.pending(), 3u);  // kept for the next chain's head
+  gate.sealed = true;
+  PublishClient late = make_client();
+  EXPECT_EQ(open(late).status, wire::Status::moved);
+}
+
+TEST_F(PublishTest, RefusesWithTheFirstReasonThatApplies) {
+  PublishClient c = make_client();
+  EXPECT_EQ(open(c, 1, kEpoch + 1).status, wire::Status::not_ready);
+  EXPECT_EQ(open(c, 1, kEpoch - 1).status, wire::Status::stale_epoch);
+  gate.head = false;
+  const auto not_head = open(c);
+  EXPECT_EQ(not_head.status, wire::Status::not_head);
+  EXPECT_EQ(std::string(not_head.head_hint), "10.0.0.1:7000");
+  gate.head = true;
+  budget.ring_bytes_limit = kRing - 1;
+  EXPECT_EQ(open(c).status, wire::Status::resource_exhausted);
+  budget.ring_bytes_limit = 1ull << 30;
+  producers.record(kProducer, 2, 0, 0, 1);  // a newer epoch of this producer exists
+  EXPECT_EQ(open(c, 1).status, wire::Status::producer_fenced);
+  EXPECT_FALSE(c.connected());
+  EXPECT_EQ(server.size(), 0u);
+  EXPECT_EQ(budget.ring_bytes_used, 0u);
+}
+
+}  // namespace
+}  // namespace catena::chain

@@ -90,6 +90,16 @@ TEST_F(NodeAdd, ABrokerStartedWithJoinRebalanceTakesRolesUnderTraffic) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(status->state, control::idl::NodeState::ALIVE);
   EXPECT_EQ(status->replicas, 2);
+  // It serves its roles: its heartbeats report the records published after
+  // the moves committed in each of its partitions, from the moved offset on.
+  int serving = 0;
+  for (const auto& progress : status->stats.partitions) {
+    const auto& route = after.at(static_cast<std::size_t>(progress.partition));
+    if (progress.channel != "f" || !names(route, added)) continue;
+    EXPECT_GT(progress.commit_offset, route.start_offset) << "partition " << progress.partition;
+    ++serving;
+  }
+  EXPECT_EQ(serving, 2) << "its heartbeat reports both partitions";
   expect_fresh_reader_sees_every_ack();
 }
 

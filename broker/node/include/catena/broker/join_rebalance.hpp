@@ -22,6 +22,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <catena/control/idl/catena_types.h>
 #include <catena/control/result.hpp>

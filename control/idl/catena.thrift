@@ -339,6 +339,15 @@ service Controller {
   // a move or a drain are left alone.
   RebalancePlan rebalance(1: bool dry_run) throws (1: CatenaError err),
 
+  // Adding a node: rebalance(dry_run) once node_id, a registered node, is
+  // one the plan may put partitions on (`catena node add`, and catenad
+  // --join-rebalance once it registered). A node is ALIVE as soon as it
+  // registered. UNKNOWN_NODE if it never registered; UNAVAILABLE, naming
+  // its state, while it is SUSPECT or DEAD (it may come back: retry);
+  // INVALID_ARGUMENT if it is DRAINING or DRAINED. One rebalance runs at a
+  // time; a second waits for the first and plans from what it left.
+  RebalancePlan addNode(1: string node_id, 2: bool dry_run) throws (1: CatenaError err),
+
   // Subscriber-group progress: offset is the next record the group will
   // consume from channel/partition. Durable (one fsync per call: commit
   // periodically, not per message). May move backwards (a rewind).

@@ -150,6 +150,13 @@ Result<idl::RebalancePlan> ControllerClient::rebalance(bool dry_run) {
   return out;
 }
 
+Result<idl::RebalancePlan> ControllerClient::add_node(const std::string& node_id, bool dry_run) {
+  idl::RebalancePlan out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.addNode(out, node_id, dry_run); }); !r)
+    return r.error();
+  return out;
+}
+
 Result<void> ControllerClient::commit_offset(const std::string& group, const std::string& channel,
                                              std::int32_t partition, std::int64_t offset) {
   return call([&](idl::ControllerClient& c) { c.commitOffset(group, channel, partition, offset); });

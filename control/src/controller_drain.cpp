@@ -1,5 +1,6 @@
-// Controller: draining a node (`catena node drain`) and rebalancing
-// (`catena rebalance`).
+// Controller: draining a node (`catena node drain`), rebalancing
+// (`catena rebalance`) and adding a node (`catena node add`, catenad
+// --join-rebalance: a rebalance once the node may take partitions).
 //
 // A drain reuses chain repair's joining stage instead of a machinery of its
 // own. drain_node() only checks and records DRAINING on the node (one
@@ -336,7 +337,38 @@ Result<idl::NodeStatus> Controller::drain_node(const std::string& node_id) {
   return node_status_locked(*node_locked(node_id), counts);
 }
 
+Result<idl::RebalancePlan> Controller::add_node(const std::string& node_id, bool dry_run) {
+  {
+    MutexLock lock(mu_);
+    if (auto r = check_running_locked(); !r) return r.error();
+    const auto* node = node_locked(node_id);
+    if (node == nullptr) {
+      return make_error(idl::ErrorCode::UNKNOWN_NODE,
+                        fmt::format("no node '{}' has registered (start catenad with --controller pointing "
+                                    "here and --node-id {})",
+                                    node_id, node_id));
+    }
+    const auto state = detector_.state(node_id);
+    if (node->dead || !state || *state != idl::NodeState::ALIVE) {
+      const bool suspect = !node->dead && state && *state == idl::NodeState::SUSPECT;
+      return make_error(idl::ErrorCode::UNAVAILABLE,
+                        fmt::format("{} is {}: it takes partitions once it is ALIVE (heartbeating)", node_id,
+                                    suspect ? "SUSPECT" : "DEAD"));
+    }
+    if (node->drain != idl::DrainState::SERVING) {
+      return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                        fmt::format("{} is {}: it takes no partitions", node_id,
+                                    node->drain == idl::DrainState::DRAINING ? "DRAINING" : "DRAINED"));
+    }
+  }
+  // Between here and the plan the node may fail: the plan then leaves it
+  // out, and move_partition() refuses a target that is not ALIVE.
+  spdlog::info("node {} joins: rebalancing{}", node_id, dry_run ? " (dry run)" : "");
+  return rebalance(dry_run);
+}
+
 Result<idl::RebalancePlan> Controller::rebalance(bool dry_run) {
+  MutexLock rebalance_lock(rebalance_mu_);
   std::vector<RebalanceMove> moves;
   {
     MutexLock lock(mu_);

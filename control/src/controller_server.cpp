@@ -53,6 +53,9 @@ class Handler final : public idl::ControllerIf {
   void rebalance(idl::RebalancePlan& out, bool dry_run) override {
     out = value_or_throw(c_.rebalance(dry_run));
   }
+  void addNode(idl::RebalancePlan& out, const std::string& node_id, bool dry_run) override {
+    out = value_or_throw(c_.add_node(node_id, dry_run));
+  }
   void commitOffset(const std::string& group, const std::string& channel, std::int32_t partition,
                     std::int64_t offset) override {
     if (auto r = c_.commit_offset(group, channel, partition, offset); !r) throw r.error().to_thrift();

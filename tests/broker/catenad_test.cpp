@@ -112,5 +112,21 @@ TEST(CatenadConfig, PrintConfigRoundTrips) {
   std::remove(printed.c_str());
 }
 
+TEST(CatenadConfig, JoinRebalanceIsAFlagAndANodeKey) {
+  Outcome flag = run(catenad() + " --join-rebalance --print-config");
+  ASSERT_EQ(flag.exit_code, 0) << flag.output;
+  EXPECT_NE(flag.output.find("join_rebalance = true"), std::string::npos) << flag.output;
+  const auto file = write_file("join.toml", "[node]\njoin_rebalance = true\n");
+  Outcome key = run(catenad() + " --config " + file + " --print-config");
+  ASSERT_EQ(key.exit_code, 0) << key.output;
+  EXPECT_EQ(key.output, flag.output);
+  const auto bad = write_file("join-bad.toml", "[node]\njoin_rebalance = 'yes'\n");
+  Outcome refused = run("timeout 20 " + catenad() + " --config " + bad + " --controller 127.0.0.1:1");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("node.join_rebalance"), std::string::npos) << refused.output;
+  std::remove(file.c_str());
+  std::remove(bad.c_str());
+}
+
 }  // namespace
 }  // namespace catena

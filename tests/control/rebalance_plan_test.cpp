@@ -72,6 +72,24 @@ TEST(RebalancePlan, AnEmptyNodeAmongLoadedOnesTakesChainsAndHeads) {
   EXPECT_EQ(l.heads, (std::map<std::string, int>{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}}));
 }
 
+TEST(RebalancePlan, AnEmptyNodeTakesAChainOnceItIsTwoBehind) {
+  // Two chains over three nodes: each holds 2, the new node 0. It takes one
+  // (preferably a head: the node it relieves heads one); then every node is
+  // within one of the others, and one chain is all it gets.
+  const std::vector<RebalanceNode> nodes{{"a", "z"}, {"b", "z"}, {"c", "z"}, {"d", "z"}};
+  const std::vector<RebalanceChain> chains{chain(0, {"a", "b", "c"}), chain(1, {"b", "c", "a"})};
+  const auto plan = plan_rebalance(nodes, chains);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].partition, 0);
+  EXPECT_EQ(plan[0].to, (Ids{"d", "b", "c"})) << "d takes a's place, as the head";
+  const auto l = load_after(nodes, chains, plan);
+  EXPECT_EQ(l.replicas.at("d"), 1);
+  EXPECT_EQ(l.heads.at("d"), 1);
+  // One chain over three nodes: each holds 1, within one of the new node's
+  // 0: nothing to even out.
+  EXPECT_TRUE(plan_rebalance(nodes, {chain(0, {"a", "b", "c"})}).empty());
+}
+
 TEST(RebalancePlan, ZoneSpreadIsKept) {
   // d joins zone z1: it may only take a's place (b's or c's would put two
   // replicas of a chain in z1).

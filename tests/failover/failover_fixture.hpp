@@ -82,7 +82,7 @@ class Failover : public ::testing::Test {
     admin_ = std::make_unique<control::ControllerClient>(co);
     control::idl::ChannelConfig cfg;
     cfg.name = "f";
-    cfg.partitions = 1;
+    cfg.partitions = partitions_;
     cfg.replication = replication_;
     cfg.segment_bytes = segment_bytes_;
     cfg.ttl_ms = 600000;
@@ -152,7 +152,8 @@ class Failover : public ::testing::Test {
       while (!stop_publishing_) {
         const std::string p = payload_for(id);
         const auto bytes = std::span(reinterpret_cast<const std::byte*>(p.data()), p.size());
-        auto e = pub.value()->publish_to(0, bytes, [this, id](const PublishResult& r) {
+        const auto partition = static_cast<std::uint32_t>(id % static_cast<std::uint64_t>(partitions_));
+        auto e = pub.value()->publish_to(partition, bytes, [this, id](const PublishResult& r) {
           if (r.status == PublishStatus::ok) {
             history_.acknowledged(id, r.partition, r.offset);
             {
@@ -231,7 +232,7 @@ class Failover : public ::testing::Test {
   }
 
   // Offsets are never reused and follow publishing order: one producer, one
-  // partition, so a later record always has a higher offset.
+  // partition (partitions_ == 1), so a later record always has a higher offset.
   void expect_offsets_follow_publishing() {
     std::lock_guard lock(acks_mu_);
     ASSERT_FALSE(ack_offsets_.empty());
@@ -347,7 +348,7 @@ class Failover : public ::testing::Test {
   std::atomic<Clock::time_point> mark_acked_at_{};
   HistoryReport report_;  // of the last run_with_fault()
   std::mutex acks_mu_;
-  std::map<std::uint64_t, std::uint64_t> ack_offsets_;  // record id -> acknowledged offset (partition 0)
+  std::map<std::uint64_t, std::uint64_t> ack_offsets_;  // record id -> acknowledged offset (in its partition)
   std::string client_provider_ = "soft";
   // Retention: 8 slots of this per replica (~140k records of 64 bytes), and
   // the TTL outlasts every test, so with the publisher's pace (a pause every
@@ -355,6 +356,8 @@ class Failover : public ::testing::Test {
   // back (log_full).
   std::int64_t segment_bytes_ = 2 << 20;
   int replication_ = 3;
+  // Partitions of "f"; the publisher sends record i to partition i % partitions_.
+  int partitions_ = 1;
   std::chrono::microseconds publish_pause_ = 200us;
   std::vector<std::thread> threads_;
 };

@@ -36,6 +36,7 @@ const control::TomlSchema<Config>& schema() {
     k.text("node.id", &Config::node_id, node_id())
         .text("node.zone", &Config::zone)
         .text("node.datacenter", &Config::datacenter)
+        .boolean("node.join_rebalance", &Config::join_rebalance)
         .text("controller.address", &Config::controller, host_port(false))
         .text("admin.listen", &Config::admin_listen, host_port(true))
         .text("fabric.provider", &Config::provider, not_empty())

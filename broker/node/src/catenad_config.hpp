@@ -28,6 +28,9 @@ struct Config {
   std::uint64_t session_memory_mb = 1024;  // [limits] session_memory_mb
   int pin_cpu = -1;                        // [cpu] pin_data_plane
   std::string log_level = "info";          // [log] level
+  // [node] join_rebalance: once registered, have the controller rebalance
+  // partition roles onto this node (Controller.addNode), once per start.
+  bool join_rebalance = false;
 };
 
 // Overlays the keys present in TOML text onto config; nothing changes on error.

@@ -12,7 +12,10 @@
 // (data kept, nothing acknowledged or served) and the node registers again
 // saying what it holds; the controller puts back the partitions it is the
 // last copy of and fences the rest. Links the data plane lost are reported
-// to the controller, which verifies them before acting.
+// to the controller, which verifies them before acting. With
+// --join-rebalance, once registered, a JoinRebalance thread (on its own
+// controller connection) has the controller move partition roles onto the
+// node.
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
@@ -25,6 +28,7 @@
 
 #include <catena/broker/broker.hpp>
 #include <catena/broker/broker_admin_server.hpp>
+#include <catena/broker/join_rebalance.hpp>
 #include <catena/broker/node_agent.hpp>
 #include <catena/control/address.hpp>
 #include <catena/control/controller_client.hpp>
@@ -74,6 +78,12 @@ int main(int argc, char** argv) {
        "are refused (resource_exhausted)");
   flag("--pin-cpu", &Config::pin_cpu, "pin the data-plane thread to this CPU (-1: no)");
   flag("--log-level", &Config::log_level, "trace, debug, info, warn, error, critical, off");
+  {
+    auto* opt = app.add_flag("--join-rebalance", flags.join_rebalance,
+                             "once registered, have the controller move partition roles onto this node "
+                             "(a rebalance by handoff, as `catena node add`); once per start, never fatal");
+    overrides.emplace_back(opt, [&flags](Config& c) { c.join_rebalance = flags.join_rebalance; });
+  }
   app.add_option("--ready-file", ready_file, "write 'node_id admin_addr fabric_addr' here once registered");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
   try {
@@ -147,10 +157,18 @@ int main(int argc, char** argv) {
   agent_options.controller = s.controller;
   agent_options.provider = s.provider;
   catena::broker::NodeAgent agent(*broker.value(), calls, std::move(agent_options));
+  // Its own connection, with room for every move of a rebalance: the
+  // agent's stays free for heartbeats.
+  catena::control::ControllerClient join_controller(
+      {s.controller, std::chrono::milliseconds(1000), std::chrono::milliseconds(120000)});
+  catena::broker::JoinRebalance join_rebalance(
+      [&join_controller](const std::string& id) { return join_controller.add_node(id, /*dry_run=*/false); },
+      catena::SteadyClock::instance());
   agent.run(g_stop, [&] {
     if (!ready_file.empty()) {
       std::ofstream(ready_file) << agent.node_id() << ' ' << admin_addr << ' ' << fabric_addr << '\n';
     }
+    if (s.join_rebalance) join_rebalance.start(agent.node_id(), g_stop);
   });
   spdlog::info("shutting down");
   admin.stop();

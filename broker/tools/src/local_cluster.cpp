@@ -94,7 +94,8 @@ bool LocalCluster::start_controller(std::string* error) {
   return false;
 }
 
-bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* previous) {
+bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* previous,
+                              const std::vector<std::string>& extra_args) {
   NodeProcess n;
   n.name = "node-" + std::to_string(index);
   const std::string ready = opts_.dir + "/" + n.name + ".ready";
@@ -129,6 +130,7 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
       args.insert(args.end(), {"--node-id", opts_.node_id_prefix + std::to_string(index)});
     }
   }
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
   n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {
     std::ifstream in(ready);
@@ -174,8 +176,8 @@ bool LocalCluster::start(std::string* error) {
   return true;
 }
 
-bool LocalCluster::add_node(std::string* error) {
-  bool ok = start_node(static_cast<int>(nodes_.size()), error);
+bool LocalCluster::add_node(std::string* error, const std::vector<std::string>& extra_args) {
+  bool ok = start_node(static_cast<int>(nodes_.size()), error, nullptr, extra_args);
   write_state();
   return ok;
 }

@@ -120,14 +120,17 @@ int run_move_bench(const Common& c, const BenchOptions& o);
 
 // `catena node drain` and `catena rebalance` (node.cpp).
 struct NodeCommands {
+  CLI::App* add = nullptr;
   CLI::App* drain = nullptr;
   CLI::App* rebalance = nullptr;
   std::string node_id;
   bool no_wait = false;
   int timeout_s = 600;
+  int timeout_ms = 30000;  // node add: how long to wait for the node to be ALIVE
   bool dry_run = false;
 };
 NodeCommands add_node_commands(CLI::App& app);
+int node_add(const Common& c, const NodeCommands& o);
 int node_drain(const Common& c, const NodeCommands& o);
 int rebalance(const Common& c, const NodeCommands& o);
 

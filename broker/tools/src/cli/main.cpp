@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
   if (publish->parsed()) return publish_stdin(common, pub);
   if (subscribe->parsed()) return subscribe_stdout(common, sub);
   if (status->parsed() || cluster_status_cmd->parsed()) return cluster_status(common);
+  if (node_cmds.add->parsed()) return node_add(common, node_cmds);
   if (node_cmds.drain->parsed()) return node_drain(common, node_cmds);
   if (node_cmds.rebalance->parsed()) return rebalance(common, node_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);

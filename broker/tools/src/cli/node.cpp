@@ -1,6 +1,7 @@
-// `catena node drain` and `catena rebalance`: emptying a node before it is
-// stopped, and spreading partitions onto nodes that joined (a broker started
-// with --controller registers itself: that is adding a node).
+// `catena node add`, `catena node drain` and `catena rebalance`: putting
+// a node that joined to work (a broker started with --controller registers
+// itself; `node add` waits for that, then rebalances), emptying a node before
+// it is stopped, and spreading partitions evenly.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -35,12 +36,54 @@ const control::idl::NodeStatus* find_node(const control::idl::ClusterStatus& sta
   return nullptr;
 }
 
+// Prints a plan's moves; returns how many failed.
+int print_plan(const control::idl::RebalancePlan& plan, const std::string& node_id = {}) {
+  if (plan.moves.empty()) {
+    std::printf("balanced: nothing to move\n");
+    return 0;
+  }
+  int failed = 0, onto = 0;
+  std::printf("%s%zu move(s):\n", plan.dry_run ? "plan (dry run), " : "", plan.moves.size());
+  for (const auto& m : plan.moves) {
+    std::printf("  %s/%d  [%s] => [%s]  (%s)%s%s\n", m.channel.c_str(), m.partition, join(m.current).c_str(),
+                join(m.to).c_str(), m.reason.c_str(), m.error.empty() ? "" : "  FAILED: ", m.error.c_str());
+    if (!m.error.empty()) ++failed;
+    const bool to_node = std::find(m.to.begin(), m.to.end(), node_id) != m.to.end();
+    if (to_node && m.error.empty()) ++onto;
+  }
+  if (!node_id.empty()) {
+    std::printf("%s %s %d partition(s)\n", node_id.c_str(), plan.dry_run ? "would take" : "took", onto);
+  }
+  return failed;
+}
+
+const char* state_name(control::idl::NodeState::type s) {
+  switch (s) {
+    case control::idl::NodeState::ALIVE:
+      return "ALIVE";
+    case control::idl::NodeState::SUSPECT:
+      return "SUSPECT";
+    case control::idl::NodeState::DEAD:
+      return "DEAD";
+  }
+  return "?";
+}
+
 }  // namespace
 
 NodeCommands add_node_commands(CLI::App& app) {
   NodeCommands c;
   auto* node = app.add_subcommand("node", "operator actions on one node");
   node->require_subcommand(1);
+  c.add = node->add_subcommand(
+      "add",
+      "put a node to work: wait until it registered (start catenad with --controller) and is ALIVE, then "
+      "rebalance so that partition roles move onto it at their tail offset (no history copied)");
+  c.add->add_option("node", c.node_id, "node id (catenad --node-id)")->required();
+  c.add->add_option("--timeout-ms", c.timeout_ms, "how long to wait for the node to be registered and ALIVE")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c.add->add_flag("--dry-run", c.dry_run, "print the plan, change nothing");
   c.drain = node->add_subcommand(
       "drain",
       "empty a node so that it can be stopped with nothing lost: each of its replicas gets a replacement "
@@ -56,6 +99,49 @@ NodeCommands add_node_commands(CLI::App& app) {
       "partitions at their tail offset: no history is copied");
   c.rebalance->add_flag("--dry-run", c.dry_run, "print the plan, change nothing");
   return c;
+}
+
+int node_add(const Common& common, const NodeCommands& c) {
+  const std::string what = "node add " + c.node_id;
+  control::ControllerClient::Options opts;
+  opts.address = common.controller_address();
+  control::ControllerClient client(opts);
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + std::chrono::milliseconds(c.timeout_ms);
+  std::string last = "the controller did not answer";
+  for (;;) {
+    auto status = client.cluster_status();
+    if (status) {
+      const auto* n = find_node(*status, c.node_id);
+      if (n == nullptr) {
+        last = "it has not registered (start it: catenad --controller " + opts.address + " --node-id " +
+               c.node_id + ")";
+      } else if (n->drain != control::idl::DrainState::SERVING) {
+        return fail(what, c.node_id + " is " +
+                              (n->drain == control::idl::DrainState::DRAINING ? "DRAINING" : "DRAINED") +
+                              ": it takes no partitions (a drained node serves again once it registers "
+                              "again)");
+      } else if (n->state == control::idl::NodeState::ALIVE) {
+        break;
+      } else {
+        last = std::string("it is ") + state_name(n->state) + " (see `catena status`)";
+      }
+    } else {
+      last = "the controller did not answer: " + status.error().describe();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return fail(what, c.node_id + " is not ALIVE after " + std::to_string(c.timeout_ms) + " ms: " + last);
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  std::printf("%s is ALIVE; %s\n", c.node_id.c_str(),
+              c.dry_run ? "planning (dry run)" : "rebalancing onto it");
+  control::ControllerClient::Options long_opts = opts;
+  long_opts.rpc_timeout = std::max(opts.rpc_timeout, std::chrono::milliseconds(600000));  // every move waits
+  control::ControllerClient mover(long_opts);
+  auto r = mover.add_node(c.node_id, c.dry_run);
+  if (!r) return fail(what, r.error().describe());
+  return print_plan(*r, c.node_id) == 0 ? 0 : 1;
 }
 
 int node_drain(const Common& common, const NodeCommands& c) {
@@ -106,18 +192,7 @@ int rebalance(const Common& common, const NodeCommands& c) {
   control::ControllerClient client(opts);
   auto r = client.rebalance(c.dry_run);
   if (!r) return fail("rebalance", r.error().describe());
-  if (r->moves.empty()) {
-    std::printf("balanced: nothing to move\n");
-    return 0;
-  }
-  int failed = 0;
-  std::printf("%s%zu move(s):\n", c.dry_run ? "plan (dry run), " : "", r->moves.size());
-  for (const auto& m : r->moves) {
-    std::printf("  %s/%d  [%s] => [%s]  (%s)%s%s\n", m.channel.c_str(), m.partition, join(m.current).c_str(),
-                join(m.to).c_str(), m.reason.c_str(), m.error.empty() ? "" : "  FAILED: ", m.error.c_str());
-    if (!m.error.empty()) ++failed;
-  }
-  return failed == 0 ? 0 : 1;
+  return print_plan(*r) == 0 ? 0 : 1;
 }
 
 }  // namespace catena::cli

@@ -158,7 +158,11 @@ class Controller {
   // replaces the node's replicas (controller_drain.cpp).
   [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);
   // See rebalance in catena.thrift (the plan: rebalance_plan.hpp).
-  [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run) EXCLUDES(move_mu_, mu_);
+  [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run) EXCLUDES(rebalance_mu_, move_mu_, mu_);
+  // See addNode in catena.thrift: rebalance() once node_id may take
+  // partitions (`catena node add`, catenad --join-rebalance).
+  [[nodiscard]] Result<idl::RebalancePlan> add_node(const std::string& node_id, bool dry_run)
+      EXCLUDES(rebalance_mu_, move_mu_, mu_);
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);
   [[nodiscard]] Result<std::int64_t> fetch_offset(const std::string& group, const std::string& channel,
@@ -308,6 +312,9 @@ class Controller {
   BrokerAdminClient& brokers_;
 
   Mutex tick_mu_ ACQUIRED_BEFORE(mu_);  // one tick at a time
+  // One rebalance at a time, planned and carried out: a second one (a
+  // joining node's, an operator's) plans from what the first left.
+  Mutex rebalance_mu_ ACQUIRED_BEFORE(move_mu_);
   Mutex move_mu_ ACQUIRED_BEFORE(mu_);  // one partition move at a time
   mutable Mutex mu_;
   std::unique_ptr<MetadataStore> store_ PT_GUARDED_BY(mu_);

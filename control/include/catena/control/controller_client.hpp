@@ -66,6 +66,8 @@ class ControllerClient {
   // Waits for every move of the plan unless dry_run: give the client an rpc
   // timeout of several seconds per move.
   [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run);
+  // Rebalances onto a registered node (Controller.addNode); as long as rebalance().
+  [[nodiscard]] Result<idl::RebalancePlan> add_node(const std::string& node_id, bool dry_run);
   [[nodiscard]] Result<void> commit_offset(const std::string& group, const std::string& channel,
                                            std::int32_t partition, std::int64_t offset);
   // A new producer epoch (and id, if producer_id is 0): Controller.initProducer.

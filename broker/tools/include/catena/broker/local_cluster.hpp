@@ -87,8 +87,9 @@ class LocalCluster {
     MutexLock lk(mu_);
     return controller_.pid;
   }
-  // Starts one more broker (a spare, or a replacement).
-  bool add_node(std::string* error);
+  // Starts one more broker (a spare, or a replacement), with catenad flags
+  // of its own (e.g. --join-rebalance) after the cluster's.
+  bool add_node(std::string* error, const std::vector<std::string>& extra_args = {});
   // Sends `sig` to broker i (SIGKILL, SIGSTOP, SIGCONT...).
   bool signal_node(std::size_t i, int sig);
   // Kills broker i (SIGKILL) if it runs and starts a new process with the
@@ -108,7 +109,8 @@ class LocalCluster {
   pid_t spawn(const std::string& name, const std::vector<std::string>& args);
   bool start_controller(std::string* error);
   // `previous`: the incarnation to restart (same id and addresses).
-  bool start_node(int index, std::string* error, const NodeProcess* previous = nullptr);
+  bool start_node(int index, std::string* error, const NodeProcess* previous = nullptr,
+                  const std::vector<std::string>& extra_args = {});
 
   ClusterOptions opts_;
   // What a controller restart changes, which a broker starting on another

@@ -1,8 +1,10 @@
 // The controller's durable metadata: nodes, channels, routes (with their
 // epochs) and open repair intents.
 //
-// MetadataStore is the seam; DirMetadataStore (a write-ahead log and
-// snapshots in a local directory, below) implements it.
+// MetadataStore is the seam; two stores implement it: DirMetadataStore (a
+// write-ahead log and snapshots in a local directory, below) and
+// ZkMetadataStore (znodes on a ZooKeeper ensemble, zk_metadata_store.hpp).
+// The controller picks one with open_metadata_store().
 //
 // DirMetadataStore: every change is a meta::MetaRecord: it is appended to the write-ahead log
 // and fsynced *before* it is applied to the in-memory state, so whatever the
@@ -92,5 +94,11 @@ class DirMetadataStore final : public MetadataStore {
   std::uint64_t records_since_snapshot_ = 0;
   Recovery recovery_;
 };
+
+// Opens the store location names: empty for a DirMetadataStore in
+// dir.dir, `zk://host:port[,host:port...][/chroot]` for a ZkMetadataStore
+// (chroot /catena when none is given). Anything else is INVALID_ARGUMENT.
+[[nodiscard]] Result<std::unique_ptr<MetadataStore>> open_metadata_store(std::string_view location,
+                                                                         DirMetadataStore::Options dir);
 
 }  // namespace catena::control

@@ -15,7 +15,7 @@ using testing::channel_config;
 using testing::joining_of;
 using Ids = std::vector<std::string>;
 
-enum class Store { dir, zk };
+using testing::Store;
 
 class Restart : public testing::ControllerFixture, public ::testing::WithParamInterface<Store> {
  protected:
@@ -195,7 +195,7 @@ TEST_P(Restart, SnapshotsDoNotChangeWhatARestartSees) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Restart, ::testing::Values(Store::dir, Store::zk),
-                         [](const auto& info) { return info.param == Store::dir ? "dir" : "zk"; });
+                         [](const auto& info) { return testing::store_name(info.param); });
 
 }  // namespace
 }  // namespace catena::control

@@ -65,7 +65,26 @@ ZkServer* shared_zk(std::string* why);
 // Whether CATENA_REQUIRE_ZK=1 asks that ZooKeeper tests run, not skip.
 [[nodiscard]] bool zk_required();
 
+// The metadata store a parameterised controller test runs on, and its name
+// in the test's ("/dir", "/zk").
+enum class Store { dir, zk };
+inline const char* store_name(Store s) {
+  return s == Store::dir ? "dir" : "zk";
+}
+
 }  // namespace catena::control::testing
+
+// In a fixture's SetUp(): sets metadata (Controller::Options::metadata) to
+// a chroot of this test's own on the shared server, or fails or skips as
+// ZK_OR_SKIP does.
+#define ZK_METADATA_OR_SKIP(metadata)                                       \
+  do {                                                                      \
+    std::string zk_why_;                                                    \
+    auto* zk_server_ = ::catena::control::testing::shared_zk(&zk_why_);     \
+    ZK_OR_SKIP(zk_server_, zk_why_);                                        \
+    (metadata) = zk_server_->uri(::catena::control::testing::unique_chroot( \
+        ::testing::UnitTest::GetInstance()->current_test_info()->name()));  \
+  } while (false)
 
 // In a TEST body or SetUp(): fails (CATENA_REQUIRE_ZK=1) or skips the test
 // when server (a ZkServer*) is null; why says what went wrong.

@@ -19,6 +19,14 @@
 #include <thread>
 #include <vector>
 
+// LeakSanitizer (the ASan stage): libzookeeper_mt's zoo_amulti does not free
+// the per-operation completion entries of a multi whose connection was lost
+// (168 bytes per operation, seen only in ZkStoreServerLoss, which loses one
+// on purpose). Third-party code, and only on that path: silenced for it alone.
+extern "C" const char* __lsan_default_suppressions() {  // NOLINT: the sanitizer's hook
+  return "leak:zoo_amulti\n";
+}
+
 namespace catena::control::testing {
 namespace {
 

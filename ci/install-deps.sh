@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package Catena builds, tests and benchmarks with.
 # Idempotent: does nothing when all are present.
+# ZooKeeper: the C client for the controller's ZooKeeper store, and the
+# server's jars (libzookeeper-java, not the `zookeeper` package, which pulls
+# a desktop JRE and a GUI) run with a headless JRE by the tests that start a
+# server of their own (tests/control/zk_server.hpp).
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
@@ -9,6 +13,7 @@ PKGS=(
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libdpdk-dev zlib1g-dev
+  libzookeeper-mt-dev libzookeeper-java default-jre-headless
   qemu-system-x86 busybox-static kmod cpio iproute2 procps
 )
 missing=()

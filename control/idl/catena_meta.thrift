@@ -112,3 +112,30 @@ struct MetaRecord {
   13: optional RouteKey handoff_key,
   14: optional Handoff set_handoff,             // with handoff_key
 }
+
+// What the ZooKeeper store (zk_metadata_store.cpp) keeps in the znodes that
+// hold no record of their own. A MetaState is the union of all its znodes.
+
+// <root>/controller_epoch: rewritten (version-checked) by every change, so
+// its version guards every transaction and tells, after a lost connection,
+// whether the last one was applied.
+struct ZkControllerEpoch {
+  1: i64 epoch,          // bumped by every store that opens the metadata
+  2: i64 transactions,   // changes committed under this epoch
+  3: string holder,      // host:pid of the controller that holds it
+}
+
+// <root>/counters: MetaState's scalars.
+struct ZkCounters {
+  1: i64 next_node_seq = 1,
+  2: i64 next_node_epoch = 1,
+  3: i64 next_intent_id = 1,
+  4: i64 producer_numbers_reserved = 0,
+  5: binary link_key,
+}
+
+// partition -> offset: a channel's high-water marks, or one group's
+// committed offsets in one channel.
+struct ZkOffsets {
+  1: map<i32, i64> offsets,
+}

@@ -3,6 +3,7 @@
 #include <catena/control/address.hpp>
 #include <catena/control/config.hpp>
 #include <catena/control/toml_config.hpp>
+#include <catena/control/zk_metadata_store.hpp>
 
 namespace catena::control {
 namespace {
@@ -19,6 +20,7 @@ const TomlSchema<ControllerConfig>& schema() {
     TomlSchema<C> k;
     k.text("listen", &C::listen)
         .text("data_dir", &C::data_dir)
+        .text("metadata", &C::metadata)
         .integer("heartbeat_interval_ms", &C::heartbeat_interval_ms)
         .integer("heartbeat_timeout_ms", &C::heartbeat_timeout_ms)
         .integer("probe_timeout_ms", &C::probe_timeout_ms)
@@ -54,6 +56,9 @@ Result<void> ControllerConfig::validate() const {
     return invalid(fmt::format("listen: {}", r.error().message));
   }
   if (data_dir.empty()) return invalid("data_dir must not be empty");
+  if (!metadata.empty()) {
+    if (auto r = parse_zk_location(metadata); !r) return invalid(r.error().message);
+  }
   const std::pair<const char*, std::int64_t> positive[] = {
       {"heartbeat_interval_ms", heartbeat_interval_ms},
       {"heartbeat_timeout_ms", heartbeat_timeout_ms},
@@ -105,6 +110,7 @@ std::string ControllerConfig::to_toml() const {
 Controller::Options ControllerConfig::controller_options() const {
   Controller::Options o;
   o.data_dir = data_dir;
+  o.metadata = metadata;
   o.heartbeat_interval = std::chrono::milliseconds(heartbeat_interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
   o.probe_attempts = static_cast<int>(probe_attempts);

@@ -57,7 +57,7 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
         idl::ErrorCode::INVALID_ARGUMENT,
         "probe_attempts >= 1, 0 < push_retry_initial <= push_retry_max, snapshot_every_records > 0");
   }
-  auto store = MetadataStore::open({options.data_dir, options.snapshot_every_records});
+  auto store = open_metadata_store(options.metadata, {options.data_dir, options.snapshot_every_records});
   if (!store) return store.error();
 
   std::unique_ptr<Controller> c(new Controller(std::move(options), clock, brokers, std::move(*store)));
@@ -70,12 +70,8 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
     if (auto r = c->store_->commit(record); !r) return r.error();
   }
   const auto& state = c->store_->state();
-  const auto& rec = c->store_->recovery();
-  spdlog::info(
-      "metadata in {}: {} node(s), {} channel(s), {} open repair(s); snapshot {} (lsn {}), {} log "
-      "record(s) replayed, {} torn tail byte(s) dropped",
-      c->options_.data_dir.string(), state.nodes.size(), state.channels.size(), state.intents.size(),
-      rec.had_snapshot ? "loaded" : "absent", rec.snapshot_lsn, rec.replayed_records, rec.dropped_tail_bytes);
+  spdlog::info("metadata {}: {} node(s), {} channel(s), {} open repair(s)", c->store_->describe(),
+               state.nodes.size(), state.channels.size(), state.intents.size());
   // Every live node gets a fresh timeout window: silence while we were down
   // is not evidence against it.
   for (const auto& [id, node] : state.nodes) {

@@ -1,6 +1,6 @@
 // catena-controller: the Catena control plane as a daemon.
 //
-//   catena-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR] ...
+//   catena-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR | --metadata zk://...] ...
 //
 // Settings come from defaults, then the TOML file, then flags (see
 // catena/control/config.hpp for every key). SIGINT or SIGTERM stops it
@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   flag("-l,--listen", &ControllerConfig::listen, "Thrift listen address host:port (port 0: any free port)");
   flag("-d,--data-dir", &ControllerConfig::data_dir, "metadata directory (WAL, snapshot)");
+  flag("--metadata", &ControllerConfig::metadata,
+       "zk://host:port[,host:port...][/chroot]: keep the metadata on ZooKeeper instead of --data-dir");
   flag("--heartbeat-interval-ms", &ControllerConfig::heartbeat_interval_ms,
        "heartbeat period told to brokers");
   flag("--heartbeat-timeout-ms", &ControllerConfig::heartbeat_timeout_ms, "silence before a node is SUSPECT");
@@ -125,8 +127,8 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", r.error().message);
     return 1;
   }
-  spdlog::info("catena-controller listening on {}:{} (data in {})", server_options.thrift.host, server.port(),
-               config.data_dir);
+  spdlog::info("catena-controller listening on {}:{} (metadata {})", server_options.thrift.host,
+               server.port(), config.metadata.empty() ? "in " + config.data_dir : "on " + config.metadata);
   if (!port_file.empty() && !write_port_file(port_file, server.port())) {
     spdlog::critical("cannot write port file {}", port_file);
     server.stop();

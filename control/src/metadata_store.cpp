@@ -126,7 +126,7 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
   if (record.__isset.next_intent_id) state.next_intent_id = record.next_intent_id;
 }
 
-Result<std::unique_ptr<MetadataStore>> MetadataStore::open(Options options) {
+Result<std::unique_ptr<DirMetadataStore>> DirMetadataStore::open(Options options) {
   std::error_code ec;
   std::filesystem::create_directories(options.dir, ec);
   if (ec) return internal(fmt::format("create {}: {}", options.dir.string(), ec.message()));
@@ -140,7 +140,7 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::open(Options options) {
     return internal(
         fmt::format("{} is in use by another controller ({})", options.dir.string(), std::strerror(err)));
   }
-  auto fail = [lock_fd](ControlError e) -> Result<std::unique_ptr<MetadataStore>> {
+  auto fail = [lock_fd](ControlError e) -> Result<std::unique_ptr<DirMetadataStore>> {
     ::close(lock_fd);
     return e;
   };
@@ -178,7 +178,7 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::open(Options options) {
   auto wal = WalWriter::open(wal_path, contents->valid_bytes);
   if (!wal) return fail(wal.error());
 
-  std::unique_ptr<MetadataStore> store(new MetadataStore(std::move(options), lock_fd, std::move(*wal)));
+  std::unique_ptr<DirMetadataStore> store(new DirMetadataStore(std::move(options), lock_fd, std::move(*wal)));
   store->state_ = std::move(state);
   store->last_lsn_ = last_lsn;
   store->records_since_snapshot_ = recovery.replayed_records;
@@ -186,11 +186,11 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::open(Options options) {
   return store;
 }
 
-MetadataStore::~MetadataStore() {
+DirMetadataStore::~DirMetadataStore() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-Result<void> MetadataStore::commit(const meta::MetaRecord& record) {
+Result<void> DirMetadataStore::commit(const meta::MetaRecord& record) {
   const std::uint64_t lsn = last_lsn_ + 1;
   if (auto r = wal_.append(lsn, detail::encode(record)); !r) return r;
   last_lsn_ = lsn;
@@ -205,7 +205,13 @@ Result<void> MetadataStore::commit(const meta::MetaRecord& record) {
   return {};
 }
 
-Result<void> MetadataStore::snapshot() {
+std::string DirMetadataStore::describe() const {
+  return fmt::format("in {}: snapshot {} (lsn {}), {} log record(s) replayed, {} torn tail byte(s) dropped",
+                     options_.dir.string(), recovery_.had_snapshot ? "loaded" : "absent",
+                     recovery_.snapshot_lsn, recovery_.replayed_records, recovery_.dropped_tail_bytes);
+}
+
+Result<void> DirMetadataStore::snapshot() {
   if (auto r = write_file_durably(options_.dir / "snapshot", encode_snapshot(state_, last_lsn_)); !r)
     return r;
   // A crash here leaves records <= last_lsn_ in the log; open() skips them.

@@ -37,6 +37,19 @@ TEST(Config, TomlOverridesOnlyTheKeysItHas) {
   EXPECT_EQ(c.controller_options().heartbeat_timeout, std::chrono::milliseconds(900));
 }
 
+TEST(Config, MetadataIsTheDirectoryOrAZooKeeperAddress) {
+  ControllerConfig c;
+  EXPECT_EQ(c.metadata, "") << "the directory store by default";
+  ASSERT_TRUE(apply_toml("metadata = 'zk://zk1:2181,zk2:2181/prod'\n", "t", c).ok());
+  EXPECT_TRUE(c.validate().ok());
+  EXPECT_EQ(c.controller_options().metadata, "zk://zk1:2181,zk2:2181/prod");
+  c.metadata = "zk1:2181";
+  auto bad = c.validate();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error().message.find("zk://host:port"), std::string::npos) << bad.error().message;
+}
+
 TEST(Config, RoundTripsThroughToml) {
   ControllerConfig c;
   c.listen = "[::1]:7401";

@@ -224,6 +224,7 @@ class ControllerFixture : public ::testing::Test {
   Controller::Options options() {
     Controller::Options o;
     o.data_dir = dir_.path() / "meta";
+    o.metadata = metadata_;
     o.heartbeat_interval = std::chrono::milliseconds(100);
     o.heartbeat_timeout = std::chrono::milliseconds(500);
     o.probe_attempts = 2;
@@ -341,6 +342,7 @@ class ControllerFixture : public ::testing::Test {
   std::string id(const std::string& name) const { return nodes_.at(name).id; }
 
   TempDir dir_;
+  std::string metadata_;  // Options::metadata; empty: the directory store in dir_
   ManualClock clock_;
   InProcBrokerAdmin admin_;
   std::unique_ptr<Controller> controller_;

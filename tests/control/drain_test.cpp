@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <gtest/gtest.h>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "repair_fixture.hpp"
+#include "zk_server.hpp"
 
 namespace catena::control {
 namespace {
@@ -18,6 +20,8 @@ using testing::chain_of;
 using testing::channel_config;
 using testing::Ids;
 using testing::joining_of;
+using testing::Store;
+using testing::store_name;
 
 class Drain : public testing::Repair {
  protected:
@@ -292,19 +296,27 @@ TEST_F(Drain, DrainedNodeThatDiesMidDrainIsRepairedAndStaysOut) {
   EXPECT_TRUE(in_no_route("b"));
 }
 
-class DrainRestart : public Drain, public ::testing::WithParamInterface<const char*> {};
+// Each step (the crash point) on each metadata store.
+class DrainRestart : public Drain, public ::testing::WithParamInterface<std::tuple<const char*, Store>> {
+ protected:
+  void SetUp() override {
+    if (std::get<1>(GetParam()) == Store::zk) ZK_METADATA_OR_SKIP(metadata_);
+    Drain::SetUp();
+  }
+  static const char* step() { return std::get<0>(GetParam()); }
+};
 
 // The controller dies at each step of the drain; the one that opens the
 // same metadata finishes it.
 TEST_P(DrainRestart, ResumesFromTheMetadata) {
-  crash_at_ = GetParam();
+  crash_at_ = step();
   (void)controller_->drain_node(id("a"));  // fails at drain.begun, after the record
   for (int i = 0; i < 30 && !controller_->halted(); ++i) {
     clock_.advance(100ms);
     heartbeat_all_but();
     controller_->tick();
   }
-  ASSERT_TRUE(controller_->halted()) << "never reached " << GetParam();
+  ASSERT_TRUE(controller_->halted()) << "never reached " << step();
   restart();
   EXPECT_NE(controller_->metadata().nodes.at(id("a")).drain, idl::DrainState::SERVING);
   run_for(1500ms);
@@ -317,11 +329,13 @@ TEST_P(DrainRestart, ResumesFromTheMetadata) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryStep, DrainRestart,
-                         ::testing::Values("drain.begun", "repair.restored", "repair.promoted", "drain.done"),
+                         ::testing::Combine(::testing::Values("drain.begun", "repair.restored",
+                                                              "repair.promoted", "drain.done"),
+                                            ::testing::Values(Store::dir, Store::zk)),
                          [](const auto& info) {
-                           std::string name = info.param;
+                           std::string name = std::get<0>(info.param);
                            std::replace(name.begin(), name.end(), '.', '_');
-                           return name;
+                           return name + "_" + store_name(std::get<1>(info.param));
                          });
 
 }  // namespace

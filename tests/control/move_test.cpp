@@ -10,14 +10,18 @@
 
 #include "controller_fixture.hpp"
 #include "test_support.hpp"
+#include "zk_server.hpp"
 
 namespace catena::control::testing {
 namespace {
 
-class Move : public ControllerFixture {
+// Every test on both metadata stores (/dir, /zk).
+class Move : public ControllerFixture, public ::testing::WithParamInterface<Store> {
  protected:
   void SetUp() override {
+    if (GetParam() == Store::zk) ZK_METADATA_OR_SKIP(metadata_);
     ControllerFixture::SetUp();
+    if (HasFatalFailure()) return;
     for (const char* n : {"a", "b", "c", "d"}) add_node(n, std::string("zone-") + n);
     ASSERT_TRUE(controller_->create_channel(channel_config("mv", 1, 3)).ok());
     run_for(std::chrono::milliseconds(300));  // every member acknowledges epoch 1
@@ -73,7 +77,7 @@ class Move : public ControllerFixture {
   std::vector<std::string> to_;
 };
 
-TEST_F(Move, CommitsTheNewChainAtTheSealedOffsetAndHandsTheProducersToItsHead) {
+TEST_P(Move, CommitsTheNewChainAtTheSealedOffsetAndHandsTheProducersToItsHead) {
   auto moved = controller_->move_partition("mv", 0, to_);
   ASSERT_TRUE(moved.ok()) << moved.error().describe();
   EXPECT_EQ(moved->epoch, before_.epoch + 1);
@@ -125,7 +129,7 @@ TEST_F(Move, CommitsTheNewChainAtTheSealedOffsetAndHandsTheProducersToItsHead) {
 
 // A sealed range whose records expired (ttl after it was sealed, on the
 // controller's wall clock) leaves the route at a new epoch; the chain stays.
-TEST_F(Move, ExpiredRangesLeaveTheRoute) {
+TEST_P(Move, ExpiredRangesLeaveTheRoute) {
   auto moved = controller_->move_partition("mv", 0, to_);
   ASSERT_TRUE(moved.ok()) << moved.error().describe();
   ASSERT_EQ(moved->sealed.size(), 1u);
@@ -144,7 +148,7 @@ TEST_F(Move, ExpiredRangesLeaveTheRoute) {
   EXPECT_EQ(nodes_.at(spare_).broker->installed("mv", 0).value_or(idl::PartitionRoute{}).epoch, r.epoch);
 }
 
-TEST_F(Move, ASecondMoveKeepsBothRangesInOrder) {
+TEST_P(Move, ASecondMoveKeepsBothRangesInOrder) {
   ASSERT_TRUE(controller_->move_partition("mv", 0, to_).ok());
   run_for(std::chrono::milliseconds(300));
   nodes_.at(spare_).broker->set_end_offset("mv", 0, 2000);
@@ -163,7 +167,7 @@ TEST_F(Move, ASecondMoveKeepsBothRangesInOrder) {
 // confirmed a route in which they were sealed, is not told again: what a
 // move sends does not grow with the moves before it. A single-replica
 // channel moved a -> b -> c -> d (no repair between the moves).
-TEST_F(Move, EachMoveTellsTheNewChainAndTheRangeItSealedOnly) {
+TEST_P(Move, EachMoveTellsTheNewChainAndTheRangeItSealedOnly) {
   ASSERT_TRUE(controller_->create_channel(channel_config("one", 1, 1)).ok());
   run_for(std::chrono::milliseconds(300));
   std::vector<std::string> order{route("one").replicas.front().node_id};
@@ -197,7 +201,7 @@ TEST_F(Move, EachMoveTellsTheNewChainAndTheRangeItSealedOnly) {
       << "the new chain and the range the move sealed; not the nodes of the two older ranges";
 }
 
-TEST_F(Move, BadTargetsAreRefusedAndChangeNothing) {
+TEST_P(Move, BadTargetsAreRefusedAndChangeNothing) {
   EXPECT_EQ(controller_->move_partition("mv", 0, {}).code(), idl::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(controller_->move_partition("mv", 0, {id("a"), id("a")}).code(),
             idl::ErrorCode::INVALID_ARGUMENT);
@@ -208,14 +212,14 @@ TEST_F(Move, BadTargetsAreRefusedAndChangeNothing) {
   EXPECT_EQ(nodes_.at(head_).broker->seal_calls(), 0u);
 }
 
-TEST_F(Move, AHeadThatCannotBeSealedLeavesTheOldChainInCharge) {
+TEST_P(Move, AHeadThatCannotBeSealedLeavesTheOldChainInCharge) {
   nodes_.at(head_).broker->set_seal_error(true);
   auto moved = controller_->move_partition("mv", 0, to_);
   EXPECT_EQ(moved.code(), idl::ErrorCode::UNAVAILABLE) << moved.error().describe();
   expect_old_chain_in_charge();
 }
 
-TEST_F(Move, AChainThatDoesNotCommitInTimeLeavesTheOldChainInCharge) {
+TEST_P(Move, AChainThatDoesNotCommitInTimeLeavesTheOldChainInCharge) {
   nodes_.at(head_).broker->set_commit_lag(10);  // never catches up
   controller_.reset();
   Controller::Options o = options();
@@ -230,14 +234,14 @@ TEST_F(Move, AChainThatDoesNotCommitInTimeLeavesTheOldChainInCharge) {
   expect_old_chain_in_charge();
 }
 
-TEST_F(Move, ControllerCrashAfterTheIntentGivesTheMoveUpOnRestart) {
+TEST_P(Move, ControllerCrashAfterTheIntentGivesTheMoveUpOnRestart) {
   crash_at_ = "move.intent_written";
   EXPECT_FALSE(controller_->move_partition("mv", 0, to_).ok());
   restart();
   expect_old_chain_in_charge();
 }
 
-TEST_F(Move, ControllerCrashAfterTheSealGivesTheMoveUpOnRestart) {
+TEST_P(Move, ControllerCrashAfterTheSealGivesTheMoveUpOnRestart) {
   crash_at_ = "move.sealed";
   EXPECT_FALSE(controller_->move_partition("mv", 0, to_).ok());
   EXPECT_EQ(nodes_.at(head_).broker->seal_calls(), 1u);  // the head was sealed
@@ -245,7 +249,7 @@ TEST_F(Move, ControllerCrashAfterTheSealGivesTheMoveUpOnRestart) {
   expect_old_chain_in_charge();
 }
 
-TEST_F(Move, ControllerCrashAfterTheCommitCompletesTheMoveOnRestart) {
+TEST_P(Move, ControllerCrashAfterTheCommitCompletesTheMoveOnRestart) {
   crash_at_ = "move.committed";
   EXPECT_FALSE(controller_->move_partition("mv", 0, to_).ok());
   restart();
@@ -259,6 +263,9 @@ TEST_F(Move, ControllerCrashAfterTheCommitCompletesTheMoveOnRestart) {
   EXPECT_EQ(calls.back().route.epoch, r.epoch);
   EXPECT_EQ(calls.back().producers.size(), 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, Move, ::testing::Values(Store::dir, Store::zk),
+                         [](const auto& info) { return store_name(info.param); });
 
 }  // namespace
 }  // namespace catena::control::testing

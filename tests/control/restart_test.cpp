@@ -1,8 +1,10 @@
 // Controller restarts: state reloads exactly, epochs are never reissued, and
-// a repair interrupted at any step finishes after the restart.
+// a repair interrupted at any step finishes after the restart. Each test runs
+// on both metadata stores: the directory (/dir) and ZooKeeper (/zk).
 #include <gtest/gtest.h>
 
 #include "controller_fixture.hpp"
+#include "zk_server.hpp"
 
 namespace catena::control {
 namespace {
@@ -13,10 +15,20 @@ using testing::channel_config;
 using testing::joining_of;
 using Ids = std::vector<std::string>;
 
-class Restart : public testing::ControllerFixture {
+using testing::Store;
+
+class Restart : public testing::ControllerFixture, public ::testing::WithParamInterface<Store> {
  protected:
   void SetUp() override {
+    if (GetParam() == Store::zk) {
+      std::string why;
+      auto* zk = testing::shared_zk(&why);
+      ZK_OR_SKIP(zk, why);
+      metadata_ =
+          zk->uri(testing::unique_chroot(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    }
     ControllerFixture::SetUp();
+    if (HasFatalFailure()) return;
     add_node("a", "z1");
     add_node("b", "z2");
     add_node("c", "z3");
@@ -56,7 +68,7 @@ class Restart : public testing::ControllerFixture {
   }
 };
 
-TEST_F(Restart, ReloadsTheSameStateAndKeepsNodesTheirEpochs) {
+TEST_P(Restart, ReloadsTheSameStateAndKeepsNodesTheirEpochs) {
   const auto before = controller_->metadata();
   const auto channels = *controller_->list_channels();
   restart();
@@ -68,14 +80,14 @@ TEST_F(Restart, ReloadsTheSameStateAndKeepsNodesTheirEpochs) {
   for (const auto& name : {"a", "b", "c", "d"}) EXPECT_EQ(state_of(name), idl::NodeState::ALIVE);
 }
 
-TEST_F(Restart, EpochsAreNeverReissued) {
+TEST_P(Restart, EpochsAreNeverReissued) {
   const auto last = nodes_["d"].epoch;
   restart();
   EXPECT_GT(add_node("e", "z3").epoch, last);
   EXPECT_EQ(nodes_["e"].id, "node-5");
 }
 
-TEST_F(Restart, EveryRouteIsPushedAgainAfterARestart) {
+TEST_P(Restart, EveryRouteIsPushedAgainAfterARestart) {
   restart();
   run_for(100ms);
   for (const auto& name : {"a", "b", "c"}) {
@@ -83,7 +95,7 @@ TEST_F(Restart, EveryRouteIsPushedAgainAfterARestart) {
   }
 }
 
-TEST_F(Restart, RepairResumesAfterCrashOnceTheIntentIsWritten) {
+TEST_P(Restart, RepairResumesAfterCrashOnceTheIntentIsWritten) {
   crash_during_repair_at("repair.intent_written");
   // Crashed before any chain changed.
   EXPECT_EQ(controller_->metadata().channels.at("orders").routes[0].epoch, 1);
@@ -95,7 +107,7 @@ TEST_F(Restart, RepairResumesAfterCrashOnceTheIntentIsWritten) {
   expect_repaired();
 }
 
-TEST_F(Restart, RepairResumesAfterCrashOnceTheNodeIsRemoved) {
+TEST_P(Restart, RepairResumesAfterCrashOnceTheNodeIsRemoved) {
   crash_during_repair_at("repair.removed");
   EXPECT_EQ(controller_->metadata().channels.at("orders").routes[1].epoch, 2);
   EXPECT_EQ(nodes_["a"].broker->epochs_seen("orders", 1), (std::vector<std::int64_t>{1}))
@@ -106,7 +118,7 @@ TEST_F(Restart, RepairResumesAfterCrashOnceTheNodeIsRemoved) {
   EXPECT_EQ(nodes_["a"].broker->epochs_seen("orders", 1), (std::vector<std::int64_t>{1, 2, 3, 4}));
 }
 
-TEST_F(Restart, RepairResumesAfterCrashOnceTheReplacementIsChosen) {
+TEST_P(Restart, RepairResumesAfterCrashOnceTheReplacementIsChosen) {
   crash_during_repair_at("repair.restored");
   const auto before = controller_->metadata().channels.at("orders").routes[0];
   EXPECT_EQ(before.epoch, 3);
@@ -123,7 +135,7 @@ TEST_F(Restart, RepairResumesAfterCrashOnceTheReplacementIsChosen) {
   EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3, 4}));
 }
 
-TEST_F(Restart, JoiningNodeStaysJoiningAcrossARestartUntilTheTailReportsItCaughtUp) {
+TEST_P(Restart, JoiningNodeStaysJoiningAcrossARestartUntilTheTailReportsItCaughtUp) {
   for (int p = 0; p < 2; ++p) nodes_["c"].broker->set_backlog("orders", p, 64 << 20);
   kill_broker("b");
   run_for(2000ms, {"b"});
@@ -141,7 +153,7 @@ TEST_F(Restart, JoiningNodeStaysJoiningAcrossARestartUntilTheTailReportsItCaught
   expect_repaired();
 }
 
-TEST_F(Restart, RepairResumesAfterCrashOnceTheJoiningNodeIsPromoted) {
+TEST_P(Restart, RepairResumesAfterCrashOnceTheJoiningNodeIsPromoted) {
   crash_during_repair_at("repair.promoted");
   EXPECT_EQ(controller_->metadata().channels.at("orders").routes[0].epoch, 4);
   EXPECT_EQ(nodes_["d"].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{3}))
@@ -151,7 +163,7 @@ TEST_F(Restart, RepairResumesAfterCrashOnceTheJoiningNodeIsPromoted) {
   expect_repaired();
 }
 
-TEST_F(Restart, DeadNodeStaysFencedAcrossARestart) {
+TEST_P(Restart, DeadNodeStaysFencedAcrossARestart) {
   kill_broker("b");
   run_for(1500ms, {"b"});
   ASSERT_EQ(state_of("b"), idl::NodeState::DEAD);
@@ -165,7 +177,7 @@ TEST_F(Restart, DeadNodeStaysFencedAcrossARestart) {
   EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
 }
 
-TEST_F(Restart, SnapshotsDoNotChangeWhatARestartSees) {
+TEST_P(Restart, SnapshotsDoNotChangeWhatARestartSees) {
   // A tiny snapshot interval forces several snapshots and log resets.
   controller_.reset();
   auto o = options();
@@ -181,6 +193,9 @@ TEST_F(Restart, SnapshotsDoNotChangeWhatARestartSees) {
   restart();
   EXPECT_EQ(controller_->metadata(), before);
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, Restart, ::testing::Values(Store::dir, Store::zk),
+                         [](const auto& info) { return testing::store_name(info.param); });
 
 }  // namespace
 }  // namespace catena::control

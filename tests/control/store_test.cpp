@@ -58,9 +58,9 @@ meta::MetaRecord route_bump(const meta::MetaState& state, const std::string& nam
   return r;
 }
 
-std::unique_ptr<MetadataStore> open_store(const std::filesystem::path& dir,
-                                          std::uint64_t snapshot_every = 1000) {
-  auto s = MetadataStore::open({dir, snapshot_every});
+std::unique_ptr<DirMetadataStore> open_store(const std::filesystem::path& dir,
+                                             std::uint64_t snapshot_every = 1000) {
+  auto s = DirMetadataStore::open({dir, snapshot_every});
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().describe());
   return s.ok() ? std::move(*s) : nullptr;
 }
@@ -315,7 +315,7 @@ TEST(MetadataStore, CorruptionInTheMiddleIsRefused) {
   auto data = read_file(dir.path() / "wal");
   data[40] ^= 0x01;  // inside the first record; intact records follow
   write_file(dir.path() / "wal", data);
-  auto store = MetadataStore::open({dir.path(), 1000});
+  auto store = DirMetadataStore::open({dir.path(), 1000});
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.code(), idl::ErrorCode::INTERNAL);
   EXPECT_NE(store.error().message.find("corrupt record"), std::string::npos) << store.error().message;
@@ -331,7 +331,7 @@ TEST(MetadataStore, DamagedSnapshotIsRefused) {
   auto data = read_file(dir.path() / "snapshot");
   data[data.size() / 2] ^= 0x10;
   write_file(dir.path() / "snapshot", data);
-  auto store = MetadataStore::open({dir.path(), 1000});
+  auto store = DirMetadataStore::open({dir.path(), 1000});
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.error().message.find("damaged"), std::string::npos) << store.error().message;
 }
@@ -339,11 +339,11 @@ TEST(MetadataStore, DamagedSnapshotIsRefused) {
 TEST(MetadataStore, OneOpenPerDirectory) {
   TempDir dir;
   auto first = open_store(dir.path());
-  auto second = MetadataStore::open({dir.path(), 1000});
+  auto second = DirMetadataStore::open({dir.path(), 1000});
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.error().message.find("in use"), std::string::npos);
   first.reset();
-  EXPECT_TRUE(MetadataStore::open({dir.path(), 1000}).ok());
+  EXPECT_TRUE(DirMetadataStore::open({dir.path(), 1000}).ok());
 }
 
 TEST(Wal, RecordsRoundTripAndLsnsMustBeContiguous) {

@@ -18,6 +18,9 @@ namespace catena::control {
 struct ControllerConfig {
   std::string listen = "127.0.0.1:7400";  // host:port; port 0 picks a free one
   std::string data_dir = "./catena-controller-data";
+  // Empty: the metadata is a log + snapshots in data_dir. Or
+  // zk://host:port[,host:port...][/chroot]: znodes on ZooKeeper.
+  std::string metadata;
   std::int64_t heartbeat_interval_ms = 100;  // told to brokers at registration
   std::int64_t heartbeat_timeout_ms = 500;   // silence before SUSPECT
   std::int64_t probe_timeout_ms = 200;       // one BrokerAdmin.ping, connect included

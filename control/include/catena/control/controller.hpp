@@ -79,6 +79,10 @@ namespace catena::control {
 class Controller {
  public:
   struct Options {
+    // Where the metadata lives: empty for the log + snapshot store in
+    // data_dir, zk://host:port[,host:port...][/chroot] for ZooKeeper
+    // (open_metadata_store()).
+    std::string metadata;
     std::filesystem::path data_dir = "catena-controller-data";
     std::chrono::milliseconds heartbeat_interval{100};  // told to brokers at registration
     std::chrono::milliseconds heartbeat_timeout{500};   // silence before a node is SUSPECT

@@ -1,7 +1,12 @@
 // The controller's durable metadata: nodes, channels, routes (with their
 // epochs) and open repair intents.
 //
-// Every change is a meta::MetaRecord: it is appended to the write-ahead log
+// MetadataStore is the seam; two stores implement it: DirMetadataStore (a
+// write-ahead log and snapshots in a local directory, below) and
+// ZkMetadataStore (znodes on a ZooKeeper ensemble, zk_metadata_store.hpp).
+// The controller picks one with open_metadata_store().
+//
+// DirMetadataStore: every change is a meta::MetaRecord: it is appended to the write-ahead log
 // and fsynced *before* it is applied to the in-memory state, so whatever the
 // controller acted on (pushed to a broker, answered to a client) survives a
 // crash. Every snapshot_every_records records the whole state is written to
@@ -17,6 +22,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include <catena/control/idl/catena_meta_types.h>
 #include <catena/control/result.hpp>
@@ -27,7 +34,25 @@ namespace catena::control {
 // Applies one record to state. Pure; shared by the live path and replay.
 void apply_record(meta::MetaState& state, const meta::MetaRecord& record);
 
+// The state, and the one way to change it. Thread: not thread-safe; the
+// controller serialises all calls under its lock.
 class MetadataStore {
+ public:
+  MetadataStore() = default;
+  MetadataStore(const MetadataStore&) = delete;
+  MetadataStore& operator=(const MetadataStore&) = delete;
+  virtual ~MetadataStore() = default;
+
+  [[nodiscard]] virtual const meta::MetaState& state() const noexcept = 0;
+
+  // Makes record durable, then applies it. On error nothing is applied.
+  [[nodiscard]] virtual Result<void> commit(const meta::MetaRecord& record) = 0;
+
+  // For the log: where the metadata lives and what opening it found.
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
+class DirMetadataStore final : public MetadataStore {
  public:
   struct Options {
     std::filesystem::path dir;
@@ -43,24 +68,22 @@ class MetadataStore {
 
   // Creates dir if needed. Fails on a corrupt snapshot or a WAL damaged
   // anywhere but its tail, and if another process holds the directory.
-  [[nodiscard]] static Result<std::unique_ptr<MetadataStore>> open(Options options);
+  [[nodiscard]] static Result<std::unique_ptr<DirMetadataStore>> open(Options options);
 
-  MetadataStore(const MetadataStore&) = delete;
-  MetadataStore& operator=(const MetadataStore&) = delete;
-  ~MetadataStore();
+  ~DirMetadataStore() override;
 
-  [[nodiscard]] const meta::MetaState& state() const noexcept { return state_; }
+  [[nodiscard]] const meta::MetaState& state() const noexcept override { return state_; }
   [[nodiscard]] std::uint64_t last_lsn() const noexcept { return last_lsn_; }
   [[nodiscard]] const Recovery& recovery() const noexcept { return recovery_; }
 
-  // Makes record durable, then applies it. On error nothing is applied.
-  [[nodiscard]] Result<void> commit(const meta::MetaRecord& record);
+  [[nodiscard]] Result<void> commit(const meta::MetaRecord& record) override;
+  [[nodiscard]] std::string describe() const override;
 
   // Writes a snapshot of the current state and empties the log.
   [[nodiscard]] Result<void> snapshot();
 
  private:
-  MetadataStore(Options options, int lock_fd, WalWriter wal)
+  DirMetadataStore(Options options, int lock_fd, WalWriter wal)
       : options_(std::move(options)), lock_fd_(lock_fd), wal_(std::move(wal)) {}
 
   Options options_;
@@ -71,5 +94,11 @@ class MetadataStore {
   std::uint64_t records_since_snapshot_ = 0;
   Recovery recovery_;
 };
+
+// Opens the store location names: empty for a DirMetadataStore in
+// dir.dir, `zk://host:port[,host:port...][/chroot]` for a ZkMetadataStore
+// (chroot /catena when none is given). Anything else is INVALID_ARGUMENT.
+[[nodiscard]] Result<std::unique_ptr<MetadataStore>> open_metadata_store(std::string_view location,
+                                                                         DirMetadataStore::Options dir);
 
 }  // namespace catena::control

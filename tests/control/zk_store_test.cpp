@@ -1,0 +1,404 @@
+// The metadata stores as one contract (every record type survives a reopen,
+// on the directory store and on ZooKeeper), and what is ZooKeeper's own:
+// the controller-epoch fence, the 1 MiB limit, a lost server. Against a
+// real ZooKeeper server (zk_server.hpp).
+#include <gtest/gtest.h>
+#include <spdlog/cfg/env.h>
+#include <thread>
+
+#include <catena/control/metadata_store.hpp>
+#include <catena/control/zk_metadata_store.hpp>
+
+#include "test_support.hpp"
+#include "zk_server.hpp"
+
+namespace catena::control {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+idl::PartitionRoute route_of(const std::string& channel, int partition, std::int64_t epoch,
+                             std::vector<std::string> chain) {
+  idl::PartitionRoute route;
+  route.__set_channel(channel);
+  route.__set_partition(partition);
+  route.__set_epoch(epoch);
+  for (auto& id : chain) {
+    idl::Replica r;
+    r.__set_node_id(id);
+    r.__set_admin_addr(id + ".test:7000");
+    r.__set_fabric_addr(id + ".test:9000");
+    r.__set_node_epoch(1);
+    route.replicas.push_back(r);
+  }
+  return route;
+}
+
+meta::MetaRecord put_node(const std::string& id, std::int64_t epoch, bool dead = false) {
+  meta::NodeRecord n;
+  n.info.__set_node_id(id);
+  n.info.__set_admin_addr(id + ".test:7000");
+  n.info.__set_fabric_addr(id + ".test:9000");
+  n.info.__set_zone("z1");
+  n.__set_node_epoch(epoch);
+  n.__set_dead(dead);
+  meta::MetaRecord r;
+  r.__set_put_node(n);
+  r.__set_next_node_seq(epoch + 1);
+  r.__set_next_node_epoch(epoch + 1);
+  return r;
+}
+
+// One record of every kind MetaRecord has, some combined as the controller
+// combines them; commits each, checking the state against apply_record().
+void write_every_record_type(MetadataStore& store) {
+  meta::MetaState expect = store.state();
+  auto commit = [&](const meta::MetaRecord& r) {
+    auto res = store.commit(r);
+    ASSERT_TRUE(res.ok()) << res.error().describe();
+    apply_record(expect, r);
+    ASSERT_EQ(store.state(), expect);
+  };
+  for (int i = 1; i <= 3; ++i) commit(put_node("node-" + std::to_string(i), i));
+  commit(put_node("node-2", 2, /*dead=*/true));
+  {
+    meta::MetaRecord link;
+    link.__set_set_link_key(std::string(32, '\x5a'));
+    link.__set_producer_numbers_reserved(1024);
+    commit(link);
+  }
+  {
+    meta::ChannelRecord ch;
+    ch.config = testing::channel_config("orders", 3, 2);
+    for (int p = 0; p < 3; ++p) ch.routes.push_back(route_of("orders", p, 1, {"node-1", "node-3"}));
+    meta::MetaRecord r;
+    r.__set_put_channel(ch);
+    // A later field of the same record changes a route the first created.
+    r.__set_put_routes({route_of("orders", 2, 2, {"node-3"})});
+    commit(r);
+  }
+  {
+    meta::RepairIntent intent;
+    intent.__set_id(7);
+    intent.__set_node_id("node-2");
+    intent.__set_node_epoch(2);
+    intent.__set_reason("heartbeats stopped");
+    meta::RouteKey k;
+    k.__set_channel("orders");
+    k.__set_partition(1);
+    intent.__set_routes({k});
+    meta::MetaRecord r;
+    r.__set_begin_repair(intent);
+    r.__set_next_intent_id(8);
+    commit(r);
+    meta::MetaRecord moved;
+    moved.__set_put_routes(
+        {route_of("orders", 1, 2, {"node-1"}), route_of("orders", 0, 3, {"node-3", "node-1"})});
+    commit(moved);
+    meta::MetaRecord end;
+    end.__set_end_repair(7);
+    commit(end);
+  }
+  {
+    meta::OffsetCommit c;
+    c.__set_group("billing");
+    c.__set_channel("orders");
+    c.__set_partition(1);
+    c.__set_offset(42);
+    meta::MetaRecord r;
+    r.__set_commit_offset(c);
+    commit(r);
+    c.__set_partition(2);
+    r.__set_commit_offset(c);
+    commit(r);
+  }
+  {
+    meta::MetaRecord r;
+    r.__set_raise_high_water({{"orders", {{0, 100}, {2, 7}}}});
+    commit(r);
+    r.__set_raise_high_water({{"orders", {{0, 50}, {1, 9}}}});  // max(): 0 stays at 100
+    commit(r);
+  }
+  {
+    meta::MoveIntent m;
+    m.__set_channel("orders");
+    m.__set_partition(0);
+    m.__set_from_epoch(3);
+    m.__set_to({"node-1", "node-3"});
+    meta::MetaRecord begin;
+    begin.__set_begin_move(m);
+    commit(begin);
+    m.__set_partition(1);
+    begin.__set_begin_move(m);
+    commit(begin);
+    meta::Handoff h;
+    h.__set_epoch(4);
+    idl::ProducerSnapshot p;
+    p.__set_producer_id(5);
+    p.__set_producer_epoch(6);
+    h.__set_producers({p});
+    meta::RouteKey key;
+    key.__set_channel("orders");
+    key.__set_partition(0);
+    meta::MetaRecord done;
+    done.__set_end_move(key);
+    done.__set_handoff_key(key);
+    done.__set_set_handoff(h);
+    done.__set_put_routes({route_of("orders", 0, 4, {"node-1", "node-3"})});
+    commit(done);
+  }
+  {
+    meta::ChannelRecord ch;
+    ch.config = testing::channel_config("a.b-c_d", 1, 1);
+    ch.routes.push_back(route_of("a.b-c_d", 0, 1, {"node-1"}));
+    meta::MetaRecord r;
+    r.__set_put_channel(ch);
+    commit(r);
+  }
+}
+
+// ------------------------------------------------------------------ contract
+
+enum class Kind { dir, zk };
+
+class StoreContract : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Kind::zk) {
+      std::string why;
+      zk_ = testing::shared_zk(&why);
+      ZK_OR_SKIP(zk_, why);
+      location_ =
+          zk_->uri(testing::unique_chroot(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    }
+  }
+  std::unique_ptr<MetadataStore> open() {
+    auto s = open_metadata_store(location_, {dir_.path() / "meta", 1000});
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().describe());
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  TempDir dir_;
+  testing::ZkServer* zk_ = nullptr;
+  std::string location_;  // empty: the directory store
+};
+
+TEST_P(StoreContract, EveryRecordTypeSurvivesAReopen) {
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->state(), meta::MetaState{});
+  write_every_record_type(*store);
+  if (HasFatalFailure()) return;
+  const meta::MetaState written = store->state();
+  store.reset();
+  store = open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->state(), written);
+  // And it goes on from there.
+  ASSERT_TRUE(store->commit(put_node("node-4", 4)).ok());
+  const meta::MetaState more = store->state();
+  store.reset();
+  store = open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->state(), more);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreContract, ::testing::Values(Kind::dir, Kind::zk),
+                         [](const auto& info) { return info.param == Kind::dir ? "dir" : "zk"; });
+
+// ------------------------------------------------------------- ZooKeeper's own
+
+class ZkStore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    zk_ = testing::shared_zk(&why);
+    ZK_OR_SKIP(zk_, why);
+    chroot_ = testing::unique_chroot(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  ZkMetadataStore::Options options() const {
+    ZkMetadataStore::Options o;
+    o.location.hosts = zk_->hosts();
+    o.location.root = chroot_;
+    return o;
+  }
+  std::unique_ptr<ZkMetadataStore> open() {
+    auto s = ZkMetadataStore::open(options());
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().describe());
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  testing::ZkServer* zk_ = nullptr;
+  std::string chroot_;
+};
+
+TEST_F(ZkStore, AStoreWithAnOlderEpochIsFenced) {
+  auto old_leader = open();
+  ASSERT_NE(old_leader, nullptr);
+  ASSERT_TRUE(old_leader->commit(put_node("node-1", 1)).ok());
+  auto new_leader = open();
+  ASSERT_NE(new_leader, nullptr);
+  EXPECT_GT(new_leader->controller_epoch(), old_leader->controller_epoch());
+  EXPECT_EQ(new_leader->state(), old_leader->state());
+
+  const meta::MetaState before = old_leader->state();
+  auto refused = old_leader->commit(put_node("node-2", 2));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, idl::ErrorCode::NOT_LEADER);
+  EXPECT_NE(refused.error().message.find("fenced: another controller is leader"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(old_leader->state(), before) << "a refused change is not applied";
+  // Broken for good: even a change the new leader would accept is refused.
+  EXPECT_EQ(old_leader->commit(put_node("node-3", 3)).error().code, idl::ErrorCode::NOT_LEADER);
+
+  ASSERT_TRUE(new_leader->commit(put_node("node-4", 4)).ok());
+  const meta::MetaState final_state = new_leader->state();
+  new_leader.reset();
+  old_leader.reset();
+  auto reopened = open();
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(reopened->state(), final_state);
+  EXPECT_EQ(reopened->state().nodes.count("node-2"), 0U);
+  EXPECT_EQ(reopened->state().nodes.count("node-4"), 1U);
+}
+
+TEST_F(ZkStore, AZnodeOverOneMebibyteIsRefusedAndNothingApplied) {
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  auto big = put_node("node-1", 1);
+  big.put_node.info.__set_zone(std::string(1100 * 1024, 'z'));
+  auto r = store->commit(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.error().message.find("1 MiB"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(store->state().nodes.empty());
+  // Many small znodes that together pass the limit are one transaction too many.
+  meta::MetaRecord many;
+  for (int i = 0; i < 3; ++i) {
+    auto n = put_node("node-" + std::to_string(i), 1).put_node;
+    n.info.__set_zone(std::string(400 * 1024, 'z'));
+    many.__set_put_node(n);
+  }
+  meta::ChannelRecord ch;
+  ch.config = testing::channel_config("wide", 1, 1);
+  auto route = route_of("wide", 0, 1, {"node-1"});
+  route.replicas[0].__set_fabric_addr(std::string(700 * 1024, 'f'));
+  ch.routes.push_back(route);
+  many.__set_put_channel(ch);
+  r = store->commit(many);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("1 MiB"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(store->state().channels.empty());
+  // The store is not broken by it.
+  ASSERT_TRUE(store->commit(put_node("node-1", 1)).ok());
+}
+
+TEST_F(ZkStore, AChrootHoldingSomethingElseIsRefused) {
+  ASSERT_NE(open(), nullptr);
+  // <root>/counters holds data, and not Catena's root marker.
+  ZkMetadataStore::Options o = options();
+  o.location.root = chroot_ + "/counters";
+  auto wrong = ZkMetadataStore::open(o);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message.find("something other than Catena's metadata"), std::string::npos)
+      << wrong.error().message;
+}
+
+// A server of its own, killed and restarted under the store.
+class ZkStoreServerLoss : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    zk_ = testing::ZkServer::start(&why);
+    ZK_OR_SKIP(zk_.get(), why);
+  }
+  Result<std::unique_ptr<ZkMetadataStore>> open(std::chrono::milliseconds connect_timeout) {
+    ZkMetadataStore::Options o;
+    o.location.hosts = zk_->hosts();
+    o.location.root = "/loss";
+    o.connect_timeout = connect_timeout;
+    return ZkMetadataStore::open(o);
+  }
+  std::unique_ptr<testing::ZkServer> zk_;
+};
+
+TEST_F(ZkStoreServerLoss, ACommitWithNoServerFailsClearlyAndBreaksTheStore) {
+  auto store = open(1000ms);
+  ASSERT_TRUE(store.ok()) << store.error().describe();
+  ASSERT_TRUE((*store)->commit(put_node("node-1", 1)).ok());
+  zk_->kill();
+  auto r = (*store)->commit(put_node("node-2", 2));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, idl::ErrorCode::UNAVAILABLE);
+  EXPECT_NE(r.error().message.find("lost the connection to ZooKeeper"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("outcome is unknown"), std::string::npos) << r.error().message;
+  EXPECT_EQ((*store)->state().nodes.count("node-2"), 0U);
+  EXPECT_TRUE((*store)->broken().has_value());
+  store->reset();
+
+  std::string why;
+  ASSERT_TRUE(zk_->restart(&why)) << why;
+  auto reopened = open(30000ms);
+  ASSERT_TRUE(reopened.ok()) << reopened.error().describe();
+  EXPECT_EQ((*reopened)->state().nodes.count("node-1"), 1U);
+  EXPECT_EQ((*reopened)->state().nodes.count("node-2"), 0U);
+}
+
+TEST_F(ZkStoreServerLoss, ACommitRidesOutAServerRestartWithinTheSession) {
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug: the client library's lines
+  auto store = open(60000ms);
+  ASSERT_TRUE(store.ok()) << store.error().describe();
+  ASSERT_TRUE((*store)->commit(put_node("node-1", 1)).ok());
+  zk_->kill();
+  // Sent while the server is down or starting: the client reconnects to
+  // the same session (the server keeps sessions in its data), the store
+  // finds the fence untouched and sends the change again.
+  Result<void> r;
+  std::thread committer([&] { r = (*store)->commit(put_node("node-2", 2)); });
+  std::this_thread::sleep_for(300ms);
+  std::string why;
+  const bool restarted = zk_->restart(&why);  // from this thread: see ZkServer
+  committer.join();
+  ASSERT_TRUE(restarted) << why;
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  const meta::MetaState written = (*store)->state();
+  store->reset();
+  auto reopened = open(30000ms);
+  ASSERT_TRUE(reopened.ok()) << reopened.error().describe();
+  EXPECT_EQ((*reopened)->state(), written);
+}
+
+TEST(ZkLocation, ParsesHostsAndChroot) {
+  auto a = parse_zk_location("zk://10.0.0.1:2181,zk-b:2182/prod/catena");
+  ASSERT_TRUE(a.ok()) << a.error().describe();
+  EXPECT_EQ(a->hosts, "10.0.0.1:2181,zk-b:2182");
+  EXPECT_EQ(a->root, "/prod/catena");
+  auto b = parse_zk_location("zk://localhost:2181");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->root, "/catena");
+  EXPECT_EQ(parse_zk_location("zk://localhost:2181/")->root, "/catena");
+  for (const char* bad : {"localhost:2181", "zk://", "zk://host", "zk://host:/x", "zk://host:21x1",
+                          "zk://a:1,,b:2/x", "zk://a:1/x/", "zk://a:1//x"}) {
+    auto r = parse_zk_location(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code, idl::ErrorCode::INVALID_ARGUMENT) << bad;
+    }
+  }
+}
+
+TEST(ZkStoreUnreachable, OpeningWithNoServerIsAClearError) {
+  ZkMetadataStore::Options o;
+  o.location.hosts = "127.0.0.1:1";  // nothing listens on port 1
+  o.connect_timeout = 500ms;
+  auto r = ZkMetadataStore::open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, idl::ErrorCode::UNAVAILABLE);
+  EXPECT_NE(r.error().message.find("cannot reach ZooKeeper at 127.0.0.1:1"), std::string::npos)
+      << r.error().message;
+}
+
+}  // namespace
+}  // namespace catena::control

@@ -57,6 +57,8 @@ struct SubSession {
   }
 };
 
+namespace {
+
 const char* fault_text(chain::DeliveryClient::Fault f) {
   switch (f) {
     case chain::DeliveryClient::Fault::none:
@@ -72,6 +74,8 @@ const char* fault_text(chain::DeliveryClient::Fault f) {
   }
   return "?";
 }
+
+}  // namespace
 
 class Subscriber::Impl {
  public:

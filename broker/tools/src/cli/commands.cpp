@@ -35,18 +35,6 @@ control::ControllerClient::Options client_options(const Common& c) {
   return o;
 }
 
-const char* state_name(control::idl::NodeState::type s) {
-  switch (s) {
-    case control::idl::NodeState::ALIVE:
-      return "ALIVE";
-    case control::idl::NodeState::SUSPECT:
-      return "SUSPECT";
-    case control::idl::NodeState::DEAD:
-      return "DEAD";
-  }
-  return "?";
-}
-
 void print_channel(const control::idl::ChannelInfo& ch) {
   std::printf("%s: %d partition(s), replication %d, segment %lld bytes, ttl %lld ms\n",
               ch.config.name.c_str(), ch.config.partitions, ch.config.replication,
@@ -201,8 +189,8 @@ int cluster_status(const Common& c) {
                                                                        : "serving";
     std::printf(
         "  %-10s %-7s %-8s zone %-8s replicas %-3d segments %-5lld bytes %-12lld heartbeat %lld ms ago  %s\n",
-        n.info.node_id.c_str(), state_name(n.state), drain, n.info.zone.c_str(), n.replicas,
-        static_cast<long long>(n.stats.segments), static_cast<long long>(n.stats.bytes),
+        n.info.node_id.c_str(), control::idl::to_string(n.state).c_str(), drain, n.info.zone.c_str(),
+        n.replicas, static_cast<long long>(n.stats.segments), static_cast<long long>(n.stats.bytes),
         static_cast<long long>(n.last_heartbeat_ms_ago), n.info.fabric_addr.c_str());
   }
   return 0;

@@ -57,18 +57,6 @@ int print_plan(const control::idl::RebalancePlan& plan, const std::string& node_
   return failed;
 }
 
-const char* state_name(control::idl::NodeState::type s) {
-  switch (s) {
-    case control::idl::NodeState::ALIVE:
-      return "ALIVE";
-    case control::idl::NodeState::SUSPECT:
-      return "SUSPECT";
-    case control::idl::NodeState::DEAD:
-      return "DEAD";
-  }
-  return "?";
-}
-
 }  // namespace
 
 NodeCommands add_node_commands(CLI::App& app) {
@@ -124,7 +112,7 @@ int node_add(const Common& common, const NodeCommands& c) {
       } else if (n->state == control::idl::NodeState::ALIVE) {
         break;
       } else {
-        last = std::string("it is ") + state_name(n->state) + " (see `catena status`)";
+        last = "it is " + control::idl::to_string(n->state) + " (see `catena status`)";
       }
     } else {
       last = "the controller did not answer: " + status.error().describe();

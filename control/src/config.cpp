@@ -8,10 +8,6 @@
 namespace catena::control {
 namespace {
 
-ControlError invalid(std::string message) {
-  return make_error(idl::ErrorCode::INVALID_ARGUMENT, std::move(message));
-}
-
 // Every key, once: its TOML name, its field and its type. Ranges and
 // relations between keys are checked by validate(), which also sees flags.
 const TomlSchema<ControllerConfig>& schema() {
@@ -53,11 +49,11 @@ Result<void> apply_toml_file(const std::filesystem::path& path, ControllerConfig
 
 Result<void> ControllerConfig::validate() const {
   if (auto r = parse_host_port(listen, /*allow_port_zero=*/true); !r) {
-    return invalid(fmt::format("listen: {}", r.error().message));
+    return invalid_argument(fmt::format("listen: {}", r.error().message));
   }
-  if (data_dir.empty()) return invalid("data_dir must not be empty");
+  if (data_dir.empty()) return invalid_argument("data_dir must not be empty");
   if (!metadata.empty()) {
-    if (auto r = parse_zk_location(metadata); !r) return invalid(r.error().message);
+    if (auto r = parse_zk_location(metadata); !r) return invalid_argument(r.error().message);
   }
   const std::pair<const char*, std::int64_t> positive[] = {
       {"heartbeat_interval_ms", heartbeat_interval_ms},
@@ -75,29 +71,29 @@ Result<void> ControllerConfig::validate() const {
   };
   for (const auto& [name, value] : positive) {
     if (value <= 0 || value > std::int64_t{1} << 31) {
-      return invalid(fmt::format("{} must be in 1..2^31, got {}", name, value));
+      return invalid_argument(fmt::format("{} must be in 1..2^31, got {}", name, value));
     }
   }
   if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
-    return invalid(fmt::format("heartbeat_timeout_ms ({}) must exceed heartbeat_interval_ms ({})",
-                               heartbeat_timeout_ms, heartbeat_interval_ms));
+    return invalid_argument(fmt::format("heartbeat_timeout_ms ({}) must exceed heartbeat_interval_ms ({})",
+                                        heartbeat_timeout_ms, heartbeat_interval_ms));
   }
   if (lease_ms != 0 && (lease_ms <= heartbeat_interval_ms || lease_ms >= heartbeat_timeout_ms)) {
-    return invalid(fmt::format(
+    return invalid_argument(fmt::format(
         "lease_ms ({}) must lie between heartbeat_interval_ms ({}) and heartbeat_timeout_ms ({}), or be 0",
         lease_ms, heartbeat_interval_ms, heartbeat_timeout_ms));
   }
   if (heartbeat_timeout_ms / 2 <= heartbeat_interval_ms && lease_ms == 0) {
-    return invalid(
+    return invalid_argument(
         fmt::format("lease_ms 0 means heartbeat_timeout_ms / 2 ({}), which must exceed "
                     "heartbeat_interval_ms ({}): set lease_ms or a longer timeout",
                     heartbeat_timeout_ms / 2, heartbeat_interval_ms));
   }
   if (isolation_percent < 1 || isolation_percent > 100) {
-    return invalid(fmt::format("isolation_percent must be in 1..100, got {}", isolation_percent));
+    return invalid_argument(fmt::format("isolation_percent must be in 1..100, got {}", isolation_percent));
   }
   if (push_retry_max_ms < push_retry_initial_ms) {
-    return invalid("push_retry_max_ms must be >= push_retry_initial_ms");
+    return invalid_argument("push_retry_max_ms must be >= push_retry_initial_ms");
   }
   if (auto r = schema().check(*this); !r) return r;
   return {};

@@ -10,10 +10,6 @@
 namespace catena::control {
 namespace {
 
-ControlError invalid(std::string message) {
-  return make_error(idl::ErrorCode::INVALID_ARGUMENT, std::move(message));
-}
-
 constexpr const char* kTypeNames[] = {"a string", "an integer", "a boolean"};
 
 std::optional<TomlValue> value_of(const toml::node& node, std::size_t type) {
@@ -48,11 +44,12 @@ Result<void> apply_table(const std::vector<TomlKey>& keys, const toml::table& ta
       continue;
     }
     auto it = std::find_if(keys.begin(), keys.end(), [&](const TomlKey& k) { return k.path == path; });
-    if (it == keys.end()) return invalid(fmt::format("{}: unknown key '{}'", source, path));
+    if (it == keys.end()) return invalid_argument(fmt::format("{}: unknown key '{}'", source, path));
     auto v = value_of(node, it->type);
-    if (!v) return invalid(fmt::format("{}: key '{}': expected {}", source, path, kTypeNames[it->type]));
+    if (!v)
+      return invalid_argument(fmt::format("{}: key '{}': expected {}", source, path, kTypeNames[it->type]));
     if (auto why = it->set(*v, config); !why.empty()) {
-      return invalid(fmt::format("{}: key '{}': {}", source, path, why));
+      return invalid_argument(fmt::format("{}: key '{}': {}", source, path, why));
     }
   }
   return {};
@@ -81,7 +78,7 @@ Result<void> apply_toml(const std::vector<TomlKey>& keys, std::string_view text,
   try {
     table = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    return invalid(
+    return invalid_argument(
         fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
   }
   // Keys are applied one by one into `config`: TomlSchema passes a copy.
@@ -91,7 +88,7 @@ Result<void> apply_toml(const std::vector<TomlKey>& keys, std::string_view text,
 Result<void> check(const std::vector<TomlKey>& keys, std::string_view source, void* config) {
   for (const auto& k : keys) {
     if (auto why = k.set(k.get(config), config); !why.empty()) {
-      return invalid(fmt::format("{}: key '{}': {}", source, k.path, why));
+      return invalid_argument(fmt::format("{}: key '{}': {}", source, k.path, why));
     }
   }
   return {};
@@ -116,7 +113,7 @@ std::string to_toml(const std::vector<TomlKey>& keys, const void* config) {
 
 Result<std::string> read_file(const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in) return invalid(fmt::format("cannot read config file {}", path.string()));
+  if (!in) return invalid_argument(fmt::format("cannot read config file {}", path.string()));
   std::stringstream buf;
   buf << in.rdbuf();
   return buf.str();

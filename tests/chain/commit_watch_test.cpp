@@ -10,23 +10,13 @@
 #include <catena/chain/publish.hpp>
 #include <catena/fabric/fabric.hpp>
 
+#include "session_test_support.hpp"
+
 namespace catena::chain {
 namespace {
 
 using namespace std::chrono_literals;
-
-constexpr std::uint32_t kSeg = 64 << 10;
-constexpr std::uint64_t kEpoch = 7;
-
-struct Slots {
-  Slots(std::size_t n, std::size_t size) : mem(n, std::vector<std::byte>(size)) {}
-  std::vector<std::span<std::byte>> spans() {
-    std::vector<std::span<std::byte>> v;
-    for (auto& m : mem) v.emplace_back(m.data(), m.size());
-    return v;
-  }
-  std::vector<std::vector<std::byte>> mem;
-};
+using namespace test_support;
 
 struct Ack {
   std::uint64_t first_seq;
@@ -70,27 +60,15 @@ class CommitWatchTest : public ::testing::Test {
     const auto hello = CommitWatchClient::hello("ch", 0, hello_epoch, producer, 1);
     auto dialing =
         Link::Dialing<wire::CommitWatchWelcome>::start(*provider, listener->address(), hello, 2000ms);
-    auto buffers = Link::Buffers::allocate(*provider);
-    EXPECT_TRUE(buffers);
-    auto accepted = Link::accept(*listener, buffers.value(), 2000ms);
-    EXPECT_TRUE(accepted) << accepted.error().message;
-    if (!accepted) return wire::Status::unavailable;
-    std::unique_ptr<Link> tail_end = std::move(accepted.value());
-    std::byte buf[wire::kMaxMessage];
-    bool gone = false;
-    std::uint32_t got = 0;
     const auto deadline = std::chrono::steady_clock::now() + 2s;
-    while (got == 0 && !gone && std::chrono::steady_clock::now() < deadline)
-      got = tail_end->poll_message(buf, &gone);
-    auto h = wire::decode<wire::CommitWatchHello>(buf, got);
-    EXPECT_TRUE(h);
-    if (!h) return wire::Status::bad_request;
-    server.attach(std::move(tail_end), *h, gate, log);
-    while (dialing.poll() == Link::DialState::waiting && std::chrono::steady_clock::now() < deadline) {
-      server.poll_events();
-    }
-    EXPECT_EQ(dialing.state(), Link::DialState::done);
-    auto d = dialing.take();
+    auto tail_end = accept_hello<wire::CommitWatchHello>(*provider, *listener, deadline);
+    EXPECT_TRUE(tail_end.link);
+    if (!tail_end.link) return wire::Status::unavailable;
+    EXPECT_TRUE(tail_end.hello);
+    if (!tail_end.hello) return wire::Status::bad_request;
+    server.attach(std::move(tail_end.link), *tail_end.hello, gate, log);
+    auto d = finish_dial(dialing, deadline, [&] { server.poll_events(); });
+    EXPECT_TRUE(d.welcome);
     if (!d.welcome) return wire::Status::unavailable;
     EXPECT_EQ(d.welcome->epoch, kEpoch);
     if (d.welcome->status == wire::Status::ok) client.attach(std::move(d.link));

@@ -12,14 +12,15 @@
 #include <catena/chain/link.hpp>
 #include <catena/fabric/fabric.hpp>
 
+#include "session_test_support.hpp"
+
 namespace catena::chain {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace test_support;
 
-constexpr std::uint32_t kSeg = 64 << 10;
 constexpr std::uint32_t kSlots = 4;
-constexpr std::uint64_t kEpoch = 5;
 
 std::string payload_of(std::uint64_t i) {
   return "record-" + std::to_string(i) + std::string(900, 'x');
@@ -76,25 +77,12 @@ class DeliveryTest : public ::testing::Test {
     auto dialing = Link::Dialing<wire::SubscriberWelcome>::start(
         *provider, listener->address(), hello, 2000ms,
         [&](fabric::Endpoint& e, wire::SubscriberHello& h) { return client.grant(e, h); });
-    auto buffers = Link::Buffers::allocate(*provider);
-    EXPECT_TRUE(buffers);
-    auto accepted = Link::accept(*listener, buffers.value(), 2000ms);
-    EXPECT_TRUE(accepted);
-    if (!accepted) return {};
-    std::unique_ptr<Link> replica_end = std::move(accepted.value());
-    std::byte buf[wire::kMaxMessage];
-    bool gone = false;
-    std::uint32_t got = 0;
     const auto deadline = std::chrono::steady_clock::now() + 2s;
-    while (got == 0 && !gone && std::chrono::steady_clock::now() < deadline)
-      got = replica_end->poll_message(buf, &gone);
-    auto h = wire::decode<wire::SubscriberHello>(buf, got);
-    EXPECT_TRUE(h);
-    if (!h) return {};
-    server.attach(std::move(replica_end), *h, gate, *log);
-    while (dialing.poll() == Link::DialState::waiting && std::chrono::steady_clock::now() < deadline) {
-    }
-    auto d = dialing.take();
+    auto replica_end = accept_hello<wire::SubscriberHello>(*provider, *listener, deadline);
+    EXPECT_TRUE(replica_end.hello);
+    if (!replica_end.hello) return {};
+    server.attach(std::move(replica_end.link), *replica_end.hello, gate, *log);
+    auto d = finish_dial(dialing, deadline);
     EXPECT_TRUE(d.welcome);
     if (!d.welcome) return {};
     if (d.welcome->status == wire::Status::ok)

@@ -9,6 +9,8 @@
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
 
+#include "session_test_support.hpp"
+
 namespace catena::chain {
 namespace {
 
@@ -30,22 +32,13 @@ Ends open_ends() {
   return e;
 }
 
-// The peer's side, on the same thread: accept, read the hello, answer.
-std::unique_ptr<Link> accept_hello(Ends& e, wire::PublisherHello* hello) {
-  auto buffers = Link::Buffers::allocate(*e.provider);
-  EXPECT_TRUE(buffers);
-  auto link = Link::accept(*e.listener, buffers.value(), 2000ms);
-  EXPECT_TRUE(link) << link.error().message;
-  std::byte buf[wire::kMaxMessage];
-  bool gone = false;
-  std::uint32_t got = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
-  while (got == 0 && !gone && std::chrono::steady_clock::now() < deadline)
-    got = link.value()->poll_message(buf, &gone);
-  auto h = wire::decode<wire::PublisherHello>(buf, got);
-  EXPECT_TRUE(h);
-  if (h) *hello = *h;
-  return std::move(link.value());
+// The peer's side, on the same thread: accept and read the hello.
+std::unique_ptr<Link> accept_publisher(Ends& e, wire::PublisherHello* hello) {
+  auto greeted = test_support::accept_hello<wire::PublisherHello>(*e.provider, *e.listener,
+                                                                  std::chrono::steady_clock::now() + 2s);
+  EXPECT_TRUE(greeted.hello);
+  if (greeted.hello) *hello = *greeted.hello;
+  return std::move(greeted.link);
 }
 
 TEST(LinkDialing, OneThreadDialsAndAnswers) {
@@ -58,7 +51,7 @@ TEST(LinkDialing, OneThreadDialsAndAnswers) {
   EXPECT_EQ(d.poll(), Link::DialState::waiting);  // nobody answered yet: no blocking, no answer
 
   wire::PublisherHello got{};
-  auto server = accept_hello(e, &got);
+  auto server = accept_publisher(e, &got);
   EXPECT_EQ(got.producer_id, 42u);
   EXPECT_EQ(got.ref.partition, 3u);
   wire::PublisherWelcome w{};
@@ -82,7 +75,7 @@ TEST(LinkDialing, APeerThatHangsUpFailsTheDial) {
   hello.ref.set("c", 0, 1);
   auto d = Link::Dialing<wire::PublisherWelcome>::start(*e.provider, e.listener->address(), hello, 2000ms);
   wire::PublisherHello got{};
-  accept_hello(e, &got).reset();  // reads the hello and hangs up
+  accept_publisher(e, &got).reset();  // reads the hello and hangs up
   const auto deadline = std::chrono::steady_clock::now() + 2s;
   while (d.poll() == Link::DialState::waiting && std::chrono::steady_clock::now() < deadline) {
   }

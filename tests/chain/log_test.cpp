@@ -14,6 +14,8 @@
 #include <catena/chain/record.hpp>
 #include <catena/chain/wire.hpp>
 
+#include "session_test_support.hpp"
+
 namespace catena::chain {
 namespace {
 
@@ -23,15 +25,7 @@ std::span<const std::byte> bytes_of(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-struct Slots {
-  Slots(std::size_t n, std::size_t size) : mem(n, std::vector<std::byte>(size)) {}
-  std::vector<std::span<std::byte>> spans() {
-    std::vector<std::span<std::byte>> v;
-    for (auto& m : mem) v.emplace_back(m.data(), m.size());
-    return v;
-  }
-  std::vector<std::vector<std::byte>> mem;
-};
+using test_support::Slots;
 
 RecordHeader producer(std::uint64_t id, std::uint64_t seq) {
   RecordHeader h{};

@@ -12,25 +12,16 @@
 #include <catena/chain/publish.hpp>
 #include <catena/fabric/fabric.hpp>
 
+#include "session_test_support.hpp"
+
 namespace catena::chain {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace test_support;
 
-constexpr std::uint32_t kSeg = 64 << 10;
-constexpr std::uint64_t kEpoch = 3;
 constexpr std::uint64_t kProducer = 42;
 constexpr std::uint32_t kRing = 64 << 10;
-
-struct Slots {
-  Slots(std::size_t n, std::size_t size) : mem(n, std::vector<std::byte>(size)) {}
-  std::vector<std::span<std::byte>> spans() {
-    std::vector<std::span<std::byte>> v;
-    for (auto& m : mem) v.emplace_back(m.data(), m.size());
-    return v;
-  }
-  std::vector<std::vector<std::byte>> mem;
-};
 
 using Resolved = std::tuple<std::uint64_t, wire::Status, std::uint64_t>;  // seq, status, offset
 
@@ -64,25 +55,12 @@ class PublishTest : public ::testing::Test {
     const auto hello = PublishClient::hello("ch", 0, hello_epoch, kProducer, producer_epoch, kRing);
     auto dialing =
         Link::Dialing<wire::PublisherWelcome>::start(*provider, listener->address(), hello, 2000ms);
-    auto buffers = Link::Buffers::allocate(*provider);
-    EXPECT_TRUE(buffers);
-    auto accepted = Link::accept(*listener, buffers.value(), 2000ms);
-    EXPECT_TRUE(accepted);
-    if (!accepted) return {};
-    std::unique_ptr<Link> head_end = std::move(accepted.value());
-    std::byte buf[wire::kMaxMessage];
-    bool gone = false;
-    std::uint32_t got = 0;
     const auto deadline = std::chrono::steady_clock::now() + 2s;
-    while (got == 0 && !gone && std::chrono::steady_clock::now() < deadline)
-      got = head_end->poll_message(buf, &gone);
-    auto h = wire::decode<wire::PublisherHello>(buf, got);
-    EXPECT_TRUE(h);
-    if (!h) return {};
-    server.attach(*provider, std::move(head_end), *h, gate, producers);
-    while (dialing.poll() == Link::DialState::waiting && std::chrono::steady_clock::now() < deadline) {
-    }
-    auto d = dialing.take();
+    auto head_end = accept_hello<wire::PublisherHello>(*provider, *listener, deadline);
+    EXPECT_TRUE(head_end.hello);
+    if (!head_end.hello) return {};
+    server.attach(*provider, std::move(head_end.link), *head_end.hello, gate, producers);
+    auto d = finish_dial(dialing, deadline);
     EXPECT_TRUE(d.welcome);
     if (!d.welcome) return {};
     if (d.welcome->status == wire::Status::ok) {

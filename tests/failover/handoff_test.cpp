@@ -22,14 +22,14 @@
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 
+#include "../test_env.hpp"
+
 namespace catena {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::span<const std::byte> bytes(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
+using test::bytes;
 
 struct Read {
   std::map<std::uint64_t, std::string> by_offset;

@@ -17,15 +17,15 @@
 #include <catena/chain/limits.hpp>
 #include <catena/control/controller_client.hpp>
 
+#include "../test_env.hpp"
+
 namespace catena {
 namespace {
 
 using namespace std::chrono_literals;
 using namespace chain::limits;
 
-std::span<const std::byte> bytes(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
+using test::bytes;
 
 TEST(Limits, LongestNodeIdsAndChannelNameCarryRecordsThroughAChain) {
   ClusterOptions o;

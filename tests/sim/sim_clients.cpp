@@ -15,7 +15,6 @@ using chain::Link;
 
 namespace {
 
-constexpr std::uint64_t kMs = 1'000'000;
 constexpr std::uint32_t kRingBytes = chain::kMinRingBytes;
 
 std::unique_ptr<fabric::Provider> open_provider(SimNet& net, std::shared_ptr<fabric::FaultInjector>& faults) {

@@ -7,6 +7,8 @@
 // the simulation thread is blocked in Controller::tick(); hence atomic.
 #pragma once
 
+#include <cstdint>
+
 #include <catena/fabric/clock.hpp>
 
 namespace catena::sim {
@@ -14,5 +16,7 @@ namespace catena::sim {
 // ManualClock: it starts an hour in (no reading is zero), sleep_for()
 // advances it, and it is atomic.
 using SimClock = catena::ManualClock;
+
+inline constexpr std::uint64_t kMs = 1'000'000;  // one millisecond of it, in ns
 
 }  // namespace catena::sim

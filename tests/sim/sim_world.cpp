@@ -14,6 +14,7 @@
 #include <catena/control/controller.hpp>
 
 #include "sim_clients.hpp"
+#include "sim_clock.hpp"
 #include "sim_log.hpp"
 #include "sim_node.hpp"
 
@@ -22,7 +23,6 @@ namespace {
 
 namespace idl = control::idl;
 
-constexpr std::uint64_t kMs = 1'000'000;
 constexpr int kNodes = 5;
 constexpr int kReplication = 3;
 constexpr int kMaxKills = 4;

@@ -26,6 +26,8 @@ inline constexpr std::uint32_t kMaxInline = 256;
 inline constexpr std::uint32_t kMaxMessageSize = 1u << 30;
 static_assert(kMaxQueueDepth <= kRegionTableCapacity);
 static_assert(std::has_single_bit(kMaxQueueDepth));
+// An endpoint's state as its atomic byte holds it.
+inline constexpr auto kConnected = static_cast<std::uint8_t>(EndpointState::connected);
 
 inline EndpointCaps grant_caps(const EndpointConfig& cfg) {
   auto clamp = [](std::uint32_t v) { return v == 0 ? 1u : (v > kMaxQueueDepth ? kMaxQueueDepth : v); };

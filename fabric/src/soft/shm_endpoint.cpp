@@ -9,8 +9,6 @@
 namespace catena::fabric::soft {
 namespace {
 
-constexpr auto kConnected = static_cast<std::uint8_t>(EndpointState::connected);
-
 bool valid_status(std::uint8_t s) {
   return s <= static_cast<std::uint8_t>(WcStatus::general_error);
 }

@@ -10,7 +10,6 @@
 namespace catena::fabric::soft {
 namespace {
 
-constexpr auto kConnected = static_cast<std::uint8_t>(EndpointState::connected);
 constexpr std::uint32_t kWatchIn = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
 
 }  // namespace

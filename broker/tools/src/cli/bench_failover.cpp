@@ -23,12 +23,15 @@
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
 
+#include "bench_parts.hpp"
 #include "commands.hpp"
 #include "stats.hpp"
 
 namespace catena::cli {
 
 using namespace std::chrono_literals;
+using bench_detail::tagged_id;
+using bench_detail::tagged_record;
 
 namespace {
 
@@ -38,17 +41,6 @@ struct Round {
   HistoryReport history;
   std::string error;
 };
-
-std::string record(std::uint64_t id) {
-  std::string s = "fo:" + std::to_string(id) + ":";
-  s.resize(64, 'x');
-  return s;
-}
-
-std::uint64_t record_id(std::span<const std::byte> p) {
-  const char* c = reinterpret_cast<const char*>(p.data());
-  return p.size() > 3 && std::strncmp(c, "fo:", 3) == 0 ? std::strtoull(c + 3, nullptr, 10) : ~0ull;
-}
 
 Round one_round(const Common& common, const BenchOptions& o, int round) {
   Round out;
@@ -93,7 +85,7 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
     if (!sub) return;
     while (!stop) {
       if (sub.value()->poll([&](const Message& m) {
-            history.delivered(0, m.partition, m.offset, record_id(m.payload), m.payload);
+            history.delivered(0, m.partition, m.offset, tagged_id("fo", m.payload), m.payload);
             delivered.fetch_add(1);
           }) == 0) {
         std::this_thread::sleep_for(50us);
@@ -108,7 +100,7 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
     if (!pub) return;
     std::uint64_t id = 0;
     while (!stop_pub) {
-      const std::string p = record(id);
+      const std::string p = tagged_record("fo", id, 64);
       const auto bytes = std::span(reinterpret_cast<const std::byte*>(p.data()), p.size());
       auto e = pub.value()->publish_to(0, bytes, [&, id](const PublishResult& r) {
         if (r.status != PublishStatus::ok) {

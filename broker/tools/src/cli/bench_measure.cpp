@@ -2,6 +2,9 @@
 // set up (see bench.cpp for what each figure means).
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <catena/broker/publisher.hpp>
@@ -23,6 +26,21 @@ std::vector<std::byte> make_payload(std::uint32_t bytes) {
   std::vector<std::byte> p(bytes);
   for (std::uint32_t i = 0; i < bytes; ++i) p[i] = static_cast<std::byte>('a' + i % 26);
   return p;
+}
+
+std::string tagged_record(std::string_view tag, std::uint64_t id, std::size_t bytes) {
+  std::string s = std::string(tag) + ":" + std::to_string(id) + ":";
+  s.resize(std::max(bytes, s.size()), 'x');
+  return s;
+}
+
+std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload) {
+  const std::string_view p(reinterpret_cast<const char*>(payload.data()), payload.size());
+  if (p.size() <= tag.size() + 1 || p.substr(0, tag.size()) != tag || p[tag.size()] != ':') return ~0ull;
+  std::uint64_t id = 0;
+  const char* first = p.data() + tag.size() + 1;
+  const auto [end, ec] = std::from_chars(first, p.data() + p.size(), id);
+  return ec == std::errc() && end != first ? id : ~0ull;
 }
 
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,

@@ -61,17 +61,6 @@ std::uint64_t steady_ns() {
                                         .count());
 }
 
-std::string record(std::uint64_t id) {
-  std::string s = "mv:" + std::to_string(id) + ":";
-  s.resize(kPayload, 'x');
-  return s;
-}
-
-std::uint64_t record_id(std::span<const std::byte> p) {
-  const char* c = reinterpret_cast<const char*>(p.data());
-  return p.size() > 3 && std::strncmp(c, "mv:", 3) == 0 ? std::strtoull(c + 3, nullptr, 10) : ~0ull;
-}
-
 struct Move {
   std::vector<std::string> to;
   std::uint64_t start_ns = 0, end_ns = 0;
@@ -298,7 +287,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     if (!sub) return;
     while (!stop_sub) {
       if (sub.value()->poll([&](const Message& m) {
-            history.delivered(0, m.partition, m.offset, record_id(m.payload), m.payload);
+            history.delivered(0, m.partition, m.offset, tagged_id("mv", m.payload), m.payload);
             delivered.fetch_add(1);
           }) == 0) {
         std::this_thread::sleep_for(50us);
@@ -319,7 +308,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     }
     std::uint64_t id = 0;
     while (!stop_pub && id < kMaxRecords) {
-      const std::string p = record(id);
+      const std::string p = tagged_record("mv", id, kPayload);
       const auto bytes = std::span(reinterpret_cast<const std::byte*>(p.data()), p.size());
       const std::uint64_t t = steady_ns();
       auto e = pub.value()->publish_to(0, bytes, [&, id](const PublishResult& res) {

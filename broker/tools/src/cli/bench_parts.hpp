@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -78,6 +80,10 @@ struct Throughput {
 };
 
 std::vector<std::byte> make_payload(std::uint32_t bytes);
+// A payload a bench can tell its own records by: "<tag>:<id>:" padded with
+// 'x' to `bytes`. tagged_id() reads the id back (~0: not such a payload).
+std::string tagged_record(std::string_view tag, std::uint64_t id, std::size_t bytes);
+std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload);
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,
 // if not 0), then waits for the last acks.
 Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records = 0);

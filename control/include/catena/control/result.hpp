@@ -33,6 +33,10 @@ struct ControlError {
 [[nodiscard]] inline ControlError make_error(ErrorCode code, std::string message) {
   return ControlError{code, std::move(message), std::nullopt};
 }
+// The caller's request is wrong (INVALID_ARGUMENT): the message says how.
+[[nodiscard]] inline ControlError invalid_argument(std::string message) {
+  return make_error(idl::ErrorCode::INVALID_ARGUMENT, std::move(message));
+}
 
 // A value or a ControlError (the one result template, catena::Expected).
 template <class T>

@@ -36,6 +36,7 @@ void DeliveryServer::attach(std::unique_ptr<Link> link, const wire::SubscriberHe
   } else if (gate.range_end != DeliveryGate::kOpenRange && start >= gate.range_end) {
     w.status = wire::Status::moved;  // served by the partition's next chain
     w.start_offset = gate.range_end;
+    w.next = wire::NextChainHint::of(gate.next_epoch, gate.next_head);
   } else if (sessions_.size() >= gate.max_subscribers) {
     w.status = wire::Status::resource_exhausted;
   } else if (start < log.start_offset()) {
@@ -91,6 +92,7 @@ int DeliveryServer::deliver(Session& s, const DeliverySource& src) {
       wire::SubscriberNotice notice{};
       notice.status = wire::Status::moved;
       notice.next_offset = src.range_end;
+      notice.next = wire::NextChainHint::of(src.next_epoch, src.next_head);
       s.notified_moved = s.link->send(notice) == fabric::Errc::ok;
     }
     return work;

@@ -28,6 +28,7 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
     w.status = wire::Status::stale_epoch;
   } else if (gate.sealed) {
     w.status = wire::Status::moved;  // the partition's next chain takes its appends
+    w.next = wire::NextChainHint::of(gate.next_epoch, gate.next_head);
   } else if (std::uint64_t unused = 0; producers.decide(hello.producer_id, hello.producer_epoch, 0,
                                                         &unused) == SeqDecision::stale_epoch) {
     w.status = wire::Status::producer_fenced;

@@ -135,6 +135,13 @@ SealState Replica::seal_st() {
   return SealState{log_->end_offset(), log_->commit_offset(), producers_.snapshot()};
 }
 
+void Replica::set_next_chain_st(std::uint64_t epoch, std::string head_addr) {
+  CATENA_ST_CHECK(owner_);
+  if (epoch <= next_epoch_ || head_addr.empty() || head_addr.size() > limits::kMaxFabricAddressLength) return;
+  next_epoch_ = epoch;
+  next_head_ = std::move(head_addr);
+}
+
 void Replica::retire_st(std::uint64_t range_end) {
   CATENA_ST_CHECK(owner_);
   range_end_ = range_end;
@@ -274,7 +281,9 @@ int Replica::do_work() {
   if (act && cfg_.is_head()) {
     work += publishes_.acknowledge(log_->commit_offset(), cfg_.epoch);
   }
-  if (act) work += deliveries_.do_work(DeliverySource{*log_, slot_mrs_, scratch_, range_end_});
+  if (act)
+    work +=
+        deliveries_.do_work(DeliverySource{*log_, slot_mrs_, scratch_, range_end_, next_epoch_, next_head_});
   return work;
 }
 

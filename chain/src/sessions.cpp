@@ -16,6 +16,8 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
   gate.head = cfg_.is_head();
   gate.sealed = sealed_;
   gate.head_addr = cfg_.head_addr;
+  gate.next_epoch = next_epoch_;
+  gate.next_head = next_head_;
   gate.segment_bytes = cfg_.log.segment_bytes;
   gate.max_publishers = cfg_.limits.max_publishers;
   gate.max_producers = cfg_.limits.max_producers;
@@ -28,6 +30,8 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
   DeliveryGate gate;
   gate.epoch = cfg_.epoch;
   gate.range_end = range_end_;
+  gate.next_epoch = next_epoch_;
+  gate.next_head = next_head_;
   gate.max_subscribers = cfg_.limits.max_subscribers;
   gate.segment_bytes = cfg_.log.segment_bytes;
   deliveries_.attach(std::move(link), hello, gate, *log_);

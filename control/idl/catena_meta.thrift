@@ -67,6 +67,21 @@ struct Handoff {
   2: list<catena.ProducerSnapshot> producers,
 }
 
+// A committed move (Controller::move_partition), as one record that names
+// only what changed: the partition's route goes to `epoch`, its chain to
+// `replicas` serving [start_offset, ...), no joining replicas, and `sealed`
+// (the range the old chain wrote, absent when it wrote nothing) is appended
+// to its sealed ranges. The ranges sealed before stay as they are, so a
+// move's record does not grow with the moves before it.
+struct RouteMove {
+  1: string channel,
+  2: i32 partition,
+  3: i64 epoch,
+  4: list<catena.Replica> replicas,
+  5: i64 start_offset,
+  6: optional catena.SealedRange sealed,
+}
+
 struct MetaState {
   1: map<string, NodeRecord> nodes,
   2: map<string, ChannelRecord> channels,
@@ -111,6 +126,7 @@ struct MetaRecord {
   12: optional RouteKey end_move,
   13: optional RouteKey handoff_key,
   14: optional Handoff set_handoff,             // with handoff_key
+  40: optional RouteMove move_route,            // a committed move; applied after put_routes
 }
 
 // What the ZooKeeper store (zk_metadata_store.cpp) keeps in the znodes that

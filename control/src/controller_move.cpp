@@ -9,7 +9,8 @@
 //   2. old head sealed, polled    head unreachable, chain changed, or not
 //      until commit == end        committed in time: given up the same way
 //   3. route at epoch+1 and       one record: new chain, the sealed range,
-//      intent closed              the handoff's producer state
+//      intent closed              the handoff's producer state (only what
+//                                 changed: meta::RouteMove)
 //   4. pushed                     the push machinery retries; a restart
 //                                 pushes every route again (with the
 //                                 producer state to the head)
@@ -166,11 +167,14 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
           idl::ErrorCode::UNAVAILABLE,
           fmt::format("{}/{} not moved: its chain changed during the move; try again", channel, partition));
     }
-    next = old;
-    next.__set_epoch(old.epoch + 1);
-    next.__set_replicas(targets);
-    next.__set_start_offset(at);
-    next.joining.clear();
+    // Only what changes (meta::RouteMove), so the record does not carry
+    // the ranges earlier moves sealed.
+    meta::RouteMove change;
+    change.__set_channel(channel);
+    change.__set_partition(partition);
+    change.__set_epoch(old.epoch + 1);
+    change.__set_replicas(targets);
+    change.__set_start_offset(at);
     if (at > old.start_offset) {  // an empty range serves nothing
       idl::SealedRange range;
       range.__set_start_offset(old.start_offset);
@@ -178,20 +182,22 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
       range.__set_epoch(old.epoch);
       range.__set_replicas(old.replicas);
       range.__set_sealed_at_ms(wall_ms());
-      next.sealed.push_back(std::move(range));
+      change.sealed = std::move(range);
+      change.__isset.sealed = true;
     }
-    next.__isset.sealed = true;
     meta::MetaRecord record;
     const meta::RouteKey key = route_key(channel, partition);
     meta::Handoff handoff;
-    handoff.__set_epoch(next.epoch);
+    handoff.__set_epoch(change.epoch);
     handoff.__set_producers(sealed.producers);
-    record.__set_put_routes({next});
+    record.move_route = std::move(change);  // the generated setter would copy
+    record.__isset.move_route = true;
     record.__set_end_move(key);
     record.__set_handoff_key(key);
     record.set_handoff = std::move(handoff);
     record.__isset.set_handoff = true;
     if (auto r = store_->commit(record); !r) return r.error();
+    next = **route_locked(channel, partition);  // as apply_record left it
     spdlog::info(
         "{}/{}: moved at offset {}: [{}] (epoch {}) serves from {} on; [{}] keeps [{}, {}) read-only",
         channel, partition, at, fmt::join(ids_of(next.replicas), " -> "), next.epoch, at,

@@ -68,6 +68,23 @@ Result<bool> load_snapshot(const std::filesystem::path& path, meta::MetaState* s
   return true;
 }
 
+// The route a committed move leaves (meta::RouteMove): the same on replay
+// as live, so a restart rebuilds the route the controller pushed.
+void apply_move(meta::MetaState& state, const meta::RouteMove& move) {
+  auto it = state.channels.find(move.channel);
+  if (it == state.channels.end() || move.partition < 0 ||
+      static_cast<std::size_t>(move.partition) >= it->second.routes.size()) {
+    return;  // the controller never writes such a record
+  }
+  idl::PartitionRoute& route = it->second.routes[static_cast<std::size_t>(move.partition)];
+  route.__set_epoch(move.epoch);
+  route.__set_replicas(move.replicas);
+  route.__set_start_offset(move.start_offset);
+  route.joining.clear();
+  if (move.__isset.sealed) route.sealed.push_back(move.sealed);
+  route.__isset.sealed = true;
+}
+
 }  // namespace
 
 void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
@@ -87,6 +104,7 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
       it->second.routes[static_cast<std::size_t>(route.partition)] = route;
     }
   }
+  if (record.__isset.move_route) apply_move(state, record.move_route);
   if (record.__isset.begin_repair) {
     state.intents[record.begin_repair.id] = record.begin_repair;
   }

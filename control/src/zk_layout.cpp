@@ -158,6 +158,9 @@ std::set<Key> keys_touched(const meta::MetaState& before, const meta::MetaRecord
   if (record.__isset.put_routes) {
     for (const auto& r : record.put_routes) keys.insert({Kind::route, r.channel, {}, r.partition});
   }
+  if (record.__isset.move_route) {
+    keys.insert({Kind::route, record.move_route.channel, {}, record.move_route.partition});
+  }
   if (record.__isset.begin_repair) keys.insert({Kind::intent, {}, {}, record.begin_repair.id});
   if (record.__isset.end_repair) keys.insert({Kind::intent, {}, {}, record.end_repair});
   if (record.__isset.commit_offset) {

@@ -93,19 +93,25 @@ class DeliveryTest : public ::testing::Test {
   struct Read {
     std::vector<std::uint64_t> offsets;
     std::vector<std::pair<wire::Status, std::uint64_t>> notices;
+    std::vector<wire::NextChainHint> hints;  // each notice's
     DeliveryClient::Fault fault = DeliveryClient::Fault::none;
   };
   // Passes of both halves until `want` records came, a notice or a fault
   // (or `wait` passed).
   Read read(DeliveryClient& client, std::size_t want, std::chrono::milliseconds wait = 2000ms,
-            std::uint64_t range_end = DeliveryGate::kOpenRange) {
+            std::uint64_t range_end = DeliveryGate::kOpenRange, std::uint64_t next_epoch = 0,
+            std::string_view next_head = {}) {
     Read r;
     const auto deadline = std::chrono::steady_clock::now() + wait;
     while (r.offsets.size() < want && r.notices.empty() && r.fault == DeliveryClient::Fault::none &&
            std::chrono::steady_clock::now() < deadline) {
-      server.do_work(DeliverySource{*log, slots, scratch, range_end});
+      server.do_work(DeliverySource{*log, slots, scratch, range_end, next_epoch, next_head});
       client.do_work(
-          64, &r.fault, [&](wire::Status st, std::uint64_t next) { r.notices.emplace_back(st, next); },
+          64, &r.fault,
+          [&](wire::Status st, std::uint64_t next, const wire::NextChainHint& hint) {
+            r.notices.emplace_back(st, next);
+            r.hints.push_back(hint);
+          },
           [&](const RecordHeader& h, std::span<const std::byte> payload) {
             EXPECT_EQ(std::string(reinterpret_cast<const char*>(payload.data()), payload.size()),
                       payload_of(h.offset));
@@ -176,9 +182,13 @@ TEST_F(DeliveryTest, RefusesWithTheFirstReasonThatApplies) {
             wire::Status::bad_request);
   EXPECT_EQ(open(c, c.hello("ch", 0, 0, wire::StartMode::offset, 11)).status, wire::Status::bad_request);
   gate.range_end = 8;
+  gate.next_epoch = kEpoch + 1;
+  gate.next_head = "10.0.0.9:7000";
   const auto moved = open(c, c.hello("ch", 0, 0, wire::StartMode::offset, 8));
   EXPECT_EQ(moved.status, wire::Status::moved);
   EXPECT_EQ(moved.start_offset, 8u);  // where the next chain takes over
+  EXPECT_EQ(moved.next.epoch, kEpoch + 1);
+  EXPECT_EQ(moved.next.head_addr(), "10.0.0.9:7000");
   gate.range_end = DeliveryGate::kOpenRange;
   gate.max_subscribers = 0;
   EXPECT_EQ(open(c, c.hello("ch", 0, 0, wire::StartMode::earliest, 0)).status,
@@ -195,9 +205,12 @@ TEST_F(DeliveryTest, ASealedRangeEndsWithAMovedNoticeAtItsEnd) {
   ASSERT_EQ(open(c, c.hello("ch", 0, 0, wire::StartMode::earliest, 0)).status, wire::Status::ok);
   const Read r = read(c, 6, 2000ms, /*range_end=*/6);
   EXPECT_EQ(r.offsets, range(0, 6));
-  const Read end = read(c, 1, 2000ms, 6);
+  const Read end = read(c, 1, 2000ms, 6, kEpoch + 1, "10.0.0.9:7000");
   ASSERT_EQ(end.notices.size(), 1u);
   EXPECT_EQ(end.notices[0], std::make_pair(wire::Status::moved, std::uint64_t{6}));
+  ASSERT_EQ(end.hints.size(), 1u);
+  EXPECT_EQ(end.hints[0].epoch, kEpoch + 1) << "where the range after it is served";
+  EXPECT_EQ(end.hints[0].head_addr(), "10.0.0.9:7000");
   EXPECT_TRUE(end.offsets.empty());
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <string>
 
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/limits.hpp>
 #include <catena/chain/publish.hpp>
 #include <catena/chain/replica.hpp>
@@ -39,6 +40,38 @@ TEST(Limits, NamesAtTheLimitCrossTheWireWhole) {
   wire::PublisherWelcome w{};
   wire::put_text(w.head_hint, head + ":9000");
   EXPECT_EQ(wire::get_text(round_trip(w).head_hint), head + ":9000");
+}
+
+// A `moved` answer's hint (where the next range is served) crosses the wire
+// whole in each message that carries it, at the longest address a route
+// may name; a longer one is not sent cut short but not at all.
+TEST(Limits, MovedHintsCrossTheWireWholeAtTheLimit) {
+  const std::string head(kMaxFabricAddressLength, 'h');
+  const auto hint = wire::NextChainHint::of(12, head);
+  ASSERT_TRUE(hint.known());
+  wire::PublisherWelcome w{};
+  w.status = wire::Status::moved;
+  w.next = hint;
+  const auto w_back = round_trip(w);
+  EXPECT_EQ(w_back.next.epoch, 12u);
+  EXPECT_EQ(w_back.next.head_addr(), head);
+  wire::SubscriberWelcome sw{};
+  sw.next = wire::NextChainHint::of(13, "10.0.0.2:7000");
+  EXPECT_EQ(round_trip(sw).next.head_addr(), "10.0.0.2:7000");
+  EXPECT_EQ(round_trip(sw).next.epoch, 13u);
+  wire::SubscriberNotice n{};
+  n.status = wire::Status::moved;
+  n.next_offset = 600;
+  n.next = wire::NextChainHint::of(14, head);
+  const auto n_back = round_trip(n);
+  EXPECT_EQ(n_back.next_offset, 600u);
+  EXPECT_EQ(n_back.next.epoch, 14u);
+  EXPECT_EQ(n_back.next.head_addr(), head);
+
+  EXPECT_FALSE(wire::NextChainHint::of(15, head + "x").known()) << "one over: not sent cut short";
+  EXPECT_FALSE(wire::NextChainHint::of(15, "").known());
+  EXPECT_FALSE(wire::NextChainHint::of(0, "10.0.0.2:7000").known()) << "epoch 0: not known";
+  EXPECT_FALSE(wire::NextChainHint{}.known());
 }
 
 TEST(Limits, ShortNamesArePaddedNotPrefixed) {

@@ -194,7 +194,18 @@ TEST_F(PublishTest, ASealedHeadStoresNothingAndSaysMoved) {
   EXPECT_EQ(c.pending(), 3u);  // kept for the next chain's head
   gate.sealed = true;
   PublishClient late = make_client();
-  EXPECT_EQ(open(late).status, wire::Status::moved);
+  const auto moved = open(late);
+  EXPECT_EQ(moved.status, wire::Status::moved);
+  EXPECT_FALSE(moved.next.known()) << "sealed, not yet told the new route";
+  // Once the route that retires it came, a `moved` welcome says where the
+  // next chain's head is, and at which route epoch.
+  gate.next_epoch = kEpoch + 1;
+  gate.next_head = "10.0.0.9:7000";
+  PublishClient later = make_client();
+  const auto hinted = open(later);
+  EXPECT_EQ(hinted.status, wire::Status::moved);
+  EXPECT_EQ(hinted.next.epoch, kEpoch + 1);
+  EXPECT_EQ(hinted.next.head_addr(), "10.0.0.9:7000");
 }
 
 TEST_F(PublishTest, RefusesWithTheFirstReasonThatApplies) {

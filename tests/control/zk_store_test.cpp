@@ -147,6 +147,23 @@ void write_every_record_type(MetadataStore& store) {
     done.__set_set_handoff(h);
     done.__set_put_routes({route_of("orders", 0, 4, {"node-1", "node-3"})});
     commit(done);
+    // A committed move as it is logged now: only what changed.
+    meta::RouteMove change;
+    change.__set_channel("orders");
+    change.__set_partition(0);
+    change.__set_epoch(5);
+    change.__set_replicas(route_of("orders", 0, 5, {"node-3"}).replicas);
+    change.__set_start_offset(700);
+    idl::SealedRange range;
+    range.__set_start_offset(0);
+    range.__set_end_offset(700);
+    range.__set_epoch(4);
+    range.__set_replicas(route_of("orders", 0, 4, {"node-1", "node-3"}).replicas);
+    range.__set_sealed_at_ms(1234);
+    change.__set_sealed(range);
+    meta::MetaRecord next;
+    next.__set_move_route(change);
+    commit(next);
   }
   {
     meta::ChannelRecord ch;

@@ -135,6 +135,7 @@ int Publisher::Impl::poll() {
       if (s.moved) {
         s.moved_epoch = s.route.epoch;
         s.moved_since = now;
+        s.probe_sealed = true;  // it says where the next chain is once it knows
       }
       s.resync = false;
       s.moved = false;

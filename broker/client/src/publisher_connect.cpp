@@ -25,6 +25,7 @@ void Publisher::Impl::start_lookup_st(PartitionSession& s, Lookup what) {
 
 void Publisher::Impl::report_st(const std::string& node_id, const Route& route, const std::string& reason) {
   CATENA_ST_CHECK(owner_);
+  if (node_id.empty()) return;  // a hinted head: the controller did not name it
   // Queued before the session's next lookup: a route source that drops its
   // cached route on a report (ControllerRoutes) answers that one afresh.
   lookups_.post(
@@ -41,6 +42,18 @@ void Publisher::Impl::start_connect_st(PartitionSession& s, Clock::time_point no
   if (!s.down) {
     s.down = true;
     s.down_since = now;
+  }
+  s.attempt_hinted = false;
+  if (s.attempt_follows_move && s.hint_epoch > s.route.epoch) {
+    // The sealed head said where the next chain's head is: no controller.
+    s.attempt_hinted = true;
+    dial_head_st(s, ReplicaAddress{{}, s.hint_head}, s.hint_epoch);
+    return;
+  }
+  if (s.attempt_follows_move && s.probe_sealed && !s.route.replicas.empty()) {
+    s.probe_sealed = false;
+    dial_head_st(s, s.route.replicas.front(), s.route.epoch);
+    return;
   }
   start_lookup_st(s, Lookup::connect);
   s.attempt = Attempt::route;
@@ -97,10 +110,16 @@ void Publisher::Impl::on_connect_route_st(PartitionSession& s, client::Result<Ro
                                           Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
   s.attempt = Attempt::none;
-  if (!route) return;
+  // No new chain from the controller (yet, or it cannot be reached): the
+  // sealed head is asked next, once it knows the new head.
+  if (!route) {
+    s.probe_sealed = s.attempt_follows_move;
+    return;
+  }
   if (s.attempt_follows_move && route->epoch <= s.moved_epoch) {
     // The sealed head's route still: it would only answer `moved` again.
     s.route = route.value();
+    s.probe_sealed = true;
     return;
   }
   // Keep the epoch even of a route without replicas (every replica failed
@@ -119,9 +138,14 @@ void Publisher::Impl::on_connect_route_st(PartitionSession& s, client::Result<Ro
   }
   s.chain_start = s.route.start_offset;
   s.chain_start_known = true;
-  s.dialled = s.route.replicas.front();
+  dial_head_st(s, s.route.replicas.front(), s.route.epoch);
+}
+
+void Publisher::Impl::dial_head_st(PartitionSession& s, ReplicaAddress head, std::uint64_t epoch) {
+  CATENA_ST_CHECK(owner_);
+  s.dialled = std::move(head);
   wire::PublisherHello hello{};
-  hello.ref.set(channel_, s.partition, s.route.epoch);
+  hello.ref.set(channel_, s.partition, epoch);
   hello.producer_id = opts_.producer_id;
   hello.producer_epoch = producer_epoch_;
   hello.ring_bytes = ring_bytes_;
@@ -129,37 +153,73 @@ void Publisher::Impl::on_connect_route_st(PartitionSession& s, client::Result<Ro
   s.attempt = Attempt::dial;
 }
 
+void Publisher::Impl::on_moved_welcome_st(PartitionSession& s, const wire::PublisherWelcome& w,
+                                          Clock::time_point now) {
+  CATENA_ST_CHECK(owner_);
+  if (s.moved_epoch != s.route.epoch) {
+    s.moved_epoch = s.route.epoch;
+    s.moved_since = now;
+  }
+  s.retry_at = now + kMoveRetry;
+  if (w.next.known() && w.next.epoch > std::max({s.route.epoch, s.hint_epoch, s.hint_failed})) {
+    s.hint_epoch = w.next.epoch;
+    s.hint_head = std::string(w.next.head_addr());
+    s.retry_at = now;
+    spdlog::debug("publisher {}/{}: head {} is sealed; the next chain's head is {} (route epoch {})",
+                  channel_, s.partition, s.dialled.fabric_addr, s.hint_head, s.hint_epoch);
+    return;
+  }
+  spdlog::debug("publisher {}/{}: head {} is sealed; waiting for the new chain", channel_, s.partition,
+                s.dialled.fabric_addr);
+}
+
 void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::PublisherWelcome> d,
                                    Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
   const ReplicaAddress& head = s.dialled;
   if (d.unreachable) report_st(head.node_id, s.route, d.error.message);
-  if (!d.welcome) {
+  const auto& w = d.welcome;
+  if (w && w->status == wire::Status::producer_fenced) {
+    fail_all_st(s, wire::Status::producer_fenced);
+    return;
+  }
+  if (w && w->status == wire::Status::moved) {
+    on_moved_welcome_st(s, *w, now);
+    return;
+  }
+  // A hinted head must take this very epoch's appends; one that is not
+  // configured yet (pushed the route a moment after the old chain) is asked
+  // again while the move is followed, anything else sends the session back
+  // to the controller.
+  if (s.attempt_hinted && w &&
+      (w->status == wire::Status::not_ready || w->status == wire::Status::unknown_channel)) {
+    s.retry_at = now + kMoveRetry;
+    return;
+  }
+  if (s.attempt_hinted && (!w || w->status != wire::Status::ok || w->epoch != s.hint_epoch)) {
+    s.hint_failed = s.hint_epoch;
+    s.hint_epoch = 0;
+    s.retry_at = now + kMoveRetry;
+  }
+  if (!w) {
     spdlog::debug("publisher {}/{}: cannot reach head {} at {}: {}", channel_, s.partition, head.node_id,
                   head.fabric_addr, d.error.message);
     return;
   }
-  const auto& w = d.welcome;
-  if (w->status == wire::Status::producer_fenced) {
-    fail_all_st(s, wire::Status::producer_fenced);
-    return;
-  }
-  if (w->status == wire::Status::moved) {
-    // Sealed, and the controller has not published the new chain yet.
-    spdlog::debug("publisher {}/{}: head {} is sealed; waiting for the new chain", channel_, s.partition,
-                  head.node_id);
-    if (s.moved_epoch != s.route.epoch) {
-      s.moved_epoch = s.route.epoch;
-      s.moved_since = now;
-    }
-    s.retry_at = now + kMoveRetry;
-    return;
-  }
-  if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_) {
+  if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_ ||
+      (s.attempt_hinted && w->epoch != s.hint_epoch)) {
     spdlog::debug("publisher {}/{}: head {} answered {}", channel_, s.partition, head.node_id,
                   wire::to_string(w->status));
     return;
   }
+  if (s.attempt_hinted) {
+    // The route as far as the hint tells it: this head at its epoch. The
+    // controller's (stall checks, the watch) fills in the rest when asked.
+    s.route.epoch = w->epoch;
+    s.route.replicas = {head};
+    s.hint_epoch = 0;
+  }
+  s.probe_sealed = false;
   // Its records go to the new ring again (renumbered if it holds none of
   // them). A head that expects sequences this publisher never sent means
   // another process publishes with this producer epoch: fenced.
@@ -177,8 +237,11 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
   s.down = false;
   s.watch.drop();
   s.watch_backoff = std::chrono::milliseconds(0);
-  if (opts_.tail_acks && s.route.replicas.size() >= 2 && s.watch_dial.can_start())
+  if (opts_.tail_acks && s.route.replicas.size() >= 2 && s.watch_dial.can_start()) {
     start_watch_st(s, now, false);
+  } else if (opts_.tail_acks && s.attempt_hinted && s.watch_dial.can_start() && !s.lookup.busy()) {
+    start_watch_st(s, now, true);  // the tail is not in the hint: the route first
+  }
 }
 
 // Re-reads the partition's route. False if the chain has a new head: the
@@ -187,7 +250,13 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
 bool Publisher::Impl::apply_route_st(PartitionSession& s, const client::Result<Route>& r) {
   CATENA_ST_CHECK(owner_);
   if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return true;
-  if (r->replicas.front().node_id != s.route.replicas.front().node_id) return false;
+  // A head reached by a hint has no node id: its address says it is the same.
+  const ReplicaAddress& now_head = r->replicas.front();
+  const ReplicaAddress& our_head = s.route.replicas.front();
+  if (now_head.node_id != our_head.node_id &&
+      (!our_head.node_id.empty() || now_head.fabric_addr != our_head.fabric_addr)) {
+    return false;
+  }
   if (r->replicas.back().node_id != s.route.replicas.back().node_id) {
     if (s.watch.connected()) drop_watch_st(s);
     if (s.watch_attempt == Attempt::dial) {  // dialling the old tail

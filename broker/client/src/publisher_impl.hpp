@@ -60,6 +60,16 @@ struct PartitionSession {
   // publishing the route, is retried at once rather than backed off.
   std::uint64_t moved_epoch = 0;
   Clock::time_point moved_since{};
+  // Where a sealed head said appends go now (wire::NextChainHint: the new
+  // head and its route epoch; 0: none). While following a move it is dialled
+  // before the controller is asked, and, with no hint yet, every other
+  // attempt asks the sealed head itself (probe_sealed), which learns the
+  // hint with the route that retires it. A hint that failed is not taken
+  // again (hint_failed: its epoch).
+  std::uint64_t hint_epoch = 0;
+  std::string hint_head;
+  std::uint64_t hint_failed = 0;
+  bool probe_sealed = false;
   // Where the partition's chain starts (Route::start_offset), once known: a
   // chain rebuilt after every copy was lost starts higher.
   std::uint64_t chain_start = 0;
@@ -76,7 +86,8 @@ struct PartitionSession {
   // The head: an attempt runs while there is no link.
   client_detail::Attempt attempt = client_detail::Attempt::none;
   bool attempt_follows_move = false;
-  ReplicaAddress dialled;  // the head being dialled
+  bool attempt_hinted = false;  // dialling the hint, not the route's head
+  ReplicaAddress dialled;       // the head being dialled (no node id when hinted)
   client_detail::DialAttempt<chain::wire::PublisherHello, chain::wire::PublisherWelcome> dial;
   // The tail's commit watch: an attempt runs while the head link is up and
   // there is no watch.
@@ -149,6 +160,10 @@ class Publisher::Impl {
   void start_lookup_st(PartitionSession& s, PartitionSession::Lookup what);
   void report_st(const std::string& node_id, const Route& route, const std::string& reason);
   void on_connect_route_st(PartitionSession& s, client::Result<Route> route, Clock::time_point now);
+  void dial_head_st(PartitionSession& s, ReplicaAddress head, std::uint64_t epoch);
+  // A `moved` welcome: takes its hint, if new, and says when to try again.
+  void on_moved_welcome_st(PartitionSession& s, const chain::wire::PublisherWelcome& w,
+                           Clock::time_point now);
   void on_dialed_st(PartitionSession& s, chain::Link::Dialed<chain::wire::PublisherWelcome> d,
                     Clock::time_point now);
   bool apply_route_st(PartitionSession& s, const client::Result<Route>& r);

@@ -37,6 +37,16 @@ struct SubSession {
   std::uint64_t range_start = 0;           // where the range (or the chain above) it serves starts
   Steady::time_point route_check_at{};
   Steady::time_point retry_at{};
+  // Where a sealed range's replica said the next range is served (its
+  // `moved` answer's wire::NextChainHint: that chain's head and epoch; 0:
+  // none), for the position hint_at (the range's end): dialled before the
+  // controller is asked. A hint that failed is not taken again (hint_failed).
+  std::uint64_t hint_epoch = 0;
+  std::string hint_head;
+  std::uint64_t hint_at = 0;
+  std::uint64_t hint_failed = 0;
+  Steady::time_point hint_since{};
+  bool hint_first = false;  // the last route lookup failed: the hint goes first
 
   // Reaching a replica without poll() waiting: an attempt in states
   // (route lookup and connect on the subscriber's workers, then the
@@ -46,7 +56,8 @@ struct SubSession {
   bool lookup_for_attempt = false;
   std::uint64_t lookup_link = 0;  // link_gen when a stall check asked
   Attempt attempt = Attempt::none;
-  ReplicaAddress dialled;
+  bool attempt_hinted = false;           // dialling the hint, not a replica of the route
+  ReplicaAddress dialled;                // no node id when hinted
   std::uint64_t dial_range_end = ~0ull;  // what range_end and range_start become once connected
   std::uint64_t dial_range_start = 0;
   client_detail::DialAttempt<wire::SubscriberHello, wire::SubscriberWelcome> dial;
@@ -79,6 +90,10 @@ const char* fault_text(chain::DeliveryClient::Fault f) {
 
 class Subscriber::Impl {
  public:
+  // How long a `moved` answer's hint is tried (its chain may be told the
+  // route a moment after the old one) before the controller is asked.
+  static constexpr std::chrono::milliseconds kHintFor{2000};
+
   Impl(RouteSource& routes, std::string channel, const SubscriberOptions& opts)
       : routes_(routes), channel_(std::move(channel)), opts_(opts) {}
 
@@ -158,7 +173,7 @@ class Subscriber::Impl {
       bool expired = false;
       delivered += s.delivery.do_work(
           max - delivered, &fault,
-          [&](wire::Status status, std::uint64_t next_offset) {
+          [&](wire::Status status, std::uint64_t next_offset, const wire::NextChainHint& next) {
             spdlog::debug("subscriber {}/{}: notice {} from {}: next offset {}", channel_, s.partition,
                           wire::to_string(status), s.reading_from, next_offset);
             // A range's end is followed here, not the application's business.
@@ -171,6 +186,7 @@ class Subscriber::Impl {
               // move on once every record before it is consumed, which
               // may still be in the ring.
               s.range_end = next_offset;
+              take_hint_st(s, next_offset, next);
             }
           },
           [&](const chain::RecordHeader& h, std::span<const std::byte> payload) {
@@ -221,7 +237,7 @@ class Subscriber::Impl {
       if (reconnect || s.delivery.broken()) {
         if (!reconnect)
           spdlog::debug("subscriber {}/{}: link to {} broke", channel_, s.partition, s.reading_from);
-        if (!reconnect && !s.route.replicas.empty()) {
+        if (!reconnect && !s.route.replicas.empty() && !s.reading_from.empty()) {
           const auto& r = s.route.replicas[s.replica_pick % s.route.replicas.size()];
           report_st(r.node_id, s.route, "subscriber lost its replica");
         }
@@ -294,11 +310,51 @@ class Subscriber::Impl {
     return reps.back();
   }
 
+  // A `moved` answer's hint, for the position `at` (the range's end).
+  void take_hint_st(SubSession& s, std::uint64_t at, const wire::NextChainHint& next) {
+    CATENA_ST_CHECK(owner_);
+    if (!next.known() || next.epoch <= s.hint_failed || (s.hint_at == at && next.epoch <= s.hint_epoch))
+      return;
+    s.hint_epoch = next.epoch;
+    s.hint_head = std::string(next.head_addr());
+    s.hint_at = at;
+    s.hint_since = Steady::now();
+  }
+
   void start_connect_st(SubSession& s, Steady::time_point now) {
     CATENA_ST_CHECK(owner_);
     s.retry_at = now + std::chrono::milliseconds(50);
+    s.attempt_hinted = false;
+    if (s.hint_first && s.positioned && s.hint_epoch != 0 && s.hint_at == s.next_offset &&
+        now - s.hint_since < kHintFor) {
+      // The range we read ended here, and its replica said where the next
+      // one is served: read it there at its epoch, without the controller.
+      s.attempt_hinted = true;
+      dial_st(s, ReplicaAddress{{}, s.hint_head}, s.hint_epoch, ~0ull, s.next_offset);
+      return;
+    }
     start_lookup_st(s, true);
     s.attempt = Attempt::route;
+  }
+
+  // Connects to `rep` (on the dial worker) to read from the position at
+  // route epoch `epoch` (0: whatever the chain is at); the range it serves
+  // is [range_start, range_end).
+  void dial_st(SubSession& s, ReplicaAddress rep, std::uint64_t epoch, std::uint64_t range_end,
+               std::uint64_t range_start) {
+    CATENA_ST_CHECK(owner_);
+    s.dialled = std::move(rep);
+    const wire::StartMode mode = s.positioned                   ? wire::StartMode::offset
+                                 : opts_.start == Start::latest ? wire::StartMode::latest
+                                                                : wire::StartMode::earliest;
+    const wire::SubscriberHello hello = s.delivery.hello(channel_, s.partition, epoch, mode, s.next_offset);
+    s.dial_range_end = range_end;
+    s.dial_range_start = range_start;
+    s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout,
+                 [&delivery = s.delivery](fabric::Endpoint& e, wire::SubscriberHello& h) {
+                   return delivery.grant(e, h);
+                 });
+    s.attempt = Attempt::dial;
   }
 
   // Moves an attempt on as far as the answers that came allow; starts one
@@ -328,7 +384,11 @@ class Subscriber::Impl {
   void on_route_st(SubSession& s, client::Result<Route> route, Steady::time_point now) {
     CATENA_ST_CHECK(owner_);
     s.attempt = Attempt::none;
-    if (!route) return;
+    s.hint_first = !route;  // the controller cannot say: the next try takes the hint, if any
+    if (!route) {
+      if (s.hint_epoch != 0) s.retry_at = now;
+      return;
+    }
     // Keep the epoch even of a route without replicas (every replica failed
     // and no replacement yet): the next lookup then asks for a newer one.
     s.route = route.value();
@@ -354,30 +414,33 @@ class Subscriber::Impl {
       range = &s.route.sealed.front();
     }
     if (range != nullptr && range->replicas.empty()) range = nullptr;
-    s.dialled = pick_st(s, range != nullptr ? range->replicas : s.route.replicas);
     // A range's replicas hold it under the epoch it was written at; the chain
-    // above takes any epoch up to its own (0: whatever it is at).
-    const wire::StartMode mode = s.positioned                   ? wire::StartMode::offset
-                                 : opts_.start == Start::latest ? wire::StartMode::latest
-                                                                : wire::StartMode::earliest;
-    const wire::SubscriberHello hello =
-        s.delivery.hello(channel_, s.partition, range != nullptr ? range->epoch : 0, mode, s.next_offset);
-    // A sealed range's end is in the route: move on there (its replica also
-    // says so, with a `moved` notice, if it learnt of the move first).
-    s.dial_range_end = range != nullptr ? range->end_offset : ~0ull;
-    s.dial_range_start = range != nullptr ? range->start_offset : s.route.start_offset;
-    s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout,
-                 [&delivery = s.delivery](fabric::Endpoint& e, wire::SubscriberHello& h) {
-                   return delivery.grant(e, h);
-                 });
-    s.attempt = Attempt::dial;
+    // above takes any epoch up to its own (0: whatever it is at). A sealed
+    // range's end is in the route: move on there (its replica also says so,
+    // with a `moved` notice, if it learnt of the move first).
+    dial_st(s, pick_st(s, range != nullptr ? range->replicas : s.route.replicas),
+            range != nullptr ? range->epoch : 0, range != nullptr ? range->end_offset : ~0ull,
+            range != nullptr ? range->start_offset : s.route.start_offset);
   }
 
   void on_dialed_st(SubSession& s, Link::Dialed<wire::SubscriberWelcome> d, Steady::time_point now) {
     CATENA_ST_CHECK(owner_);
     const ReplicaAddress& rep = s.dialled;
-    if (d.unreachable) report_st(rep.node_id, s.route, d.error.message);
+    if (d.unreachable && !rep.node_id.empty()) report_st(rep.node_id, s.route, d.error.message);
     const auto& w = d.welcome;
+    if (s.attempt_hinted && w &&
+        (w->status == wire::Status::not_ready || w->status == wire::Status::unknown_channel)) {
+      s.retry_at = now + std::chrono::milliseconds(2);  // told the route a moment after the old chain
+      return;
+    }
+    if (s.attempt_hinted && (!w || (w->status != wire::Status::ok && w->status != wire::Status::moved))) {
+      // Stale (the next chain moved on, or its head is gone): the
+      // controller says where the position is served.
+      s.hint_failed = s.hint_epoch;
+      s.hint_epoch = 0;
+      s.retry_at = now;
+      return;
+    }
     if (!w) {
       spdlog::debug("subscriber {}/{}: cannot reach {} at {}: {}", channel_, s.partition, rep.node_id,
                     rep.fabric_addr, d.error.message);
@@ -398,7 +461,8 @@ class Subscriber::Impl {
                     s.next_offset);
       s.next_offset = std::max(s.next_offset, w->start_offset);
       s.positioned = true;
-      s.retry_at = now + std::chrono::milliseconds(5);
+      take_hint_st(s, w->start_offset, w->next);
+      s.retry_at = now + std::chrono::milliseconds(s.hint_epoch != 0 && s.hint_at == s.next_offset ? 0 : 5);
       return;
     }
     if (w->status != wire::Status::ok) {
@@ -416,6 +480,7 @@ class Subscriber::Impl {
     s.range_end = s.dial_range_end;
     s.range_start = s.dial_range_start;
     s.positioned = true;
+    if (s.attempt_hinted) s.hint_epoch = 0;
     spdlog::debug("subscriber {}/{}: reading from {} at {} (route epoch {}), offset {}", channel_,
                   s.partition, rep.node_id, rep.fabric_addr, s.route.epoch, s.next_offset);
   }

@@ -48,9 +48,9 @@ SealResult Broker::seal(const std::string& channel, std::uint32_t partition, std
 }
 
 ConfigureResult Broker::retire(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
-                               std::uint64_t range_end) {
-  return impl_->run_on_agent([this, channel, partition, epoch, range_end] {
-    return impl_->retire_st(channel, partition, epoch, range_end);
+                               std::uint64_t range_end, NextChain next) {
+  return impl_->run_on_agent([this, channel, partition, epoch, range_end, next = std::move(next)]() mutable {
+    return impl_->retire_st(channel, partition, epoch, range_end, std::move(next));
   });
 }
 

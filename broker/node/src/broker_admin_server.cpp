@@ -84,6 +84,29 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
   return out;
 }
 
+namespace {
+
+// Where the range after route.sealed[i] is served, as far as this push
+// says: the next sealed range, or the route's chain, if it starts at that
+// range's end. A push lists only the ranges the node holds, so for an
+// older range the answer may not be in it (epoch 0): the broker keeps what
+// the push that retired the range told.
+broker::Broker::NextChain next_chain_of(const idl::PartitionRoute& route, std::size_t i) {
+  const std::int64_t end = route.sealed[i].end_offset;
+  const auto head_of = [](std::int64_t epoch, const std::vector<idl::Replica>& replicas) {
+    return replicas.empty()
+               ? broker::Broker::NextChain{}
+               : broker::Broker::NextChain{static_cast<std::uint64_t>(epoch), replicas.front().fabric_addr};
+  };
+  if (i + 1 < route.sealed.size()) {
+    const auto& after = route.sealed[i + 1];
+    return after.start_offset == end ? head_of(after.epoch, after.replicas) : broker::Broker::NextChain{};
+  }
+  return route.start_offset == end ? head_of(route.epoch, route.replicas) : broker::Broker::NextChain{};
+}
+
+}  // namespace
+
 class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
  public:
   explicit Handler(broker::Broker& b) : broker_(b) {}
@@ -102,12 +125,13 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     // read-only beside whatever it holds of the partition's current chain;
     // ranges the route no longer lists (expired) are let go.
     std::vector<std::uint64_t> keep;
-    for (const auto& range : a.route.sealed) {
+    for (std::size_t i = 0; i < a.route.sealed.size(); ++i) {
+      const auto& range = a.route.sealed[i];
       for (const auto& r : range.replicas) {
         if (r.node_id != node) continue;
         keep.push_back(static_cast<std::uint64_t>(range.epoch));
         (void)broker_.retire(a.route.channel, partition, static_cast<std::uint64_t>(range.epoch),
-                             static_cast<std::uint64_t>(range.end_offset));
+                             static_cast<std::uint64_t>(range.end_offset), next_chain_of(a.route, i));
       }
     }
     broker_.drop_retired(a.route.channel, partition, keep);

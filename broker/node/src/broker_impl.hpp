@@ -210,14 +210,18 @@ class Broker::Impl {
   }
 
   ConfigureResult retire_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
-                            std::uint64_t range_end) {
+                            std::uint64_t range_end, Broker::NextChain next) {
     CATENA_ST_CHECK(data_plane_);
     const RetiredKey rkey{channel, partition, epoch};
-    if (retired_.count(rkey) != 0) return {ConfigureStatus::applied, epoch, "already retired"};
+    if (auto r = retired_.find(rkey); r != retired_.end()) {
+      r->second->set_next_chain_st(next.epoch, std::move(next.head_addr));
+      return {ConfigureStatus::applied, epoch, "already retired"};
+    }
     auto it = replicas_.find({channel, partition});
     if (it == replicas_.end() || it->second->epoch() != epoch)
       return {ConfigureStatus::applied, 0, "not held here"};
     it->second->retire_st(range_end);
+    it->second->set_next_chain_st(next.epoch, std::move(next.head_addr));
     spdlog::info(
         "partition {}/{}: the range written at epoch {} ends at offset {}: read-only until it expires",
         channel, partition, epoch, range_end);

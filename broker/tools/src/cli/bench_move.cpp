@@ -386,7 +386,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     }
     m.at = res->start_offset;
     m.epoch = res->epoch;
-    m.bytes = log.next_move(kChannel, 0, m.epoch, cfg.segment_bytes, cfg.ttl_ms, cfg.partitions);
+    m.bytes = log.next_move(*res, cfg.segment_bytes, cfg.ttl_ms, cfg.partitions);
     m.bytes.data = data_copied(admin, before, m, &error);
     moves.push_back(std::move(m));
     std::this_thread::sleep_for(std::chrono::milliseconds(1000) -

@@ -10,15 +10,16 @@
 //                head stored; a repeat is the same size and is not counted);
 //   metadata     the move's records in the controller's write-ahead log, as
 //                written (the intent, and the record that commits the new
-//                route with the handoff's producer state);
+//                route, naming only what changed, with the handoff's
+//                producer state);
 //   assignments  one configureChain call and reply to every node the new
 //                route names: the new chain (its head with the producer
 //                state) and the nodes of the sealed ranges, told to keep them
 //                read-only (the range this move sealed; older ranges' nodes
 //                were told before); each is sent the route with only the
 //                sealed ranges it holds, as the controller sends it.
-// The producer state and the route are read back from the commit record in
-// the log, so nothing is estimated. Not counted: each client's getRoute
+// The producer state is read back from the commit record in the log and
+// the route is the one the move call returned, so nothing is estimated. Not counted: each client's getRoute
 // that follows the move (route_bytes each), heartbeats, and the RPC that
 // asks for the move.
 #include <algorithm>
@@ -76,19 +77,17 @@ bool decode(std::string payload, meta::MetaRecord* out) {
   }
 }
 
-bool names(const meta::RouteKey& key, const std::string& channel, std::int32_t partition) {
-  return key.channel == channel && key.partition == partition;
-}
-
 }  // namespace
 
-MoveBytes MoveLog::next_move(const std::string& channel, std::int32_t partition, std::int64_t epoch,
-                             std::int64_t segment_bytes, std::int64_t ttl_ms, std::int32_t partitions) {
+MoveBytes MoveLog::next_move(const idl::PartitionRoute& moved, std::int64_t segment_bytes,
+                             std::int64_t ttl_ms, std::int32_t partitions) {
   MoveBytes out;
+  const std::string& channel = moved.channel;
+  const std::int32_t partition = moved.partition;
   auto wal = control::read_wal(path_);
   if (!wal) return out;
-  const idl::PartitionRoute* route = nullptr;
   meta::MetaRecord commit;
+  bool committed = false;
   for (const auto& rec : wal->records) {
     if (rec.lsn <= last_lsn_) continue;
     last_lsn_ = rec.lsn;
@@ -97,16 +96,17 @@ MoveBytes MoveLog::next_move(const std::string& channel, std::int32_t partition,
     if (r.__isset.begin_move && r.begin_move.channel == channel && r.begin_move.partition == partition) {
       out.metadata += static_cast<std::int64_t>(rec.payload.size());
     }
-    if (r.__isset.set_handoff && r.__isset.handoff_key && names(r.handoff_key, channel, partition) &&
-        r.set_handoff.epoch == epoch) {
+    if (r.__isset.move_route && r.move_route.channel == channel && r.move_route.partition == partition &&
+        r.move_route.epoch == moved.epoch && r.__isset.set_handoff) {
       out.metadata += static_cast<std::int64_t>(rec.payload.size());
       commit = std::move(r);
+      committed = true;
     }
   }
-  for (const auto& rt : commit.put_routes) {
-    if (rt.channel == channel && rt.partition == partition && rt.epoch == epoch) route = &rt;
-  }
-  if (route == nullptr) return out;  // not in the log (a snapshot emptied it): not found
+  if (!committed) return out;  // not in the log (a snapshot emptied it): not found
+  // The record names only what changed; the route it left is what the
+  // move call returned.
+  const idl::PartitionRoute* route = &moved;
   out.found = true;
   out.producers = commit.set_handoff.producers.size();
   out.route = struct_bytes(*route);
@@ -114,7 +114,7 @@ MoveBytes MoveLog::next_move(const std::string& channel, std::int32_t partition,
   idl::BrokerAdmin_seal_args seal;
   seal.channel = channel;
   seal.partition = partition;
-  seal.epoch = epoch - 1;
+  seal.epoch = moved.epoch - 1;
   idl::BrokerAdmin_seal_result sealed;
   sealed.success.__set_end_offset(route->start_offset);
   sealed.success.__set_commit_offset(route->start_offset);

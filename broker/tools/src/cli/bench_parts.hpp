@@ -18,6 +18,10 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 
+namespace catena::control::idl {
+class PartitionRoute;
+}
+
 namespace catena::cli::bench_detail {
 
 // --- placement and the floor (bench_placement.cpp) ---------------------------
@@ -118,10 +122,10 @@ struct MoveBytes {
 class MoveLog {
  public:
   explicit MoveLog(std::string wal_path) : path_(std::move(wal_path)) {}
-  // The records since the last call that belong to the move of
-  // channel/partition to route epoch `epoch`, and what the move sent.
-  MoveBytes next_move(const std::string& channel, std::int32_t partition, std::int64_t epoch,
-                      std::int64_t segment_bytes, std::int64_t ttl_ms, std::int32_t partitions);
+  // The records since the last call that belong to the move that left
+  // `route` (what movePartition returned), and what the move sent.
+  MoveBytes next_move(const control::idl::PartitionRoute& route, std::int64_t segment_bytes,
+                      std::int64_t ttl_ms, std::int32_t partitions);
 
  private:
   std::string path_;

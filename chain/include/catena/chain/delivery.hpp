@@ -15,7 +15,8 @@
 //                            bad_request        a ring too small or unaligned, an unknown mode,
 //                                               or an offset past the end
 //                            moved              the offset is at or past the end of the
-//                                               range this replica keeps (start_offset: the end)
+//                                               range this replica keeps (start_offset: the end;
+//                                               next: where the next range is served, if known)
 //                            resource_exhausted max_subscribers reached
 //                            position_expired   the offset fell out of retention
 //                                               (start_offset: the oldest retained)
@@ -27,8 +28,10 @@
 //   subscriber -> replica  SubscriberCredit {ring bytes consumed, total}
 //   replica -> subscriber  SubscriberNotice {position_expired, next offset}
 //                          when the subscriber lagged past retention, once;
-//                          {moved, range end} when it reached the end of the
-//                          sealed range the replica keeps (partition handoff).
+//                          {moved, range end, next} when it reached the end of
+//                          the sealed range the replica keeps (partition
+//                          handoff): the subscriber goes on at the next
+//                          range's head (next), or where the controller says.
 //
 // What the subscriber checks, and why it then reads elsewhere: a ring
 // overrun (the replica claimed more than the ring holds), a garbled frame,
@@ -73,6 +76,7 @@ struct SubscriberWelcome {
   std::uint64_t start_offset;  // first offset that will be delivered
   std::uint64_t commit_offset;
   std::uint64_t epoch;
+  NextChainHint next;  // on moved: where the next range is served, if known
 };
 
 struct SubscriberCredit {
@@ -84,6 +88,7 @@ struct SubscriberNotice {
   std::uint16_t reserved0;
   std::uint32_t reserved1;
   std::uint64_t next_offset;  // position_expired: oldest retained offset; moved: the range's end
+  NextChainHint next;         // on moved: where the next range is served, if known
 };
 
 template <>
@@ -112,6 +117,9 @@ struct DeliveryGate {
   static constexpr std::uint64_t kOpenRange = ~0ull;
   std::uint64_t epoch = 0;
   std::uint64_t range_end = kOpenRange;  // a sealed range ends here (partition handoff)
+  // Where the range after it is served, once known (for moved).
+  std::uint64_t next_epoch = 0;
+  std::string_view next_head;
   std::uint32_t max_subscribers = 256;
   std::uint32_t segment_bytes = 0;  // a subscriber's ring holds at least one segment's frame
 };
@@ -123,6 +131,8 @@ struct DeliverySource {
   const std::vector<std::unique_ptr<fabric::MemoryRegion>>& slot_regions;
   ScratchRing& scratch;
   std::uint64_t range_end = DeliveryGate::kOpenRange;
+  std::uint64_t next_epoch = 0;  // where the range after range_end is served, once known
+  std::string_view next_head;
 };
 
 class DeliveryServer {
@@ -194,7 +204,8 @@ class DeliveryClient {
   // The offset the next record must have.
   [[nodiscard]] std::uint64_t expected() const { return expected_; }
 
-  // One pass: on_notice(wire::Status, next_offset) for each notice, then
+  // One pass: on_notice(wire::Status, next_offset, const wire::NextChainHint&)
+  // for each notice, then
   // on_record(const RecordHeader&, std::span<const std::byte> payload) for
   // each record in offset order, at most `max`; then ring credit back.
   // Returns the records delivered; *fault says why the pass stopped early.
@@ -212,7 +223,7 @@ class DeliveryClient {
           auto n = wire::decode<wire::SubscriberNotice>(msg, len);
           if (!n) return;
           expired = expired || n->status == wire::Status::position_expired;
-          on_notice(n->status, n->next_offset);
+          on_notice(n->status, n->next_offset, n->next);
         },
         [&](std::uint32_t imm, std::uint32_t) { reader_.on_immediate_st(imm); });
     if (reader_.overrun()) {

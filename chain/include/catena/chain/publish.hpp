@@ -15,6 +15,8 @@
 //                         not_head           (head_hint: where the head is, if known)
 //                         stale_epoch        the hello names an older epoch
 //                         moved              the head is sealed: the partition's next chain takes appends
+//                                            (next: its head and route epoch, once this replica was
+//                                            told the route; dial it there directly)
 //                         producer_fenced    a newer epoch of this producer exists
 //                         resource_exhausted max_publishers or max_producers reached, or the
 //                                            broker's ring memory budget
@@ -81,6 +83,7 @@ struct PublisherWelcome {
   // sequence below and none at or above. 0 for an epoch it never saw.
   std::uint64_t next_sequence;
   char head_hint[limits::kMaxFabricAddressLength];  // on not_head: where the head is, if known
+  NextChainHint next;                               // on moved: where appends go now, if known
 };
 static_assert(sizeof(PublisherWelcome::head_hint) == limits::kMaxFabricAddressLength);
 static_assert(limits::kMaxSegmentBytes <= UINT32_MAX && limits::kMaxRecordPayload <= UINT32_MAX &&
@@ -130,6 +133,9 @@ struct PublishGate {
   bool head = false;
   bool sealed = false;
   std::string_view head_addr;  // where the head is (for not_head)
+  // Where the partition's next range is served (for moved), once known.
+  std::uint64_t next_epoch = 0;
+  std::string_view next_head;
   std::uint32_t segment_bytes = 0;
   std::uint32_t max_publishers = 256;
   std::uint32_t max_producers = 1024;

@@ -199,6 +199,12 @@ class Replica {
   // links, publishers and watches, and tells a subscriber that reaches
   // range_end `moved`. Its epoch stays the one its range was written at.
   void retire_st(std::uint64_t range_end);
+  // Where the partition's next range is served (the route epoch to name
+  // there and its head's fabric address), told with the route that sealed
+  // or retired this replica: `moved` answers carry it (wire::NextChainHint),
+  // so clients go there without asking the controller. Keeps the newest
+  // epoch it was told; an address longer than the wire's field is ignored.
+  void set_next_chain_st(std::uint64_t epoch, std::string head_addr);
   static constexpr std::uint64_t kOpenRange = ~0ull;
   [[nodiscard]] std::uint64_t range_end() const { return range_end_; }
   // Taken in by a new head before it is reachable (ChainAssignment.producers).
@@ -306,6 +312,8 @@ class Replica {
   bool suspended_ = false;
   bool sealed_ = false;
   std::uint64_t range_end_ = kOpenRange;
+  std::uint64_t next_epoch_ = 0;  // set_next_chain_st
+  std::string next_head_;
   fabric::ThreadOwner owner_;  // the data-plane thread, once it first calls in
 };
 

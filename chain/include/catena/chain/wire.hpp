@@ -23,8 +23,9 @@ namespace catena::chain::wire {
 
 inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
 // 2: 64-bit producer epochs and sequences; 3: node ids of limits::kMaxNodeIdLength;
-// 4: RemoteRegion without an address (keys per connection, region-relative offsets)
-inline constexpr std::uint16_t kVersion = 4;
+// 4: RemoteRegion without an address (keys per connection, region-relative offsets);
+// 5: `moved` answers say where the next range is served (NextChainHint)
+inline constexpr std::uint16_t kVersion = 5;
 inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.
 inline constexpr std::uint32_t kMaxMessage = 2048;
@@ -107,6 +108,27 @@ struct ChannelRef {
   }
   [[nodiscard]] std::string_view name() const { return get_text(channel); }
 };
+
+// Where a partition's next offset range is served (partition handoff), as a
+// replica that answers `moved` knows it from the route its controller
+// pushed: the route epoch to name in a hello there and the fabric address
+// of that chain's head (which takes appends, and serves reads like any
+// replica). epoch 0: not known (yet); ask the controller.
+struct NextChainHint {
+  std::uint64_t epoch;
+  char head[limits::kMaxFabricAddressLength];
+
+  static NextChainHint of(std::uint64_t epoch, std::string_view head_addr) {
+    NextChainHint h{};
+    if (head_addr.empty() || head_addr.size() > sizeof(h.head)) return h;  // not known
+    h.epoch = epoch;
+    put_text(h.head, head_addr);
+    return h;
+  }
+  [[nodiscard]] bool known() const { return epoch != 0 && head[0] != '\0'; }
+  [[nodiscard]] std::string_view head_addr() const { return get_text(head); }
+};
+
 static_assert(sizeof(ChannelRef::channel) == limits::kMaxChannelNameLength,
               "a channel name of the controller's maximum length must fit the wire");
 

@@ -115,9 +115,16 @@ class Broker {
   // The replica written at `epoch` becomes the read-only range [start,
   // range_end) (chain::Replica::retire_st), kept apart from the partition's
   // current replica until it expires or drop_retired() lets it go.
-  // Idempotent; a no-op if no replica of that epoch is held.
+  // Idempotent; a no-op if no replica of that epoch is held. `next` says
+  // where the range after it is served, if the route told (epoch 0: not),
+  // for the `moved` answers (chain::Replica::set_next_chain_st); a repeated
+  // call may tell a newer one.
+  struct NextChain {
+    std::uint64_t epoch = 0;
+    std::string head_addr;
+  };
   ConfigureResult retire(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
-                         std::uint64_t range_end);
+                         std::uint64_t range_end, NextChain next);
   // Drops the retired ranges of a partition whose epochs `keep` does not list.
   void drop_retired(const std::string& channel, std::uint32_t partition, std::vector<std::uint64_t> keep);
   // Drops this node's replica of a partition if its epoch is <= `epoch`.

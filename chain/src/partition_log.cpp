@@ -90,9 +90,28 @@ AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::by
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < need)
     seal_st(static_cast<std::uint32_t>(open_));
   if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
-  SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
   RecordHeader r = h;
   r.flags = 0;
+  return append_frame_st(r, payload, offset);
+}
+
+AppendStatus PartitionLog::append_marker(std::uint64_t generation, std::uint64_t* offset) {
+  RecordHeader h{};
+  h.flags = kFlagMarker;
+  h.sequence = generation;
+  h.timestamp_ns = wall_clock_ns();
+  if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_size(0))
+    seal_st(static_cast<std::uint32_t>(open_));
+  if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
+  const AppendStatus s = append_frame_st(h, {}, offset);
+  if (s == AppendStatus::ok) marker_ = Marker{generation, *offset};
+  return s;
+}
+
+AppendStatus PartitionLog::append_frame_st(const RecordHeader& h, std::span<const std::byte> payload,
+                                           std::uint64_t* offset) {
+  SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
+  RecordHeader r = h;
   r.offset = end_offset_;
   in.valid_end += static_cast<std::uint32_t>(
       write_frame(slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end, r, payload));
@@ -178,7 +197,11 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     }
     in.next_offset = h.offset + 1;
     end_offset_ = in.next_offset;
-    if (producers_ != nullptr) producers_->record(h.producer_id, h.producer_epoch, h.sequence, h.offset, now);
+    if (h.flags & kFlagMarker) {
+      if (h.sequence > marker_.generation) marker_ = Marker{h.sequence, h.offset};
+    } else if (producers_ != nullptr) {
+      producers_->record(h.producer_id, h.producer_epoch, h.sequence, h.offset, now);
+    }
   }
   return ValidateStatus::ok;
 }

@@ -142,6 +142,19 @@ void Replica::set_next_chain_st(std::uint64_t epoch, std::string head_addr) {
   next_head_ = std::move(head_addr);
 }
 
+MarkerState Replica::append_marker_st(std::uint64_t generation) {
+  CATENA_ST_CHECK(owner_);
+  MarkerState out;
+  if (log_->marker().generation < generation) {
+    std::uint64_t offset = 0;
+    out.status = log_->append_marker(generation, &offset);
+    if (out.status != AppendStatus::ok) return out;
+  }
+  out.offset = log_->marker().offset;
+  out.commit_offset = log_->commit_offset();
+  return out;
+}
+
 void Replica::retire_st(std::uint64_t range_end) {
   CATENA_ST_CHECK(owner_);
   range_end_ = range_end;

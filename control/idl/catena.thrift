@@ -114,9 +114,37 @@ struct ChannelConfig {
   5: i64 ttl_ms = 3600000,              // >= 1000
 }
 
+// One key -> partition mapping of a channel (`catena channel alter`): a
+// keyed record goes to partition xxh64(key) % partitions. Generation 0 is
+// the channel as created. A newer generation is brought in by markers: one
+// record in every partition whose key set changes, at a cut. In such a
+// partition, records below its marker were written under the older
+// generations, records above it under this one or newer; publishers send a
+// key to its new partition only after every record they sent it to the old
+// one is stored below the old one's marker, and subscribers deliver a
+// partition's records above its marker only once every parent (a partition
+// from which some key moves into it) has been delivered up to its own.
+struct ChannelGeneration {
+  1: i32 generation,
+  2: i32 partitions,
+  // partition -> offset of its marker for this generation; -1 while the
+  // marker has not been appended and committed. The keys are the affected
+  // partitions: old and new ones whose key set changes.
+  3: map<i32, i64> markers,
+  // Every marker committed: publishers map keys by this generation, and
+  // ChannelConfig.partitions is its count.
+  4: bool complete,
+}
+
 struct ChannelInfo {
   1: ChannelConfig config,
-  2: list<PartitionRoute> routes,       // index == partition
+  // index == partition. After a shrink, partitions at or above
+  // config.partitions take no new records; they keep their routes while a
+  // subscriber may still need their records below the marker.
+  2: list<PartitionRoute> routes,
+  // Oldest first; empty for a channel never altered (generation 0 of
+  // config.partitions). The last one may be incomplete (an alter under way).
+  3: list<ChannelGeneration> generations,
 }
 
 // A publisher's identity, issued by the controller (as Kafka's
@@ -361,6 +389,20 @@ service Controller {
   // otherwise 1 .. 2^62-1, chosen by the application (an id stable across
   // restarts), else INVALID_ARGUMENT.
   ProducerIdentity initProducer(1: i64 producer_id) throws (1: CatenaError err),
+
+  // Changes the channel's partition count to `partitions` live (see
+  // ChannelGeneration): one metadata record places the partitions it adds
+  // and opens generation g+1 with the affected partitions; then a marker is
+  // appended at the head of each (appendMarker) and committed; the record
+  // that notes the last one completes the generation and sets
+  // config.partitions. Only the affected partitions' heads and the new
+  // partitions' replicas are called. Returns the channel as it is then.
+  // INVALID_ARGUMENT: partitions out of 1..1024, or the same as now;
+  // UNAVAILABLE: an affected chain is being repaired or moved, a head could
+  // not be reached, or another alter is under way (the message says which);
+  // an alter that stopped half way is finished by tick() or by calling
+  // alterChannel again with the same count.
+  ChannelInfo alterChannel(1: string name, 2: i32 partitions) throws (1: CatenaError err),
 }
 
 // What a broker must host for one partition.
@@ -376,6 +418,11 @@ struct ChainAssignment {
   // Partition handoff: the producer state of the chain this one continues,
   // taken in by its head before it takes any append. Empty otherwise.
   6: list<ProducerSnapshot> producers,
+}
+
+struct MarkerReply {
+  1: i64 offset,               // where the marker record lies
+  2: i64 commit_offset,        // the chain has committed up to here
 }
 
 struct SealReply {
@@ -415,4 +462,14 @@ service BrokerAdmin {
   // end_offset. STALE_EPOCH if the replica is at another epoch,
   // INVALID_ARGUMENT if it is not the head. A newer epoch lifts the seal.
   SealReply seal(1: string channel, 2: i32 partition, 3: i64 epoch) throws (1: CatenaError err),
+
+  // Channel alter: the head of (channel, partition) at `epoch` appends a
+  // marker record for `generation` (a control record: subscribers see it
+  // only if they ask for control records) and from then on refuses appends
+  // from publishers mapping keys by an older generation. Idempotent: a
+  // replica that holds a marker for `generation` or newer answers its
+  // offset. Call again until commit_offset > offset. STALE_EPOCH if the
+  // replica is at another epoch, INVALID_ARGUMENT if it is not the head.
+  MarkerReply appendMarker(1: string channel, 2: i32 partition, 3: i64 epoch, 4: i32 generation)
+      throws (1: CatenaError err),
 }

@@ -22,6 +22,7 @@ struct NodeRecord {
 struct ChannelRecord {
   1: catena.ChannelConfig config,
   2: list<catena.PartitionRoute> routes,
+  3: list<catena.ChannelGeneration> generations,   // see ChannelInfo
 }
 
 struct RouteKey {

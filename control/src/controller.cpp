@@ -27,6 +27,7 @@ idl::ChannelInfo channel_info(const meta::ChannelRecord& ch) {
   idl::ChannelInfo info;
   info.__set_config(ch.config);
   info.__set_routes(ch.routes);
+  info.__set_generations(ch.generations);
   return info;
 }
 
@@ -299,20 +300,9 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
     meta::ChannelRecord channel;
     channel.__set_config(config);
     for (std::int32_t p = 0; p < config.partitions; ++p) {
-      auto chosen = placement.choose(config.replication, {}, {});
-      if (!chosen) {
-        return make_error(chosen.code(),
-                          fmt::format("channel '{}' needs {} alive nodes for replication {}: {}", config.name,
-                                      config.replication, config.replication, chosen.error().message));
-      }
-      idl::PartitionRoute route;
-      route.__set_channel(config.name);
-      route.__set_partition(p);
-      route.__set_epoch(1);
-      route.__set_start_offset(0);
-      for (const auto& id : *chosen) route.replicas.push_back(replica_of(*node_locked(id)));
-      route.__isset.replicas = true;
-      channel.routes.push_back(std::move(route));
+      auto route = place_route_locked(placement, config, p);
+      if (!route) return route.error();
+      channel.routes.push_back(std::move(*route));
     }
     channel.__isset.routes = true;
     meta::MetaRecord record;
@@ -325,18 +315,40 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
   // Durable first, then pushed: a failed push is retried by tick(), the
   // route itself is never lost.
   run_pushes();
-  // A tick running at the same time may have claimed some of these pushes
-  // first (pushing_), and then the call above skipped them: wait for that
-  // tick's answers too, so that the channel has been pushed when this
+  await_channel_pushes(config.name);
+  return info;
+}
+
+Result<idl::PartitionRoute> Controller::place_route_locked(Placement& placement,
+                                                           const idl::ChannelConfig& config, std::int32_t p) {
+  auto chosen = placement.choose(config.replication, {}, {});
+  if (!chosen) {
+    return make_error(chosen.code(),
+                      fmt::format("channel '{}' needs {} alive nodes for replication {}: {}", config.name,
+                                  config.replication, config.replication, chosen.error().message));
+  }
+  idl::PartitionRoute route;
+  route.__set_channel(config.name);
+  route.__set_partition(p);
+  route.__set_epoch(1);
+  route.__set_start_offset(0);
+  for (const auto& id : *chosen) route.replicas.push_back(replica_of(*node_locked(id)));
+  route.__isset.replicas = true;
+  return route;
+}
+
+void Controller::await_channel_pushes(const std::string& channel) {
+  // A tick running at the same time may have claimed some of the pushes
+  // first (pushing_), and then run_pushes() skipped them: wait for that
+  // tick's answers too, so that the channel has been pushed when the caller
   // returns, as createChannel promises. Each push is bounded by the admin
   // client's timeout.
   UniqueLock lock(mu_);
   lock.wait(pushes_done_, [&] {
     mu_.assert_held();  // the wait holds it when it asks
     return halted_ || std::none_of(pushing_.begin(), pushing_.end(),
-                                   [&](const auto& p) { return p.second.first == config.name; });
+                                   [&](const auto& p) { return p.second.first == channel; });
   });
-  return info;
 }
 
 Result<std::vector<idl::ChannelInfo>> Controller::list_channels() const {

@@ -132,6 +132,14 @@ Result<idl::PartitionRoute> ControllerClient::move_partition(const std::string& 
   return out;
 }
 
+Result<idl::ChannelInfo> ControllerClient::alter_channel(const std::string& name, std::int32_t partitions) {
+  idl::ChannelInfo out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.alterChannel(out, name, partitions); }); !r) {
+    return r.error();
+  }
+  return out;
+}
+
 Result<idl::ClusterStatus> ControllerClient::cluster_status() {
   idl::ClusterStatus out;
   if (auto r = call([&](idl::ControllerClient& c) { c.clusterStatus(out); }); !r) return r.error();

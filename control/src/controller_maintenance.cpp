@@ -35,8 +35,11 @@ void Controller::tick() {
     drop_expired_ranges_locked();
   }
   run_pushes();
-  MutexLock lock(mu_);
-  if (!halted_) close_finished_repairs_locked();
+  {
+    MutexLock lock(mu_);
+    if (!halted_) close_finished_repairs_locked();
+  }
+  resume_alters();
 }
 
 void Controller::run_probes() {

@@ -67,6 +67,9 @@ class Handler final : public idl::ControllerIf {
   void initProducer(idl::ProducerIdentity& out, std::int64_t producer_id) override {
     out = value_or_throw(c_.init_producer(producer_id));
   }
+  void alterChannel(idl::ChannelInfo& out, const std::string& name, std::int32_t partitions) override {
+    out = value_or_throw(c_.alter_channel(name, partitions));
+  }
 
  private:
   Controller& c_;

@@ -91,6 +91,9 @@ Result<void> InProcBrokerAdmin::deliver(const Call& call, Reply* out) {
       case Method::seal:
         broker->seal(out->seal, call.channel, call.partition, call.epoch);
         break;
+      case Method::append_marker:
+        broker->appendMarker(out->marker, call.channel, call.partition, call.epoch, call.generation);
+        break;
     }
   } catch (const idl::CatenaError& e) {
     return ControlError::from_thrift(e);
@@ -143,6 +146,21 @@ Result<idl::SealReply> InProcBrokerAdmin::seal(const BrokerTarget& to, const std
   Reply out;
   if (auto r = send(call, &out); !r) return r.error();
   return out.seal;
+}
+
+Result<idl::MarkerReply> InProcBrokerAdmin::append_marker(const BrokerTarget& to, const std::string& channel,
+                                                          std::int32_t partition, std::int64_t epoch,
+                                                          std::int32_t generation) {
+  Call call;
+  call.method = Method::append_marker;
+  call.to = to;
+  call.channel = channel;
+  call.partition = partition;
+  call.epoch = epoch;
+  call.generation = generation;
+  Reply out;
+  if (auto r = send(call, &out); !r) return r.error();
+  return out.marker;
 }
 
 }  // namespace catena::control

@@ -90,6 +90,17 @@ Result<idl::SealReply> ThriftBrokerAdmin::seal(const BrokerTarget& to, const std
   return reply;
 }
 
+Result<idl::MarkerReply> ThriftBrokerAdmin::append_marker(const BrokerTarget& to, const std::string& channel,
+                                                          std::int32_t partition, std::int64_t epoch,
+                                                          std::int32_t generation) {
+  idl::MarkerReply reply;
+  auto r = call(to, options_.connect_timeout, options_.rpc_timeout, [&](idl::BrokerAdminClient& c) {
+    c.appendMarker(reply, channel, partition, epoch, generation);
+  });
+  if (!r) return r.error();
+  return reply;
+}
+
 Result<idl::NodeStats> ThriftBrokerAdmin::ping(const BrokerTarget& to) {
   idl::NodeStats stats;
   auto r = call(to, options_.probe_timeout, options_.probe_timeout,

@@ -203,6 +203,7 @@ std::optional<std::string> encode_key(const meta::MetaState& state, const Key& k
       if (const auto* ch = find_in(state.channels, key.a)) {
         meta::ChannelRecord bare;
         bare.__set_config(ch->config);
+        bare.__set_generations(ch->generations);
         return encoded(bare);
       }
       return std::nullopt;
@@ -286,7 +287,10 @@ bool put_key(meta::MetaState& state, const Key& key, const std::optional<std::st
       }
       meta::ChannelRecord bare;
       if (!decode_into(*data, bare)) return false;
-      state.channels[key.a].config = std::move(bare.config);  // its routes are znodes of their own
+      auto& ch = state.channels[key.a];
+      ch.config = std::move(bare.config);  // its routes are znodes of their own
+      ch.generations = std::move(bare.generations);
+      ch.__isset.generations = !ch.generations.empty();
       return true;
     }
     case Kind::route: {

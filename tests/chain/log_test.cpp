@@ -293,6 +293,44 @@ TEST_F(LogTest, ReplicaValidatesForwardedBytesAndServesCommittedRecords) {
   EXPECT_EQ(rep.read(mid).header.offset, 17u);
 }
 
+// Channel alter: a head's marker takes the next offset, is replicated like a
+// record, is read back as a control record, and a replica that validated it
+// knows it (so a replica promoted to head answers a repeated request with it).
+TEST_F(LogTest, MarkerIsAReplicatedControlRecordEveryReplicaRemembers) {
+  Slots hs(3, kSeg), rs(3, kSeg);
+  PartitionLog head(hs.spans(), cfg, clock);
+  PartitionLog rep(rs.spans(), cfg, clock);
+  std::uint64_t off = 0;
+  ASSERT_EQ(head.append(producer(9, 0), bytes_of("before"), &off), AppendStatus::ok);
+  EXPECT_EQ(head.marker().generation, 0u);
+  ASSERT_EQ(head.append_marker(3, &off), AppendStatus::ok);
+  EXPECT_EQ(off, 1u);
+  EXPECT_EQ(head.marker().generation, 3u);
+  EXPECT_EQ(head.marker().offset, 1u);
+  ASSERT_EQ(head.append(producer(9, 1), bytes_of("after"), &off), AppendStatus::ok);
+  EXPECT_EQ(off, 2u);
+  for (std::uint32_t s : head.slots_in_order()) forward(head, rs, rep, s);
+  EXPECT_EQ(rep.end_offset(), 3u);
+  EXPECT_EQ(rep.marker().generation, 3u);
+  EXPECT_EQ(rep.marker().offset, 1u);
+  rep.set_commit_offset(3);
+  Cursor c = rep.seek(0);
+  ASSERT_TRUE(c.valid);
+  std::vector<std::uint32_t> flags;
+  for (int i = 0; i < 3; ++i) {
+    ReadResult r = rep.read(c);
+    ASSERT_EQ(r.status, ReadStatus::record) << i;
+    EXPECT_EQ(r.header.offset, static_cast<std::uint64_t>(i));
+    flags.push_back(r.header.flags);
+    if (i == 1) {
+      EXPECT_EQ(r.header.sequence, 3u);  // the generation
+      EXPECT_EQ(r.header.producer_id, 0u);
+      EXPECT_EQ(r.header.length, 0u);
+    }
+  }
+  EXPECT_EQ(flags, (std::vector<std::uint32_t>{0, kFlagMarker, 0}));
+}
+
 TEST_F(LogTest, ReplicaRefusesCorruptOrOutOfOrderBytes) {
   Slots hs(2, kSeg), rs(2, kSeg);
   PartitionLog head(hs.spans(), cfg, clock);

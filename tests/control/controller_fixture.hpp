@@ -76,6 +76,40 @@ class FakeBroker final : public idl::BrokerAdminIf {
     out.__set_commit_offset(out.end_offset - commit_lag_);
     if (auto p = producers_.find(key); p != producers_.end()) out.__set_producers(p->second);
   }
+  // Appends a marker as a head would: at the end offset (which grows by one),
+  // committed unless set_commit_lag() holds the commit back; a marker of the
+  // same or a newer generation already there is answered again.
+  void appendMarker(idl::MarkerReply& out, const std::string& channel, std::int32_t partition,
+                    std::int64_t epoch, std::int32_t generation) override {
+    std::lock_guard lock(mu_);
+    markers_calls_.push_back({channel, partition, epoch});
+    if (marker_error_) {
+      idl::CatenaError e;
+      e.__set_code(idl::ErrorCode::INVALID_ARGUMENT);
+      e.__set_message(name_ + ": not the head");
+      throw e;
+    }
+    const auto key = std::make_pair(channel, partition);
+    auto m = markers_.find(key);
+    if (m == markers_.end() || m->second.first < generation) {
+      auto& end = end_offset_[key];
+      m = markers_.insert_or_assign(key, std::make_pair(generation, end)).first;
+      ++end;
+    }
+    out.__set_offset(m->second.second);
+    out.__set_commit_offset(end_offset_[key] - commit_lag_);
+  }
+  void set_marker_error(bool fail) {
+    std::lock_guard lock(mu_);
+    marker_error_ = fail;
+  }
+  // The offset of the newest marker it holds in channel/partition.
+  [[nodiscard]] std::optional<std::int64_t> marker(const std::string& channel, std::int32_t p) const {
+    std::lock_guard lock(mu_);
+    auto m = markers_.find({channel, p});
+    if (m == markers_.end()) return std::nullopt;
+    return m->second.second;
+  }
   void set_commit_lag(std::int64_t lag) {
     std::lock_guard lock(mu_);
     commit_lag_ = lag;
@@ -189,6 +223,11 @@ class FakeBroker final : public idl::BrokerAdminIf {
     std::lock_guard lock(mu_);
     return fences_;
   }
+  // appendMarker calls, in order.
+  [[nodiscard]] std::vector<Fence> marker_calls() const {
+    std::lock_guard lock(mu_);
+    return markers_calls_;
+  }
 
  private:
   std::string name_;
@@ -201,6 +240,9 @@ class FakeBroker final : public idl::BrokerAdminIf {
   std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_;
   std::vector<Fence> fences_;
   std::vector<Fence> seals_;
+  std::vector<Fence> markers_calls_;
+  std::map<std::pair<std::string, std::int32_t>, std::pair<std::int32_t, std::int64_t>> markers_;
+  bool marker_error_ = false;
   std::map<std::pair<std::string, std::int32_t>, std::vector<idl::ProducerSnapshot>> producers_;
   std::int64_t commit_lag_ = 0;
   bool seal_error_ = false;
@@ -234,7 +276,8 @@ class ControllerFixture : public ::testing::Test {
     o.wall_clock_ms = [this] { return wall_ms_; };
     o.isolation_percent = isolation_percent_;
     o.heartbeat_loss = heartbeat_loss_;
-    o.link_fault_timeout = std::chrono::milliseconds(3000);  // LinkFaults.* count reports against 3 s
+    o.link_fault_timeout = std::chrono::milliseconds(3000);    // LinkFaults.* count reports against 3 s
+    o.marker_commit_timeout = std::chrono::milliseconds(200);  // Alter.* wait this out for a held commit
     return o;
   }
 

@@ -118,6 +118,12 @@ control::Result<idl::SealReply> SimAdmin::seal(const control::BrokerTarget& to, 
                              to.admin_addr + ": no moves in the simulation");
 }
 
+control::Result<idl::MarkerReply> SimAdmin::append_marker(const control::BrokerTarget& to, const std::string&,
+                                                          std::int32_t, std::int64_t, std::int32_t) {
+  return control::make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                             to.admin_addr + ": no channel alters in the simulation");
+}
+
 // --- SimNet ------------------------------------------------------------------
 
 SimNet::SimNet() {

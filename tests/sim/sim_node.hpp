@@ -77,6 +77,11 @@ class SimAdmin final : public control::BrokerAdminClient {
   // The simulation moves no partition (Controller::move_partition is tested elsewhere).
   control::Result<control::idl::SealReply> seal(const control::BrokerTarget& to, const std::string& channel,
                                                 std::int32_t partition, std::int64_t epoch) override;
+  // Nor does it alter a channel (Controller::alter_channel is tested elsewhere).
+  control::Result<control::idl::MarkerReply> append_marker(const control::BrokerTarget& to,
+                                                           const std::string& channel, std::int32_t partition,
+                                                           std::int64_t epoch,
+                                                           std::int32_t generation) override;
 
  private:
   struct Handle {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <spdlog/spdlog.h>
 
+#include <catena/chain/key_map.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/publish.hpp>
 #include <catena/fabric/clock.hpp>
@@ -91,7 +92,9 @@ Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::b
 
 std::uint32_t Publisher::Impl::pick_partition(std::span<const std::byte> key) {
   if (key.empty()) return rr_++ % static_cast<std::uint32_t>(sessions_.size());
-  return static_cast<std::uint32_t>(XXH64(key.data(), key.size(), 0) % sessions_.size());
+  // The channel generation's mapping (key_map.hpp), which channel alters change.
+  return chain::partition_of_hash(XXH64(key.data(), key.size(), 0),
+                                  static_cast<std::uint32_t>(sessions_.size()));
 }
 
 int Publisher::Impl::poll() {

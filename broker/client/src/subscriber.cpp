@@ -171,6 +171,7 @@ class Subscriber::Impl {
       }
       chain::DeliveryClient::Fault fault = chain::DeliveryClient::Fault::none;
       bool expired = false;
+      int skipped = 0;
       delivered += s.delivery.do_work(
           max - delivered, &fault,
           [&](wire::Status status, std::uint64_t next_offset, const wire::NextChainHint& next) {
@@ -197,10 +198,16 @@ class Subscriber::Impl {
             m.producer_id = h.producer_id;
             m.sequence = h.sequence;
             m.payload = payload;
+            m.marker = (h.flags & chain::kFlagMarker) != 0;
             s.next_offset = h.offset + 1;
             s.last_delivery = now;
-            if (on_message) on_message(m);
+            if (m.marker && !opts_.control_records) {
+              ++skipped;  // not a record to the application
+            } else if (on_message) {
+              on_message(m);
+            }
           });
+      delivered -= skipped;
       if (fault != chain::DeliveryClient::Fault::none) {
         spdlog::debug("subscriber {}/{}: {} from {} at offset {}; reconnecting", channel_, s.partition,
                       fault_text(fault), s.reading_from, s.next_offset);

@@ -47,6 +47,17 @@ SealResult Broker::seal(const std::string& channel, std::uint32_t partition, std
   return *out;  // the call completed: its write happened before the future was ready
 }
 
+MarkerResult Broker::append_marker(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                                   std::uint64_t generation) {
+  auto out = std::make_shared<MarkerResult>();  // as seal(): the agent may run the call after a timeout
+  ConfigureResult r = impl_->run_on_agent([this, out, channel, partition, epoch, generation] {
+    *out = impl_->append_marker_st(channel, partition, epoch, generation);
+    return ConfigureResult{out->status, out->current_epoch, out->message};
+  });
+  if (r.status == ConfigureStatus::failed) return {r.status, r.current_epoch, r.message, {}};
+  return *out;
+}
+
 ConfigureResult Broker::retire(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
                                std::uint64_t range_end, NextChain next) {
   return impl_->run_on_agent([this, channel, partition, epoch, range_end, next = std::move(next)]() mutable {

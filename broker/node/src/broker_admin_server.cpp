@@ -198,21 +198,23 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     installed_.erase({channel, partition});
   }
 
+  void appendMarker(idl::MarkerReply& out, const std::string& channel, std::int32_t partition,
+                    std::int64_t epoch, std::int32_t generation) override {
+    if (partition < 0 || epoch <= 0 || generation <= 0)
+      throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad marker request").to_thrift();
+    auto r = broker_.append_marker(channel, static_cast<std::uint32_t>(partition),
+                                   static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(generation));
+    throw_unless_applied(r.status, {channel, partition}, r.message);
+    out.__set_offset(static_cast<std::int64_t>(r.state.offset));
+    out.__set_commit_offset(static_cast<std::int64_t>(r.state.commit_offset));
+  }
+
   void seal(idl::SealReply& out, const std::string& channel, std::int32_t partition,
             std::int64_t epoch) override {
     if (partition < 0 || epoch <= 0)
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad seal").to_thrift();
     auto r = broker_.seal(channel, static_cast<std::uint32_t>(partition), static_cast<std::uint64_t>(epoch));
-    switch (r.status) {
-      case broker::ConfigureStatus::applied:
-        break;
-      case broker::ConfigureStatus::stale_epoch:
-        throw stale({channel, partition}, r.message);
-      case broker::ConfigureStatus::invalid:
-        throw make_error(idl::ErrorCode::INVALID_ARGUMENT, r.message).to_thrift();
-      case broker::ConfigureStatus::failed:
-        throw make_error(idl::ErrorCode::INTERNAL, r.message).to_thrift();
-    }
+    throw_unless_applied(r.status, {channel, partition}, r.message);
     out.__set_end_offset(static_cast<std::int64_t>(r.state.end_offset));
     out.__set_commit_offset(static_cast<std::int64_t>(r.state.commit_offset));
     std::vector<idl::ProducerSnapshot> producers;
@@ -250,6 +252,22 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   }
 
  private:
+  // A head call's status as BrokerAdmin's error (seal, appendMarker).
+  void throw_unless_applied(broker::ConfigureStatus status, const std::pair<std::string, std::int32_t>& key,
+                            const std::string& msg) {
+    switch (status) {
+      case broker::ConfigureStatus::applied:
+        return;
+      case broker::ConfigureStatus::stale_epoch:
+        throw stale(key, msg);
+      case broker::ConfigureStatus::invalid:
+        throw make_error(idl::ErrorCode::INVALID_ARGUMENT, msg).to_thrift();
+      case broker::ConfigureStatus::failed:
+        break;
+    }
+    throw make_error(idl::ErrorCode::INTERNAL, msg).to_thrift();
+  }
+
   idl::CatenaError stale(const std::pair<std::string, std::int32_t>& key, const std::string& msg) {
     ControlError e = make_error(idl::ErrorCode::STALE_EPOCH, msg);
     MutexLock lk(mu_);

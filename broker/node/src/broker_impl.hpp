@@ -188,18 +188,50 @@ class Broker::Impl {
     return {ConfigureStatus::applied, cfg.epoch, ""};
   }
 
-  SealResult seal_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+  // The head of (channel, partition) at `epoch`, or why not.
+  chain::Replica* head_at_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                             ConfigureResult* why) {
     CATENA_ST_CHECK(data_plane_);
     auto it = replicas_.find({channel, partition});
-    if (it == replicas_.end()) return {ConfigureStatus::invalid, 0, "not held here", {}};
+    if (it == replicas_.end()) {
+      *why = {ConfigureStatus::invalid, 0, "not held here"};
+      return nullptr;
+    }
     chain::Replica& rep = *it->second;
     if (rep.epoch() != epoch) {
-      return {ConfigureStatus::stale_epoch,
-              rep.epoch(),
-              "the replica is at epoch " + std::to_string(rep.epoch()) + ", not " + std::to_string(epoch),
-              {}};
+      *why = {ConfigureStatus::stale_epoch, rep.epoch(),
+              "the replica is at epoch " + std::to_string(rep.epoch()) + ", not " + std::to_string(epoch)};
+      return nullptr;
     }
-    if (!rep.config().is_head()) return {ConfigureStatus::invalid, rep.epoch(), "not the head", {}};
+    if (!rep.config().is_head()) {
+      *why = {ConfigureStatus::invalid, rep.epoch(), "not the head"};
+      return nullptr;
+    }
+    return &rep;
+  }
+
+  MarkerResult append_marker_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                                std::uint64_t generation) {
+    ConfigureResult why;
+    chain::Replica* rep = head_at_st(channel, partition, epoch, &why);
+    if (rep == nullptr) return {why.status, why.current_epoch, why.message, {}};
+    const bool first = rep->log().marker().generation < generation;
+    MarkerResult out{ConfigureStatus::applied, rep->epoch(), "", rep->append_marker_st(generation)};
+    if (out.state.status != chain::AppendStatus::ok) {
+      return {ConfigureStatus::failed, rep->epoch(), "the log is full: try again", {}};
+    }
+    if (first) {
+      spdlog::info("partition {}/{}: marker of generation {} at offset {}", channel, partition, generation,
+                   out.state.offset);
+    }
+    return out;
+  }
+
+  SealResult seal_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
+    ConfigureResult why;
+    chain::Replica* found = head_at_st(channel, partition, epoch, &why);
+    if (found == nullptr) return {why.status, why.current_epoch, why.message, {}};
+    chain::Replica& rep = *found;
     const bool first = !rep.sealed();
     SealResult out{ConfigureStatus::applied, rep.epoch(), "", rep.seal_st()};
     if (first) {

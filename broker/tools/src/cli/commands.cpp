@@ -67,6 +67,20 @@ void print_channel(const control::idl::ChannelInfo& ch) {
                   static_cast<long long>(r.start_offset), static_cast<long long>(r.epoch));
     }
   }
+  // Key mappings (`catena channel alter`) and where their markers lie.
+  for (const auto& g : ch.generations) {
+    std::printf("  generation %d  %d partition(s)%s", g.generation, g.partitions,
+                g.complete ? "" : "  (being brought in)");
+    if (!g.markers.empty()) std::printf("  markers:");
+    for (const auto& [p, offset] : g.markers) {
+      if (offset < 0) {
+        std::printf(" %d@pending", p);
+      } else {
+        std::printf(" %d@%lld", p, static_cast<long long>(offset));
+      }
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -145,6 +159,17 @@ int channel_describe(const Common& c, const std::string& name) {
   control::ControllerClient client(client_options(c));
   auto r = client.describe_channel(name);
   if (!r) return fail("channel describe " + name, r.error().describe());
+  print_channel(r.value());
+  return 0;
+}
+
+int channel_alter(const Common& c, const std::string& name, std::int32_t partitions) {
+  auto opts = client_options(c);
+  // The alter waits for every marker to commit.
+  opts.rpc_timeout = std::max(opts.rpc_timeout, std::chrono::milliseconds(30000));
+  control::ControllerClient client(opts);
+  auto r = client.alter_channel(name, partitions);
+  if (!r) return fail("channel alter " + name, r.error().describe());
   print_channel(r.value());
   return 0;
 }

@@ -103,6 +103,8 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
 int channel_create(const Common& c, const ChannelSpec& spec);
 int channel_list(const Common& c);
 int channel_describe(const Common& c, const std::string& name);
+// Changes the partition count (Controller.alterChannel) and prints the channel.
+int channel_alter(const Common& c, const std::string& name, std::int32_t partitions);
 int partition_declare_lost(const Common& c, const std::string& channel, std::int32_t partition);
 // Tail-offset handoff to the chain `to` (node ids, head first).
 int partition_move(const Common& c, const std::string& channel, std::int32_t partition,

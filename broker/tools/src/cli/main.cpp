@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   add_fabric_options(*demo_cmd);
 
   // channels -------------------------------------------------------------------
-  auto* channel = app.add_subcommand("channel", "create, list and describe channels");
+  auto* channel = app.add_subcommand("channel", "create, list, describe and alter channels");
   channel->require_subcommand(1);
   ChannelSpec spec;
   auto* create = channel->add_subcommand("create", "create a channel");
@@ -79,6 +79,16 @@ int main(int argc, char** argv) {
   std::string describe_name;
   auto* describe = channel->add_subcommand("describe", "show a channel's partitions and chains");
   describe->add_option("name", describe_name, "channel name")->required();
+  std::string alter_name;
+  std::int32_t alter_partitions = 0;
+  auto* alter = channel->add_subcommand(
+      "alter",
+      "change a channel's partition count live: a marker in every affected partition cuts "
+      "the old key mapping from the new one");
+  alter->add_option("name", alter_name, "channel name")->required();
+  alter->add_option("--partitions", alter_partitions, "the new partition count")
+      ->required()
+      ->check(CLI::PositiveNumber);
 
   // partitions -------------------------------------------------------------------
   auto* partition = app.add_subcommand("partition", "operator actions on one partition");
@@ -150,6 +160,7 @@ int main(int argc, char** argv) {
   if (create->parsed()) return channel_create(common, spec);
   if (list->parsed()) return channel_list(common);
   if (describe->parsed()) return channel_describe(common, describe_name);
+  if (alter->parsed()) return channel_alter(common, alter_name, alter_partitions);
   if (declare_lost->parsed()) return partition_declare_lost(common, lost_channel, lost_partition);
   if (move->parsed()) return partition_move(common, move_channel, move_partition, move_to);
   if (publish->parsed()) return publish_stdin(common, pub);

@@ -112,6 +112,9 @@ class PartitionLog {
   std::byte* stage_frame(const std::byte* frame, std::uint32_t frame_bytes, AppendStatus* status);
   // Appends the frame stage_frame() just copied, stamping the next offset.
   std::uint64_t append_staged(std::uint32_t frame_bytes);
+  // Appends a marker record (kFlagMarker) for channel generation
+  // `generation`; marker() says where.
+  AppendStatus append_marker(std::uint64_t generation, std::uint64_t* offset);
 
   // --- replica side --------------------------------------------------------
   // The predecessor says slot `slot` now holds `end` valid bytes. Validates the
@@ -126,6 +129,15 @@ class PartitionLog {
   bool roll_if_aged();
   // Seals the open segment now (handoff, shutdown). No-op if empty/none.
   void seal_open();
+
+  // The newest marker this replica appended or validated: its generation
+  // (0: none) and offset. A replica promoted to head answers a repeated
+  // marker request with it.
+  struct Marker {
+    std::uint64_t generation = 0;
+    std::uint64_t offset = 0;
+  };
+  [[nodiscard]] Marker marker() const noexcept { return marker_; }
 
   // First offset not yet written (head) / not yet validated (replica).
   [[nodiscard]] std::uint64_t end_offset() const noexcept { return end_offset_; }
@@ -170,6 +182,8 @@ class PartitionLog {
   bool open_next_st(std::uint64_t epoch);
   void seal_st(std::uint32_t s);
   std::uint32_t room_st(std::uint32_t s) const;
+  AppendStatus append_frame_st(const RecordHeader& r, std::span<const std::byte> payload,
+                               std::uint64_t* offset);
 
   std::vector<std::span<std::byte>> slots_;
   std::vector<SlotInfo> info_;
@@ -183,6 +197,7 @@ class PartitionLog {
   std::uint64_t commit_offset_ = 0;
   std::uint64_t epoch_ = 0;
   ProducerState* producers_ = nullptr;
+  Marker marker_;
 };
 
 }  // namespace catena::chain

@@ -5,7 +5,10 @@
 //
 //   0  u32 length          payload bytes
 //   4  u32 flags           kFlagSeal: end of segment, no payload;
-//                          kFlagPad: ring padding up to the ring's end
+//                          kFlagPad: ring padding up to the ring's end;
+//                          kFlagMarker: a channel alter's marker (a control
+//                          record: producer_id 0, sequence = the
+//                          channel generation it brings in, no payload)
 //   8  u64 offset          partition-wide position (set by the head)
 //  16  u64 producer_id
 //  24  u64 producer_epoch  issued by the controller on every publisher start
@@ -46,7 +49,11 @@ inline constexpr std::uint32_t kFlagSeal = 1u << 0;
 // Ring padding (publisher and subscriber rings only, never in a segment):
 // skip `length` bytes to the end of the ring. Its payload is not checked.
 inline constexpr std::uint32_t kFlagPad = 1u << 1;
-inline constexpr std::uint32_t kKnownFlags = kFlagSeal | kFlagPad;
+// A marker (channel alter, see ChannelGeneration in catena.thrift): appended
+// by the head itself, replicated and delivered like any record; subscribers
+// show it only to applications that ask for control records.
+inline constexpr std::uint32_t kFlagMarker = 1u << 2;
+inline constexpr std::uint32_t kKnownFlags = kFlagSeal | kFlagPad | kFlagMarker;
 inline constexpr std::size_t kRecordAlign = 8;
 // Largest payload a record may carry (a segment must hold at least one).
 using limits::kMaxRecordPayload;

@@ -151,6 +151,14 @@ struct SealState {
   std::vector<ProducerSnapshot> producers;
 };
 
+// A channel alter's marker at a head: where it lies and how far the chain
+// has committed (the marker is committed once commit_offset > offset).
+struct MarkerState {
+  AppendStatus status = AppendStatus::ok;  // log_full: try again
+  std::uint64_t offset = 0;
+  std::uint64_t commit_offset = 0;
+};
+
 // A neighbour this replica lost or could not use, and why: the broker turns
 // it into a failure report to the controller.
 struct LinkFault {
@@ -207,6 +215,12 @@ class Replica {
   void set_next_chain_st(std::uint64_t epoch, std::string head_addr);
   static constexpr std::uint64_t kOpenRange = ~0ull;
   [[nodiscard]] std::uint64_t range_end() const { return range_end_; }
+  // --- channel alter -----------------------------------------------------------
+  // Head only: appends a marker for channel generation `generation`, unless
+  // this replica already holds one for it or a newer one (appended here, or
+  // validated from a predecessor before a repair made it the head): then
+  // that one's offset. Publishers are not refused yet (see README).
+  MarkerState append_marker_st(std::uint64_t generation);
   // Taken in by a new head before it is reachable (ChainAssignment.producers).
   void merge_producers_st(const std::vector<ProducerSnapshot>& producers);
   [[nodiscard]] bool may_act() const { return lease_valid_ && !suspended_; }

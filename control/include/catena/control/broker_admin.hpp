@@ -41,6 +41,11 @@ class BrokerAdminClient {
   // Partition handoff: seals the head (see BrokerAdmin.seal in catena.thrift).
   [[nodiscard]] virtual Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
                                                     std::int32_t partition, std::int64_t epoch) = 0;
+  // Channel alter: a marker at the head (see BrokerAdmin.appendMarker).
+  [[nodiscard]] virtual Result<idl::MarkerReply> append_marker(const BrokerTarget& to,
+                                                               const std::string& channel,
+                                                               std::int32_t partition, std::int64_t epoch,
+                                                               std::int32_t generation) = 0;
 };
 
 }  // namespace catena::control

@@ -116,6 +116,9 @@ class Controller {
     // A move gives up (and the old chain goes on) if the sealed head has not
     // committed everything it holds within this long.
     std::chrono::milliseconds move_commit_timeout{10000};
+    // A channel alter stops waiting for a marker to commit after this long
+    // (the alter stays open; tick() or the next alterChannel goes on).
+    std::chrono::milliseconds marker_commit_timeout{10000};
     std::chrono::milliseconds push_retry_initial{100};
     std::chrono::milliseconds push_retry_max{5000};
     std::uint64_t snapshot_every_records = 1000;
@@ -128,7 +131,9 @@ class Controller {
     // "repair.removed", "repair.restored" (replacements joining) and
     // "repair.promoted" (a joining replica became the tail), "move.intent_written",
     // "move.sealed" and "move.committed" (partition handoff), "drain.begun"
-    // (a drain recorded) and "drain.done" (a node marked DRAINED). Returning true
+    // (a drain recorded) and "drain.done" (a node marked DRAINED),
+    // "alter.begun" (a channel alter recorded) and "alter.marker" (a marker's
+    // offset recorded, the generation not complete yet). Returning true
     // stops the controller on the spot, as if its process died there; every
     // later call fails with INTERNAL and the object can only be destroyed.
     std::function<bool(std::string_view point)> crash_point;
@@ -158,6 +163,9 @@ class Controller {
                                                            const std::vector<std::string>& to)
       EXCLUDES(move_mu_, mu_);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status() const;
+  // See alterChannel in catena.thrift (controller_rescale.cpp).
+  [[nodiscard]] Result<idl::ChannelInfo> alter_channel(const std::string& name, std::int32_t partitions)
+      EXCLUDES(alter_mu_, mu_);
   // See drainNode in catena.thrift: checks and records the drain; tick()
   // replaces the node's replicas (controller_drain.cpp).
   [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);
@@ -242,6 +250,22 @@ class Controller {
   // the tail counts it in its commit, and it holds every committed record.
   [[nodiscard]] bool caught_up_locked(const idl::PartitionRoute& route) const REQUIRES(mu_);
   [[nodiscard]] std::string assign_node_id_locked(std::int64_t* next_seq) const REQUIRES(mu_);
+  // A new chain for partition p of a channel with this config (epoch 1,
+  // offset 0), placed on ALIVE nodes by load and zone; placement counts it
+  // for the next one.
+  [[nodiscard]] Result<idl::PartitionRoute> place_route_locked(Placement& placement,
+                                                               const idl::ChannelConfig& config,
+                                                               std::int32_t p) REQUIRES(mu_);
+  // Waits until no push of the channel's routes is in flight (a tick may
+  // have claimed some that run_pushes() then skipped).
+  void await_channel_pushes(const std::string& channel) EXCLUDES(mu_);
+
+  // --- channel alters (controller_rescale.cpp) ---
+  // Appends and commits the missing markers of the channel's open
+  // generation, recording each; the last one completes it.
+  [[nodiscard]] Result<void> write_markers(const std::string& name) REQUIRES(alter_mu_) EXCLUDES(mu_);
+  // tick(): finishes alters a failure or a restart left open.
+  void resume_alters() EXCLUDES(alter_mu_, mu_);
 
   // --- drains (controller_drain.cpp) ---
   // The node is DRAINING: it takes no new replicas, and each of its chains
@@ -319,7 +343,8 @@ class Controller {
   // One rebalance at a time, planned and carried out: a second one (a
   // joining node's, an operator's) plans from what the first left.
   Mutex rebalance_mu_ ACQUIRED_BEFORE(move_mu_);
-  Mutex move_mu_ ACQUIRED_BEFORE(mu_);  // one partition move at a time
+  Mutex move_mu_ ACQUIRED_BEFORE(mu_);   // one partition move at a time
+  Mutex alter_mu_ ACQUIRED_BEFORE(mu_);  // one channel alter at a time
   mutable Mutex mu_;
   std::unique_ptr<MetadataStore> store_ PT_GUARDED_BY(mu_);
   FailureDetector detector_ GUARDED_BY(mu_);

@@ -60,6 +60,9 @@ class ControllerClient {
   [[nodiscard]] Result<idl::PartitionRoute> move_partition(const std::string& channel, std::int32_t partition,
                                                            const std::vector<std::string>& to);
   [[nodiscard]] Result<idl::ClusterStatus> cluster_status();
+  // Waits for every marker (Controller.alterChannel): give the client an rpc
+  // timeout of several seconds.
+  [[nodiscard]] Result<idl::ChannelInfo> alter_channel(const std::string& name, std::int32_t partitions);
   // Starts a drain and returns (Controller.drainNode); poll cluster_status()
   // until the node is DRAINED.
   [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);

@@ -33,7 +33,7 @@ namespace catena::control {
 
 class InProcBrokerAdmin final : public BrokerAdminClient {
  public:
-  enum class Method { configure_chain, fence, ping, seal };
+  enum class Method { configure_chain, fence, ping, seal, append_marker };
   enum class Fate { deliver, drop_request, drop_reply, hold };
 
   struct Call {
@@ -43,6 +43,7 @@ class InProcBrokerAdmin final : public BrokerAdminClient {
     std::string channel;              // fence, seal
     std::int32_t partition = 0;       // fence, seal
     std::int64_t epoch = 0;           // fence, seal
+    std::int32_t generation = 0;      // append_marker
   };
   using Hook = std::function<Fate(const Call&)>;
 
@@ -61,11 +62,15 @@ class InProcBrokerAdmin final : public BrokerAdminClient {
   [[nodiscard]] Result<idl::NodeStats> ping(const BrokerTarget& to) override;
   [[nodiscard]] Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
                                             std::int32_t partition, std::int64_t epoch) override;
+  [[nodiscard]] Result<idl::MarkerReply> append_marker(const BrokerTarget& to, const std::string& channel,
+                                                       std::int32_t partition, std::int64_t epoch,
+                                                       std::int32_t generation) override;
 
  private:
   struct Reply {
-    idl::NodeStats stats;  // ping
-    idl::SealReply seal;   // seal
+    idl::NodeStats stats;     // ping
+    idl::SealReply seal;      // seal
+    idl::MarkerReply marker;  // append_marker
   };
   // Sends call through the hook; fills *out with what the call returns.
   Result<void> send(const Call& call, Reply* out) EXCLUDES(mu_);

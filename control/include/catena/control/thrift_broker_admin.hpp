@@ -35,6 +35,9 @@ class ThriftBrokerAdmin final : public BrokerAdminClient {
   [[nodiscard]] Result<void> fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
                                    std::int64_t epoch) override;
   [[nodiscard]] Result<idl::NodeStats> ping(const BrokerTarget& to) override;
+  [[nodiscard]] Result<idl::MarkerReply> append_marker(const BrokerTarget& to, const std::string& channel,
+                                                       std::int32_t partition, std::int64_t epoch,
+                                                       std::int32_t generation) override;
   [[nodiscard]] Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
                                             std::int32_t partition, std::int64_t epoch) override;
 

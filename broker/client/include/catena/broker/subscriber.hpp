@@ -53,6 +53,9 @@ struct Message {
   std::uint64_t producer_id = 0;
   std::uint64_t sequence = 0;
   std::span<const std::byte> payload;  // valid during the handler only
+  // A channel alter's marker (only with SubscriberOptions::control_records):
+  // no payload, producer_id 0, sequence the channel generation it brings in.
+  bool marker = false;
 };
 
 enum class Start : std::uint8_t { earliest, latest, offset, committed };
@@ -74,6 +77,9 @@ struct SubscriberOptions {
   // delivered none of them for this long is not serving this subscriber
   // (a stuck connection): read from another replica of the chain.
   std::chrono::milliseconds delivery_stall{3000};
+  // Deliver control records too (channel alters' markers, Message::marker);
+  // otherwise they are skipped.
+  bool control_records = false;
 };
 
 // Something the subscriber must know that is not a record.

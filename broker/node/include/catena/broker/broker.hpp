@@ -86,6 +86,14 @@ struct SealResult {
   chain::SealState state;
 };
 
+// Channel alter: a marker at a head (see chain::MarkerState).
+struct MarkerResult {
+  ConfigureStatus status = ConfigureStatus::failed;
+  std::uint64_t current_epoch = 0;
+  std::string message;
+  chain::MarkerState state;
+};
+
 class Broker {
  public:
   static fabric::Result<std::unique_ptr<Broker>> start(
@@ -112,6 +120,10 @@ class Broker {
   // Partition handoff. seal(): the head at `epoch` takes no more appends
   // (stale_epoch at another epoch, invalid if not the head or not held).
   SealResult seal(const std::string& channel, std::uint32_t partition, std::uint64_t epoch);
+  // Channel alter: the head at `epoch` appends (or finds) the marker of
+  // `generation` (chain::Replica::append_marker_st); statuses as seal().
+  MarkerResult append_marker(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
+                             std::uint64_t generation);
   // The replica written at `epoch` becomes the read-only range [start,
   // range_end) (chain::Replica::retire_st), kept apart from the partition's
   // current replica until it expires or drop_retired() lets it go.

@@ -111,6 +111,8 @@ struct MetaRecord {
   12: optional RouteKey end_move,
   13: optional RouteKey handoff_key,
   14: optional Handoff set_handoff,             // with handoff_key
+  // A subscriber group's batch commit (commitOffsets): one record, one fsync.
+  30: optional list<OffsetCommit> commit_offsets,
 }
 
 // What the ZooKeeper store (zk_metadata_store.cpp) keeps in the znodes that

@@ -230,6 +230,19 @@ class Groups : public ::testing::Test {
     }
   }
 
+  // `catena --controller ... ARGS`'s stdout.
+  std::string run_cli(const std::string& args) const {
+    const std::string cmd =
+        self_dir() + "/catena --controller " + cluster_->controller_address() + " " + args + " 2>/dev/null";
+    std::string out;
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      for (std::size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+      pclose(f);
+    }
+    return out;
+  }
+
   std::unique_ptr<LocalCluster> cluster_;
   std::unique_ptr<control::ControllerClient> admin_;
   std::string dir_;
@@ -254,6 +267,13 @@ TEST_F(Groups, MembersJoinDieAndLeaveUnderTrafficAndTheGroupGetsEveryRecord) {
   wait_acked(acked() + 3000);
   const auto want = finish({0, 1, 2, 3});
   check({0, 1, 2, 3}, {1}, want);
+  // What `catena group` shows of it.
+  const std::string list = run_cli("group list");
+  EXPECT_NE(list.find("grp"), std::string::npos) << list;
+  const std::string described = run_cli("group describe grp");
+  EXPECT_NE(described.find("group grp  channel g"), std::string::npos) << described;
+  EXPECT_NE(described.find("committed"), std::string::npos) << described;
+  EXPECT_EQ(run_cli("group describe nosuch").find("nosuch"), std::string::npos) << "an error, on stderr";
 }
 
 TEST_F(Groups, AControllerRestartInTheMiddleOfAReassignmentDeliversEveryRecordOnce) {

@@ -36,6 +36,8 @@ enum ErrorCode {
   INTERNAL = 10,
   UNAVAILABLE = 11,        // a peer (broker or controller) could not be reached
   NO_OFFSET = 12,          // the group never committed an offset for that partition
+  UNKNOWN_MEMBER = 13,     // subscriber groups: no such member (expired, left, or the controller restarted): join again
+  NOT_OWNER = 14,          // subscriber groups: the partition is not the member's (at that generation): it lost it
 }
 
 // One replica of a chain: enough for a client or a neighbour to reach it.
@@ -277,6 +279,55 @@ struct ClusterStatus {
   2: i32 repairs_in_progress,
 }
 
+// --- Subscriber groups (controller_groups.hpp) ---
+
+// One partition's position in a batch commit.
+struct PartitionOffset {
+  1: i32 partition,
+  2: i64 offset,
+}
+
+// What a group member is told on joinGroup and every groupHeartbeat.
+struct GroupAssignment {
+  1: string member_id,
+  2: i64 generation,             // the group's; grows with every assignment change
+  3: list<i32> partitions,       // the member's, to consume (revoking ones excluded)
+  4: list<i32> revoke,           // the member's still, to stop: commit, then report released
+  // partition -> committed offset, for every partition in `partitions` the
+  // group has one for (where a newly assigned partition starts).
+  5: map<i32, i64> start_offsets,
+  6: i64 session_timeout_ms,     // silence after which the member is dropped
+  7: i64 heartbeat_interval_ms,
+  // partition -> the generation at which the member got it: a commit must
+  // name at least this one.
+  8: map<i32, i64> assigned_at,
+}
+
+struct GroupMemberStatus {
+  1: string member_id,
+  2: string name,
+  3: list<i32> partitions,
+  4: list<i32> revoking,
+  5: i64 last_heard_ms_ago,
+}
+
+struct GroupPartitionStatus {
+  1: i32 partition,
+  2: string owner,               // member id; empty while unassigned
+  3: string moving_to,           // member id it moves to once revoked; empty if none
+  4: i64 committed,              // -1: nothing committed
+  5: i64 end_offset,             // the partition's high-water mark as the controller knows it
+  6: i64 lag,                    // end_offset - committed (committed -1 counts as 0)
+}
+
+struct GroupStatus {
+  1: string group,
+  2: string channel,             // empty for a group with offsets only (no members now)
+  3: i64 generation,
+  4: list<GroupMemberStatus> members,
+  5: list<GroupPartitionStatus> partitions,
+}
+
 service Controller {
   // Registers (or re-registers) a node. Every call returns a new node_epoch;
   // an earlier incarnation of the same node_id is retired and removed from
@@ -403,6 +454,32 @@ service Controller {
   // an alter that stopped half way is finished by tick() or by calling
   // alterChannel again with the same count.
   ChannelInfo alterChannel(1: string name, 2: i32 partitions) throws (1: CatenaError err),
+  // --- Subscriber groups (controller_groups.hpp; membership is held in the
+  // controller's memory, offsets durably) ---
+
+  // Joins `group` reading `channel` (a group reads one channel). member_name
+  // is for people. owned: partitions the caller still consumes from an
+  // earlier membership (its heartbeat answered UNKNOWN_MEMBER, say after a
+  // controller restart): given back to it when no one else owns them, so it
+  // goes on without a record delivered twice. Returns a new member id.
+  GroupAssignment joinGroup(1: string group, 2: string channel, 3: string member_name, 4: list<i32> owned)
+      throws (1: CatenaError err),
+  // Keeps the membership alive; released: partitions of an earlier revoke
+  // list the member stopped consuming after committing their offsets.
+  // UNKNOWN_MEMBER: the member is gone (it must stop consuming and join).
+  GroupAssignment groupHeartbeat(1: string group, 2: string member_id, 3: list<i32> released)
+      throws (1: CatenaError err),
+  // Leaves now: its partitions go to the others from their committed offsets.
+  void leaveGroup(1: string group, 2: string member_id) throws (1: CatenaError err),
+  // One durable record for many partitions. Fenced: member_id must own each
+  // partition (NOT_OWNER) and have held it since at least `generation`
+  // (NOT_OWNER too); nothing is written unless all pass. UNKNOWN_MEMBER for
+  // an unknown member. A member's commit never moves an offset backwards.
+  void commitOffsets(1: string group, 2: string channel, 3: string member_id, 4: i64 generation,
+                     5: list<PartitionOffset> offsets) throws (1: CatenaError err),
+  // Every group with members or committed offsets.
+  list<string> listGroups() throws (1: CatenaError err),
+  GroupStatus describeGroup(1: string group) throws (1: CatenaError err),
 }
 
 // What a broker must host for one partition.

@@ -128,6 +128,8 @@ struct MetaRecord {
   13: optional RouteKey handoff_key,
   14: optional Handoff set_handoff,             // with handoff_key
   40: optional RouteMove move_route,            // a committed move; applied after put_routes
+  // A subscriber group's batch commit (commitOffsets): one record, one fsync.
+  30: optional list<OffsetCommit> commit_offsets,
 }
 
 // What the ZooKeeper store (zk_metadata_store.cpp) keeps in the znodes that

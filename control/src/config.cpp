@@ -31,6 +31,8 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("idle_timeout_ms", &C::idle_timeout_ms)
         .integer("max_connections", &C::max_connections)
         .integer("snapshot_every_records", &C::snapshot_every_records)
+        .integer("group_session_timeout_ms", &C::group_session_timeout_ms)
+        .integer("group_heartbeat_interval_ms", &C::group_heartbeat_interval_ms)
         .text("log_level", &C::log_level, log_level_rule());
     return k;
   }();
@@ -68,6 +70,8 @@ Result<void> ControllerConfig::validate() const {
       {"idle_timeout_ms", idle_timeout_ms},
       {"max_connections", max_connections},
       {"snapshot_every_records", snapshot_every_records},
+      {"group_session_timeout_ms", group_session_timeout_ms},
+      {"group_heartbeat_interval_ms", group_heartbeat_interval_ms},
   };
   for (const auto& [name, value] : positive) {
     if (value <= 0 || value > std::int64_t{1} << 31) {
@@ -92,6 +96,10 @@ Result<void> ControllerConfig::validate() const {
   if (isolation_percent < 1 || isolation_percent > 100) {
     return invalid_argument(fmt::format("isolation_percent must be in 1..100, got {}", isolation_percent));
   }
+  if (group_session_timeout_ms <= group_heartbeat_interval_ms) {
+    return invalid(fmt::format("group_session_timeout_ms ({}) must exceed group_heartbeat_interval_ms ({})",
+                               group_session_timeout_ms, group_heartbeat_interval_ms));
+  }
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid_argument("push_retry_max_ms must be >= push_retry_initial_ms");
   }
@@ -115,6 +123,8 @@ Controller::Options ControllerConfig::controller_options() const {
   o.push_retry_initial = std::chrono::milliseconds(push_retry_initial_ms);
   o.push_retry_max = std::chrono::milliseconds(push_retry_max_ms);
   o.snapshot_every_records = static_cast<std::uint64_t>(snapshot_every_records);
+  o.group_session_timeout = std::chrono::milliseconds(group_session_timeout_ms);
+  o.group_heartbeat_interval = std::chrono::milliseconds(group_heartbeat_interval_ms);
   return o;
 }
 

@@ -52,6 +52,13 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
     return make_error(idl::ErrorCode::INVALID_ARGUMENT,
                       fmt::format("isolation_percent must be in 1..100, got {}", options.isolation_percent));
   }
+  if (options.group_heartbeat_interval.count() <= 0 ||
+      options.group_session_timeout <= options.group_heartbeat_interval) {
+    return make_error(
+        idl::ErrorCode::INVALID_ARGUMENT,
+        fmt::format("group_session_timeout ({} ms) must exceed group_heartbeat_interval ({} ms) > 0",
+                    options.group_session_timeout.count(), options.group_heartbeat_interval.count()));
+  }
   if (options.probe_attempts < 1 || options.push_retry_initial.count() <= 0 ||
       options.push_retry_max < options.push_retry_initial || options.snapshot_every_records == 0) {
     return make_error(
@@ -100,6 +107,16 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
   return c;
 }
 
+namespace {
+
+std::set<std::string> known_groups(const meta::MetaState& state) {
+  std::set<std::string> out;
+  for (const auto& [group, offsets] : state.group_offsets) out.insert(group);
+  return out;
+}
+
+}  // namespace
+
 Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& brokers,
                        std::unique_ptr<MetadataStore> store)
     : options_(std::move(options)),
@@ -110,7 +127,9 @@ Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& b
                                          options_.heartbeat_loss},
                 clock),
       // Numbers of a block reserved before a restart may have been handed out.
-      next_producer_number_(std::max<std::int64_t>(1, store_->state().producer_numbers_reserved)) {}
+      next_producer_number_(std::max<std::int64_t>(1, store_->state().producer_numbers_reserved)),
+      groups_(GroupCoordinator::Options{options_.group_session_timeout, options_.group_heartbeat_interval},
+              clock, known_groups(store_->state())) {}
 
 Controller::~Controller() = default;
 

@@ -186,4 +186,50 @@ Result<idl::ProducerIdentity> ControllerClient::init_producer(std::int64_t produ
   return out;
 }
 
+Result<idl::GroupAssignment> ControllerClient::join_group(const std::string& group,
+                                                          const std::string& channel,
+                                                          const std::string& member_name,
+                                                          const std::vector<std::int32_t>& owned) {
+  idl::GroupAssignment out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.joinGroup(out, group, channel, member_name, owned); });
+      !r) {
+    return r.error();
+  }
+  return out;
+}
+
+Result<idl::GroupAssignment> ControllerClient::group_heartbeat(const std::string& group,
+                                                               const std::string& member_id,
+                                                               const std::vector<std::int32_t>& released) {
+  idl::GroupAssignment out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.groupHeartbeat(out, group, member_id, released); });
+      !r) {
+    return r.error();
+  }
+  return out;
+}
+
+Result<void> ControllerClient::leave_group(const std::string& group, const std::string& member_id) {
+  return call([&](idl::ControllerClient& c) { c.leaveGroup(group, member_id); });
+}
+
+Result<void> ControllerClient::commit_offsets(const std::string& group, const std::string& channel,
+                                              const std::string& member_id, std::int64_t generation,
+                                              const std::vector<idl::PartitionOffset>& offsets) {
+  return call(
+      [&](idl::ControllerClient& c) { c.commitOffsets(group, channel, member_id, generation, offsets); });
+}
+
+Result<std::vector<std::string>> ControllerClient::list_groups() {
+  std::vector<std::string> out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.listGroups(out); }); !r) return r.error();
+  return out;
+}
+
+Result<idl::GroupStatus> ControllerClient::describe_group(const std::string& group) {
+  idl::GroupStatus out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.describeGroup(out, group); }); !r) return r.error();
+  return out;
+}
+
 }  // namespace catena::control

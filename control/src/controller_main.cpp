@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   flag("--max-connections", &ControllerConfig::max_connections, "concurrent client connections");
   flag("--snapshot-every-records", &ControllerConfig::snapshot_every_records,
        "WAL records between snapshots");
+  flag("--group-session-timeout-ms", &ControllerConfig::group_session_timeout_ms,
+       "a subscriber-group member not heard from this long is dropped (its partitions move)");
+  flag("--group-heartbeat-interval-ms", &ControllerConfig::group_heartbeat_interval_ms,
+       "heartbeat period told to subscriber-group members");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");

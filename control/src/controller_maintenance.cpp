@@ -33,6 +33,7 @@ void Controller::tick() {
     drain_step_locked();
     if (halted_) return;
     drop_expired_ranges_locked();
+    groups_tick_locked();
   }
   run_pushes();
   {

@@ -70,6 +70,26 @@ class Handler final : public idl::ControllerIf {
   void alterChannel(idl::ChannelInfo& out, const std::string& name, std::int32_t partitions) override {
     out = value_or_throw(c_.alter_channel(name, partitions));
   }
+  void joinGroup(idl::GroupAssignment& out, const std::string& group, const std::string& channel,
+                 const std::string& member_name, const std::vector<std::int32_t>& owned) override {
+    out = value_or_throw(c_.join_group(group, channel, member_name, owned));
+  }
+  void groupHeartbeat(idl::GroupAssignment& out, const std::string& group, const std::string& member_id,
+                      const std::vector<std::int32_t>& released) override {
+    out = value_or_throw(c_.group_heartbeat(group, member_id, released));
+  }
+  void leaveGroup(const std::string& group, const std::string& member_id) override {
+    if (auto r = c_.leave_group(group, member_id); !r) throw r.error().to_thrift();
+  }
+  void commitOffsets(const std::string& group, const std::string& channel, const std::string& member_id,
+                     std::int64_t generation, const std::vector<idl::PartitionOffset>& offsets) override {
+    if (auto r = c_.commit_offsets(group, channel, member_id, generation, offsets); !r)
+      throw r.error().to_thrift();
+  }
+  void listGroups(std::vector<std::string>& out) override { out = value_or_throw(c_.list_groups()); }
+  void describeGroup(idl::GroupStatus& out, const std::string& group) override {
+    out = value_or_throw(c_.describe_group(group));
+  }
 
  private:
   Controller& c_;

@@ -115,6 +115,10 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
     const auto& c = record.commit_offset;
     state.group_offsets[c.group][c.channel][c.partition] = c.offset;
   }
+  if (record.__isset.commit_offsets) {
+    for (const auto& c : record.commit_offsets)
+      state.group_offsets[c.group][c.channel][c.partition] = c.offset;
+  }
   if (record.__isset.raise_high_water) {
     for (const auto& [channel, parts] : record.raise_high_water) {
       for (const auto& [partition, offset] : parts) {

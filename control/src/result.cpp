@@ -32,6 +32,10 @@ std::string_view code_name(ErrorCode code) noexcept {
       return "UNAVAILABLE";
     case idl::ErrorCode::NO_OFFSET:
       return "NO_OFFSET";
+    case idl::ErrorCode::UNKNOWN_MEMBER:
+      return "UNKNOWN_MEMBER";
+    case idl::ErrorCode::NOT_OWNER:
+      return "NOT_OWNER";
   }
   return "UNKNOWN_ERROR_CODE";
 }

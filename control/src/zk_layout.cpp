@@ -166,6 +166,9 @@ std::set<Key> keys_touched(const meta::MetaState& before, const meta::MetaRecord
   if (record.__isset.commit_offset) {
     keys.insert({Kind::offsets, record.commit_offset.group, record.commit_offset.channel, 0});
   }
+  if (record.__isset.commit_offsets) {
+    for (const auto& c : record.commit_offsets) keys.insert({Kind::offsets, c.group, c.channel, 0});
+  }
   if (record.__isset.raise_high_water) {
     for (const auto& [channel, parts] : record.raise_high_water)
       keys.insert({Kind::high_water, channel, {}, 0});

@@ -82,7 +82,7 @@ TEST(ClientError, WireStatusesMap) {
 TEST(ClientError, ControllerCodesMap) {
   namespace idl = control::idl;
   EXPECT_EQ(broker::client_error_of(idl::ErrorCode::OK), ErrorCode::ok);
-  for (int c = 1; c <= static_cast<int>(idl::ErrorCode::NO_OFFSET); ++c) {
+  for (int c = 1; c <= static_cast<int>(idl::ErrorCode::NOT_OWNER); ++c) {
     EXPECT_NE(broker::client_error_of(static_cast<control::ErrorCode>(c)), ErrorCode::ok) << c;
   }
   EXPECT_EQ(broker::client_error_of(idl::ErrorCode::UNAVAILABLE), ErrorCode::controller_unavailable);
@@ -94,6 +94,9 @@ TEST(ClientError, ControllerCodesMap) {
   EXPECT_EQ(broker::client_error_of(idl::ErrorCode::UNKNOWN_CHANNEL), ErrorCode::unknown_channel);
   EXPECT_FALSE(client::retriable(broker::client_error_of(idl::ErrorCode::UNKNOWN_CHANNEL)));
   EXPECT_EQ(broker::client_error_of(idl::ErrorCode::NO_OFFSET), ErrorCode::no_committed_offset);
+  EXPECT_EQ(broker::client_error_of(idl::ErrorCode::UNKNOWN_MEMBER), ErrorCode::not_owner);
+  EXPECT_EQ(broker::client_error_of(idl::ErrorCode::NOT_OWNER), ErrorCode::not_owner);
+  EXPECT_FALSE(client::retriable(ErrorCode::not_owner));
 }
 
 // What a user sees: the controller down is retriable and says so; a bad

@@ -20,6 +20,7 @@ bool retriable(ErrorCode code) noexcept {
     case ErrorCode::position_expired:
     case ErrorCode::data_lost:
     case ErrorCode::no_committed_offset:
+    case ErrorCode::not_owner:
     case ErrorCode::unauthenticated:
     case ErrorCode::no_device:
     case ErrorCode::internal:
@@ -46,6 +47,8 @@ std::string_view to_string(ErrorCode code) noexcept {
       return "data_lost";
     case ErrorCode::no_committed_offset:
       return "no_committed_offset";
+    case ErrorCode::not_owner:
+      return "not_owner";
     case ErrorCode::unauthenticated:
       return "unauthenticated";
     case ErrorCode::no_device:

@@ -25,6 +25,9 @@ client::ErrorCode client_error_of(control::ErrorCode code) noexcept {
       return ErrorCode::controller_unavailable;
     case idl::ErrorCode::NO_OFFSET:
       return ErrorCode::no_committed_offset;
+    case idl::ErrorCode::UNKNOWN_MEMBER:
+    case idl::ErrorCode::NOT_OWNER:
+      return ErrorCode::not_owner;
     case idl::ErrorCode::UNKNOWN_NODE:  // broker calls; a client never makes them
     case idl::ErrorCode::FENCED:
     case idl::ErrorCode::INTERNAL:

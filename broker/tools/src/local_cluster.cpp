@@ -72,6 +72,11 @@ bool LocalCluster::start_controller(std::string* error) {
                            opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
                            std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
                            std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
+  if (opts_.group_session_timeout_ms > 0) {
+    args.insert(args.end(),
+                {"--group-session-timeout-ms", std::to_string(opts_.group_session_timeout_ms),
+                 "--group-heartbeat-interval-ms", std::to_string(opts_.group_session_timeout_ms / 10)});
+  }
   const pid_t pid = spawn("controller", args);
   {
     MutexLock lk(mu_);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <catena/broker/controller_routes.hpp>
+#include <catena/broker/group_subscriber.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
@@ -262,6 +263,63 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
   return failed == 0 && acked == sent ? 0 : 1;
 }
 
+// Polls until --count records, --timeout-ms of silence, or Ctrl-C.
+template <class Poll>
+void poll_until_done(const SubscribeOptions& o, const std::uint64_t& got, Poll&& poll) {
+  auto last = std::chrono::steady_clock::now();
+  while (!g_interrupted && (o.count == 0 || got < o.count)) {
+    const int n = poll(o.count ? static_cast<int>(std::min<std::uint64_t>(o.count - got, 1024)) : 1024);
+    if (n > 0) {
+      last = std::chrono::steady_clock::now();
+      std::fflush(stdout);
+    } else {
+      if (o.timeout_ms > 0 &&
+          std::chrono::steady_clock::now() - last > std::chrono::milliseconds(o.timeout_ms))
+        break;
+      std::this_thread::sleep_for(200us);
+    }
+  }
+}
+
+// `catena subscribe --group G`: a member of the group (GroupSubscriber);
+// its destructor commits the positions and leaves.
+template <class Print>
+int subscribe_group(const Common& c, const SubscribeOptions& o, SubscriberOptions so, RouteSource& routes,
+                    const Print& print) {
+  GroupSubscriberOptions go;
+  go.controller = c.controller_address();
+  go.group = o.group;
+  go.member_name = "catena-cli";
+  if (so.start == Start::committed) so.start = Start::earliest;  // a member always starts at the commit
+  if (so.start == Start::offset)
+    return fail("subscribe --group", "--from must be earliest or latest with --group");
+  go.subscriber = so;
+  // A position is committed only once its records are out of stdio's
+  // buffer: a member killed after a commit must not have lost records the
+  // group will never deliver again.
+  go.commit_interval = std::chrono::milliseconds(0);
+  auto sub = GroupSubscriber::create(routes, o.channel, go);
+  if (!sub) return fail("subscribe --group " + o.group, sub.error().message);
+  auto next_commit = std::chrono::steady_clock::now() + 1s;
+  std::uint64_t got = 0;
+  poll_until_done(o, got, [&](int max) {
+    const int n = sub.value()->poll(
+        [&](const Message& m) {
+          print(m);
+          ++got;
+        },
+        max);
+    if (std::chrono::steady_clock::now() >= next_commit) {
+      std::fflush(stdout);
+      sub.value()->commit_async();
+      next_commit = std::chrono::steady_clock::now() + 1s;
+    }
+    return n;
+  });
+  std::fflush(stdout);  // before ~GroupSubscriber commits the final positions
+  return 0;
+}
+
 int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
   broker::ControllerRoutes routes(client_options(c), "catena-cli");
   SubscriberOptions so;
@@ -282,6 +340,13 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
                   "--from must be earliest, latest, committed or a number, not '" + o.from + "'");
     }
   }
+  const auto print = [&](const Message& m) {
+    if (o.show_offsets) std::printf("%u:%llu ", m.partition, static_cast<unsigned long long>(m.offset));
+    std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+    std::fputc('\n', stdout);
+  };
+  std::signal(SIGINT, on_interrupt);
+  if (!o.group.empty()) return subscribe_group(c, o, so, routes, print);
   auto sub = Subscriber::create(routes, o.channel, so);
   if (!sub) return fail("subscribe " + o.channel, sub.error().message);
   sub.value()->on_notice([](const Notice& n) {
@@ -289,31 +354,15 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
                  std::string(chain::wire::to_string(n.status)).c_str(),
                  static_cast<unsigned long long>(n.next_offset));
   });
-  std::signal(SIGINT, on_interrupt);
   std::uint64_t got = 0;
-  auto last = std::chrono::steady_clock::now();
-  while (!g_interrupted && (o.count == 0 || got < o.count)) {
-    int n = sub.value()->poll(
+  poll_until_done(o, got, [&](int max) {
+    return sub.value()->poll(
         [&](const Message& m) {
-          if (o.show_offsets) std::printf("%u:%llu ", m.partition, static_cast<unsigned long long>(m.offset));
-          std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
-          std::fputc('\n', stdout);
+          print(m);
           ++got;
         },
-        o.count ? static_cast<int>(std::min<std::uint64_t>(o.count - got, 1024)) : 1024);
-    if (n > 0) {
-      last = std::chrono::steady_clock::now();
-      std::fflush(stdout);
-    } else {
-      if (o.timeout_ms > 0 &&
-          std::chrono::steady_clock::now() - last > std::chrono::milliseconds(o.timeout_ms))
-        break;
-      std::this_thread::sleep_for(200us);
-    }
-  }
-  if (!o.group.empty()) {
-    if (auto r = sub.value()->commit(); !r) return fail("subscribe: commit", r.error().message);
-  }
+        max);
+  });
   std::fflush(stdout);
   return 0;
 }

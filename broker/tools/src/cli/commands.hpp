@@ -136,6 +136,16 @@ int node_add(const Common& c, const NodeCommands& o);
 int node_drain(const Common& c, const NodeCommands& o);
 int rebalance(const Common& c, const NodeCommands& o);
 
+// `catena group list|describe` (group.cpp).
+struct GroupCommands {
+  CLI::App* list = nullptr;
+  CLI::App* describe = nullptr;
+  std::string group;
+};
+GroupCommands add_group_commands(CLI::App& app);
+int group_list(const Common& c);
+int group_describe(const Common& c, const GroupCommands& o);
+
 // `catena chaos` (chaos.cpp).
 void add_chaos_options(CLI::App& app, ChaosOptions& o);
 int run_chaos(const Common& c, const ChaosOptions& o);

@@ -131,13 +131,16 @@ int main(int argc, char** argv) {
   subscribe->add_option("--from", sub.from, "earliest, latest, committed or an offset")
       ->capture_default_str();
   subscribe->add_option("--count", sub.count, "exit after this many records (0: never)");
-  subscribe->add_option("--group", sub.group, "subscriber group (commits its position)");
+  subscribe->add_option("--group", sub.group,
+                        "join this subscriber group as a member: consume the partitions it assigns, commit "
+                        "positions (--from then says where a never-committed partition starts)");
   subscribe->add_option("--timeout-ms", sub.timeout_ms, "exit after this long without a record (0: never)");
   subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
 
   auto* status = app.add_subcommand("status", "show the cluster's nodes and their state");
   auto* cluster_status_cmd = cluster->add_subcommand("status", "the same as `catena status`");
   const NodeCommands node_cmds = add_node_commands(app);
+  const GroupCommands group_cmds = add_group_commands(app);
 
   BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench",
@@ -169,6 +172,8 @@ int main(int argc, char** argv) {
   if (node_cmds.add->parsed()) return node_add(common, node_cmds);
   if (node_cmds.drain->parsed()) return node_drain(common, node_cmds);
   if (node_cmds.rebalance->parsed()) return rebalance(common, node_cmds);
+  if (group_cmds.list->parsed()) return group_list(common);
+  if (group_cmds.describe->parsed()) return group_describe(common, group_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
   return 2;

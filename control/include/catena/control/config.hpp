@@ -35,7 +35,9 @@ struct ControllerConfig {
   std::int64_t idle_timeout_ms = 60000;  // idle client connections are closed
   std::int64_t max_connections = 1024;
   std::int64_t snapshot_every_records = 1000;
-  std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+  std::int64_t group_session_timeout_ms = 10000;    // a silent subscriber-group member is dropped
+  std::int64_t group_heartbeat_interval_ms = 1000;  // told to group members
+  std::string log_level = "info";                   // trace, debug, info, warn, error, critical, off
 
   [[nodiscard]] Result<void> validate() const;
   [[nodiscard]] std::string to_toml() const;

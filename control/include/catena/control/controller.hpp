@@ -66,6 +66,7 @@
 #include <vector>
 
 #include <catena/control/broker_admin.hpp>
+#include <catena/control/controller_groups.hpp>
 #include <catena/control/failure_detector.hpp>
 #include <catena/control/idl/catena_meta_types.h>
 #include <catena/control/metadata_store.hpp>
@@ -137,6 +138,10 @@ class Controller {
     // stops the controller on the spot, as if its process died there; every
     // later call fails with INTERNAL and the object can only be destroyed.
     std::function<bool(std::string_view point)> crash_point;
+    // Subscriber groups (controller_groups.hpp): a member not heard from for
+    // this long is dropped; members heartbeat every heartbeat_interval.
+    std::chrono::milliseconds group_session_timeout{10000};
+    std::chrono::milliseconds group_heartbeat_interval{1000};
   };
 
   [[nodiscard]] static Result<std::unique_ptr<Controller>> open(Options options, const Clock& clock,
@@ -199,6 +204,22 @@ class Controller {
   // generation is above all of them.
   static constexpr std::int64_t kOffsetGeneration = std::int64_t{1} << 32;
   [[nodiscard]] static std::int64_t rebuilt_start_offset(std::int64_t high_water);
+
+  // --- subscriber groups (controller_groups.cpp; see catena.thrift) ---
+  [[nodiscard]] Result<idl::GroupAssignment> join_group(const std::string& group, const std::string& channel,
+                                                        const std::string& member_name,
+                                                        const std::vector<std::int32_t>& owned);
+  [[nodiscard]] Result<idl::GroupAssignment> group_heartbeat(const std::string& group,
+                                                             const std::string& member_id,
+                                                             const std::vector<std::int32_t>& released);
+  [[nodiscard]] Result<void> leave_group(const std::string& group, const std::string& member_id);
+  [[nodiscard]] Result<void> commit_offsets(const std::string& group, const std::string& channel,
+                                            const std::string& member_id, std::int64_t generation,
+                                            const std::vector<idl::PartitionOffset>& offsets);
+  [[nodiscard]] Result<std::vector<std::string>> list_groups() const;
+  [[nodiscard]] Result<idl::GroupStatus> describe_group(const std::string& group) const;
+  // The latest assignment changes and whom each told (tests, diagnostics).
+  [[nodiscard]] std::vector<GroupCoordinator::Change> group_changes() const;
 
   [[nodiscard]] bool halted() const;
   // Copy of the durable state, for tests and diagnostics.
@@ -334,6 +355,10 @@ class Controller {
   // every change of the answer.
   [[nodiscard]] bool isolated_locked() REQUIRES(mu_);
   void run_pushes() EXCLUDES(mu_);
+  // Subscriber groups: the committed offsets a member starts from.
+  void fill_start_offsets_locked(const std::string& group, const std::string& channel,
+                                 idl::GroupAssignment& assignment) const REQUIRES(mu_);
+  void groups_tick_locked() REQUIRES(mu_);
 
   const Options options_;
   const Clock& clock_;
@@ -374,6 +399,7 @@ class Controller {
   // Below store_->state().producer_numbers_reserved.
   std::int64_t next_producer_number_ GUARDED_BY(mu_) = 0;
   bool isolated_ GUARDED_BY(mu_) = false;  // last answer of isolated_locked()
+  GroupCoordinator groups_ GUARDED_BY(mu_);
 };
 
 }  // namespace catena::control

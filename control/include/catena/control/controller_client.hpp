@@ -79,6 +79,20 @@ class ControllerClient {
   [[nodiscard]] Result<std::int64_t> fetch_offset(const std::string& group, const std::string& channel,
                                                   std::int32_t partition);
 
+  // Subscriber groups (see catena.thrift).
+  [[nodiscard]] Result<idl::GroupAssignment> join_group(const std::string& group, const std::string& channel,
+                                                        const std::string& member_name,
+                                                        const std::vector<std::int32_t>& owned);
+  [[nodiscard]] Result<idl::GroupAssignment> group_heartbeat(const std::string& group,
+                                                             const std::string& member_id,
+                                                             const std::vector<std::int32_t>& released);
+  [[nodiscard]] Result<void> leave_group(const std::string& group, const std::string& member_id);
+  [[nodiscard]] Result<void> commit_offsets(const std::string& group, const std::string& channel,
+                                            const std::string& member_id, std::int64_t generation,
+                                            const std::vector<idl::PartitionOffset>& offsets);
+  [[nodiscard]] Result<std::vector<std::string>> list_groups();
+  [[nodiscard]] Result<idl::GroupStatus> describe_group(const std::string& group);
+
   void close();
 
  private:

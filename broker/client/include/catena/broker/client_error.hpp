@@ -28,6 +28,7 @@ enum class ErrorCode : std::uint8_t {
   position_expired,     // the records at this position passed their TTL: seek
   data_lost,            // every replica holding these records failed
   no_committed_offset,  // the group never committed a position here
+  not_owner,            // a subscriber group took the partition (or the member) away: join again
   unauthenticated,      // refused as an impostor (a replica link without the secret)
   no_device,            // the fabric provider has no device to run on
   internal,             // a bug or a protocol violation: see the message

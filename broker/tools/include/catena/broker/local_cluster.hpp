@@ -49,7 +49,8 @@ struct ClusterOptions {
   int controller_port = 0;  // 0: any free port
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;
-  std::string bin_dir;  // where catenad / catena-controller are (default: next to catena)
+  int group_session_timeout_ms = 0;  // 0: the controller's default
+  std::string bin_dir;               // where catenad / catena-controller are (default: next to catena)
   bool quiet = false;
   // Per broker, by index (the i of "node-<i>", spares included); brokers
   // without an entry run directly, on `host`.

@@ -1,0 +1,438 @@
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <map>
+#include <set>
+#include <spdlog/spdlog.h>
+#include <thread>
+#include <utility>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/group_subscriber.hpp>
+#include <catena/control/controller_client.hpp>
+#include <catena/fabric/thread_annotations.hpp>
+#include <catena/fabric/thread_owner.hpp>
+
+namespace catena {
+
+namespace idl = control::idl;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+client::Error to_client(const control::ControlError& e) {
+  return client::make_error(broker::client_error_of(e.code), e.describe());
+}
+
+bool lost_membership(const control::ControlError& e) {
+  return e.code == idl::ErrorCode::UNKNOWN_MEMBER || e.code == idl::ErrorCode::NOT_OWNER;
+}
+
+}  // namespace
+
+class GroupSubscriber::Impl {
+ public:
+  Impl(RouteSource& routes, std::string channel, GroupSubscriberOptions opts)
+      : routes_(routes),
+        channel_(std::move(channel)),
+        opts_(std::move(opts)),
+        controller_(control::ControllerClient::Options{opts_.controller, std::chrono::milliseconds(1000),
+                                                       std::chrono::milliseconds(5000)}) {}
+
+  ~Impl() {
+    {
+      MutexLock lk(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // Setup, on the creating thread: the first join and its partitions.
+  client::Result<void> start() {
+    if (opts_.group.empty())
+      return client::make_error(client::ErrorCode::invalid_argument, "a group is required");
+    if (auto r = join_wk(); !r) return r;
+    worker_ = std::thread([this] { run_wk(); });
+    return {};
+  }
+
+  // --- the polling thread ---
+
+  int poll_st(const Subscriber::Handler& on_message, int max) {
+    CATENA_ST_CHECK(owner_);
+    if (for_poll_.load(std::memory_order_acquire)) take_changes_st();
+    int delivered = 0;
+    for (auto& o : owned_) {
+      if (delivered >= max) break;
+      const int n = o.sub->poll(on_message, max - delivered);
+      if (n > 0) o.known = true;
+      delivered += n;
+    }
+    if (opts_.commit_interval.count() > 0) {
+      const auto now = Steady::now();
+      if (now >= next_commit_) {
+        commit_async_st();
+        next_commit_ = now + opts_.commit_interval;
+      }
+    }
+    return delivered;
+  }
+
+  void commit_async_st() {
+    CATENA_ST_CHECK(owner_);
+    bool any = false;
+    {
+      MutexLock lk(mu_);
+      for (const auto& o : owned_) {
+        if (!o.known) continue;
+        to_commit_[o.partition] = o.sub->position(o.partition);
+        any = true;
+      }
+    }
+    if (any) wake_.notify_one();
+  }
+
+  std::vector<std::uint32_t> partitions_st() const {
+    CATENA_ST_CHECK(owner_);
+    std::vector<std::uint32_t> out;
+    for (const auto& o : owned_) out.push_back(o.partition);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // Stops the worker, commits the final positions in one batch and leaves
+  // (on the owner's thread, from the destructor).
+  void close_st() {
+    {
+      MutexLock lk(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    if (for_poll_.load(std::memory_order_acquire)) take_changes_st();
+    std::map<std::uint32_t, std::uint64_t> final_positions;
+    {
+      MutexLock lk(mu_);
+      final_positions = std::move(to_commit_);
+    }
+    for (const auto& o : owned_) {
+      if (o.known) final_positions[o.partition] = o.sub->position(o.partition);
+    }
+    std::erase_if(final_positions, [&](const auto& c) { return !held_.contains(c.first); });
+    if (!member_id_.empty()) {
+      if (!final_positions.empty()) (void)commit_wk(final_positions);
+      if (auto r = controller_.leave_group(opts_.group, member_id_); !r) {
+        spdlog::warn("group {}: member {} could not leave ({}); its session will expire", opts_.group,
+                     member_id_, r.error().describe());
+      }
+    }
+    owned_.clear();
+  }
+
+  Stats stats() const {
+    return Stats{joins_.load(), commits_.load(), commit_refusals_.load(), revoked_.load()};
+  }
+
+ private:
+  struct Owned {
+    std::uint32_t partition = 0;
+    std::unique_ptr<Subscriber> sub;
+    bool known = false;  // its position is one to commit (started at a commit, or delivered)
+  };
+
+  // What the worker changed: partitions to adopt, revoke, or drop.
+  void take_changes_st() {
+    std::vector<std::unique_ptr<Subscriber>> dead;
+    {
+      MutexLock lk(mu_);
+      for_poll_.store(false, std::memory_order_relaxed);
+      const auto stop = [&](std::uint32_t p, bool commit) {
+        auto it =
+            std::find_if(owned_.begin(), owned_.end(), [&](const Owned& o) { return o.partition == p; });
+        if (it == owned_.end()) return;
+        if (commit && it->known) to_commit_[p] = it->sub->position(p);
+        dead.push_back(std::move(it->sub));
+        owned_.erase(it);
+      };
+      for (const std::uint32_t p : drop_) stop(p, false);
+      drop_.clear();
+      for (const std::uint32_t p : revoke_) {
+        stop(p, true);
+        stopped_.insert(p);
+      }
+      revoke_.clear();
+      for (auto& a : adopt_) owned_.push_back(std::move(a));
+      adopt_.clear();
+      // ~Subscriber waits for its worker calls: the group worker runs it.
+      for (auto& d : dead) graveyard_.push_back(std::move(d));
+    }
+    wake_.notify_one();
+  }
+
+  // --- the worker thread (and setup, before it starts) ---
+
+  client::Result<void> join_wk() {
+    std::vector<std::int32_t> claim;
+    for (const std::uint32_t p : held_) claim.push_back(static_cast<std::int32_t>(p));
+    const auto sent = Steady::now();
+    auto a = controller_.join_group(opts_.group, channel_, opts_.member_name, claim);
+    if (!a) return to_client(a.error());
+    ++joins_;
+    spdlog::info("group {}: joined as {} (generation {}), claiming [{}]", opts_.group, a->member_id,
+                 a->generation, fmt::join(claim, ","));
+    apply_wk(*a, sent);
+    return {};
+  }
+
+  void heartbeat_wk() {
+    const auto sent = Steady::now();
+    auto a = controller_.group_heartbeat(opts_.group, member_id_, released_);
+    if (!a) {
+      if (a.code() == idl::ErrorCode::UNKNOWN_MEMBER) {
+        // The controller forgot us (restart) or dropped us (silence): join
+        // again naming what we still consume, if our session may still hold.
+        spdlog::info("group {}: {}: {}", opts_.group, member_id_, a.error().describe());
+        member_id_.clear();
+        released_.clear();
+      } else {
+        spdlog::debug("group {}: heartbeat: {}", opts_.group, a.error().describe());
+      }
+      return;
+    }
+    released_.clear();
+    apply_wk(*a, sent);
+  }
+
+  // The assignment says what to consume and what to give back.
+  void apply_wk(const idl::GroupAssignment& a, Steady::time_point sent) {
+    member_id_ = a.member_id;
+    generation_ = a.generation;
+    last_ok_ = sent;
+    session_ = std::chrono::milliseconds(a.session_timeout_ms);
+    interval_ = std::chrono::milliseconds(a.heartbeat_interval_ms);
+    const std::set<std::uint32_t> assigned(a.partitions.begin(), a.partitions.end());
+    const std::set<std::uint32_t> revoke(a.revoke.begin(), a.revoke.end());
+    std::vector<Owned> adopt;
+    std::set<std::uint32_t> to_revoke, to_drop;
+    for (const std::uint32_t p : held_) {
+      if (revoke.contains(p)) {
+        if (!revoking_.contains(p)) to_revoke.insert(p);
+      } else if (!assigned.contains(p)) {
+        to_drop.insert(p);  // another member has it (we were forgotten and rejoined): stop, commit nothing
+      }
+    }
+    for (const std::uint32_t p : revoke) {
+      if (!held_.contains(p)) released_.push_back(static_cast<std::int32_t>(p));  // our report was lost
+    }
+    for (const std::uint32_t p : to_drop) held_.erase(p);
+    for (const std::uint32_t p : to_revoke) revoking_.insert(p);
+    for (const std::uint32_t p : assigned) {
+      if (held_.contains(p)) continue;
+      SubscriberOptions so = opts_.subscriber;
+      so.partitions = {p};
+      so.group.clear();
+      bool known = false;
+      if (auto s = a.start_offsets.find(static_cast<std::int32_t>(p)); s != a.start_offsets.end()) {
+        so.start = Start::offset;
+        so.start_offset = static_cast<std::uint64_t>(s->second);
+        known = true;
+      } else if (so.start != Start::latest) {
+        so.start = Start::earliest;
+      }
+      auto sub = Subscriber::create(routes_, channel_, so);
+      if (!sub) {
+        spdlog::warn("group {}: partition {} of {}: {} (tried again on the next heartbeat)", opts_.group, p,
+                     channel_, sub.error().message);
+        continue;
+      }
+      held_.insert(p);
+      adopt.push_back(Owned{p, std::move(*sub), known});
+    }
+    if (adopt.empty() && to_revoke.empty() && to_drop.empty()) return;
+    spdlog::info("group {}: {} at generation {}: starts [{}], revokes [{}], drops [{}]", opts_.group,
+                 member_id_, generation_, fmt::join(assigned, ","), fmt::join(to_revoke, ","),
+                 fmt::join(to_drop, ","));
+    {
+      MutexLock lk(mu_);
+      for (auto& o : adopt) adopt_.push_back(std::move(o));
+      revoke_.insert(to_revoke.begin(), to_revoke.end());
+      drop_.insert(to_drop.begin(), to_drop.end());
+    }
+    for_poll_.store(true, std::memory_order_release);
+  }
+
+  // True if the controller took the batch.
+  bool commit_wk(const std::map<std::uint32_t, std::uint64_t>& positions) {
+    std::vector<idl::PartitionOffset> batch;
+    for (const auto& [p, offset] : positions) {
+      idl::PartitionOffset po;
+      po.__set_partition(static_cast<std::int32_t>(p));
+      po.__set_offset(static_cast<std::int64_t>(offset));
+      batch.push_back(po);
+    }
+    auto r = controller_.commit_offsets(opts_.group, channel_, member_id_, generation_, batch);
+    if (r) {
+      ++commits_;
+      return true;
+    }
+    if (lost_membership(r.error())) {
+      ++commit_refusals_;
+      spdlog::warn("group {}: commit refused: {}", opts_.group, r.error().describe());
+      return true;  // nothing to retry: those partitions are no longer ours
+    }
+    spdlog::debug("group {}: commit: {} (retried)", opts_.group, r.error().describe());
+    return false;
+  }
+
+  // Not heard for a session timeout (less a heartbeat, for the poll thread
+  // to act): the controller may hand our partitions to another member, so
+  // stop consuming all of them, commit nothing, and join again.
+  void fence_wk() {
+    spdlog::warn("group {}: {} not heard by the controller for {} ms: stops consuming [{}]", opts_.group,
+                 member_id_, session_.count(), fmt::join(held_, ","));
+    {
+      MutexLock lk(mu_);
+      for (auto& a : adopt_) graveyard_.push_back(std::move(a.sub));
+      adopt_.clear();
+      revoke_.clear();
+      drop_.insert(held_.begin(), held_.end());
+      drop_.insert(revoking_.begin(), revoking_.end());
+      to_commit_.clear();
+      stopped_.clear();
+    }
+    for_poll_.store(true, std::memory_order_release);
+    held_.clear();
+    revoking_.clear();
+    released_.clear();
+    member_id_.clear();
+  }
+
+  void run_wk() {
+    pthread_setname_np(pthread_self(), "catena-grp");
+    Steady::time_point next_heartbeat = Steady::now() + interval_;
+    for (;;) {
+      std::map<std::uint32_t, std::uint64_t> commits;
+      std::set<std::uint32_t> stopped;
+      std::vector<std::unique_ptr<Subscriber>> dead;
+      {
+        UniqueLock lk(mu_);
+        const bool pending = !to_commit_.empty() || !stopped_.empty();
+        lk.wait_until(wake_, pending ? std::min(next_heartbeat, commit_retry_at_) : next_heartbeat, [&] {
+          mu_.assert_held();  // the wait holds it when it asks
+          const bool due = (!to_commit_.empty() || !stopped_.empty()) && Steady::now() >= commit_retry_at_;
+          return stopping_ || due || !graveyard_.empty();
+        });
+        if (stopping_) return;
+        commits = std::move(to_commit_);
+        to_commit_.clear();
+        stopped = std::move(stopped_);
+        stopped_.clear();
+        dead = std::move(graveyard_);
+        graveyard_.clear();
+      }
+      dead.clear();
+      // Only what is still ours: a partition dropped meanwhile would make
+      // the controller refuse the whole batch.
+      std::erase_if(commits, [&](const auto& c) { return !held_.contains(c.first); });
+      if (!commits.empty() && (member_id_.empty() || !commit_wk(commits))) {
+        commit_retry_at_ = Steady::now() + interval_ / 4;
+        MutexLock lk(mu_);  // unreachable, or joining again: keep them, newer positions win
+        for (const auto& [p, o] : commits) to_commit_.try_emplace(p, o);
+        stopped_.insert(stopped.begin(), stopped.end());
+        stopped.clear();
+      }
+      // Stopped and committed: given back with the next heartbeat, now. (If
+      // the controller gave it back to us meanwhile, a later assignment
+      // starts it again, from the offset just committed.)
+      for (const std::uint32_t p : stopped) {
+        if (!revoking_.erase(p)) continue;
+        held_.erase(p);
+        released_.push_back(static_cast<std::int32_t>(p));
+        ++revoked_;
+      }
+      const auto now = Steady::now();
+      if (!member_id_.empty() && now - last_ok_ > session_ - interval_) fence_wk();
+      if (member_id_.empty()) {
+        if (auto r = join_wk(); !r) spdlog::debug("group {}: join: {}", opts_.group, r.error().message);
+        next_heartbeat = Steady::now() + interval_;
+      } else if (now >= next_heartbeat || !released_.empty()) {
+        heartbeat_wk();
+        next_heartbeat = Steady::now() + interval_;
+      }
+    }
+  }
+
+  RouteSource& routes_;
+  const std::string channel_;
+  const GroupSubscriberOptions opts_;
+  control::ControllerClient controller_;  // the worker's (and setup's, and close's)
+
+  Mutex mu_;
+  std::condition_variable wake_;
+  std::vector<Owned> adopt_ GUARDED_BY(mu_);                          // worker -> poll: consume
+  std::set<std::uint32_t> revoke_ GUARDED_BY(mu_);                    // worker -> poll: stop, commit
+  std::set<std::uint32_t> drop_ GUARDED_BY(mu_);                      // worker -> poll: stop only
+  std::map<std::uint32_t, std::uint64_t> to_commit_ GUARDED_BY(mu_);  // poll -> worker
+  std::set<std::uint32_t> stopped_ GUARDED_BY(mu_);                   // poll -> worker: revoked ones stopped
+  std::vector<std::unique_ptr<Subscriber>> graveyard_ GUARDED_BY(mu_);  // poll -> worker: to destroy
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::atomic<bool> for_poll_{false};  // adopt_, revoke_ or drop_ has something
+
+  // The polling thread's.
+  fabric::ThreadOwner owner_;
+  std::vector<Owned> owned_;
+  Steady::time_point next_commit_ = Steady::now();
+
+  // The worker's (setup's and close's before and after it runs).
+  std::string member_id_;
+  std::int64_t generation_ = 0;
+  std::set<std::uint32_t> held_;          // handed to the poll thread, not dropped
+  std::set<std::uint32_t> revoking_;      // of held_, asked to stop
+  std::vector<std::int32_t> released_;    // stopped and committed: to report
+  Steady::time_point last_ok_{};          // when the last answered heartbeat (or join) was sent
+  Steady::time_point commit_retry_at_{};  // a failed commit is retried from then
+  std::chrono::milliseconds session_{10000};
+  std::chrono::milliseconds interval_{1000};
+  std::thread worker_;
+
+  std::atomic<std::uint64_t> joins_{0}, commits_{0}, commit_refusals_{0}, revoked_{0};
+};
+
+client::Result<std::unique_ptr<GroupSubscriber>> GroupSubscriber::create(RouteSource& routes,
+                                                                         const std::string& channel,
+                                                                         const GroupSubscriberOptions& opts) {
+  auto impl = std::make_unique<Impl>(routes, channel, opts);
+  if (auto r = impl->start(); !r) return r.error();
+  return std::unique_ptr<GroupSubscriber>(new GroupSubscriber(std::move(impl)));
+}
+
+GroupSubscriber::GroupSubscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GroupSubscriber::~GroupSubscriber() {
+  impl_->close_st();
+}
+
+int GroupSubscriber::poll(const Subscriber::Handler& on_message, int max) {
+  return impl_->poll_st(on_message, max);
+}
+
+void GroupSubscriber::commit_async() {
+  impl_->commit_async_st();
+}
+
+std::vector<std::uint32_t> GroupSubscriber::partitions() const {
+  return impl_->partitions_st();
+}
+
+GroupSubscriber::Stats GroupSubscriber::stats() const {
+  return impl_->stats();
+}
+
+}  // namespace catena

@@ -1,0 +1,198 @@
+// Subscriber groups, the controller's side: checks, the committed offsets
+// members start from, and batch commits. Who owns what is the
+// GroupCoordinator's (controller_groups.hpp), held in memory under mu_;
+// offsets are durable in the metadata (group_offsets).
+#include <algorithm>
+#include <fmt/format.h>
+
+#include <catena/control/controller.hpp>
+#include <catena/control/validation.hpp>
+
+namespace catena::control {
+namespace {
+
+constexpr std::size_t kMaxMemberNameLength = 64;
+
+const std::map<std::int32_t, std::int64_t>* offsets_of(const meta::MetaState& state, const std::string& group,
+                                                       const std::string& channel) {
+  auto g = state.group_offsets.find(group);
+  if (g == state.group_offsets.end()) return nullptr;
+  auto c = g->second.find(channel);
+  return c == g->second.end() ? nullptr : &c->second;
+}
+
+}  // namespace
+
+void Controller::fill_start_offsets_locked(const std::string& group, const std::string& channel,
+                                           idl::GroupAssignment& assignment) const {
+  std::map<std::int32_t, std::int64_t> start;
+  if (const auto* offsets = offsets_of(store_->state(), group, channel)) {
+    for (const std::int32_t p : assignment.partitions) {
+      if (auto o = offsets->find(p); o != offsets->end()) start[p] = o->second;
+    }
+  }
+  assignment.__set_start_offsets(start);
+}
+
+Result<idl::GroupAssignment> Controller::join_group(const std::string& group, const std::string& channel,
+                                                    const std::string& member_name,
+                                                    const std::vector<std::int32_t>& owned) {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  if (auto r = validate_name("group", group, kMaxGroupNameLength); !r) return r.error();
+  if (auto r = validate_name("member name", member_name, kMaxMemberNameLength); !r) return r.error();
+  auto ch = channel_locked(channel);
+  if (!ch) return ch.error();
+  auto a = groups_.join(group, channel, member_name, owned, (*ch)->config.partitions);
+  if (!a) return a.error();
+  fill_start_offsets_locked(group, channel, *a);
+  return a;
+}
+
+Result<idl::GroupAssignment> Controller::group_heartbeat(const std::string& group,
+                                                         const std::string& member_id,
+                                                         const std::vector<std::int32_t>& released) {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto* g = groups_.find(group);
+  if (g == nullptr) {
+    return make_error(
+        idl::ErrorCode::UNKNOWN_MEMBER,
+        fmt::format("group '{}' has no members (the controller may have restarted): join again", group));
+  }
+  const std::string channel = g->channel;
+  auto ch = channel_locked(channel);
+  if (!ch) return ch.error();
+  auto a = groups_.heartbeat(group, member_id, released, (*ch)->config.partitions);
+  if (!a) return a.error();
+  fill_start_offsets_locked(group, channel, *a);
+  return a;
+}
+
+Result<void> Controller::leave_group(const std::string& group, const std::string& member_id) {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r;
+  return groups_.leave(group, member_id);
+}
+
+Result<void> Controller::commit_offsets(const std::string& group, const std::string& channel,
+                                        const std::string& member_id, std::int64_t generation,
+                                        const std::vector<idl::PartitionOffset>& offsets) {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r;
+  if (auto r = validate_name("group", group, kMaxGroupNameLength); !r) return r;
+  auto ch = channel_locked(channel);
+  if (!ch) return ch.error();
+  for (const auto& o : offsets) {
+    if (o.partition < 0 || o.partition >= (*ch)->config.partitions || o.offset < 0) {
+      return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                        fmt::format("partition {} offset {}: a partition of '{}' (0..{}) and an offset >= 0",
+                                    o.partition, o.offset, channel, (*ch)->config.partitions - 1));
+    }
+  }
+  if (auto r = groups_.check_commit(group, channel, member_id, generation, offsets); !r) return r;
+  // A member never moves an offset backwards: a late retry of an older
+  // commit must not undo a newer one.
+  const auto* committed = offsets_of(store_->state(), group, channel);
+  std::vector<meta::OffsetCommit> batch;
+  for (const auto& o : offsets) {
+    if (committed != nullptr) {
+      if (auto c = committed->find(o.partition); c != committed->end() && c->second >= o.offset) continue;
+    }
+    meta::OffsetCommit commit;
+    commit.__set_group(group);
+    commit.__set_channel(channel);
+    commit.__set_partition(o.partition);
+    commit.__set_offset(o.offset);
+    batch.push_back(std::move(commit));
+  }
+  if (batch.empty()) return {};
+  meta::MetaRecord record;
+  record.__set_commit_offsets(batch);
+  return store_->commit(record);
+}
+
+Result<std::vector<std::string>> Controller::list_groups() const {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  std::set<std::string> names;
+  for (const auto& [name, g] : groups_.groups()) names.insert(name);
+  for (const auto& [name, offsets] : store_->state().group_offsets) names.insert(name);
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+Result<idl::GroupStatus> Controller::describe_group(const std::string& group) const {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto* g = groups_.find(group);
+  const auto& state = store_->state();
+  auto stored = state.group_offsets.find(group);
+  if (g == nullptr && stored == state.group_offsets.end()) {
+    return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                      fmt::format("no group '{}' (no members, no committed offsets)", group));
+  }
+  idl::GroupStatus out;
+  out.__set_group(group);
+  std::string channel;
+  if (g != nullptr) {
+    channel = g->channel;
+    out.__set_generation(g->generation);
+    const auto now = clock_.now();
+    for (const auto& [id, m] : g->members) {
+      idl::GroupMemberStatus ms;
+      ms.__set_member_id(id);
+      ms.__set_name(m.name);
+      for (const auto& [p, gen] : m.owned) {
+        if (!m.revoking.contains(p)) ms.partitions.push_back(p);
+      }
+      ms.__set_revoking({m.revoking.begin(), m.revoking.end()});
+      ms.__set_last_heard_ms_ago(
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - m.last_heard).count());
+      ms.__isset.partitions = true;
+      out.members.push_back(std::move(ms));
+    }
+    out.__isset.members = true;
+  } else if (stored->second.size() == 1) {
+    channel = stored->second.begin()->first;
+  }
+  out.__set_channel(channel);
+  const meta::ChannelRecord* record = nullptr;
+  if (!channel.empty()) {
+    if (auto ch = channel_locked(channel); ch) record = *ch;
+  }
+  if (record != nullptr) {
+    const auto* offsets = offsets_of(state, group, channel);
+    for (std::int32_t p = 0; p < record->config.partitions; ++p) {
+      idl::GroupPartitionStatus ps;
+      ps.__set_partition(p);
+      if (g != nullptr) {
+        if (auto o = g->owner.find(p); o != g->owner.end()) ps.__set_owner(o->second);
+        if (auto t = g->target.find(p); t != g->target.end()) ps.__set_moving_to(t->second);
+      }
+      std::int64_t committed = -1;
+      if (offsets != nullptr) {
+        if (auto o = offsets->find(p); o != offsets->end()) committed = o->second;
+      }
+      ps.__set_committed(committed);
+      const std::int64_t end = high_water_locked(channel, p);
+      ps.__set_end_offset(end);
+      ps.__set_lag(std::max<std::int64_t>(0, end - std::max<std::int64_t>(0, committed)));
+      out.partitions.push_back(std::move(ps));
+    }
+    out.__isset.partitions = true;
+  }
+  return out;
+}
+
+std::vector<GroupCoordinator::Change> Controller::group_changes() const {
+  MutexLock lock(mu_);
+  return {groups_.changes().begin(), groups_.changes().end()};
+}
+
+void Controller::groups_tick_locked() {
+  std::map<std::string, std::int32_t> partitions;
+  for (const auto& [name, channel] : store_->state().channels) partitions[name] = channel.config.partitions;
+  groups_.tick(partitions);
+}
+
+}  // namespace catena::control

@@ -97,8 +97,9 @@ Result<void> ControllerConfig::validate() const {
     return invalid_argument(fmt::format("isolation_percent must be in 1..100, got {}", isolation_percent));
   }
   if (group_session_timeout_ms <= group_heartbeat_interval_ms) {
-    return invalid(fmt::format("group_session_timeout_ms ({}) must exceed group_heartbeat_interval_ms ({})",
-                               group_session_timeout_ms, group_heartbeat_interval_ms));
+    return invalid_argument(
+        fmt::format("group_session_timeout_ms ({}) must exceed group_heartbeat_interval_ms ({})",
+                    group_session_timeout_ms, group_heartbeat_interval_ms));
   }
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid_argument("push_retry_max_ms must be >= push_retry_initial_ms");

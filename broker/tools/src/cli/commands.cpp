@@ -25,11 +25,6 @@ void on_interrupt(int) {
   g_interrupted = 1;
 }
 
-int fail(const std::string& what, const std::string& why) {
-  std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
-  return 1;
-}
-
 control::ControllerClient::Options client_options(const Common& c) {
   control::ControllerClient::Options o;
   o.address = c.controller_address();
@@ -85,6 +80,11 @@ void print_channel(const control::idl::ChannelInfo& ch) {
 }
 
 }  // namespace
+
+int fail(const std::string& what, const std::string& why) {
+  std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
+  return 1;
+}
 
 std::string Common::controller_address() const {
   if (!controller.empty()) return controller;

@@ -97,6 +97,9 @@ struct ChaosOptions {
   std::string cut = "broker";
 };
 
+// Prints `catena: <what>: <why>` on stderr; returns the exit code (1).
+int fail(const std::string& what, const std::string& why);
+
 int cluster_up(ClusterOptions opts, bool detach);
 int cluster_down(const ClusterOptions& opts);
 int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& common);

@@ -12,11 +12,6 @@
 namespace catena::cli {
 namespace {
 
-int fail(const std::string& what, const std::string& why) {
-  std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
-  return 1;
-}
-
 std::string parts(const std::vector<std::int32_t>& ps) {
   std::string out;
   for (const auto p : ps) out += (out.empty() ? "" : ",") + std::to_string(p);

@@ -18,11 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int fail(const std::string& what, const std::string& why) {
-  std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
-  return 1;
-}
-
 std::string join(const std::vector<std::string>& ids) {
   std::string out;
   for (const auto& id : ids) out += (out.empty() ? "" : " -> ") + id;

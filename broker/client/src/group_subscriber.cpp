@@ -157,6 +157,7 @@ class GroupSubscriber::Impl {
         auto it =
             std::find_if(owned_.begin(), owned_.end(), [&](const Owned& o) { return o.partition == p; });
         if (it == owned_.end()) return;
+        mu_.assert_held();  // called below, under the lock
         if (commit && it->known) to_commit_[p] = it->sub->position(p);
         dead.push_back(std::move(it->sub));
         owned_.erase(it);

@@ -282,7 +282,16 @@ TEST_F(Groups, AControllerRestartInTheMiddleOfAReassignmentDeliversEveryRecordOn
   start_publisher();
   wait_acked(2000);
   start_member(2);
-  std::this_thread::sleep_for(150ms);  // member 2 joined: revokes are under way
+  // Restart once the controller has member 2 (a sanitizer build starts a
+  // process slower than the 150 ms this once slept): its join has moved
+  // partitions, so revokes are under way.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  for (;;) {
+    auto status = admin_->describe_group("grp");
+    if (status.ok() && status->members.size() == 3) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "member 2 never joined";
+    std::this_thread::sleep_for(5ms);
+  }
   std::string err;
   ASSERT_TRUE(cluster_->restart_controller(&err)) << err;
   wait_acked(acked() + 8000);

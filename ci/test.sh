@@ -33,8 +33,9 @@ stage() {  # stage NAME COMMAND...
 stage "format (clang-format)" ci/format-check.sh
 # The three builds are unity builds (CMake batches 8 sources of a target into
 # one translation unit): the GCC build took 359-438 s on a clean clone
-# instead of 624 s (2026-12-01), the suite 45 minutes instead of 55. Each source still compiles on its own in clang-tidy's pass
-# below, which would fail on a missing include a batch hid.
+# instead of 624 s (2026-12-01), the suite 45 minutes instead of 55. Each
+# source still compiles on its own in clang-tidy's pass below, which would
+# fail on a missing include a batch hid.
 unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
 stage "build" ci/build.sh "${unity[@]}"
 # clang-tidy reads one source at a time: a configured build without unity

@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include <catena/broker/client_error.hpp>
 #include <catena/broker/controller_routes.hpp>
 #include <catena/broker/group_subscriber.hpp>
 #include <catena/control/controller_client.hpp>
@@ -23,6 +24,8 @@ namespace idl = control::idl;
 using Steady = std::chrono::steady_clock;
 
 namespace {
+
+constexpr std::chrono::milliseconds kMaxJoinBackoff{500};
 
 client::Error to_client(const control::ControlError& e) {
   return client::make_error(broker::client_error_of(e.code), e.describe());
@@ -58,7 +61,14 @@ class GroupSubscriber::Impl {
   client::Result<void> start() {
     if (opts_.group.empty())
       return client::make_error(client::ErrorCode::invalid_argument, "a group is required");
-    if (auto r = join_wk(); !r) return r;
+    const auto deadline = Steady::now() + opts_.join_timeout;
+    for (auto backoff = std::chrono::milliseconds(20);; backoff = std::min(backoff * 2, kMaxJoinBackoff)) {
+      auto r = join_wk();
+      if (r) break;
+      if (!client::retriable(r.error().code) || Steady::now() + backoff >= deadline) return r;
+      spdlog::info("group {}: join: {} (trying again)", opts_.group, r.error().message);
+      std::this_thread::sleep_for(backoff);
+    }
     worker_ = std::thread([this] { run_wk(); });
     return {};
   }

@@ -46,6 +46,10 @@ struct GroupSubscriberOptions {
   // Positions are committed this often (and on every revoke, and when the
   // member leaves); zero: only by commit_async().
   std::chrono::milliseconds commit_interval{1000};
+  // create() keeps trying the first join this long while the controller is
+  // unreachable or restarting (a join whose answer was lost is tried again;
+  // the controller forgets the orphan after a session timeout).
+  std::chrono::milliseconds join_timeout{30000};
 };
 
 class GroupSubscriber {

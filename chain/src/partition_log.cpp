@@ -1,6 +1,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
 
@@ -95,16 +96,18 @@ AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::by
   return append_frame_st(r, payload, offset);
 }
 
-AppendStatus PartitionLog::append_marker(std::uint64_t generation, std::uint64_t* offset) {
+AppendStatus PartitionLog::append_marker(const MarkerSpec& m, std::uint64_t* offset) {
   RecordHeader h{};
   h.flags = kFlagMarker;
-  h.sequence = generation;
+  h.sequence = m.generation;
   h.timestamp_ns = wall_clock_ns();
-  if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_size(0))
+  std::array<std::byte, kMarkerPayload> payload{};
+  encode_marker(m, payload);
+  if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_size(kMarkerPayload))
     seal_st(static_cast<std::uint32_t>(open_));
   if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
-  const AppendStatus s = append_frame_st(h, {}, offset);
-  if (s == AppendStatus::ok) marker_ = Marker{generation, *offset};
+  const AppendStatus s = append_frame_st(h, payload, offset);
+  if (s == AppendStatus::ok) marker_ = Marker{m.generation, *offset, m.to_partitions};
   return s;
 }
 
@@ -198,7 +201,10 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     in.next_offset = h.offset + 1;
     end_offset_ = in.next_offset;
     if (h.flags & kFlagMarker) {
-      if (h.sequence > marker_.generation) marker_ = Marker{h.sequence, h.offset};
+      MarkerSpec m;
+      if (!decode_marker(h, {base + in.valid_end - frame_size(h.length) + sizeof h, h.length}, &m))
+        return ValidateStatus::corrupt;
+      if (m.generation > marker_.generation) marker_ = Marker{m.generation, h.offset, m.to_partitions};
     } else if (producers_ != nullptr) {
       producers_->record(h.producer_id, h.producer_epoch, h.sequence, h.offset, now);
     }

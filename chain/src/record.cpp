@@ -56,4 +56,20 @@ void restamp_sequence(std::byte* at, std::uint64_t sequence) noexcept {
   std::memcpy(at, &h, sizeof h);
 }
 
+void encode_marker(const MarkerSpec& m, std::span<std::byte, kMarkerPayload> out) noexcept {
+  std::memcpy(out.data(), &m.from_partitions, 4);  // little-endian hosts only, as every frame
+  std::memcpy(out.data() + 4, &m.to_partitions, 4);
+}
+
+bool decode_marker(const RecordHeader& h, std::span<const std::byte> payload, MarkerSpec* out) noexcept {
+  if ((h.flags & kFlagMarker) == 0 || payload.size() != kMarkerPayload) return false;
+  MarkerSpec m;
+  m.generation = h.sequence;
+  std::memcpy(&m.from_partitions, payload.data(), 4);
+  std::memcpy(&m.to_partitions, payload.data() + 4, 4);
+  if (m.from_partitions == 0 || m.to_partitions == 0) return false;
+  *out = m;
+  return true;
+}
+
 }  // namespace catena::chain

@@ -142,12 +142,12 @@ void Replica::set_next_chain_st(std::uint64_t epoch, std::string head_addr) {
   next_head_ = std::move(head_addr);
 }
 
-MarkerState Replica::append_marker_st(std::uint64_t generation) {
+MarkerState Replica::append_marker_st(const MarkerSpec& m) {
   CATENA_ST_CHECK(owner_);
   MarkerState out;
-  if (log_->marker().generation < generation) {
+  if (log_->marker().generation < m.generation) {
     std::uint64_t offset = 0;
-    out.status = log_->append_marker(generation, &offset);
+    out.status = log_->append_marker(m, &offset);
     if (out.status != AppendStatus::ok) return out;
   }
   out.offset = log_->marker().offset;

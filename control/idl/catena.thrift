@@ -547,6 +547,8 @@ service BrokerAdmin {
   // replica that holds a marker for `generation` or newer answers its
   // offset. Call again until commit_offset > offset. STALE_EPOCH if the
   // replica is at another epoch, INVALID_ARGUMENT if it is not the head.
-  MarkerReply appendMarker(1: string channel, 2: i32 partition, 3: i64 epoch, 4: i32 generation)
-      throws (1: CatenaError err),
+  // from_partitions/to_partitions: the generation's partition counts
+  // before and after, carried in the marker (chain::MarkerSpec).
+  MarkerReply appendMarker(1: string channel, 2: i32 partition, 3: i64 epoch, 4: i32 generation,
+                           5: i32 from_partitions, 6: i32 to_partitions) throws (1: CatenaError err),
 }

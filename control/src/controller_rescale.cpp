@@ -141,6 +141,7 @@ Result<void> Controller::write_markers(const std::string& name) {
     BrokerTarget head;
   };
   std::int32_t generation = 0;
+  MarkerRequest marker;
   std::vector<Target> targets;
   std::vector<std::string> failures;
   {
@@ -152,6 +153,10 @@ Result<void> Controller::write_markers(const std::string& name) {
     const auto* open = open_generation(ch);
     if (open == nullptr) return {};
     generation = open->generation;
+    // The generation before the open one (the channel as created, or the
+    // last completed alter) has the count it goes from.
+    marker =
+        MarkerRequest{generation, ch.generations.at(ch.generations.size() - 2).partitions, open->partitions};
     for (const auto& [p, offset] : open->markers) {
       if (offset >= 0) continue;
       const auto& route = ch.routes.at(static_cast<std::size_t>(p));
@@ -171,7 +176,7 @@ Result<void> Controller::write_markers(const std::string& name) {
     std::optional<std::int64_t> committed;
     for (;;) {
       ++calls;
-      auto r = brokers_.append_marker(t.head, name, t.partition, t.epoch, generation);
+      auto r = brokers_.append_marker(t.head, name, t.partition, t.epoch, marker);
       if (!r) {
         failures.push_back(fmt::format("{}: {}", t.partition, r.error().describe()));
         break;

@@ -92,7 +92,8 @@ Result<void> InProcBrokerAdmin::deliver(const Call& call, Reply* out) {
         broker->seal(out->seal, call.channel, call.partition, call.epoch);
         break;
       case Method::append_marker:
-        broker->appendMarker(out->marker, call.channel, call.partition, call.epoch, call.generation);
+        broker->appendMarker(out->marker, call.channel, call.partition, call.epoch, call.marker.generation,
+                             call.marker.from_partitions, call.marker.to_partitions);
         break;
     }
   } catch (const idl::CatenaError& e) {
@@ -150,14 +151,14 @@ Result<idl::SealReply> InProcBrokerAdmin::seal(const BrokerTarget& to, const std
 
 Result<idl::MarkerReply> InProcBrokerAdmin::append_marker(const BrokerTarget& to, const std::string& channel,
                                                           std::int32_t partition, std::int64_t epoch,
-                                                          std::int32_t generation) {
+                                                          const MarkerRequest& marker) {
   Call call;
   call.method = Method::append_marker;
   call.to = to;
   call.channel = channel;
   call.partition = partition;
   call.epoch = epoch;
-  call.generation = generation;
+  call.marker = marker;
   Reply out;
   if (auto r = send(call, &out); !r) return r.error();
   return out.marker;

@@ -92,10 +92,11 @@ Result<idl::SealReply> ThriftBrokerAdmin::seal(const BrokerTarget& to, const std
 
 Result<idl::MarkerReply> ThriftBrokerAdmin::append_marker(const BrokerTarget& to, const std::string& channel,
                                                           std::int32_t partition, std::int64_t epoch,
-                                                          std::int32_t generation) {
+                                                          const MarkerRequest& marker) {
   idl::MarkerReply reply;
   auto r = call(to, options_.connect_timeout, options_.rpc_timeout, [&](idl::BrokerAdminClient& c) {
-    c.appendMarker(reply, channel, partition, epoch, generation);
+    c.appendMarker(reply, channel, partition, epoch, marker.generation, marker.from_partitions,
+                   marker.to_partitions);
   });
   if (!r) return r.error();
   return reply;

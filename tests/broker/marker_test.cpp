@@ -14,7 +14,7 @@ namespace {
 std::uint64_t committed_marker(broker::Broker& head, std::uint64_t epoch, std::uint64_t generation) {
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   for (;;) {
-    auto r = head.append_marker("alt", 0, epoch, generation);
+    auto r = head.append_marker("alt", 0, epoch, chain::MarkerSpec{generation, 1, 2});
     EXPECT_EQ(r.status, broker::ConfigureStatus::applied) << r.message;
     if (r.status != broker::ConfigureStatus::applied) return ~0ull;
     if (r.state.commit_offset > r.state.offset || std::chrono::steady_clock::now() > deadline)
@@ -53,9 +53,12 @@ TEST_F(ChainE2E, MarkerIsAnIdempotentCommittedControlRecord) {
   ASSERT_TRUE(pub.value()->flush(20s));
 
   // Only the head at its epoch appends one.
-  EXPECT_EQ(brokers_[1]->append_marker("alt", 0, 1, 1).status, broker::ConfigureStatus::invalid);
-  EXPECT_EQ(brokers_[0]->append_marker("alt", 0, 2, 1).status, broker::ConfigureStatus::stale_epoch);
-  EXPECT_EQ(brokers_[0]->append_marker("other", 0, 1, 1).status, broker::ConfigureStatus::invalid);
+  EXPECT_EQ(brokers_[1]->append_marker("alt", 0, 1, chain::MarkerSpec{1, 1, 2}).status,
+            broker::ConfigureStatus::invalid);
+  EXPECT_EQ(brokers_[0]->append_marker("alt", 0, 2, chain::MarkerSpec{1, 1, 2}).status,
+            broker::ConfigureStatus::stale_epoch);
+  EXPECT_EQ(brokers_[0]->append_marker("other", 0, 1, chain::MarkerSpec{1, 1, 2}).status,
+            broker::ConfigureStatus::invalid);
   EXPECT_EQ(committed_marker(*brokers_[0], 1, 1), 100u);
   EXPECT_EQ(committed_marker(*brokers_[0], 1, 1), 100u);  // asked again: the same one
 

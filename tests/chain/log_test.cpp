@@ -303,7 +303,8 @@ TEST_F(LogTest, MarkerIsAReplicatedControlRecordEveryReplicaRemembers) {
   std::uint64_t off = 0;
   ASSERT_EQ(head.append(producer(9, 0), bytes_of("before"), &off), AppendStatus::ok);
   EXPECT_EQ(head.marker().generation, 0u);
-  ASSERT_EQ(head.append_marker(3, &off), AppendStatus::ok);
+  const MarkerSpec spec{3, 2, 5};
+  ASSERT_EQ(head.append_marker(spec, &off), AppendStatus::ok);
   EXPECT_EQ(off, 1u);
   EXPECT_EQ(head.marker().generation, 3u);
   EXPECT_EQ(head.marker().offset, 1u);
@@ -313,6 +314,7 @@ TEST_F(LogTest, MarkerIsAReplicatedControlRecordEveryReplicaRemembers) {
   EXPECT_EQ(rep.end_offset(), 3u);
   EXPECT_EQ(rep.marker().generation, 3u);
   EXPECT_EQ(rep.marker().offset, 1u);
+  EXPECT_EQ(rep.marker().partitions, 5u);
   rep.set_commit_offset(3);
   Cursor c = rep.seek(0);
   ASSERT_TRUE(c.valid);
@@ -325,7 +327,9 @@ TEST_F(LogTest, MarkerIsAReplicatedControlRecordEveryReplicaRemembers) {
     if (i == 1) {
       EXPECT_EQ(r.header.sequence, 3u);  // the generation
       EXPECT_EQ(r.header.producer_id, 0u);
-      EXPECT_EQ(r.header.length, 0u);
+      MarkerSpec read{};
+      EXPECT_TRUE(decode_marker(r.header, {r.frame + sizeof(RecordHeader), r.header.length}, &read));
+      EXPECT_EQ(read, spec);
     }
   }
   EXPECT_EQ(flags, (std::vector<std::uint32_t>{0, kFlagMarker, 0}));

@@ -80,7 +80,7 @@ class FakeBroker final : public idl::BrokerAdminIf {
   // committed unless set_commit_lag() holds the commit back; a marker of the
   // same or a newer generation already there is answered again.
   void appendMarker(idl::MarkerReply& out, const std::string& channel, std::int32_t partition,
-                    std::int64_t epoch, std::int32_t generation) override {
+                    std::int64_t epoch, std::int32_t generation, std::int32_t, std::int32_t) override {
     std::lock_guard lock(mu_);
     markers_calls_.push_back({channel, partition, epoch});
     if (marker_error_) {

@@ -127,7 +127,9 @@ TEST_P(Alter, GrowPlacesNewChainsAndMarksEveryAffectedPartitionAtItsHead) {
   ASSERT_EQ(markers.size(), 4u);
   for (const auto& c : markers) {
     EXPECT_EQ(c.channel, "rs");
-    EXPECT_EQ(c.generation, 1);
+    EXPECT_EQ(c.marker.generation, 1);
+    EXPECT_EQ(c.marker.from_partitions, 2);  // what the marker carries to publishers and subscribers
+    EXPECT_EQ(c.marker.to_partitions, 4);
     EXPECT_EQ(c.to.node_id, route("rs", c.partition).replicas.front().node_id);
   }
   const auto configures = calls(InProcBrokerAdmin::Method::configure_chain);

@@ -119,7 +119,8 @@ control::Result<idl::SealReply> SimAdmin::seal(const control::BrokerTarget& to, 
 }
 
 control::Result<idl::MarkerReply> SimAdmin::append_marker(const control::BrokerTarget& to, const std::string&,
-                                                          std::int32_t, std::int64_t, std::int32_t) {
+                                                          std::int32_t, std::int64_t,
+                                                          const control::MarkerRequest&) {
   return control::make_error(idl::ErrorCode::INVALID_ARGUMENT,
                              to.admin_addr + ": no channel alters in the simulation");
 }

@@ -81,7 +81,7 @@ class SimAdmin final : public control::BrokerAdminClient {
   control::Result<control::idl::MarkerReply> append_marker(const control::BrokerTarget& to,
                                                            const std::string& channel, std::int32_t partition,
                                                            std::int64_t epoch,
-                                                           std::int32_t generation) override;
+                                                           const control::MarkerRequest& marker) override;
 
  private:
   struct Handle {

@@ -48,10 +48,10 @@ SealResult Broker::seal(const std::string& channel, std::uint32_t partition, std
 }
 
 MarkerResult Broker::append_marker(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
-                                   std::uint64_t generation) {
+                                   const chain::MarkerSpec& marker) {
   auto out = std::make_shared<MarkerResult>();  // as seal(): the agent may run the call after a timeout
-  ConfigureResult r = impl_->run_on_agent([this, out, channel, partition, epoch, generation] {
-    *out = impl_->append_marker_st(channel, partition, epoch, generation);
+  ConfigureResult r = impl_->run_on_agent([this, out, channel, partition, epoch, marker] {
+    *out = impl_->append_marker_st(channel, partition, epoch, marker);
     return ConfigureResult{out->status, out->current_epoch, out->message};
   });
   if (r.status == ConfigureStatus::failed) return {r.status, r.current_epoch, r.message, {}};

@@ -199,11 +199,15 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   }
 
   void appendMarker(idl::MarkerReply& out, const std::string& channel, std::int32_t partition,
-                    std::int64_t epoch, std::int32_t generation) override {
-    if (partition < 0 || epoch <= 0 || generation <= 0)
+                    std::int64_t epoch, std::int32_t generation, std::int32_t from_partitions,
+                    std::int32_t to_partitions) override {
+    if (partition < 0 || epoch <= 0 || generation <= 0 || from_partitions <= 0 || to_partitions <= 0)
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad marker request").to_thrift();
+    const chain::MarkerSpec marker{static_cast<std::uint64_t>(generation),
+                                   static_cast<std::uint32_t>(from_partitions),
+                                   static_cast<std::uint32_t>(to_partitions)};
     auto r = broker_.append_marker(channel, static_cast<std::uint32_t>(partition),
-                                   static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(generation));
+                                   static_cast<std::uint64_t>(epoch), marker);
     throw_unless_applied(r.status, {channel, partition}, r.message);
     out.__set_offset(static_cast<std::int64_t>(r.state.offset));
     out.__set_commit_offset(static_cast<std::int64_t>(r.state.commit_offset));

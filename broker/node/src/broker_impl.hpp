@@ -211,12 +211,13 @@ class Broker::Impl {
   }
 
   MarkerResult append_marker_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
-                                std::uint64_t generation) {
+                                const chain::MarkerSpec& marker) {
     ConfigureResult why;
     chain::Replica* rep = head_at_st(channel, partition, epoch, &why);
     if (rep == nullptr) return {why.status, why.current_epoch, why.message, {}};
+    const std::uint64_t generation = marker.generation;
     const bool first = rep->log().marker().generation < generation;
-    MarkerResult out{ConfigureStatus::applied, rep->epoch(), "", rep->append_marker_st(generation)};
+    MarkerResult out{ConfigureStatus::applied, rep->epoch(), "", rep->append_marker_st(marker)};
     if (out.state.status != chain::AppendStatus::ok) {
       return {ConfigureStatus::failed, rep->epoch(), "the log is full: try again", {}};
     }

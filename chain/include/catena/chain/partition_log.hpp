@@ -112,9 +112,9 @@ class PartitionLog {
   std::byte* stage_frame(const std::byte* frame, std::uint32_t frame_bytes, AppendStatus* status);
   // Appends the frame stage_frame() just copied, stamping the next offset.
   std::uint64_t append_staged(std::uint32_t frame_bytes);
-  // Appends a marker record (kFlagMarker) for channel generation
-  // `generation`; marker() says where.
-  AppendStatus append_marker(std::uint64_t generation, std::uint64_t* offset);
+  // Appends a marker record (kFlagMarker, its payload the spec's counts)
+  // opening channel generation m.generation; marker() says where.
+  AppendStatus append_marker(const MarkerSpec& m, std::uint64_t* offset);
 
   // --- replica side --------------------------------------------------------
   // The predecessor says slot `slot` now holds `end` valid bytes. Validates the
@@ -133,9 +133,11 @@ class PartitionLog {
   // The newest marker this replica appended or validated: its generation
   // (0: none) and offset. A replica promoted to head answers a repeated
   // marker request with it.
+  // The newest marker this log holds (appended or replicated).
   struct Marker {
     std::uint64_t generation = 0;
     std::uint64_t offset = 0;
+    std::uint32_t partitions = 0;  // the generation's partition count (0: no marker)
   };
   [[nodiscard]] Marker marker() const noexcept { return marker_; }
 

@@ -54,6 +54,23 @@ inline constexpr std::uint32_t kFlagPad = 1u << 1;
 // show it only to applications that ask for control records.
 inline constexpr std::uint32_t kFlagMarker = 1u << 2;
 inline constexpr std::uint32_t kKnownFlags = kFlagSeal | kFlagPad | kFlagMarker;
+
+// What a marker says: its sequence is the generation it opens; its payload
+// (kMarkerPayload bytes, little-endian u32s) the partition counts the
+// channel goes from and to, so that a head can tell a publisher the new
+// count and a subscriber which partitions feed which (key_map.hpp) without
+// asking the controller.
+struct MarkerSpec {
+  std::uint64_t generation = 0;
+  std::uint32_t from_partitions = 0;
+  std::uint32_t to_partitions = 0;
+  friend bool operator==(const MarkerSpec&, const MarkerSpec&) = default;
+};
+inline constexpr std::size_t kMarkerPayload = 8;
+void encode_marker(const MarkerSpec& m, std::span<std::byte, kMarkerPayload> out) noexcept;
+// False if `payload` is not a marker's (wrong size, a zero count).
+[[nodiscard]] bool decode_marker(const RecordHeader& h, std::span<const std::byte> payload,
+                                 MarkerSpec* out) noexcept;
 inline constexpr std::size_t kRecordAlign = 8;
 // Largest payload a record may carry (a segment must hold at least one).
 using limits::kMaxRecordPayload;

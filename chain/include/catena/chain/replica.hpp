@@ -216,11 +216,11 @@ class Replica {
   static constexpr std::uint64_t kOpenRange = ~0ull;
   [[nodiscard]] std::uint64_t range_end() const { return range_end_; }
   // --- channel alter -----------------------------------------------------------
-  // Head only: appends a marker for channel generation `generation`, unless
+  // Head only: appends a marker opening channel generation m.generation, unless
   // this replica already holds one for it or a newer one (appended here, or
   // validated from a predecessor before a repair made it the head): then
   // that one's offset. Publishers are not refused yet (see README).
-  MarkerState append_marker_st(std::uint64_t generation);
+  MarkerState append_marker_st(const MarkerSpec& m);
   // Taken in by a new head before it is reachable (ChainAssignment.producers).
   void merge_producers_st(const std::vector<ProducerSnapshot>& producers);
   [[nodiscard]] bool may_act() const { return lease_valid_ && !suspended_; }

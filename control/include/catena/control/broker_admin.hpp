@@ -28,6 +28,14 @@ struct BrokerTarget {
   std::string admin_addr;  // host:port of the broker's BrokerAdmin server
 };
 
+// The marker a channel alter asks a head for: the generation it opens and
+// the partition counts it goes from and to.
+struct MarkerRequest {
+  std::int32_t generation = 0;
+  std::int32_t from_partitions = 0;
+  std::int32_t to_partitions = 0;
+};
+
 class BrokerAdminClient {
  public:
   virtual ~BrokerAdminClient() = default;
@@ -45,7 +53,7 @@ class BrokerAdminClient {
   [[nodiscard]] virtual Result<idl::MarkerReply> append_marker(const BrokerTarget& to,
                                                                const std::string& channel,
                                                                std::int32_t partition, std::int64_t epoch,
-                                                               std::int32_t generation) = 0;
+                                                               const MarkerRequest& marker) = 0;
 };
 
 }  // namespace catena::control

@@ -43,7 +43,7 @@ class InProcBrokerAdmin final : public BrokerAdminClient {
     std::string channel;              // fence, seal
     std::int32_t partition = 0;       // fence, seal
     std::int64_t epoch = 0;           // fence, seal
-    std::int32_t generation = 0;      // append_marker
+    MarkerRequest marker;             // append_marker
   };
   using Hook = std::function<Fate(const Call&)>;
 
@@ -64,7 +64,7 @@ class InProcBrokerAdmin final : public BrokerAdminClient {
                                             std::int32_t partition, std::int64_t epoch) override;
   [[nodiscard]] Result<idl::MarkerReply> append_marker(const BrokerTarget& to, const std::string& channel,
                                                        std::int32_t partition, std::int64_t epoch,
-                                                       std::int32_t generation) override;
+                                                       const MarkerRequest& marker) override;
 
  private:
   struct Reply {

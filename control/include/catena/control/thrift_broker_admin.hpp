@@ -37,7 +37,7 @@ class ThriftBrokerAdmin final : public BrokerAdminClient {
   [[nodiscard]] Result<idl::NodeStats> ping(const BrokerTarget& to) override;
   [[nodiscard]] Result<idl::MarkerReply> append_marker(const BrokerTarget& to, const std::string& channel,
                                                        std::int32_t partition, std::int64_t epoch,
-                                                       std::int32_t generation) override;
+                                                       const MarkerRequest& marker) override;
   [[nodiscard]] Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
                                             std::int32_t partition, std::int64_t epoch) override;
 

@@ -121,9 +121,9 @@ class Broker {
   // (stale_epoch at another epoch, invalid if not the head or not held).
   SealResult seal(const std::string& channel, std::uint32_t partition, std::uint64_t epoch);
   // Channel alter: the head at `epoch` appends (or finds) the marker of
-  // `generation` (chain::Replica::append_marker_st); statuses as seal().
+  // marker.generation (chain::Replica::append_marker_st); statuses as seal().
   MarkerResult append_marker(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
-                             std::uint64_t generation);
+                             const chain::MarkerSpec& marker);
   // The replica written at `epoch` becomes the read-only range [start,
   // range_end) (chain::Replica::retire_st), kept apart from the partition's
   // current replica until it expires or drop_retired() lets it go.

@@ -182,11 +182,23 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "MiB the partition holds before the first move, for --move (uses --segment-bytes)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 16));
+  app.add_flag("--rescale", o.rescale,
+               "measure channel alters instead: change the partition count to each of --alters under keyed "
+               "traffic; the pauses in acknowledgements and deliveries, and per-key order");
+  app.add_option("--partitions", o.partitions, "partitions before the first alter, for --rescale")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--alters", o.alters, "partition counts to alter to in turn, for --rescale")
+      ->capture_default_str();
+  app.add_option("--keys", o.keys, "distinct keys published, for --rescale")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
 }
 
 int run_bench(const Common& c, const BenchOptions& o) {
   if (o.failover) return run_failover_bench(c, o);
   if (o.move) return run_move_bench(c, o);
+  if (o.rescale) return run_rescale_bench(c, o);
   (void)initial_mask();  // before anything is pinned
   auto place = plan_placement(o.pin, o.replicas);
   if (!place) {

@@ -55,12 +55,6 @@ constexpr int kSegmentSlots = 8;               // catenad --segment-slots, as Lo
 constexpr std::size_t kMaxRecords = 2u << 20;  // steady records timed, at most
 constexpr const char* kChannel = "move-bench";
 
-std::uint64_t steady_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
 struct Move {
   std::vector<std::string> to;
   std::uint64_t start_ns = 0, end_ns = 0;

@@ -6,6 +6,7 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -23,6 +24,13 @@ class PartitionRoute;
 }
 
 namespace catena::cli::bench_detail {
+
+// The steady clock in nanoseconds, for timing acknowledgements and deliveries.
+inline std::uint64_t steady_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
 
 // --- placement and the floor (bench_placement.cpp) ---------------------------
 

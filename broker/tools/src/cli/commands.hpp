@@ -77,6 +77,10 @@ struct BenchOptions {
   bool move = false;
   int moves = 5;
   int retained_mib = 4;
+  bool rescale = false;
+  int partitions = 2;
+  std::string alters = "4,3,6,2";
+  int keys = 64;
   std::string dir = "catena-bench";
 };
 
@@ -122,6 +126,8 @@ int run_bench(const Common& c, const BenchOptions& o);
 int run_failover_bench(const Common& c, const BenchOptions& o);
 // `catena bench --move` (bench_move.cpp).
 int run_move_bench(const Common& c, const BenchOptions& o);
+// `catena bench --rescale` (bench_rescale.cpp).
+int run_rescale_bench(const Common& c, const BenchOptions& o);
 
 // `catena node drain` and `catena rebalance` (node.cpp).
 struct NodeCommands {

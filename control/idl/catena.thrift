@@ -136,6 +136,12 @@ struct ChannelGeneration {
   // Every marker committed: publishers map keys by this generation, and
   // ChannelConfig.partitions is its count.
   4: bool complete,
+  // Set when complete: the nodes the controller called for this change
+  // (affected heads, replicas of added partitions) and the calls it made
+  // in the round that completed it (appendMarker, configureChain of added
+  // chains). Clients are told nothing: they meet the markers in the data.
+  5: i32 nodes_told,
+  6: i32 control_messages,
 }
 
 struct ChannelInfo {

@@ -202,17 +202,13 @@ Result<void> Controller::write_markers(const std::string& name) {
     if (open == nullptr || open->generation != generation) return {};  // finished by another call
     open->markers[t.partition] = *committed;
     const bool last = markers_unset(*open) == 0;
+    // Who heard of this change: the heads of the affected partitions and the
+    // replicas of the added ones, nothing else (see the file comment).
+    std::set<std::string> told;
+    std::size_t configures = 0;
     if (last) {
       open->__set_complete(true);
       ch.config.__set_partitions(open->partitions);
-    }
-    meta::MetaRecord record;
-    record.__set_put_channel(ch);
-    if (auto r = store_->commit(record); !r) return r.error();
-    if (last) {
-      // Who heard of this change: the heads of the affected partitions and
-      // the replicas of the added ones, nothing else (see the file comment).
-      std::set<std::string> told;
       for (const auto& [p, offset] : open->markers) {
         const auto& route = ch.routes.at(static_cast<std::size_t>(p));
         if (!route.replicas.empty()) told.insert(route.replicas.front().node_id);
@@ -220,13 +216,19 @@ Result<void> Controller::write_markers(const std::string& name) {
       std::int32_t had = 0;  // partitions that existed before this generation
       for (std::size_t i = 0; i + 1 < ch.generations.size(); ++i)
         had = std::max(had, ch.generations[i].partitions);
-      std::size_t configures = 0;
       for (std::int32_t p = had; p < open->partitions; ++p) {
         for (const auto& r : ch.routes.at(static_cast<std::size_t>(p)).replicas) {
           told.insert(r.node_id);
           ++configures;
         }
       }
+      open->__set_nodes_told(static_cast<std::int32_t>(told.size()));
+      open->__set_control_messages(static_cast<std::int32_t>(calls + configures));
+    }
+    meta::MetaRecord record;
+    record.__set_put_channel(ch);
+    if (auto r = store_->commit(record); !r) return r.error();
+    if (last) {
       spdlog::info(
           "channel '{}': generation {} complete, {} partitions; markers {}; told {} node(s): {} "
           "marker call(s) in this round, {} chain configuration(s) of added partitions; 0 clients",

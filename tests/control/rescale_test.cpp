@@ -134,10 +134,17 @@ TEST_P(Alter, GrowPlacesNewChainsAndMarksEveryAffectedPartitionAtItsHead) {
   }
   const auto configures = calls(InProcBrokerAdmin::Method::configure_chain);
   EXPECT_EQ(configures.size(), 4u);  // 2 added partitions x replication 2
+  std::set<std::string> called;
+  for (const auto& c : markers) called.insert(c.to.node_id);
   for (const auto& c : configures) {
     EXPECT_EQ(c.assignment.route.channel, "rs");
     EXPECT_GE(c.assignment.route.partition, 2);
+    called.insert(c.to.node_id);
   }
+  // ... and the generation says so (catena channel describe shows it).
+  const auto& g = info->generations.back();
+  EXPECT_EQ(g.nodes_told, static_cast<std::int32_t>(called.size()));
+  EXPECT_EQ(g.control_messages, static_cast<std::int32_t>(markers.size() + configures.size()));
 }
 
 TEST_P(Alter, ShrinkMarksEveryPartitionAndKeepsTheRemovedOnesChains) {

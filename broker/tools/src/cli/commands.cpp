@@ -75,6 +75,8 @@ void print_channel(const control::idl::ChannelInfo& ch) {
         std::printf(" %d@%lld", p, static_cast<long long>(offset));
       }
     }
+    if (g.complete && g.nodes_told > 0)
+      std::printf("  told %d node(s), %d call(s)", g.nodes_told, g.control_messages);
     std::printf("\n");
   }
 }

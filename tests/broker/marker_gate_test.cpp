@@ -29,7 +29,7 @@ TEST(MarkerGate, GrowParksAddedPartitionsUntilTheirParentReachesItsMarker) {
   EXPECT_FALSE(g.parked(3));
 }
 
-TEST(MarkerGate, ShrinkWaitsForEveryParentAndRemovedPartitionsStayParked) {
+TEST(MarkerGate, ShrinkWaitsForEveryParentAndDoesNotHoldRemovedPartitions) {
   MarkerGate g = gate_of({0, 1, 2, 3});
   const chain::MarkerSpec shrink{1, 4, 3};  // gcd 1: every old partition feeds every new one
   g.on_marker(0, shrink);
@@ -42,7 +42,16 @@ TEST(MarkerGate, ShrinkWaitsForEveryParentAndRemovedPartitionsStayParked) {
   EXPECT_FALSE(g.parked(0));
   EXPECT_FALSE(g.parked(1));
   EXPECT_FALSE(g.parked(2));
-  EXPECT_TRUE(g.parked(3));  // removed: nothing more comes
+  EXPECT_FALSE(g.parked(3));  // removed: no key comes, only a later grow's marker
+  // Growing back to 4: 3 is fed by 0, 1 and 2 (gcd 1), which it waits for.
+  const chain::MarkerSpec regrow{2, 3, 4};
+  g.on_marker(3, regrow);
+  EXPECT_TRUE(g.parked(3));
+  g.on_marker(0, regrow);
+  g.on_marker(1, regrow);
+  EXPECT_TRUE(g.parked(3));
+  g.on_marker(2, regrow);
+  EXPECT_FALSE(g.parked(3));
 }
 
 TEST(MarkerGate, PartitionsNotReadDoNotHoldBack) {
@@ -82,7 +91,7 @@ TEST(MarkerGate, TwoAltersInARow) {
   EXPECT_FALSE(g.parked(0));
   EXPECT_FALSE(g.parked(1));
   EXPECT_FALSE(g.parked(2));
-  EXPECT_TRUE(g.parked(3));
+  EXPECT_FALSE(g.parked(3));
 }
 
 TEST(MarkerGate, AnUntrackedParentDoesNotHoldBack) {

@@ -235,5 +235,31 @@ TEST_F(MarkerOrder, TwoAltersInARow) {
   for (const Got& g : got) EXPECT_TRUE(seen.emplace(g.partition, g.offset).second) << "twice";
 }
 
+TEST_F(MarkerOrder, AShrunkPartitionComesBackWithTheNextGrow) {
+  SetUpChannel(4);
+  const chain::MarkerSpec shrink{1, 4, 3};
+  const chain::MarkerSpec grow{2, 3, 4};
+  for (std::uint32_t p = 0; p < 4; ++p) {
+    write(p, 4, 0);
+    marker(p, shrink);
+  }
+  // Partition 3, removed, takes its generation 2 marker and records first.
+  marker(3, grow);
+  write(3, 4, 2);
+  auto sub = subscribe();
+  ASSERT_NE(sub, nullptr);
+  std::vector<Got> got;
+  read(*sub, &got, written_ + 7, 500ms);
+  ASSERT_EQ(got.size(), written_ - kRounds * kKeys / 4 + 5);  // 3's new records wait for 0..2
+  for (std::uint32_t p = 0; p < 3; ++p) {
+    write(p, 3, 1);
+    marker(p, grow);
+    write(p, 4, 2);
+  }
+  read(*sub, &got, written_ + 8);
+  ASSERT_EQ(got.size(), written_ + 8);
+  expect_key_order(got, {4, 3, 4});
+}
+
 }  // namespace
 }  // namespace catena::test

@@ -49,10 +49,7 @@ void MarkerGate::recompute() {
     const auto from = static_cast<std::int32_t>(spec->from_partitions);
     const auto to = static_cast<std::int32_t>(spec->to_partitions);
     const auto self = static_cast<std::int32_t>(p.partition);
-    if (self >= to) {
-      p.parked = true;  // removed by a shrink: nothing more comes
-      continue;
-    }
+    if (self >= to) continue;  // removed by a shrink: no key comes, only a later grow's marker
     for (std::int32_t parent : chain::alter_parents(self, from, to)) {
       if (parent == self || static_cast<std::size_t>(parent) >= index_of_.size()) continue;
       const int j = index_of_[static_cast<std::size_t>(parent)];

@@ -7,7 +7,8 @@
 // marker of G **parks**: nothing of p past it is delivered until each of its
 // parents (chain::alter_parents(p, from, to)) that this subscriber reads has
 // itself delivered its marker of G. A partition not in `to` (removed by a
-// shrink) stays parked: nothing more comes.
+// shrink) is not held: no key goes there any more, and a later grow that
+// brings it back must reach its next marker.
 //
 // A parent holds a partition back only while the gate **tracks** it: it was
 // read from its first offset (offset 0, before any marker) or has delivered

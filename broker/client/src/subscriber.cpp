@@ -12,6 +12,7 @@
 
 #include "client_worker.hpp"
 #include "dial_attempt.hpp"
+#include "marker_gate.hpp"
 
 namespace catena {
 
@@ -25,6 +26,7 @@ using client_detail::Attempt;
 // subscriber's polling thread.
 struct SubSession {
   std::uint32_t partition = 0;
+  std::size_t index = 0;  // in the subscriber's sessions (and its MarkerGate)
   Route route;
   chain::DeliveryClient delivery;  // the link to the replica, and the ring it writes into
   std::uint64_t next_offset = 0;
@@ -121,6 +123,7 @@ class Subscriber::Impl {
       }
       auto s = std::make_unique<SubSession>();
       s->partition = part;
+      s->index = sessions_.size();
       auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite);
       if (!ring) return ring.error();
       s->delivery = chain::DeliveryClient(std::move(ring.value()), ring_bytes_);
@@ -141,6 +144,9 @@ class Subscriber::Impl {
       }
       sessions_.push_back(std::move(s));
     }
+    std::vector<bool> from_start;  // the gate knows a partition's generation when read from offset 0
+    for (const auto& s : sessions_) from_start.push_back(!s->positioned || s->next_offset == 0);
+    gate_.emplace(parts, from_start);
     // Connect eagerly: one attempt per partition, all at once, waited for
     // here (setup). Failures are retried from poll().
     for (auto& s : sessions_) start_connect_st(*s, Steady::now());
@@ -172,8 +178,12 @@ class Subscriber::Impl {
       chain::DeliveryClient::Fault fault = chain::DeliveryClient::Fault::none;
       bool expired = false;
       int skipped = 0;
+      // Parked at a marker (MarkerGate): the link is served, nothing past it
+      // is read (its records wait in the ring), and no stall is suspected.
+      const bool parked = gate_->parked(s.index);
+      if (parked) s.last_delivery = now;
       delivered += s.delivery.do_work(
-          max - delivered, &fault,
+          parked ? 0 : max - delivered, &fault,
           [&](wire::Status status, std::uint64_t next_offset, const wire::NextChainHint& next) {
             spdlog::debug("subscriber {}/{}: notice {} from {}: next offset {}", channel_, s.partition,
                           wire::to_string(status), s.reading_from, next_offset);
@@ -181,6 +191,7 @@ class Subscriber::Impl {
             if (status != wire::Status::moved) notify(Notice{s.partition, status, next_offset});
             if (status == wire::Status::position_expired) {
               s.next_offset = next_offset;
+              gate_->jumped(s.index, next_offset == 0);
               expired = true;
             } else if (status == wire::Status::moved) {
               // This range ends there (the next chain serves the rest):
@@ -201,6 +212,8 @@ class Subscriber::Impl {
             m.marker = (h.flags & chain::kFlagMarker) != 0;
             s.next_offset = h.offset + 1;
             s.last_delivery = now;
+            chain::MarkerSpec spec;
+            if (m.marker && chain::decode_marker(h, payload, &spec)) gate_->on_marker(s.index, spec);
             if (m.marker && !opts_.control_records) {
               ++skipped;  // not a record to the application
             } else if (on_message) {
@@ -416,6 +429,7 @@ class Subscriber::Impl {
         // never jump silently.
         notify(Notice{s.partition, wire::Status::data_lost, s.route.start_offset, s.next_offset});
         s.next_offset = s.route.start_offset;
+        gate_->jumped(s.index, s.next_offset == 0);
       }
     } else if (!s.positioned && opts_.start == Start::earliest && handed_off) {
       range = &s.route.sealed.front();
@@ -456,6 +470,7 @@ class Subscriber::Impl {
     }
     if (w->status == wire::Status::position_expired) {
       notify(Notice{s.partition, w->status, w->start_offset});
+      gate_->jumped(s.index, w->start_offset == 0);
       s.next_offset = w->start_offset;  // resume at the oldest retained record
       s.positioned = true;
       s.retry_at = now;
@@ -479,6 +494,9 @@ class Subscriber::Impl {
       ++s.replica_pick;
       return;
     }
+    // Read from elsewhere than asked (Start::latest, a retained log's start):
+    // the gate does not know the partition's generation there.
+    if (w->start_offset != (s.positioned ? s.next_offset : 0)) gate_->jumped(s.index, false);
     s.delivery.attach(std::move(d.link), w->start_offset);
     s.reading_from = rep.node_id;
     s.last_delivery = now;
@@ -499,6 +517,7 @@ class Subscriber::Impl {
   std::vector<std::unique_ptr<SubSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;
   NoticeHandler notice_;
+  std::optional<client_detail::MarkerGate> gate_;  // per-key order across alters' markers
   // The polling thread: the first to call in after create() (which may run
   // on another thread and hands the subscriber over unowned).
   fabric::ThreadOwner owner_;
@@ -543,6 +562,7 @@ void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
     s->drop_link();
     s->next_offset = offset;
     s->positioned = true;
+    impl_->gate_->jumped(s->index, offset == 0);
     s->retry_at = Steady::now();
     // An attempt under way names the old position: dropped (a connect
     // still running when it answers).

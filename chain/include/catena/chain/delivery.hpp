@@ -207,8 +207,9 @@ class DeliveryClient {
   // One pass: on_notice(wire::Status, next_offset, const wire::NextChainHint&)
   // for each notice, then
   // on_record(const RecordHeader&, std::span<const std::byte> payload) for
-  // each record in offset order, at most `max`; then ring credit back.
-  // Returns the records delivered; *fault says why the pass stopped early.
+  // each record in offset order, at most `max`, ending after a marker
+  // (kFlagMarker: the subscriber decides whether to read past it); then
+  // ring credit back. Returns the records delivered; *fault says why the pass stopped early.
   // After a position_expired notice no record is read: the replica delivers
   // nothing more at this position, the subscriber starts again where the
   // notice says.
@@ -250,6 +251,7 @@ class DeliveryClient {
       ++expected_;
       ++delivered;
       on_record(f.header, f.payload());
+      if ((f.header.flags & kFlagMarker) != 0) break;  // the caller may park there (MarkerGate)
     }
     if (reader_.credit_due() && link_->send(wire::SubscriberCredit{reader_.consumed()}) == fabric::Errc::ok) {
       reader_.credited_st();

@@ -15,6 +15,11 @@
 //     timeout minus one heartbeat interval stops consuming on its own, so
 //     it is not still consuming when the controller gives its partitions
 //     to another member.
+//   - Not guaranteed: per-key order across a channel alter's markers. Each
+//     partition is read by a Subscriber of its own, so none is held back
+//     until its parents passed their markers (a Subscriber of several
+//     partitions is); the coordinator does not gate assignments on that
+//     either (known limit, README).
 //
 // Threads: poll(), commit_async() and partitions() are for the one polling
 // thread, and never wait on the controller or the network (one atomic load

@@ -9,6 +9,14 @@
 // at the offset after the last record it delivered: no gap, no duplicate.
 // If that position has expired meanwhile, the handler sees a Notice.
 //
+// Across a channel alter (catena channel alter), each key's records are
+// delivered in order: a partition that delivered its marker waits there
+// until each partition feeding keys into it (its parents, chain/key_map.hpp)
+// that this subscriber reads has delivered its own marker. Parents it does
+// not read never hold it back: a subscriber of a subset of the partitions
+// keeps per-key order among those only. See MarkerGate (marker_gate.hpp in
+// the client's sources) for when a parent's generation is known.
+//
 // Threading: a polling agent owned by one thread; handlers run in poll().
 // create() may run on another thread: the first call after it takes
 // ownership, and in builds with CATENA_THREAD_CHECKS a call from any other

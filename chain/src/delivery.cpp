@@ -192,4 +192,20 @@ fabric::Result<void> DeliveryClient::grant(fabric::Endpoint& ep, wire::Subscribe
   return expose_into(ep, *ring_, hello.ring);
 }
 
+const char* DeliveryClient::describe(Fault f) noexcept {
+  switch (f) {
+    case Fault::none:
+      return "no fault";
+    case Fault::overrun:
+      return "the replica overran the ring";
+    case Fault::garbled:
+      return "a garbled delivery";
+    case Fault::bad_checksum:
+      return "a bad payload checksum in a delivery";
+    case Fault::out_of_order:
+      return "an offset other than the next one";
+  }
+  return "?";
+}
+
 }  // namespace catena::chain

@@ -261,5 +261,31 @@ TEST_F(MarkerOrder, AShrunkPartitionComesBackWithTheNextGrow) {
   expect_key_order(got, {4, 3, 4});
 }
 
+// A subscriber of every partition created while the channel has 2 (the
+// alter to 4 not complete yet) reads the partitions the grow adds once a
+// marker names them, from their first offset, in key order.
+TEST_F(MarkerOrder, ASubscriberOfEveryPartitionReadsThePartitionsAGrowAdds) {
+  SetUpChannel(4);
+  auto r0 = routes_.route("ord", 0, 0);
+  ASSERT_TRUE(r0.ok());
+  routes_.set(*r0, 2, kSegment);  // the layout says 2 partitions
+  auto sub = subscribe();
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->partitions(), (std::vector<std::uint32_t>{0, 1}));
+  write(0, 2, 0);
+  write(1, 2, 0);
+  for (std::uint32_t p = 0; p < 4; ++p) {
+    marker(p, kGrow);
+    write(p, 4, 1);
+  }
+  std::vector<Got> got;
+  read(*sub, &got, written_ + 4);
+  ASSERT_EQ(got.size(), written_ + 4);
+  EXPECT_EQ(sub->partitions(), (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  expect_key_order(got, {2, 4});
+  EXPECT_EQ(from_partition(got, 2), 1 + kRounds * kKeys / 4);
+  EXPECT_EQ(from_partition(got, 3), 1 + kRounds * kKeys / 4);
+}
+
 }  // namespace
 }  // namespace catena::test

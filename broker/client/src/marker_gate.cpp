@@ -17,6 +17,13 @@ MarkerGate::MarkerGate(const std::vector<std::uint32_t>& partitions, const std::
   for (std::size_t i = 0; i < parts_.size(); ++i) index_of_[parts_[i].partition] = static_cast<int>(i);
 }
 
+void MarkerGate::add(std::uint32_t partition, bool tracked) {
+  parts_.push_back(Part{partition, 0, tracked, false});
+  if (index_of_.size() <= partition) index_of_.resize(partition + 1, -1);
+  index_of_[partition] = static_cast<int>(parts_.size() - 1);
+  recompute();
+}
+
 void MarkerGate::on_marker(std::size_t i, const chain::MarkerSpec& spec) {
   Part& p = parts_[i];
   p.reached = spec.generation;

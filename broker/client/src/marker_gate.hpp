@@ -39,6 +39,9 @@ class MarkerGate {
   // `tracked`: whether partition i is read from its first offset.
   MarkerGate(const std::vector<std::uint32_t>& partitions, const std::vector<bool>& tracked);
 
+  // The subscriber reads one more partition from now on (index: the next
+  // one), added by a grow; `tracked` as the constructor's.
+  void add(std::uint32_t partition, bool tracked);
   // Partition i delivered a marker (decoded).
   void on_marker(std::size_t i, const chain::MarkerSpec& spec);
   // Partition i's position jumped (seek, expired, data lost): its generation

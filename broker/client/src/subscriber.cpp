@@ -10,9 +10,8 @@
 #include <catena/fabric/idle.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
-#include "client_worker.hpp"
-#include "dial_attempt.hpp"
 #include "marker_gate.hpp"
+#include "sub_session.hpp"
 
 namespace catena {
 
@@ -21,74 +20,7 @@ using fabric::Errc;
 namespace wire = chain::wire;
 using Steady = std::chrono::steady_clock;
 using client_detail::Attempt;
-
-// One partition's session with the replica it reads from. Owned by the
-// subscriber's polling thread.
-struct SubSession {
-  std::uint32_t partition = 0;
-  std::size_t index = 0;  // in the subscriber's sessions (and its MarkerGate)
-  Route route;
-  chain::DeliveryClient delivery;  // the link to the replica, and the ring it writes into
-  std::uint64_t next_offset = 0;
-  bool positioned = false;  // next_offset is known
-  std::uint32_t replica_pick = 0;
-  std::string reading_from;                // node id of the replica serving us
-  Steady::time_point last_delivery{};      // or connect
-  std::uint64_t committed_at_connect = 0;  // the replica's commit offset in its welcome
-  std::uint64_t range_end = ~0ull;         // the replica serves a sealed range that ends here
-  std::uint64_t range_start = 0;           // where the range (or the chain above) it serves starts
-  Steady::time_point route_check_at{};
-  Steady::time_point retry_at{};
-  // Where a sealed range's replica said the next range is served (its
-  // `moved` answer's wire::NextChainHint: that chain's head and epoch; 0:
-  // none), for the position hint_at (the range's end): dialled before the
-  // controller is asked. A hint that failed is not taken again (hint_failed).
-  std::uint64_t hint_epoch = 0;
-  std::string hint_head;
-  std::uint64_t hint_at = 0;
-  std::uint64_t hint_failed = 0;
-  Steady::time_point hint_since{};
-  bool hint_first = false;  // the last route lookup failed: the hint goes first
-
-  // Reaching a replica without poll() waiting: an attempt in states
-  // (route lookup and connect on the subscriber's workers, then the
-  // handshake as a Link::Dialing) while there is no link.
-  std::uint64_t link_gen = 0;       // bumped whenever the link is dropped
-  client_detail::RouteCall lookup;  // one at a time: an attempt's, or a stall check's
-  bool lookup_for_attempt = false;
-  std::uint64_t lookup_link = 0;  // link_gen when a stall check asked
-  Attempt attempt = Attempt::none;
-  bool attempt_hinted = false;           // dialling the hint, not a replica of the route
-  ReplicaAddress dialled;                // no node id when hinted
-  std::uint64_t dial_range_end = ~0ull;  // what range_end and range_start become once connected
-  std::uint64_t dial_range_start = 0;
-  client_detail::DialAttempt<wire::SubscriberHello, wire::SubscriberWelcome> dial;
-
-  void drop_link() {
-    delivery.drop();
-    ++link_gen;
-  }
-};
-
-namespace {
-
-const char* fault_text(chain::DeliveryClient::Fault f) {
-  switch (f) {
-    case chain::DeliveryClient::Fault::none:
-      return "no fault";
-    case chain::DeliveryClient::Fault::overrun:
-      return "the replica overran the ring";
-    case chain::DeliveryClient::Fault::garbled:
-      return "a garbled delivery";
-    case chain::DeliveryClient::Fault::bad_checksum:
-      return "a bad payload checksum in a delivery";
-    case chain::DeliveryClient::Fault::out_of_order:
-      return "an offset other than the next one";
-  }
-  return "?";
-}
-
-}  // namespace
+using client_detail::SubSession;
 
 class Subscriber::Impl {
  public:
@@ -121,13 +53,9 @@ class Subscriber::Impl {
         return fabric::make_error(Errc::invalid_argument,
                                   "partition " + std::to_string(part) + " does not exist");
       }
-      auto s = std::make_unique<SubSession>();
-      s->partition = part;
-      s->index = sessions_.size();
-      auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite);
-      if (!ring) return ring.error();
-      s->delivery = chain::DeliveryClient(std::move(ring.value()), ring_bytes_);
-      s->replica_pick = opts_.read_from == SubscriberOptions::ReadFrom::spread ? part : 0;
+      auto made = make_session(part);
+      if (!made) return made.error();
+      auto& s = *made;
       if (opts_.start == Start::offset) {
         s->next_offset = opts_.start_offset;
         s->positioned = true;
@@ -162,6 +90,39 @@ class Subscriber::Impl {
       if (attempting) idle.idle();
     }
     return {};
+  }
+
+  // A session for `part`, its ring allocated and registered, not connected.
+  client::Result<std::unique_ptr<SubSession>> make_session(std::uint32_t part) {
+    auto s = std::make_unique<SubSession>();
+    s->partition = part;
+    s->index = sessions_.size();
+    auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite);
+    if (!ring) return ring.error();
+    s->delivery = chain::DeliveryClient(std::move(ring.value()), ring_bytes_);
+    s->replica_pick = opts_.read_from == SubscriberOptions::ReadFrom::spread ? part : 0;
+    return s;
+  }
+
+  // A grow's marker named partitions this subscriber (of every partition)
+  // does not read yet: read them from their first offset, which is their
+  // marker. Tried again on the next poll if a ring cannot be had.
+  void grow_st(Steady::time_point now) {
+    CATENA_ST_CHECK(owner_);
+    while (sessions_.size() < grow_to_) {
+      const auto part = static_cast<std::uint32_t>(sessions_.size());
+      auto made = make_session(part);
+      if (!made) {
+        spdlog::warn("subscriber {}: partition {} added by an alter: {}", channel_, part,
+                     made.error().message);
+        return;
+      }
+      (*made)->positioned = true;  // offset 0
+      gate_->add(part, true);
+      spdlog::info("subscriber {}: reading partition {}, added by an alter", channel_, part);
+      sessions_.push_back(std::move(*made));
+      start_connect_st(*sessions_.back(), now);
+    }
   }
 
   int poll(const Handler& on_message, int max) {
@@ -213,7 +174,10 @@ class Subscriber::Impl {
             s.next_offset = h.offset + 1;
             s.last_delivery = now;
             chain::MarkerSpec spec;
-            if (m.marker && chain::decode_marker(h, payload, &spec)) gate_->on_marker(s.index, spec);
+            if (m.marker && chain::decode_marker(h, payload, &spec)) {
+              gate_->on_marker(s.index, spec);
+              if (opts_.partitions.empty()) grow_to_ = std::max<std::size_t>(grow_to_, spec.to_partitions);
+            }
             if (m.marker && !opts_.control_records) {
               ++skipped;  // not a record to the application
             } else if (on_message) {
@@ -223,7 +187,7 @@ class Subscriber::Impl {
       delivered -= skipped;
       if (fault != chain::DeliveryClient::Fault::none) {
         spdlog::debug("subscriber {}/{}: {} from {} at offset {}; reconnecting", channel_, s.partition,
-                      fault_text(fault), s.reading_from, s.next_offset);
+                      chain::DeliveryClient::describe(fault), s.reading_from, s.next_offset);
       }
       const bool reconnect = expired || fault != chain::DeliveryClient::Fault::none;
       if (!reconnect && s.committed_at_connect > s.next_offset &&
@@ -266,6 +230,7 @@ class Subscriber::Impl {
         s.retry_at = now;
       }
     }
+    if (grow_to_ > sessions_.size()) grow_st(now);
     return delivered;
   }
 
@@ -518,6 +483,7 @@ class Subscriber::Impl {
   std::uint32_t ring_bytes_ = 0;
   NoticeHandler notice_;
   std::optional<client_detail::MarkerGate> gate_;  // per-key order across alters' markers
+  std::size_t grow_to_ = 0;  // partitions a grow's marker named (reading every partition)
   // The polling thread: the first to call in after create() (which may run
   // on another thread and hands the subscriber over unowned).
   fabric::ThreadOwner owner_;

@@ -177,6 +177,8 @@ class DeliveryClient {
   // Why a pass stopped reading from this replica (the subscriber then reads
   // from the next offset elsewhere).
   enum class Fault : std::uint8_t { none, overrun, garbled, bad_checksum, out_of_order };
+  // For logs: "the replica overran the ring", ...
+  [[nodiscard]] static const char* describe(Fault f) noexcept;
 
   DeliveryClient() = default;
   // `ring`: registered for local and remote writes, `ring_bytes` long

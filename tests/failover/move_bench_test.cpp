@@ -10,23 +10,18 @@
 #include <string>
 #include <sys/wait.h>
 
-#include <catena/broker/local_cluster.hpp>
+#include "bench_run.hpp"
 
 namespace catena {
 namespace {
 
 TEST(MoveBench, TwoMovesUnderTrafficReportEveryMoveAndLoseNothing) {
-  const std::string cmd = self_dir() +
-                          "/catena bench --move --moves 2 --retained-mib 2 --segment-bytes 4194304 --json "
-                          "--dir move-bench-test 2>move-bench-test.log";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  const int status = ::pclose(p);
+  int status = 0;
+  const auto j =
+      test::run_bench_json("--move --moves 2 --retained-mib 2 --segment-bytes 4194304 --dir move-bench-test",
+                           "move-bench-test.log", &status, &out);
   ASSERT_FALSE(out.empty()) << "no output; see move-bench-test.log";
-  const auto j = nlohmann::json::parse(out, nullptr, false);  // stdout carries the one JSON line
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   EXPECT_EQ(j.value("moves", -1), 2) << out;

@@ -190,6 +190,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--alters", o.alters, "partition counts to alter to in turn, for --rescale")
       ->capture_default_str();
+  app.add_option("--fault", o.fault,
+                 "for --rescale: none, kill-broker (SIGKILL partition 0's head 20 ms into each alter) or "
+                 "restart-controller (20 ms into each alter)")
+      ->capture_default_str();
   app.add_option("--keys", o.keys, "distinct keys published, for --rescale")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));

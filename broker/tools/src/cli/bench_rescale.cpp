@@ -12,11 +12,21 @@
 // the end, from what was delivered: acknowledged records never delivered
 // (lost), delivered twice (duplicated), and per key a record delivered
 // after a later record of the same key (order violations).
+//
+// --fault kill-broker | restart-controller: 20 ms into each alter, the head
+// of partition 0 is killed with SIGKILL (its chain is repaired onto a spare:
+// the cluster gets one broker more than the chains need) or the controller
+// is killed and started again. A killed broker is started again (empty)
+// once the alter completed. An alter that fails for it is asked again
+// (the same count finishes the open generation) until it completes.
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -105,9 +115,14 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     std::fprintf(stderr, "catena: bench --rescale: %s\n", f.what.c_str());
     return 2;
   }
+  if (o.fault != "none" && o.fault != "kill-broker" && o.fault != "restart-controller") {
+    std::fprintf(stderr,
+                 "catena: bench --rescale: --fault must be none, kill-broker or restart-controller\n");
+    return 2;
+  }
   std::FILE* info = o.json ? stderr : stdout;
   ClusterOptions co;
-  co.nodes = std::max(o.nodes, o.replicas);
+  co.nodes = std::max(o.nodes, o.replicas + (o.fault == "kill-broker" ? 1 : 0));
   co.provider = common.provider;
   co.dir = o.dir + "/rescale";
   co.quiet = true;
@@ -180,6 +195,7 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     broker::ControllerRoutes routes(cco, "rescale-bench-pub");
     PublisherOptions po;
     po.provider = common.provider;
+    po.retry_timeout = 60s;  // through a fault's repair
     auto pub = Publisher::create(routes, kRescaleChannel, po);
     if (!pub || stop_pub) {
       if (!pub) setup_error = "publisher: " + pub.error().message;
@@ -225,17 +241,61 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
   if (!wait([&] { return acked.load() >= 2000 || pub_done.load(); }, 20s) || pub_done.load()) {
     error = setup_error.empty() ? "no steady acknowledgements within 20 s" : setup_error;
   }
+  int faults = 0;
   for (const int to : counts) {
     if (!error.empty()) break;
     Alter a;
     a.to = to;
-    a.start_ns = steady_ns();
-    auto res = admin.alter_channel(kRescaleChannel, to);
-    a.end_ns = steady_ns();
-    if (!res) {
-      error = "alter to " + std::to_string(to) + ": " + res.error().describe();
-      break;
+    std::optional<std::thread> fault;
+    std::string fault_error;
+    std::optional<std::size_t> killed;
+    if (o.fault != "none") {
+      std::string head;
+      if (auto rt = admin.get_route(kRescaleChannel, 0, 0); rt && !rt->replicas.empty())
+        head = rt->replicas.front().node_id;
+      fault.emplace([&, head] {
+        std::this_thread::sleep_for(20ms);
+        if (o.fault == "restart-controller") {
+          if (!cluster.restart_controller(&fault_error)) return;
+        } else {
+          const auto& nodes = cluster.nodes();
+          for (std::size_t i = 0; i < nodes.size(); ++i) {
+            if (nodes[i].node_id == head && cluster.node_running(i)) {
+              cluster.signal_node(i, SIGKILL);
+              killed = i;
+              return;
+            }
+          }
+          fault_error = "no running broker heads partition 0 (" + head + ")";
+        }
+      });
     }
+    a.start_ns = steady_ns();
+    // A fault may fail the call: ask again until the generation completes.
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      auto res = admin.alter_channel(kRescaleChannel, to);
+      if (res) break;
+      // The call's answer was lost, not the alter: it may have completed.
+      if (auto ch = admin.describe_channel(kRescaleChannel);
+          ch && ch->config.partitions == to && !ch->generations.empty() && ch->generations.back().complete)
+        break;
+      if (std::chrono::steady_clock::now() > deadline || o.fault == "none") {
+        error = "alter to " + std::to_string(to) + ": " + res.error().describe();
+        break;
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    a.end_ns = steady_ns();
+    if (fault) {
+      fault->join();
+      if (!fault_error.empty() && error.empty()) error = "fault: " + fault_error;
+      ++faults;
+      // The killed broker comes back empty, a spare for the next alter's kill.
+      if (killed && error.empty() && !cluster.restart_node(*killed, &fault_error))
+        error = "restarting the killed broker: " + fault_error;
+    }
+    if (!error.empty()) break;
     alters.push_back(a);
     std::this_thread::sleep_for(1s);
   }
@@ -283,6 +343,8 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
                      {"partitions", o.partitions},
                      {"keys", o.keys},
                      {"alters", alters.size()},
+                     {"fault", o.fault},
+                     {"faults", faults},
                      {"alter_ms_p50", pct(alter_ms, 0.5)},
                      {"ack_gap_max_ms", pct(ack_gaps, 1.0)},
                      {"delivery_gap_max_ms", pct(delivery_gaps, 1.0)},

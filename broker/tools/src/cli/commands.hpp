@@ -81,6 +81,7 @@ struct BenchOptions {
   int partitions = 2;
   std::string alters = "4,3,6,2";
   int keys = 64;
+  std::string fault = "none";
   std::string dir = "catena-bench";
 };
 

@@ -326,6 +326,15 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     delivery_gaps.push_back(a.delivery_gap_ms);
   }
   auto pct = [](std::vector<double> v, double q) { return bench::quantile(std::move(v), q); };
+  // Whom each change reached, as its generation recorded it.
+  std::vector<double> messages, told;
+  if (auto ch = admin.describe_channel(kRescaleChannel)) {
+    for (const auto& g : ch->generations) {
+      if (g.generation == 0 || !g.complete) continue;
+      messages.push_back(g.control_messages);
+      told.push_back(g.nodes_told);
+    }
+  }
 
   if (o.json) {
     nlohmann::json per_alter = nlohmann::json::array();
@@ -343,6 +352,13 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
                      {"partitions", o.partitions},
                      {"keys", o.keys},
                      {"alters", alters.size()},
+                     {"rescales", messages.size()},
+                     {"control_messages_per_change", pct(messages, 0.5)},
+                     {"nodes_told_per_change", pct(told, 0.5)},
+                     {"nodes_told_max", pct(told, 1.0)},
+                     {"cluster_nodes", cluster.nodes().size()},
+                     {"clients", 2},
+                     {"clients_told", 0},
                      {"fault", o.fault},
                      {"faults", faults},
                      {"alter_ms_p50", pct(alter_ms, 0.5)},
@@ -366,6 +382,10 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
           from, alters[i].to, alter_ms[i], alters[i].ack_gap_ms, alters[i].delivery_gap_ms);
       from = alters[i].to;
     }
+    std::printf(
+        "per change: %.0f control message(s) to %.0f node(s) (p50; at most %.0f) of %zu; 0 of 2 "
+        "clients told\n",
+        pct(messages, 0.5), pct(told, 0.5), pct(told, 1.0), cluster.nodes().size());
     std::printf(
         "%zu alters: call p50 %.1f ms, ack gap max %.1f ms, delivery gap max %.1f ms; %llu published, %llu "
         "acked, %llu failed, lost %llu, duplicated %llu, per-key order violations %llu\n",

@@ -1,0 +1,157 @@
+// A publisher across a channel alter's markers on real chains: a channel of
+// one partition grows to two (each head appends its marker, as the
+// controller's alter has them do); the publisher, mapping keys by generation
+// 0, is refused at partition 0's marker (remap), switches with its barrier,
+// waits at partition 1 until its marker is there (not_ready), and sends
+// every key's records before the marker to the old partition and after it
+// to the new one, in publish order, each stored once.
+#include <xxhash.h>
+
+#include <gtest/gtest.h>
+
+#include <catena/chain/key_map.hpp>
+
+#include "chain_e2e_fixture.hpp"
+
+namespace catena::test {
+namespace {
+
+constexpr int kKeys = 8;
+
+struct Published {
+  int key = 0;
+  std::vector<PublishResult> results;  // every callback it got (one expected)
+};
+
+// Publishes records i in [from, to) with key "key-(i % kKeys)" and payload
+// "r<i>", polling while back-pressured (a switch under way says so too).
+void publish_keyed(Publisher& pub, int from, int to, std::vector<Published>* out) {
+  for (int i = from; i < to; ++i) {
+    (*out)[static_cast<std::size_t>(i)].key = i % kKeys;
+    const std::string key = "key-" + std::to_string(i % kKeys);
+    const std::string payload = "r" + std::to_string(i);
+    auto cb = [out, i](const PublishResult& r) { (*out)[static_cast<std::size_t>(i)].results.push_back(r); };
+    client::ErrorCode e;
+    while ((e = pub.publish(bytes(key), bytes(payload), cb)) == client::ErrorCode::backpressure) pub.poll();
+    ASSERT_EQ(e, client::ErrorCode::ok) << i;
+  }
+}
+
+TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
+  // Partition 1 is served already (the alter placed it); the channel's
+  // layout is still generation 0's: one partition.
+  configure("rk", 1, 1, {1, 2}, 1);
+  configure("rk", 0, 1, {0, 1}, 1);
+  std::uint32_t new_partition[kKeys];
+  bool to_new = false;
+  bool to_old = false;
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = "key-" + std::to_string(k);
+    new_partition[k] = chain::partition_of_hash(XXH64(key.data(), key.size(), 0), 2);
+    to_new = to_new || new_partition[k] == 1;
+    to_old = to_old || new_partition[k] == 0;
+  }
+  ASSERT_TRUE(to_new && to_old) << "the keys must cover both partitions of generation 1";
+
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto created = Publisher::create(routes_, "rk", po);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Publisher& pub = *created.value();
+  ASSERT_EQ(pub.partitions(), 1u);
+
+  constexpr int kTotal = 1200;
+  std::vector<Published> sent(kTotal);
+  publish_keyed(pub, 0, 300, &sent);
+  ASSERT_TRUE(pub.flush(20s));
+  // More in flight while partition 0's head appends its marker.
+  publish_keyed(pub, 300, 600, &sent);
+  const chain::MarkerSpec spec{1, 1, 2};
+  const auto m0 = brokers_[0]->append_marker("rk", 0, 1, spec);
+  ASSERT_EQ(m0.status, broker::ConfigureStatus::applied) << m0.message;
+  // Refused at partition 0 from here; partition 1's head has no marker yet,
+  // so records for it wait (not_ready) and are not stored before it.
+  publish_keyed(pub, 600, 900, &sent);
+  const auto until = std::chrono::steady_clock::now() + 200ms;
+  while (std::chrono::steady_clock::now() < until) pub.poll();
+  EXPECT_EQ(pub.partitions(), 2u) << "the remap answer said generation 1 has two partitions";
+  const auto m1 = brokers_[1]->append_marker("rk", 1, 1, spec);
+  ASSERT_EQ(m1.status, broker::ConfigureStatus::applied) << m1.message;
+  EXPECT_EQ(m1.state.offset, 0u);
+  publish_keyed(pub, 900, kTotal, &sent);
+  ASSERT_TRUE(pub.flush(30s));
+  ASSERT_EQ(pub.partitions(), 2u);
+  const std::uint64_t marker_at[2] = {m0.state.offset, m1.state.offset};
+
+  // Every record acknowledged once; per key, the old partition below its
+  // marker, then the new one above its marker, offsets rising in publish
+  // order.
+  std::map<std::pair<std::uint32_t, std::uint64_t>, int> stored;  // (partition, offset) -> record
+  int before = 0;
+  int after = 0;
+  for (int k = 0; k < kKeys; ++k) {
+    bool switched = false;
+    std::uint64_t last[2] = {0, 0};
+    bool any[2] = {false, false};
+    for (int i = k; i < kTotal; i += kKeys) {
+      const Published& p = sent[static_cast<std::size_t>(i)];
+      ASSERT_EQ(p.results.size(), 1u) << "record " << i;
+      const PublishResult& r = p.results[0];
+      ASSERT_EQ(r.status, PublishStatus::ok) << "record " << i << ": " << chain::wire::to_string(r.status);
+      ASSERT_LT(r.partition, 2u);
+      EXPECT_TRUE(stored.emplace(std::make_pair(r.partition, r.offset), i).second) << "record " << i;
+      const bool in_new = r.offset > marker_at[r.partition] && r.partition == new_partition[k];
+      if (!in_new) {
+        EXPECT_FALSE(switched) << "key " << k << ": record " << i << " in the old mapping after the switch";
+        EXPECT_EQ(r.partition, 0u) << "record " << i;
+        EXPECT_LT(r.offset, marker_at[0]) << "record " << i;
+        ++before;
+      } else {
+        switched = true;
+        ++after;
+      }
+      if (any[r.partition]) {
+        EXPECT_GT(r.offset, last[r.partition]) << "key " << k << " record " << i;
+      }
+      any[r.partition] = true;
+      last[r.partition] = r.offset;
+    }
+    EXPECT_TRUE(switched) << "key " << k;
+  }
+  EXPECT_GE(before, 300);
+  EXPECT_GE(after, 300);
+
+  // What the partitions hold: each record once, where its ack said, and the
+  // two markers.
+  auto p1 = routes_.route("rk", 1, 0);
+  ASSERT_TRUE(p1.ok());
+  routes_.set(p1.value(), 2, kSegment);
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  so.control_records = true;
+  auto sub = Subscriber::create(routes_, "rk", so);
+  ASSERT_TRUE(sub.ok()) << sub.error().message;
+  std::size_t records = 0;
+  std::size_t markers = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (records + markers < kTotal + 2 && std::chrono::steady_clock::now() < deadline) {
+    sub.value()->poll([&](const Message& m) {
+      if (m.marker) {
+        ++markers;
+        EXPECT_EQ(m.offset, marker_at[m.partition]);
+        EXPECT_EQ(m.sequence, 1u);
+        return;
+      }
+      ++records;
+      const std::string payload(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+      auto it = stored.find({m.partition, m.offset});
+      ASSERT_NE(it, stored.end()) << "partition " << m.partition << " offset " << m.offset << ": " << payload;
+      EXPECT_EQ(payload, "r" + std::to_string(it->second));
+    });
+  }
+  EXPECT_EQ(records, static_cast<std::size_t>(kTotal)) << "nothing stored twice or lost";
+  EXPECT_EQ(markers, 2u);
+}
+
+}  // namespace
+}  // namespace catena::test

@@ -4,11 +4,13 @@
 // 0, is refused at partition 0's marker (remap), switches with its barrier,
 // waits at partition 1 until its marker is there (not_ready), and sends
 // every key's records before the marker to the old partition and after it
-// to the new one, in publish order, each stored once.
+// to the new one, in publish order, each stored once. And a shrink: records
+// sent with publish_to to the removed partition fail, keys go to the rest.
 #include <xxhash.h>
 
 #include <gtest/gtest.h>
 
+#include <catena/broker/client_error.hpp>
 #include <catena/chain/key_map.hpp>
 
 #include "chain_e2e_fixture.hpp"
@@ -151,6 +153,65 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
   }
   EXPECT_EQ(records, static_cast<std::size_t>(kTotal)) << "nothing stored twice or lost";
   EXPECT_EQ(markers, 2u);
+}
+
+TEST_F(ChainE2E, AfterAShrinkPublishToARemovedPartitionFailsAndKeysGoToTheRest) {
+  configure("sh", 1, 2, {1, 2}, 1);
+  configure("sh", 0, 2, {0, 1}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto created = Publisher::create(routes_, "sh", po);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Publisher& pub = *created.value();
+  ASSERT_EQ(pub.partitions(), 2u);
+  // Generation 1 has one partition: both heads append its marker.
+  const chain::MarkerSpec spec{1, 2, 1};
+  const auto m0 = brokers_[0]->append_marker("sh", 0, 1, spec);
+  ASSERT_EQ(m0.status, broker::ConfigureStatus::applied) << m0.message;
+  const auto m1 = brokers_[1]->append_marker("sh", 1, 1, spec);
+  ASSERT_EQ(m1.status, broker::ConfigureStatus::applied) << m1.message;
+
+  std::vector<PublishResult> to_removed;
+  std::vector<PublishResult> to_kept;
+  std::map<int, std::vector<PublishResult>> keyed;
+  ASSERT_EQ(
+      pub.publish_to(1, bytes(std::string("gone")), [&](const PublishResult& r) { to_removed.push_back(r); }),
+      client::ErrorCode::ok);
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string key = "key-" + std::to_string(k);
+    client::ErrorCode e;
+    while ((e = pub.publish(bytes(key), bytes("v" + std::to_string(k)), [&keyed, k](const PublishResult& r) {
+             keyed[k].push_back(r);
+           })) == client::ErrorCode::backpressure) {
+      pub.poll();
+    }
+    ASSERT_EQ(e, client::ErrorCode::ok);
+  }
+  client::ErrorCode e;
+  while ((e = pub.publish_to(0, bytes(std::string("kept")), [&](const PublishResult& r) {
+           to_kept.push_back(r);
+         })) == client::ErrorCode::backpressure) {
+    pub.poll();
+  }
+  ASSERT_EQ(e, client::ErrorCode::ok);
+  ASSERT_TRUE(pub.flush(20s));
+  EXPECT_EQ(pub.partitions(), 1u);
+  ASSERT_EQ(to_removed.size(), 1u);
+  EXPECT_EQ(to_removed[0].status, PublishStatus::bad_request) << chain::wire::to_string(to_removed[0].status);
+  EXPECT_EQ(client::from(to_removed[0].status), client::ErrorCode::invalid_argument);
+  std::uint64_t last = m0.state.offset;
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_EQ(keyed[k].size(), 1u) << "key " << k;
+    EXPECT_EQ(keyed[k][0].status, PublishStatus::ok) << "key " << k;
+    EXPECT_EQ(keyed[k][0].partition, 0u) << "key " << k;
+    EXPECT_GT(keyed[k][0].offset, last) << "key " << k << ": above the marker, in publish order";
+    last = keyed[k][0].offset;
+  }
+  ASSERT_EQ(to_kept.size(), 1u);
+  EXPECT_EQ(to_kept[0].status, PublishStatus::ok);
+  EXPECT_GT(to_kept[0].offset, last);
+  EXPECT_EQ(pub.publish_to(1, bytes(std::string("late")), [](const PublishResult&) {}),
+            client::ErrorCode::invalid_argument);
 }
 
 }  // namespace

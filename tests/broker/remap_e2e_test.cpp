@@ -1,14 +1,16 @@
 // A publisher across a channel alter's markers on real chains: a channel of
-// one partition grows to two (each head appends its marker, as the
+// two partitions grows to three (each head appends its marker, as the
 // controller's alter has them do); the publisher, mapping keys by generation
-// 0, is refused at partition 0's marker (remap), switches with its barrier,
-// waits at partition 1 until its marker is there (not_ready), and sends
+// 0, is refused at partition 0's marker (remap), switches with its barrier
+// (partition 1's records in flight are stored there first), waits at
+// partitions 1 and 2 until their markers are there (not_ready), and sends
 // every key's records before the marker to the old partition and after it
 // to the new one, in publish order, each stored once. And a shrink: records
 // sent with publish_to to the removed partition fail, keys go to the rest.
 #include <xxhash.h>
 
 #include <gtest/gtest.h>
+#include <set>
 
 #include <catena/broker/client_error.hpp>
 #include <catena/chain/key_map.hpp>
@@ -40,73 +42,80 @@ void publish_keyed(Publisher& pub, int from, int to, std::vector<Published>* out
 }
 
 TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
-  // Partition 1 is served already (the alter placed it); the channel's
-  // layout is still generation 0's: one partition.
-  configure("rk", 1, 1, {1, 2}, 1);
-  configure("rk", 0, 1, {0, 1}, 1);
+  // Generation 0 has two partitions, generation 1 three; partition 2 is
+  // served already (the alter placed it) and the layout is still
+  // generation 0's.
+  configure("rk", 2, 2, {2, 0}, 1);
+  configure("rk", 1, 2, {1, 2}, 1);
+  configure("rk", 0, 2, {0, 1}, 1);
+  std::uint32_t old_partition[kKeys];
   std::uint32_t new_partition[kKeys];
-  bool to_new = false;
-  bool to_old = false;
+  std::set<std::uint32_t> moves;
   for (int k = 0; k < kKeys; ++k) {
     const std::string key = "key-" + std::to_string(k);
-    new_partition[k] = chain::partition_of_hash(XXH64(key.data(), key.size(), 0), 2);
-    to_new = to_new || new_partition[k] == 1;
-    to_old = to_old || new_partition[k] == 0;
+    const std::uint64_t h = XXH64(key.data(), key.size(), 0);
+    old_partition[k] = chain::partition_of_hash(h, 2);
+    new_partition[k] = chain::partition_of_hash(h, 3);
+    moves.insert(new_partition[k]);
   }
-  ASSERT_TRUE(to_new && to_old) << "the keys must cover both partitions of generation 1";
+  ASSERT_EQ(moves.size(), 3u) << "the keys must cover every partition of generation 1";
 
   PublisherOptions po;
   po.provider = provider_spec();
   auto created = Publisher::create(routes_, "rk", po);
   ASSERT_TRUE(created.ok()) << created.error().message;
   Publisher& pub = *created.value();
-  ASSERT_EQ(pub.partitions(), 1u);
+  ASSERT_EQ(pub.partitions(), 2u);
 
   constexpr int kTotal = 1200;
   std::vector<Published> sent(kTotal);
   publish_keyed(pub, 0, 300, &sent);
   ASSERT_TRUE(pub.flush(20s));
-  // More in flight while partition 0's head appends its marker.
+  // More in flight to both partitions while partition 0's head appends its
+  // marker. Partition 1's records still in flight when partition 0 refuses
+  // are stored there (no marker yet): the switch waits for their answers.
   publish_keyed(pub, 300, 600, &sent);
-  const chain::MarkerSpec spec{1, 1, 2};
+  const chain::MarkerSpec spec{1, 2, 3};
   const auto m0 = brokers_[0]->append_marker("rk", 0, 1, spec);
   ASSERT_EQ(m0.status, broker::ConfigureStatus::applied) << m0.message;
-  // Refused at partition 0 from here; partition 1's head has no marker yet,
-  // so records for it wait (not_ready) and are not stored before it.
+  // Refused at partition 0 from here; partitions 1 and 2 have no marker
+  // yet, so records for them wait (not_ready) and none lands before it.
   publish_keyed(pub, 600, 900, &sent);
   const auto until = std::chrono::steady_clock::now() + 200ms;
   while (std::chrono::steady_clock::now() < until) pub.poll();
-  EXPECT_EQ(pub.partitions(), 2u) << "the remap answer said generation 1 has two partitions";
+  EXPECT_EQ(pub.partitions(), 3u) << "the remap answer said generation 1 has three partitions";
   const auto m1 = brokers_[1]->append_marker("rk", 1, 1, spec);
   ASSERT_EQ(m1.status, broker::ConfigureStatus::applied) << m1.message;
-  EXPECT_EQ(m1.state.offset, 0u);
+  const auto m2 = brokers_[2]->append_marker("rk", 2, 1, spec);
+  ASSERT_EQ(m2.status, broker::ConfigureStatus::applied) << m2.message;
+  EXPECT_EQ(m2.state.offset, 0u) << "nothing of generation 1 before the marker of the added partition";
   publish_keyed(pub, 900, kTotal, &sent);
   ASSERT_TRUE(pub.flush(30s));
-  ASSERT_EQ(pub.partitions(), 2u);
-  const std::uint64_t marker_at[2] = {m0.state.offset, m1.state.offset};
+  ASSERT_EQ(pub.partitions(), 3u);
+  const std::uint64_t marker_at[3] = {m0.state.offset, m1.state.offset, m2.state.offset};
 
-  // Every record acknowledged once; per key, the old partition below its
-  // marker, then the new one above its marker, offsets rising in publish
-  // order.
+  // Every record acknowledged once; per key, its old partition below that
+  // one's marker, then its new partition above that one's marker, offsets
+  // rising in publish order.
   std::map<std::pair<std::uint32_t, std::uint64_t>, int> stored;  // (partition, offset) -> record
   int before = 0;
   int after = 0;
   for (int k = 0; k < kKeys; ++k) {
     bool switched = false;
-    std::uint64_t last[2] = {0, 0};
-    bool any[2] = {false, false};
+    std::uint64_t last[3] = {0, 0, 0};
+    bool any[3] = {false, false, false};
     for (int i = k; i < kTotal; i += kKeys) {
       const Published& p = sent[static_cast<std::size_t>(i)];
       ASSERT_EQ(p.results.size(), 1u) << "record " << i;
       const PublishResult& r = p.results[0];
       ASSERT_EQ(r.status, PublishStatus::ok) << "record " << i << ": " << chain::wire::to_string(r.status);
-      ASSERT_LT(r.partition, 2u);
+      ASSERT_LT(r.partition, 3u);
       EXPECT_TRUE(stored.emplace(std::make_pair(r.partition, r.offset), i).second) << "record " << i;
-      const bool in_new = r.offset > marker_at[r.partition] && r.partition == new_partition[k];
+      const bool in_new = r.partition == new_partition[k] && r.offset > marker_at[r.partition];
       if (!in_new) {
         EXPECT_FALSE(switched) << "key " << k << ": record " << i << " in the old mapping after the switch";
-        EXPECT_EQ(r.partition, 0u) << "record " << i;
-        EXPECT_LT(r.offset, marker_at[0]) << "record " << i;
+        EXPECT_EQ(r.partition, old_partition[k]) << "record " << i;
+        EXPECT_LT(r.offset, marker_at[r.partition]) << "record " << i;
         ++before;
       } else {
         switched = true;
@@ -124,10 +133,10 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
   EXPECT_GE(after, 300);
 
   // What the partitions hold: each record once, where its ack said, and the
-  // two markers.
-  auto p1 = routes_.route("rk", 1, 0);
-  ASSERT_TRUE(p1.ok());
-  routes_.set(p1.value(), 2, kSegment);
+  // three markers.
+  auto p2 = routes_.route("rk", 2, 0);
+  ASSERT_TRUE(p2.ok());
+  routes_.set(p2.value(), 3, kSegment);
   SubscriberOptions so;
   so.provider = provider_spec();
   so.control_records = true;
@@ -136,7 +145,7 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
   std::size_t records = 0;
   std::size_t markers = 0;
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (records + markers < kTotal + 2 && std::chrono::steady_clock::now() < deadline) {
+  while (records + markers < kTotal + 3 && std::chrono::steady_clock::now() < deadline) {
     sub.value()->poll([&](const Message& m) {
       if (m.marker) {
         ++markers;
@@ -152,7 +161,7 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
     });
   }
   EXPECT_EQ(records, static_cast<std::size_t>(kTotal)) << "nothing stored twice or lost";
-  EXPECT_EQ(markers, 2u);
+  EXPECT_EQ(markers, 3u);
 }
 
 TEST_F(ChainE2E, AfterAShrinkPublishToARemovedPartitionFailsAndKeysGoToTheRest) {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include <catena/broker/client_error.hpp>
+#include <catena/broker/controller_routes.hpp>
 #include <catena/chain/key_map.hpp>
 
 #include "chain_e2e_fixture.hpp"
@@ -39,6 +40,26 @@ void publish_keyed(Publisher& pub, int from, int to, std::vector<Published>* out
     while ((e = pub.publish(bytes(key), bytes(payload), cb)) == client::ErrorCode::backpressure) pub.poll();
     ASSERT_EQ(e, client::ErrorCode::ok) << i;
   }
+}
+
+// A publisher starts with the last complete generation: an open one is
+// not the mapping until its markers are in.
+TEST(PublisherLayout, ControllerRoutesMapByTheLastCompleteGeneration) {
+  control::idl::ChannelInfo info;
+  info.config.partitions = 4;
+  info.config.segment_bytes = 1 << 20;
+  EXPECT_EQ(broker::ControllerRoutes::to_layout(info).generation, 0u) << "never altered";
+  for (int g = 1; g <= 3; ++g) {
+    control::idl::ChannelGeneration gen;
+    gen.generation = g;
+    gen.partitions = g == 3 ? 8 : 4;
+    gen.complete = g < 3;
+    info.generations.push_back(gen);
+  }
+  const ChannelLayout l = broker::ControllerRoutes::to_layout(info);
+  EXPECT_EQ(l.generation, 2u);
+  EXPECT_EQ(l.partitions, 4u);
+  EXPECT_EQ(l.segment_bytes, 1u << 20);
 }
 
 TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {

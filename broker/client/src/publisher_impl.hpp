@@ -192,7 +192,8 @@ class Publisher::Impl {
   bool remapping_ = false;  // the barrier: no new records until the switch
   // Refused records to send again after a switch, in publish order (one
   // allocation per switch, not per record); resend_next_ the first not
-  // staged yet. New records wait until it is empty.
+  // staged yet. New records wait until it is empty. They stay counted in
+  // in_flight_ (flush() waits for them).
   struct Resend {
     PendingRecord how;
     std::uint32_t from = 0;          // the partition that refused it

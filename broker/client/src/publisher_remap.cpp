@@ -47,8 +47,7 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
       r.from = s.partition;
       r.timestamp_ns = h.timestamp_ns;
       r.payload.assign(payload.begin(), payload.end());
-      resends_.push_back(std::move(r));
-      --in_flight_;  // counted again once staged
+      resends_.push_back(std::move(r));  // still in flight (flush() waits for it)
     });
     // Every session reconnects naming the new generation (a dial in
     // progress names the old one).
@@ -76,6 +75,15 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
 int Publisher::Impl::drain_resends_st() {
   CATENA_ST_CHECK(owner_);
   int staged = 0;
+  // A record no partition takes resolves here (it was counted in flight).
+  auto fail = [this](Resend& r, wire::Status st, std::uint32_t partition) {
+    ++resend_next_;
+    --in_flight_;
+    PublishResult res;
+    res.status = st;
+    res.partition = partition;
+    if (r.how.cb) r.how.cb(res);
+  };
   while (resend_next_ < resends_.size()) {
     Resend& r = resends_[resend_next_];
     std::uint32_t to = r.from;
@@ -95,23 +103,16 @@ int Publisher::Impl::drain_resends_st() {
           "publisher {}: partition {} no longer exists (channel generation {}, {} partitions); "
           "its record fails",
           channel_, to, generation_, partitions_);
-      PublishResult res;
-      res.status = wire::Status::bad_request;
-      res.partition = to;
-      ++resend_next_;
-      if (r.how.cb) r.how.cb(res);
+      fail(r, wire::Status::bad_request, to);
       continue;
     }
     const Errc e = stage_st(to, r.how, r.payload, r.how.cb, r.timestamp_ns);
     if (e == Errc::backpressure) break;  // in publish order: the rest waits for room
     if (e != Errc::ok) {
-      PublishResult res;
-      res.status = e == Errc::too_large ? wire::Status::too_large : wire::Status::unavailable;
-      res.partition = to;
-      ++resend_next_;
-      if (r.how.cb) r.how.cb(res);
+      fail(r, e == Errc::too_large ? wire::Status::too_large : wire::Status::unavailable, to);
       continue;
     }
+    --in_flight_;  // stage_st counted it again
     ++resend_next_;
     ++staged;
   }

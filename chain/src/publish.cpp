@@ -22,6 +22,10 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
   const bool have_producer = known != producers.entries().end();
   if (hello.ref.epoch > gate.epoch) {
     w.status = wire::Status::not_ready;
+  } else if (gate.head && hello.generation > gate.marker_generation) {
+    // This head's marker of that generation is not appended yet: no record
+    // mapped by it may land before the marker.
+    w.status = wire::Status::not_ready;
   } else if (!gate.head) {
     w.status = wire::Status::not_head;
   } else if (hello.ref.epoch < gate.epoch && hello.ref.epoch != 0) {
@@ -49,6 +53,7 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
       session->budget->ring_bytes_used += ring_bytes;
       session->producer_id = hello.producer_id;
       session->producer_epoch = hello.producer_epoch;
+      session->generation = hello.generation;
       w.status = wire::Status::ok;
       w.ring_bytes = ring_bytes;
       w.next_sequence = have_producer && known->second.epoch == hello.producer_epoch
@@ -118,6 +123,16 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
       ++work;
       continue;
     }
+    if (log.marker().generation > s.generation) {
+      // The channel was altered and this partition's marker is in the log:
+      // a record mapped by the older generation may not follow it. Nothing
+      // is stored and the producer's state stays as it was.
+      s.remap_to = log.marker();
+      ring.consume_st(f);
+      push(wire::Status::remap, f.header.sequence, 0);
+      ++work;
+      continue;
+    }
     AppendStatus staged = AppendStatus::ok;
     const std::byte* copy = log.stage_frame(f.at, f.bytes, &staged);
     if (staged == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
@@ -181,6 +196,10 @@ int PublishServer::acknowledge(Session& s, std::uint64_t commit_offset, std::uin
     ack.first_offset = r.first_offset;
     ack.ring_consumed = r.consumed_after;
     ack.epoch = epoch;
+    if (r.status == wire::Status::remap) {
+      ack.marker_generation = s.remap_to.generation;
+      ack.marker_partitions = s.remap_to.partitions;
+    }
     if (s.link->send(ack) != fabric::Errc::ok) break;
     s.runs.pop_front();
     ++work;
@@ -213,12 +232,14 @@ PublishClient::PublishClient(std::unique_ptr<fabric::MemoryRegion> mirror, std::
 
 wire::PublisherHello PublishClient::hello(std::string_view channel, std::uint32_t partition,
                                           std::uint64_t epoch, std::uint64_t producer_id,
-                                          std::uint64_t producer_epoch, std::uint32_t ring_bytes) {
+                                          std::uint64_t producer_epoch, std::uint32_t ring_bytes,
+                                          std::uint64_t generation) {
   wire::PublisherHello h{};
   h.ref.set(channel, partition, epoch);
   h.producer_id = producer_id;
   h.producer_epoch = producer_epoch;
   h.ring_bytes = ring_bytes;
+  h.generation = generation;
   return h;
 }
 
@@ -285,6 +306,7 @@ bool PublishClient::attach(std::unique_ptr<Link> link, const wire::PublisherWelc
   }
   link_ = std::move(link);
   ring_ = welcome.ring;
+  refused_ = 0;  // every pending record goes to this head again
   resend();
   return true;
 }

@@ -19,6 +19,7 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
   gate.next_epoch = next_epoch_;
   gate.next_head = next_head_;
   gate.segment_bytes = cfg_.log.segment_bytes;
+  gate.marker_generation = log_->marker().generation;
   gate.max_publishers = cfg_.limits.max_publishers;
   gate.max_producers = cfg_.limits.max_producers;
   gate.budget = &budget_st();

@@ -32,6 +32,8 @@ std::string_view to_string(Status s) noexcept {
       return "unauthenticated";
     case Status::moved:
       return "moved";
+    case Status::remap:
+      return "remap";
     case Status::bad_request:
       return "bad_request";
     case Status::not_ready:

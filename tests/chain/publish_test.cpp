@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <catena/chain/link.hpp>
@@ -51,8 +52,9 @@ class PublishTest : public ::testing::Test {
   // on this thread. On ok the client is attached (and resends its pending
   // records).
   wire::PublisherWelcome open(PublishClient& client, std::uint64_t producer_epoch = 1,
-                              std::uint64_t hello_epoch = kEpoch) {
-    const auto hello = PublishClient::hello("ch", 0, hello_epoch, kProducer, producer_epoch, kRing);
+                              std::uint64_t hello_epoch = kEpoch, std::uint64_t generation = 0) {
+    const auto hello =
+        PublishClient::hello("ch", 0, hello_epoch, kProducer, producer_epoch, kRing, generation);
     auto dialing =
         Link::Dialing<wire::PublisherWelcome>::start(*provider, listener->address(), hello, 2000ms);
     const auto deadline = std::chrono::steady_clock::now() + 2s;
@@ -206,6 +208,72 @@ TEST_F(PublishTest, ASealedHeadStoresNothingAndSaysMoved) {
   EXPECT_EQ(hinted.status, wire::Status::moved);
   EXPECT_EQ(hinted.next.epoch, kEpoch + 1);
   EXPECT_EQ(hinted.next.head_addr(), "10.0.0.9:7000");
+}
+
+TEST_F(PublishTest, AfterTheMarkerAStaleGenerationRunIsRefusedWithRemapAndNothingStored) {
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);  // generation 0, as created
+  stage(c, 3);
+  PublishClient::Event ev{};
+  ASSERT_EQ(run(c, 3, 100, &ev).size(), 3u);  // before the marker: stored at 0..2
+  std::uint64_t marker_at = 0;
+  ASSERT_EQ(log.append_marker(MarkerSpec{1, 2, 3}, &marker_at), AppendStatus::ok);
+  ASSERT_EQ(marker_at, 3u);
+  stage(c, 2);  // sequences 3 and 4, mapped by generation 0
+  const auto r = run(c, 2, 100, &ev);
+  EXPECT_TRUE(r.empty()) << "a refused record is not resolved: the publisher maps it again";
+  EXPECT_EQ(ev, PublishClient::Event::remap);
+  EXPECT_EQ(log.end_offset(), 4u) << "only the marker follows the records stored before it";
+  EXPECT_EQ(c.refused(), 2u);
+  EXPECT_EQ(c.pending(), 2u);
+  EXPECT_EQ(c.remap_generation(), 1u);
+  EXPECT_EQ(c.remap_partitions(), 3u);
+  // The producer's state is as before the refused run.
+  ASSERT_EQ(producers.entries().count(kProducer), 1u);
+  EXPECT_EQ(producers.entries().at(kProducer).last_seq, 2);
+  // The refused records come out in order, unchanged; the next sequence
+  // goes back to the first of them.
+  std::vector<std::pair<std::uint64_t, std::string>> taken;
+  c.take_all([&](const RecordHeader& h, std::span<const std::byte> payload) {
+    taken.emplace_back(h.sequence,
+                       std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
+  });
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0], std::make_pair(std::uint64_t{3}, std::string("payload-3")));
+  EXPECT_EQ(taken[1], std::make_pair(std::uint64_t{4}, std::string("payload-4")));
+  EXPECT_EQ(c.pending(), 0u);
+  EXPECT_EQ(c.next_seq(), 3u);
+  EXPECT_FALSE(c.connected());
+  // A session of the new generation goes on where the head expects.
+  gate.marker_generation = log.marker().generation;
+  const auto w = open(c, 1, kEpoch, /*generation=*/1);
+  ASSERT_EQ(w.status, wire::Status::ok);
+  EXPECT_EQ(w.next_sequence, 3u);
+  stage(c, 1);
+  const auto after = run(c, 1, 100, &ev);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0], Resolved(3, wire::Status::ok, 4));  // above the marker
+  EXPECT_EQ(c.refused(), 0u);
+}
+
+TEST_F(PublishTest, AHelloOfAGenerationWhoseMarkerIsNotInTheLogIsNotReady) {
+  // Generation 1's marker is not appended here yet: nothing mapped by it
+  // may land before it.
+  PublishClient early = make_client();
+  EXPECT_EQ(open(early, 1, kEpoch, /*generation=*/1).status, wire::Status::not_ready);
+  EXPECT_EQ(server.size(), 0u);
+  EXPECT_EQ(budget.ring_bytes_used, 0u);
+  std::uint64_t at = 0;
+  ASSERT_EQ(log.append_marker(MarkerSpec{1, 2, 3}, &at), AppendStatus::ok);
+  gate.marker_generation = log.marker().generation;
+  PublishClient later = make_client();
+  ASSERT_EQ(open(later, 1, kEpoch, /*generation=*/1).status, wire::Status::ok);
+  stage(later, 2);
+  PublishClient::Event ev{};
+  const auto r = run(later, 2, 100, &ev);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0], Resolved(0, wire::Status::ok, at + 1));
+  EXPECT_EQ(r[1], Resolved(1, wire::Status::ok, at + 2));
 }
 
 TEST_F(PublishTest, RefusesWithTheFirstReasonThatApplies) {

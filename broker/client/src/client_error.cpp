@@ -138,6 +138,8 @@ ErrorCode from(chain::wire::Status status) noexcept {
       return ErrorCode::unauthenticated;
     case Status::moved:
       return ErrorCode::not_ready;  // clients follow a move themselves; seen only if they cannot
+    case Status::remap:
+      return ErrorCode::not_ready;  // internal to the publisher: it maps its keys again
   }
   return ErrorCode::internal;
 }

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <catena/broker/controller_routes.hpp>
 
 namespace catena::broker {
@@ -70,8 +72,19 @@ client::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channe
   if (!info) return to_client(info.error());
   MutexLock lk(mu_);
   for (const auto& r : info->routes) cache_[{channel, static_cast<std::uint32_t>(r.partition)}] = to_route(r);
-  return ChannelLayout{static_cast<std::uint32_t>(info->config.partitions),
-                       static_cast<std::uint32_t>(info->config.segment_bytes)};
+  return to_layout(*info);
+}
+
+ChannelLayout ControllerRoutes::to_layout(const control::idl::ChannelInfo& info) {
+  ChannelLayout out{static_cast<std::uint32_t>(info.config.partitions),
+                    static_cast<std::uint32_t>(info.config.segment_bytes), 0};
+  // config.partitions is the last complete generation's count; an open one
+  // is not the mapping yet (its heads say remap once their marker is in).
+  for (const auto& g : info.generations) {
+    if (g.complete)
+      out.generation = std::max<std::uint64_t>(out.generation, static_cast<std::uint64_t>(g.generation));
+  }
+  return out;
 }
 
 client::Result<Route> ControllerRoutes::route(const std::string& channel, std::uint32_t partition,

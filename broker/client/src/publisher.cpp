@@ -39,15 +39,12 @@ client::Result<void> Publisher::Impl::init() {
   opts_.producer_id = identity->producer_id;
   producer_epoch_ = identity->producer_epoch;
   ring_bytes_ = chain::clamp_ring_bytes(opts_.ring_bytes);
+  window_ = std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow);
+  generation_ = layout->generation;
+  partitions_ = layout->partitions;
   for (std::uint32_t i = 0; i < layout->partitions; ++i) {
-    auto s = std::make_unique<PartitionSession>();
-    s->partition = i;
-    auto mirror = provider_->allocate(ring_bytes_, fabric::kLocalWrite);
-    if (!mirror) return mirror.error();
-    const std::uint32_t window =
-        std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow);
-    s->head = chain::PublishClient(std::move(mirror.value()), ring_bytes_, window);
-    s->callbacks = chain::BoundedFifo<PublishCallback>(window);
+    auto s = new_session_st(i);
+    if (!s) return fabric::make_error(Errc::resource_exhausted, "cannot allocate a publisher ring");
     sessions_.push_back(std::move(s));
   }
   // Connect eagerly so the first publish does not pay for it: one attempt
@@ -69,10 +66,55 @@ client::Result<void> Publisher::Impl::init() {
   return {};
 }
 
+std::unique_ptr<PartitionSession> Publisher::Impl::new_session_st(std::uint32_t partition) {
+  auto s = std::make_unique<PartitionSession>();
+  s->partition = partition;
+  auto mirror = provider_->allocate(ring_bytes_, fabric::kLocalWrite);
+  if (!mirror) return nullptr;
+  s->head = chain::PublishClient(std::move(mirror.value()), ring_bytes_, window_);
+  s->records = chain::BoundedFifo<PendingRecord>(window_);
+  return s;
+}
+
 Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::byte> payload,
                                  PublishCallback cb) {
   CATENA_ST_CHECK(owner_);
-  if (partition >= sessions_.size()) return Errc::invalid_argument;
+  if (partition >= partitions_) return Errc::invalid_argument;
+  // A channel alter's switch: new records wait until the refused ones are
+  // sent again (their order comes first).
+  if (remapping_ || resend_next_ < resends_.size()) return Errc::backpressure;
+  const PendingRecord how{{}, next_order_, 0, PendingRecord::Placement::explicit_};
+  const Errc e = stage_st(partition, how, payload, cb);
+  if (e == Errc::ok) ++next_order_;
+  return e;
+}
+
+Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<const std::byte> payload,
+                                    PublishCallback cb) {
+  CATENA_ST_CHECK(owner_);
+  if (remapping_ || resend_next_ < resends_.size()) return Errc::backpressure;
+  PendingRecord how{{}, next_order_, 0, PendingRecord::Placement::any};
+  std::uint32_t partition = 0;
+  if (key.empty()) {
+    partition = rr_ % partitions_;
+  } else {
+    how.placement = PendingRecord::Placement::keyed;
+    how.key_hash = XXH64(key.data(), key.size(), 0);
+    // The channel generation's mapping (key_map.hpp), which channel alters change.
+    partition = chain::partition_of_hash(how.key_hash, partitions_);
+  }
+  const Errc e = stage_st(partition, how, payload, cb);
+  if (e == Errc::ok) {
+    ++next_order_;
+    if (key.empty()) ++rr_;
+  }
+  return e;
+}
+
+Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how,
+                               std::span<const std::byte> payload, PublishCallback& cb,
+                               std::uint64_t timestamp_ns) {
+  CATENA_ST_CHECK(owner_);
   PartitionSession& s = *sessions_[partition];
   if (payload.size() > max_record_) return Errc::too_large;
   if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
@@ -81,20 +123,13 @@ Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::b
   chain::RecordHeader h{};
   h.producer_id = opts_.producer_id;
   h.producer_epoch = producer_epoch_;
-  h.timestamp_ns = catena::wall_clock_ns();
+  h.timestamp_ns = timestamp_ns != 0 ? timestamp_ns : catena::wall_clock_ns();
   if (const Errc e = s.head.stage(h, payload); e != Errc::ok) return e;  // backpressure: wait for credit
   if (was_idle) s.last_progress = s.linger_start = Clock::now();
-  s.callbacks.push_back(std::move(cb));
+  s.records.push_back(PendingRecord{std::move(cb), how.order, how.key_hash, how.placement});
   ++in_flight_;
   if (opts_.linger.count() == 0 || s.head.unflushed() >= opts_.max_batch_bytes) s.head.flush();
   return Errc::ok;
-}
-
-std::uint32_t Publisher::Impl::pick_partition(std::span<const std::byte> key) {
-  if (key.empty()) return rr_++ % static_cast<std::uint32_t>(sessions_.size());
-  // The channel generation's mapping (key_map.hpp), which channel alters change.
-  return chain::partition_of_hash(XXH64(key.data(), key.size(), 0),
-                                  static_cast<std::uint32_t>(sessions_.size()));
 }
 
 int Publisher::Impl::poll() {
@@ -104,6 +139,7 @@ int Publisher::Impl::poll() {
   for (auto& sp : sessions_) {
     PartitionSession& s = *sp;
     take_lookup_st(s, now);
+    if (s.partition >= partitions_) continue;  // removed by a channel alter: idle
     if (!s.head.connected()) {
       if (s.head.pending() > 0 && now - s.down_since > opts_.retry_timeout)
         fail_all_st(s, wire::Status::unavailable);
@@ -129,6 +165,12 @@ int Publisher::Impl::poll() {
     if (s.head.acks() != acks_before) s.last_progress = now;
     s.resync = s.resync || event == chain::PublishClient::Event::resync;
     s.moved = s.moved || event == chain::PublishClient::Event::moved;
+    if (event == chain::PublishClient::Event::remap && !remapping_) {
+      spdlog::debug("publisher {}/{}: the channel was altered (generation {}, {} partitions); switching",
+                    channel_, s.partition, s.head.remap_generation(), s.head.remap_partitions());
+      remapping_ = true;
+      for (auto& other : sessions_) other->head.flush();  // every in-flight record gets its answer
+    }
     if (s.resync || s.moved) {
       // Not a failure of the head: reconnect, and its welcome says where
       // this producer's sequence stands.
@@ -151,6 +193,8 @@ int Publisher::Impl::poll() {
       start_stall_check_st(s, now);
     }
   }
+  if (remapping_ && barrier_done_st()) switch_generation_st(now);
+  if (resend_next_ < resends_.size()) acks += drain_resends_st();
   return acks;
 }
 
@@ -179,8 +223,8 @@ int Publisher::Impl::on_ack_st(PartitionSession& s, const wire::PublishAck& ack)
 void Publisher::Impl::resolved_st(PartitionSession& s, std::uint64_t seq, wire::Status st,
                                   std::uint64_t offset) {
   CATENA_ST_CHECK(owner_);
-  PublishCallback cb = std::move(s.callbacks.front());
-  s.callbacks.pop_front();
+  PublishCallback cb = std::move(s.records.front().cb);
+  s.records.pop_front();
   --in_flight_;
   PublishResult r;
   r.status = st;
@@ -213,7 +257,7 @@ client::Result<std::unique_ptr<Publisher>> Publisher::create(RouteSource& routes
 // the fabric's codes, mapped here.
 client::ErrorCode Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload,
                                      PublishCallback cb) {
-  return client::from(impl_->publish_to(impl_->pick_partition(key), payload, std::move(cb)));
+  return client::from(impl_->publish_keyed(key, payload, std::move(cb)));
 }
 
 client::ErrorCode Publisher::publish_to(std::uint32_t partition, std::span<const std::byte> payload,
@@ -225,14 +269,13 @@ std::future<PublishResult> Publisher::publish(std::span<const std::byte> key,
                                               std::span<const std::byte> payload) {
   auto promise = std::make_shared<std::promise<PublishResult>>();
   auto fut = promise->get_future();
-  const std::uint32_t p = impl_->pick_partition(key);
   fabric::BackoffIdle idle;
   for (;;) {
-    Errc e = impl_->publish_to(p, payload, [promise](const PublishResult& r) { promise->set_value(r); });
+    Errc e = impl_->publish_keyed(key, payload, [promise](const PublishResult& r) { promise->set_value(r); });
     if (e == Errc::ok) break;
     if (e != Errc::backpressure) {
       promise->set_value(PublishResult{
-          e == Errc::too_large ? PublishStatus::too_large : PublishStatus::unavailable, p, 0, 0});
+          e == Errc::too_large ? PublishStatus::too_large : PublishStatus::unavailable, 0, 0, 0});
       break;
     }
     idle.idle(impl_->poll());
@@ -247,7 +290,7 @@ bool Publisher::flush(std::chrono::milliseconds timeout) {
   return impl_->flush(timeout);
 }
 std::uint32_t Publisher::partitions() const {
-  return static_cast<std::uint32_t>(impl_->sessions_.size());
+  return impl_->partitions();
 }
 std::uint64_t Publisher::producer_id() const {
   return impl_->opts_.producer_id;

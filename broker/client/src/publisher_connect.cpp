@@ -149,6 +149,7 @@ void Publisher::Impl::dial_head_st(PartitionSession& s, ReplicaAddress head, std
   hello.producer_id = opts_.producer_id;
   hello.producer_epoch = producer_epoch_;
   hello.ring_bytes = ring_bytes_;
+  hello.generation = generation_;  // the head refuses it until its marker of this generation is in
   s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout);
   s.attempt = Attempt::dial;
 }

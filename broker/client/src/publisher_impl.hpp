@@ -29,6 +29,22 @@
 
 namespace catena {
 
+// What the publisher keeps of each record not yet resolved, in step with
+// its partition's PublishClient pending records (they resolve in order):
+// the application's callback and, for a channel alter (a head answers
+// remap), what it needs to send the record again by the new mapping.
+struct PendingRecord {
+  enum class Placement : std::uint8_t {
+    keyed,     // by its key's hash (publish with a key)
+    any,       // round-robin (publish without a key)
+    explicit_  // publish_to: this partition only
+  };
+  PublishCallback cb;
+  std::uint64_t order = 0;     // publish order across every partition
+  std::uint64_t key_hash = 0;  // xxh64 of the key (keyed)
+  Placement placement = Placement::any;
+};
+
 // One partition's session with its head, and its commit watch with the tail.
 // Owned by the publishing thread, like the Publisher.
 struct PartitionSession {
@@ -40,9 +56,9 @@ struct PartitionSession {
   Route route;
   chain::PublishClient head;       // the records, their ring and the head's session (publish.hpp)
   chain::CommitWatchClient watch;  // the tail's early acks (chains of 2 or more)
-  // The application's callbacks of the records not yet resolved, in step
-  // with `head`'s pending records (they resolve in order).
-  chain::BoundedFifo<PublishCallback> callbacks;
+  // The records not yet resolved (callbacks, placement), in step with
+  // `head`'s pending records (they resolve in order).
+  chain::BoundedFifo<PendingRecord> records;
   Clock::time_point linger_start{};
   Clock::time_point down_since{};
   Clock::time_point retry_at{};
@@ -107,7 +123,14 @@ class Publisher::Impl {
 
   client::Result<void> init();
   fabric::Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb);
-  std::uint32_t pick_partition(std::span<const std::byte> key);
+  // By the key's hash under the current generation (round-robin without a key).
+  fabric::Errc publish_keyed(std::span<const std::byte> key, std::span<const std::byte> payload,
+                             PublishCallback cb);
+  // Stages one record (stamped `timestamp_ns`, 0: now) into its partition's
+  // ring; takes `cb` only if it was staged.
+  fabric::Errc stage_st(std::uint32_t partition, const PendingRecord& how, std::span<const std::byte> payload,
+                        PublishCallback& cb, std::uint64_t timestamp_ns = 0);
+  [[nodiscard]] std::uint32_t partitions() const { return partitions_; }
   int poll();
   bool flush(std::chrono::milliseconds timeout);
 
@@ -116,6 +139,19 @@ class Publisher::Impl {
   // must be redialled (a resync or a move). Returns the records resolved.
   int on_ack_st(PartitionSession& s, const chain::wire::PublishAck& ack);
   void fail_all_st(PartitionSession& s, chain::wire::Status st);
+  std::unique_ptr<PartitionSession> new_session_st(std::uint32_t partition);
+
+  // --- a channel alter (publisher_remap.cpp) ---
+  // A head refused records with remap: the barrier is up until every
+  // partition's in-flight records are answered; then switch_generation_st.
+  [[nodiscard]] bool barrier_done_st() const;
+  // Adopts the newest generation the heads named, reconnects every session
+  // with it in the hello, and queues the refused records for re-sending in
+  // publish order by the new mapping.
+  void switch_generation_st(Clock::time_point now);
+  // Stages queued re-sends as the sessions take them (in publish order;
+  // stops at the first that has no room). Returns the records staged.
+  int drain_resends_st();
   // The application's callback of the next record, resolved.
   void resolved_st(PartitionSession& s, std::uint64_t seq, chain::wire::Status st, std::uint64_t offset);
 
@@ -148,6 +184,25 @@ class Publisher::Impl {
   std::uint64_t producer_epoch_ = 0;
   std::uint32_t rr_ = 0;
   std::uint64_t in_flight_ = 0;
+  // The channel generation keys are mapped by, and its partition count
+  // (sessions_ may hold more: partitions a shrink removed stay idle).
+  std::uint64_t generation_ = 0;
+  std::uint32_t partitions_ = 0;
+  std::uint64_t next_order_ = 0;
+  bool remapping_ = false;  // the barrier: no new records until the switch
+  // Refused records to send again after a switch, in publish order (one
+  // allocation per switch, not per record); resend_next_ the first not
+  // staged yet. New records wait until it is empty. They stay counted in
+  // in_flight_ (flush() waits for them).
+  struct Resend {
+    PendingRecord how;
+    std::uint32_t from = 0;          // the partition that refused it
+    std::uint64_t timestamp_ns = 0;  // when it was published
+    std::vector<std::byte> payload;
+  };
+  std::vector<Resend> resends_;
+  std::size_t resend_next_ = 0;
+  std::uint32_t window_ = 0;
   // The polling thread: the first to call in after create() (which may run
   // on another thread and hands the publisher over unowned).
   fabric::ThreadOwner owner_;

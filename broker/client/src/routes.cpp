@@ -7,8 +7,15 @@ using client::make_error;
 
 void StaticRoutes::set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes) {
   MutexLock lk(mu_);
-  layouts_[r.channel] = ChannelLayout{partitions, segment_bytes};
+  ChannelLayout& l = layouts_[r.channel];
+  l.partitions = partitions;
+  l.segment_bytes = segment_bytes;
   routes_[{r.channel, r.partition}] = r;
+}
+
+void StaticRoutes::set_generation(const std::string& channel, std::uint64_t generation) {
+  MutexLock lk(mu_);
+  layouts_[channel].generation = generation;
 }
 
 client::Result<ChannelLayout> StaticRoutes::layout(const std::string& channel) {

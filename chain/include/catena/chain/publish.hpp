@@ -6,12 +6,15 @@
 //
 // The exchange:
 //   publisher -> head   PublisherHello {channel, partition, route epoch,
-//                       producer id and epoch, the ring size asked for}
+//                       producer id and epoch, the ring size asked for, the
+//                       channel generation it maps keys by}
 //   head -> publisher   PublisherWelcome {status, the ring's size (clamped)
 //                       and key on this connection, the head's epoch, the
 //                       largest record, the next sequence it expects from
 //                       this producer epoch}; refused:
-//                         not_ready          the hello names a newer epoch
+//                         not_ready          the hello names a newer epoch, or a newer channel
+//                                            generation than this head's marker (its marker is not
+//                                            appended yet: retry)
 //                         not_head           (head_hint: where the head is, if known)
 //                         stale_epoch        the hello names an older epoch
 //                         moved              the head is sealed: the partition's next chain takes appends
@@ -32,8 +35,15 @@
 //                       offset the head no longer knows), too_large,
 //                       sequence_gap (the publisher resyncs: it reconnects and
 //                       follows the welcome's next_sequence), producer_fenced,
-//                       moved (sealed: nothing of the run was stored). Every
+//                       moved (sealed: nothing of the run was stored), remap
+//                       (the head's marker opens a newer generation than the
+//                       hello's: nothing of the run was stored; marker_generation
+//                       and marker_partitions say the head's newest marker, and
+//                       every later run of the session is refused alike; records
+//                       stored before the marker stay, below it). Every
 //                       ack returns ring credit: bytes the head has consumed.
+//                       A refused run (moved, remap) leaves the producer's state
+//                       as it was: the head expects the same next sequence.
 //
 // The head never trusts the ring: a publisher may rewrite it at any time, so
 // each frame is copied into the log first and only the copy is checked;
@@ -45,7 +55,9 @@
 // the publishing thread) and never blocks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -69,6 +81,7 @@ struct PublisherHello {
   std::uint64_t producer_epoch;  // issued by the controller (RouteSource::init_producer)
   std::uint32_t ring_bytes;      // requested staging ring at the head
   std::uint32_t reserved;
+  std::uint64_t generation;  // the channel generation the publisher maps keys by (0: as created)
 };
 
 struct PublisherWelcome {
@@ -101,6 +114,11 @@ struct PublishAck {
   std::uint64_t first_offset;
   std::uint64_t ring_consumed;  // bytes of the staging ring the head has consumed (total)
   std::uint64_t epoch;
+  // On remap: the head's newest marker (the generation it opens and that
+  // generation's partition count). 0 otherwise.
+  std::uint64_t marker_generation;
+  std::uint32_t marker_partitions;
+  std::uint32_t reserved1;
 };
 
 template <>
@@ -137,6 +155,9 @@ struct PublishGate {
   std::uint64_t next_epoch = 0;
   std::string_view next_head;
   std::uint32_t segment_bytes = 0;
+  // The newest channel generation this replica's log has a marker of (0:
+  // none): a hello naming a newer one is not_ready.
+  std::uint64_t marker_generation = 0;
   std::uint32_t max_publishers = 256;
   std::uint32_t max_producers = 1024;
   SessionBudget* budget = nullptr;  // charged each ring's bytes while its session lives
@@ -195,6 +216,9 @@ class PublishServer {
     FrameRingReader reader;
     std::uint64_t producer_id = 0;
     std::uint64_t producer_epoch = 0;
+    std::uint64_t generation = 0;  // the channel generation the publisher maps keys by
+    // The marker its remap runs name (the log's newest when they were refused).
+    PartitionLog::Marker remap_to;
     BoundedFifo<Run> runs{kMaxRuns};  // not yet acknowledged
     bool closed = false;
     SessionBudget* budget = nullptr;  // charged the ring's bytes while this session lives
@@ -229,7 +253,8 @@ class PublishClient {
 
   [[nodiscard]] static wire::PublisherHello hello(std::string_view channel, std::uint32_t partition,
                                                   std::uint64_t epoch, std::uint64_t producer_id,
-                                                  std::uint64_t producer_epoch, std::uint32_t ring_bytes);
+                                                  std::uint64_t producer_epoch, std::uint32_t ring_bytes,
+                                                  std::uint64_t generation = 0);
 
   // --- records ---
   // Whether a payload of this size can ever be a frame of this ring.
@@ -266,6 +291,7 @@ class PublishClient {
     none,
     resync,  // sequence_gap: the head holds none of the run; reconnect and follow its welcome
     moved,   // the head was sealed: reconnect to the partition's next chain
+    remap,   // the head's marker opens a newer generation: refused() records wait to be mapped again
   };
   // Applies one ack (from the head or the commit watch; the first to
   // resolve a record wins, the second finds it gone). Returns the records
@@ -276,6 +302,17 @@ class PublishClient {
     (void)writer_.credit_st(ack.ring_consumed);  // 0 from the commit watch: ignored
     if (ack.status == wire::Status::sequence_gap) {
       *event = Event::resync;
+      return 0;
+    }
+    if (ack.status == wire::Status::remap) {
+      // Nothing of the run was stored; the records stay pending (the last
+      // refused() of them) until the caller maps them again (take_all).
+      *event = Event::remap;
+      if (ack.marker_generation >= remap_generation_) {
+        remap_generation_ = ack.marker_generation;
+        remap_partitions_ = ack.marker_partitions;
+      }
+      refused_ = std::min<std::uint64_t>(pending_.size(), refused_ + ack.count);
       return 0;
     }
     if (ack.status == wire::Status::moved) {
@@ -310,6 +347,35 @@ class PublishClient {
         [](std::uint32_t, std::uint32_t) {});
     return resolved;
   }
+  // --- a channel alter (remap) ---
+  // Pending records the head refused with remap (the last ones pending), and
+  // the newest marker such a refusal named (generation 0: none yet).
+  [[nodiscard]] std::uint64_t refused() const { return refused_; }
+  [[nodiscard]] std::uint64_t remap_generation() const { return remap_generation_; }
+  [[nodiscard]] std::uint32_t remap_partitions() const { return remap_partitions_; }
+  // Takes every pending record out, in order: take(header, payload) for
+  // each (the frame in the ring's image, valid during the call). None of
+  // them was stored (the caller waits until every pending record was
+  // refused), so the next sequence goes back to the first of them; the
+  // session is dropped and the ring starts empty.
+  template <class Take>
+  void take_all(Take&& take) {
+    if (!pending_.empty()) next_seq_ = pending_.front().seq;
+    while (!pending_.empty()) {
+      const Pending& p = pending_.front();
+      const std::byte* f = mirror_->data() + p.pos;
+      RecordHeader h;
+      std::memcpy(&h, f, sizeof h);
+      take(h, std::span<const std::byte>(f + sizeof h, h.length));
+      pending_.pop_front();
+    }
+    refused_ = 0;
+    remap_generation_ = 0;
+    remap_partitions_ = 0;
+    writer_.reset_st();
+    link_.reset();
+  }
+
   // Every pending record resolves with `status` (offset 0), in order; the
   // ring starts empty.
   template <class OnResolved>
@@ -336,6 +402,9 @@ class PublishClient {
   BoundedFifo<Pending> pending_;
   std::uint64_t next_seq_ = 0;
   std::uint64_t acks_ = 0;
+  std::uint64_t refused_ = 0;
+  std::uint64_t remap_generation_ = 0;
+  std::uint32_t remap_partitions_ = 0;
   std::unique_ptr<Link> link_;
   fabric::RemoteRegion ring_{};
 };

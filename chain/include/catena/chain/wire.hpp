@@ -24,8 +24,10 @@ namespace catena::chain::wire {
 inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
 // 2: 64-bit producer epochs and sequences; 3: node ids of limits::kMaxNodeIdLength;
 // 4: RemoteRegion without an address (keys per connection, region-relative offsets);
-// 5: `moved` answers say where the next range is served (NextChainHint)
-inline constexpr std::uint16_t kVersion = 5;
+// 5: `moved` answers say where the next range is served (NextChainHint);
+// 6: a publisher's hello names the channel generation it maps keys by, and
+// a `remap` ack carries the head's newest marker (generation, partitions)
+inline constexpr std::uint16_t kVersion = 6;
 inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.
 inline constexpr std::uint32_t kMaxMessage = 2048;
@@ -67,6 +69,9 @@ enum class Status : std::uint16_t {
   moved = 17,               // the partition moved on: this chain takes no appends (sealed) or serves
                             // no offsets at or above its range's end; refresh the route and go on
                             // at the chain that serves the offset (nothing was stored)
+  remap = 18,               // the channel was altered: this head's marker opens a newer generation than the
+                            // publisher maps keys by; nothing of the run was stored (the ack says the
+                            // marker's generation and partition count: map the keys again)
 };
 
 [[nodiscard]] std::string_view to_string(Status s) noexcept;

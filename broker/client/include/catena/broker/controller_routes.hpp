@@ -38,6 +38,8 @@ class ControllerRoutes final : public RouteSource {
   control::ControllerClient& client() { return client_; }
 
   static Route to_route(const control::idl::PartitionRoute& r);
+  // The partition count and the last complete generation (0: none).
+  static ChannelLayout to_layout(const control::idl::ChannelInfo& info);
 
  private:
   control::ControllerClient client_;

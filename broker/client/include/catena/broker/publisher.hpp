@@ -15,8 +15,21 @@
 // renumbered from there, so a failed batch never wedges the partition with
 // sequence gaps.
 //
-// Records with the same key go to the same partition (xxh64 of the key);
-// records without a key are spread round-robin.
+// Records with the same key go to the same partition (xxh64 of the key
+// modulo the partition count of the channel generation the publisher maps
+// by); records without a key are spread round-robin.
+//
+// A channel alter (`catena channel alter`) changes the partition count from
+// a marker in each partition on. A head whose marker is newer than the
+// publisher's generation refuses its records (`remap`, internal: never a
+// callback's status) and says the new count. The publisher then stops
+// sending (publish() answers backpressure), waits until every in-flight
+// record of every partition is answered, adopts the new generation and
+// sends the refused records again in publish order, keyed ones to their
+// new partition: per key, the records before the marker of its old
+// partition, the rest after the marker of its new one, in publish order,
+// none twice. A publish_to record whose partition the alter removed fails
+// with bad_request (invalid_argument).
 //
 // Threading: a Publisher is a polling agent owned by one thread. publish()
 // frames the record straight into registered memory and, unless lingering,
@@ -124,10 +137,9 @@ class Publisher {
                                                            const PublisherOptions& opts = {});
   ~Publisher();
 
-  // Queues one record. Returns ok, backpressure (window or ring full: poll and
-  // retry), too_large, invalid_argument (no such partition), or unavailable
-  // (partition unreachable past the retry timeout). The callback runs on
-  // this thread from poll().
+  // Queues one record. Returns ok, backpressure (window or ring full, or a
+  // channel alter's switch under way: poll and retry), too_large, invalid_argument (no such partition), or
+  // unavailable (partition unreachable past the retry timeout). The callback runs on this thread from poll().
   [[nodiscard]] client::ErrorCode publish(std::span<const std::byte> key, std::span<const std::byte> payload,
                                           PublishCallback cb);
   // Same, to an explicit partition.
@@ -143,6 +155,7 @@ class Publisher {
   // Polls until every published record is acknowledged (or failed).
   bool flush(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
 
+  // The partition count of the channel generation keys are mapped by.
   [[nodiscard]] std::uint32_t partitions() const;
   [[nodiscard]] std::uint64_t producer_id() const;
   [[nodiscard]] std::uint64_t producer_epoch() const;

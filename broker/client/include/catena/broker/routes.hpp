@@ -73,6 +73,9 @@ struct ProducerIdentity {
 struct ChannelLayout {
   std::uint32_t partitions = 0;
   std::uint32_t segment_bytes = 0;
+  // The channel generation `partitions` belongs to: the last complete one
+  // (0: as created). A publisher maps keys by it and names it in its hellos.
+  std::uint64_t generation = 0;
 };
 
 class RouteSource {
@@ -100,6 +103,8 @@ class RouteSource {
 class StaticRoutes final : public RouteSource {
  public:
   void set(const Route& r, std::uint32_t partitions, std::uint32_t segment_bytes);
+  // The channel generation layout() says (0 until set).
+  void set_generation(const std::string& channel, std::uint64_t generation);
   client::Result<ChannelLayout> layout(const std::string& channel) override;
   client::Result<Route> route(const std::string& channel, std::uint32_t partition,
                               std::uint64_t known_epoch) override;

@@ -21,19 +21,19 @@
 namespace catena::test {
 namespace {
 
-constexpr int kKeys = 8;
+constexpr int kRemapKeys = 8;
 
 struct Published {
   int key = 0;
   std::vector<PublishResult> results;  // every callback it got (one expected)
 };
 
-// Publishes records i in [from, to) with key "key-(i % kKeys)" and payload
+// Publishes records i in [from, to) with key "key-(i % kRemapKeys)" and payload
 // "r<i>", polling while back-pressured (a switch under way says so too).
 void publish_keyed(Publisher& pub, int from, int to, std::vector<Published>* out) {
   for (int i = from; i < to; ++i) {
-    (*out)[static_cast<std::size_t>(i)].key = i % kKeys;
-    const std::string key = "key-" + std::to_string(i % kKeys);
+    (*out)[static_cast<std::size_t>(i)].key = i % kRemapKeys;
+    const std::string key = "key-" + std::to_string(i % kRemapKeys);
     const std::string payload = "r" + std::to_string(i);
     auto cb = [out, i](const PublishResult& r) { (*out)[static_cast<std::size_t>(i)].results.push_back(r); };
     client::ErrorCode e;
@@ -69,10 +69,10 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
   configure("rk", 2, 2, {2, 0}, 1);
   configure("rk", 1, 2, {1, 2}, 1);
   configure("rk", 0, 2, {0, 1}, 1);
-  std::uint32_t old_partition[kKeys];
-  std::uint32_t new_partition[kKeys];
+  std::uint32_t old_partition[kRemapKeys];
+  std::uint32_t new_partition[kRemapKeys];
   std::set<std::uint32_t> moves;
-  for (int k = 0; k < kKeys; ++k) {
+  for (int k = 0; k < kRemapKeys; ++k) {
     const std::string key = "key-" + std::to_string(k);
     const std::uint64_t h = XXH64(key.data(), key.size(), 0);
     old_partition[k] = chain::partition_of_hash(h, 2);
@@ -121,11 +121,11 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
   std::map<std::pair<std::uint32_t, std::uint64_t>, int> stored;  // (partition, offset) -> record
   int before = 0;
   int after = 0;
-  for (int k = 0; k < kKeys; ++k) {
+  for (int k = 0; k < kRemapKeys; ++k) {
     bool switched = false;
     std::uint64_t last[3] = {0, 0, 0};
     bool any[3] = {false, false, false};
-    for (int i = k; i < kTotal; i += kKeys) {
+    for (int i = k; i < kTotal; i += kRemapKeys) {
       const Published& p = sent[static_cast<std::size_t>(i)];
       ASSERT_EQ(p.results.size(), 1u) << "record " << i;
       const PublishResult& r = p.results[0];
@@ -207,7 +207,7 @@ TEST_F(ChainE2E, AfterAShrinkPublishToARemovedPartitionFailsAndKeysGoToTheRest) 
   ASSERT_EQ(
       pub.publish_to(1, bytes(std::string("gone")), [&](const PublishResult& r) { to_removed.push_back(r); }),
       client::ErrorCode::ok);
-  for (int k = 0; k < kKeys; ++k) {
+  for (int k = 0; k < kRemapKeys; ++k) {
     const std::string key = "key-" + std::to_string(k);
     client::ErrorCode e;
     while ((e = pub.publish(bytes(key), bytes("v" + std::to_string(k)), [&keyed, k](const PublishResult& r) {
@@ -230,7 +230,7 @@ TEST_F(ChainE2E, AfterAShrinkPublishToARemovedPartitionFailsAndKeysGoToTheRest) 
   EXPECT_EQ(to_removed[0].status, PublishStatus::bad_request) << chain::wire::to_string(to_removed[0].status);
   EXPECT_EQ(client::from(to_removed[0].status), client::ErrorCode::invalid_argument);
   std::uint64_t last = m0.state.offset;
-  for (int k = 0; k < kKeys; ++k) {
+  for (int k = 0; k < kRemapKeys; ++k) {
     ASSERT_EQ(keyed[k].size(), 1u) << "key " << k;
     EXPECT_EQ(keyed[k][0].status, PublishStatus::ok) << "key " << k;
     EXPECT_EQ(keyed[k][0].partition, 0u) << "key " << k;

@@ -14,8 +14,9 @@
 //      head appends the marker        marker stays unset and is asked for
 //      (appendMarker, idempotent per  again at the route's current head,
 //      generation), polled until      which answers the offset of a marker
-//      committed; one record notes    it holds (committed records survive
-//      its offset                     every repair) or appends one
+//      committed (tick() asks once    it holds (committed records survive
+//      per round: it never waits);    every repair) or appends one
+//      one record notes its offset
 //   4. the record that notes the      generation g+1 complete,
 //      last one completes it          config.partitions = N'
 //
@@ -130,11 +131,11 @@ Result<idl::ChannelInfo> Controller::alter_channel(const std::string& name, std:
   }
   run_pushes();
   await_channel_pushes(name);
-  if (auto r = write_markers(name); !r) return r.error();
+  if (auto r = write_markers(name, MarkerWait::until_committed); !r) return r.error();
   return describe_channel(name);
 }
 
-Result<void> Controller::write_markers(const std::string& name) {
+Result<void> Controller::write_markers(const std::string& name, MarkerWait wait) {
   struct Target {
     std::int32_t partition = 0;
     std::int64_t epoch = 0;
@@ -183,6 +184,11 @@ Result<void> Controller::write_markers(const std::string& name) {
       }
       if (r->commit_offset > r->offset) {
         committed = r->offset;
+        break;
+      }
+      if (wait == MarkerWait::once) {
+        failures.push_back(fmt::format("{}: marker at {} not committed yet (committed {})", t.partition,
+                                       r->offset, r->commit_offset));
         break;
       }
       if (std::chrono::steady_clock::now() > deadline) {
@@ -258,7 +264,7 @@ void Controller::resume_alters() {
     }
   }
   for (const auto& name : open) {
-    if (auto r = write_markers(name); !r) spdlog::debug("{}", r.error().describe());
+    if (auto r = write_markers(name, MarkerWait::once); !r) spdlog::debug("{}", r.error().describe());
   }
   alter_mu_.unlock();
 }

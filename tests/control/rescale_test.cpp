@@ -224,6 +224,28 @@ TEST_P(Alter, AMarkerNotCommittedInTimeIsAskedForAgain) {
   expect_complete(3, 1);
 }
 
+TEST_P(Alter, TickAsksForAMarkerOnceAndGoesOnWhileItIsNotCommitted) {
+  // A marker that cannot commit yet (its chain waits for a replacement,
+  // which tick() places) must not hold tick() up: each tick asks the head
+  // once and leaves the marker to the next one. tick() polled until
+  // marker_commit_timeout (10 s by default) and a repair waited for it.
+  head_of("rs", 0).broker->set_commit_lag(5);
+  ASSERT_FALSE(controller_->alter_channel("rs", 3).ok());
+  const auto open = controller_->describe_channel("rs")->generations.at(1);
+  EXPECT_EQ(open.markers.at(0), -1);
+  const auto unset = static_cast<std::size_t>(
+      std::count_if(open.markers.begin(), open.markers.end(), [](const auto& m) { return m.second < 0; }));
+  const auto before = calls(InProcBrokerAdmin::Method::append_marker).size();
+  controller_->tick();
+  controller_->tick();
+  EXPECT_EQ(calls(InProcBrokerAdmin::Method::append_marker).size(), before + 2 * unset)
+      << "each tick asks once for each marker not committed";
+  EXPECT_EQ(controller_->describe_channel("rs")->generations.at(1).markers.at(0), -1);
+  head_of("rs", 0).broker->set_commit_lag(0);
+  controller_->tick();
+  expect_complete(3, 1);
+}
+
 TEST_P(Alter, ControllerCrashAfterTheRecordIsFinishedAfterRestart) {
   crash_at_ = "alter.begun";
   EXPECT_FALSE(controller_->alter_channel("rs", 4).ok());

@@ -283,8 +283,14 @@ class Controller {
 
   // --- channel alters (controller_rescale.cpp) ---
   // Appends and commits the missing markers of the channel's open
-  // generation, recording each; the last one completes it.
-  [[nodiscard]] Result<void> write_markers(const std::string& name) REQUIRES(alter_mu_) EXCLUDES(mu_);
+  // generation, recording each; the last one completes it. An alter call
+  // polls each head until its marker is committed (up to
+  // marker_commit_timeout); tick() asks each head once and leaves a marker
+  // not yet committed to its next round, so that it never holds up repairs
+  // (the repair may be what the commit waits for).
+  enum class MarkerWait : std::uint8_t { until_committed, once };
+  [[nodiscard]] Result<void> write_markers(const std::string& name, MarkerWait wait) REQUIRES(alter_mu_)
+      EXCLUDES(mu_);
   // tick(): finishes alters a failure or a restart left open.
   void resume_alters() EXCLUDES(alter_mu_, mu_);
 

@@ -55,6 +55,15 @@ void Publisher::Impl::start_connect_st(PartitionSession& s, Clock::time_point no
     dial_head_st(s, s.route.replicas.front(), s.route.epoch);
     return;
   }
+  if (s.redial_head && !s.route.replicas.empty()) {
+    // Its marker may not be in yet (not_ready): asked again soon, as the
+    // controller appends the markers one head after another, backing off
+    // (2 ms doubling to 50 ms) if that takes a while.
+    s.redial_wait = std::clamp(s.redial_wait * 2, kMoveRetry, std::chrono::milliseconds(50));
+    s.retry_at = now + s.redial_wait;
+    dial_head_st(s, s.route.replicas.front(), s.route.epoch);
+    return;
+  }
   start_lookup_st(s, Lookup::connect);
   s.attempt = Attempt::route;
 }
@@ -180,6 +189,9 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
   const ReplicaAddress& head = s.dialled;
   if (d.unreachable) report_st(head.node_id, s.route, d.error.message);
   const auto& w = d.welcome;
+  // After a switch the same head is dialled until it takes the new
+  // generation; any answer but not_ready ends that.
+  if (!w || w->status != wire::Status::not_ready) s.redial_head = false;
   if (w && w->status == wire::Status::producer_fenced) {
     fail_all_st(s, wire::Status::producer_fenced);
     return;

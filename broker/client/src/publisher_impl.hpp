@@ -86,6 +86,12 @@ struct PartitionSession {
   std::string hint_head;
   std::uint64_t hint_failed = 0;
   bool probe_sealed = false;
+  // A channel alter's switch dropped a working session only to name the new
+  // generation in its hello: attempts dial the same head at the same route
+  // epoch, with no route lookup, while it answers not_ready (its marker is
+  // not in yet); any other failure asks the controller as usual.
+  bool redial_head = false;
+  std::chrono::milliseconds redial_wait{0};
   // Where the partition's chain starts (Route::start_offset), once known: a
   // chain rebuilt after every copy was lost starts higher.
   std::uint64_t chain_start = 0;

@@ -52,6 +52,8 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
     // Every session reconnects naming the new generation (a dial in
     // progress names the old one).
     s.dial.cancel();
+    s.redial_head = !s.down && s.attempt == client_detail::Attempt::none;
+    s.redial_wait = std::chrono::milliseconds(0);
     s.attempt = client_detail::Attempt::none;
     go_down_st(s, now);
   }

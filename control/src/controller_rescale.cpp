@@ -169,34 +169,54 @@ Result<void> Controller::write_markers(const std::string& name, MarkerWait wait)
       targets.push_back(Target{p, route.epoch, BrokerTarget{head->info.node_id, head->info.admin_addr}});
     }
   }
+  // Every head appends its marker first, then the commits are waited for.
+  // Between the first marker and the last, publishers hold records back (a
+  // head past its marker refuses the old mapping, one without it the new
+  // one), so that window is one call per head, not one commit per head.
   std::size_t calls = 0;
-  for (const auto& t : targets) {
-    // Bounded RPC polling until the marker is committed, on the steady clock
-    // whatever clock_ is (as a move waits for its sealed head).
-    const auto deadline = std::chrono::steady_clock::now() + options_.marker_commit_timeout;
+  std::vector<std::optional<idl::MarkerReply>> answers(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const Target& t = targets[i];
+    ++calls;
+    auto r = brokers_.append_marker(t.head, name, t.partition, t.epoch, marker);
+    if (!r) {
+      failures.push_back(fmt::format("{}: {}", t.partition, r.error().describe()));
+      continue;
+    }
+    answers[i] = std::move(*r);
+  }
+  // Bounded RPC polling until committed (the call is idempotent: it answers
+  // the marker the head holds), on the steady clock whatever clock_ is (as a
+  // move waits for its sealed head).
+  const auto deadline = std::chrono::steady_clock::now() + options_.marker_commit_timeout;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const Target& t = targets[i];
+    auto& answer = answers[i];
     std::optional<std::int64_t> committed;
-    for (;;) {
+    while (answer) {
+      if (answer->commit_offset > answer->offset) {
+        committed = answer->offset;
+        break;
+      }
+      if (wait == MarkerWait::once) {
+        failures.push_back(fmt::format("{}: marker at {} not committed yet (committed {})", t.partition,
+                                       answer->offset, answer->commit_offset));
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        failures.push_back(fmt::format("{}: marker at {} not committed in {} ms (committed {})", t.partition,
+                                       answer->offset, options_.marker_commit_timeout.count(),
+                                       answer->commit_offset));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
       ++calls;
       auto r = brokers_.append_marker(t.head, name, t.partition, t.epoch, marker);
       if (!r) {
         failures.push_back(fmt::format("{}: {}", t.partition, r.error().describe()));
         break;
       }
-      if (r->commit_offset > r->offset) {
-        committed = r->offset;
-        break;
-      }
-      if (wait == MarkerWait::once) {
-        failures.push_back(fmt::format("{}: marker at {} not committed yet (committed {})", t.partition,
-                                       r->offset, r->commit_offset));
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        failures.push_back(fmt::format("{}: marker at {} not committed in {} ms (committed {})", t.partition,
-                                       r->offset, options_.marker_commit_timeout.count(), r->commit_offset));
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      answer = std::move(*r);
     }
     if (!committed) continue;
     MutexLock lock(mu_);

@@ -26,6 +26,8 @@
 // plane). Partitions removed by a shrink keep their chains and records.
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <map>
 #include <optional>
 #include <set>
 #include <spdlog/fmt/ranges.h>
@@ -173,17 +175,31 @@ Result<void> Controller::write_markers(const std::string& name, MarkerWait wait)
   // Between the first marker and the last, publishers hold records back (a
   // head past its marker refuses the old mapping, one without it the new
   // one), so that window is one call per head, not one commit per head.
-  std::size_t calls = 0;
+  // The nodes are asked in parallel, each node's partitions in turn (as
+  // pushes go out).
+  std::size_t calls = targets.size();
+  std::map<std::string, std::vector<std::size_t>> by_node;
+  for (std::size_t i = 0; i < targets.size(); ++i) by_node[targets[i].head.node_id].push_back(i);
+  std::vector<std::optional<Result<idl::MarkerReply>>> replies(targets.size());
+  {
+    std::vector<std::future<void>> tasks;
+    for (const auto& [node, indices] : by_node) {
+      tasks.push_back(std::async(std::launch::async, [&, &indices = indices] {
+        for (const std::size_t i : indices) {
+          const Target& t = targets[i];
+          replies[i] = brokers_.append_marker(t.head, name, t.partition, t.epoch, marker);
+        }
+      }));
+    }
+    for (auto& task : tasks) task.get();
+  }
   std::vector<std::optional<idl::MarkerReply>> answers(targets.size());
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    const Target& t = targets[i];
-    ++calls;
-    auto r = brokers_.append_marker(t.head, name, t.partition, t.epoch, marker);
-    if (!r) {
-      failures.push_back(fmt::format("{}: {}", t.partition, r.error().describe()));
+    if (!*replies[i]) {
+      failures.push_back(fmt::format("{}: {}", targets[i].partition, replies[i]->error().describe()));
       continue;
     }
-    answers[i] = std::move(*r);
+    answers[i] = std::move(replies[i]->value());
   }
   // Bounded RPC polling until committed (the call is idempotent: it answers
   // the marker the head holds), on the steady clock whatever clock_ is (as a

@@ -126,10 +126,24 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
     if (log.marker().generation > s.generation) {
       // The channel was altered and this partition's marker is in the log:
       // a record mapped by the older generation may not follow it. Nothing
-      // is stored and the producer's state stays as it was.
-      s.remap_to = log.marker();
+      // is stored and the producer's state stays as it was. But a record
+      // this head already holds (resent after a reconnect: a head killed
+      // mid-alter had it replicated, then its successor appended the
+      // marker) lies below the marker: answered as any retry, with its
+      // offset, it is not sent again by the new mapping and stored twice.
+      // The sequence is the ring's (no copy is checked for an answer that
+      // stores nothing): a publisher that lies about it only misleads itself.
+      std::uint64_t stored_at = 0;
+      const SeqDecision held =
+          target.producers.decide(s.producer_id, s.producer_epoch, f.header.sequence, &stored_at);
       ring.consume_st(f);
-      push(wire::Status::remap, f.header.sequence, 0);
+      if (held == SeqDecision::duplicate || held == SeqDecision::duplicate_unknown) {
+        push(wire::Status::ok, f.header.sequence,
+             held == SeqDecision::duplicate ? stored_at : Session::kUnknownOffset);
+      } else {
+        s.remap_to = log.marker();
+        push(wire::Status::remap, f.header.sequence, 0);
+      }
       ++work;
       continue;
     }

@@ -256,6 +256,37 @@ TEST_F(PublishTest, AfterTheMarkerAStaleGenerationRunIsRefusedWithRemapAndNothin
   EXPECT_EQ(c.refused(), 0u);
 }
 
+TEST_F(PublishTest, AfterTheMarkerARetryOfAStoredRecordGetsItsOffsetNotRemap) {
+  // A head killed mid-alter: its records reached the next head, which
+  // appended its marker after them; the publisher resends them (it had no
+  // ack) with more. The stored ones are answered as any retry, with their
+  // offsets below the marker; only the rest is refused. Refused, they would
+  // be sent again by the new mapping and stored twice.
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  stage(c, 3);
+  PublishClient::Event ev{};
+  EXPECT_TRUE(run(c, 3, 0, &ev, 200ms).empty());  // appended at 0..2, not committed: no ack
+  ASSERT_EQ(log.end_offset(), 3u);
+  std::uint64_t marker_at = 0;
+  ASSERT_EQ(log.append_marker(MarkerSpec{1, 2, 3}, &marker_at), AppendStatus::ok);
+  c.drop();
+  const auto w = open(c);  // generation 0: the hello is older than the marker, not newer
+  ASSERT_EQ(w.status, wire::Status::ok);
+  EXPECT_EQ(w.next_sequence, 3u);
+  stage(c, 2);  // sequences 3 and 4: never stored
+  auto r = run(c, 3, 100, &ev);
+  ASSERT_EQ(r.size(), 3u) << "the three stored records resolve";
+  for (std::uint64_t i = 0; i < 3; ++i) EXPECT_EQ(r[i], Resolved(i, wire::Status::ok, i));
+  if (ev == PublishClient::Event::none) {
+    EXPECT_TRUE(run(c, 1, 100, &ev).empty()) << "the rest is refused, not resolved";
+  }
+  EXPECT_EQ(ev, PublishClient::Event::remap);
+  EXPECT_EQ(c.pending(), 2u);
+  EXPECT_EQ(c.refused(), 2u);
+  EXPECT_EQ(log.end_offset(), 4u) << "nothing stored after the marker";
+}
+
 TEST_F(PublishTest, AHelloOfAGenerationWhoseMarkerIsNotInTheLogIsNotReady) {
   // Generation 1's marker is not appended here yet: nothing mapped by it
   // may land before it.

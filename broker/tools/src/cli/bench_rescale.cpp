@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -157,6 +158,11 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
   ack_times.reserve(kRescaleMaxRecords);
   delivery_times.reserve(kRescaleMaxRecords);
   std::vector<std::int64_t> last_seq(static_cast<std::size_t>(o.keys), -1);
+  // Where each record was first delivered, and the first few duplicates and
+  // order violations (partition@offset), for the report.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> first_at(kRescaleMaxRecords);
+  std::vector<std::string> anomalies;
+  constexpr std::size_t kAnomaliesShown = 8;
   std::uint64_t order_violations = 0, foreign = 0;
   std::atomic<bool> stop_sub{false}, stop_pub{false}, pub_done{false}, sub_ready{false};
   std::atomic<std::uint64_t> acked{0}, delivered{0}, failed{0}, published{0};
@@ -180,8 +186,17 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
           return;
         }
         delivery_times.push_back(steady_ns());
+        if (delivered_id[id] == 0) first_at[id] = {m.partition, m.offset};
+        if (delivered_id[id] > 0 && anomalies.size() < kAnomaliesShown) {
+          anomalies.push_back(fmt::format("record {} delivered again: {}@{}, first {}@{}", id, m.partition,
+                                          m.offset, first_at[id].first, first_at[id].second));
+        }
         if (delivered_id[id] < 255) ++delivered_id[id];
         auto& last = last_seq[static_cast<std::size_t>(key)];
+        if (static_cast<std::int64_t>(seq) < last && anomalies.size() < kAnomaliesShown) {
+          anomalies.push_back(fmt::format("key {}: sequence {} at {}@{} after sequence {}", key, seq,
+                                          m.partition, m.offset, last));
+        }
         if (static_cast<std::int64_t>(seq) < last) ++order_violations;
         last = std::max(last, static_cast<std::int64_t>(seq));
         delivered.fetch_add(1);
@@ -394,6 +409,7 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
         static_cast<unsigned long long>(failed.load()), static_cast<unsigned long long>(lost),
         static_cast<unsigned long long>(duplicated), static_cast<unsigned long long>(order_violations));
   }
+  for (const auto& a : anomalies) std::fprintf(stderr, "catena: bench --rescale: %s\n", a.c_str());
   if (foreign > 0)
     std::fprintf(stderr, "catena: bench --rescale: %llu records not the bench's\n",
                  static_cast<unsigned long long>(foreign));

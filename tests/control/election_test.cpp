@@ -17,6 +17,7 @@
 #include <catena/control/zk_metadata_store.hpp>
 
 #include "controller_fixture.hpp"
+#include "controller_process.hpp"
 #include "zk_server.hpp"
 
 namespace catena::control {
@@ -259,6 +260,58 @@ TEST_F(ElectionTest, ALeaderThatLosesItsSessionHalts) {
   MutexLock lock(mu_);
   ASSERT_EQ(lost_.size(), 1u);
   EXPECT_NE(lost_.front().find("ZooKeeper session"), std::string::npos) << lost_.front();
+}
+
+TEST(ElectionBinary, ASigkilledLeaderIsReplacedOnceItsSessionTimesOut) {
+  route_thrift_logs_to_spdlog();
+  std::string why;
+  auto* zk = testing::shared_zk(&why);
+  ZK_OR_SKIP(zk, why);
+  const std::string uri = zk->uri(testing::unique_chroot("binary"));
+  testing::TempDir dir;
+  auto broker = std::make_shared<FakeBroker>("b");
+  auto broker_server = make_broker_admin_server(broker, {});
+  ASSERT_TRUE(broker_server->start().ok());
+
+  testing::ControllerProcess first({"--metadata", uri}, dir.path() / "port-a");
+  const auto port_a = first.wait_for_port();
+  ASSERT_NE(port_a, 0) << "the first catena-controller did not start";
+  testing::ControllerProcess second({"--metadata", uri}, dir.path() / "port-b");
+  const auto port_b = second.wait_for_port();
+  ASSERT_NE(port_b, 0) << "the second catena-controller did not start";
+  const std::string a = "127.0.0.1:" + std::to_string(port_a);
+  const std::string b = "127.0.0.1:" + std::to_string(port_b);
+
+  auto follower = raw_cluster_status(port_b);
+  ASSERT_TRUE(follower.has_value()) << "the second controller serves too";
+  EXPECT_EQ(follower->code, idl::ErrorCode::NOT_LEADER);
+  EXPECT_EQ(follower->leader_address, a);
+
+  ControllerClient client({b + "," + a, 1000ms, 5000ms});
+  idl::NodeInfo info;
+  info.__set_admin_addr(broker_server->address());
+  info.__set_fabric_addr("127.0.0.1:9999");
+  auto reg = client.register_node(info);
+  ASSERT_TRUE(reg.ok()) << reg.error().describe();
+  EXPECT_EQ(client.address(), a);
+
+  // A crash: the session lives on until ZooKeeper times it out (10 s).
+  ::kill(first.pid(), SIGKILL);
+  EXPECT_EQ(first.wait_exit(), 128 + SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(testing::process_eventually(
+      [&] {
+        auto status = client.cluster_status();
+        return status.ok() && status->nodes.size() == 1;
+      },
+      30s))
+      << "no takeover";
+  const auto took = std::chrono::steady_clock::now() - killed_at;
+  std::printf("takeover after SIGKILL of the leader: %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_EQ(client.address(), b);
+  EXPECT_EQ(client.cluster_status()->nodes.front().info.node_id, reg->node_id);
+  EXPECT_EQ(second.stop(SIGTERM), 0);
 }
 
 TEST(ControllerClientList, OneAddressAnsweringNotLeaderWithoutALeaderIsReturnedAsIs) {

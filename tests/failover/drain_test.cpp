@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "failover_fixture.hpp"
 
@@ -51,7 +52,13 @@ TEST_F(Failover, DrainTheHeadUnderTrafficThenKillIt) {
     ASSERT_TRUE(status.has_value());
     EXPECT_EQ(status->replicas, 0);
     EXPECT_EQ(status->state, control::idl::NodeState::ALIVE);
-    if (auto s = status_of(after->replicas[2].node_id)) replacement_bytes = s->stats.bytes;
+    // What a node holds comes with its heartbeats: the replacement's first
+    // one after its copy may come a moment after the drain.
+    for (const auto until = std::chrono::steady_clock::now() + 2s;
+         replacement_bytes <= 0 && std::chrono::steady_clock::now() < until;
+         std::this_thread::sleep_for(20ms)) {
+      if (auto s = status_of(after->replicas[2].node_id)) replacement_bytes = s->stats.bytes;
+    }
     std::printf("drained %s in %lld ms; the replacement %s holds %lld bytes\n", drained.c_str(),
                 static_cast<long long>(took.count()), after->replicas[2].node_id.c_str(),
                 static_cast<long long>(replacement_bytes));

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <vector>
 
+#include "../forwarding_routes.hpp"
 #include "chain_e2e_fixture.hpp"
 
 namespace catena::test {
@@ -65,9 +66,9 @@ class SilentListener {
 
 // A route source whose lookups and failure reports hang while armed (a
 // controller that takes the calls and answers nothing), up to kHang each.
-class HangingRoutes final : public RouteSource {
+class HangingRoutes final : public ForwardingRoutes {
  public:
-  explicit HangingRoutes(StaticRoutes& inner) : inner_(inner) {}
+  using ForwardingRoutes::ForwardingRoutes;
 
   void hang(bool on) {
     {
@@ -77,27 +78,15 @@ class HangingRoutes final : public RouteSource {
     cv_.notify_all();
   }
 
-  client::Result<ChannelLayout> layout(const std::string& channel) override { return inner_.layout(channel); }
   client::Result<Route> route(const std::string& channel, std::uint32_t partition,
                               std::uint64_t known_epoch) override {
     wait_while_hanging();
-    return inner_.route(channel, partition, known_epoch);
-  }
-  client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override {
-    return inner_.init_producer(producer_id);
+    return ForwardingRoutes::route(channel, partition, known_epoch);
   }
   void report_unreachable(const std::string& node_id, const Route& route,
                           const std::string& reason) override {
     wait_while_hanging();
-    inner_.report_unreachable(node_id, route, reason);
-  }
-  client::Result<void> commit_offset(const std::string& group, const std::string& channel,
-                                     std::uint32_t partition, std::uint64_t offset) override {
-    return inner_.commit_offset(group, channel, partition, offset);
-  }
-  client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
-                                                 std::uint32_t partition) override {
-    return inner_.committed_offset(group, channel, partition);
+    ForwardingRoutes::report_unreachable(node_id, route, reason);
   }
 
  private:
@@ -109,7 +98,6 @@ class HangingRoutes final : public RouteSource {
     });
   }
 
-  StaticRoutes& inner_;
   Mutex mu_;
   std::condition_variable cv_;
   bool hanging_ GUARDED_BY(mu_) = false;

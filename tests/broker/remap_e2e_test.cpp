@@ -18,6 +18,7 @@
 #include <catena/chain/key_map.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
+#include "../forwarding_routes.hpp"
 #include "chain_e2e_fixture.hpp"
 
 namespace catena::test {
@@ -46,16 +47,15 @@ void publish_keyed(Publisher& pub, int from, int to, std::vector<Published>* out
 
 // Routes from `inner`, except of the partitions cut(): their lookups fail
 // as if the controller could not be reached.
-class PartitionCutRoutes final : public RouteSource {
+class PartitionCutRoutes final : public ForwardingRoutes {
  public:
-  explicit PartitionCutRoutes(RouteSource& inner) : inner_(inner) {}
+  using ForwardingRoutes::ForwardingRoutes;
   void cut(std::set<std::uint32_t> partitions) {
     MutexLock lk(mu_);
     cut_ = std::move(partitions);
   }
   std::uint64_t refused() const { return refused_.load(); }
 
-  client::Result<ChannelLayout> layout(const std::string& channel) override { return inner_.layout(channel); }
   client::Result<Route> route(const std::string& channel, std::uint32_t partition,
                               std::uint64_t known_epoch) override {
     {
@@ -65,26 +65,10 @@ class PartitionCutRoutes final : public RouteSource {
         return client::make_error(client::ErrorCode::controller_unavailable, "cut off by the test");
       }
     }
-    return inner_.route(channel, partition, known_epoch);
-  }
-  client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override {
-    return inner_.init_producer(producer_id);
-  }
-  void report_unreachable(const std::string& node_id, const Route& route,
-                          const std::string& reason) override {
-    inner_.report_unreachable(node_id, route, reason);
-  }
-  client::Result<void> commit_offset(const std::string& group, const std::string& channel,
-                                     std::uint32_t partition, std::uint64_t offset) override {
-    return inner_.commit_offset(group, channel, partition, offset);
-  }
-  client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
-                                                 std::uint32_t partition) override {
-    return inner_.committed_offset(group, channel, partition);
+    return ForwardingRoutes::route(channel, partition, known_epoch);
   }
 
  private:
-  RouteSource& inner_;
   Mutex mu_;
   std::set<std::uint32_t> cut_ GUARDED_BY(mu_);
   std::atomic<std::uint64_t> refused_{0};

@@ -22,6 +22,7 @@
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 
+#include "../forwarding_routes.hpp"
 #include "../test_env.hpp"
 
 namespace catena {
@@ -218,38 +219,21 @@ TEST(Handoff, PartitionMovesTwiceUnderTrafficAndNothingIsLostOrDuplicated) {
 // The controller's routes until cut(): then every route lookup fails as if
 // the controller could not be reached (producer ids and reports still pass,
 // so only following a move depends on it).
-class CutRoutes final : public RouteSource {
+class CutRoutes final : public test::ForwardingRoutes {
  public:
-  explicit CutRoutes(RouteSource& inner) : inner_(inner) {}
+  using ForwardingRoutes::ForwardingRoutes;
   void cut() { cut_ = true; }
-  client::Result<ChannelLayout> layout(const std::string& channel) override { return inner_.layout(channel); }
   client::Result<Route> route(const std::string& channel, std::uint32_t partition,
                               std::uint64_t known_epoch) override {
     if (cut_) {
       ++refused_;
       return client::make_error(client::ErrorCode::controller_unavailable, "cut off by the test");
     }
-    return inner_.route(channel, partition, known_epoch);
-  }
-  client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override {
-    return inner_.init_producer(producer_id);
-  }
-  void report_unreachable(const std::string& node_id, const Route& route,
-                          const std::string& reason) override {
-    inner_.report_unreachable(node_id, route, reason);
-  }
-  client::Result<void> commit_offset(const std::string& group, const std::string& channel,
-                                     std::uint32_t partition, std::uint64_t offset) override {
-    return inner_.commit_offset(group, channel, partition, offset);
-  }
-  client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
-                                                 std::uint32_t partition) override {
-    return inner_.committed_offset(group, channel, partition);
+    return ForwardingRoutes::route(channel, partition, known_epoch);
   }
   std::uint64_t refused() const { return refused_.load(); }
 
  private:
-  RouteSource& inner_;
   std::atomic<bool> cut_{false};
   std::atomic<std::uint64_t> refused_{0};
 };

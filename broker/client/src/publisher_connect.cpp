@@ -57,8 +57,8 @@ void Publisher::Impl::start_connect_st(PartitionSession& s, Clock::time_point no
   }
   if (s.redial_head && !s.route.replicas.empty()) {
     // Its marker may not be in yet (not_ready): asked again soon, as the
-    // controller appends the markers one head after another, backing off
-    // (2 ms doubling to 50 ms) if that takes a while.
+    // controller asks each node's heads in turn, backing off (2 ms doubling
+    // to 50 ms) if that takes a while.
     s.redial_wait = std::clamp(s.redial_wait * 2, kMoveRetry, std::chrono::milliseconds(50));
     s.retry_at = now + s.redial_wait;
     dial_head_st(s, s.route.replicas.front(), s.route.epoch);

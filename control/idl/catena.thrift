@@ -307,6 +307,14 @@ struct GroupAssignment {
   // partition -> the generation at which the member got it: a commit must
   // name at least this one.
   8: map<i32, i64> assigned_at,
+  // partition -> the newest channel generation (ChannelGeneration) whose
+  // marker the member may read past in that partition, for every partition
+  // in `partitions`: each parent partition of that alter (a partition from
+  // which keys moved into this one) has a committed offset at or past its
+  // own marker, so the group has delivered those keys' earlier records. A
+  // member stops a partition at a marker of a newer generation, and
+  // commits the marker's offset, until an assignment raises this.
+  9: map<i32, i64> markers_released,
 }
 
 struct GroupMemberStatus {

@@ -1,10 +1,24 @@
 // Subscriber groups, the controller's side: checks, the committed offsets
-// members start from, and batch commits. Who owns what is the
-// GroupCoordinator's (controller_groups.hpp), held in memory under mu_;
-// offsets are durable in the metadata (group_offsets).
+// members start from, which alter markers they may read past, and batch
+// commits. Who owns what is the GroupCoordinator's (controller_groups.hpp),
+// held in memory under mu_; offsets are durable in the metadata
+// (group_offsets).
+//
+// Per-key order across a channel alter, for a group: a member reads each
+// of its partitions with a Subscriber of its own, which cannot see the
+// partitions that feed it. So the controller, which sees every member's
+// commits, decides: partition p may be read past its marker of generation
+// G once every parent of p in that alter (chain::alter_parents) has a
+// committed offset at or past its own marker of G (a member holding a
+// partition at a marker commits the marker's offset: it "stands" there).
+// Parents only have to reach their markers, not pass them, so a shrink,
+// where every partition feeds every other, cannot deadlock. A partition
+// that a shrink removed stays in the group's assignment until the group
+// has reached its last marker (its last records were delivered).
 #include <algorithm>
 #include <fmt/format.h>
 
+#include <catena/chain/key_map.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/validation.hpp>
 
@@ -21,17 +35,69 @@ const std::map<std::int32_t, std::int64_t>* offsets_of(const meta::MetaState& st
   return c == g->second.end() ? nullptr : &c->second;
 }
 
+// The group has delivered partition q up to its marker at `marker` (-1:
+// the marker is not appended yet).
+bool reached_marker(const std::map<std::int32_t, std::int64_t>* committed, std::int32_t q,
+                    std::int64_t marker) {
+  if (marker < 0 || committed == nullptr) return false;
+  const auto c = committed->find(q);
+  return c != committed->end() && c->second >= marker;
+}
+
+// The newest generation of `ch` whose marker the group may read past in
+// partition p (0: none of the alters').
+std::int64_t markers_released(const meta::ChannelRecord& ch,
+                              const std::map<std::int32_t, std::int64_t>* committed, std::int32_t p) {
+  std::int64_t released = 0;
+  for (std::size_t i = 1; i < ch.generations.size(); ++i) {
+    const auto& g = ch.generations[i];
+    const std::int32_t from = ch.generations[i - 1].partitions;
+    if (g.markers.contains(p) && p < g.partitions) {
+      for (const std::int32_t q : chain::alter_parents(p, from, g.partitions)) {
+        const auto m = g.markers.find(q);
+        if (q == p || m == g.markers.end()) continue;
+        if (!reached_marker(committed, q, m->second)) return released;
+      }
+    }
+    released = g.generation;
+  }
+  return released;
+}
+
 }  // namespace
 
-void Controller::fill_start_offsets_locked(const std::string& group, const std::string& channel,
-                                           idl::GroupAssignment& assignment) const {
-  std::map<std::int32_t, std::int64_t> start;
-  if (const auto* offsets = offsets_of(store_->state(), group, channel)) {
+std::int32_t Controller::group_span_locked(const std::string& group, const meta::ChannelRecord& ch) const {
+  // An open grow's partitions fill as publishers switch: assigned at once.
+  std::int32_t span = ch.config.partitions;
+  if (!ch.generations.empty()) span = std::max(span, ch.generations.back().partitions);
+  const auto* committed = offsets_of(store_->state(), group, ch.config.name);
+  const auto routed = static_cast<std::int32_t>(ch.routes.size());
+  for (std::int32_t p = span; p < routed; ++p) {
+    for (auto g = ch.generations.rbegin(); g != ch.generations.rend(); ++g) {
+      const auto m = g->markers.find(p);
+      if (m == g->markers.end()) continue;
+      if (!reached_marker(committed, p, m->second)) span = p + 1;  // records below its last marker wait
+      break;
+    }
+  }
+  return span;
+}
+
+void Controller::fill_positions_locked(const std::string& group, const std::string& channel,
+                                       idl::GroupAssignment& assignment) const {
+  std::map<std::int32_t, std::int64_t> start, released;
+  const auto* offsets = offsets_of(store_->state(), group, channel);
+  if (offsets != nullptr) {
     for (const std::int32_t p : assignment.partitions) {
       if (auto o = offsets->find(p); o != offsets->end()) start[p] = o->second;
     }
   }
   assignment.__set_start_offsets(start);
+  const auto ch = store_->state().channels.find(channel);
+  for (const std::int32_t p : assignment.partitions) {
+    released[p] = ch == store_->state().channels.end() ? 0 : markers_released(ch->second, offsets, p);
+  }
+  assignment.__set_markers_released(released);
 }
 
 Result<idl::GroupAssignment> Controller::join_group(const std::string& group, const std::string& channel,
@@ -43,9 +109,9 @@ Result<idl::GroupAssignment> Controller::join_group(const std::string& group, co
   if (auto r = validate_name("member name", member_name, kMaxMemberNameLength); !r) return r.error();
   auto ch = channel_locked(channel);
   if (!ch) return ch.error();
-  auto a = groups_.join(group, channel, member_name, owned, (*ch)->config.partitions);
+  auto a = groups_.join(group, channel, member_name, owned, group_span_locked(group, **ch));
   if (!a) return a.error();
-  fill_start_offsets_locked(group, channel, *a);
+  fill_positions_locked(group, channel, *a);
   return a;
 }
 
@@ -63,9 +129,9 @@ Result<idl::GroupAssignment> Controller::group_heartbeat(const std::string& grou
   const std::string channel = g->channel;
   auto ch = channel_locked(channel);
   if (!ch) return ch.error();
-  auto a = groups_.heartbeat(group, member_id, released, (*ch)->config.partitions);
+  auto a = groups_.heartbeat(group, member_id, released, group_span_locked(group, **ch));
   if (!a) return a.error();
-  fill_start_offsets_locked(group, channel, *a);
+  fill_positions_locked(group, channel, *a);
   return a;
 }
 
@@ -84,10 +150,13 @@ Result<void> Controller::commit_offsets(const std::string& group, const std::str
   auto ch = channel_locked(channel);
   if (!ch) return ch.error();
   for (const auto& o : offsets) {
-    if (o.partition < 0 || o.partition >= (*ch)->config.partitions || o.offset < 0) {
+    // A partition a shrink removed keeps its route (and its commits) while
+    // readers may still need its records.
+    const auto routed = static_cast<std::int32_t>((*ch)->routes.size());
+    if (o.partition < 0 || o.partition >= routed || o.offset < 0) {
       return make_error(idl::ErrorCode::INVALID_ARGUMENT,
                         fmt::format("partition {} offset {}: a partition of '{}' (0..{}) and an offset >= 0",
-                                    o.partition, o.offset, channel, (*ch)->config.partitions - 1));
+                                    o.partition, o.offset, channel, routed - 1));
     }
   }
   if (auto r = groups_.check_commit(group, channel, member_id, generation, offsets); !r) return r;
@@ -190,9 +259,13 @@ std::vector<GroupCoordinator::Change> Controller::group_changes() const {
 }
 
 void Controller::groups_tick_locked() {
-  std::map<std::string, std::int32_t> partitions;
-  for (const auto& [name, channel] : store_->state().channels) partitions[name] = channel.config.partitions;
-  groups_.tick(partitions);
+  std::map<std::string, std::int32_t> spans;
+  const auto& channels = store_->state().channels;
+  for (const auto& [name, g] : groups_.groups()) {
+    if (auto ch = channels.find(g.channel); ch != channels.end())
+      spans[name] = group_span_locked(name, ch->second);
+  }
+  groups_.tick(spans);
 }
 
 }  // namespace catena::control

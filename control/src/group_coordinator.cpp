@@ -190,7 +190,7 @@ void GroupCoordinator::tick(const std::map<std::string, std::int32_t>& partition
       if (now - m.last_heard > options_.session_timeout) expired.push_back(id);
     }
     for (const auto& id : expired) drop_member(g, id);
-    if (auto p = partitions.find(g.channel); p != partitions.end()) g.partitions = p->second;
+    if (auto p = partitions.find(it->first); p != partitions.end()) g.partitions = p->second;
     rebalance(it->first, g,
               expired.empty() ? "tick" : fmt::format("session expired: {}", fmt::join(expired, ", ")));
     if (g.members.empty()) {
@@ -204,7 +204,8 @@ void GroupCoordinator::tick(const std::map<std::string, std::int32_t>& partition
 void GroupCoordinator::rebalance(const std::string& name, Group& g, const std::string& why) {
   std::map<std::string, Visible> before;
   for (const auto& [id, m] : g.members) before[id] = visible(m);
-  // Partitions beyond the count (a channel cannot shrink today; be safe).
+  // Partitions beyond the span: a shrink's, once the group read them to
+  // their last marker (Controller::group_span_locked).
   for (auto& [id, m] : g.members) {
     std::erase_if(m.owned, [&](const auto& e) { return e.first >= g.partitions; });
     std::erase_if(m.revoking, [&](std::int32_t p) { return p >= g.partitions; });

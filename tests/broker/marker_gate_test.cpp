@@ -116,5 +116,28 @@ TEST(MarkerGate, AnUntrackedParentDoesNotHoldBack) {
   EXPECT_FALSE(g.parked(0));
 }
 
+// A group member's subscriber reads one partition: the coordinator
+// releases each marker (release()), the gate cannot see the parents.
+TEST(MarkerGate, ReleasedByCallerHoldsAtEveryMarkerUntilReleasedAndNeverGoesBack) {
+  MarkerGate g({2}, {true}, /*released_by_caller=*/true);
+  EXPECT_FALSE(g.parked(0));
+  g.on_marker(0, chain::MarkerSpec{1, 2, 4});
+  EXPECT_TRUE(g.parked(0)) << "its parent 0 is not read here: the caller decides";
+  g.release(0, 1);
+  EXPECT_FALSE(g.parked(0));
+  g.release(0, 0);  // an older answer
+  EXPECT_FALSE(g.parked(0)) << "a release never goes back";
+  g.on_marker(0, chain::MarkerSpec{3, 4, 6});
+  EXPECT_TRUE(g.parked(0));
+  g.release(0, 2);
+  EXPECT_TRUE(g.parked(0)) << "released up to 2, standing at 3";
+  g.release(0, 5);  // released ahead of the marker (another member read the parents first)
+  EXPECT_FALSE(g.parked(0));
+  g.on_marker(0, chain::MarkerSpec{4, 6, 5});
+  EXPECT_FALSE(g.parked(0)) << "already released";
+  g.on_marker(0, chain::MarkerSpec{6, 5, 2});
+  EXPECT_FALSE(g.parked(0)) << "removed by that shrink: nothing to hold back";
+}
+
 }  // namespace
 }  // namespace catena::test

@@ -239,7 +239,7 @@ TEST(GroupCoordinator, NewPartitionsGoToMembersBelowTheirShareAndNothingElseMove
   b = c.heartbeat("g", b->member_id, {}, 2);
   ASSERT_EQ(b->partitions, Parts{1});
 
-  c.tick({{"c", 5}});  // 5 partitions: shares 3 and 2
+  c.tick({{"g", 5}});  // 5 partitions: shares 3 and 2
   EXPECT_EQ(c.changes().back().told.size(), 2U) << "both get new partitions";
   a = c.heartbeat("g", a->member_id, {}, 5);
   b = c.heartbeat("g", b->member_id, {}, 5);
@@ -252,7 +252,7 @@ TEST(GroupCoordinator, NewPartitionsGoToMembersBelowTheirShareAndNothingElseMove
   EXPECT_NE(std::find(b->partitions.begin(), b->partitions.end(), 1), b->partitions.end()) << "b keeps 1";
   EXPECT_EQ(a->partitions.size() + b->partitions.size(), 5U);
   const auto before = c.changes().size();
-  c.tick({{"c", 5}});
+  c.tick({{"g", 5}});
   EXPECT_EQ(c.changes().size(), before) << "no change, nobody told";
 }
 

@@ -77,7 +77,8 @@ client::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channe
 
 ChannelLayout ControllerRoutes::to_layout(const control::idl::ChannelInfo& info) {
   ChannelLayout out{static_cast<std::uint32_t>(info.config.partitions),
-                    static_cast<std::uint32_t>(info.config.segment_bytes), 0};
+                    static_cast<std::uint32_t>(info.config.segment_bytes), 0,
+                    static_cast<std::uint32_t>(info.routes.size())};
   // config.partitions is the last complete generation's count; an open one
   // is not the mapping yet (its heads say remap once their marker is in).
   for (const auto& g : info.generations) {

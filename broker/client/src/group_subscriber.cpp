@@ -79,18 +79,26 @@ class GroupSubscriber::Impl {
     CATENA_ST_CHECK(owner_);
     if (for_poll_.load(std::memory_order_acquire)) take_changes_st();
     int delivered = 0;
+    bool at_marker = false, held = false;
     for (auto& o : owned_) {
       if (delivered >= max) break;
       const int n = o.sub->poll(on_message, max - delivered);
-      if (n > 0) o.known = true;
+      if (n > 0 || o.sub->position(o.partition) != 0) o.known = true;
       delivered += n;
-    }
-    if (opts_.commit_interval.count() > 0) {
-      const auto now = Steady::now();
-      if (now >= next_commit_) {
-        commit_async_st();
-        next_commit_ = now + opts_.commit_interval;
+      // A marker reached is committed at once: members held at the
+      // partitions it feeds wait for that commit (controller_groups.cpp).
+      if (const std::uint64_t g = o.sub->marker_reached(o.partition); g != o.marker_reached) {
+        o.marker_reached = g;
+        o.known = true;
+        at_marker = true;
       }
+      held = held || o.sub->held_at_marker(o.partition);
+    }
+    if (held != holding_.load(std::memory_order_relaxed)) holding_.store(held, std::memory_order_relaxed);
+    const auto now = Steady::now();
+    if (at_marker || (opts_.commit_interval.count() > 0 && now >= next_commit_)) {
+      commit_async_st();
+      if (opts_.commit_interval.count() > 0) next_commit_ = now + opts_.commit_interval;
     }
     return delivered;
   }
@@ -154,7 +162,11 @@ class GroupSubscriber::Impl {
   struct Owned {
     std::uint32_t partition = 0;
     std::unique_ptr<Subscriber> sub;
-    bool known = false;  // its position is one to commit (started at a commit, or delivered)
+    // Its position is one to commit: it started at a commit or at the
+    // earliest offset, or has been positioned since (delivered, resolved).
+    bool known = false;
+    std::uint64_t markers_released = 0;  // the assignment's, when it was created
+    std::uint64_t marker_reached = 0;    // the last Subscriber::marker_reached seen
   };
 
   // What the worker changed: partitions to adopt, revoke, or drop.
@@ -179,8 +191,17 @@ class GroupSubscriber::Impl {
         stopped_.insert(p);
       }
       revoke_.clear();
-      for (auto& a : adopt_) owned_.push_back(std::move(a));
+      for (auto& a : adopt_) {
+        a.sub->release_markers(a.partition, a.markers_released);
+        owned_.push_back(std::move(a));
+      }
       adopt_.clear();
+      for (const auto& [p, generation] : release_) {
+        for (auto& o : owned_) {
+          if (o.partition == p) o.sub->release_markers(p, generation);
+        }
+      }
+      release_.clear();
       // ~Subscriber waits for its worker calls: the group worker runs it.
       for (auto& d : dead) graveyard_.push_back(std::move(d));
     }
@@ -230,6 +251,19 @@ class GroupSubscriber::Impl {
     interval_ = std::chrono::milliseconds(a.heartbeat_interval_ms);
     const std::set<std::uint32_t> assigned(a.partitions.begin(), a.partitions.end());
     const std::set<std::uint32_t> revoke(a.revoke.begin(), a.revoke.end());
+    const auto released_of = [&](std::uint32_t p) -> std::uint64_t {
+      const auto r = a.markers_released.find(static_cast<std::int32_t>(p));
+      return r == a.markers_released.end() ? 0
+                                           : static_cast<std::uint64_t>(std::max<std::int64_t>(r->second, 0));
+    };
+    // Markers the coordinator released in partitions already consumed.
+    std::map<std::uint32_t, std::uint64_t> releases;
+    for (const std::uint32_t p : held_) {
+      const std::uint64_t g = released_of(p);
+      if (!assigned.contains(p) || g <= markers_released_[p]) continue;
+      markers_released_[p] = g;
+      releases[p] = g;
+    }
     std::vector<Owned> adopt;
     std::set<std::uint32_t> to_revoke, to_drop;
     for (const std::uint32_t p : held_) {
@@ -242,13 +276,17 @@ class GroupSubscriber::Impl {
     for (const std::uint32_t p : revoke) {
       if (!held_.contains(p)) released_.push_back(static_cast<std::int32_t>(p));  // our report was lost
     }
-    for (const std::uint32_t p : to_drop) held_.erase(p);
+    for (const std::uint32_t p : to_drop) {
+      held_.erase(p);
+      markers_released_.erase(p);
+    }
     for (const std::uint32_t p : to_revoke) revoking_.insert(p);
     for (const std::uint32_t p : assigned) {
       if (held_.contains(p)) continue;
       SubscriberOptions so = opts_.subscriber;
       so.partitions = {p};
       so.group.clear();
+      so.markers_released_by_caller = true;
       bool known = false;
       if (auto s = a.start_offsets.find(static_cast<std::int32_t>(p)); s != a.start_offsets.end()) {
         so.start = Start::offset;
@@ -256,6 +294,7 @@ class GroupSubscriber::Impl {
         known = true;
       } else if (so.start != Start::latest) {
         so.start = Start::earliest;
+        known = true;  // offset 0 (or the oldest one kept): a position to commit
       }
       auto sub = Subscriber::create(routes_, channel_, so);
       if (!sub) {
@@ -264,7 +303,16 @@ class GroupSubscriber::Impl {
         continue;
       }
       held_.insert(p);
-      adopt.push_back(Owned{p, std::move(*sub), known});
+      markers_released_[p] = released_of(p);
+      adopt.push_back(Owned{p, std::move(*sub), known, markers_released_[p], 0});
+    }
+    if (!releases.empty()) {
+      spdlog::info("group {}: markers released: [{}]", opts_.group, fmt::join(releases, ","));
+      {
+        MutexLock lk(mu_);
+        for (const auto& [p, g] : releases) release_[p] = std::max(release_[p], g);
+      }
+      for_poll_.store(true, std::memory_order_release);
     }
     if (adopt.empty() && to_revoke.empty() && to_drop.empty()) return;
     spdlog::info("group {}: {} at generation {}: starts [{}], revokes [{}], drops [{}]", opts_.group,
@@ -327,11 +375,15 @@ class GroupSubscriber::Impl {
 
   void run_wk() {
     pthread_setname_np(pthread_self(), "catena-grp");
-    Steady::time_point next_heartbeat = Steady::now() + interval_;
+    Steady::time_point last_heartbeat = Steady::now();
     for (;;) {
       std::map<std::uint32_t, std::uint64_t> commits;
       std::set<std::uint32_t> stopped;
       std::vector<std::unique_ptr<Subscriber>> dead;
+      // Held at a marker, the member asks often whether it was released
+      // (the poll thread's commit at the marker wakes this loop).
+      const auto next_heartbeat =
+          last_heartbeat + (holding_.load(std::memory_order_relaxed) ? interval_ / 8 : interval_);
       {
         UniqueLock lk(mu_);
         const bool pending = !to_commit_.empty() || !stopped_.empty();
@@ -372,10 +424,10 @@ class GroupSubscriber::Impl {
       if (!member_id_.empty() && now - last_ok_ > session_ - interval_) fence_wk();
       if (member_id_.empty()) {
         if (auto r = join_wk(); !r) spdlog::debug("group {}: join: {}", opts_.group, r.error().message);
-        next_heartbeat = Steady::now() + interval_;
+        last_heartbeat = Steady::now();
       } else if (now >= next_heartbeat || !released_.empty()) {
         heartbeat_wk();
-        next_heartbeat = Steady::now() + interval_;
+        last_heartbeat = Steady::now();
       }
     }
   }
@@ -392,9 +444,11 @@ class GroupSubscriber::Impl {
   std::set<std::uint32_t> drop_ GUARDED_BY(mu_);                      // worker -> poll: stop only
   std::map<std::uint32_t, std::uint64_t> to_commit_ GUARDED_BY(mu_);  // poll -> worker
   std::set<std::uint32_t> stopped_ GUARDED_BY(mu_);                   // poll -> worker: revoked ones stopped
+  std::map<std::uint32_t, std::uint64_t> release_ GUARDED_BY(mu_);    // worker -> poll: markers released
   std::vector<std::unique_ptr<Subscriber>> graveyard_ GUARDED_BY(mu_);  // poll -> worker: to destroy
   bool stopping_ GUARDED_BY(mu_) = false;
-  std::atomic<bool> for_poll_{false};  // adopt_, revoke_ or drop_ has something
+  std::atomic<bool> for_poll_{false};  // adopt_, revoke_, drop_ or release_ has something
+  std::atomic<bool> holding_{false};   // poll -> worker: a partition is held at a marker
 
   // The polling thread's.
   fabric::ThreadOwner owner_;
@@ -404,9 +458,10 @@ class GroupSubscriber::Impl {
   // The worker's (setup's and close's before and after it runs).
   std::string member_id_;
   std::int64_t generation_ = 0;
-  std::set<std::uint32_t> held_;          // handed to the poll thread, not dropped
-  std::set<std::uint32_t> revoking_;      // of held_, asked to stop
-  std::vector<std::int32_t> released_;    // stopped and committed: to report
+  std::set<std::uint32_t> held_;                             // handed to the poll thread, not dropped
+  std::map<std::uint32_t, std::uint64_t> markers_released_;  // of held_: what the poll thread was told
+  std::set<std::uint32_t> revoking_;                         // of held_, asked to stop
+  std::vector<std::int32_t> released_;                       // stopped and committed: to report
   Steady::time_point last_ok_{};          // when the last answered heartbeat (or join) was sent
   Steady::time_point commit_retry_at_{};  // a failed commit is retried from then
   std::chrono::milliseconds session_{10000};

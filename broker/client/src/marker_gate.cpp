@@ -7,7 +7,9 @@
 
 namespace catena::client_detail {
 
-MarkerGate::MarkerGate(const std::vector<std::uint32_t>& partitions, const std::vector<bool>& tracked) {
+MarkerGate::MarkerGate(const std::vector<std::uint32_t>& partitions, const std::vector<bool>& tracked,
+                       bool released_by_caller)
+    : released_by_caller_(released_by_caller) {
   std::uint32_t top = 0;
   for (std::size_t i = 0; i < partitions.size(); ++i) {
     parts_.push_back(Part{partitions[i], 0, i < tracked.size() && tracked[i], false});
@@ -41,6 +43,13 @@ void MarkerGate::jumped(std::size_t i, bool from_start) {
   recompute();
 }
 
+void MarkerGate::release(std::size_t i, std::uint64_t generation) {
+  Part& p = parts_[i];
+  if (generation <= p.released) return;
+  p.released = generation;
+  recompute();
+}
+
 const chain::MarkerSpec* MarkerGate::spec_of(std::uint64_t generation) const {
   auto it = std::lower_bound(specs_.begin(), specs_.end(), generation,
                              [](const chain::MarkerSpec& s, std::uint64_t g) { return s.generation < g; });
@@ -57,6 +66,10 @@ void MarkerGate::recompute() {
     const auto to = static_cast<std::int32_t>(spec->to_partitions);
     const auto self = static_cast<std::int32_t>(p.partition);
     if (self >= to) continue;  // removed by a shrink: no key comes, only a later grow's marker
+    if (released_by_caller_ && p.reached > p.released) {
+      p.parked = true;
+      continue;
+    }
     for (std::int32_t parent : chain::alter_parents(self, from, to)) {
       if (parent == self || static_cast<std::size_t>(parent) >= index_of_.size()) continue;
       const int j = index_of_[static_cast<std::size_t>(parent)];

@@ -20,6 +20,11 @@
 // parent's first marker it delivers on, and one that reads a subset of the
 // partitions keeps it only among those.
 //
+// With `released_by_caller` (a group member's subscriber, which reads one
+// partition and cannot see its parents), a partition also parks at every
+// marker of a generation newer than release() named for it: the group's
+// coordinator, which sees every member's commits, releases it.
+//
 // Single-threaded (the subscriber's polling thread). Whether a partition is
 // parked is a flag read per poll; it is recomputed, with allocation, only
 // when a marker is delivered or tracking changes (rare: once per alter).
@@ -37,7 +42,8 @@ class MarkerGate {
  public:
   // `partitions`: what the subscriber reads; index i is its i-th session.
   // `tracked`: whether partition i is read from its first offset.
-  MarkerGate(const std::vector<std::uint32_t>& partitions, const std::vector<bool>& tracked);
+  MarkerGate(const std::vector<std::uint32_t>& partitions, const std::vector<bool>& tracked,
+             bool released_by_caller = false);
 
   // The subscriber reads one more partition from now on (index: the next
   // one), added by a grow; `tracked` as the constructor's.
@@ -47,6 +53,8 @@ class MarkerGate {
   // Partition i's position jumped (seek, expired, data lost): its generation
   // is no longer known; `from_start`: it now reads from offset 0.
   void jumped(std::size_t i, bool from_start);
+  // Partition i may pass markers up to this generation (released_by_caller).
+  void release(std::size_t i, std::uint64_t generation);
 
   // Nothing of partition i past its last marker may be delivered yet.
   [[nodiscard]] bool parked(std::size_t i) const { return parts_[i].parked; }
@@ -59,10 +67,12 @@ class MarkerGate {
     std::uint64_t reached = 0;  // the last marker's generation delivered
     bool tracked = false;
     bool parked = false;
+    std::uint64_t released = 0;  // released_by_caller: markers up to this generation pass
   };
   const chain::MarkerSpec* spec_of(std::uint64_t generation) const;
   void recompute();
 
+  bool released_by_caller_ = false;
   std::vector<Part> parts_;
   std::vector<int> index_of_;             // partition -> index in parts_, -1: not read
   std::vector<chain::MarkerSpec> specs_;  // by generation, of the generations some partition reached

@@ -49,7 +49,7 @@ class Subscriber::Impl {
       for (std::uint32_t i = 0; i < layout->partitions; ++i) parts.push_back(i);
     }
     for (std::uint32_t part : parts) {
-      if (part >= layout->partitions) {
+      if (part >= std::max(layout->partitions, layout->routed)) {
         return fabric::make_error(Errc::invalid_argument,
                                   "partition " + std::to_string(part) + " does not exist");
       }
@@ -74,7 +74,7 @@ class Subscriber::Impl {
     }
     std::vector<bool> from_start;  // the gate knows a partition's generation when read from offset 0
     for (const auto& s : sessions_) from_start.push_back(!s->positioned || s->next_offset == 0);
-    gate_.emplace(parts, from_start);
+    gate_.emplace(parts, from_start, opts_.markers_released_by_caller);
     // Connect eagerly: one attempt per partition, all at once, waited for
     // here (setup). Failures are retried from poll().
     for (auto& s : sessions_) start_connect_st(*s, Steady::now());
@@ -482,6 +482,19 @@ class Subscriber::Impl {
   std::vector<std::unique_ptr<SubSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;
   NoticeHandler notice_;
+  // The partition's session, or null if it is not read here.
+  const SubSession* session_of(std::uint32_t partition) const {
+    for (const auto& s : sessions_) {
+      if (s->partition == partition) return s.get();
+    }
+    return nullptr;
+  }
+  // Next offset to deliver; held at a marker, the marker's own (the last
+  // record consumed: nothing past it is read while held).
+  std::uint64_t position_of(const SubSession& s) const {
+    return gate_->parked(s.index) ? s.next_offset - 1 : s.next_offset;
+  }
+
   std::optional<client_detail::MarkerGate> gate_;  // per-key order across alters' markers
   std::size_t grow_to_ = 0;  // partitions a grow's marker named (reading every partition)
   // The polling thread: the first to call in after create() (which may run
@@ -515,10 +528,25 @@ void Subscriber::on_notice(NoticeHandler h) {
 
 std::uint64_t Subscriber::position(std::uint32_t partition) const {
   CATENA_ST_CHECK(impl_->owner_);
-  for (const auto& s : impl_->sessions_) {
-    if (s->partition == partition) return s->next_offset;
-  }
-  return 0;
+  const SubSession* s = impl_->session_of(partition);
+  return s == nullptr ? 0 : impl_->position_of(*s);
+}
+
+std::uint64_t Subscriber::marker_reached(std::uint32_t partition) const {
+  CATENA_ST_CHECK(impl_->owner_);
+  const SubSession* s = impl_->session_of(partition);
+  return s == nullptr ? 0 : impl_->gate_->reached(s->index);
+}
+
+bool Subscriber::held_at_marker(std::uint32_t partition) const {
+  CATENA_ST_CHECK(impl_->owner_);
+  const SubSession* s = impl_->session_of(partition);
+  return s != nullptr && impl_->gate_->parked(s->index);
+}
+
+void Subscriber::release_markers(std::uint32_t partition, std::uint64_t generation) {
+  CATENA_ST_CHECK(impl_->owner_);
+  if (const SubSession* s = impl_->session_of(partition)) impl_->gate_->release(s->index, generation);
 }
 
 void Subscriber::seek(std::uint32_t partition, std::uint64_t offset) {
@@ -545,7 +573,8 @@ client::Result<void> Subscriber::commit() {
     return client::make_error(client::ErrorCode::invalid_argument, "commit() needs options.group");
   }
   for (const auto& s : impl_->sessions_) {
-    auto r = impl_->routes_.commit_offset(impl_->opts_.group, impl_->channel_, s->partition, s->next_offset);
+    auto r = impl_->routes_.commit_offset(impl_->opts_.group, impl_->channel_, s->partition,
+                                          impl_->position_of(*s));
     if (!r) return r;
   }
   return {};

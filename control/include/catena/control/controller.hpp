@@ -361,9 +361,14 @@ class Controller {
   // every change of the answer.
   [[nodiscard]] bool isolated_locked() REQUIRES(mu_);
   void run_pushes() EXCLUDES(mu_);
-  // Subscriber groups: the committed offsets a member starts from.
-  void fill_start_offsets_locked(const std::string& group, const std::string& channel,
-                                 idl::GroupAssignment& assignment) const REQUIRES(mu_);
+  // Subscriber groups: the committed offsets a member starts from and the
+  // alter markers it may read past (controller_groups.cpp).
+  void fill_positions_locked(const std::string& group, const std::string& channel,
+                             idl::GroupAssignment& assignment) const REQUIRES(mu_);
+  // The partitions a group is assigned: the channel's, and those a shrink
+  // removed whose records below their last marker it has not all read.
+  [[nodiscard]] std::int32_t group_span_locked(const std::string& group, const meta::ChannelRecord& ch) const
+      REQUIRES(mu_);
   void groups_tick_locked() REQUIRES(mu_);
 
   const Options options_;

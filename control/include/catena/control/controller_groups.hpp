@@ -87,7 +87,9 @@ class GroupCoordinator {
   // before this coordinator started (the claim window applies to them).
   GroupCoordinator(Options options, const Clock& clock, std::set<std::string> known_groups);
 
-  // partitions: the channel's partition count now.
+  // partitions: how many of the channel's partitions the group is assigned
+  // now (0..partitions-1): the channel's count, more while a shrink's
+  // removed partitions still have records for it.
   [[nodiscard]] Result<idl::GroupAssignment> join(const std::string& group, const std::string& channel,
                                                   const std::string& name,
                                                   const std::vector<std::int32_t>& owned,
@@ -101,8 +103,8 @@ class GroupCoordinator {
                                           const std::string& member_id, std::int64_t generation,
                                           const std::vector<idl::PartitionOffset>& offsets) const;
   // Drops members silent for a session timeout, follows partition-count
-  // changes (partitions: channel -> count) and hands out what the claim
-  // window held back.
+  // changes (partitions: group -> count, as join's) and hands out what the
+  // claim window held back.
   void tick(const std::map<std::string, std::int32_t>& partitions);
 
   [[nodiscard]] const Group* find(const std::string& group) const;

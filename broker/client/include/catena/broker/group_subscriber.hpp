@@ -15,11 +15,16 @@
 //     timeout minus one heartbeat interval stops consuming on its own, so
 //     it is not still consuming when the controller gives its partitions
 //     to another member.
-//   - Not guaranteed: per-key order across a channel alter's markers. Each
-//     partition is read by a Subscriber of its own, so none is held back
-//     until its parents passed their markers (a Subscriber of several
-//     partitions is); the coordinator does not gate assignments on that
-//     either (known limit, README).
+//   - Per-key order across a channel alter (`catena channel alter`): a
+//     member holds a partition at an alter's marker (and commits the
+//     marker's offset) until the controller releases it, which it does
+//     once the group has committed every parent partition of that alter
+//     (the partitions its new keys came from) up to their own markers. So
+//     the group delivers all of a key's records from its old partition
+//     before any from its new one, whichever members read them. A
+//     partition a shrink removed stays assigned until the group read it up
+//     to its marker. Holding costs a commit and a few fast heartbeats (an
+//     eighth of the interval) per alter.
 //
 // Threads: poll(), commit_async() and partitions() are for the one polling
 // thread, and never wait on the controller or the network (one atomic load

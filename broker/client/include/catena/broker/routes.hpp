@@ -76,6 +76,10 @@ struct ChannelLayout {
   // The channel generation `partitions` belongs to: the last complete one
   // (0: as created). A publisher maps keys by it and names it in its hellos.
   std::uint64_t generation = 0;
+  // Partitions with a route: more than `partitions` after a shrink, whose
+  // removed partitions keep theirs while readers may need their records
+  // (0: as many as `partitions`).
+  std::uint32_t routed = 0;
 };
 
 class RouteSource {

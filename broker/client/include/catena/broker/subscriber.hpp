@@ -88,6 +88,12 @@ struct SubscriberOptions {
   // Deliver control records too (channel alters' markers, Message::marker);
   // otherwise they are skipped.
   bool control_records = false;
+  // Each partition stops at every alter marker of a generation newer than
+  // release_markers() named for it (GroupSubscriber's members: the group's
+  // coordinator releases a marker once the group has read the partition's
+  // parents up to theirs). Otherwise the subscriber decides from the
+  // partitions it reads itself.
+  bool markers_released_by_caller = false;
 };
 
 // Something the subscriber must know that is not a record.
@@ -119,8 +125,17 @@ class Subscriber {
   int poll(const Handler& on_message, int max = 1024);
   void on_notice(NoticeHandler h);
 
-  // Next offset to be delivered, per partition.
+  // Next offset to be delivered, per partition. A partition held at an
+  // alter's marker stands at the marker: its offset (what to commit, so
+  // that a reader that resumes there is held at it too).
   [[nodiscard]] std::uint64_t position(std::uint32_t partition) const;
+  // The generation of the last alter marker the partition delivered since
+  // it started or jumped (0: none), and whether it is held there.
+  [[nodiscard]] std::uint64_t marker_reached(std::uint32_t partition) const;
+  [[nodiscard]] bool held_at_marker(std::uint32_t partition) const;
+  // With markers_released_by_caller: the partition may pass markers up to
+  // this generation (it never goes back down).
+  void release_markers(std::uint32_t partition, std::uint64_t generation);
   // Seeks a partition (reconnects at that offset).
   void seek(std::uint32_t partition, std::uint64_t offset);
   // Stores the group's position of every partition (requires options.group).

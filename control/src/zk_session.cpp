@@ -50,6 +50,9 @@ void Session::on_event(zhandle_t* /*zh*/, int type, int state, const char* /*pat
   auto* self = static_cast<Session*>(context);
   {
     MutexLock lock(self->mu_);
+    if (self->state_ == ZOO_CONNECTED_STATE && state != ZOO_CONNECTED_STATE) {
+      self->disconnected_at_ = std::chrono::steady_clock::now();
+    }
     self->state_ = state;
   }
   self->cv_.notify_all();
@@ -67,6 +70,12 @@ bool Session::wait_connected(std::chrono::milliseconds timeout) {
 bool Session::expired() const {
   MutexLock lock(mu_);
   return state_ == ZOO_EXPIRED_SESSION_STATE;
+}
+
+bool Session::lost_for(std::chrono::milliseconds d) const {
+  MutexLock lock(mu_);
+  if (state_ == ZOO_EXPIRED_SESSION_STATE) return true;
+  return state_ != ZOO_CONNECTED_STATE && std::chrono::steady_clock::now() - disconnected_at_ >= d;
 }
 
 ControlError Session::error(int rc, std::string_view what) const {

@@ -12,6 +12,17 @@ void log_line(const char* message) {
   spdlog::debug("zookeeper: {}", message);
 }
 
+// The library formats its lines only when they would be shown (level 0
+// turns its logging off). Its formatting is not safe with two sessions in
+// one process (the controller's metadata store and its election, several
+// candidates in a test): it prints the server's address into one static
+// buffer that every handle's thread shares (format_endpoint_info in
+// zookeeper.c, a data race ThreadSanitizer reports). At debug level that
+// race remains, at worst a garbled address in a debug line.
+ZooLogLevel zk_log_level() {
+  return spdlog::should_log(spdlog::level::debug) ? ZOO_LOG_LEVEL_WARN : static_cast<ZooLogLevel>(0);
+}
+
 }  // namespace
 
 const ACL_vector* open_acl() {
@@ -24,7 +35,7 @@ const ACL_vector* open_acl() {
 Result<std::unique_ptr<Session>> Session::connect(const std::string& hosts,
                                                   std::chrono::milliseconds session_timeout,
                                                   std::chrono::milliseconds connect_timeout) {
-  zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+  zoo_set_debug_level(zk_log_level());
   std::unique_ptr<Session> s(new Session(hosts, connect_timeout));
   s->zh_ = zookeeper_init2(hosts.c_str(), &Session::on_event, static_cast<int>(session_timeout.count()),
                            nullptr, s.get(), 0, &log_line);

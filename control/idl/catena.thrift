@@ -31,7 +31,7 @@ enum ErrorCode {
   NOT_ENOUGH_NODES = 5,    // fewer ALIVE nodes than the replication factor
   UNKNOWN_NODE = 6,        // node_id never registered: call registerNode
   FENCED = 7,              // caller's node_epoch was retired: re-register
-  NOT_LEADER = 8,          // reserved for a replicated controller
+  NOT_LEADER = 8,          // this controller is not the leader (leader_address says who is) or was fenced
   NOT_HEAD = 9,            // a publish reached a replica that is not the head
   INTERNAL = 10,
   UNAVAILABLE = 11,        // a peer (broker or controller) could not be reached
@@ -97,6 +97,9 @@ exception CatenaError {
   1: ErrorCode code,
   2: string message,
   3: optional PartitionRoute current_route,
+  // NOT_LEADER from a controller that follows: the leader's Thrift address
+  // (absent while no leader is known).
+  4: optional string leader_address,
 }
 
 struct NodeInfo {

@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <fmt/format.h>
+#include <optional>
+#include <spdlog/spdlog.h>
 #include <thrift/transport/TTransportException.h>
 
 #include <catena/control/address.hpp>
@@ -9,8 +12,17 @@
 
 namespace catena::control {
 
+namespace {
+
+// NOT_LEADER answers followed (or other addresses tried) within one call.
+constexpr int kMaxRedirects = 3;
+
+}  // namespace
+
 struct ControllerClient::Impl {
   Options options;
+  std::vector<std::string> addresses;  // options.address split at ','
+  std::string target;                  // the controller this client talks to (or will first try)
   detail::ThriftConnection link;
   std::unique_ptr<idl::ControllerClient> client;
 
@@ -18,14 +30,63 @@ struct ControllerClient::Impl {
     client.reset();
     link.close();
   }
+
+  // Connects to target, else to each other address in turn; target is
+  // then the one that answered.
+  Result<void> open() {
+    std::vector<std::string> order{target};
+    const auto at = std::find(addresses.begin(), addresses.end(), target);
+    const std::size_t first =
+        at == addresses.end() ? 0 : static_cast<std::size_t>(at - addresses.begin()) + 1;
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+      const auto& a = addresses[(first + i) % addresses.size()];
+      if (a != target) order.push_back(a);
+    }
+    ControlError last;
+    for (const auto& address : order) {
+      auto peer = parse_host_port(address);
+      if (!peer) return peer.error();
+      auto opened = detail::open_connection(*peer, options.connect_timeout, options.rpc_timeout);
+      if (!opened) {
+        last = opened.error();
+        continue;
+      }
+      link = std::move(*opened);
+      client = std::make_unique<idl::ControllerClient>(link.protocol);
+      target = address;
+      return {};
+    }
+    return last;
+  }
+
+  // Where a NOT_LEADER answer sends the call next, if anywhere.
+  std::optional<std::string> redirect(const ControlError& e) const {
+    if (e.code != idl::ErrorCode::NOT_LEADER) return std::nullopt;
+    if (e.leader_address && !e.leader_address->empty() && *e.leader_address != target) {
+      return e.leader_address;
+    }
+    if (addresses.size() < 2) return std::nullopt;  // one address: nowhere else to ask
+    const auto at = std::find(addresses.begin(), addresses.end(), target);
+    const std::size_t next = at == addresses.end() ? 0 : static_cast<std::size_t>(at - addresses.begin()) + 1;
+    return addresses[next % addresses.size()];
+  }
 };
 
 ControllerClient::ControllerClient(Options options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  // A malformed list is reported by the first call (open() parses each).
+  auto list = parse_address_list(impl_->options.address);
+  impl_->addresses = list ? std::move(*list) : std::vector<std::string>{impl_->options.address};
+  impl_->target = impl_->addresses.front();
 }
 
 ControllerClient::~ControllerClient() {
   close();
+}
+
+std::string ControllerClient::address() const {
+  MutexLock lock(mu_);
+  return impl_->target;
 }
 
 void ControllerClient::close() {
@@ -43,28 +104,29 @@ template <class Fn>
 Result<void> ControllerClient::call(Fn&& fn) {
   MutexLock lock(mu_);
   auto& s = *impl_;
-  if (s.client && s.link.stale()) s.drop();
-  if (!s.client) {
-    auto peer = parse_host_port(s.options.address);
-    if (!peer) return peer.error();
-    auto link = detail::open_connection(*peer, s.options.connect_timeout, s.options.rpc_timeout);
-    if (!link) return link.error();
-    s.link = std::move(*link);
-    s.client = std::make_unique<idl::ControllerClient>(s.link.protocol);
-  }
-  try {
-    fn(*s.client);
-    return {};
-  } catch (const idl::CatenaError& e) {
-    return ControlError::from_thrift(e);
-  } catch (const apache::thrift::transport::TTransportException& e) {
-    s.drop();
-    return make_error(idl::ErrorCode::UNAVAILABLE,
-                      fmt::format("controller {}: {}", s.options.address, e.what()));
-  } catch (const std::exception& e) {
-    s.drop();
-    return make_error(idl::ErrorCode::INTERNAL,
-                      fmt::format("controller {}: {}", s.options.address, e.what()));
+  for (int redirects = 0;; ++redirects) {
+    if (s.client && s.link.stale()) s.drop();
+    if (!s.client) {
+      if (auto r = s.open(); !r) return r;
+    }
+    try {
+      fn(*s.client);
+      return {};
+    } catch (const idl::CatenaError& e) {
+      auto error = ControlError::from_thrift(e);
+      // A follower (or a halted leader) did nothing: asking the leader is safe.
+      auto next = s.redirect(error);
+      if (!next || redirects == kMaxRedirects) return error;
+      spdlog::debug("controller {} is not the leader ({}); asking {}", s.target, error.message, *next);
+      s.drop();
+      s.target = std::move(*next);
+    } catch (const apache::thrift::transport::TTransportException& e) {
+      s.drop();
+      return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("controller {}: {}", s.target, e.what()));
+    } catch (const std::exception& e) {
+      s.drop();
+      return make_error(idl::ErrorCode::INTERNAL, fmt::format("controller {}: {}", s.target, e.what()));
+    }
   }
 }
 

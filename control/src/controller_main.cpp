@@ -6,9 +6,15 @@
 // catena/control/config.hpp for every key). SIGINT or SIGTERM stops it
 // cleanly: the server stops accepting, open calls finish, the metadata
 // store is closed.
+//
+// With --metadata zk://..., several controllers may share the location:
+// they elect a leader (ControllerCandidate); the others answer NOT_LEADER
+// naming it. A leader that loses its ZooKeeper session exits at once
+// (status 3); restart it and it rejoins as a candidate.
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -18,6 +24,7 @@
 
 #include <catena/control/config.hpp>
 #include <catena/control/controller.hpp>
+#include <catena/control/controller_candidate.hpp>
 #include <catena/control/controller_server.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
 
@@ -34,6 +41,44 @@ bool write_port_file(const std::string& path, std::uint16_t port) {
     if (!out.flush()) return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+void wait_for_signal(sigset_t& signals) {
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+// One of several controllers on a zk:// location (see the top).
+int run_candidate(const ControllerConfig& config, const std::string& advertise, const std::string& port_file,
+                  const catena::Clock& clock, catena::control::BrokerAdminClient& brokers,
+                  sigset_t& signals) {
+  catena::control::ControllerCandidate::Options options;
+  options.controller = config.controller_options();
+  options.server = config.server_options();
+  options.advertise = advertise;
+  options.on_lost = [](const catena::control::ControlError& why) {
+    spdlog::critical("exiting: {}", why.describe());
+    spdlog::default_logger()->flush();
+    std::_Exit(3);  // at once: no more ticks, no more answers
+  };
+  auto candidate = catena::control::ControllerCandidate::start(std::move(options), clock, brokers);
+  if (!candidate) {
+    spdlog::critical("cannot start the controller: {}", candidate.error().describe());
+    return 1;
+  }
+  spdlog::info("catena-controller candidate {} listening on port {} (metadata on {}, {})",
+               (*candidate)->address(), (*candidate)->port(), config.metadata,
+               (*candidate)->controller() ? "leading" : "following");
+  if (!port_file.empty() && !write_port_file(port_file, (*candidate)->port())) {
+    spdlog::critical("cannot write port file {}", port_file);
+    return 1;
+  }
+  wait_for_signal(signals);
+  (*candidate)->stop();
+  spdlog::info("stopped");
+  return 0;
 }
 
 }  // namespace
@@ -80,6 +125,10 @@ int main(int argc, char** argv) {
   flag("--group-heartbeat-interval-ms", &ControllerConfig::group_heartbeat_interval_ms,
        "heartbeat period told to subscriber-group members");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
+  std::string advertise;
+  app.add_option("--advertise", advertise,
+                 "with zk:// metadata: the host:port other controllers name as the leader's "
+                 "(default: the bound listen address)");
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
   try {
@@ -120,6 +169,9 @@ int main(int argc, char** argv) {
 
   catena::SteadyClock clock;
   catena::control::ThriftBrokerAdmin brokers(config.broker_admin_options());
+  if (config.metadata.starts_with("zk://")) {
+    return run_candidate(config, advertise, port_file, clock, brokers, signals);
+  }
   auto controller = catena::control::Controller::open(config.controller_options(), clock, brokers);
   if (!controller) {
     spdlog::critical("cannot open the controller: {}", controller.error().describe());
@@ -139,10 +191,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  int sig = 0;
-  while (sigwait(&signals, &sig) != 0) {
-  }
-  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  wait_for_signal(signals);
   server.stop();
   spdlog::info("stopped");
   return 0;

@@ -45,12 +45,14 @@ idl::CatenaError ControlError::to_thrift() const {
   e.__set_code(code);
   e.__set_message(message);
   if (current_route) e.__set_current_route(*current_route);
+  if (leader_address) e.__set_leader_address(*leader_address);
   return e;
 }
 
 ControlError ControlError::from_thrift(const idl::CatenaError& e) {
-  ControlError out{e.code, e.message, std::nullopt};
+  ControlError out{e.code, e.message, std::nullopt, std::nullopt};
   if (e.__isset.current_route) out.current_route = e.current_route;
+  if (e.__isset.leader_address) out.leader_address = e.leader_address;
   return out;
 }
 

@@ -12,6 +12,17 @@ void log_line(const char* message) {
   spdlog::debug("zookeeper: {}", message);
 }
 
+// The library formats its lines only when they would be shown (level 0
+// turns its logging off). Its formatting is not safe with two sessions in
+// one process (the controller's metadata store and its election, several
+// candidates in a test): it prints the server's address into one static
+// buffer that every handle's thread shares (format_endpoint_info in
+// zookeeper.c, a data race ThreadSanitizer reports). At debug level that
+// race remains, at worst a garbled address in a debug line.
+ZooLogLevel zk_log_level() {
+  return spdlog::should_log(spdlog::level::debug) ? ZOO_LOG_LEVEL_WARN : static_cast<ZooLogLevel>(0);
+}
+
 }  // namespace
 
 const ACL_vector* open_acl() {
@@ -24,7 +35,7 @@ const ACL_vector* open_acl() {
 Result<std::unique_ptr<Session>> Session::connect(const std::string& hosts,
                                                   std::chrono::milliseconds session_timeout,
                                                   std::chrono::milliseconds connect_timeout) {
-  zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+  zoo_set_debug_level(zk_log_level());
   std::unique_ptr<Session> s(new Session(hosts, connect_timeout));
   s->zh_ = zookeeper_init2(hosts.c_str(), &Session::on_event, static_cast<int>(session_timeout.count()),
                            nullptr, s.get(), 0, &log_line);
@@ -50,6 +61,9 @@ void Session::on_event(zhandle_t* /*zh*/, int type, int state, const char* /*pat
   auto* self = static_cast<Session*>(context);
   {
     MutexLock lock(self->mu_);
+    if (self->state_ == ZOO_CONNECTED_STATE && state != ZOO_CONNECTED_STATE) {
+      self->disconnected_at_ = std::chrono::steady_clock::now();
+    }
     self->state_ = state;
   }
   self->cv_.notify_all();
@@ -67,6 +81,12 @@ bool Session::wait_connected(std::chrono::milliseconds timeout) {
 bool Session::expired() const {
   MutexLock lock(mu_);
   return state_ == ZOO_EXPIRED_SESSION_STATE;
+}
+
+bool Session::lost_for(std::chrono::milliseconds d) const {
+  MutexLock lock(mu_);
+  if (state_ == ZOO_EXPIRED_SESSION_STATE) return true;
+  return state_ != ZOO_CONNECTED_STATE && std::chrono::steady_clock::now() - disconnected_at_ >= d;
 }
 
 ControlError Session::error(int rc, std::string_view what) const {

@@ -49,6 +49,10 @@ class Session {
   // if the session expired.
   [[nodiscard]] bool wait_connected(std::chrono::milliseconds timeout) EXCLUDES(mu_);
   [[nodiscard]] bool expired() const EXCLUDES(mu_);
+  // Expired, or without a connection for at least d (by then the ensemble
+  // expired a session whose timeout is d, though the client cannot know it
+  // until it reconnects).
+  [[nodiscard]] bool lost_for(std::chrono::milliseconds d) const EXCLUDES(mu_);
   [[nodiscard]] std::chrono::milliseconds connect_timeout() const { return connect_timeout_; }
   [[nodiscard]] zhandle_t* handle() const { return zh_; }
   [[nodiscard]] const std::string& hosts() const { return hosts_; }
@@ -79,6 +83,8 @@ class Session {
   mutable Mutex mu_;
   std::condition_variable cv_;
   int state_ GUARDED_BY(mu_) = 0;  // the last ZOO_*_STATE the library told
+  // When state_ last left ZOO_CONNECTED_STATE.
+  std::chrono::steady_clock::time_point disconnected_at_ GUARDED_BY(mu_);
 };
 
 // The value and mode (ZOO_PERSISTENT) every znode of ours is created with.

@@ -1,7 +1,6 @@
 // The control plane over real TCP sockets: the Thrift controller server and
 // BrokerAdmin servers in this process, then the catena-controller binary.
 #include <signal.h>
-#include <spawn.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -10,7 +9,6 @@
 #include <netinet/in.h>
 #include <random>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
 
 #include <catena/control/controller_client.hpp>
@@ -19,8 +17,7 @@
 #include <catena/control/thrift_server.hpp>
 
 #include "controller_fixture.hpp"
-
-extern char** environ;
+#include "controller_process.hpp"
 
 namespace catena::control {
 namespace {
@@ -28,6 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::chain_of;
 using testing::channel_config;
+using testing::ControllerProcess;
 using testing::FakeBroker;
 using testing::joining_of;
 using testing::TempDir;
@@ -307,67 +305,6 @@ TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
 }
 
 // ---- the catena-controller binary -------------------------------------------
-
-class ControllerProcess {
- public:
-  ControllerProcess(const std::filesystem::path& data_dir, const std::filesystem::path& port_file)
-      : port_file_(port_file) {
-    std::filesystem::remove(port_file);
-    // The test does not heartbeat: a long timeout keeps its node alive.
-    std::vector<std::string> args = {CATENA_CONTROLLER_BIN,
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--data-dir",
-                                     data_dir.string(),
-                                     "--port-file",
-                                     port_file.string(),
-                                     "--log-level",
-                                     "warn",
-                                     "--heartbeat-timeout-ms",
-                                     "60000"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, CATENA_CONTROLLER_BIN, nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
-  }
-  ~ControllerProcess() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-  }
-  ControllerProcess(const ControllerProcess&) = delete;
-  ControllerProcess& operator=(const ControllerProcess&) = delete;
-
-  // The bound port once the server listens, 0 if it never did.
-  std::uint16_t wait_for_port() {
-    std::uint16_t port = 0;
-    eventually([&] {
-      std::ifstream in(port_file_);
-      return static_cast<bool>(in >> port);
-    });
-    return port;
-  }
-  // Exit status after sig, or -1 if it did not exit within 10 s.
-  int stop(int sig) {
-    ::kill(pid_, sig);
-    return wait_exit();
-  }
-  int wait_exit() {
-    int status = -1;
-    const bool done = eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; });
-    if (!done) return -1;
-    exited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  [[nodiscard]] bool spawned() const { return pid_ > 0; }
-
- private:
-  std::filesystem::path port_file_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-};
 
 TEST(ControllerBinary, ServesSurvivesGarbageStopsCleanlyAndPersists) {
   TempDir dir;

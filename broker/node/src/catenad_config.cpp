@@ -15,6 +15,13 @@ control::TextRule host_port(bool allow_port_zero) {
   };
 }
 
+control::TextRule address_list() {
+  return [](std::string_view s) -> std::string {
+    auto r = control::parse_address_list(s);
+    return r ? std::string() : r.error().message;
+  };
+}
+
 control::TextRule not_empty() {
   return [](std::string_view s) -> std::string { return s.empty() ? "must not be empty" : ""; };
 }
@@ -37,7 +44,7 @@ const control::TomlSchema<Config>& schema() {
         .text("node.zone", &Config::zone)
         .text("node.datacenter", &Config::datacenter)
         .boolean("node.join_rebalance", &Config::join_rebalance)
-        .text("controller.address", &Config::controller, host_port(false))
+        .text("controller.address", &Config::controller, address_list())
         .text("admin.listen", &Config::admin_listen, host_port(true))
         .text("fabric.provider", &Config::provider, not_empty())
         .text("fabric.listen", &Config::fabric_listen)

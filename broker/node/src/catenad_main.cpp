@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   flag("--node-id", &Config::node_id, "node id (default: assigned by the controller)");
   flag("--zone", &Config::zone, "zone label for replica placement");
   flag("--datacenter", &Config::datacenter, "datacenter label");
-  flag("--controller", &Config::controller, "controller host:port");
+  flag("--controller", &Config::controller, "controller host:port, or several: host:port,host:port");
   flag("--admin-listen", &Config::admin_listen, "BrokerAdmin Thrift host:port (port 0: any)");
   flag("--provider", &Config::provider, "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>");
   flag("--fabric-listen", &Config::fabric_listen,

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Common common;
   app.add_option("--controller", common.controller,
-                 "controller host:port (default: $CATENA_CONTROLLER or "
+                 "controller host:port[,host:port...] (default: $CATENA_CONTROLLER or "
                  "the local cluster in ./catena-cluster, else 127.0.0.1:7400)");
   app.add_option("--provider", common.provider, "fabric provider for clients: soft, soft:tcp, verbs:<dev>")
       ->capture_default_str();

@@ -8,6 +8,13 @@
 // call may or may not have reached the controller, and only the caller knows
 // whether repeating it is safe (createChannel, for one, is not).
 //
+// Several controllers (one leader on a zk:// location): address may list
+// them, "a:7400,b:7400". A connect failure tries the next one; a NOT_LEADER
+// answer is followed to the leader it names (or, naming none, to the next
+// address), at most a few times per call, then returned. The call is only
+// repeated where it did nothing: a failed connect or a NOT_LEADER answer.
+// The client stays with the controller that answered.
+//
 // Errors: UNAVAILABLE for connect failures and timeouts; otherwise the
 // controller's CatenaError code, message and (STALE_EPOCH) current_route.
 //
@@ -30,7 +37,7 @@ namespace catena::control {
 class ControllerClient {
  public:
   struct Options {
-    std::string address = "127.0.0.1:7400";
+    std::string address = "127.0.0.1:7400";  // host:port[,host:port...]
     std::chrono::milliseconds connect_timeout{1000};
     std::chrono::milliseconds rpc_timeout{5000};
   };
@@ -93,6 +100,10 @@ class ControllerClient {
   [[nodiscard]] Result<std::vector<std::string>> list_groups();
   [[nodiscard]] Result<idl::GroupStatus> describe_group(const std::string& group);
 
+  // The controller this client talks to now (one of the addresses, or the
+  // leader one named).
+  [[nodiscard]] std::string address() const EXCLUDES(mu_);
+
   void close();
 
  private:
@@ -100,7 +111,7 @@ class ControllerClient {
   template <class Fn>
   Result<void> call(Fn&& fn) EXCLUDES(mu_);
 
-  Mutex mu_;  // one call at a time on the one connection
+  mutable Mutex mu_;  // one call at a time on the one connection
   std::unique_ptr<Impl> impl_ PT_GUARDED_BY(mu_);
 };
 

@@ -2,6 +2,9 @@
 // plus the maintenance loop that calls Controller::tick() every
 // tick_interval on its own thread.
 //
+// What it serves is a ControllerRole: the Controller while this process
+// leads, else NOT_LEADER (with leader_address) to every call and no tick().
+//
 // Lifecycle: construct, start(), port(), stop() (idempotent; the destructor
 // calls it). The Controller must outlive the server.
 #pragma once
@@ -20,6 +23,30 @@
 
 namespace catena::control {
 
+// Whether this process serves the Controller, or whom it names instead.
+// Thread-safe; each call takes the lock once.
+class ControllerRole {
+ public:
+  // Serve c from now on.
+  void lead(std::shared_ptr<Controller> c) EXCLUDES(mu_);
+  // Answer NOT_LEADER naming leader_address (empty: no leader known yet).
+  void follow(std::string leader_address) EXCLUDES(mu_);
+  // Stop serving for good (the leader lost its ZooKeeper session):
+  // NOT_LEADER without a leader, and no tick().
+  void halt(std::string why) EXCLUDES(mu_);
+
+  // The Controller to serve a call with, or the NOT_LEADER answer.
+  [[nodiscard]] Result<std::shared_ptr<Controller>> serving() const EXCLUDES(mu_);
+  // The Controller while leading, else null.
+  [[nodiscard]] std::shared_ptr<Controller> leading() const EXCLUDES(mu_);
+
+ private:
+  mutable Mutex mu_;
+  std::shared_ptr<Controller> controller_ GUARDED_BY(mu_);
+  std::string leader_ GUARDED_BY(mu_);
+  std::string halted_ GUARDED_BY(mu_);  // why, once halted
+};
+
 class ControllerServer {
  public:
   struct Options {
@@ -27,7 +54,10 @@ class ControllerServer {
     std::chrono::milliseconds tick_interval{50};  // maintenance period; 0 disables the loop
   };
 
+  // Always serves controller.
   ControllerServer(Controller& controller, Options options);
+  // Serves what role says at each call.
+  ControllerServer(std::shared_ptr<ControllerRole> role, Options options);
   ~ControllerServer();
   ControllerServer(const ControllerServer&) = delete;
   ControllerServer& operator=(const ControllerServer&) = delete;
@@ -40,7 +70,7 @@ class ControllerServer {
  private:
   void maintenance_loop() EXCLUDES(mu_);
 
-  Controller& controller_;
+  std::shared_ptr<ControllerRole> role_;
   const std::chrono::milliseconds tick_interval_;
   ThriftServer server_;
   std::thread maintenance_thread_;

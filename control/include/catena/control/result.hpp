@@ -19,11 +19,13 @@ using ErrorCode = idl::ErrorCode::type;
 [[nodiscard]] std::string_view code_name(ErrorCode code) noexcept;
 
 // An error with its wire code, a message for people and, for STALE_EPOCH,
-// the route the refusing side holds so the caller can go there directly.
+// the route the refusing side holds so the caller can go there directly
+// (for NOT_LEADER from a follower, the leader's address).
 struct ControlError {
   ErrorCode code = idl::ErrorCode::INTERNAL;
   std::string message;
   std::optional<idl::PartitionRoute> current_route;
+  std::optional<std::string> leader_address;
 
   [[nodiscard]] idl::CatenaError to_thrift() const;
   [[nodiscard]] static ControlError from_thrift(const idl::CatenaError& e);
@@ -31,7 +33,7 @@ struct ControlError {
 };
 
 [[nodiscard]] inline ControlError make_error(ErrorCode code, std::string message) {
-  return ControlError{code, std::move(message), std::nullopt};
+  return ControlError{code, std::move(message), std::nullopt, std::nullopt};
 }
 // The caller's request is wrong (INVALID_ARGUMENT): the message says how.
 [[nodiscard]] inline ControlError invalid_argument(std::string message) {

@@ -10,8 +10,9 @@
 // write again (NOT_LEADER, "fenced: another controller is leader").
 //
 // Lifecycle: open() connects, takes the controller epoch (epoch + 1: any
-// store opened before is fenced from then on), then loads the state; there
-// is no leader election yet, so the controller that opened last writes.
+// store opened before is fenced from then on), then loads the state; with
+// several controllers only the elected leader opens it (zk_election.hpp),
+// and whichever opened last writes.
 // A commit refused by the fence, or whose outcome a lost connection or an
 // expired session left unknown, breaks the store: every later commit fails
 // with the same error, and only a new open() (a controller restart) goes on.

@@ -2,7 +2,8 @@
 // rot, and with a fault in the middle of each alter (issue 12: a broker
 // killed, the controller restarted): a channel altered 2 -> 4 -> 2 under
 // keyed traffic must lose, duplicate and reorder nothing per key, and keep
-// acknowledging.
+// acknowledging; so must the subscriber group reading it, whose members
+// join and leave between the alters (a rebalance each).
 #include <gtest/gtest.h>
 #include <string>
 #include <sys/wait.h>
@@ -32,6 +33,14 @@ TEST_P(RescaleBench, TwoAltersUnderKeyedTrafficLoseAndReorderNothing) {
   EXPECT_EQ(j.value("lost", -1), 0) << out;
   EXPECT_EQ(j.value("duplicated", -1), 0) << out;
   EXPECT_EQ(j.value("order_violations", -1), 0) << out;
+  // A group of 2 members reads too; one joins after the first alter and
+  // the oldest leaves after the second: the group's own figures are in
+  // the totals above, and here.
+  EXPECT_EQ(j.value("rebalances", -1), 2) << out;
+  ASSERT_TRUE(j.contains("group")) << out;
+  EXPECT_EQ(j["group"].value("lost", -1), 0) << out;
+  EXPECT_EQ(j["group"].value("duplicated", -1), 0) << out;
+  EXPECT_EQ(j["group"].value("order_violations", -1), 0) << out;
 }
 
 std::string fault_name(const ::testing::TestParamInfo<const char*>& info) {

@@ -144,8 +144,8 @@ class GroupSubscriber::Impl {
       if (o.known) final_positions[o.partition] = o.sub->position(o.partition);
     }
     std::erase_if(final_positions, [&](const auto& c) { return !held_.contains(c.first); });
+    if (!final_positions.empty()) commit_final(std::move(final_positions));
     if (!member_id_.empty()) {
-      if (!final_positions.empty()) (void)commit_wk(final_positions);
       if (auto r = controller_.leave_group(opts_.group, member_id_); !r) {
         spdlog::warn("group {}: member {} could not leave ({}); its session will expire", opts_.group,
                      member_id_, r.error().describe());
@@ -327,8 +327,7 @@ class GroupSubscriber::Impl {
     for_poll_.store(true, std::memory_order_release);
   }
 
-  // True if the controller took the batch.
-  bool commit_wk(const std::map<std::uint32_t, std::uint64_t>& positions) {
+  control::Result<void> send_commit(const std::map<std::uint32_t, std::uint64_t>& positions) {
     std::vector<idl::PartitionOffset> batch;
     for (const auto& [p, offset] : positions) {
       idl::PartitionOffset po;
@@ -336,7 +335,56 @@ class GroupSubscriber::Impl {
       po.__set_offset(static_cast<std::int64_t>(offset));
       batch.push_back(po);
     }
-    auto r = controller_.commit_offsets(opts_.group, channel_, member_id_, generation_, batch);
+    return controller_.commit_offsets(opts_.group, channel_, member_id_, generation_, batch);
+  }
+
+  // The last commit, from close. If the controller no longer knows this
+  // member (it restarted, or the commit raced a session expiry), the member
+  // joins again claiming what it consumed, starts nothing, and commits as
+  // that member: otherwise the next owners would start at an older commit
+  // and deliver again what this member delivered.
+  void commit_final(std::map<std::uint32_t, std::uint64_t> positions) {
+    if (!member_id_.empty()) {
+      auto r = send_commit(positions);
+      if (r) {
+        ++commits_;
+        return;
+      }
+      if (!lost_membership(r.error())) {
+        spdlog::warn("group {}: final commit: {}", opts_.group, r.error().describe());
+        return;
+      }
+    }
+    std::vector<std::int32_t> claim;
+    for (const auto& [p, offset] : positions) claim.push_back(static_cast<std::int32_t>(p));
+    auto a = controller_.join_group(opts_.group, channel_, opts_.member_name, claim);
+    if (!a) {
+      spdlog::warn(
+          "group {}: could not join again to commit where it stopped ({}): its partitions restart "
+          "at their last commit",
+          opts_.group, a.error().describe());
+      return;
+    }
+    member_id_ = a->member_id;
+    generation_ = a->generation;
+    const std::set<std::int32_t> ours = [&] {
+      std::set<std::int32_t> o(a->partitions.begin(), a->partitions.end());
+      o.insert(a->revoke.begin(), a->revoke.end());
+      return o;
+    }();
+    std::erase_if(positions,
+                  [&](const auto& c) { return !ours.contains(static_cast<std::int32_t>(c.first)); });
+    if (positions.empty()) return;
+    if (auto r = send_commit(positions); r) {
+      ++commits_;
+    } else {
+      spdlog::warn("group {}: final commit as {}: {}", opts_.group, member_id_, r.error().describe());
+    }
+  }
+
+  // True if the controller took the batch.
+  bool commit_wk(const std::map<std::uint32_t, std::uint64_t>& positions) {
+    auto r = send_commit(positions);
     if (r) {
       ++commits_;
       return true;

@@ -197,6 +197,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--keys", o.keys, "distinct keys published, for --rescale")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--members", o.members,
+                 "for --rescale: members of a subscriber group reading the channel (one joins or leaves "
+                 "after each alter: a rebalance); 0: no group")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
 }
 
 int run_bench(const Common& c, const BenchOptions& o) {

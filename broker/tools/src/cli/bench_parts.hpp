@@ -1,6 +1,8 @@
 // The parts of `catena bench` (bench.cpp runs them): placement and the
 // floor (bench_placement.cpp), the catena measurements (bench_measure.cpp),
-// what a partition move sends (bench_move_bytes.cpp, for bench_move.cpp).
+// what a partition move sends (bench_move_bytes.cpp, for bench_move.cpp), a
+// subscriber group under alters (bench_rescale_group.cpp, for
+// bench_rescale.cpp).
 // Private to the CLI.
 #pragma once
 
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,6 +21,8 @@
 
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control::idl {
 class PartitionRoute;
@@ -138,6 +143,58 @@ class MoveLog {
  private:
   std::string path_;
   std::uint64_t last_lsn_ = 0;
+};
+
+// --- a subscriber group under channel alters (bench_rescale_group.cpp) -------
+
+// The keyed records of `catena bench --rescale`: "rs:<id>:<key>:<seq>:"
+// (bench_rescale.cpp). False if the payload is not one.
+bool parse_keyed(std::span<const std::byte> payload, int* key, std::uint64_t* seq);
+
+// A live subscriber group reading the rescale bench's channel: members
+// (GroupSubscriber, each polling on a thread of its own) join and leave
+// while the channel is altered. Every delivery is checked as it happens,
+// under one lock, so "order" is the group's delivery order across members.
+class RescaleGroup {
+ public:
+  RescaleGroup(std::string controller, std::string provider, std::string channel, std::size_t max_records,
+               int keys);
+  ~RescaleGroup();
+  RescaleGroup(const RescaleGroup&) = delete;
+  RescaleGroup& operator=(const RescaleGroup&) = delete;
+
+  // Starts one more member and waits for its first assignment; "" or why not.
+  std::string join();
+  // The oldest member commits where it is and leaves.
+  void leave_oldest();
+  void leave_all();
+  [[nodiscard]] std::size_t members() const { return members_.size(); }
+  [[nodiscard]] std::uint64_t delivered() const;
+
+  struct Result {
+    std::uint64_t lost = 0;        // acknowledged, never delivered to the group
+    std::uint64_t duplicated = 0;  // delivered to the group more than once
+    std::uint64_t order_violations = 0;
+    std::vector<std::string> anomalies;  // the first few, for the report
+  };
+  // After leave_all(): `acked[id]` is 1 for each acknowledged record.
+  [[nodiscard]] Result check(const std::vector<std::uint8_t>& acked, std::uint64_t published) const;
+
+ private:
+  struct Member;
+  void deliver(const Message& m);
+
+  const std::string controller_, provider_, channel_;
+  const int keys_;
+  int next_member_ = 0;
+  std::vector<std::unique_ptr<Member>> members_;
+  mutable Mutex mu_;
+  std::vector<std::uint8_t> times_ GUARDED_BY(mu_);     // by record id: deliveries
+  std::vector<std::int64_t> last_seq_ GUARDED_BY(mu_);  // by key: the highest sequence delivered
+  std::uint64_t delivered_ GUARDED_BY(mu_) = 0;
+  std::uint64_t order_violations_ GUARDED_BY(mu_) = 0;
+  std::uint64_t foreign_ GUARDED_BY(mu_) = 0;
+  std::vector<std::string> anomalies_ GUARDED_BY(mu_);
 };
 
 }  // namespace catena::cli::bench_detail

@@ -4,14 +4,18 @@
 // publishing records of --keys keys at a steady rate (each record names its
 // key and its sequence within the key) and one subscriber reading every
 // partition, then alters the channel to each count of --alters in turn, one
-// a second.
+// a second. A subscriber group of --members members reads the channel too;
+// after each alter's call returns, a member joins (after the even ones) or
+// the oldest leaves (after the odd ones): a rebalance per alter, while
+// members may still be held at the alter's markers.
 //
 // Per alter: how long alterChannel took (until every marker committed), the
 // longest pause between consecutive acknowledgements and between
 // consecutive deliveries from its start to a second after it returned. At
 // the end, from what was delivered: acknowledged records never delivered
 // (lost), delivered twice (duplicated), and per key a record delivered
-// after a later record of the same key (order violations).
+// after a later record of the same key (order violations); for the group
+// the same, in the order its members delivered (one lock across them).
 //
 // --fault kill-broker | restart-controller: 20 ms into each alter, the head
 // of partition 0 is killed with SIGKILL (its chain is repaired onto a spare:
@@ -63,9 +67,9 @@ std::string keyed_record(std::uint64_t id, int key, std::uint64_t seq) {
   return "rs:" + std::to_string(id) + ":" + std::to_string(key) + ":" + std::to_string(seq) + ":";
 }
 
-// A delivered record's key and sequence, from its payload; false if it is
-// not one of keyed_record()'s.
-bool parse_keyed(std::span<const std::byte> payload, int* key, std::uint64_t* seq) {
+}  // namespace
+
+bool bench_detail::parse_keyed(std::span<const std::byte> payload, int* key, std::uint64_t* seq) {
   const std::string_view s(reinterpret_cast<const char*>(payload.data()), payload.size());
   std::size_t at = s.find(':', 3);  // past "rs:<id>"
   std::uint64_t fields[2] = {0, 0};
@@ -83,6 +87,8 @@ bool parse_keyed(std::span<const std::byte> payload, int* key, std::uint64_t* se
   *seq = fields[1];
   return true;
 }
+
+namespace {
 
 // The longest gap between consecutive times (sorted) that ends in [from, to].
 double longest_gap_ms(const std::vector<std::uint64_t>& sorted, std::uint64_t from, std::uint64_t to) {
@@ -205,6 +211,11 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     }
   });
   while (!sub_ready) std::this_thread::sleep_for(1ms);
+  std::optional<RescaleGroup> group;
+  if (o.members > 0 && setup_error.empty()) {
+    group.emplace(cco.address, common.provider, kRescaleChannel, kRescaleMaxRecords, o.keys);
+    for (int i = 0; i < o.members && setup_error.empty(); ++i) setup_error = group->join();
+  }
   if (!setup_error.empty()) stop_pub = true;
   std::thread pub_thread([&] {
     broker::ControllerRoutes routes(cco, "rescale-bench-pub");
@@ -256,7 +267,7 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
   if (!wait([&] { return acked.load() >= 2000 || pub_done.load(); }, 20s) || pub_done.load()) {
     error = setup_error.empty() ? "no steady acknowledgements within 20 s" : setup_error;
   }
-  int faults = 0;
+  int faults = 0, rebalances = 0;
   for (const int to : counts) {
     if (!error.empty()) break;
     Alter a;
@@ -312,15 +323,31 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     }
     if (!error.empty()) break;
     alters.push_back(a);
+    if (group) {
+      if (alters.size() % 2 == 1) {
+        error = group->join();
+      } else {
+        group->leave_oldest();
+      }
+      ++rebalances;
+    }
     std::this_thread::sleep_for(1s);
   }
   stop_pub = true;
   wait([&] { return pub_done.load(); }, 40s);
-  wait([&] { return delivered.load() >= acked.load(); }, 20s);
+  wait([&] { return delivered.load() >= acked.load() && (!group || group->delivered() >= acked.load()); },
+       20s);
   std::this_thread::sleep_for(100ms);
   stop_sub = true;
   pub_thread.join();
   sub_thread.join();
+  RescaleGroup::Result in_group;
+  const std::size_t members_at_end = group ? group->members() : 0;
+  if (group) {
+    group->leave_all();
+    in_group = group->check(acked_id, published.load());
+    anomalies.insert(anomalies.end(), in_group.anomalies.begin(), in_group.anomalies.end());
+  }
 
   std::sort(ack_times.begin(), ack_times.end());
   std::sort(delivery_times.begin(), delivery_times.end());
@@ -351,6 +378,8 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     }
   }
 
+  // The publisher, the subscriber, and every group member that ever joined.
+  const int clients = 2 + o.members + (rebalances + 1) / 2;
   if (o.json) {
     nlohmann::json per_alter = nlohmann::json::array();
     for (std::size_t i = 0; i < alters.size(); ++i) {
@@ -372,7 +401,7 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
                      {"nodes_told_per_change", pct(told, 0.5)},
                      {"nodes_told_max", pct(told, 1.0)},
                      {"cluster_nodes", cluster.nodes().size()},
-                     {"clients", 2},
+                     {"clients", clients},
                      {"clients_told", 0},
                      {"fault", o.fault},
                      {"faults", faults},
@@ -382,9 +411,16 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
                      {"published", n},
                      {"acked", acked.load()},
                      {"failed", failed.load()},
-                     {"lost", lost},
-                     {"duplicated", duplicated},
-                     {"order_violations", order_violations},
+                     {"lost", lost + in_group.lost},
+                     {"duplicated", duplicated + in_group.duplicated},
+                     {"order_violations", order_violations + in_group.order_violations},
+                     {"rebalances", rebalances},
+                     {"group",
+                      {{"members", o.members},
+                       {"members_at_end", members_at_end},
+                       {"lost", in_group.lost},
+                       {"duplicated", in_group.duplicated},
+                       {"order_violations", in_group.order_violations}}},
                      {"loadavg_1m", load_average()},
                      {"per_alter", per_alter}};
     if (!error.empty()) j["error"] = error;
@@ -398,9 +434,9 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
       from = alters[i].to;
     }
     std::printf(
-        "per change: %.0f control message(s) to %.0f node(s) (p50; at most %.0f) of %zu; 0 of 2 "
+        "per change: %.0f control message(s) to %.0f node(s) (p50; at most %.0f) of %zu; 0 of %d "
         "clients told\n",
-        pct(messages, 0.5), pct(told, 0.5), pct(told, 1.0), cluster.nodes().size());
+        pct(messages, 0.5), pct(told, 0.5), pct(told, 1.0), cluster.nodes().size(), clients);
     std::printf(
         "%zu alters: call p50 %.1f ms, ack gap max %.1f ms, delivery gap max %.1f ms; %llu published, %llu "
         "acked, %llu failed, lost %llu, duplicated %llu, per-key order violations %llu\n",
@@ -408,6 +444,15 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
         static_cast<unsigned long long>(n), static_cast<unsigned long long>(acked.load()),
         static_cast<unsigned long long>(failed.load()), static_cast<unsigned long long>(lost),
         static_cast<unsigned long long>(duplicated), static_cast<unsigned long long>(order_violations));
+    if (group) {
+      std::printf(
+          "group of %d member(s), %d rebalance(s) (%zu at the end): lost %llu, duplicated %llu, per-key "
+          "order "
+          "violations %llu\n",
+          o.members, rebalances, members_at_end, static_cast<unsigned long long>(in_group.lost),
+          static_cast<unsigned long long>(in_group.duplicated),
+          static_cast<unsigned long long>(in_group.order_violations));
+    }
   }
   for (const auto& a : anomalies) std::fprintf(stderr, "catena: bench --rescale: %s\n", a.c_str());
   if (foreign > 0)
@@ -415,7 +460,8 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
                  static_cast<unsigned long long>(foreign));
   if (!error.empty()) std::fprintf(stderr, "catena: bench --rescale: %s\n", error.c_str());
   const bool ok = error.empty() && alters.size() == counts.size() && lost == 0 && duplicated == 0 &&
-                  order_violations == 0 && failed.load() == 0;
+                  order_violations == 0 && failed.load() == 0 && in_group.lost == 0 &&
+                  in_group.duplicated == 0 && in_group.order_violations == 0;
   return ok ? 0 : 1;
 }
 

@@ -81,6 +81,7 @@ struct BenchOptions {
   int partitions = 2;
   std::string alters = "4,3,6,2";
   int keys = 64;
+  int members = 2;  // --rescale's subscriber group (0: none)
   std::string fault = "none";
   std::string dir = "catena-bench";
 };

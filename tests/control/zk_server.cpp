@@ -4,20 +4,18 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
 #include <iterator>
-#include <netinet/in.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <thread>
 #include <vector>
+
+#include <catena/control/zk_local_server.hpp>
 
 // LeakSanitizer (the ASan stage): libzookeeper_mt's zoo_amulti does not free
 // the per-operation completion entries of a multi whose connection was lost
@@ -35,49 +33,6 @@ using namespace std::chrono_literals;
 // A JVM on two busy cores can take several seconds to start.
 constexpr auto kStartTimeout = 60s;
 
-std::uint16_t free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  std::uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// Sends a four-letter command; the answer, or empty.
-std::string four_letters(std::uint16_t port, const char* command) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  // A server still starting may accept and not answer: never wait long.
-  timeval timeout{1, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::write(fd, command, 4) == 4) {
-    char buf[512];
-    ssize_t n = 0;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-
 std::string tail_of(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -94,7 +49,7 @@ bool zk_required() {
 std::unique_ptr<ZkServer> ZkServer::start(std::string* why) {
   std::unique_ptr<ZkServer> s(new ZkServer());
   for (int attempt = 0; attempt < 3; ++attempt) {  // another process may take the free port first
-    s->port_ = free_loopback_port();
+    s->port_ = zk_local::free_loopback_port();
     if (s->port_ != 0 && s->launch(why)) return s;
   }
   return nullptr;
@@ -104,25 +59,11 @@ bool ZkServer::launch(std::string* why) {
   const auto data = dir_.path() / "data";
   const auto cfg = dir_.path() / "zoo.cfg";
   const auto log = dir_.path() / "server.log";
-  {
-    // Sessions may last 1..20 s (2 and 40 ticks); loopback only; no admin
-    // web server; `srvr` tells when it serves.
-    std::ofstream out(cfg, std::ios::trunc);
-    out << "tickTime=500\ndataDir=" << data.string() << "\nclientPort=" << port_
-        << "\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n"
-        << "maxClientCnxns=0\n";
+  if (!zk_local::write_config(cfg.string(), data.string(), port_)) {
+    *why = "cannot write " + cfg.string();
+    return false;
   }
-  const std::string java = env_or("CATENA_ZK_JAVA", "java");
-  const std::string classpath =
-      env_or("CATENA_ZK_CLASSPATH", "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar");
-  std::vector<std::string> args = {java,
-                                   "-Xmx256m",
-                                   "-XX:+UseSerialGC",
-                                   "-XX:TieredStopAtLevel=1",
-                                   "-cp",
-                                   classpath,
-                                   "org.apache.zookeeper.server.ZooKeeperServerMain",
-                                   cfg.string()};
+  std::vector<std::string> args = zk_local::server_command(cfg.string());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -151,10 +92,10 @@ bool ZkServer::launch(std::string* why) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      *why = fmt::format("`{}` exited ({}); its log:\n{}", java, status, tail_of(log));
+      *why = fmt::format("`{}` exited ({}); its log:\n{}", args[0], status, tail_of(log));
       return false;
     }
-    if (four_letters(port_, "srvr").find("Mode: standalone") != std::string::npos) return true;
+    if (zk_local::serves(port_)) return true;
     std::this_thread::sleep_for(100ms);
   }
   *why = fmt::format("ZooKeeper did not answer on 127.0.0.1:{} within {} s; its log:\n{}", port_,

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <catena/broker/local_cluster.hpp>
+#include <catena/control/zk_local_server.hpp>
 
 namespace catena {
 
@@ -56,46 +57,121 @@ pid_t LocalCluster::spawn(const std::string& name, const std::vector<std::string
   _exit(127);
 }
 
-bool LocalCluster::start_controller(std::string* error) {
-  const std::string port_file = opts_.dir + "/controller.port";
+std::string LocalCluster::controller_address() const {
+  MutexLock lk(mu_);
+  std::string all;
+  for (const auto& c : controllers_) {
+    if (c.admin_addr.empty()) continue;
+    all += (all.empty() ? "" : ",") + c.admin_addr;
+  }
+  return all;
+}
+
+std::string LocalCluster::controller_address(std::size_t i) const {
+  MutexLock lk(mu_);
+  return i < controllers_.size() ? controllers_[i].admin_addr : std::string();
+}
+
+pid_t LocalCluster::controller_pid(std::size_t i) const {
+  MutexLock lk(mu_);
+  return i < controllers_.size() ? controllers_[i].pid : -1;
+}
+
+std::string LocalCluster::zookeeper_address() const {
+  return zookeeper_.admin_addr;
+}
+
+bool LocalCluster::start_zookeeper(std::string* error) {
+  const std::string data = fs::absolute(opts_.dir + "/zookeeper").string();
+  const std::string cfg = opts_.dir + "/zookeeper.cfg";
+  fs::create_directories(data);
+  zookeeper_.name = "zookeeper";
+  for (int attempt = 0; attempt < 3; ++attempt) {  // another process may take the free port first
+    const std::uint16_t port = control::zk_local::free_loopback_port();
+    if (port == 0 || !control::zk_local::write_config(cfg, data, port)) break;
+    zookeeper_.pid = spawn("zookeeper", control::zk_local::server_command(cfg));
+    // A JVM on busy cores can take several seconds to start.
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    bool exited = false;
+    while (!exited && std::chrono::steady_clock::now() < deadline) {
+      if (control::zk_local::serves(port)) {
+        zookeeper_.admin_addr = "127.0.0.1:" + std::to_string(port);
+        return true;
+      }
+      exited = waitpid(zookeeper_.pid, nullptr, WNOHANG) == zookeeper_.pid;
+      if (!exited) std::this_thread::sleep_for(100ms);
+    }
+    if (!exited) {
+      kill(zookeeper_.pid, SIGKILL);
+      waitpid(zookeeper_.pid, nullptr, 0);
+    }
+    zookeeper_.pid = -1;
+    if (!exited) break;
+  }
+  *error = "ZooKeeper did not start (it needs java and " + control::zk_local::classpath() + "); see " +
+           opts_.dir + "/zookeeper.log";
+  return false;
+}
+
+bool LocalCluster::start_controller(std::size_t i, std::string* error) {
+  const bool several = opts_.controllers > 1;
+  const std::string name = several ? "controller-" + std::to_string(i) : "controller";
+  const std::string port_file = opts_.dir + "/" + name + ".port";
   fs::remove(port_file);
+  const std::string host = opts_.controller_launch.host.empty() ? opts_.host : opts_.controller_launch.host;
+  const std::string listen_host =
+      opts_.controller_launch.controller_host.empty() ? host : opts_.controller_launch.controller_host;
+  // A restart listens on the port it had (brokers and clients know it).
+  std::string previous;
   {
     MutexLock lk(mu_);
-    controller_.name = "controller";
+    if (controllers_.size() <= i) controllers_.resize(i + 1);
+    controllers_[i].name = name;
+    previous = controllers_[i].admin_addr;
   }
-  const std::string host = opts_.controller_launch.host.empty() ? opts_.host : opts_.controller_launch.host;
-  const std::string listen =
-      opts_.controller_launch.controller_host.empty() ? host : opts_.controller_launch.controller_host;
+  int port = 0;
+  if (!previous.empty()) {
+    port = std::stoi(previous.substr(previous.rfind(':') + 1));
+  } else if (opts_.controller_port > 0) {
+    port = opts_.controller_port + static_cast<int>(i);
+  }
   std::vector<std::string> args = opts_.controller_launch.wrap;
   args.insert(args.end(), {opts_.bin_dir + "/catena-controller", "--listen",
-                           listen + ":" + std::to_string(opts_.controller_port), "--data-dir",
-                           opts_.dir + "/controller-data", "--heartbeat-timeout-ms",
+                           listen_host + ":" + std::to_string(port), "--heartbeat-timeout-ms",
                            std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
                            std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
+  if (several) {
+    // Candidates on one ZooKeeper location; each names itself by the
+    // address clients reach it on (the port is known once bound: a port 0
+    // candidate advertises its bound address).
+    args.insert(args.end(), {"--metadata", "zk://" + zookeeper_.admin_addr + "/catena-local-cluster"});
+    if (port != 0) args.insert(args.end(), {"--advertise", host + ":" + std::to_string(port)});
+  } else {
+    args.insert(args.end(), {"--data-dir", opts_.dir + "/controller-data"});
+  }
   if (opts_.group_session_timeout_ms > 0) {
     args.insert(args.end(),
                 {"--group-session-timeout-ms", std::to_string(opts_.group_session_timeout_ms),
                  "--group-heartbeat-interval-ms", std::to_string(opts_.group_session_timeout_ms / 10)});
   }
-  const pid_t pid = spawn("controller", args);
+  const pid_t pid = spawn(name, args);
   {
     MutexLock lk(mu_);
-    controller_.pid = pid;
+    controllers_[i].pid = pid;
   }
-  for (int i = 0; i < 200; ++i) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
     std::ifstream in(port_file);
-    int port = 0;
-    if (in >> port && port > 0) {
-      opts_.controller_port = port;  // a restart reuses the port
+    int bound = 0;
+    if (in >> bound && bound > 0) {
       MutexLock lk(mu_);
-      controller_addr_ = host + ":" + std::to_string(port);
+      controllers_[i].admin_addr = host + ":" + std::to_string(bound);
       return true;
     }
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) break;
     std::this_thread::sleep_for(50ms);
   }
-  *error = "controller did not start; see " + opts_.dir + "/controller.log";
+  *error = name + " did not start; see " + opts_.dir + "/" + name + ".log";
   return false;
 }
 
@@ -170,8 +246,12 @@ bool LocalCluster::start(std::string* error) {
   // too (a controller restart, below, keeps it).
   std::error_code ec;
   fs::remove_all(opts_.dir + "/controller-data", ec);
+  fs::remove_all(opts_.dir + "/zookeeper", ec);
   fs::create_directories(opts_.dir);
-  if (!start_controller(error)) return false;
+  if (opts_.controllers > 1 && !start_zookeeper(error)) return false;
+  for (int i = 0; i < opts_.controllers; ++i) {
+    if (!start_controller(static_cast<std::size_t>(i), error)) return false;
+  }
   for (int i = 0; i < opts_.nodes; ++i) {
     if (!opts_.quiet) std::fprintf(stderr, "  starting node %d/%d...\r", i + 1, opts_.nodes);
     if (!start_node(i, error)) return false;
@@ -220,12 +300,35 @@ bool LocalCluster::node_running(std::size_t i) {
   return false;
 }
 
-bool LocalCluster::restart_controller(std::string* error) {
-  if (const pid_t pid = controller_pid(); pid > 0) {
-    kill(pid, SIGKILL);
+bool LocalCluster::signal_controller(std::size_t i, int sig) {
+  const pid_t pid = controller_pid(i);
+  if (pid <= 0 || kill(pid, sig) != 0) return false;
+  if (sig == SIGKILL) {
     waitpid(pid, nullptr, 0);
+    MutexLock lk(mu_);
+    controllers_[i].pid = -1;
   }
-  return start_controller(error);
+  return true;
+}
+
+bool LocalCluster::wait_controller_exit(std::size_t i, std::chrono::milliseconds timeout) {
+  const pid_t pid = controller_pid(i);
+  if (pid <= 0) return true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      MutexLock lk(mu_);
+      controllers_[i].pid = -1;
+      return true;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+bool LocalCluster::restart_controller(std::string* error, std::size_t i) {
+  if (controller_pid(i) > 0) signal_controller(i, SIGKILL);
+  return start_controller(i, error);
 }
 
 void LocalCluster::stop() {
@@ -245,17 +348,24 @@ void LocalCluster::stop() {
     p.pid = -1;
   };
   for (auto& n : nodes_) stop_one(n);
-  MutexLock lk(mu_);
-  stop_one(controller_);
+  {
+    MutexLock lk(mu_);
+    for (auto& c : controllers_) stop_one(c);
+  }
+  stop_one(zookeeper_);
 }
 
 void LocalCluster::write_state() const {
   std::ofstream out(opts_.dir + "/cluster.env");
-  MutexLock lk(mu_);
-  out << "CONTROLLER=" << controller_addr_ << "\n";
-  out << "PIDS=" << controller_.pid;
-  for (const auto& n : nodes_) out << ' ' << n.pid;
-  out << "\n";
+  out << "CONTROLLER=" << controller_address() << "\n";
+  out << "PIDS=";
+  {
+    MutexLock lk(mu_);
+    for (const auto& c : controllers_) out << c.pid << ' ';
+  }
+  for (const auto& n : nodes_) out << n.pid << ' ';
+  // Last: `catena cluster down` stops the controllers before their store.
+  out << zookeeper_.pid << "\n";
 }
 
 int stop_recorded_cluster(const std::string& dir) {

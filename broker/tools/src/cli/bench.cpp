@@ -171,7 +171,14 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_flag(
       "--failover", o.failover,
       "measure failover instead: kill -9 the head under traffic, time to the first commit on the new chain");
-  app.add_option("--kills", o.kills, "failover rounds (a fresh cluster each)")->capture_default_str();
+  app.add_flag(
+      "--controller-failover", o.controller_failover,
+      "measure controller failover instead: 3 controllers under publish traffic, stop the leader "
+      "--kills times (SIGKILL and SIGTERM alternately); time until a new leader answers, the longest "
+      "acknowledgement gap, records lost (needs the zookeeper package)");
+  app.add_option("--kills", o.kills,
+                 "failover rounds (a fresh cluster each); leader stops for --controller-failover")
+      ->capture_default_str();
   app.add_option("--timeout-ms", o.timeout_ms, "failure detector heartbeat timeout for --failover")
       ->capture_default_str();
   app.add_flag("--move", o.move,
@@ -206,6 +213,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
 
 int run_bench(const Common& c, const BenchOptions& o) {
   if (o.failover) return run_failover_bench(c, o);
+  if (o.controller_failover) return run_controller_failover_bench(c, o);
   if (o.move) return run_move_bench(c, o);
   if (o.rescale) return run_rescale_bench(c, o);
   (void)initial_mask();  // before anything is pinned

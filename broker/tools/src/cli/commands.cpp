@@ -102,10 +102,23 @@ std::string Common::controller_address() const {
 int cluster_up(ClusterOptions opts, bool detach) {
   LocalCluster cluster(opts);
   std::string err;
-  std::fprintf(stderr, "starting a controller and %d broker(s) (provider %s) in %s/\n", opts.nodes,
-               opts.provider.c_str(), opts.dir.c_str());
+  if (opts.controllers > 1) {
+    std::fprintf(stderr, "starting ZooKeeper, %d controllers and %d broker(s) (provider %s) in %s/\n",
+                 opts.controllers, opts.nodes, opts.provider.c_str(), opts.dir.c_str());
+  } else {
+    std::fprintf(stderr, "starting a controller and %d broker(s) (provider %s) in %s/\n", opts.nodes,
+                 opts.provider.c_str(), opts.dir.c_str());
+  }
   if (!cluster.start(&err)) return fail("cluster up", err);
-  std::printf("controller %s\n", cluster.controller_address().c_str());
+  if (opts.controllers > 1) {
+    std::printf("zookeeper %s\n", cluster.zookeeper_address().c_str());
+    for (std::size_t i = 0; i < cluster.controller_count(); ++i) {
+      std::printf("controller-%zu %s  pid %d\n", i, cluster.controller_address(i).c_str(),
+                  cluster.controller_pid(i));
+    }
+  } else {
+    std::printf("controller %s\n", cluster.controller_address().c_str());
+  }
   for (const auto& n : cluster.nodes()) {
     std::printf("%s  pid %d  admin %s  fabric %s\n", n.node_id.c_str(), n.pid, n.admin_addr.c_str(),
                 n.fabric_addr.c_str());

@@ -72,6 +72,7 @@ struct BenchOptions {
   bool no_floor = false;
   bool no_throughput = false;
   bool failover = false;
+  bool controller_failover = false;
   int kills = 5;
   int timeout_ms = 50;
   bool move = false;
@@ -126,6 +127,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o);
 int run_bench(const Common& c, const BenchOptions& o);
 // `catena bench --failover` (bench_failover.cpp).
 int run_failover_bench(const Common& c, const BenchOptions& o);
+// `catena bench --controller-failover` (bench_controller_failover.cpp).
+int run_controller_failover_bench(const Common& c, const BenchOptions& o);
 // `catena bench --move` (bench_move.cpp).
 int run_move_bench(const Common& c, const BenchOptions& o);
 // `catena bench --rescale` (bench_rescale.cpp).

@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   up->add_option("--heartbeat-timeout-ms", copts.heartbeat_timeout_ms, "failure detector timeout")
       ->capture_default_str();
+  up->add_option("--controllers", copts.controllers,
+                 "controllers (more than 1: one leader, the others take over; their metadata on a ZooKeeper "
+                 "server started for the cluster, which needs the zookeeper package)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 9));
   up->add_flag("--detach", detach, "leave the cluster running and return");
   // Also accepted after the subcommand: `catena cluster up --provider verbs:rxe0`.
   auto add_fabric_options = [&](CLI::App& cmd) {

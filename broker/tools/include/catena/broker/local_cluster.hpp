@@ -1,6 +1,7 @@
-// A local cluster for people and tests: a controller and N brokers as
-// separate processes on one host (loopback by default), each logging to
-// <dir>/<name>.log.
+// A local cluster for people and tests: a controller (or several, one
+// leader, their metadata on a ZooKeeper server started for the cluster) and
+// N brokers as separate processes on one host (loopback by default), each
+// logging to <dir>/<name>.log.
 #pragma once
 
 #include <chrono>
@@ -46,7 +47,12 @@ struct ClusterOptions {
   // Node ids: this prefix and the broker's index (empty: the controller
   // assigns "node-N").
   std::string node_id_prefix;
-  int controller_port = 0;  // 0: any free port
+  int controller_port = 0;  // 0: any free port (with several controllers: the first's, the next ones +1...)
+  // Controllers. 1: metadata in <dir>/controller-data. More: a ZooKeeper
+  // server (data in <dir>/zookeeper, a free loopback port) keeps the
+  // metadata and elects the leader; each controller is a candidate with its
+  // own address, and brokers and clients are given every address.
+  int controllers = 1;
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;
   int group_session_timeout_ms = 0;  // 0: the controller's default
@@ -79,15 +85,21 @@ class LocalCluster {
   bool start(std::string* error);
   void stop();
 
-  [[nodiscard]] std::string controller_address() const EXCLUDES(mu_) {
-    MutexLock lk(mu_);
-    return controller_addr_;
-  }
+  // Every controller's host:port, comma-separated (what ControllerClient,
+  // catenad --controller and CATENA_CONTROLLER take).
+  [[nodiscard]] std::string controller_address() const EXCLUDES(mu_);
+  // Controller i's host:port.
+  [[nodiscard]] std::string controller_address(std::size_t i) const EXCLUDES(mu_);
+  [[nodiscard]] std::size_t controller_count() const { return static_cast<std::size_t>(opts_.controllers); }
   [[nodiscard]] const std::vector<NodeProcess>& nodes() const { return nodes_; }
-  [[nodiscard]] pid_t controller_pid() const EXCLUDES(mu_) {
-    MutexLock lk(mu_);
-    return controller_.pid;
-  }
+  // The (first) controller's pid.
+  [[nodiscard]] pid_t controller_pid(std::size_t i = 0) const EXCLUDES(mu_);
+  // Sends `sig` to controller i; with SIGKILL, reaps it.
+  bool signal_controller(std::size_t i, int sig) EXCLUDES(mu_);
+  // Waits up to `timeout` for controller i to exit (after SIGTERM); reaps it.
+  bool wait_controller_exit(std::size_t i, std::chrono::milliseconds timeout) EXCLUDES(mu_);
+  // The ZooKeeper server's host:port (empty with one controller).
+  [[nodiscard]] std::string zookeeper_address() const;
   // Starts one more broker (a spare, or a replacement), with catenad flags
   // of its own (e.g. --join-rebalance) after the cluster's.
   bool add_node(std::string* error, const std::vector<std::string>& extra_args = {});
@@ -99,16 +111,18 @@ class LocalCluster {
   bool restart_node(std::size_t i, std::string* error);
   // Whether broker i's process is still running; reaps it if it exited.
   bool node_running(std::size_t i);
-  // May run while another thread restarts a broker (both at once is a
-  // failover test); otherwise one thread at a time.
-  bool restart_controller(std::string* error);
+  // Kills controller i (SIGKILL) if it runs and starts it again on the same
+  // address. May run while another thread restarts a broker (both at once is
+  // a failover test); otherwise one thread at a time.
+  bool restart_controller(std::string* error, std::size_t i = 0);
   void detach() { detached_ = true; }
   // Writes pids and addresses to <dir>/cluster.env (for `catena cluster down`).
   void write_state() const EXCLUDES(mu_);
 
  private:
   pid_t spawn(const std::string& name, const std::vector<std::string>& args);
-  bool start_controller(std::string* error);
+  bool start_zookeeper(std::string* error);
+  bool start_controller(std::size_t i, std::string* error);
   // `previous`: the incarnation to restart (same id and addresses).
   bool start_node(int index, std::string* error, const NodeProcess* previous = nullptr,
                   const std::vector<std::string>& extra_args = {});
@@ -117,9 +131,10 @@ class LocalCluster {
   // What a controller restart changes, which a broker starting on another
   // thread reads.
   mutable Mutex mu_;
-  NodeProcess controller_ GUARDED_BY(mu_);
-  std::string controller_addr_ GUARDED_BY(mu_);
+  // admin_addr: the address it listens on (a restart keeps it).
+  std::vector<NodeProcess> controllers_ GUARDED_BY(mu_);
   std::vector<NodeProcess> nodes_;
+  NodeProcess zookeeper_;  // admin_addr: 127.0.0.1:port
   bool detached_ = false;
 };
 

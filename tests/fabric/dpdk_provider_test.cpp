@@ -101,6 +101,38 @@ TEST(DpdkProvider, DestroyedPeerEndpointIsADisconnect) {
   EXPECT_EQ(wait_send(c).status, WcStatus::flushed);
 }
 
+// A region freed while a request that names it is still in flight (here a
+// write whose every frame is dropped, so it is retransmitted): on a NIC the
+// deregistered lkey fails the request. Here the retransmission read the
+// unmapped bytes and the process died (seen once in CI's TSan run of the
+// conformance suite on a lossy ring, 2026-12-02).
+TEST(DpdkProvider, ARegionFreedUnderARequestInFlightFailsTheRequest) {
+  auto p = Provider::open("dpdk:ring,loss=100");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  auto pair = connect_pair(*p.value(), *p.value());
+  ASSERT_TRUE(pair.ok()) << pair.error().message;
+  Endpoint& c = *pair.value().client;
+  Endpoint& s = *pair.value().server;
+  constexpr std::uint32_t kLen = 1 << 16;
+  auto dst = p.value()->allocate(kLen, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(dst.ok());
+  auto key = s.expose(*dst.value());
+  ASSERT_TRUE(key.ok());
+  {
+    auto src = p.value()->allocate(kLen, kLocalWrite);
+    ASSERT_TRUE(src.ok());
+    ASSERT_EQ(c.post_write(7, {src.value().get(), 0, kLen}, {key.value(), 0}), Errc::ok);
+    Completion early[1];
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(c.poll_send(early, 1), 0) << "every frame is dropped: nothing can complete";
+      std::this_thread::sleep_for(1ms);
+    }
+  }  // freed (unmapped) with the write still unacknowledged
+  const Completion done = wait_send(c);
+  EXPECT_EQ(done.wr_id, 7U);
+  EXPECT_EQ(done.status, WcStatus::local_protection_error);
+}
+
 TEST(DpdkProvider, IdlePortDoesNotSpin) {
   auto p = Provider::open("dpdk:ring");
   ASSERT_TRUE(p.ok()) << p.error().message;

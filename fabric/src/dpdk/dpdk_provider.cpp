@@ -179,9 +179,9 @@ class DpdkEndpoint final : public Endpoint {
     return post(roce::SendOp::send, wr_id, src, RemoteAddress{}, 0);
   }
   Errc post_recv(std::uint64_t wr_id, LocalBuffer dst) override {
-    std::byte* p = nullptr;
-    if (Errc e = resolve(dst, &p); e != Errc::ok) return e;
-    return qp_->post_recv(roce::RecvWqe{wr_id, p, dst.length});
+    roce::RecvWqe w{wr_id, nullptr, dst.length, {}};
+    if (Errc e = resolve(dst, &w.buf, &w.region); e != Errc::ok) return e;
+    return qp_->post_recv(w);
   }
   // Nothing there: drive the port once (if no other thread is) and look again.
   int poll_send(Completion* out, int max) override {
@@ -224,7 +224,8 @@ class DpdkEndpoint final : public Endpoint {
   }
 
  private:
-  Errc resolve(const LocalBuffer& b, std::byte** out) const noexcept {
+  // The buffer's bytes, and its region as of now (roce::RegionRef).
+  Errc resolve(const LocalBuffer& b, std::byte** out, roce::RegionRef* region) const noexcept {
     if (b.length > roce::kMaxMessageSize) return Errc::too_large;
     if (b.length == 0) {
       *out = b.mr == nullptr ? nullptr : b.mr->data();
@@ -235,13 +236,15 @@ class DpdkEndpoint final : public Endpoint {
       return Errc::local_protection;
     }
     *out = r->data() + b.offset;
+    region->record = &r->record();
+    region->generation = r->record().generation.load();
     return Errc::ok;
   }
 
   Errc post(roce::SendOp op, std::uint64_t wr_id, LocalBuffer local, RemoteAddress remote,
             std::uint32_t imm) {
     roce::SendWqe w;
-    if (Errc e = resolve(local, &w.local); e != Errc::ok) return e;
+    if (Errc e = resolve(local, &w.local, &w.region); e != Errc::ok) return e;
     w.wr_id = wr_id;
     w.op = op;
     w.length = local.length;

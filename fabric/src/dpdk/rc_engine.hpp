@@ -115,9 +115,25 @@ inline constexpr std::uint32_t kMaxMessageSize = 1u << 30;
 
 enum class SendOp : std::uint8_t { write, write_imm, read, send };
 
+// A local buffer's region as a request saw it when it was posted. Its bytes
+// are read or written only while the region is still registered (the same
+// generation): a region freed with a request in flight (a retransmission,
+// a late read response) fails the request, as a deregistered lkey does on
+// a NIC, instead of touching unmapped memory. The region's destructor bumps
+// the generation and waits for the progress pass under way (Port::quiesce),
+// so a pass that sees the old generation ends before the bytes go.
+struct RegionRef {
+  const RegionRecord* record = nullptr;
+  std::uint32_t generation = 0;
+  [[nodiscard]] bool gone() const noexcept {
+    return record != nullptr && record->generation.load() != generation;
+  }
+};
+
 struct SendWqe {
   std::uint64_t wr_id = 0;
   std::byte* local = nullptr;  // source (write, send) or destination (read)
+  RegionRef region;            // of `local`
   std::uint32_t length = 0;
   SendOp op = SendOp::write;
   std::uint64_t remote_offset = 0;
@@ -134,6 +150,7 @@ struct RecvWqe {
   std::uint64_t wr_id = 0;
   std::byte* buf = nullptr;
   std::uint32_t length = 0;
+  RegionRef region;  // of `buf`
 };
 
 enum class QpState : std::uint8_t { ready, error };

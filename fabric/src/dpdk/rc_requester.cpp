@@ -82,6 +82,10 @@ bool RcQp::transmit_one(SendWqe& w, std::uint64_t now) noexcept {
     p.bth.ack_req = last || (index + 1) % cfg_.ack_every == 0;
     if (first && write) p.reth = Reth{w.remote_offset, w.rkey, w.length};
     p.imm = w.imm;
+    if (w.region.gone()) {
+      set_error(WcStatus::local_protection_error);
+      return false;
+    }
     p.payload = w.local + offset;
     p.payload_len = chunk;
     if (!out_.send(path_, p)) return false;
@@ -211,6 +215,10 @@ void RcQp::on_read_response(const Packet& p) noexcept {
   // it), so only where it ends and how much each packet carries are checked.
   if (p.payload_len != (r->length == 0 ? 0 : expect) || l.last != last) {
     set_error(WcStatus::general_error);  // the responder broke the protocol
+    return;
+  }
+  if (r->region.gone()) {
+    set_error(WcStatus::local_protection_error);
     return;
   }
   if (p.payload_len > 0) nic_write(r->local + offset, p.payload, p.payload_len);

@@ -133,6 +133,10 @@ bool RcQp::handle_send(const Packet& p, const OpLayout& l) noexcept {
     in_send_ = true;
   }
   const RecvWqe& r = rq_.slot(rq_take_);
+  if (r.region.gone()) {
+    set_error(WcStatus::local_protection_error);
+    return false;
+  }
   if (!l.last && p.payload_len != cfg_.mtu) {
     send_ack(kAethNakInvalidRequest, epsn_);
     return false;

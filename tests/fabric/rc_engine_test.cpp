@@ -158,7 +158,7 @@ TEST(RcEngine, WriteReadSendAcrossSizesAndTheMtu) {
     EXPECT_EQ(c.status, WcStatus::success);
     EXPECT_EQ(c.opcode, Opcode::read);
     EXPECT_TRUE(check(back.bytes, 0, len, seed)) << len;
-    RecvWqe r{3, rbuf.bytes.data(), 1 << 16};
+    RecvWqe r{3, rbuf.bytes.data(), 1 << 16, {}};
     ASSERT_EQ(h.b.post_recv(r), Errc::ok);
     ASSERT_EQ(h.a.post_send(wqe(SendOp::send, 4, src.bytes.data(), len, 0, 0)), Errc::ok);
     c = h.wait_recv(h.b);
@@ -189,7 +189,7 @@ TEST_P(LossyWire, EverythingArrivesOnceInOrder) {
   int posted = 0, completed = 0, received = 0;
   const int window = 4;
   for (int i = 0; i < window; ++i)
-    ASSERT_EQ(h.b.post_recv(RecvWqe{static_cast<std::uint64_t>(i), nullptr, 0}), Errc::ok);
+    ASSERT_EQ(h.b.post_recv(RecvWqe{static_cast<std::uint64_t>(i), nullptr, 0, {}}), Errc::ok);
   auto len_of = [](int i) { return 1 + static_cast<std::uint32_t>(i) * 977 % kSlot; };
   const bool ok = h.run_until([&] {
     while (posted < kOps && posted - completed < window) {
@@ -226,7 +226,7 @@ TEST_P(LossyWire, EverythingArrivesOnceInOrder) {
       EXPECT_TRUE(
           check(dst.bytes, (static_cast<std::uint32_t>(expect) % kSlots) * kSlot, len_of(expect), expect));
       ++received;
-      EXPECT_EQ(h.b.post_recv(RecvWqe{static_cast<std::uint64_t>(received), nullptr, 0}), Errc::ok);
+      EXPECT_EQ(h.b.post_recv(RecvWqe{static_cast<std::uint64_t>(received), nullptr, 0, {}}), Errc::ok);
     }
     return completed == kOps && received == kOps - kOps / 3;
   });
@@ -269,7 +269,7 @@ TEST(RcEngine, OutOfBoundsMissingRightAndDestroyedRegionAreRefused) {
 TEST(RcEngine, ZeroLengthWriteNeedsNoKeyAndStillDeliversItsImmediate) {
   Harness h(4);
   Region src(64, kLocalWrite);
-  ASSERT_EQ(h.b.post_recv(RecvWqe{9, nullptr, 0}), Errc::ok);
+  ASSERT_EQ(h.b.post_recv(RecvWqe{9, nullptr, 0, {}}), Errc::ok);
   ASSERT_EQ(h.a.post_send(wqe(SendOp::write_imm, 1, src.bytes.data(), 0, 0xbad, 128, 0xabcd)), Errc::ok);
   EXPECT_EQ(h.wait_send(h.a).status, WcStatus::success);
   Completion r = h.wait_recv(h.b);
@@ -293,7 +293,7 @@ TEST(RcEngine, SendWithoutReceiveWaitsOnRnrUntilOneIsPosted) {
   EXPECT_EQ(h.a.state(), QpState::ready);
   EXPECT_EQ(h.a.state(), QpState::ready);
   h.wire.faults.loss = 0;
-  ASSERT_EQ(h.b.post_recv(RecvWqe{7, rbuf.bytes.data(), 64}), Errc::ok);
+  ASSERT_EQ(h.b.post_recv(RecvWqe{7, rbuf.bytes.data(), 64, {}}), Errc::ok);
   c = h.wait_recv(h.b);
   EXPECT_EQ(c.wr_id, 7u);
   EXPECT_TRUE(check(rbuf.bytes, 0, 64, 42));
@@ -317,7 +317,7 @@ TEST(RcEngine, SilentPeerEndsInRetryExceededThenFlushes) {
 TEST(RcEngine, ReceiveTooSmallIsALengthErrorAtTheTarget) {
   Harness h(7);
   Region src(4096, kLocalWrite), rbuf(16, kLocalWrite);
-  ASSERT_EQ(h.b.post_recv(RecvWqe{1, rbuf.bytes.data(), 16}), Errc::ok);
+  ASSERT_EQ(h.b.post_recv(RecvWqe{1, rbuf.bytes.data(), 16, {}}), Errc::ok);
   ASSERT_EQ(h.a.post_send(wqe(SendOp::send, 1, src.bytes.data(), 2000, 0, 0)), Errc::ok);
   EXPECT_EQ(h.wait_recv(h.b).status, WcStatus::local_length_error);
   EXPECT_NE(h.wait_send(h.a).status, WcStatus::success);
@@ -333,8 +333,8 @@ TEST(RcEngine, QueuesFillAtTheirDepth) {
   for (int i = 0; i < 8; ++i)
     ASSERT_EQ(h.a.post_send(wqe(SendOp::write, i, src.bytes.data(), 8, key, 0)), Errc::ok);
   EXPECT_EQ(h.a.post_send(wqe(SendOp::write, 9, src.bytes.data(), 8, key, 0)), Errc::backpressure);
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(h.b.post_recv(RecvWqe{0, nullptr, 0}), Errc::ok);
-  EXPECT_EQ(h.b.post_recv(RecvWqe{0, nullptr, 0}), Errc::backpressure);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(h.b.post_recv(RecvWqe{0, nullptr, 0, {}}), Errc::ok);
+  EXPECT_EQ(h.b.post_recv(RecvWqe{0, nullptr, 0, {}}), Errc::backpressure);
   Completion c[8];
   int got = 0;
   EXPECT_TRUE(h.run_until([&] { return (got += h.a.poll_send(c, 8)) == 8; }));

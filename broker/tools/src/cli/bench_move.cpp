@@ -53,7 +53,7 @@ constexpr std::uint32_t kPayload = 64;         // steady records
 constexpr std::uint32_t kFill = 64u << 10;     // pre-fill records
 constexpr int kSegmentSlots = 8;               // catenad --segment-slots, as LocalCluster starts it
 constexpr std::size_t kMaxRecords = 2u << 20;  // steady records timed, at most
-constexpr const char* kChannel = "move-bench";
+constexpr const char* kMoveChannel = "move-bench";
 
 struct Move {
   std::vector<std::string> to;
@@ -77,7 +77,7 @@ std::map<std::string, idl::NodeStats> node_stats(control::ControllerClient& admi
 
 const idl::PartitionProgress* progress_at(const idl::NodeStats& s, std::int64_t epoch) {
   for (const auto& p : s.partitions) {
-    if (p.channel == kChannel && p.partition == 0 && p.epoch == epoch) return &p;
+    if (p.channel == kMoveChannel && p.partition == 0 && p.epoch == epoch) return &p;
   }
   return nullptr;
 }
@@ -156,7 +156,7 @@ struct Drain {
 };
 
 bool drain_tail(control::ControllerClient& admin, Drain* d, std::string* error) {
-  auto route = admin.get_route(kChannel, 0, 0);
+  auto route = admin.get_route(kMoveChannel, 0, 0);
   if (!route) return *error = "drain: " + route.error().describe(), false;
   d->node = route->replicas.back().node_id;
   const auto before = node_stats(admin);
@@ -175,7 +175,7 @@ bool drain_tail(control::ControllerClient& admin, Drain* d, std::string* error) 
     std::this_thread::sleep_for(5ms);
   }
   d->end_ns = steady_ns();
-  auto after = admin.get_route(kChannel, 0, 0);
+  auto after = admin.get_route(kMoveChannel, 0, 0);
   if (!after) return *error = "drain: " + after.error().describe(), false;
   for (const auto& rep : after->replicas) {
     d->chain.push_back(rep.node_id);
@@ -232,7 +232,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
   cco.rpc_timeout = 30s;
   control::ControllerClient admin(cco);
   idl::ChannelConfig cfg;
-  cfg.name = kChannel;
+  cfg.name = kMoveChannel;
   cfg.partitions = 1;
   cfg.replication = r;
   cfg.segment_bytes = o.segment_bytes;
@@ -252,7 +252,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     po.provider = common.provider;
     po.ring_bytes = 16u << 20;
     po.max_in_flight = 4096;
-    auto pub = Publisher::create(routes, kChannel, po);
+    auto pub = Publisher::create(routes, kMoveChannel, po);
     if (!pub) throw Fail{"publisher: " + pub.error().message};
     double mbs = 0;
     if (o.retained_mib > 0) fill_end = prefill(*pub.value(), o.retained_mib, &mbs);
@@ -275,7 +275,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     so.provider = common.provider;
     so.start = Start::offset;
     so.start_offset = static_cast<std::uint64_t>(fill_end);
-    auto sub = Subscriber::create(routes, kChannel, so);
+    auto sub = Subscriber::create(routes, kMoveChannel, so);
     if (!sub) setup_error = "subscriber: " + sub.error().message;
     sub_ready = true;
     if (!sub) return;
@@ -294,7 +294,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     broker::ControllerRoutes routes(cco, "move-bench-pub");
     PublisherOptions po;
     po.provider = common.provider;
-    auto pub = Publisher::create(routes, kChannel, po);
+    auto pub = Publisher::create(routes, kMoveChannel, po);
     if (!pub || stop_pub) {
       if (!pub) setup_error = "publisher: " + pub.error().message;
       pub_done = true;
@@ -353,7 +353,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
   // first; the drained node is in none.
   std::vector<std::vector<std::string>> sets{drain.chain};
   if (sets[0].empty()) {
-    if (auto rt = admin.get_route(kChannel, 0, 0)) {
+    if (auto rt = admin.get_route(kMoveChannel, 0, 0)) {
       for (const auto& rep : rt->replicas) sets[0].push_back(rep.node_id);
     }
   }
@@ -372,7 +372,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     const std::string old_head = sets[static_cast<std::size_t>(k) % sets.size()].front();
     if (auto it = before.find(old_head); it != before.end()) m.old_head_bytes = it->second.bytes;
     m.start_ns = steady_ns();
-    auto res = admin.move_partition(kChannel, 0, m.to);
+    auto res = admin.move_partition(kMoveChannel, 0, m.to);
     m.end_ns = steady_ns();
     if (!res) {
       error = "move " + std::to_string(k + 1) + ": " + res.error().describe();

@@ -51,7 +51,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int kLiveSubscribers = 2;
-constexpr const char* kChannel = "chaos";
+constexpr const char* kChaosChannel = "chaos";
 constexpr std::array<const char*, 5> kKinds = {"kill", "pause", "controller", "publisher", "cut"};
 
 // Record ids carry the producer in the high bits, its own count below.
@@ -183,7 +183,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   cco.address = cluster.controller_address();
   control::ControllerClient admin(cco);
   control::idl::ChannelConfig cfg;
-  cfg.name = kChannel;
+  cfg.name = kChaosChannel;
   cfg.partitions = o.partitions;
   cfg.replication = 3;
   cfg.segment_bytes = 8 << 20;  // 8 slots: ~550k records of 64 bytes per partition
@@ -206,7 +206,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       SubscriberOptions so;
       so.provider = client_provider;
       so.read_from = s == 0 ? SubscriberOptions::ReadFrom::tail : SubscriberOptions::ReadFrom::head;
-      auto sub = Subscriber::create(routes, kChannel, so);
+      auto sub = Subscriber::create(routes, kChaosChannel, so);
       if (!sub) return;
       sub.value()->on_notice([&, s](const Notice& n) {
         if (n.status == chain::wire::Status::data_lost)
@@ -236,7 +236,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
         po.provider = client_provider;
         po.producer_id = producer_id;  // the same id across restarts: each run gets a new epoch
         po.retry_timeout = 60s;
-        auto pub = Publisher::create(routes, kChannel, po);
+        auto pub = Publisher::create(routes, kChaosChannel, po);
         if (!pub) {
           std::this_thread::sleep_for(100ms);
           continue;
@@ -285,7 +285,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   };
   // Every chain at full replication, nothing joining: a broker may go.
   auto healthy = [&] {
-    auto info = admin.describe_channel(kChannel);
+    auto info = admin.describe_channel(kChaosChannel);
     if (!info) return false;
     return std::all_of(info->routes.begin(), info->routes.end(), [](const control::idl::PartitionRoute& r) {
       return r.replicas.size() == 3 && r.joining.empty();
@@ -358,7 +358,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
     SubscriberOptions so;
     so.provider = client_provider;
     so.start = Start::earliest;
-    auto reader = Subscriber::create(routes, kChannel, so);
+    auto reader = Subscriber::create(routes, kChaosChannel, so);
     // Read each partition up to its highest acknowledged offset. (Counting
     // deliveries would stop early: unacknowledged records that committed
     // are delivered too.)

@@ -121,11 +121,18 @@ if [ -x ci/vm/run-in-vm.sh ]; then
   # another kind was seen since (a subscriber's remote replica delivering
   # nothing; subscribers now move on after 3 s), so a failure is run again
   # once, loudly, rather than hidden: a second failure fails the stage.
+  # The peer-crash run hung once (2026-12-02 05:02, commit 6e65728; the same
+  # controller and broker code had passed it an hour before): a `catena
+  # status` got no answer from the controller for 60 s after the spare
+  # started, then nothing until the 600 s timeout. Not understood yet: it
+  # too is run again once, loudly, with a shorter timeout (a good run takes
+  # about 40 s).
   stage "verbs across two VMs (wire): chain, 2% loss, peer crash" sh -c \
     'ci/vm/wire-chain.sh --records 2000 &&
      { ci/vm/wire-chain.sh --records 2000 --loss 2 ||
        { echo "wire-chain: KNOWN FLAKE: the 2% loss run failed; running it once more"; ci/vm/wire-chain.sh --records 2000 --loss 2; }; } &&
-     ci/vm/wire-chain.sh --records 2000 --poweroff'
+     { ci/vm/wire-chain.sh --records 2000 --poweroff --timeout 240 ||
+       { echo "wire-chain: KNOWN FLAKE: the peer-crash run failed; running it once more"; ci/vm/wire-chain.sh --records 2000 --poweroff --timeout 240; }; }'
 else
   results+=("FAIL soft-RoCE VM harness missing"); failed=$((failed + 1))
 fi

@@ -73,12 +73,23 @@ std::string_view to_string(WcStatus s) noexcept {
   return "unknown";
 }
 
-Result<std::unique_ptr<Provider>> Provider::open(std::string_view spec) {
+Result<KeptRegion> Provider::allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) {
+  (void)name;
+  (void)size;
+  (void)access;
+  return make_error(Errc::no_device, "the " + this->name() + " provider cannot keep memory across restarts");
+}
+
+Result<std::unique_ptr<Provider>> Provider::open(std::string_view spec, const ProviderOptions& options) {
   if (spec == "soft" || spec.starts_with("soft:")) {
-    return open_soft_provider(spec.size() > 5 ? spec.substr(5) : std::string_view{});
+    return open_soft_provider(spec.size() > 5 ? spec.substr(5) : std::string_view{}, options);
   }
   if (spec.starts_with("fault:") || spec.starts_with("fault(")) {
-    return open_fault_provider(spec.substr(5));
+    return open_fault_provider(spec.substr(5), options);
+  }
+  if (!options.keep_dir.empty()) {
+    return make_error(Errc::invalid_argument,
+                      "the " + std::string(spec) + " provider cannot keep memory across restarts (keep_dir)");
   }
   if (spec.starts_with("verbs:") && spec.size() > 6) {
     return open_verbs_provider(spec.substr(6));

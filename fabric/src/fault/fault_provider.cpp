@@ -344,7 +344,7 @@ Result<std::unique_ptr<Endpoint>> FaultProvider::connect(std::string_view addres
       std::make_unique<FaultEndpoint>(std::move(ep.value()), faults_, std::string(address)));
 }
 
-Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec) {
+Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec, const ProviderOptions& options) {
   auto faults = std::make_shared<FaultInjector>();
   if (spec.starts_with("(")) {
     const auto close = spec.find(')');
@@ -381,7 +381,7 @@ Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec) {
   if (!spec.starts_with(":") || spec.size() < 2) {
     return make_error(Errc::invalid_argument, "fault provider spec needs an inner provider: 'fault:<inner>'");
   }
-  auto inner = Provider::open(spec.substr(1));
+  auto inner = Provider::open(spec.substr(1), options);
   if (!inner) return inner.error();
   return std::unique_ptr<Provider>(
       std::make_unique<FaultProvider>(std::move(inner.value()), std::move(faults)));

@@ -32,37 +32,46 @@ std::uint64_t random_u64() {
   return v;
 }
 
-Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
+Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::string& keep_dir) {
   std::unique_ptr<Arena> a(new Arena());
-  int fd = memfd_create("catena-soft-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    return make_error(Errc::resource_exhausted, errno_text("memfd_create"));
-  }
-  a->id_.memfd = fd;
-  // Ask for a large sparse arena; settle for less where address space or
-  // file size is limited.
-  void* base = MAP_FAILED;
-  for (; size >= kMinArenaSize; size /= 2) {
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      continue;
+  if (!keep_dir.empty()) {
+    a->keep_dir_ = keep_dir;
+    if (auto r = a->open_kept_file(size); !r) {
+      return r.error();
     }
-    base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    if (base != MAP_FAILED) {
-      break;
+    size = a->view_.size;
+  } else {
+    int fd = memfd_create("catena-soft-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+      return make_error(Errc::resource_exhausted, errno_text("memfd_create"));
     }
+    a->id_.memfd = fd;
+    // Ask for a large sparse arena; settle for less where address space or
+    // file size is limited.
+    void* base = MAP_FAILED;
+    for (; size >= kMinArenaSize; size /= 2) {
+      if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        continue;
+      }
+      base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+      if (base != MAP_FAILED) {
+        break;
+      }
+    }
+    if (base == MAP_FAILED) {
+      return make_error(Errc::resource_exhausted, errno_text("mmap of the soft arena"));
+    }
+    // Peers map this file read-write (through /proc/<pid>/fd): sealed, none
+    // of them can shrink it under our mapping (every access past the new end
+    // would be SIGBUS here) or grow it, and the seals cannot be lifted.
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      munmap(base, size);
+      return make_error(Errc::resource_exhausted, errno_text("sealing the soft arena"));
+    }
+    a->view_.base = static_cast<std::byte*>(base);
+    a->view_.size = size;
   }
-  if (base == MAP_FAILED) {
-    return make_error(Errc::resource_exhausted, errno_text("mmap of the soft arena"));
-  }
-  // Peers map this file read-write (through /proc/<pid>/fd): sealed, none
-  // of them can shrink it under our mapping (every access past the new end
-  // would be SIGBUS here) or grow it, and the seals cannot be lifted.
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    munmap(base, size);
-    return make_error(Errc::resource_exhausted, errno_text("sealing the soft arena"));
-  }
-  a->view_.base = static_cast<std::byte*>(base);
-  a->view_.size = size;
+  std::byte* base = a->view_.base;
   a->id_.size = size;
   a->id_.pid = getpid();
   a->id_.nonce[0] = random_u64();
@@ -82,6 +91,13 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size) {
   a->view_.table = a->table_;
   for (std::uint32_t i = 0; i < kRegionTableCapacity; ++i) {
     a->free_slots_.push_back(i);
+  }
+  if (!keep_dir.empty()) {
+    // Every key of the last process dies here: its table was the NIC's.
+    a->zero_range(kTableOffset, kDataOffset - kTableOffset);
+    if (auto r = a->load_kept_directory(); !r) {
+      return r.error();
+    }
   }
   return a;
 }

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <sys/types.h>
 #include <vector>
 
@@ -120,10 +121,28 @@ struct ArenaView {
   }
 };
 
+// A named range of a kept arena (Arena::allocate_kept).
+struct KeptRange {
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  bool kept = false;  // its bytes are the last process's
+};
+
 // The provider's own arena: memfd, mapping, allocator and region table.
+//
+// Kept mode (create with a keep directory, Provider::allocate_kept): the
+// arena is the file `<dir>/arena` instead of a memfd, so it outlives the
+// process, and `<dir>/regions` names the ranges to keep (one line each:
+// offset, bytes, name). A process opening the directory again maps the same
+// file, clears the header and the region table (every key of the last
+// process is dead: the table is the NIC's), zeroes everything but the named
+// ranges, and hands those out again by name with their bytes. One process
+// at a time: the file is locked (flock) while mapped. The file cannot be
+// sealed as a memfd is, so a same-host peer could shrink it: kept mode
+// trusts its peers that far.
 class Arena {
  public:
-  static Result<std::unique_ptr<Arena>> create(std::uint64_t size);
+  static Result<std::unique_ptr<Arena>> create(std::uint64_t size, const std::string& keep_dir = {});
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -157,9 +176,21 @@ class Arena {
   void quarantine_range(std::uint64_t offset, std::uint64_t bytes);
   void release_key(std::uint32_t key);
 
+  // Kept mode only (invalid_argument otherwise). The range named `name`
+  // (page-rounded `bytes`): the kept one if the directory names it with that
+  // size, else a new zeroed one, written to the directory before it is
+  // returned. The caller hands each name out once.
+  Result<KeptRange> allocate_kept(const std::string& name, std::uint64_t bytes);
+  // Zeroes and frees a named range and drops its name (unknown: no-op).
+  void discard_kept(const std::string& name);
+  [[nodiscard]] std::vector<std::string> kept_names() const;
+
  private:
   Arena() = default;
   void zero_range(std::uint64_t offset, std::uint64_t bytes);
+  Result<void> open_kept_file(std::uint64_t size);
+  Result<void> load_kept_directory();
+  Result<void> save_kept_directory() const;
 
   ArenaIdentity id_;
   ArenaView view_;
@@ -170,6 +201,16 @@ class Arena {
   std::multimap<std::uint64_t, std::uint64_t> free_channels_;  // length -> offset
   std::uint64_t high_water_ = kDataOffset;
   std::deque<std::uint32_t> free_slots_;  // FIFO: a slot rests as long as possible before reuse
+
+  // Kept mode: the directory, and name -> range (guarded by keep_mu_; taken
+  // before mu_ where both are).
+  std::string keep_dir_;
+  mutable std::mutex keep_mu_;
+  struct Named {
+    std::uint64_t offset = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<std::string, Named> named_;
 };
 
 // A peer's arena mapped into this process (same host only). Shared by every

@@ -38,10 +38,11 @@ bool process_gone(pid_t pid) {
 // it revokes the key, waits out accesses in flight, then drops the pages.
 class SoftMemoryRegion final : public MemoryRegion {
  public:
+  // kept: a named range of a kept arena, whose bytes stay when it goes.
   SoftMemoryRegion(std::shared_ptr<Core> core, std::uint64_t offset, std::size_t size, std::uint32_t key,
-                   std::uint32_t access)
-      : core_(std::move(core)), offset_(offset), size_(size), key_(key), access_(access) {}
-  ~SoftMemoryRegion() override { core_->free_region(offset_, size_, key_); }
+                   std::uint32_t access, bool kept = false)
+      : core_(std::move(core)), offset_(offset), size_(size), key_(key), access_(access), kept_(kept) {}
+  ~SoftMemoryRegion() override { core_->free_region(offset_, size_, key_, kept_); }
 
   [[nodiscard]] std::byte* data() const noexcept override { return core_->view().base + offset_; }
   [[nodiscard]] std::size_t size() const noexcept override { return size_; }
@@ -56,6 +57,7 @@ class SoftMemoryRegion final : public MemoryRegion {
   std::size_t size_;
   std::uint32_t key_;
   std::uint32_t access_;
+  bool kept_;
 };
 
 Result<Options> parse_options(std::string_view text) {
@@ -109,7 +111,7 @@ Result<std::shared_ptr<Core>> Core::create(const Options& options) {
   std::shared_ptr<Core> c(new Core());
   c->options_ = options;
   c->host_id_ = options.host_id.empty() ? host_identity() : options.host_id;
-  auto arena = Arena::create(kDefaultArenaSize);
+  auto arena = Arena::create(kDefaultArenaSize, options.keep_dir);
   if (!arena) {
     return arena.error();
   }
@@ -144,13 +146,39 @@ Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint
       std::make_unique<SoftMemoryRegion>(shared_from_this(), off.value(), size, key.value(), access));
 }
 
-void Core::free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key) {
+Result<KeptRegion> Core::allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) {
+  if (size == 0) {
+    return make_error(Errc::invalid_argument, "cannot allocate a zero-byte region");
+  }
+  if ((access & ~kAllAccess) != 0) {
+    return make_error(Errc::invalid_argument, "unknown access bits " + std::to_string(access));
+  }
+  auto range = arena_->allocate_kept(std::string(name), size);
+  if (!range) {
+    return range.error();
+  }
+  auto key = arena_->register_region(range.value().offset, size, access & kLocalWrite, 0);
+  if (!key) {
+    return key.error();  // the range keeps its name and bytes
+  }
+  KeptRegion out;
+  out.region = std::make_unique<SoftMemoryRegion>(shared_from_this(), range.value().offset, size, key.value(),
+                                                  access, /*kept=*/true);
+  out.kept = range.value().kept;
+  return out;
+}
+
+void Core::free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key, bool kept) {
   std::vector<std::uint32_t> keys = take_exposures(offset, 0);
   keys.push_back(key);
   for (std::uint32_t k : keys) {
     arena_->revoke_key(k);
   }
-  if (quiesce()) {
+  if (kept) {
+    // The bytes stay for the name (Arena::discard_kept frees them). A peer
+    // still inside an access after the wait may yet land its bytes there.
+    (void)quiesce();
+  } else if (quiesce()) {
     arena_->free_range(offset, length);
   } else {
     arena_->quarantine_range(offset, length);

@@ -44,6 +44,8 @@ struct Options {
   // different ids never use shared memory with each other: lets one box
   // stand in for two hosts.
   std::string host_id;
+  // Provider::open's ProviderOptions::keep_dir: the arena is kept there.
+  std::string keep_dir;
 };
 
 // "", "tcp", "shm", each optionally followed by ",host=<id>".
@@ -81,6 +83,8 @@ class Core : public std::enable_shared_from_this<Core> {
   [[nodiscard]] ConnectionManager& manager() noexcept { return *manager_; }
 
   Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access);
+  // Provider::allocate_kept (the arena must have a keep directory).
+  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access);
 
   // Registers/unregisters a guard (stable address required). A guard that
   // is still inside the access a revocation gave up on is kept (with
@@ -107,7 +111,7 @@ class Core : public std::enable_shared_from_this<Core> {
  private:
   friend class SoftMemoryRegion;
   Core() = default;
-  void free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key);
+  void free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key, bool kept);
   std::vector<std::uint32_t> take_exposures(std::uint64_t region_offset, std::uint64_t conn);
 
   // Declared in creation order: the manager thread stops before the arena

@@ -131,6 +131,11 @@ class SoftProvider final : public Provider {
   Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
     return core_->allocate(size, access);
   }
+  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) override {
+    return core_->allocate_kept(name, size, access);
+  }
+  [[nodiscard]] std::vector<std::string> kept_names() const override { return core_->arena().kept_names(); }
+  void discard_kept(std::string_view name) override { core_->arena().discard_kept(std::string(name)); }
 
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg) override {
     auto addr = parse_address(address);
@@ -167,11 +172,13 @@ class SoftProvider final : public Provider {
 }  // namespace
 }  // namespace soft
 
-Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options) {
+Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options,
+                                                     const ProviderOptions& provider_options) {
   auto opts = soft::parse_options(options);
   if (!opts) {
     return opts.error();
   }
+  opts.value().keep_dir = provider_options.keep_dir;
   auto core = soft::Core::create(opts.value());
   if (!core) {
     return core.error();

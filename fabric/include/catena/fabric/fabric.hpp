@@ -55,6 +55,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <catena/fabric/result.hpp>
 
@@ -220,17 +221,48 @@ class Listener {
                                                        const BeforeAccept& before_accept) = 0;
 };
 
+// How a provider is opened, beyond its spec.
+struct ProviderOptions {
+  // Where kept memory lives (allocate_kept): a directory on a memory
+  // filesystem (/dev/shm), used by one process at a time. Empty: no kept
+  // memory.
+  std::string keep_dir;
+};
+
+// Memory that outlives the process (allocate_kept).
+struct KeptRegion {
+  std::unique_ptr<MemoryRegion> region;
+  // True: the bytes are those the name held when the last process using
+  // the keep directory left it (a restart). False: new, zeroed.
+  bool kept = false;
+};
+
 class Provider {
  public:
   virtual ~Provider() = default;
 
   // "verbs:<device>", "soft", "soft:tcp", "soft:shm", "dpdk:<port>", "fault:<inner>".
-  static Result<std::unique_ptr<Provider>> open(std::string_view spec);
+  static Result<std::unique_ptr<Provider>> open(std::string_view spec, const ProviderOptions& options = {});
 
   [[nodiscard]] virtual std::string name() const = 0;
 
   // Allocates and registers `size` zeroed bytes with the given access mask.
   virtual Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) = 0;
+
+  // --- kept memory (process-level recovery) ----------------------------------
+  // A registered region named `name` ([A-Za-z0-9._#-], 1..200 characters)
+  // in the keep directory: what a restarted process finds again with the
+  // bytes its predecessor left, as long as the machine stayed up. Destroying
+  // the region deregisters it and keeps its bytes; discard_kept() drops them.
+  // A name asked again with another size starts over, zeroed. Setup path.
+  // invalid_argument without a keep directory or on a bad name;
+  // no_device where the provider cannot keep memory.
+  virtual Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access);
+  // The names that hold kept bytes (from this process or the last one).
+  [[nodiscard]] virtual std::vector<std::string> kept_names() const { return {}; }
+  // Drops a name's bytes (zeroed, memory returned). Its region, if any, must
+  // be destroyed first. Unknown names are ignored.
+  virtual void discard_kept(std::string_view name) { (void)name; }
 
   // Listens on "ip:port" (port 0 picks one).
   virtual Result<std::unique_ptr<Listener>> listen(std::string_view address,
@@ -250,7 +282,8 @@ class Provider {
 };
 
 // Provider factories, used by Provider::open. Exposed for tests.
-Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options);
+Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options,
+                                                     const ProviderOptions& provider_options = {});
 Result<std::unique_ptr<Provider>> open_verbs_provider(std::string_view device);
 // Built only when DPDK was found (CATENA_HAVE_DPDK); "dpdk:" fails otherwise.
 Result<std::unique_ptr<Provider>> open_dpdk_provider(std::string_view port_spec);

@@ -161,6 +161,11 @@ class FaultProvider final : public Provider {
   Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
     return inner_->allocate(size, access);
   }
+  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) override {
+    return inner_->allocate_kept(name, size, access);
+  }
+  [[nodiscard]] std::vector<std::string> kept_names() const override { return inner_->kept_names(); }
+  void discard_kept(std::string_view name) override { inner_->discard_kept(name); }
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg = {}) override;
   Result<std::unique_ptr<Endpoint>> connect(
       std::string_view address, const EndpointConfig& cfg = {},
@@ -173,6 +178,7 @@ class FaultProvider final : public Provider {
 };
 
 // "fault:<inner>" / "fault(<options>):<inner>": `spec` is what follows "fault".
-Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec);
+Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec,
+                                                      const ProviderOptions& options = {});
 
 }  // namespace catena::fabric

@@ -162,8 +162,13 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     return ValidateStatus::corrupt;
   }
   if (sh.generation != in.generation || in.state == SlotState::free) {
-    if (sh.generation < in.generation) return ValidateStatus::out_of_order;
+    const bool continues = sh.generation >= in.generation &&
+                           (end_offset_ == 0 || sh.base_offset == end_offset_ || generation_ == 0) &&
+                           (open_ < 0 || open_ == static_cast<int>(slot));
+    // What a restart kept and the chain does not continue is dropped.
+    if (!continues && recovered_) reset_st();
     // A new segment in this slot. It must continue the partition.
+    if (sh.generation < in.generation) return ValidateStatus::out_of_order;
     if (end_offset_ != 0 && sh.base_offset != end_offset_ && generation_ != 0)
       return ValidateStatus::out_of_order;
     if (open_ >= 0 && open_ != static_cast<int>(slot)) return ValidateStatus::out_of_order;
@@ -182,6 +187,12 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
   }
   if (end <= in.valid_end) return ValidateStatus::ok;  // already seen (a resend)
   if (in.state != SlotState::open) return ValidateStatus::corrupt;
+  return scan_frames_st(slot, end, ~0ull, /*seal_at_end=*/true);
+}
+
+ValidateStatus PartitionLog::scan_frames_st(std::uint32_t slot, std::uint32_t end, std::uint64_t stop_offset,
+                                            bool seal_at_end) {
+  SlotInfo& in = info_[slot];
   const std::byte* base = slots_[slot].data();
   const std::uint64_t now = producers_ != nullptr ? clock_.now_ns() : 0;
   while (in.valid_end < end) {
@@ -190,14 +201,17 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
       return ValidateStatus::corrupt;
     if (h.flags & kFlagPad) return ValidateStatus::corrupt;
     if (h.offset != in.next_offset) return ValidateStatus::out_of_order;
-    in.valid_end += static_cast<std::uint32_t>(frame_size(h.length));
     if (h.flags & kFlagSeal) {
-      if (in.valid_end != end) return ValidateStatus::corrupt;  // nothing may follow a seal
+      // Nothing may follow a seal in what the predecessor wrote.
+      if (seal_at_end && in.valid_end + frame_size(h.length) != end) return ValidateStatus::corrupt;
+      in.valid_end += static_cast<std::uint32_t>(frame_size(h.length));
       in.state = SlotState::sealed;
       in.sealed_ns = clock_.now_ns();
       open_ = -1;
       break;
     }
+    if (h.offset >= stop_offset) break;
+    in.valid_end += static_cast<std::uint32_t>(frame_size(h.length));
     in.next_offset = h.offset + 1;
     end_offset_ = in.next_offset;
     if (h.flags & kFlagMarker) {
@@ -210,6 +224,91 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     }
   }
   return ValidateStatus::ok;
+}
+
+void PartitionLog::reset_st() {
+  std::fill(info_.begin(), info_.end(), SlotInfo{});
+  std::fill(zero_.begin(), zero_.end(), false);
+  open_ = -1;
+  next_slot_ = 0;
+  generation_ = 0;
+  end_offset_ = 0;
+  commit_offset_ = 0;
+  marker_ = Marker{};
+  recovered_ = false;
+  if (producers_ != nullptr) producers_->clear();
+}
+
+PartitionLog::Recovered PartitionLog::recover_st(std::uint64_t commit_offset) {
+  // Every slot whose header is intact, oldest generation first.
+  struct Found {
+    std::uint32_t slot;
+    SegmentHeader sh;
+  };
+  std::vector<Found> found;
+  for (std::uint32_t s = 0; s < slot_count(); ++s) {
+    SegmentHeader sh;
+    std::memcpy(&sh, slots_[s].data(), sizeof sh);
+    if (sh.magic == kSegmentMagic && sh.header_crc == segment_header_crc(sh) && sh.slot == s &&
+        sh.generation != 0 && sh.base_offset < commit_offset)
+      found.push_back({s, sh});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.sh.generation < b.sh.generation; });
+  std::fill(zero_.begin(), zero_.end(), false);
+  // Scans one segment up to the first frame that does not check (the rest
+  // of the slot is an older segment's bytes, or zeros), never past the
+  // commit offset.
+  auto scan = [&](const Found& f) {
+    SlotInfo& in = info_[f.slot];
+    in = SlotInfo{};
+    in.state = SlotState::open;
+    in.generation = f.sh.generation;
+    in.base_offset = f.sh.base_offset;
+    in.next_offset = f.sh.base_offset;
+    in.valid_end = kFirstRecord;
+    in.opened_ns = clock_.now_ns();
+    open_ = static_cast<int>(f.slot);
+    (void)scan_frames_st(f.slot, cfg_.segment_bytes, commit_offset, /*seal_at_end=*/false);
+  };
+  // First pass, tracking nothing: the newest run of segments that continue
+  // one another (each starts where the one before ended, sealed).
+  ProducerState* const producers = producers_;
+  producers_ = nullptr;
+  std::vector<Found> run;
+  for (const Found& f : found) {
+    const bool continues = !run.empty() && info_[run.back().slot].state == SlotState::sealed &&
+                           info_[run.back().slot].next_offset == f.sh.base_offset;
+    if (!continues) run.clear();
+    scan(f);
+    run.push_back(f);
+    if (info_[f.slot].state != SlotState::sealed) break;  // nothing committed follows an open segment
+  }
+  // Second pass over the run only: markers and producers of what is kept.
+  producers_ = producers;
+  std::fill(info_.begin(), info_.end(), SlotInfo{});
+  marker_ = Marker{};
+  Recovered out;
+  generation_ = 0;
+  end_offset_ = 0;
+  open_ = -1;
+  for (const Found& f : run) {
+    scan(f);
+    const SlotInfo& in = info_[f.slot];
+    if (in.state == SlotState::sealed) open_ = -1;
+    generation_ = std::max(generation_, in.generation);
+    epoch_ = std::max(epoch_, f.sh.epoch);
+    end_offset_ = in.next_offset;
+    next_slot_ = (f.slot + 1) % slot_count();
+    out.records += in.next_offset - in.base_offset;
+    out.bytes += in.valid_end;
+    ++out.segments;
+  }
+  if (!run.empty()) out.start = info_[run.front().slot].base_offset;
+  out.end = end_offset_;
+  commit_offset_ = end_offset_;
+  recovered_ = !run.empty();
+  return out;
 }
 
 bool PartitionLog::tick() {

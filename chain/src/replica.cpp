@@ -68,12 +68,36 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   if (auto r = check_replica_config(cfg); !r) return r.error();
   std::unique_ptr<Replica> r(new Replica(provider, cfg, clock));
   std::vector<std::span<std::byte>> spans;
+  constexpr std::uint32_t kSlotAccess = fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead;
+  bool all_kept = !cfg.keep_name.empty();
+  auto allocate_slot = [&](std::uint32_t s) -> fabric::Result<std::unique_ptr<fabric::MemoryRegion>> {
+    if (cfg.keep_name.empty()) return provider.allocate(cfg.log.segment_bytes, kSlotAccess);
+    auto k = provider.allocate_kept(kept_slot_name(cfg.keep_name, s), cfg.log.segment_bytes, kSlotAccess);
+    if (!k) return k.error();
+    all_kept = all_kept && k.value().kept;
+    return std::move(k.value().region);
+  };
   for (std::uint32_t s = 0; s < cfg.slot_count; ++s) {
-    auto mr = provider.allocate(cfg.log.segment_bytes,
-                                fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead);
+    auto mr = allocate_slot(s);
     if (!mr) return mr.error();
     spans.emplace_back(mr.value()->data(), mr.value()->size());
     r->slot_mrs_.push_back(std::move(mr.value()));
+  }
+  std::uint64_t commit_kept = 0;
+  if (!cfg.keep_name.empty()) {
+    auto meta = provider.allocate_kept(kept_meta_name(cfg.keep_name), kKeptMetaBytes, fabric::kLocalWrite);
+    if (!meta) return meta.error();
+    auto* m = reinterpret_cast<KeptReplicaMeta*>(meta.value().region->data());
+    // What a crashed process left is this replica's only if it says so.
+    if (all_kept && meta.value().kept && kept_meta_valid(*m) && m->channel == cfg.channel &&
+        m->partition == cfg.partition && m->slot_count == cfg.slot_count &&
+        m->segment_bytes == cfg.log.segment_bytes) {
+      commit_kept = kept_commit(*m);
+    } else {
+      init_kept_meta(*m, cfg.channel, cfg.partition, cfg.slot_count, cfg.log.segment_bytes, cfg.epoch);
+    }
+    r->kept_meta_ = m;
+    r->kept_meta_mr_ = std::move(meta.value().region);
   }
   auto cw = provider.allocate(64, fabric::kLocalWrite | fabric::kRemoteWrite);
   if (!cw) return cw.error();
@@ -82,10 +106,19 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   if (!sc) return sc.error();
   r->scratch_ = std::move(sc.value());
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);
-  r->log_->slots_are_zero_st();  // Provider::allocate zeroes
-  r->log_->set_start(cfg.start_offset);
-  r->log_->set_epoch(cfg.epoch);
   r->log_->track_producers(&r->producers_);
+  if (commit_kept != 0) r->recovered_ = r->log_->recover_st(commit_kept);
+  if (r->recovered_.end == 0) {
+    if (cfg.keep_name.empty()) {
+      r->log_->slots_are_zero_st();  // Provider::allocate zeroes
+    } else {
+      r->log_->slots_written_remotely_st();  // kept bytes of another replica, or none: cleared before use
+    }
+    r->log_->set_start(cfg.start_offset);
+  }
+  r->log_->set_epoch(cfg.epoch);
+  r->kept_commit_ = r->log_->commit_offset();
+  if (r->kept_meta_ != nullptr) store_kept_commit(*r->kept_meta_, r->kept_commit_);
   r->tick_ns_ = clock.now_ns();
   r->next_expiry_ns_ = r->tick_ns_ + 1'000'000'000;
   return r;
@@ -123,9 +156,10 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   cfg_.successor_addr = cfg.successor_addr;
   cfg_.head_addr = cfg.head_addr;
   log_->set_epoch(cfg.epoch);
-  syncing_ = false;                         // a joining successor is synced anew at each epoch
-  held_sent_up_ = 0;                        // a joining replica reports again, at the new epoch
-  if (cfg_.is_tail()) commit_as_tail_st();  // it holds all that anyone may ack
+  if (!cfg.is_joining()) log_->clear_recovered();  // a member: what it holds is the chain's
+  syncing_ = false;                                // a joining successor is synced anew at each epoch
+  held_sent_up_ = 0;                               // a joining replica reports again, at the new epoch
+  if (cfg_.is_tail()) commit_as_tail_st();         // it holds all that anyone may ack
   return true;
 }
 
@@ -205,6 +239,14 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
     link->ep().disconnect();
     return false;
   }
+  // A successor that kept segments of this chain through a restart is sent
+  // what follows the oldest one it shares, not the segments before it.
+  std::uint64_t shared_from = ~0ull;
+  for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
+    const SlotInfo& in = log_->slot_info(s);
+    if (in.state != SlotState::free && w.slots[s].generation == in.generation)
+      shared_from = std::min(shared_from, in.generation);
+  }
   for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
     succ_slots_[s] = w.slots[s].region;
     const SlotInfo& in = log_->slot_info(s);
@@ -212,6 +254,9 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
       // The successor already holds a prefix of this segment: resend the rest.
       fwd_gen_[s] = in.generation;
       fwd_end_[s] = std::min(w.slots[s].valid_end, in.valid_end);
+    } else if (in.state != SlotState::free && in.generation < shared_from && shared_from != ~0ull) {
+      fwd_gen_[s] = in.generation;
+      fwd_end_[s] = in.valid_end;
     } else {
       fwd_gen_[s] = 0;
       fwd_end_[s] = 0;
@@ -297,6 +342,10 @@ int Replica::do_work() {
   if (act)
     work +=
         deliveries_.do_work(DeliverySource{*log_, slot_mrs_, scratch_, range_end_, next_epoch_, next_head_});
+  if (kept_meta_ != nullptr && log_->commit_offset() != kept_commit_) {
+    kept_commit_ = log_->commit_offset();
+    store_kept_commit(*kept_meta_, kept_commit_);
+  }
   return work;
 }
 
@@ -388,6 +437,7 @@ int Replica::forward_st() {
       if (e != fabric::Errc::ok) return work;  // back-pressure: keep order, continue next pass
       fwd_end_[s] += len;
       fwd_in_flight_ += len;
+      forwarded_bytes_ += len;
       ++work;
     }
   }
@@ -499,6 +549,9 @@ ReplicaStats Replica::stats() const {
     s.successor_backlog_bytes = static_cast<std::int64_t>(successor_backlog_st());
     s.successor_synced = cfg_.is_tail() && syncing_ && read_held_word_st() >= log_->commit_offset();
   }
+  s.forwarded_bytes = forwarded_bytes_;
+  s.recovered_records = recovered_.records;
+  s.recovered_bytes = recovered_.bytes;
   return s;
 }
 

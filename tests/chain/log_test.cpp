@@ -293,6 +293,78 @@ TEST_F(LogTest, ReplicaValidatesForwardedBytesAndServesCommittedRecords) {
   EXPECT_EQ(rep.read(mid).header.offset, 17u);
 }
 
+// Process-level recovery: a log rebuilt from the memory a crashed process
+// left keeps the committed records, checked, and nothing past the commit (a
+// head's uncommitted suffix may be rewritten by the next head); what it
+// kept of producers and markers comes back with it.
+TEST_F(LogTest, RecoveryKeepsCommittedRecordsAcrossSegmentsAndDropsTheUncommittedSuffix) {
+  Slots s(4, kSeg);
+  std::uint64_t off = 0;
+  {
+    PartitionLog log(s.spans(), cfg, clock);
+    for (std::uint32_t i = 0; i < 40; ++i) {
+      if (i == 5) {
+        MarkerSpec m{};
+        m.generation = 1;
+        m.from_partitions = 1;
+        m.to_partitions = 2;
+        ASSERT_EQ(log.append_marker(m, &off), AppendStatus::ok);
+        continue;
+      }
+      std::string p = "record-" + std::to_string(i) + std::string(150, 'x');
+      ASSERT_EQ(log.append(producer(4, i), bytes_of(p), &off), AppendStatus::ok);
+    }
+    ASSERT_GT(log.slot_info(2).state, SlotState::free) << "the records span three segments";
+  }
+  ProducerState ps;
+  PartitionLog log(s.spans(), cfg, clock);
+  log.track_producers(&ps);
+  const auto r = log.recover_st(33);
+  EXPECT_EQ(r.start, 0u);
+  EXPECT_EQ(r.end, 33u);
+  EXPECT_EQ(r.records, 33u);
+  EXPECT_EQ(r.segments, 2u) << "the third segment starts past the commit";
+  EXPECT_EQ(log.end_offset(), 33u);
+  EXPECT_EQ(log.commit_offset(), 33u);
+  EXPECT_TRUE(log.recovered());
+  EXPECT_EQ(log.marker().generation, 1u);
+  EXPECT_EQ(log.marker().offset, 5u);
+  Cursor c = log.seek(0);
+  ASSERT_TRUE(c.valid);
+  for (std::uint64_t i = 0; i < 33; ++i) {
+    ReadResult rr = log.read(c);
+    ASSERT_EQ(rr.status, ReadStatus::record) << i;
+    ASSERT_EQ(rr.header.offset, i);
+    if (i == 5) continue;
+    EXPECT_EQ(
+        std::string(reinterpret_cast<const char*>(rr.frame + sizeof(RecordHeader)), 7 + (i < 10 ? 1 : 2)),
+        "record-" + std::to_string(i));
+  }
+  EXPECT_EQ(log.read(c).status, ReadStatus::none) << "nothing past the commit";
+  std::uint64_t at = 0;
+  EXPECT_EQ(ps.decide(4, 0, 20, &at), SeqDecision::duplicate) << "a kept record's sequence is known";
+  EXPECT_EQ(at, 20u);
+  EXPECT_EQ(ps.decide(4, 0, 33, &at), SeqDecision::append) << "a dropped record's sequence is not";
+  // The head appends after what was kept.
+  ASSERT_EQ(log.append(producer(4, 33), bytes_of("again"), &off), AppendStatus::ok);
+  EXPECT_EQ(off, 33u);
+}
+
+TEST_F(LogTest, RecoveryKeepsNothingFromZerosOrWithoutACommit) {
+  Slots s(3, kSeg);
+  PartitionLog empty(s.spans(), cfg, clock);
+  EXPECT_EQ(empty.recover_st(100).end, 0u);
+  EXPECT_FALSE(empty.recovered());
+  std::uint64_t off = 0;
+  {
+    PartitionLog log(s.spans(), cfg, clock);
+    for (std::uint32_t i = 0; i < 10; ++i)
+      ASSERT_EQ(log.append(producer(1, i), bytes_of("r"), &off), AppendStatus::ok);
+  }
+  PartitionLog log(s.spans(), cfg, clock);
+  EXPECT_EQ(log.recover_st(0).end, 0u) << "nothing known committed: nothing kept";
+}
+
 // Channel alter: a head's marker takes the next offset, is replicated like a
 // record, is read back as a control record, and a replica that validated it
 // knows it (so a replica promoted to head answers a repeated request with it).

@@ -20,6 +20,7 @@
 #include <catena/broker/broker.hpp>
 #include <catena/chain/commit_watch.hpp>
 #include <catena/chain/delivery.hpp>
+#include <catena/chain/kept_replica.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/publish.hpp>
 #include <catena/chain/wire.hpp>
@@ -77,10 +78,11 @@ class Broker::Impl {
       provider_ = std::move(provider);
       cfg_.provider = provider_->name();
     } else {
-      auto p = fabric::Provider::open(cfg_.provider);
+      auto p = fabric::Provider::open(cfg_.provider, fabric::ProviderOptions{cfg_.keep_dir});
       if (!p) return p.error();
       provider_ = std::move(p.value());
     }
+    if (!cfg_.keep_dir.empty()) take_inventory();
     auto l = provider_->listen(cfg_.fabric_listen);
     if (!l) return l.error();
     listener_ = std::move(l.value());
@@ -143,6 +145,48 @@ class Broker::Impl {
     return out;
   }
 
+  // Before the threads start: what the keep directory holds. Per partition
+  // the newest replica is kept for a chain to claim; the rest is dropped.
+  void take_inventory() {
+    auto inv = chain::list_kept_replicas(*provider_);
+    for (const auto& broken : inv.broken) {
+      spdlog::warn("kept memory: {} is incomplete or not valid: dropped", broken);
+      chain::discard_kept_replica(*provider_, broken);
+    }
+    for (auto& k : inv.replicas) {
+      auto [it, fresh] = kept_.try_emplace(Key{k.channel, k.partition}, k);
+      if (!fresh && it->second.epoch < k.epoch) std::swap(it->second, k);
+      if (!fresh) chain::discard_kept_replica(*provider_, k.keep_name);
+    }
+    for (const auto& [key, k] : kept_) {
+      spdlog::info("kept memory: {}/{} from epoch {}, committed below offset {}: offered to its chain",
+                   k.channel, k.partition, k.epoch, k.commit);
+    }
+    // Reported from the first registration on, before the data plane's
+    // first pass refreshes the stats.
+    NodeStats st;
+    kept_stats_st(st);
+    MutexLock lk(stats_mu_);
+    stats_ = std::move(st);
+  }
+
+  void kept_stats_st(NodeStats& st) const {
+    for (const auto& [key, k] : kept_) {
+      PartitionStats ps{k.channel, k.partition, k.epoch, 0, 0, {}};
+      ps.replica.end_offset = k.commit;
+      ps.replica.commit_offset = k.commit;
+      st.kept.push_back(std::move(ps));
+    }
+  }
+
+  // Drops a replica of the partition map and what it kept.
+  void drop_replica_st(std::map<Key, std::unique_ptr<chain::Replica>>::iterator it) {
+    const std::string keep_name = it->second->config().keep_name;
+    unlinked_.erase(it->first);
+    replicas_.erase(it);  // links are disconnected, memory deregistered
+    if (!keep_name.empty()) chain::discard_kept_replica(*provider_, keep_name);
+  }
+
   // --- data-plane thread -------------------------------------------------------
   ConfigureResult configure_st(const chain::ReplicaConfig& in,
                                const std::vector<chain::ProducerSnapshot>& producers = {}) {
@@ -165,13 +209,25 @@ class Broker::Impl {
       // (an uncommitted suffix, old offsets): start empty instead.
       spdlog::info("partition {}/{}: dropping the suspended copy at epoch {} to start afresh at epoch {}",
                    cfg.channel, cfg.partition, it->second->epoch(), cfg.epoch);
-      replicas_.erase(it);
+      drop_replica_st(it);
       it = replicas_.end();
     }
     if (it == replicas_.end()) {
+      // Kept memory: what a crashed process of this node held of the
+      // partition is recovered (Replica::create) and only the rest copied.
+      if (!cfg_.keep_dir.empty()) {
+        auto kept = kept_.find(key);
+        cfg.keep_name = kept != kept_.end() ? kept->second.keep_name
+                                            : chain::keep_name_for(cfg.channel, cfg.partition, cfg.epoch);
+        if (kept != kept_.end()) kept_.erase(kept);
+      }
       auto r = chain::Replica::create(*provider_, cfg, clock_);
       if (!r) return {ConfigureStatus::invalid, 0, r.error().message};
       if (!producers.empty()) r.value()->merge_producers_st(producers);  // before anyone can append
+      if (const auto& rec = r.value()->recovered(); rec.end != 0) {
+        spdlog::info("partition {}/{}: recovered offsets [{}, {}) from kept memory ({} records, {} bytes)",
+                     cfg.channel, cfg.partition, rec.start, rec.end, rec.records, rec.bytes);
+      }
       replicas_.emplace(key, std::move(r.value()));
       spdlog::info("partition {}/{}: epoch {} position {}/{}{}", cfg.channel, cfg.partition, cfg.epoch,
                    cfg.position, cfg.chain_length, cfg.is_joining() ? " (joining)" : "");
@@ -272,8 +328,11 @@ class Broker::Impl {
       const auto& [ch, p, epoch] = kv.first;
       const bool drop =
           ch == channel && p == partition && std::find(keep.begin(), keep.end(), epoch) == keep.end();
-      if (drop)
+      if (drop) {
         spdlog::info("partition {}/{}: the range written at epoch {} is no longer served here", ch, p, epoch);
+        if (const auto& k = kv.second->config().keep_name; !k.empty())
+          chain::discard_kept_replica(*provider_, k);
+      }
       return drop;
     });
   }
@@ -281,12 +340,21 @@ class Broker::Impl {
   ConfigureResult fence_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
     CATENA_ST_CHECK(data_plane_);
     auto it = replicas_.find({channel, partition});
-    if (it == replicas_.end()) return {ConfigureStatus::applied, 0, "not held here"};
+    if (it == replicas_.end()) {
+      // A kept copy no chain wants: its memory goes.
+      if (auto kept = kept_.find({channel, partition}); kept != kept_.end()) {
+        spdlog::info("partition {}/{}: the copy kept from epoch {} is not wanted: dropped", channel,
+                     partition, kept->second.epoch);
+        chain::discard_kept_replica(*provider_, kept->second.keep_name);
+        kept_.erase(kept);
+        return {ConfigureStatus::applied, epoch, ""};
+      }
+      return {ConfigureStatus::applied, 0, "not held here"};
+    }
     if (it->second->epoch() > epoch) {
       return {ConfigureStatus::stale_epoch, it->second->epoch(), "replica is newer than the fence"};
     }
-    unlinked_.erase(it->first);
-    replicas_.erase(it);  // links are disconnected, memory deregistered
+    drop_replica_st(it);
     spdlog::info("partition {}/{}: fenced at epoch {}, replica dropped", channel, partition, epoch);
     return {ConfigureStatus::applied, epoch, ""};
   }
@@ -414,6 +482,8 @@ class Broker::Impl {
       if (rs.segments == 0) {
         const auto& [ch, p, epoch] = kv.first;
         spdlog::info("partition {}/{}: the range written at epoch {} expired", ch, p, epoch);
+        if (const auto& k = kv.second->config().keep_name; !k.empty())
+          chain::discard_kept_replica(*provider_, k);
         return true;
       }
       st.segments += rs.segments;
@@ -421,6 +491,7 @@ class Broker::Impl {
       st.connections += rs.subscribers;
       return false;
     });
+    kept_stats_st(st);
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
     for (auto& r : reports) link_reports_.push_back(std::move(r));
@@ -512,6 +583,9 @@ class Broker::Impl {
   BrokerConfig cfg_;
   const catena::Clock& clock_;
   std::unique_ptr<fabric::Provider> provider_;
+  // Kept replicas found at start that no chain claimed yet (take_inventory;
+  // then the data-plane thread's).
+  std::map<Key, chain::KeptPartition> kept_;
   std::unique_ptr<fabric::Listener> listener_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> lease_deadline_ns_{~std::uint64_t{0}};  // no lease until told one

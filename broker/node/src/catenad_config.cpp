@@ -50,6 +50,7 @@ const control::TomlSchema<Config>& schema() {
         .text("fabric.listen", &Config::fabric_listen)
         .integer("storage.segment_slots", &Config::slots, limits::kMinSegmentSlots, limits::kMaxSegmentSlots)
         .integer("storage.grace_ms", &Config::grace_ms, 0, std::int64_t{1} << 31)
+        .text("storage.keep_dir", &Config::keep_dir)
         .integer("limits.session_memory_mb", &Config::session_memory_mb, 1, std::int64_t{1} << 24)
         .integer("cpu.pin_data_plane", &Config::pin_cpu, -1, 4095)
         .text("log.level", &Config::log_level, control::log_level_rule());
@@ -69,7 +70,14 @@ control::Result<void> apply_toml_file(const std::filesystem::path& path, Config&
 }
 
 control::Result<void> validate(const Config& config) {
-  return schema().check(config, "command line");
+  if (auto r = schema().check(config, "command line"); !r) return r;
+  // Kept memory is found again by the node's id: an id the controller
+  // assigns is another one after a restart.
+  if (!config.keep_dir.empty() && config.node_id.empty()) {
+    return control::make_error(control::idl::ErrorCode::INVALID_ARGUMENT,
+                               "storage.keep_dir needs node.id (--node-id): kept memory belongs to one node");
+  }
+  return {};
 }
 
 std::string to_toml(const Config& config) {

@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
   flag("--segment-slots", &Config::slots,
        "segment slots per partition replica (memory = slots x segment_bytes)");
   flag("--grace-ms", &Config::grace_ms, "grace for lagging readers after a segment expires");
+  flag("--keep-dir", &Config::keep_dir,
+       "keep segments in this directory on a memory filesystem (e.g. /dev/shm/catena/node-1): a restarted "
+       "catenad finds them and catches up only what it missed (soft provider; needs --node-id)");
   flag("--session-memory-mb", &Config::session_memory_mb,
        "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
        "are refused (resource_exhausted)");
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
   bc.fabric_listen = fabric_listen.value();
   bc.slot_count = s.slots;
   bc.grace_ms = s.grace_ms;
+  bc.keep_dir = s.keep_dir;
   bc.session_memory_bytes = s.session_memory_mb << 20;
   bc.pin_cpu = s.pin_cpu;
   auto broker = catena::broker::Broker::start(bc);

@@ -23,6 +23,21 @@ void NodeAgent::renew_lease(std::uint64_t sent_ns) {
   if (lease_ms_ > 0) set_lease_deadline(sent_ns + static_cast<std::uint64_t>(lease_ms_) * 1'000'000);
 }
 
+std::vector<control::idl::PartitionProgress> NodeAgent::held() const {
+  const auto st = broker_.stats();
+  auto out = node_stats_of(st).partitions;
+  for (const auto& k : st.kept) {
+    control::idl::PartitionProgress pp;
+    pp.__set_channel(k.channel);
+    pp.__set_partition(static_cast<std::int32_t>(k.partition));
+    pp.__set_epoch(static_cast<std::int64_t>(k.epoch));
+    pp.__set_end_offset(static_cast<std::int64_t>(k.replica.end_offset));
+    pp.__set_commit_offset(static_cast<std::int64_t>(k.replica.commit_offset));
+    out.push_back(std::move(pp));
+  }
+  return out;
+}
+
 bool NodeAgent::register_node(const std::vector<control::idl::PartitionProgress>& held) {
   const std::uint64_t sent = broker_.clock().now_ns();
   auto r = controller_.register_node(options_.info, held);
@@ -76,10 +91,9 @@ void NodeAgent::step() {
     // registration, they would have the controller suspect and probe
     // healthy nodes (seen after a network cut healed).
     (void)broker_.take_link_reports();
-    const auto held = node_stats_of(broker_.stats()).partitions;
-    register_node(held);
+    register_node(held());
   } else if (!reply && reply.code() == control::idl::ErrorCode::UNKNOWN_NODE) {
-    register_node(node_stats_of(broker_.stats()).partitions);
+    register_node(held());
   }
   send_link_reports();
 }
@@ -101,7 +115,8 @@ void NodeAgent::send_link_reports() {
 }
 
 void NodeAgent::run(const std::atomic<bool>& stop, const std::function<void()>& on_registered) {
-  while (!stop && !register_node()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // A restarted node with kept memory says what it kept from the first call.
+  while (!stop && !register_node(held())) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   if (stop) return;
   if (on_registered) on_registered();
   while (!stop) {

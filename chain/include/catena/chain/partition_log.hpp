@@ -121,6 +121,28 @@ class PartitionLog {
   // new frames (checksums, consecutive offsets) and updates state.
   ValidateStatus on_remote_data(std::uint32_t slot, std::uint32_t end);
 
+  // --- recovery (a restarted process's kept slots) ---------------------------
+  // What recover_st() kept.
+  struct Recovered {
+    std::uint64_t start = 0;  // first offset kept
+    std::uint64_t end = 0;    // first offset not kept (0: nothing kept)
+    std::uint64_t records = 0;
+    std::uint64_t bytes = 0;
+    std::uint32_t segments = 0;
+  };
+  // Rebuilds the log from what its slots hold (the memory of a process that
+  // ended), before anything else uses it: the newest run of intact segments
+  // that continue one another, each record checked (checksum, consecutive
+  // offsets), and nothing at or past `commit_offset`, what this replica knew
+  // committed: a record beyond it may never have been, and a new head may
+  // have stored another one at its offset. Markers and producers are rebuilt
+  // from what is kept. Until the replica joins a chain again
+  // (clear_recovered), a predecessor that does not continue what was kept
+  // replaces it (on_remote_data starts over instead of refusing).
+  Recovered recover_st(std::uint64_t commit_offset);
+  [[nodiscard]] bool recovered() const noexcept { return recovered_; }
+  void clear_recovered() noexcept { recovered_ = false; }
+
   // --- both ----------------------------------------------------------------
   // Seals the open segment if it has been open for ttl; expires and frees
   // segments by age. Returns true if anything changed. Call from the idle loop.
@@ -182,6 +204,13 @@ class PartitionLog {
 
  private:
   bool open_next_st(std::uint64_t epoch);
+  // Checks the frames of `slot` from its valid end up to `end`, stopping
+  // before the first record at or past stop_offset; seal_at_end: a seal
+  // must be the last frame (what a predecessor wrote), else it ends the scan.
+  ValidateStatus scan_frames_st(std::uint32_t slot, std::uint32_t end, std::uint64_t stop_offset,
+                                bool seal_at_end);
+  // Drops everything (a recovered prefix the predecessor does not continue).
+  void reset_st();
   void seal_st(std::uint32_t s);
   std::uint32_t room_st(std::uint32_t s) const;
   AppendStatus append_frame_st(const RecordHeader& r, std::span<const std::byte> payload,
@@ -200,6 +229,7 @@ class PartitionLog {
   std::uint64_t epoch_ = 0;
   ProducerState* producers_ = nullptr;
   Marker marker_;
+  bool recovered_ = false;
 };
 
 }  // namespace catena::chain

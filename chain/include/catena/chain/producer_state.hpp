@@ -74,6 +74,7 @@ class ProducerState {
   std::size_t expire(std::uint64_t cutoff_ns);
   [[nodiscard]] bool knows(std::uint64_t producer) const { return map_.count(producer) != 0; }
   [[nodiscard]] std::size_t size() const { return map_.size(); }
+  void clear() { map_.clear(); }
 
   // Handoff: takes the other state, keeping per producer the newer one.
   void merge(const ProducerState& other);

@@ -52,6 +52,7 @@
 
 #include <catena/chain/commit_watch.hpp>
 #include <catena/chain/delivery.hpp>
+#include <catena/chain/kept_replica.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
@@ -109,6 +110,10 @@ struct ReplicaConfig {
   // (emulated VMs do) is not either.
   std::uint64_t link_stall_ns = 6'000'000'000;
   SessionBudget* budget = nullptr;  // the broker's; nullptr: this replica's own, with the default limit
+  // Non-empty: the slots are kept memory under this name (kept_replica.hpp),
+  // and what a crashed process left there is recovered (PartitionLog::
+  // recover_st) if it is this partition's, with this geometry.
+  std::string keep_name;
 
   [[nodiscard]] bool is_head() const { return position == 0; }
   [[nodiscard]] bool is_tail() const { return position + 1 == chain_length; }
@@ -139,6 +144,12 @@ struct ReplicaStats {
   // A tail only: it syncs its joining successor and the successor holds
   // every record this tail committed (it may be promoted).
   bool successor_synced = false;
+  // Bytes written to successors since this replica was created (the copy a
+  // joining successor costs shows here, at its predecessor).
+  std::uint64_t forwarded_bytes = 0;
+  // What create() found in kept memory and kept (ReplicaConfig::keep_name).
+  std::uint64_t recovered_records = 0;
+  std::uint64_t recovered_bytes = 0;
 };
 
 // What a sealed head holds (partition handoff): every record it stored lies
@@ -260,6 +271,8 @@ class Replica {
   // failure reports).
   std::vector<LinkFault> take_faults();
   [[nodiscard]] const PartitionLog& log() const { return *log_; }
+  // What create() recovered from kept memory (end 0: nothing).
+  [[nodiscard]] const PartitionLog::Recovered& recovered() const { return recovered_; }
 
  private:
   Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock);
@@ -286,6 +299,12 @@ class Replica {
   ReplicaConfig cfg_;
   const Clock& clock_;
   std::vector<std::unique_ptr<fabric::MemoryRegion>> slot_mrs_;
+  // Kept memory: the meta page (kept_replica.hpp) and the commit it holds.
+  std::unique_ptr<fabric::MemoryRegion> kept_meta_mr_;
+  KeptReplicaMeta* kept_meta_ = nullptr;
+  std::uint64_t kept_commit_ = 0;
+  PartitionLog::Recovered recovered_{};
+  std::uint64_t forwarded_bytes_ = 0;
   std::shared_ptr<fabric::MemoryRegion> commit_word_;  // written by the successor
   // The commit word region (64 bytes, written by the successor only): words
   // 0-1 {commit, ~commit} from a successor in the chain, words 2-4 {held end,

@@ -43,6 +43,12 @@ struct BrokerConfig {
   // the controller, and again every this long while it lasts: a fault only
   // the data plane sees, which the controller repairs if it persists.
   std::uint64_t link_report_ms = 1000;
+  // Kept memory (process-level recovery): replicas' segments live in this
+  // directory, on a memory filesystem (/dev/shm/...), so that this node,
+  // restarted after a crash, finds what it held, registers saying so, and
+  // catches up only what it missed. One process at a time. Empty: none (a
+  // restarted node is empty). Only the soft provider keeps memory so far.
+  std::string keep_dir;
 };
 
 // A neighbour in one chain that the data plane lost or cannot reach.
@@ -68,6 +74,10 @@ struct NodeStats {
   std::uint64_t bytes = 0;
   std::uint64_t connections = 0;
   std::vector<PartitionStats> partitions;
+  // Replicas found in kept memory at start that no chain has claimed yet
+  // (BrokerConfig::keep_dir): reported when registering, with the offset
+  // their data was known committed to (replica.commit_offset/end_offset).
+  std::vector<PartitionStats> kept;
 };
 
 enum class ConfigureStatus : std::uint8_t { applied, stale_epoch, invalid, failed };

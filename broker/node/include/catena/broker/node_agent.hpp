@@ -71,6 +71,9 @@ class NodeAgent {
   // Registers once; false (logged) if the controller did not answer. held:
   // what this process kept when it was fenced (nothing at startup).
   bool register_node(const std::vector<control::idl::PartitionProgress>& held = {});
+  // What registerNode lists as held: the broker's replicas and the copies
+  // kept through a restart that no chain claimed yet.
+  [[nodiscard]] std::vector<control::idl::PartitionProgress> held() const;
   // One pass of the loop after registration: heartbeat (skipped while the
   // data plane stalls), re-register if fenced or unknown, send link reports.
   void step();

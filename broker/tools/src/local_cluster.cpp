@@ -209,8 +209,11 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
     if (!fabric_host.empty()) args.insert(args.end(), {"--fabric-listen", fabric_host + ":0"});
     if (!opts_.node_id_prefix.empty()) {
       args.insert(args.end(), {"--node-id", opts_.node_id_prefix + std::to_string(index)});
+    } else if (!opts_.keep_root.empty()) {
+      args.insert(args.end(), {"--node-id", n.name});  // kept memory belongs to one node id
     }
   }
+  if (!opts_.keep_root.empty()) args.insert(args.end(), {"--keep-dir", opts_.keep_root + "/" + n.name});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {
@@ -247,6 +250,8 @@ bool LocalCluster::start(std::string* error) {
   std::error_code ec;
   fs::remove_all(opts_.dir + "/controller-data", ec);
   fs::remove_all(opts_.dir + "/zookeeper", ec);
+  // Kept memory is a node's copy of this cluster's chains: never another's.
+  if (!opts_.keep_root.empty()) fs::remove_all(opts_.keep_root, ec);
   fs::create_directories(opts_.dir);
   if (opts_.controllers > 1 && !start_zookeeper(error)) return false;
   for (int i = 0; i < opts_.controllers; ++i) {
@@ -287,6 +292,20 @@ bool LocalCluster::restart_node(std::size_t i, std::string* error) {
   const bool ok = start_node(static_cast<int>(i), error, &previous);
   write_state();
   return ok;
+}
+
+std::vector<std::string> LocalCluster::restart_exited_nodes(std::vector<std::string>* errors) {
+  std::vector<std::string> restarted;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].pid <= 0 || node_running(i)) continue;
+    std::string err;
+    if (restart_node(i, &err)) {
+      restarted.push_back(nodes_[i].name);
+    } else {
+      errors->push_back(nodes_[i].name + ": " + err);
+    }
+  }
+  return restarted;
 }
 
 bool LocalCluster::node_running(std::size_t i) {
@@ -353,6 +372,10 @@ void LocalCluster::stop() {
     for (auto& c : controllers_) stop_one(c);
   }
   stop_one(zookeeper_);
+  if (!opts_.keep_root.empty()) {
+    std::error_code ec;
+    fs::remove_all(opts_.keep_root, ec);
+  }
 }
 
 void LocalCluster::write_state() const {
@@ -366,6 +389,7 @@ void LocalCluster::write_state() const {
   for (const auto& n : nodes_) out << n.pid << ' ';
   // Last: `catena cluster down` stops the controllers before their store.
   out << zookeeper_.pid << "\n";
+  if (!opts_.keep_root.empty()) out << "KEEP=" << opts_.keep_root << "\n";
 }
 
 int stop_recorded_cluster(const std::string& dir) {
@@ -373,6 +397,13 @@ int stop_recorded_cluster(const std::string& dir) {
   std::string line;
   int stopped = 0;
   while (std::getline(in, line)) {
+    if (line.rfind("KEEP=", 0) == 0) {
+      // The brokers' kept memory goes with the cluster (a mapping still
+      // open stays valid until its process exits).
+      std::error_code ec;
+      fs::remove_all(line.substr(5), ec);
+      continue;
+    }
     if (line.rfind("PIDS=", 0) != 0) continue;
     std::istringstream pids(line.substr(5));
     pid_t pid;

@@ -1,10 +1,15 @@
 #include "commands.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -99,6 +104,14 @@ std::string Common::controller_address() const {
   return "127.0.0.1:7400";
 }
 
+std::string default_keep_root(const ClusterOptions& opts) {
+  // Only the soft provider keeps memory, on a memory filesystem.
+  if (opts.provider.rfind("soft", 0) != 0 || !std::filesystem::is_directory("/dev/shm")) return {};
+  std::error_code ec;
+  const auto dir = std::filesystem::weakly_canonical(opts.dir, ec).string();
+  return fmt::format("/dev/shm/catena-kept-{}-{:016x}", getuid(), std::hash<std::string>{}(dir));
+}
+
 int cluster_up(ClusterOptions opts, bool detach) {
   LocalCluster cluster(opts);
   std::string err;
@@ -133,7 +146,16 @@ int cluster_up(ClusterOptions opts, bool detach) {
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   std::fprintf(stderr, "cluster is up; Ctrl-C stops it\n");
-  while (!g_interrupted) std::this_thread::sleep_for(100ms);
+  // A broker that crashes is started again (with its kept memory, if any).
+  while (!g_interrupted) {
+    std::this_thread::sleep_for(100ms);
+    std::vector<std::string> errors;
+    for (const auto& name : cluster.restart_exited_nodes(&errors)) {
+      std::fprintf(stderr, "%s exited; restarted it%s\n", name.c_str(),
+                   opts.keep_root.empty() ? " (empty)" : " with its kept memory");
+    }
+    for (const auto& e : errors) std::fprintf(stderr, "restart failed: %s\n", e.c_str());
+  }
   std::fprintf(stderr, "stopping the cluster\n");
   return 0;
 }

@@ -107,6 +107,10 @@ struct ChaosOptions {
 // Prints `catena: <what>: <why>` on stderr; returns the exit code (1).
 int fail(const std::string& what, const std::string& why);
 
+// Where `cluster up` keeps brokers' memory by default: a directory in
+// /dev/shm named after the cluster's directory; empty where it cannot (not
+// the soft provider, no /dev/shm).
+std::string default_keep_root(const ClusterOptions& opts);
 int cluster_up(ClusterOptions opts, bool detach);
 int cluster_down(const ClusterOptions& opts);
 int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& common);

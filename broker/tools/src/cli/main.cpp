@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 9));
   up->add_flag("--detach", detach, "leave the cluster running and return");
+  bool no_keep = false;
+  up->add_flag("--no-keep-memory", no_keep,
+               "brokers keep no segments across a restart (default with the soft provider: kept in "
+               "/dev/shm, so a crashed broker, restarted by `cluster up`, catches up only what it missed)");
   // Also accepted after the subcommand: `catena cluster up --provider verbs:rxe0`.
   auto add_fabric_options = [&](CLI::App& cmd) {
     cmd.add_option("--provider", common.provider,
@@ -162,7 +166,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   copts.provider = common.provider;
-  if (up->parsed()) return cluster_up(copts, detach);
+  if (up->parsed()) {
+    if (!no_keep) copts.keep_root = default_keep_root(copts);
+    return cluster_up(copts, detach);
+  }
   if (down->parsed()) return cluster_down(copts);
   if (demo_cmd->parsed()) return cluster_demo(copts, demo, common);
   if (create->parsed()) return channel_create(common, spec);

@@ -57,6 +57,13 @@ struct ClusterOptions {
   int heartbeat_interval_ms = 100;
   int group_session_timeout_ms = 0;  // 0: the controller's default
   std::string bin_dir;               // where catenad / catena-controller are (default: next to catena)
+  // Kept memory (process-level recovery): broker i keeps its segments in
+  // <keep_root>/node-<i> (catenad --keep-dir; keep_root on a memory
+  // filesystem, e.g. under /dev/shm), so restart_node() brings it back with
+  // its data. Node ids are then fixed ("node-<i>" unless node_id_prefix
+  // says otherwise). Removed when the cluster stops (not when detached).
+  // Empty: none.
+  std::string keep_root;
   bool quiet = false;
   // Per broker, by index (the i of "node-<i>", spares included); brokers
   // without an entry run directly, on `host`.
@@ -106,9 +113,13 @@ class LocalCluster {
   // Sends `sig` to broker i (SIGKILL, SIGSTOP, SIGCONT...).
   bool signal_node(std::size_t i, int sig);
   // Kills broker i (SIGKILL) if it runs and starts a new process with the
-  // same node id, zone and addresses: a new, empty incarnation of the node.
-  // Waits until it registered.
+  // same node id, zone and addresses: a new incarnation of the node, empty
+  // unless the cluster keeps memory (keep_root). Waits until it registered.
   bool restart_node(std::size_t i, std::string* error);
+  // Supervision: restarts every broker whose process exited although the
+  // cluster did not stop it (a crash), as restart_node(). Returns the names
+  // restarted; `errors` gets what failed.
+  std::vector<std::string> restart_exited_nodes(std::vector<std::string>* errors);
   // Whether broker i's process is still running; reaps it if it exited.
   bool node_running(std::size_t i);
   // Kills controller i (SIGKILL) if it runs and starts it again on the same

@@ -207,6 +207,13 @@ struct PartitionProgress {
   // A tail only: it counts its joining successor in its commit, and the
   // successor holds every record the tail committed (it may be promoted).
   7: bool successor_synced = false,
+  // Bytes this replica wrote to successors since it was created (what a
+  // joining successor's copy cost shows here, at its predecessor).
+  8: i64 forwarded_bytes = 0,
+  // What it recovered from kept memory when its process started again
+  // (catenad --keep-dir): 0 if nothing.
+  9: i64 recovered_records = 0,
+  10: i64 recovered_bytes = 0,
 }
 
 struct NodeStats {

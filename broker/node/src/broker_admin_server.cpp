@@ -77,6 +77,9 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
     pp.__set_commit_offset(static_cast<std::int64_t>(p.replica.commit_offset));
     pp.__set_successor_backlog_bytes(p.replica.successor_backlog_bytes);
     pp.__set_successor_synced(p.replica.successor_synced);
+    pp.__set_forwarded_bytes(static_cast<std::int64_t>(p.replica.forwarded_bytes));
+    pp.__set_recovered_records(static_cast<std::int64_t>(p.replica.recovered_records));
+    pp.__set_recovered_bytes(static_cast<std::int64_t>(p.replica.recovered_bytes));
     partitions.push_back(std::move(pp));
   }
   out.partitions = std::move(partitions);  // the generated setter would copy

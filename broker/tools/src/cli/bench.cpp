@@ -189,6 +189,13 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "MiB the partition holds before the first move, for --move (uses --segment-bytes)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 16));
+  app.add_flag(
+      "--recovery", o.recovery,
+      "measure broker recovery instead: kill -9 a chain member and start it again, with the memory it "
+      "kept and (the baseline, same run) without; time back to full replication and bytes copied");
+  app.add_option("--recovery-mib", o.recovery_mib, "MiB the partition holds before the kill, for --recovery")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   app.add_flag("--rescale", o.rescale,
                "measure channel alters instead: change the partition count to each of --alters under keyed "
                "traffic; the pauses in acknowledgements and deliveries, and per-key order");
@@ -216,6 +223,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
   if (o.controller_failover) return run_controller_failover_bench(c, o);
   if (o.move) return run_move_bench(c, o);
   if (o.rescale) return run_rescale_bench(c, o);
+  if (o.recovery) return run_recovery_bench(c, o);
   (void)initial_mask();  // before anything is pinned
   auto place = plan_placement(o.pin, o.replicas);
   if (!place) {

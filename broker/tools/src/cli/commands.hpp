@@ -79,6 +79,8 @@ struct BenchOptions {
   int moves = 5;
   int retained_mib = 4;
   bool rescale = false;
+  bool recovery = false;
+  int recovery_mib = 64;
   int partitions = 2;
   std::string alters = "4,3,6,2";
   int keys = 64;
@@ -137,6 +139,8 @@ int run_controller_failover_bench(const Common& c, const BenchOptions& o);
 int run_move_bench(const Common& c, const BenchOptions& o);
 // `catena bench --rescale` (bench_rescale.cpp).
 int run_rescale_bench(const Common& c, const BenchOptions& o);
+// `catena bench --recovery` (bench_recovery.cpp).
+int run_recovery_bench(const Common& c, const BenchOptions& o);
 
 // `catena node drain` and `catena rebalance` (node.cpp).
 struct NodeCommands {

@@ -31,7 +31,8 @@ std::string kept_meta_name(const std::string& keep_name) {
 }
 
 void init_kept_meta(KeptReplicaMeta& m, const std::string& channel, std::uint32_t partition,
-                    std::uint32_t slot_count, std::uint32_t segment_bytes, std::uint64_t epoch) {
+                    std::uint32_t slot_count, std::uint32_t segment_bytes, std::uint64_t epoch,
+                    std::span<const std::uint8_t, 16> lineage) {
   std::memset(&m, 0, sizeof m);
   m.magic = kKeptMetaMagic;
   m.version = 1;
@@ -39,6 +40,7 @@ void init_kept_meta(KeptReplicaMeta& m, const std::string& channel, std::uint32_
   m.slot_count = slot_count;
   m.segment_bytes = segment_bytes;
   m.epoch = epoch;
+  std::memcpy(m.lineage, lineage.data(), sizeof m.lineage);
   std::memcpy(m.channel, channel.data(), std::min(channel.size(), sizeof m.channel - 1));
   m.check = meta_check(m);
   store_kept_commit(m, 0);

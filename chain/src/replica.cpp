@@ -91,10 +91,12 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
     // What a crashed process left is this replica's only if it says so.
     if (all_kept && meta.value().kept && kept_meta_valid(*m) && m->channel == cfg.channel &&
         m->partition == cfg.partition && m->slot_count == cfg.slot_count &&
-        m->segment_bytes == cfg.log.segment_bytes) {
+        m->segment_bytes == cfg.log.segment_bytes &&
+        std::memcmp(m->lineage, cfg.lineage.data(), sizeof m->lineage) == 0) {
       commit_kept = kept_commit(*m);
     } else {
-      init_kept_meta(*m, cfg.channel, cfg.partition, cfg.slot_count, cfg.log.segment_bytes, cfg.epoch);
+      init_kept_meta(*m, cfg.channel, cfg.partition, cfg.slot_count, cfg.log.segment_bytes, cfg.epoch,
+                     cfg.lineage);
     }
     r->kept_meta_ = m;
     r->kept_meta_mr_ = std::move(meta.value().region);

@@ -519,6 +519,11 @@ struct ChainAssignment {
   // Partition handoff: the producer state of the chain this one continues,
   // taken in by its head before it takes any append. Empty otherwise.
   6: list<ProducerSnapshot> producers,
+  // The partition's identity in this cluster (HMAC of the controller's link
+  // key and the partition, so another cluster's is another): a broker takes
+  // back memory it kept through a restart only for the lineage it was
+  // written under.
+  7: optional binary lineage,
 }
 
 struct MarkerReply {

@@ -96,6 +96,7 @@ class Joining : public ::testing::Test {
     a.__set_segment_bytes(kSegment);
     a.__set_ttl_ms(600000);
     a.__set_channel_partitions(1);
+    if (!lineage_.empty()) a.__set_lineage(lineage_);
     for (int i : on) {
       chain::ReplicaConfig rc;
       ASSERT_TRUE(
@@ -258,6 +259,7 @@ class Joining : public ::testing::Test {
   }
 
   std::vector<std::unique_ptr<broker::Broker>> brokers_;
+  std::string lineage_;  // ChainAssignment.lineage from now on (empty: none)
   StaticRoutes routes_;
   Route client_route_;
   std::map<std::uint64_t, std::string> acked_;  // offset -> payload
@@ -377,8 +379,8 @@ TEST_F(KeptJoining, ARestartedReplicaKeepsItsDataAndCopiesOnlyWhatItMissed) {
   EXPECT_GT(copied_, 0u);
   // 1000 of 4000 records were missed: a full copy would be all of held_.
   EXPECT_LT(copied_ * 2, held_) << "copied " << copied_ << " of " << held_ << " bytes";
-  std::printf("rejoin copied %llu of the %llu bytes the tail holds\n", static_cast<unsigned long long>(copied_),
-              static_cast<unsigned long long>(held_));
+  std::printf("rejoin copied %llu of the %llu bytes the tail holds\n",
+              static_cast<unsigned long long>(copied_), static_cast<unsigned long long>(held_));
 }
 
 // A kept record that no longer checks (a flipped bit) is not served: the
@@ -407,6 +409,15 @@ TEST_F(KeptJoining, ADamagedKeptRecordEndsWhatIsKeptAndTheTailSendsTheRest) {
   });
   EXPECT_GT(recovered_, 0u);
   EXPECT_LT(recovered_, 3000u) << "nothing at or after the damaged record is kept";
+}
+
+// Kept memory is taken back only for the lineage it was written under: a
+// partition of the same name in another cluster (the controller's metadata
+// started over) is another partition.
+TEST_F(KeptJoining, AKeptCopyOfAnotherLineageIsNeverTakenBack) {
+  crash_restart_and_rejoin([&] { lineage_ = std::string(16, 'z'); });
+  EXPECT_EQ(recovered_, 0u);
+  EXPECT_GT(copied_ * 2, held_) << "joined empty: the tail sent it everything";
 }
 
 TEST_F(Joining, ReplacementCopiesBehindTheTailWhileItCommitsAndHoldsEverythingOncePromoted) {

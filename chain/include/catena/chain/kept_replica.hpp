@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct KeptReplicaMeta {
   std::uint32_t partition;
   std::uint32_t slot_count;
   std::uint32_t segment_bytes;
-  std::uint64_t epoch;  // the route epoch the replica was created at
+  std::uint64_t epoch;       // the route epoch the replica was created at
+  std::uint8_t lineage[16];  // ReplicaConfig::lineage
   char channel[limits::kMaxChannelNameLength + 8];
   std::uint64_t check;  // of every field above
   // {commit, ~commit}: the first offset this replica knew not committed.
@@ -45,7 +47,8 @@ static_assert(sizeof(KeptReplicaMeta) <= kKeptMetaBytes);
 
 // Fills the identity fields and the check; commit 0.
 void init_kept_meta(KeptReplicaMeta& m, const std::string& channel, std::uint32_t partition,
-                    std::uint32_t slot_count, std::uint32_t segment_bytes, std::uint64_t epoch);
+                    std::uint32_t slot_count, std::uint32_t segment_bytes, std::uint64_t epoch,
+                    std::span<const std::uint8_t, 16> lineage);
 // The identity fields check and the commit pair is whole.
 [[nodiscard]] bool kept_meta_valid(const KeptReplicaMeta& m);
 [[nodiscard]] std::uint64_t kept_commit(const KeptReplicaMeta& m);

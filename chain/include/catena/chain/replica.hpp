@@ -112,8 +112,13 @@ struct ReplicaConfig {
   SessionBudget* budget = nullptr;  // the broker's; nullptr: this replica's own, with the default limit
   // Non-empty: the slots are kept memory under this name (kept_replica.hpp),
   // and what a crashed process left there is recovered (PartitionLog::
-  // recover_st) if it is this partition's, with this geometry.
+  // recover_st) if it is this partition's, of this lineage, with this
+  // geometry.
   std::string keep_name;
+  // The partition's identity in its cluster (ChainAssignment.lineage): kept
+  // memory written under another lineage (another cluster that had a
+  // partition of the same name) is never recovered. All zero: not checked.
+  std::array<std::uint8_t, wire::kLinkSecretBytes> lineage{};
 
   [[nodiscard]] bool is_head() const { return position == 0; }
   [[nodiscard]] bool is_tail() const { return position + 1 == chain_length; }

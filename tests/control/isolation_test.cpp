@@ -228,8 +228,8 @@ TEST_F(Isolation, HighWaterMarkIsLearntFromReportsAndSurvivesRestarts) {
 // evicted one by one, but the chain keeps its last member, so no second
 // chain is ever configured for the partition; their leases lapsed before
 // any of it. On heal they are answered `fenced` and register again with
-// what they kept: the last member is the chain again, the others are told
-// to drop their copies, and replacements join behind it.
+// what they kept: the last member is the chain again, and the others, whose
+// older copies are of a chain short of replicas, rejoin behind it.
 TEST_F(Isolation, OneChainCutOffFromTheControllerIsNeverReplacedByAnotherChain) {
   add_node("f", "z3");
   const Ids chain_nodes{id("a"), id("b"), id("c")};

@@ -25,7 +25,7 @@ using testing::Ids;
 using testing::joining_of;
 using testing::Repair;
 
-idl::PartitionProgress kept(const std::string& channel, std::int64_t end_offset) {
+idl::PartitionProgress kept_copy(const std::string& channel, std::int64_t end_offset) {
   idl::PartitionProgress p;
   p.__set_channel(channel);
   p.__set_partition(0);
@@ -70,7 +70,7 @@ TEST_F(Repair, NodeBackWithItsDataRejoinsItsShortChainAndIsPromoted) {
   ASSERT_NE(chain_of(logs->routes[0]), (Ids{id("c")}));
   nodes_["b"].broker->set_synced("orders", 0, false);  // b, the tail, has not synced its successor yet
 
-  register_again("c", {kept("orders", 1234), kept("logs", 7)});
+  register_again("c", {kept_copy("orders", 1234), kept_copy("logs", 7)});
   auto r = route("orders");
   EXPECT_EQ(r.epoch, 2);
   EXPECT_EQ(chain_of(r), (Ids{id("a"), id("b")}));
@@ -122,7 +122,7 @@ TEST_F(Repair, KeptCopyOfAChainRestoredMeanwhileIsFenced) {
   kill_and_repair("c");
   const auto before = route("orders");
   ASSERT_EQ(chain_of(before), (Ids{id("a"), id("b"), id("d")}));
-  register_again("c", {kept("orders", 99)});
+  register_again("c", {kept_copy("orders", 99)});
   run_for(300ms);
   EXPECT_EQ(route("orders"), before);
   const auto fences = nodes_["c"].broker->fences();
@@ -155,7 +155,7 @@ TEST_F(RepairWithDelay, EvictedNodeBackWithinTheDelayRejoins) {
   EXPECT_TRUE(r.joining.empty()) << "no replacement while the chain waits for c";
 
   nodes_["b"].broker->set_synced("orders", 0, false);
-  register_again("c", {kept("orders", 500)});
+  register_again("c", {kept_copy("orders", 500)});
   run_for(300ms);
   r = route("orders");
   EXPECT_EQ(r.epoch, 3);

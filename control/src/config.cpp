@@ -33,6 +33,7 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("snapshot_every_records", &C::snapshot_every_records)
         .integer("group_session_timeout_ms", &C::group_session_timeout_ms)
         .integer("group_heartbeat_interval_ms", &C::group_heartbeat_interval_ms)
+        .integer("replacement_delay_ms", &C::replacement_delay_ms)
         .text("log_level", &C::log_level, log_level_rule());
     return k;
   }();
@@ -101,6 +102,10 @@ Result<void> ControllerConfig::validate() const {
         fmt::format("group_session_timeout_ms ({}) must exceed group_heartbeat_interval_ms ({})",
                     group_session_timeout_ms, group_heartbeat_interval_ms));
   }
+  if (replacement_delay_ms < 0 || replacement_delay_ms > std::int64_t{1} << 31) {
+    return invalid_argument(
+        fmt::format("replacement_delay_ms must be in 0..2^31, got {}", replacement_delay_ms));
+  }
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid_argument("push_retry_max_ms must be >= push_retry_initial_ms");
   }
@@ -126,6 +131,7 @@ Controller::Options ControllerConfig::controller_options() const {
   o.snapshot_every_records = static_cast<std::uint64_t>(snapshot_every_records);
   o.group_session_timeout = std::chrono::milliseconds(group_session_timeout_ms);
   o.group_heartbeat_interval = std::chrono::milliseconds(group_heartbeat_interval_ms);
+  o.replacement_delay = std::chrono::milliseconds(replacement_delay_ms);
   return o;
 }
 

@@ -59,6 +59,11 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
         fmt::format("group_session_timeout ({} ms) must exceed group_heartbeat_interval ({} ms) > 0",
                     options.group_session_timeout.count(), options.group_heartbeat_interval.count()));
   }
+  if (options.replacement_delay.count() < 0) {
+    return make_error(
+        idl::ErrorCode::INVALID_ARGUMENT,
+        fmt::format("replacement_delay must be >= 0 ms, got {} ms", options.replacement_delay.count()));
+  }
   if (options.probe_attempts < 1 || options.push_retry_initial.count() <= 0 ||
       options.push_retry_max < options.push_retry_initial || options.snapshot_every_records == 0) {
     return make_error(
@@ -263,6 +268,9 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
   }
   record.__set_put_node(node);
   record.__set_next_node_epoch(node.node_epoch + 1);
+  // What the earlier incarnation was a rejoin candidate for is this one's
+  // to claim again (return_last_members_locked keeps what it still may).
+  forget_rejoiner_locked(id);
   std::vector<idl::PartitionRoute> changed;
   return_last_members_locked(node, held, &changed);
   if (!changed.empty()) record.__set_put_routes(changed);

@@ -124,6 +124,9 @@ int main(int argc, char** argv) {
        "a subscriber-group member not heard from this long is dropped (its partitions move)");
   flag("--group-heartbeat-interval-ms", &ControllerConfig::group_heartbeat_interval_ms,
        "heartbeat period told to subscriber-group members");
+  flag("--replacement-delay-ms", &ControllerConfig::replacement_delay_ms,
+       "a chain that lost a member waits this long for it to come back with its data before placing "
+       "a replacement (0: at once)");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
   std::string advertise;
   app.add_option("--advertise", advertise,

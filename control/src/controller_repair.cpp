@@ -31,7 +31,7 @@ std::vector<PlacementCandidate> Controller::candidates_locked() const {
   std::vector<PlacementCandidate> out;
   for (const auto& [id, node] : store_->state().nodes) {
     if (node.dead || !detector_.is_alive(id) || node.drain != idl::DrainState::SERVING) continue;
-    PlacementCandidate c{id, node.info.zone, 0, 0, 0};
+    PlacementCandidate c{id, node.info.zone, 0, 0, 0, node.info.datacenter};
     if (auto it = counts.find(id); it != counts.end()) c.replicas = it->second;
     if (auto it = stats_.find(id); it != stats_.end()) {
       c.segments = it->second.segments;
@@ -94,6 +94,7 @@ Result<void> Controller::evict_locked(const std::string& node_id, const std::str
   spdlog::warn("node {} (epoch {}) is DEAD: {}; fenced, repairing {} chain(s)", node_id, node.node_epoch,
                reason, intent.routes.size());
   detector_.forget(node_id);
+  forget_rejoiner_locked(node_id);
   stats_.erase(node_id);
   backoff_.erase(node_id);
   if (crash_locked("repair.intent_written")) return make_error(idl::ErrorCode::INTERNAL, "halted");
@@ -124,6 +125,7 @@ Result<void> Controller::remove_from_routes_locked(const meta::RepairIntent& int
           next.channel, next.partition, intent.node_id);
       continue;
     }
+    if (has_node(next.replicas, intent.node_id)) note_lost_member_locked(next, intent.node_id);
     erase_node(next.replicas, intent.node_id);
     erase_node(next.joining, intent.node_id);
     next.__set_epoch(next.epoch + 1);
@@ -159,35 +161,45 @@ void Controller::restore_replication_locked() {
   std::vector<idl::PartitionRoute> changed;
   for (const auto& [name, ch] : store_->state().channels) {
     for (const auto& route : ch.routes) {
-      // A draining member counts as gone already: its replacement joins
-      // while it still serves, and takes its place when promoted.
-      const auto serving =
-          std::count_if(route.replicas.begin(), route.replicas.end(), [&](const idl::Replica& r) {
-            mu_.assert_held();  // runs here, under the caller's lock
-            return !draining_locked(r.node_id);
-          });
-      const auto missing = ch.config.replication - static_cast<std::int32_t>(serving) -
-                           static_cast<std::int32_t>(route.joining.size());
+      const auto missing = missing_replicas_locked(route, ch.config.replication);
+      if (missing <= 0) {
+        drop_rejoiners_locked(route);  // restored without them
+        continue;
+      }
       // Wait until the shortened chain is installed everywhere: each replica
       // sees epoch+1 (without the dead node) before epoch+2 (with the
       // replacement joining).
-      if (missing <= 0 || !fully_acked_locked(route)) continue;
-      std::vector<std::string> zones;
-      std::set<std::string> members;
-      for (const auto* r : members_of(route)) {
-        members.insert(r->node_id);
-        if (draining_locked(r->node_id)) continue;  // its zone is free for the replacement
-        if (const auto* n = node_locked(r->node_id)) zones.push_back(n->info.zone);
-      }
-      auto chosen = placement.choose(missing, zones, members);
-      if (!chosen) {
-        if (warned_short_.insert({{route.channel, route.partition}, route.epoch}).second) {
-          spdlog::warn("{}/{} has {} of {} replicas and cannot be restored yet: {}", route.channel,
-                       route.partition, route.replicas.size() + route.joining.size(), ch.config.replication,
-                       chosen.error().message);
+      if (!fully_acked_locked(route)) continue;
+      // A node back with the data it kept comes first: it copies only what
+      // it lacks. Placement picks the rest, unless the chain still waits
+      // for the member it lost to come back.
+      std::vector<std::string> chosen = take_rejoiners_locked(route, missing);
+      const auto still_missing = missing - static_cast<std::int32_t>(chosen.size());
+      if (still_missing > 0 && !awaiting_lost_member_locked(route)) {
+        std::vector<std::string> zones;
+        std::set<std::string> members(chosen.begin(), chosen.end());
+        for (const auto* r : members_of(route)) {
+          members.insert(r->node_id);
+          if (draining_locked(r->node_id)) continue;  // its zone is free for the replacement
+          if (const auto* n = node_locked(r->node_id)) zones.push_back(n->info.zone);
         }
-        continue;
+        for (const auto& id : chosen) zones.push_back(node_locked(id)->info.zone);
+        const auto prefer = preference_for_locked(route);
+        auto placed = placement.choose(still_missing, zones, members, prefer);
+        if (!placed) {
+          if (warned_short_.insert({{route.channel, route.partition}, route.epoch}).second) {
+            spdlog::warn("{}/{} has {} of {} replicas and cannot be restored yet: {}", route.channel,
+                         route.partition, route.replicas.size() + route.joining.size(), ch.config.replication,
+                         placed.error().message);
+          }
+          if (chosen.empty()) continue;
+        } else {
+          warn_other_datacenter_locked(route, prefer, *placed);
+          chosen.insert(chosen.end(), placed->begin(), placed->end());
+          lost_members_.erase({route.channel, route.partition});
+        }
       }
+      if (chosen.empty()) continue;
       // With a chain left, replacements join behind its tail and copy while
       // it keeps committing; promote_caught_up_locked() makes them replicas.
       // Without one there is nothing to copy: they form the chain directly.
@@ -202,7 +214,7 @@ void Controller::restore_replication_locked() {
         spdlog::error("{}/{} lost every replica; rebuilding it empty from offset {}", route.channel,
                       route.partition, next.start_offset);
       }
-      for (const auto& id : *chosen) {
+      for (const auto& id : chosen) {
         const auto* n = node_locked(id);
         idl::Replica r;
         r.__set_node_id(id);
@@ -214,10 +226,10 @@ void Controller::restore_replication_locked() {
       next.__set_epoch(route.epoch + 1);
       if (empty) {
         spdlog::info("{}/{}: {} form the chain, epoch {}: {}", next.channel, next.partition,
-                     fmt::join(*chosen, ", "), next.epoch, describe_chain(next));
+                     fmt::join(chosen, ", "), next.epoch, describe_chain(next));
       } else {
         spdlog::info("{}/{}: {} joining behind the tail, epoch {}: {}", next.channel, next.partition,
-                     fmt::join(*chosen, ", "), next.epoch, describe_chain(next));
+                     fmt::join(chosen, ", "), next.epoch, describe_chain(next));
       }
       changed.push_back(std::move(next));
     }
@@ -273,9 +285,10 @@ void Controller::return_last_members_locked(const meta::NodeRecord& node,
       changed->push_back(std::move(next));
     }
   }
-  // Replicas of chains it is no longer in: drop them (best effort).
+  // Replicas of chains it is no longer in: kept for a short chain it may
+  // rejoin, dropped otherwise (best effort).
   for (const auto& p : held) {
-    if (member_of.count({p.channel, p.partition}) != 0) continue;
+    if (member_of.count({p.channel, p.partition}) != 0 || keep_for_rejoin_locked(node, p)) continue;
     auto route = route_locked(p.channel, p.partition);
     if (!route) continue;
     fences_.push_back(

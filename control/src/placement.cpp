@@ -9,7 +9,8 @@
 namespace catena::control {
 
 Result<std::vector<std::string>> Placement::choose(int count, std::vector<std::string> member_zones,
-                                                   const std::set<std::string>& exclude) {
+                                                   const std::set<std::string>& exclude,
+                                                   const PlacementPreference& prefer) {
   std::vector<std::size_t> eligible;
   for (std::size_t i = 0; i < candidates_.size(); ++i) {
     if (exclude.count(candidates_[i].node_id) == 0) eligible.push_back(i);
@@ -28,7 +29,11 @@ Result<std::vector<std::string>> Placement::choose(int count, std::vector<std::s
       const auto& c = candidates_[i];
       const auto it = zone_use.find(c.zone);
       const int use = it == zone_use.end() ? 0 : it->second;
-      return std::make_tuple(use, c.replicas, c.segments, c.bytes, std::string_view(c.node_id));
+      const bool other_zone = prefer.zones.count(c.zone) == 0;
+      const bool other_datacenter =
+          !prefer.datacenters.empty() && prefer.datacenters.count(c.datacenter) == 0;
+      return std::make_tuple(use, other_zone, other_datacenter, c.replicas, c.segments, c.bytes,
+                             std::string_view(c.node_id));
     };
     const auto best = std::min_element(eligible.begin(), eligible.end(),
                                        [&](std::size_t a, std::size_t b) { return key(a) < key(b); });

@@ -114,6 +114,22 @@ TEST(Config, LeaseAndIsolationAreChecked) {
   EXPECT_FALSE(c.validate().ok());
 }
 
+TEST(Config, ReplacementDelayIsReadAndChecked) {
+  ControllerConfig c;
+  EXPECT_EQ(c.replacement_delay_ms, 0) << "0: replace at once";
+  EXPECT_EQ(c.controller_options().replacement_delay, std::chrono::milliseconds(0));
+  ASSERT_TRUE(apply_toml("replacement_delay_ms = 30000\n", "t", c).ok());
+  EXPECT_TRUE(c.validate().ok());
+  EXPECT_EQ(c.controller_options().replacement_delay, std::chrono::milliseconds(30000));
+  ControllerConfig back;
+  ASSERT_TRUE(apply_toml(c.to_toml(), "dump", back).ok());
+  EXPECT_EQ(back.replacement_delay_ms, 30000);
+  c.replacement_delay_ms = -1;
+  auto r = c.validate();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "replacement_delay_ms must be in 0..2^31, got -1");
+}
+
 TEST(Address, ParsesHostPortForms) {
   auto v4 = parse_host_port("10.1.2.3:7400");
   ASSERT_TRUE(v4.ok());

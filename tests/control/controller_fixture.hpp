@@ -260,6 +260,7 @@ class ControllerFixture : public ::testing::Test {
     std::int64_t epoch = 0;
     std::string admin_addr;
     std::string zone;
+    std::string datacenter;
     std::shared_ptr<FakeBroker> broker;
   };
 
@@ -278,6 +279,7 @@ class ControllerFixture : public ::testing::Test {
     o.heartbeat_loss = heartbeat_loss_;
     o.link_fault_timeout = std::chrono::milliseconds(3000);    // LinkFaults.* count reports against 3 s
     o.marker_commit_timeout = std::chrono::milliseconds(200);  // Alter.* wait this out for a held commit
+    o.replacement_delay = replacement_delay_;
     return o;
   }
 
@@ -296,10 +298,12 @@ class ControllerFixture : public ::testing::Test {
     open();
   }
 
-  Node& add_node(const std::string& name, const std::string& zone, std::string node_id = {}) {
+  Node& add_node(const std::string& name, const std::string& zone, std::string node_id = {},
+                 const std::string& datacenter = {}) {
     Node n;
     n.admin_addr = name + ".test:7000";
     n.zone = zone;
+    n.datacenter = datacenter;
     n.broker = std::make_shared<FakeBroker>(name);
     admin_.attach(n.admin_addr, n.broker);
     idl::NodeInfo info;
@@ -307,6 +311,7 @@ class ControllerFixture : public ::testing::Test {
     info.__set_admin_addr(n.admin_addr);
     info.__set_fabric_addr(name + ".test:9000");
     info.__set_zone(zone);
+    info.__set_datacenter(datacenter);
     auto r = controller_->register_node(info);
     EXPECT_TRUE(r.ok()) << r.error().describe();
     n.id = r->node_id;
@@ -331,6 +336,7 @@ class ControllerFixture : public ::testing::Test {
     info.__set_admin_addr(n.admin_addr);
     info.__set_fabric_addr(name + ".test:9000");
     info.__set_zone(n.zone);
+    info.__set_datacenter(n.datacenter);
     auto r = controller_->register_node(info, held);
     EXPECT_TRUE(r.ok()) << r.error().describe();
     if (r.ok()) n.epoch = r->node_epoch;
@@ -394,6 +400,7 @@ class ControllerFixture : public ::testing::Test {
   std::int64_t wall_ms_ = 1'000'000'000;         // the controller's wall clock (sealed ranges); tests move it
   int isolation_percent_ = 50;                   // takes effect at open() / restart()
   std::chrono::milliseconds heartbeat_loss_{0};  // takes effect at open() / restart()
+  std::chrono::milliseconds replacement_delay_{0};  // takes effect at open() / restart()
 };
 
 }  // namespace catena::control::testing

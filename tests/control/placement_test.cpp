@@ -8,8 +8,13 @@ namespace catena::control {
 namespace {
 
 PlacementCandidate node(std::string id, std::string zone, std::int64_t replicas = 0,
-                        std::int64_t segments = 0, std::int64_t bytes = 0) {
-  return {std::move(id), std::move(zone), replicas, segments, bytes};
+                        std::int64_t segments = 0, std::int64_t bytes = 0, std::string datacenter = {}) {
+  return {std::move(id), std::move(zone), replicas, segments, bytes, std::move(datacenter)};
+}
+
+// A node in zone (its datacenter is the zone's first letter: a1 -> "a").
+PlacementCandidate in_zone(std::string id, const std::string& zone, std::int64_t replicas = 0) {
+  return node(std::move(id), zone, replicas, 0, 0, zone.substr(0, 1));
 }
 
 std::vector<std::string> choose(Placement& p, int count, std::vector<std::string> zones = {},
@@ -79,6 +84,33 @@ TEST(Placement, SpreadsPartitionsOfOneChannelAcrossNodes) {
   all.insert(second.begin(), second.end());
   EXPECT_EQ(all.size(), 6u) << "the second chain should use the three idle nodes";
   for (const auto& c : p.candidates()) EXPECT_EQ(c.replicas, 1) << c.node_id;
+}
+
+// A repair's preference (rule 3): the lost member's zone, then the chain's
+// datacenter, then anywhere; all after zone spread, all before load.
+TEST(Placement, RepairPrefersTheLostZoneThenTheChainsDatacenterThenAnywhere) {
+  const PlacementPreference lost_a1{{"a1"}, {"a"}};  // lost a1, the rest of the chain is in a2
+  {
+    // An a1 spare replaces the a1 member, though it is the most loaded.
+    Placement p({in_zone("x", "a1", 5), in_zone("y", "a3"), in_zone("z", "b1")});
+    EXPECT_EQ(*p.choose(1, {"a2"}, {}, lost_a1), (std::vector<std::string>{"x"}));
+  }
+  {
+    // Zone a1 is gone: another zone of datacenter a, though b1's node is idler.
+    Placement p({in_zone("y", "a3", 4), in_zone("z", "b1")});
+    EXPECT_EQ(*p.choose(1, {"a2"}, {}, lost_a1), (std::vector<std::string>{"y"}));
+  }
+  {
+    // Datacenter a has no node in a zone the chain does not use: zone spread
+    // first, so b1, not a second replica in a2.
+    Placement p({in_zone("w", "a2"), in_zone("z", "b1", 4)});
+    EXPECT_EQ(*p.choose(1, {"a2"}, {}, lost_a1), (std::vector<std::string>{"z"}));
+  }
+  {
+    // Without a preference (a chain being created) only spread and load count.
+    Placement p({in_zone("x", "a1", 5), in_zone("y", "a3", 1), in_zone("z", "b1")});
+    EXPECT_EQ(*p.choose(1, {"a2"}, {}), (std::vector<std::string>{"z"}));
+  }
 }
 
 }  // namespace

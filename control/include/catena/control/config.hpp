@@ -37,7 +37,10 @@ struct ControllerConfig {
   std::int64_t snapshot_every_records = 1000;
   std::int64_t group_session_timeout_ms = 10000;    // a silent subscriber-group member is dropped
   std::int64_t group_heartbeat_interval_ms = 1000;  // told to group members
-  std::string log_level = "info";                   // trace, debug, info, warn, error, critical, off
+  // A chain that lost a member waits this long for it to come back with its
+  // data before placing a replacement (0: replace at once).
+  std::int64_t replacement_delay_ms = 0;
+  std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
 
   [[nodiscard]] Result<void> validate() const;
   [[nodiscard]] std::string to_toml() const;

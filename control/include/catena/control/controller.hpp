@@ -17,8 +17,12 @@
 //                   dies: predecessor is tail; middle: predecessor links to
 //                   successor; a joining node just leaves) -> pushed to the
 //                   remaining replicas -> once they all acknowledged it,
-//                   replacements picked by zone and load join behind the
-//                   tail (route.joining) at epoch+1 again -> pushed; the tail
+//                   replacements join behind the tail (route.joining) at
+//                   epoch+1 again: first a node that registered again
+//                   holding the partition (it rejoins with its data), then,
+//                   after Options::replacement_delay, nodes placed by zone,
+//                   datacenter and load (controller_rejoin.cpp,
+//                   placement.hpp) -> pushed; the tail
 //                   copies every retained segment to joining[0] while it
 //                   keeps committing; once it owes at most
 //                   chain::limits::join_sync_backlog_bytes() the tail syncs
@@ -142,6 +146,13 @@ class Controller {
     // this long is dropped; members heartbeat every heartbeat_interval.
     std::chrono::milliseconds group_session_timeout{10000};
     std::chrono::milliseconds group_heartbeat_interval{1000};
+    // A chain that lost a member to an eviction waits this long (from the
+    // eviction, on this controller's clock; a restart waits again) for that
+    // node to register again with the data it kept (it then rejoins behind
+    // the tail, copying only what it lacks) before placement picks another
+    // node. The wait ends early when the node registers without the
+    // partition. Zero: replace at once.
+    std::chrono::milliseconds replacement_delay{0};
   };
 
   [[nodiscard]] static Result<std::unique_ptr<Controller>> open(Options options, const Clock& clock,
@@ -249,6 +260,13 @@ class Controller {
     std::int32_t partition = 0;
     std::int64_t epoch = 0;
   };
+  // A node that registered again holding a replica of a short chain it is
+  // no longer in (controller_rejoin.cpp).
+  struct Rejoiner {
+    std::string node_id;
+    std::int64_t node_epoch = 0;
+    std::int64_t end_offset = 0;  // what it said it holds
+  };
 
   Controller(Options options, const Clock& clock, BrokerAdminClient& brokers,
              std::unique_ptr<MetadataStore> store);
@@ -326,6 +344,44 @@ class Controller {
       REQUIRES(mu_);
   [[nodiscard]] Result<void> finish_removals_locked(const std::string& node_id) REQUIRES(mu_);
   void restore_replication_locked() REQUIRES(mu_);
+
+  // --- rejoining with kept data, the replacement delay (controller_rejoin.cpp) ---
+  // Replicas of a route's chain still to add: serving members and joining
+  // ones short of the replication (a DRAINING member counts as missing).
+  [[nodiscard]] std::int32_t missing_replicas_locked(const idl::PartitionRoute& route,
+                                                     std::int32_t replication) const REQUIRES(mu_);
+  // At registration, for a held replica of a chain the node is not in: true
+  // if it is kept as that chain's rejoin candidate (the chain is short, the
+  // node serves), false if it is to be fenced.
+  bool keep_for_rejoin_locked(const meta::NodeRecord& node, const idl::PartitionProgress& held) REQUIRES(mu_);
+  // Forgets node_id's rejoin candidates (it died or is a new incarnation)
+  // and ends the replacement delay of the chains that lost it.
+  void forget_rejoiner_locked(const std::string& node_id) REQUIRES(mu_);
+  // An evicted chain member: the chain waits for it (replacement_delay) and
+  // prefers its zone for a replacement.
+  void note_lost_member_locked(const idl::PartitionRoute& route, const std::string& node_id) REQUIRES(mu_);
+  // The rejoin candidates restore_replication_locked() adds first to a
+  // route missing replicas (at most missing, in registration order). A
+  // candidate the chain no longer needs, or that cannot take it, is fenced
+  // and dropped.
+  [[nodiscard]] std::vector<std::string> take_rejoiners_locked(const idl::PartitionRoute& route,
+                                                               std::int32_t missing) REQUIRES(mu_);
+  // Drops the rejoin candidates of a chain that is full again (fenced).
+  void drop_rejoiners_locked(const idl::PartitionRoute& route) REQUIRES(mu_);
+  // Fences a candidate's copy unless it is another incarnation now, or in
+  // the chain after all.
+  void fence_rejoiner_locked(const idl::PartitionRoute& route, const Rejoiner& candidate, const char* why)
+      REQUIRES(mu_);
+  // True while the route waits for an evicted member to come back (logged
+  // once per route epoch).
+  [[nodiscard]] bool awaiting_lost_member_locked(const idl::PartitionRoute& route) REQUIRES(mu_);
+  // The zones of the members route lost and the datacenters of the ones it
+  // has (Placement's rule 3).
+  [[nodiscard]] PlacementPreference preference_for_locked(const idl::PartitionRoute& route) const
+      REQUIRES(mu_);
+  // Warns about replacements placed outside the datacenters of the chain.
+  void warn_other_datacenter_locked(const idl::PartitionRoute& route, const PlacementPreference& prefer,
+                                    const std::vector<std::string>& chosen) const REQUIRES(mu_);
   // A re-registering node that is still the kept last member of some chains
   // either brings their data back (held) or proves it lost: puts it back at
   // a new epoch, or empties the chain for a rebuild above the high-water
@@ -393,6 +449,20 @@ class Controller {
   std::vector<FenceJob> fences_ GUARDED_BY(mu_);            // best-effort fences of evicted nodes
   // Under-replicated, already logged.
   std::set<std::pair<RouteId, std::int64_t>> warned_short_ GUARDED_BY(mu_);
+  // Per chain, the nodes that may rejoin it with the data they kept; they
+  // join first (in memory: a controller restart forgets them, and their
+  // copies are left until the node registers again, which fences them).
+  std::map<RouteId, std::vector<Rejoiner>> rejoiners_ GUARDED_BY(mu_);
+  // Members evicted from a chain not yet restored: its zone is preferred
+  // for the replacement, and until `until` the chain waits for the node.
+  struct LostMember {
+    std::string node_id;
+    std::string zone;
+    Clock::time_point until;
+  };
+  std::map<RouteId, std::vector<LostMember>> lost_members_ GUARDED_BY(mu_);
+  // Waiting for an evicted member, already logged.
+  std::set<std::pair<RouteId, std::int64_t>> warned_waiting_ GUARDED_BY(mu_);
   std::map<RouteId, std::int64_t> raised_high_water_ GUARDED_BY(mu_);  // reported, not yet persisted
   Clock::time_point next_high_water_persist_ GUARDED_BY(mu_);
   struct LinkFault {

@@ -6,7 +6,19 @@
 //   2. zone spread: a node in a zone the chain does not use yet beats any
 //      node in a used zone, so two replicas share a zone only when no other
 //      zone has an eligible node;
-//   3. least loaded: fewest chain memberships, then segments, then bytes
+//   3. a repair's preference (PlacementPreference, empty when a chain is
+//      created): among nodes that are equal on zone spread, first a node in
+//      the zone of the member the chain lost (the one a node of that zone
+//      replaces best: same failure domain, same distances), then a node in
+//      a datacenter the chain's remaining members are in, then anywhere
+//      (the caller warns: the chain now crosses datacenters). So a dead
+//      node is replaced from its own zone when that zone has a spare; a
+//      whole zone down is replaced from another zone of the same
+//      datacenter; only a datacenter without an eligible node in a zone the
+//      chain does not use sends the replica to another datacenter. Zone
+//      spread (rule 2) comes before all of this: a chain never doubles up in
+//      a zone to stay in its datacenter while another zone has a node;
+//   4. least loaded: fewest chain memberships, then segments, then bytes
 //      (the last two from heartbeats), then node id for determinism.
 // The chain order is the pick order: the first pick of a new chain is its head.
 //
@@ -32,6 +44,13 @@ struct PlacementCandidate {
   std::int64_t replicas = 0;  // chain memberships
   std::int64_t segments = 0;
   std::int64_t bytes = 0;
+  std::string datacenter;
+};
+
+// What a repair prefers for a chain's replacements (rule 3 above).
+struct PlacementPreference {
+  std::set<std::string> zones;        // of the members the chain lost
+  std::set<std::string> datacenters;  // of its remaining members; empty: any
 };
 
 class Placement {
@@ -42,7 +61,8 @@ class Placement {
   // member_zones (one entry per member) and whose ids are in exclude.
   // NOT_ENOUGH_NODES if fewer than count eligible candidates exist.
   [[nodiscard]] Result<std::vector<std::string>> choose(int count, std::vector<std::string> member_zones,
-                                                        const std::set<std::string>& exclude);
+                                                        const std::set<std::string>& exclude,
+                                                        const PlacementPreference& prefer = {});
 
   [[nodiscard]] const std::vector<PlacementCandidate>& candidates() const noexcept { return candidates_; }
 

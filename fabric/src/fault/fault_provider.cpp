@@ -51,7 +51,9 @@ class FaultEndpoint final : public Endpoint {
         faults_(std::move(faults)),
         peer_(std::move(peer)),
         held_send_(inner_->caps().send_queue_depth),
-        held_recv_(inner_->caps().recv_queue_depth) {}
+        held_recv_(inner_->caps().recv_queue_depth),
+        created_break_gen_(faults_->break_generation()),
+        break_seen_(created_break_gen_) {}
   ~FaultEndpoint() override { faults_->on_close(); }
   FaultEndpoint(const FaultEndpoint&) = delete;
   FaultEndpoint& operator=(const FaultEndpoint&) = delete;
@@ -118,9 +120,31 @@ class FaultEndpoint final : public Endpoint {
     return silent_;
   }
 
+  // Re-checks the injector only when break_peer() was called. A broken
+  // endpoint tears its inner connection down once (the peer sees a
+  // disconnect, this side's state leaves `connected`) and fails every post.
+  bool broken() {
+    const std::uint64_t gen = faults_->break_generation();
+    if (gen != break_seen_) {
+      break_seen_ = gen;
+      if (!broken_ && faults_->is_broken(peer_, created_break_gen_)) {
+        broken_ = true;
+        faults_->on_break();
+        faults_->on_close();
+        inner_->disconnect();
+      }
+    }
+    return broken_;
+  }
+
   // True if the post stops here: `result` is what the caller gets (ok for a
-  // post a silent endpoint swallows, the armed code for a failed one).
+  // post a silent endpoint swallows, the armed code for a failed one,
+  // io_error on a broken endpoint).
   bool intercept(Errc& result) {
+    if (broken()) {
+      result = Errc::io_error;
+      return true;
+    }
     if (silent()) {
       faults_->on_swallowed_post();
       swallowed_ = true;
@@ -133,6 +157,7 @@ class FaultEndpoint final : public Endpoint {
 
   template <class PollInner>
   int poll(HeldCompletions& held, Completion* out, int max, PollInner&& poll_inner) {
+    (void)broken();  // the inner endpoint reports the disconnect
     if (silent()) return 0;
     const std::uint64_t delay = faults_->completion_delay_ns();
     if (delay == 0 && held.empty()) {
@@ -164,7 +189,10 @@ class FaultEndpoint final : public Endpoint {
   HeldCompletions held_recv_;
   mutable std::uint64_t silence_gen_ = ~0ull;
   mutable bool silent_ = false;
-  bool swallowed_ = false;  // a post was swallowed while silent
+  bool swallowed_ = false;                 // a post was swallowed while silent
+  const std::uint64_t created_break_gen_;  // break_peer() calls before this endpoint existed
+  std::uint64_t break_seen_;               // the break generation last checked
+  bool broken_ = false;
 };
 
 class FaultListener final : public Listener {
@@ -286,6 +314,19 @@ void FaultInjector::unsilence_peer(const std::string& address) {
   silence_gen_.fetch_add(1, std::memory_order_release);
 }
 
+void FaultInjector::break_peer(std::string address) {
+  std::lock_guard lk(silence_mu_);
+  const std::uint64_t gen = break_gen_.load(std::memory_order_relaxed) + 1;
+  breaks_.push_back({std::move(address), gen});
+  break_gen_.store(gen, std::memory_order_release);
+}
+
+bool FaultInjector::is_broken(std::string_view peer_address, std::uint64_t created_gen) const {
+  std::lock_guard lk(silence_mu_);
+  return std::any_of(breaks_.begin(), breaks_.end(),
+                     [&](const Break& b) { return b.gen > created_gen && b.address == peer_address; });
+}
+
 bool FaultInjector::is_silenced(std::string_view peer_address) const {
   std::lock_guard lk(silence_mu_);
   return silent_all_ ||
@@ -301,6 +342,7 @@ void FaultInjector::clear() {
   std::lock_guard lk(silence_mu_);
   silent_all_ = false;
   silent_peers_.clear();
+  breaks_.clear();
   silence_gen_.fetch_add(1, std::memory_order_release);
 }
 
@@ -313,6 +355,7 @@ FaultCounters FaultInjector::counters() const {
   c.swallowed_posts = swallowed_posts_.load();
   c.dropped_completions = dropped_completions_.load();
   c.closes = closes_.load();
+  c.broken_links = broken_links_.load();
   return c;
 }
 

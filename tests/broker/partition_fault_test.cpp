@@ -10,9 +10,11 @@
 // Three brokers in this process, each on a fault-injecting provider
 // (fault_provider.hpp), and eight partitions of one channel (R=3) configured
 // by hand. The chains are laid out so that exactly one partition's link runs
-// from node-2 to node-0: FaultInjector::break_peer(node-0's address) on
-// node-2 breaks that link alone, as a transport error would (the post fails,
-// the connection goes to error, the peer sees a disconnect).
+// from node-2 to node-0, so a fault armed on node-2 for node-0's address
+// hits that link alone: FaultInjector::break_peer (a transport error: the
+// post fails, the connection goes to error, the peer sees a disconnect) or
+// FaultInjector::corrupt_next_write (a bad frame: node-0 refuses it and
+// drops the link).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -64,11 +66,19 @@ constexpr int kTarget = 0;   // and its successor
 
 std::string part_payload(std::uint32_t partition, std::uint64_t n) {
   std::string s = "pf:" + std::to_string(partition) + ":" + std::to_string(n) + ":";
-  s.resize(48 + n % 64, static_cast<char>('a' + n % 26));
+  // A multiple of 8: frames carry no padding, so every byte a link carries
+  // is covered by a checksum (a corrupted one is always caught).
+  s.resize(48 + (n % 8) * 8, static_cast<char>('a' + n % 26));
   return s;
 }
 
-class PartitionFault : public ::testing::Test {
+// The fault on partition 7's node-2 -> node-0 link.
+enum class LinkFaultKind {
+  transport_error,  // FaultInjector::break_peer: the connection goes to error
+  bad_frame,        // FaultInjector::corrupt_next_write: a forwarded byte is garbled
+};
+
+class PartitionFault : public ::testing::TestWithParam<LinkFaultKind> {
  protected:
   void SetUp() override {
     for (int i = 0; i < 3; ++i) {
@@ -150,7 +160,12 @@ class PartitionFault : public ::testing::Test {
 
 using Snapshot = std::array<broker::NodeStats, 3>;
 
-TEST_F(PartitionFault, BrokenLinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
+// Transport error: node-2's endpoint fails and node-0 sees a disconnect.
+// Bad frame: node-0 finds a forwarded frame does not validate, refuses it
+// and drops the link. Either way node-2 redials and re-sends from what
+// node-0 holds (validated frames only).
+TEST_P(PartitionFault, LinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
+  const bool bad_frame = GetParam() == LinkFaultKind::bad_frame;
   auto snapshot = [&] {
     Snapshot s;
     for (std::size_t i = 0; i < 3; ++i) s[i] = brokers_[i]->stats();
@@ -245,7 +260,11 @@ TEST_F(PartitionFault, BrokenLinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
     const auto a = faults_[idx(kTarget)]->counters().accepts;
     const auto t0 = SteadyTime::now();
     auto ms_since = [&] { return std::chrono::duration<double, std::milli>(SteadyTime::now() - t0).count(); };
-    faults_[idx(kBreaker)]->break_peer(target);
+    if (bad_frame) {
+      faults_[idx(kBreaker)]->corrupt_next_write(target);
+    } else {
+      faults_[idx(kBreaker)]->break_peer(target);
+    }
     Recovery r;
     ASSERT_TRUE(pump_until([&] { return faults_[idx(kBreaker)]->counters().connects > c; }, 10s))
         << "break " << k << ": node-" << kBreaker << " never redialled";
@@ -281,8 +300,8 @@ TEST_F(PartitionFault, BrokenLinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
   pump_until([&] { return SteadyTime::now() >= settle; }, 1s);
 
   for (const auto& r : recoveries) {
-    std::printf("partition %u link broken -> redialled %.2f ms, accepted %.2f ms, linked (stats) %.2f ms\n",
-                kFaulted, r.dial_ms, r.accept_ms, r.linked_ms);
+    std::printf("partition %u %s -> redialled %.2f ms, accepted %.2f ms, linked (stats) %.2f ms\n", kFaulted,
+                bad_frame ? "bad frame" : "link broken", r.dial_ms, r.accept_ms, r.linked_ms);
   }
 
   // Every acknowledged record on every partition, exactly once, in order,
@@ -303,7 +322,8 @@ TEST_F(PartitionFault, BrokenLinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
 
   // The fault hit that one link, once per break, and only it was redialled.
   const auto after = std::array{faults_[0]->counters(), faults_[1]->counters(), faults_[2]->counters()};
-  EXPECT_EQ(after[idx(kBreaker)].broken_links, static_cast<std::uint64_t>(kBreaks));
+  EXPECT_EQ(after[idx(kBreaker)].broken_links, bad_frame ? 0u : static_cast<std::uint64_t>(kBreaks));
+  EXPECT_EQ(after[idx(kBreaker)].corrupted_writes, bad_frame ? static_cast<std::uint64_t>(kBreaks) : 0u);
   EXPECT_EQ(after[idx(kBreaker)].connects,
             before[idx(kBreaker)].connects + static_cast<std::uint64_t>(kBreaks));
   for (int i : {0, 1}) {
@@ -322,7 +342,15 @@ TEST_F(PartitionFault, BrokenLinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
       ASSERT_TRUE(ps.has_value()) << "partition " << p;
       EXPECT_EQ(ps->epoch, 1u) << "partition " << p;
       EXPECT_EQ(ps->position, pos) << "partition " << p;
-      EXPECT_EQ(ps->replica.corrupt_frames, 0u) << "partition " << p;
+      // The tail of partition 7 refused each garbled write, nobody else
+      // any. It counts every write-with-immediate it refused, and those the
+      // link carried after the bad one (already polled in the same batch)
+      // are refused too: at least one per fault.
+      if (bad_frame && p == kFaulted && kChains[p][pos] == kTarget) {
+        EXPECT_GE(ps->replica.corrupt_frames, static_cast<std::uint64_t>(kBreaks));
+      } else {
+        EXPECT_EQ(ps->replica.corrupt_frames, 0u) << "partition " << p << " position " << pos;
+      }
       EXPECT_EQ(ps->replica.commit_offset, ps->replica.end_offset) << "partition " << p;
       if (pos == 0) end = ps->replica.end_offset;
       EXPECT_EQ(ps->replica.end_offset, end) << "partition " << p << " position " << pos;
@@ -339,6 +367,13 @@ TEST_F(PartitionFault, BrokenLinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Faults, PartitionFault,
+                         ::testing::Values(LinkFaultKind::transport_error, LinkFaultKind::bad_frame),
+                         [](const ::testing::TestParamInfo<LinkFaultKind>& info) {
+                           return info.param == LinkFaultKind::bad_frame ? std::string("BadFrame")
+                                                                         : std::string("TransportError");
+                         });
 
 }  // namespace
 }  // namespace catena

@@ -47,7 +47,8 @@ struct FaultCounters {
   // each may end a connection, which its peer learns in the background (a
   // simulation settles the providers when this moves).
   std::uint64_t closes = 0;
-  std::uint64_t broken_links = 0;  // endpoints break_peer() moved to error
+  std::uint64_t broken_links = 0;      // endpoints break_peer() moved to error
+  std::uint64_t corrupted_writes = 0;  // writes corrupt_next_write() garbled
 };
 
 class FaultInjector {
@@ -78,6 +79,11 @@ class FaultInjector {
   // breaks one chain link by arranging that only one partition's replica on
   // this node has its successor at `address`.
   void break_peer(std::string address);
+  // The next post_write or post_write_imm on an endpoint connected to
+  // `address` (as dialled) carries its bytes with one byte changed (the
+  // middle one): a bad frame from a peer whose NIC or memory garbled it.
+  // The caller's buffer is not touched; the bytes go from a copy.
+  void corrupt_next_write(std::string address);
 
   // --- completions -----------------------------------------------------------------
   // Each completion (send or receive side) is reported `d` after the inner
@@ -137,6 +143,8 @@ class FaultInjector {
   [[nodiscard]] std::uint64_t break_generation() const { return break_gen_.load(std::memory_order_acquire); }
   [[nodiscard]] bool is_broken(std::string_view peer_address, std::uint64_t created_gen) const;
   void on_break() { broken_links_.fetch_add(1, std::memory_order_relaxed); }
+  // True (once) if this write to `peer_address` is the one to corrupt.
+  [[nodiscard]] bool take_corrupt(std::string_view peer_address);
 
  private:
   static std::uint64_t to_ns(std::chrono::nanoseconds d) {
@@ -160,6 +168,8 @@ class FaultInjector {
   std::atomic<std::uint64_t> silence_gen_{0};
   std::atomic<std::uint64_t> break_gen_{0};
   std::atomic<std::uint64_t> broken_links_{0};
+  std::atomic<bool> corrupt_armed_{false};
+  std::atomic<std::uint64_t> corrupted_writes_{0};
   mutable std::mutex silence_mu_;
   bool silent_all_ = false;                // guarded by silence_mu_
   std::vector<std::string> silent_peers_;  // guarded by silence_mu_
@@ -168,6 +178,7 @@ class FaultInjector {
     std::uint64_t gen = 0;
   };
   std::vector<Break> breaks_;  // guarded by silence_mu_
+  std::string corrupt_peer_;   // guarded by silence_mu_
 };
 
 // The wrapper. Owns the inner provider; regions are the inner provider's own

@@ -405,7 +405,8 @@ int Replica::pump_predecessor_st() {
                            });
   pred_->poll_send();
   if (n < 0 || pred_->broken()) {
-    faults_.push_back({cfg_.predecessor_node, "predecessor link lost"});
+    // Not a fault to report: the predecessor redials and resumes from what
+    // this replica holds, and reports the link itself if it cannot.
     pred_.reset();
     return 1;
   }
@@ -455,7 +456,9 @@ int Replica::pump_successor_st() {
   });
   succ_->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
   if (n < 0 || succ_->broken()) {
-    faults_.push_back({cfg_.successor_node, "successor link lost"});
+    // Not reported yet: the broker redials at once and forwarding resumes
+    // from what the successor holds; a link it cannot rebuild is reported
+    // after BrokerConfig::link_report_ms (partition-level recovery).
     succ_.reset();
     fwd_in_flight_ = 0;
     return 1;

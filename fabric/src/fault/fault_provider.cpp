@@ -2,6 +2,7 @@
 // inner provider's and apply what the FaultInjector has armed.
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -46,12 +47,16 @@ class HeldCompletions {
 
 class FaultEndpoint final : public Endpoint {
  public:
-  FaultEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<FaultInjector> faults, std::string peer)
-      : inner_(std::move(inner)),
+  FaultEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<FaultInjector> faults, std::string peer,
+                Provider* provider = nullptr)
+      : provider_(provider),
+        inner_(std::move(inner)),
         faults_(std::move(faults)),
         peer_(std::move(peer)),
         held_send_(inner_->caps().send_queue_depth),
-        held_recv_(inner_->caps().recv_queue_depth) {}
+        held_recv_(inner_->caps().recv_queue_depth),
+        created_break_gen_(faults_->break_generation()),
+        break_seen_(created_break_gen_) {}
   ~FaultEndpoint() override { faults_->on_close(); }
   FaultEndpoint(const FaultEndpoint&) = delete;
   FaultEndpoint& operator=(const FaultEndpoint&) = delete;
@@ -62,11 +67,11 @@ class FaultEndpoint final : public Endpoint {
 
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override {
     if (Errc e = Errc::ok; intercept(e)) return e;
-    return inner_->post_write(wr_id, src, dst);
+    return inner_->post_write(wr_id, maybe_corrupt(src), dst);
   }
   Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst, std::uint32_t imm) override {
     if (Errc e = Errc::ok; intercept(e)) return e;
-    return inner_->post_write_imm(wr_id, src, dst, imm);
+    return inner_->post_write_imm(wr_id, maybe_corrupt(src), dst, imm);
   }
   Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) override {
     if (Errc e = Errc::ok; intercept(e)) return e;
@@ -118,9 +123,47 @@ class FaultEndpoint final : public Endpoint {
     return silent_;
   }
 
+  // Re-checks the injector only when break_peer() was called. A broken
+  // endpoint tears its inner connection down once (the peer sees a
+  // disconnect, this side's state leaves `connected`) and fails every post.
+  bool broken() {
+    const std::uint64_t gen = faults_->break_generation();
+    if (gen != break_seen_) {
+      break_seen_ = gen;
+      if (!broken_ && faults_->is_broken(peer_, created_break_gen_)) {
+        broken_ = true;
+        faults_->on_break();
+        faults_->on_close();
+        inner_->disconnect();
+      }
+    }
+    return broken_;
+  }
+
+  // The write's bytes, or (corrupt_next_write) a copy with its middle byte
+  // flipped. The copy's region is allocated at the first garbled write and
+  // lives as long as this endpoint (declared before inner_), so a write in
+  // flight never reads freed memory.
+  LocalBuffer maybe_corrupt(LocalBuffer src) {
+    if (provider_ == nullptr || src.length == 0 || !faults_->take_corrupt(peer_)) return src;
+    if (!corrupt_copy_ || corrupt_copy_->size() < src.length) {
+      auto mr = provider_->allocate(src.length, kLocalWrite);
+      if (!mr) return src;
+      corrupt_copy_ = std::move(mr.value());
+    }
+    std::memcpy(corrupt_copy_->data(), src.mr->data() + src.offset, src.length);
+    corrupt_copy_->data()[src.length / 2] ^= std::byte{0x5a};
+    return {corrupt_copy_.get(), 0, src.length};
+  }
+
   // True if the post stops here: `result` is what the caller gets (ok for a
-  // post a silent endpoint swallows, the armed code for a failed one).
+  // post a silent endpoint swallows, the armed code for a failed one,
+  // io_error on a broken endpoint).
   bool intercept(Errc& result) {
+    if (broken()) {
+      result = Errc::io_error;
+      return true;
+    }
     if (silent()) {
       faults_->on_swallowed_post();
       swallowed_ = true;
@@ -133,6 +176,7 @@ class FaultEndpoint final : public Endpoint {
 
   template <class PollInner>
   int poll(HeldCompletions& held, Completion* out, int max, PollInner&& poll_inner) {
+    (void)broken();  // the inner endpoint reports the disconnect
     if (silent()) return 0;
     const std::uint64_t delay = faults_->completion_delay_ns();
     if (delay == 0 && held.empty()) {
@@ -157,6 +201,8 @@ class FaultEndpoint final : public Endpoint {
     return kept;
   }
 
+  Provider* provider_;                          // the inner provider: corrupted copies (dialled only)
+  std::unique_ptr<MemoryRegion> corrupt_copy_;  // before inner_: a write in flight reads it
   std::unique_ptr<Endpoint> inner_;
   std::shared_ptr<FaultInjector> faults_;
   std::string peer_;  // as dialled (connect) or as the inner endpoint names it (accept)
@@ -164,7 +210,10 @@ class FaultEndpoint final : public Endpoint {
   HeldCompletions held_recv_;
   mutable std::uint64_t silence_gen_ = ~0ull;
   mutable bool silent_ = false;
-  bool swallowed_ = false;  // a post was swallowed while silent
+  bool swallowed_ = false;                 // a post was swallowed while silent
+  const std::uint64_t created_break_gen_;  // break_peer() calls before this endpoint existed
+  std::uint64_t break_seen_;               // the break generation last checked
+  bool broken_ = false;
 };
 
 class FaultListener final : public Listener {
@@ -286,6 +335,34 @@ void FaultInjector::unsilence_peer(const std::string& address) {
   silence_gen_.fetch_add(1, std::memory_order_release);
 }
 
+void FaultInjector::break_peer(std::string address) {
+  std::lock_guard lk(silence_mu_);
+  const std::uint64_t gen = break_gen_.load(std::memory_order_relaxed) + 1;
+  breaks_.push_back({std::move(address), gen});
+  break_gen_.store(gen, std::memory_order_release);
+}
+
+bool FaultInjector::is_broken(std::string_view peer_address, std::uint64_t created_gen) const {
+  std::lock_guard lk(silence_mu_);
+  return std::any_of(breaks_.begin(), breaks_.end(),
+                     [&](const Break& b) { return b.gen > created_gen && b.address == peer_address; });
+}
+
+void FaultInjector::corrupt_next_write(std::string address) {
+  std::lock_guard lk(silence_mu_);
+  corrupt_peer_ = std::move(address);
+  corrupt_armed_.store(true, std::memory_order_release);
+}
+
+bool FaultInjector::take_corrupt(std::string_view peer_address) {
+  if (!corrupt_armed_.load(std::memory_order_acquire)) return false;
+  std::lock_guard lk(silence_mu_);
+  if (!corrupt_armed_.load(std::memory_order_relaxed) || corrupt_peer_ != peer_address) return false;
+  corrupt_armed_.store(false, std::memory_order_relaxed);
+  corrupted_writes_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 bool FaultInjector::is_silenced(std::string_view peer_address) const {
   std::lock_guard lk(silence_mu_);
   return silent_all_ ||
@@ -301,6 +378,8 @@ void FaultInjector::clear() {
   std::lock_guard lk(silence_mu_);
   silent_all_ = false;
   silent_peers_.clear();
+  breaks_.clear();
+  corrupt_armed_.store(false);
   silence_gen_.fetch_add(1, std::memory_order_release);
 }
 
@@ -313,6 +392,8 @@ FaultCounters FaultInjector::counters() const {
   c.swallowed_posts = swallowed_posts_.load();
   c.dropped_completions = dropped_completions_.load();
   c.closes = closes_.load();
+  c.broken_links = broken_links_.load();
+  c.corrupted_writes = corrupted_writes_.load();
   return c;
 }
 
@@ -341,7 +422,7 @@ Result<std::unique_ptr<Endpoint>> FaultProvider::connect(std::string_view addres
                             std::chrono::duration_cast<std::chrono::milliseconds>(timeout_ns - delay));
   if (!ep) return ep.error();
   return std::unique_ptr<Endpoint>(
-      std::make_unique<FaultEndpoint>(std::move(ep.value()), faults_, std::string(address)));
+      std::make_unique<FaultEndpoint>(std::move(ep.value()), faults_, std::string(address), inner_.get()));
 }
 
 Result<std::unique_ptr<Provider>> open_fault_provider(std::string_view spec, const ProviderOptions& options) {

@@ -1,6 +1,7 @@
 // A fault-injecting provider: wraps any Provider and, on command, makes
 // connection setup slow, fails a chosen post, drops or delays completions,
-// or makes peers silent (a host that vanished without a disconnect). With
+// breaks the connections to one peer (a transport error), or makes peers
+// silent (a host that vanished without a disconnect). With
 // nothing armed it only forwards, so the conformance suite passes through it
 // unchanged ("fault:soft", "fault:verbs:rxe0").
 //
@@ -46,6 +47,8 @@ struct FaultCounters {
   // each may end a connection, which its peer learns in the background (a
   // simulation settles the providers when this moves).
   std::uint64_t closes = 0;
+  std::uint64_t broken_links = 0;      // endpoints break_peer() moved to error
+  std::uint64_t corrupted_writes = 0;  // writes corrupt_next_write() garbled
 };
 
 class FaultInjector {
@@ -67,6 +70,20 @@ class FaultInjector {
   // The `nth` post_* call from now (1: the next one), on any endpoint of this
   // provider, returns `code` and does not reach the inner endpoint.
   void fail_post(std::uint64_t nth, Errc code = Errc::io_error);
+
+  // Every endpoint connected to `address` (as dialled) that exists now fails
+  // as a reliable connection does on a transport error: at its next post or
+  // poll it moves to the error state (the post returns Errc::io_error, the
+  // peer sees a disconnect) and stays there. Endpoints connected later are
+  // not touched, so a redial succeeds. Links are dialled by address: a test
+  // breaks one chain link by arranging that only one partition's replica on
+  // this node has its successor at `address`.
+  void break_peer(std::string address);
+  // The next post_write or post_write_imm on an endpoint connected to
+  // `address` (as dialled) carries its bytes with one byte changed (the
+  // middle one): a bad frame from a peer whose NIC or memory garbled it.
+  // The caller's buffer is not touched; the bytes go from a copy.
+  void corrupt_next_write(std::string address);
 
   // --- completions -----------------------------------------------------------------
   // Each completion (send or receive side) is reported `d` after the inner
@@ -121,6 +138,13 @@ class FaultInjector {
     return silence_gen_.load(std::memory_order_acquire);
   }
   [[nodiscard]] bool is_silenced(std::string_view peer_address) const;
+  // Changes whenever break_peer() is called; an endpoint created at
+  // generation g is broken by a break_peer() of its address after g.
+  [[nodiscard]] std::uint64_t break_generation() const { return break_gen_.load(std::memory_order_acquire); }
+  [[nodiscard]] bool is_broken(std::string_view peer_address, std::uint64_t created_gen) const;
+  void on_break() { broken_links_.fetch_add(1, std::memory_order_relaxed); }
+  // True (once) if this write to `peer_address` is the one to corrupt.
+  [[nodiscard]] bool take_corrupt(std::string_view peer_address);
 
  private:
   static std::uint64_t to_ns(std::chrono::nanoseconds d) {
@@ -142,9 +166,19 @@ class FaultInjector {
   std::atomic<std::uint64_t> accepts_{0};
   std::atomic<std::uint64_t> closes_{0};
   std::atomic<std::uint64_t> silence_gen_{0};
+  std::atomic<std::uint64_t> break_gen_{0};
+  std::atomic<std::uint64_t> broken_links_{0};
+  std::atomic<bool> corrupt_armed_{false};
+  std::atomic<std::uint64_t> corrupted_writes_{0};
   mutable std::mutex silence_mu_;
   bool silent_all_ = false;                // guarded by silence_mu_
   std::vector<std::string> silent_peers_;  // guarded by silence_mu_
+  struct Break {
+    std::string address;
+    std::uint64_t gen = 0;
+  };
+  std::vector<Break> breaks_;  // guarded by silence_mu_
+  std::string corrupt_peer_;   // guarded by silence_mu_
 };
 
 // The wrapper. Owns the inner provider; regions are the inner provider's own

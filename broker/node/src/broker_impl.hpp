@@ -565,6 +565,20 @@ class Broker::Impl {
       if (auto u = unlinked_.find(key); u != unlinked_.end() && u->second.epoch == out.epoch) {
         u->second.last_error = out.error;
       }
+      // A link this epoch had, lost, and whose redial failed at once: the
+      // successor's process is likely gone (a reset, a refused connect).
+      // Said now, once, so the controller probes it without waiting for
+      // link_report_ms; a link rebuilt in place is never reported.
+      if (auto l = linked_epoch_.find(key); l != linked_epoch_.end() && l->second == out.epoch &&
+                                            out.welcome.status != wire::Status::not_ready) {
+        linked_epoch_.erase(l);
+        if (auto it = replicas_.find(key); it != replicas_.end()) {
+          const auto& c = it->second->config();
+          MutexLock lk(stats_mu_);
+          link_reports_.push_back({c.successor_node, c.channel, c.partition, c.epoch,
+                                   "successor link lost and the redial failed: " + out.error});
+        }
+      }
       return;
     }
     not_ready_streak_.erase(key);
@@ -573,6 +587,8 @@ class Broker::Impl {
     if (!it->second->attach_successor(std::move(out.link), out.welcome)) {
       spdlog::warn("partition {}/{}: successor refused the link: {}", out.channel, out.partition,
                    wire::to_string(out.welcome.status));
+    } else {
+      linked_epoch_[key] = out.epoch;
     }
   }
 
@@ -621,8 +637,9 @@ class Broker::Impl {
     std::uint64_t report_at = 0;  // next report
     std::string last_error;       // the last dial's outcome
   };
-  std::map<Key, Unlinked> unlinked_;         // partitions wanting a successor link they do not have
-  std::map<Key, std::uint64_t> connecting_;  // epoch of the connect request queued or being dialled
+  std::map<Key, Unlinked> unlinked_;           // partitions wanting a successor link they do not have
+  std::map<Key, std::uint64_t> linked_epoch_;  // the epoch at which a partition last linked to its successor
+  std::map<Key, std::uint64_t> connecting_;    // epoch of the connect request queued or being dialled
 
   std::thread agent_;
   std::thread acceptor_;

@@ -6,7 +6,8 @@
 //   full-copy  the same kill and restart without kept memory, measured in
 //              the same run as the baseline: the node comes back empty and
 //              copies the partition from the tail.
-// Each level runs on a fresh local cluster of 3 brokers and one channel of
+// Each level runs on a fresh local cluster of 3 brokers (failure detector
+// timeout: --timeout-ms, at least 300 ms) and one channel of
 // one partition with R=3 (so the chain can only get its own member back):
 // --recovery-mib MiB are published first (16 KiB records), then a steady
 // stream of small records runs while the middle broker is killed, started
@@ -56,6 +57,7 @@ struct LevelResult {
   std::int64_t bytes_copied = 0;
   std::int64_t retained_records = 0;  // the partition's end offset at the kill
   std::int64_t recovered_records = 0;
+  std::int64_t route_epoch = 0;  // at the end: 4 for kill, joining, promoted and nothing else
   HistoryReport history;
   std::string error;
 };
@@ -81,8 +83,10 @@ LevelResult one_level(const Common& common, const BenchOptions& o, bool keep) {
   co.nodes = 3;
   co.provider = common.provider;
   co.dir = o.dir + "/recovery-" + out.level;
-  co.heartbeat_timeout_ms = o.timeout_ms;
-  co.heartbeat_interval_ms = std::max(5, o.timeout_ms / 5);
+  // A whole partition copied on a small machine starves heartbeats for a
+  // while: a detector as tight as --failover's would evict healthy nodes.
+  co.heartbeat_timeout_ms = std::max(o.timeout_ms, 300);
+  co.heartbeat_interval_ms = co.heartbeat_timeout_ms / 5;
   co.node_id_prefix = "node-";
   co.quiet = true;
   if (keep) co.keep_root = "/dev/shm/catena-bench-recovery-" + std::to_string(getpid());
@@ -209,6 +213,7 @@ LevelResult one_level(const Common& common, const BenchOptions& o, bool keep) {
   stop = true;
   pub_thread.join();
   sub_thread.join();
+  if (auto r = admin.get_route(kRecoveryChannel, 0, 0)) out.route_epoch = r->epoch;
   out.history = history.check();
   out.ok = ok;
   return out;
@@ -238,6 +243,7 @@ int run_recovery_bench(const Common& common, const BenchOptions& o) {
                        {"bytes_copied", r.bytes_copied},
                        {"retained_records", r.retained_records},
                        {"recovered_records", r.recovered_records},
+                       {"route_epoch", r.route_epoch},
                        {"copy_vs_full_copy", copy_ratio},
                        {"time_vs_full_copy", time_ratio},
                        {"recovery_mib", o.recovery_mib},

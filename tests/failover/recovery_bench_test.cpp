@@ -1,8 +1,9 @@
 // `catena bench --recovery` with a small partition, so that the command
 // cannot rot and its claim holds: a broker killed with SIGKILL and started
 // again with its kept memory is back in its chain having copied a small part
-// of what a restart without kept memory copies, and neither loses or
-// duplicates a record.
+// of what a restart without kept memory copies, one that does not come
+// back is replaced from its own zone, and none of them loses or duplicates
+// a record.
 #include <gtest/gtest.h>
 #include <map>
 #include <sstream>
@@ -26,7 +27,7 @@ TEST(RecoveryBench, ARestartWithKeptMemoryCopiesLittleAndLosesNothing) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_discarded() && j.contains("level")) levels[j["level"].get<std::string>()] = j;
   }
-  ASSERT_EQ(levels.size(), 2u) << out;
+  ASSERT_EQ(levels.size(), 3u) << out;
   for (const auto& [level, j] : levels) {
     EXPECT_TRUE(j.value("ok", false)) << level << ": " << out;
     EXPECT_EQ(j.value("lost", -1), 0) << level;
@@ -40,6 +41,8 @@ TEST(RecoveryBench, ARestartWithKeptMemoryCopiesLittleAndLosesNothing) {
   EXPECT_EQ(full.value("recovered_records", -1), 0) << out;
   EXPECT_GE(full.value("bytes_copied", 0), 16 << 20) << "a full copy sends the whole partition";
   EXPECT_LT(kept.value("copy_vs_full_copy", 1.0), 0.5) << out;
+  // A broker that does not come back is replaced from its own zone.
+  EXPECT_TRUE(levels["zone"].value("same_zone", false)) << out;
 }
 
 }  // namespace

@@ -5,8 +5,13 @@
 //              with what it held and copies only what it missed;
 //   full-copy  the same kill and restart without kept memory, measured in
 //              the same run as the baseline: the node comes back empty and
-//              copies the partition from the tail.
-// Each level runs on a fresh local cluster of 3 brokers (failure detector
+//              copies the partition from the tail;
+//   zone       the killed broker does not come back: on a cluster of 6
+//              brokers in zones a, b, c, a, b, c the chain gets a
+//              replacement, which the controller takes from the lost
+//              member's zone (same_zone says whether it did); recovery_ms
+//              runs from the kill to the replacement's promotion.
+// process and full-copy run on a fresh local cluster of 3 brokers (failure detector
 // timeout: --timeout-ms, at least 300 ms) and one channel of
 // one partition with R=3 (so the chain can only get its own member back):
 // --recovery-mib MiB are published first (16 KiB records), then a steady
@@ -19,7 +24,8 @@
 //   lost, duplicated  the history checker over every acknowledged record,
 //                 read by a subscriber throughout.
 // Not measured here: the partition level (a link rebuilt in place; its
-// test is in catena-failover-test), zone and datacenter levels.
+// test is PartitionFault.* in catena-broker-test) and the datacenter level
+// (not built).
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +33,7 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -58,6 +65,7 @@ struct LevelResult {
   std::int64_t retained_records = 0;  // the partition's end offset at the kill
   std::int64_t recovered_records = 0;
   std::int64_t route_epoch = 0;  // at the end: 4 for kill, joining, promoted and nothing else
+  bool same_zone = false;        // zone: the replacement is in the lost member's zone
   HistoryReport history;
   std::string error;
 };
@@ -76,11 +84,23 @@ std::optional<control::idl::PartitionProgress> progress_on(control::ControllerCl
   return std::nullopt;
 }
 
-LevelResult one_level(const Common& common, const BenchOptions& o, bool keep) {
+enum class Level { process, full_copy, zone };
+
+// The zone label of every node (cluster status).
+std::map<std::string, std::string> zones_of(control::ControllerClient& admin) {
+  std::map<std::string, std::string> out;
+  if (auto st = admin.cluster_status()) {
+    for (const auto& n : st->nodes) out[n.info.node_id] = n.info.zone;
+  }
+  return out;
+}
+
+LevelResult one_level(const Common& common, const BenchOptions& o, Level level) {
   LevelResult out;
-  out.level = keep ? "process" : "full-copy";
+  const bool keep = level == Level::process;
+  out.level = level == Level::process ? "process" : level == Level::full_copy ? "full-copy" : "zone";
   ClusterOptions co;
-  co.nodes = 3;
+  co.nodes = level == Level::zone ? 6 : 3;
   co.provider = common.provider;
   co.dir = o.dir + "/recovery-" + out.level;
   // A whole partition copied on a small machine starves heartbeats for a
@@ -177,23 +197,49 @@ LevelResult one_level(const Common& common, const BenchOptions& o, bool keep) {
     while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
     return cond();
   };
+  const std::string zone_of_victim = zones_of(admin)[victim_id];
   bool ok = wait([&] { return acked_bytes.load() >= fill_bytes; }, 120s);
   if (!ok) out.error = "the partition did not take --recovery-mib within 120 s";
   std::int64_t forwarded_before = 0;
   std::uint64_t restarted_ns = 0;
+  std::uint64_t killed_ns = 0;
   if (ok) {
+    killed_ns = steady_ns();
     cluster.signal_node(victim, SIGKILL);
     ok = wait([&] { return !in_chain(3) && !in_chain(2); }, 30s);
     if (!ok) out.error = "the killed node stayed in its chain";
   }
-  if (ok) {
+  if (ok && level == Level::zone) {
+    // Not restarted: the chain is made whole by a replacement.
+    std::string replacement;
+    ok = wait(
+        [&] {
+          auto r = admin.get_route(kRecoveryChannel, 0, 0);
+          if (!r || r->replicas.size() != 3) return false;
+          for (const auto& x : r->replicas) {
+            if (x.node_id != chain[0].node_id && x.node_id != tail_id) replacement = x.node_id;
+          }
+          return true;
+        },
+        120s);
+    if (ok) {
+      out.recovery_ms = static_cast<double>(steady_ns() - killed_ns) / 1e6;
+      const auto tail = progress_on(admin, tail_id);
+      out.bytes_copied = tail ? tail->forwarded_bytes : 0;
+      out.retained_records = tail ? tail->end_offset : 0;
+      const auto zones = zones_of(admin);
+      out.same_zone = zones.count(replacement) != 0 && zones.at(replacement) == zone_of_victim;
+    } else {
+      out.error = "the chain had no replacement within 120 s";
+    }
+  } else if (ok) {
     const auto tail = progress_on(admin, tail_id);
     forwarded_before = tail ? tail->forwarded_bytes : 0;
     out.retained_records = tail ? tail->end_offset : 0;
     restarted_ns = steady_ns();
     ok = cluster.restart_node(victim, &out.error);
   }
-  if (ok) {
+  if (ok && level != Level::zone) {
     ok = wait([&] { return in_chain(3); }, 120s);
     if (ok) {
       out.recovery_ms = static_cast<double>(steady_ns() - restarted_ns) / 1e6;
@@ -223,8 +269,9 @@ LevelResult one_level(const Common& common, const BenchOptions& o, bool keep) {
 
 int run_recovery_bench(const Common& common, const BenchOptions& o) {
   std::vector<LevelResult> levels;
-  levels.push_back(one_level(common, o, /*keep=*/true));
-  levels.push_back(one_level(common, o, /*keep=*/false));
+  levels.push_back(one_level(common, o, Level::process));
+  levels.push_back(one_level(common, o, Level::full_copy));
+  levels.push_back(one_level(common, o, Level::zone));
   const LevelResult& full = levels[1];
   bool all_ok = true;
   for (const auto& r : levels) {
@@ -244,6 +291,7 @@ int run_recovery_bench(const Common& common, const BenchOptions& o) {
                        {"retained_records", r.retained_records},
                        {"recovered_records", r.recovered_records},
                        {"route_epoch", r.route_epoch},
+                       {"same_zone", r.same_zone},
                        {"copy_vs_full_copy", copy_ratio},
                        {"time_vs_full_copy", time_ratio},
                        {"recovery_mib", o.recovery_mib},
@@ -254,10 +302,15 @@ int run_recovery_bench(const Common& common, const BenchOptions& o) {
       std::cout << j.dump() << std::endl;
     } else {
       std::printf(
-          "%-9s back in its chain %.0f ms after the restart, copied %.1f MiB (%.0f%% of a full copy), "
-          "recovered %lld records; lost %llu, duplicated %llu\n",
-          r.level.c_str(), r.recovery_ms, static_cast<double>(r.bytes_copied) / (1 << 20), copy_ratio * 100,
-          static_cast<long long>(r.recovered_records), static_cast<unsigned long long>(r.history.lost),
+          "%-9s chain whole again %.0f ms after the %s, copied %.1f MiB (%.0f%% of a full copy), "
+          "recovered %lld records%s; lost %llu, duplicated %llu\n",
+          r.level.c_str(), r.recovery_ms, r.level == "zone" ? "kill" : "restart",
+          static_cast<double>(r.bytes_copied) / (1 << 20), copy_ratio * 100,
+          static_cast<long long>(r.recovered_records),
+          r.level == "zone"
+              ? (r.same_zone ? ", replacement in the lost node's zone" : ", replacement in another zone")
+              : "",
+          static_cast<unsigned long long>(r.history.lost),
           static_cast<unsigned long long>(r.history.duplicated));
     }
   }

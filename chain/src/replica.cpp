@@ -70,11 +70,13 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   std::vector<std::span<std::byte>> spans;
   constexpr std::uint32_t kSlotAccess = fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead;
   bool all_kept = !cfg.keep_name.empty();
+  bool any_kept = false;
   auto allocate_slot = [&](std::uint32_t s) -> fabric::Result<std::unique_ptr<fabric::MemoryRegion>> {
     if (cfg.keep_name.empty()) return provider.allocate(cfg.log.segment_bytes, kSlotAccess);
     auto k = provider.allocate_kept(kept_slot_name(cfg.keep_name, s), cfg.log.segment_bytes, kSlotAccess);
     if (!k) return k.error();
     all_kept = all_kept && k.value().kept;
+    any_kept = any_kept || k.value().kept;
     return std::move(k.value().region);
   };
   for (std::uint32_t s = 0; s < cfg.slot_count; ++s) {
@@ -111,10 +113,10 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   r->log_->track_producers(&r->producers_);
   if (commit_kept != 0) r->recovered_ = r->log_->recover_st(commit_kept);
   if (r->recovered_.end == 0) {
-    if (cfg.keep_name.empty()) {
-      r->log_->slots_are_zero_st();  // Provider::allocate zeroes
+    if (!any_kept) {
+      r->log_->slots_are_zero_st();  // Provider::allocate(_kept) zeroes what it hands out new
     } else {
-      r->log_->slots_written_remotely_st();  // kept bytes of another replica, or none: cleared before use
+      r->log_->slots_written_remotely_st();  // bytes an earlier process left: cleared before use
     }
     r->log_->set_start(cfg.start_offset);
   }

@@ -116,7 +116,13 @@ Result<void> Arena::load_kept_directory() {
     named_[name] = r;
   }
   high_water_ = cursor;
-  if (cursor < view_.size) zero_range(cursor, view_.size - cursor);
+  // Everything past the last kept range reads as zeros again: cut off and
+  // grown back (any file system can; punching holes into tens of GiB may
+  // not be supported, and zeroing them by hand is out of the question).
+  if (cursor < view_.size && (ftruncate(id_.memfd, static_cast<off_t>(cursor)) != 0 ||
+                              ftruncate(id_.memfd, static_cast<off_t>(view_.size)) != 0)) {
+    return make_error(Errc::io_error, keep_errno_text("cannot clear " + keep_dir_ + "/arena"));
+  }
   return {};
 }
 

@@ -3,10 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <thrift/TOutput.h>
+#include <thrift/TProcessor.h>
 #include <thrift/protocol/TBinaryProtocol.h>
-#include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TServerSocket.h>
+#include <thrift/transport/TTransportException.h>
 
 #include <catena/control/address.hpp>
 #include <catena/control/thrift_server.hpp>
@@ -16,11 +17,12 @@
 namespace catena::control {
 namespace {
 
-using apache::thrift::protocol::TBinaryProtocolFactory;
-using apache::thrift::server::TThreadedServer;
+using apache::thrift::protocol::TBinaryProtocol;
+using apache::thrift::transport::TFramedTransport;
 using apache::thrift::transport::TServerSocket;
 using apache::thrift::transport::TTransport;
-using apache::thrift::transport::TTransportFactory;
+using apache::thrift::transport::TTransportException;
+using namespace std::chrono_literals;
 
 // Binds when start() asks, so bind errors and the chosen port are known
 // before serve() runs; serve()'s own listen() call is then a no-op.
@@ -42,13 +44,6 @@ class PreboundServerSocket final : public TServerSocket {
   bool listening_ = false;
 };
 
-class FramedTransportFactory final : public TTransportFactory {
- public:
-  std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> trans) override {
-    return std::make_shared<apache::thrift::transport::TFramedTransport>(trans, detail::wire_config());
-  }
-};
-
 void thrift_output(const char* message) {
   spdlog::debug("thrift: {}", message);
 }
@@ -60,7 +55,11 @@ void route_thrift_logs_to_spdlog() {
 }
 
 ThriftServer::ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options)
-    : processor_(std::move(processor)), options_(std::move(options)) {}
+    : ThriftServer(std::make_shared<apache::thrift::TSingletonProcessorFactory>(std::move(processor)),
+                   std::move(options)) {}
+
+ThriftServer::ThriftServer(std::shared_ptr<apache::thrift::TProcessorFactory> factory, Options options)
+    : factory_(std::move(factory)), options_(std::move(options)) {}
 
 ThriftServer::~ThriftServer() {
   stop();
@@ -71,6 +70,11 @@ std::string ThriftServer::address() const {
 }
 
 Result<void> ThriftServer::start() {
+  {
+    MutexLock lock(mu_);
+    if (started_ || stopped_) return make_error(idl::ErrorCode::INTERNAL, "a ThriftServer starts once");
+    started_ = true;
+  }
   auto socket = std::make_shared<PreboundServerSocket>(options_.host, options_.port);
   const int idle_ms = static_cast<int>(options_.idle_timeout.count());
   socket->setRecvTimeout(idle_ms);
@@ -88,21 +92,98 @@ Result<void> ThriftServer::start() {
   }
   bound_port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                            : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-
-  auto protocol =
-      std::make_shared<TBinaryProtocolFactory>(detail::kMaxStringBytes, detail::kMaxContainerItems,
-                                               /*strict_read=*/true, /*strict_write=*/true);
-  server_ = std::make_shared<TThreadedServer>(processor_, socket, std::make_shared<FramedTransportFactory>(),
-                                              protocol);
-  server_->setConcurrentClientLimit(options_.max_connections);
-  serve_thread_ = std::thread([server = server_] {
-    try {
-      server->serve();
-    } catch (const std::exception& e) {
-      spdlog::error("thrift server stopped: {}", e.what());
-    }
-  });
+  socket_ = std::move(socket);
+  accept_thread_ = std::thread([this] { accept_loop(); });
   return {};
+}
+
+void ThriftServer::accept_loop() {
+  for (;;) {
+    {
+      UniqueLock lock(mu_);
+      reap_locked();
+      // At the limit, further clients wait in the listen backlog.
+      lock.wait(changed_, [this] {
+        mu_.assert_held();  // the wait holds it when it asks
+        return stopped_ || active_ < options_.max_connections;
+      });
+      if (stopped_) return;
+    }
+    std::shared_ptr<TTransport> client;
+    try {
+      client = socket_->accept();
+    } catch (const TTransportException& e) {
+      if (e.getType() == TTransportException::INTERRUPTED) return;  // stop()
+      // Out of descriptors, a client that reset before accept: keep serving.
+      spdlog::debug("thrift server: accept failed: {}", e.what());
+      std::this_thread::sleep_for(10ms);
+      continue;
+    }
+    MutexLock lock(mu_);
+    if (stopped_) {
+      client->close();
+      return;
+    }
+    ++active_;
+    auto at = connections_.emplace(connections_.end());
+    at->thread = std::thread([this, connection = &*at, client = std::move(client)]() mutable {
+      serve_connection(std::move(client));
+      {
+        MutexLock done_lock(mu_);
+        connection->done = true;
+        --active_;
+      }
+      changed_.notify_all();
+    });
+  }
+}
+
+void ThriftServer::serve_connection(std::shared_ptr<TTransport> client) {
+  // Made here and freed here: this thread is their only user.
+  auto transport = std::make_shared<TFramedTransport>(client, detail::wire_config());
+  auto protocol =
+      std::make_shared<TBinaryProtocol>(transport, detail::kMaxStringBytes, detail::kMaxContainerItems,
+                                        /*strict_read=*/true, /*strict_write=*/true);
+  std::shared_ptr<apache::thrift::TProcessor> processor;
+  try {
+    processor = factory_->getProcessor(apache::thrift::TConnectionInfo{protocol, protocol, client});
+  } catch (const std::exception& e) {
+    spdlog::warn("thrift server: no processor for a connection: {}", e.what());
+  }
+  for (; processor;) {
+    try {
+      if (!processor->process(protocol, protocol, nullptr)) break;
+    } catch (const TTransportException& e) {
+      // A client that hung up, was idle past idle_timeout, or stop(): done,
+      // quietly. Anything else (a frame over the limit, garbage): logged.
+      const auto type = e.getType();
+      if (type != TTransportException::END_OF_FILE && type != TTransportException::INTERRUPTED &&
+          type != TTransportException::TIMED_OUT) {
+        spdlog::debug("thrift server: connection dropped: {}", e.what());
+      }
+      break;
+    } catch (const std::exception& e) {
+      spdlog::debug("thrift server: connection dropped: {}", e.what());
+      break;
+    }
+  }
+  try {
+    transport->close();
+  } catch (const std::exception&) {
+    // Closing a socket the peer already reset: nothing left to do.
+  }
+}
+
+void ThriftServer::reap_locked() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (!it->done) {
+      ++it;
+      continue;
+    }
+    // It has set `done` and only returns from here: a short wait at most.
+    it->thread.join();
+    it = connections_.erase(it);
+  }
 }
 
 void ThriftServer::stop() {
@@ -111,8 +192,21 @@ void ThriftServer::stop() {
     if (stopped_) return;
     stopped_ = true;
   }
-  if (server_) server_->stop();
-  if (serve_thread_.joinable()) serve_thread_.join();
+  changed_.notify_all();
+  if (socket_) {
+    // Wakes accept() and every connection blocked reading a request; one
+    // inside a call finishes it first.
+    socket_->interrupt();
+    socket_->interruptChildren();
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  std::list<Connection> left;
+  {
+    MutexLock lock(mu_);
+    left.swap(connections_);  // the nodes (and each thread's `connection`) stay put
+  }
+  for (auto& c : left) c.thread.join();
+  if (socket_) socket_->close();
 }
 
 std::unique_ptr<ThriftServer> make_broker_admin_server(std::shared_ptr<idl::BrokerAdminIf> handler,

@@ -1,5 +1,6 @@
 // `catena bench --recovery` with a small partition, so that the command
-// cannot rot and its claim holds: a broker killed with SIGKILL and started
+// cannot rot and its claim holds: a replica link broken five times is
+// rebuilt in its partition without another partition noticing, a broker killed with SIGKILL and started
 // again with its kept memory is back in its chain having copied a small part
 // of what a restart without kept memory copies, one that does not come
 // back is replaced from its own zone, and none of them loses or duplicates
@@ -27,7 +28,9 @@ TEST(RecoveryBench, ARestartWithKeptMemoryCopiesLittleAndLosesNothing) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_discarded() && j.contains("level")) levels[j["level"].get<std::string>()] = j;
   }
-  ASSERT_EQ(levels.size(), 3u) << out;
+  for (const char* level : {"partition", "process", "full-copy", "zone"}) {
+    ASSERT_EQ(levels.count(level), 1u) << "no line for level " << level << ": " << out;
+  }
   for (const auto& [level, j] : levels) {
     EXPECT_TRUE(j.value("ok", false)) << level << ": " << out;
     EXPECT_EQ(j.value("lost", -1), 0) << level;
@@ -41,6 +44,11 @@ TEST(RecoveryBench, ARestartWithKeptMemoryCopiesLittleAndLosesNothing) {
   EXPECT_EQ(full.value("recovered_records", -1), 0) << out;
   EXPECT_GE(full.value("bytes_copied", 0), 16 << 20) << "a full copy sends the whole partition";
   EXPECT_LT(kept.value("copy_vs_full_copy", 1.0), 0.5) << out;
+  // A broken link is rebuilt in its partition: five breaks, none seen by
+  // another partition.
+  const auto& part = levels["partition"];
+  EXPECT_EQ(part.value("breaks", -1), 5) << out;
+  EXPECT_EQ(part.value("others_unlinked", -1), 0) << out;
   // A broker that does not come back is replaced from its own zone.
   EXPECT_TRUE(levels["zone"].value("same_zone", false)) << out;
 }

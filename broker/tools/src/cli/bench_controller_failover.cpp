@@ -19,10 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include <catena/broker/controller_routes.hpp>
 #include <catena/broker/history.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 
 #include "bench_parts.hpp"
@@ -33,8 +30,7 @@ namespace catena::cli {
 
 using namespace std::chrono_literals;
 using bench_detail::steady_ns;
-using bench_detail::tagged_id;
-using bench_detail::tagged_record;
+using bench_detail::wait_until;
 
 namespace {
 
@@ -46,12 +42,6 @@ int answering_controller(control::ControllerClient& admin, const LocalCluster& c
     if (cluster.controller_address(i) == at) return static_cast<int>(i);
   }
   return -1;
-}
-
-bool wait_for_controller_bench(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-  return cond();
 }
 
 struct LeaderStop {
@@ -85,69 +75,29 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
     return fail("bench --controller-failover", ch.error().describe());
 
   HistoryChecker history(1);
-  std::atomic<bool> stop{false}, stop_pub{false}, pub_done{false};
-  std::atomic<std::uint64_t> acked{0}, delivered{0};
   // The longest gap between two acknowledgements since window_ns (the
   // publisher thread runs the callbacks: one writer).
   std::atomic<std::uint64_t> window_ns{~0ull}, max_gap_ns{0}, last_ack_ns{steady_ns()};
-  std::thread sub_thread([&] {
-    broker::ControllerRoutes routes(cco, "controller-failover-sub");
-    SubscriberOptions so;
-    so.provider = common.provider;
-    auto sub = Subscriber::create(routes, cfg.name, so);
-    if (!sub) return;
-    while (!stop) {
-      if (sub.value()->poll([&](const Message& m) {
-            history.delivered(0, m.partition, m.offset, tagged_id("cf", m.payload), m.payload);
-            delivered.fetch_add(1);
-          }) == 0) {
-        std::this_thread::sleep_for(50us);
-      }
+  bench_detail::TrafficOptions to;
+  to.channel = cfg.name;
+  to.tag = "cf";
+  to.client_name = "controller-failover";
+  to.provider = common.provider;
+  to.retry_timeout = 60s;
+  to.on_ack = [&](std::uint64_t) {
+    const std::uint64_t now = steady_ns();
+    if (now >= window_ns.load(std::memory_order_relaxed)) {
+      const std::uint64_t from =
+          std::max(last_ack_ns.load(std::memory_order_relaxed), window_ns.load(std::memory_order_relaxed));
+      max_gap_ns.store(std::max(max_gap_ns.load(std::memory_order_relaxed), now - from),
+                       std::memory_order_relaxed);
     }
-  });
-  std::thread pub_thread([&] {
-    broker::ControllerRoutes routes(cco, "controller-failover-pub");
-    PublisherOptions po;
-    po.provider = common.provider;
-    po.retry_timeout = 60s;
-    auto pub = Publisher::create(routes, cfg.name, po);
-    if (!pub) {
-      pub_done = true;
-      return;
-    }
-    std::uint64_t id = 0;
-    while (!stop_pub) {
-      const std::string p = tagged_record("cf", id, 64);
-      const auto bytes = std::span(reinterpret_cast<const std::byte*>(p.data()), p.size());
-      auto e = pub.value()->publish_to(0, bytes, [&, id](const PublishResult& r) {
-        if (r.status != PublishStatus::ok) {
-          history.failed(id);
-          return;
-        }
-        const std::uint64_t now = steady_ns();
-        if (now >= window_ns.load(std::memory_order_relaxed)) {
-          const std::uint64_t from = std::max(last_ack_ns.load(std::memory_order_relaxed),
-                                              window_ns.load(std::memory_order_relaxed));
-          max_gap_ns.store(std::max(max_gap_ns.load(std::memory_order_relaxed), now - from),
-                           std::memory_order_relaxed);
-        }
-        last_ack_ns.store(now, std::memory_order_relaxed);
-        history.acknowledged(id, r.partition, r.offset);
-        acked.fetch_add(1);
-      });
-      if (e == client::ErrorCode::ok) {
-        history.published(id, bytes);
-        ++id;
-      }
-      pub.value()->poll();
-      std::this_thread::sleep_for(20us);  // a steady stream: a record every ~20-50 us
-    }
-    pub.value()->flush(30s);
-    pub_done = true;
-  });
+    last_ack_ns.store(now, std::memory_order_relaxed);
+  };
+  bench_detail::HistoryTraffic traffic(cco, history, to);
 
   std::vector<LeaderStop> stops;
-  bool ok = wait_for_controller_bench([&] { return acked.load() >= 1000; }, 20s);
+  bool ok = wait_until([&] { return traffic.acked() >= 1000; }, 20s);
   if (!ok) err = "no traffic acknowledged within 20 s";
   for (int k = 0; ok && k < o.kills; ++k) {
     const int leader = answering_controller(admin, cluster);
@@ -164,8 +114,8 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
     cluster.signal_controller(static_cast<std::size_t>(leader), s.sig);
     if (s.sig == SIGTERM) cluster.wait_controller_exit(static_cast<std::size_t>(leader), 10s);
     int now = -1;
-    if (!wait_for_controller_bench(
-            [&] { return (now = answering_controller(admin, cluster)) >= 0 && now != leader; }, 60s)) {
+    if (!wait_until([&] { return (now = answering_controller(admin, cluster)) >= 0 && now != leader; },
+                    60s)) {
       ok = false;
       err = "no new leader answered within 60 s of stop " + std::to_string(k + 1);
       break;
@@ -188,13 +138,7 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
       break;
     }
   }
-  stop_pub = true;
-  wait_for_controller_bench([&] { return pub_done.load(); }, 40s);
-  wait_for_controller_bench([&] { return delivered.load() >= acked.load(); }, 20s);
-  std::this_thread::sleep_for(100ms);
-  stop = true;
-  pub_thread.join();
-  sub_thread.join();
+  traffic.finish(40s, 20s);
   const HistoryReport h = history.check();
   if (!ok) std::fprintf(stderr, "catena bench --controller-failover: %s\n", err.c_str());
 

@@ -16,10 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include <catena/broker/controller_routes.hpp>
 #include <catena/broker/history.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
 
@@ -30,8 +27,7 @@
 namespace catena::cli {
 
 using namespace std::chrono_literals;
-using bench_detail::tagged_id;
-using bench_detail::tagged_record;
+using bench_detail::wait_until;
 
 namespace {
 
@@ -74,73 +70,25 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
   }
 
   HistoryChecker history(1);
-  std::atomic<bool> stop{false}, stop_pub{false}, pub_done{false};
-  std::atomic<std::uint64_t> next_id{0}, acked{0}, delivered{0};
   std::atomic<std::uint64_t> kill_id{~0ull}, kill_ns{0}, first_after_ns{0};
-  std::thread sub_thread([&] {
-    broker::ControllerRoutes routes(cco, "failover-bench-sub");
-    SubscriberOptions so;
-    so.provider = common.provider;
-    auto sub = Subscriber::create(routes, "failover", so);
-    if (!sub) return;
-    while (!stop) {
-      if (sub.value()->poll([&](const Message& m) {
-            history.delivered(0, m.partition, m.offset, tagged_id("fo", m.payload), m.payload);
-            delivered.fetch_add(1);
-          }) == 0) {
-        std::this_thread::sleep_for(50us);
-      }
-    }
-  });
-  std::thread pub_thread([&] {
-    broker::ControllerRoutes routes(cco, "failover-bench-pub");
-    PublisherOptions po;
-    po.provider = common.provider;
-    auto pub = Publisher::create(routes, "failover", po);
-    if (!pub) return;
-    std::uint64_t id = 0;
-    while (!stop_pub) {
-      const std::string p = tagged_record("fo", id, 64);
-      const auto bytes = std::span(reinterpret_cast<const std::byte*>(p.data()), p.size());
-      auto e = pub.value()->publish_to(0, bytes, [&, id](const PublishResult& r) {
-        if (r.status != PublishStatus::ok) {
-          history.failed(id);
-          return;
-        }
-        history.acknowledged(id, r.partition, r.offset);
-        acked.fetch_add(1);
-        if (id >= kill_id.load() && first_after_ns.load() == 0) first_after_ns.store(catena::wall_clock_ns());
-      });
-      if (e == client::ErrorCode::ok) {
-        history.published(id, bytes);
-        next_id.store(++id);
-      }
-      pub.value()->poll();
-      std::this_thread::sleep_for(20us);  // a steady stream: a record every ~20-50 us
-    }
-    pub.value()->flush(30s);
-    pub_done = true;
-  });
-  auto wait = [](auto cond, std::chrono::milliseconds t) {
-    auto deadline = std::chrono::steady_clock::now() + t;
-    while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-    return cond();
+  bench_detail::TrafficOptions to;
+  to.channel = "failover";
+  to.tag = "fo";
+  to.client_name = "failover-bench";
+  to.provider = common.provider;
+  to.on_ack = [&](std::uint64_t id) {
+    if (id >= kill_id.load() && first_after_ns.load() == 0) first_after_ns.store(catena::wall_clock_ns());
   };
-  bool ok = wait([&] { return acked.load() >= 1000; }, 20s);
+  bench_detail::HistoryTraffic traffic(cco, history, to);
+  bool ok = wait_until([&] { return traffic.acked() >= 1000; }, 20s);
   if (ok) {
-    kill_id.store(next_id.load());
+    kill_id.store(traffic.published());
     kill_ns.store(catena::wall_clock_ns());
     cluster.signal_node(head_index, SIGKILL);
-    ok = wait([&] { return first_after_ns.load() != 0; }, 30s);
-    if (ok) wait([&] { return acked.load() >= kill_id.load() + 500; }, 10s);
+    ok = wait_until([&] { return first_after_ns.load() != 0; }, 30s);
+    if (ok) wait_until([&] { return traffic.acked() >= kill_id.load() + 500; }, 10s);
   }
-  stop_pub = true;
-  wait([&] { return pub_done.load(); }, 40s);
-  wait([&] { return delivered.load() >= acked.load(); }, 20s);
-  std::this_thread::sleep_for(100ms);
-  stop = true;
-  pub_thread.join();
-  sub_thread.join();
+  traffic.finish(40s, 20s);
   out.history = history.check();
   if (!ok) {
     out.error = "no publish committed after the kill within 30 s";

@@ -44,6 +44,7 @@
 namespace catena::cli {
 
 using namespace std::chrono_literals;
+using bench_detail::wait_until;
 using namespace bench_detail;
 namespace idl = control::idl;
 
@@ -328,17 +329,12 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
     pub.value()->flush(30s);
     pub_done = true;
   });
-  auto wait = [](auto cond, std::chrono::milliseconds t) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-    return cond();
-  };
 
   std::vector<Move> moves;
   MoveLog log(co.dir + "/controller-data/wal");
   std::string error;
   // Steady traffic first, then a move every second.
-  if (!wait([&] { return acked.load() >= 2000 || pub_done.load(); }, 20s) || pub_done.load()) {
+  if (!wait_until([&] { return acked.load() >= 2000 || pub_done.load(); }, 20s) || pub_done.load()) {
     error = setup_error.empty() ? "no steady acknowledgements within 20 s" : setup_error;
   }
   std::this_thread::sleep_for(500ms);
@@ -388,8 +384,8 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
   }
   std::this_thread::sleep_for(500ms);
   stop_pub = true;
-  wait([&] { return pub_done.load(); }, 40s);
-  wait([&] { return delivered.load() >= acked.load(); }, 20s);
+  wait_until([&] { return pub_done.load(); }, 40s);
+  wait_until([&] { return delivered.load() >= acked.load(); }, 20s);
   std::this_thread::sleep_for(100ms);
   stop_sub = true;
   pub_thread.join();

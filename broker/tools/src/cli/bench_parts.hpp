@@ -2,26 +2,33 @@
 // floor (bench_placement.cpp), the catena measurements (bench_measure.cpp),
 // what a partition move sends (bench_move_bytes.cpp, for bench_move.cpp), a
 // subscriber group under alters (bench_rescale_group.cpp, for
-// bench_rescale.cpp).
+// bench_rescale.cpp), traffic through a fault (bench_traffic.cpp, for the
+// failover and recovery benches).
 // Private to the CLI.
 #pragma once
 
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
+#include <thread>
 #include <vector>
 
+#include <catena/broker/history.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/control/controller_client.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control::idl {
@@ -196,5 +203,84 @@ class RescaleGroup {
   std::uint64_t foreign_ GUARDED_BY(mu_) = 0;
   std::vector<std::string> anomalies_ GUARDED_BY(mu_);
 };
+
+// --- traffic through a fault, with its history (bench_traffic.cpp) -----------
+
+// Polls `cond` every millisecond until it holds or `timeout` passed; its last value.
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
+
+// What the failover and recovery benches run while they break something: one
+// publisher and one subscriber on partition 0 of a channel, each on a thread
+// of its own with its own controller connection. Every record is tagged
+// (tagged_record) and goes into `history`: published, acknowledged or
+// failed, delivered.
+struct TrafficOptions {
+  std::string channel;
+  std::string tag;          // tagged_record's tag
+  std::string client_name;  // the routes' client names: <client_name>-pub, <client_name>-sub
+  std::string provider;
+  std::chrono::milliseconds retry_timeout{0};  // 0: the publisher's default
+  // The next record's size, given the bytes acknowledged so far.
+  std::function<std::size_t(std::uint64_t acked_bytes)> record_bytes = [](std::uint64_t) { return 64; };
+  // The publisher's pause after each record (a steady stream), given the same.
+  std::function<std::chrono::microseconds(std::uint64_t acked_bytes)> pause = [](std::uint64_t) {
+    return std::chrono::microseconds(20);
+  };
+  // Called on the publisher thread for each acknowledged record, by id.
+  std::function<void(std::uint64_t id)> on_ack;
+};
+
+class HistoryTraffic {
+ public:
+  // Starts both threads.
+  HistoryTraffic(const control::ControllerClient::Options& controller, HistoryChecker& history,
+                 TrafficOptions options);
+  ~HistoryTraffic();  // finish()
+  HistoryTraffic(const HistoryTraffic&) = delete;
+  HistoryTraffic& operator=(const HistoryTraffic&) = delete;
+
+  [[nodiscard]] std::uint64_t published() const { return published_.load(); }  // the next record's id
+  [[nodiscard]] std::uint64_t acked() const { return acked_.load(); }
+  [[nodiscard]] std::uint64_t acked_bytes() const { return acked_bytes_.load(); }
+  [[nodiscard]] std::uint64_t delivered() const { return delivered_.load(); }
+
+  // Stops publishing and flushes what is in flight (waiting at most
+  // `flush_wait`), waits until the subscriber has read as many records as
+  // were acknowledged (at most `deliver_wait`), then stops both threads.
+  // Once only; the later calls return at once.
+  void finish(std::chrono::milliseconds flush_wait = std::chrono::seconds(40),
+              std::chrono::milliseconds deliver_wait = std::chrono::seconds(30));
+
+ private:
+  void publish_loop(const control::ControllerClient::Options& controller);
+  void subscribe_loop(const control::ControllerClient::Options& controller);
+
+  HistoryChecker& history_;
+  const TrafficOptions options_;
+  std::atomic<bool> stop_sub_{false}, stop_pub_{false}, pub_done_{false}, finished_{false};
+  std::atomic<std::uint64_t> published_{0}, acked_{0}, acked_bytes_{0}, delivered_{0};
+  std::thread sub_thread_, pub_thread_;
+};
+
+// --- recovery levels (bench_recovery.cpp, bench_recovery_partition.cpp) -----
+
+// One line of `catena bench --recovery`.
+struct LevelResult {
+  std::string level;
+  bool ok = false;
+  double recovery_ms = 0;
+  std::int64_t bytes_copied = 0;
+  std::int64_t retained_records = 0;  // the partition's end offset at the kill
+  std::int64_t recovered_records = 0;
+  std::int64_t route_epoch = 0;               // at the end: 4 for kill, joining, promoted and nothing else
+  bool same_zone = false;                     // zone: the replacement is in the lost member's zone
+  std::map<std::string, std::int64_t> extra;  // figures of one level only, by name
+  HistoryReport history;
+  std::string error;
+};
+
+// The partition level: one replica link of a broker holding many partitions
+// broken `breaks` times under traffic (bench_recovery_partition.cpp).
+LevelResult partition_level(const std::string& provider, int breaks);
 
 }  // namespace catena::cli::bench_detail

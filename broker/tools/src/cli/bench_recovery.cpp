@@ -1,5 +1,7 @@
 // `catena bench --recovery`: what recovering a broker costs, by level, under
 // traffic. One line per level (JSON with --json):
+//   partition  one replica link of a broker that holds eight partitions
+//              broken five times (bench_recovery_partition.cpp);
 //   process    a broker killed with SIGKILL and started again with the
 //              memory it kept (catenad --keep-dir): it rejoins its chain
 //              with what it held and copies only what it missed;
@@ -23,8 +25,8 @@
 //                 PartitionProgress.forwarded_bytes, before and after);
 //   lost, duplicated  the history checker over every acknowledged record,
 //                 read by a subscriber throughout.
-// Not measured here: the partition level (a link rebuilt in place; its
-// test is PartitionFault.* in catena-broker-test) and the datacenter level
+// The partition line comes first (bench_recovery_partition.cpp: a link
+// broken in place, no controller). Not measured here: the datacenter level
 // (not built).
 #include <signal.h>
 #include <unistd.h>
@@ -37,10 +39,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include <catena/broker/controller_routes.hpp>
 #include <catena/broker/history.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 
 #include "bench_parts.hpp"
@@ -49,26 +48,13 @@
 namespace catena::cli {
 
 using namespace std::chrono_literals;
+using bench_detail::LevelResult;
 using bench_detail::steady_ns;
-using bench_detail::tagged_id;
-using bench_detail::tagged_record;
+using bench_detail::wait_until;
 
 namespace {
 
 constexpr const char* kRecoveryChannel = "recovery";
-
-struct LevelResult {
-  std::string level;
-  bool ok = false;
-  double recovery_ms = 0;
-  std::int64_t bytes_copied = 0;
-  std::int64_t retained_records = 0;  // the partition's end offset at the kill
-  std::int64_t recovered_records = 0;
-  std::int64_t route_epoch = 0;  // at the end: 4 for kill, joining, promoted and nothing else
-  bool same_zone = false;        // zone: the replacement is in the lost member's zone
-  HistoryReport history;
-  std::string error;
-};
 
 // The PartitionProgress of the recovery channel on node `id` (empty if none).
 std::optional<control::idl::PartitionProgress> progress_on(control::ControllerClient& admin,
@@ -142,63 +128,21 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
 
   HistoryChecker history(1);
   const std::uint64_t fill_bytes = static_cast<std::uint64_t>(o.recovery_mib) << 20;
-  std::atomic<bool> stop{false}, stop_pub{false}, pub_done{false};
-  std::atomic<std::uint64_t> acked{0}, acked_bytes{0}, delivered{0};
-  std::thread sub_thread([&] {
-    broker::ControllerRoutes routes(cco, "recovery-bench-sub");
-    SubscriberOptions so;
-    so.provider = common.provider;
-    auto sub = Subscriber::create(routes, kRecoveryChannel, so);
-    if (!sub) return;
-    while (!stop) {
-      if (sub.value()->poll([&](const Message& m) {
-            history.delivered(0, m.partition, m.offset, tagged_id("rc", m.payload), m.payload);
-            delivered.fetch_add(1);
-          }) == 0) {
-        std::this_thread::sleep_for(50us);
-      }
-    }
-  });
-  std::thread pub_thread([&] {
-    broker::ControllerRoutes routes(cco, "recovery-bench-pub");
-    PublisherOptions po;
-    po.provider = common.provider;
-    po.retry_timeout = 60s;
-    auto pub = Publisher::create(routes, kRecoveryChannel, po);
-    if (!pub) return;
-    std::uint64_t id = 0;
-    while (!stop_pub) {
-      // Large records until the partition holds --recovery-mib, then a
-      // steady stream of small ones through the fault.
-      const bool filling = acked_bytes.load() < fill_bytes;
-      const std::string p = tagged_record("rc", id, filling ? 16384 : 128);
-      const auto bytes = std::span(reinterpret_cast<const std::byte*>(p.data()), p.size());
-      auto e = pub.value()->publish_to(0, bytes, [&, id, size = p.size()](const PublishResult& r) {
-        if (r.status != PublishStatus::ok) {
-          history.failed(id);
-          return;
-        }
-        history.acknowledged(id, r.partition, r.offset);
-        acked.fetch_add(1);
-        acked_bytes.fetch_add(size);
-      });
-      if (e == client::ErrorCode::ok) {
-        history.published(id, bytes);
-        ++id;
-      }
-      pub.value()->poll();
-      if (!filling) std::this_thread::sleep_for(200us);
-    }
-    pub.value()->flush(30s);
-    pub_done = true;
-  });
-  auto wait = [](auto cond, std::chrono::milliseconds t) {
-    auto deadline = std::chrono::steady_clock::now() + t;
-    while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
-    return cond();
+  bench_detail::TrafficOptions to;
+  to.channel = kRecoveryChannel;
+  to.tag = "rc";
+  to.client_name = "recovery-bench";
+  to.provider = common.provider;
+  to.retry_timeout = 60s;
+  // Large records until the partition holds --recovery-mib, then a steady
+  // stream of small ones through the fault.
+  to.record_bytes = [fill_bytes](std::uint64_t acked) { return acked < fill_bytes ? 16384 : 128; };
+  to.pause = [fill_bytes](std::uint64_t acked) {
+    return acked < fill_bytes ? std::chrono::microseconds(0) : std::chrono::microseconds(200);
   };
+  bench_detail::HistoryTraffic traffic(cco, history, to);
   const std::string zone_of_victim = zones_of(admin)[victim_id];
-  bool ok = wait([&] { return acked_bytes.load() >= fill_bytes; }, 120s);
+  bool ok = wait_until([&] { return traffic.acked_bytes() >= fill_bytes; }, 120s);
   if (!ok) out.error = "the partition did not take --recovery-mib within 120 s";
   std::int64_t forwarded_before = 0;
   std::uint64_t restarted_ns = 0;
@@ -206,13 +150,13 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
   if (ok) {
     killed_ns = steady_ns();
     cluster.signal_node(victim, SIGKILL);
-    ok = wait([&] { return !in_chain(3) && !in_chain(2); }, 30s);
+    ok = wait_until([&] { return !in_chain(3) && !in_chain(2); }, 30s);
     if (!ok) out.error = "the killed node stayed in its chain";
   }
   if (ok && level == Level::zone) {
     // Not restarted: the chain is made whole by a replacement.
     std::string replacement;
-    ok = wait(
+    ok = wait_until(
         [&] {
           auto r = admin.get_route(kRecoveryChannel, 0, 0);
           if (!r || r->replicas.size() != 3) return false;
@@ -240,7 +184,7 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
     ok = cluster.restart_node(victim, &out.error);
   }
   if (ok && level != Level::zone) {
-    ok = wait([&] { return in_chain(3); }, 120s);
+    ok = wait_until([&] { return in_chain(3); }, 120s);
     if (ok) {
       out.recovery_ms = static_cast<double>(steady_ns() - restarted_ns) / 1e6;
       const auto tail = progress_on(admin, tail_id);
@@ -250,15 +194,9 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
       out.error = "the restarted node was not back in its chain within 120 s";
     }
   }
-  const std::uint64_t settle = acked.load();
-  wait([&] { return acked.load() >= settle + 500; }, 10s);
-  stop_pub = true;
-  wait([&] { return pub_done.load(); }, 40s);
-  wait([&] { return delivered.load() >= acked.load(); }, 30s);
-  std::this_thread::sleep_for(100ms);
-  stop = true;
-  pub_thread.join();
-  sub_thread.join();
+  const std::uint64_t settle = traffic.acked();
+  wait_until([&] { return traffic.acked() >= settle + 500; }, 10s);
+  traffic.finish(40s, 30s);
   if (auto r = admin.get_route(kRecoveryChannel, 0, 0)) out.route_epoch = r->epoch;
   out.history = history.check();
   out.ok = ok;
@@ -269,10 +207,11 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
 
 int run_recovery_bench(const Common& common, const BenchOptions& o) {
   std::vector<LevelResult> levels;
+  levels.push_back(bench_detail::partition_level(common.provider, 5));
   levels.push_back(one_level(common, o, Level::process));
   levels.push_back(one_level(common, o, Level::full_copy));
   levels.push_back(one_level(common, o, Level::zone));
-  const LevelResult& full = levels[1];
+  const LevelResult& full = levels[2];
   bool all_ok = true;
   for (const auto& r : levels) {
     all_ok = all_ok && r.ok && r.history.ok();
@@ -299,7 +238,18 @@ int run_recovery_bench(const Common& common, const BenchOptions& o) {
                        {"duplicated", r.history.duplicated},
                        {"other_violations", r.history.out_of_order + r.history.corrupted + r.history.phantom +
                                                 r.history.offset_conflicts}};
+      for (const auto& [name, value] : r.extra) j[name] = value;
       std::cout << j.dump() << std::endl;
+    } else if (r.level == "partition") {
+      std::printf(
+          "%-9s links whole again %.1f ms after a break (median of %lld), re-sent %.1f KiB, other "
+          "partitions' links down in %lld samples; lost %llu, duplicated %llu\n",
+          r.level.c_str(), r.recovery_ms,
+          static_cast<long long>(r.extra.count("breaks") ? r.extra.at("breaks") : 0),
+          static_cast<double>(r.bytes_copied) / 1024,
+          static_cast<long long>(r.extra.count("others_unlinked") ? r.extra.at("others_unlinked") : 0),
+          static_cast<unsigned long long>(r.history.lost),
+          static_cast<unsigned long long>(r.history.duplicated));
     } else {
       std::printf(
           "%-9s chain whole again %.0f ms after the %s, copied %.1f MiB (%.0f%% of a full copy), "

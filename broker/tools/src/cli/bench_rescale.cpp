@@ -47,6 +47,7 @@
 namespace catena::cli {
 
 using namespace std::chrono_literals;
+using bench_detail::wait_until;
 using namespace bench_detail;
 namespace idl = control::idl;
 
@@ -256,15 +257,10 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     pub.value()->flush(30s);
     pub_done = true;
   });
-  auto wait = [](auto cond, std::chrono::milliseconds t) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-    return cond();
-  };
 
   std::vector<Alter> alters;
   std::string error;
-  if (!wait([&] { return acked.load() >= 2000 || pub_done.load(); }, 20s) || pub_done.load()) {
+  if (!wait_until([&] { return acked.load() >= 2000 || pub_done.load(); }, 20s) || pub_done.load()) {
     error = setup_error.empty() ? "no steady acknowledgements within 20 s" : setup_error;
   }
   int faults = 0, rebalances = 0;
@@ -334,9 +330,10 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
     std::this_thread::sleep_for(1s);
   }
   stop_pub = true;
-  wait([&] { return pub_done.load(); }, 40s);
-  wait([&] { return delivered.load() >= acked.load() && (!group || group->delivered() >= acked.load()); },
-       20s);
+  wait_until([&] { return pub_done.load(); }, 40s);
+  wait_until(
+      [&] { return delivered.load() >= acked.load() && (!group || group->delivered() >= acked.load()); },
+      20s);
   std::this_thread::sleep_for(100ms);
   stop_sub = true;
   pub_thread.join();

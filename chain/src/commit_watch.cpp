@@ -9,7 +9,9 @@ void CommitWatchServer::attach(std::unique_ptr<Link> link, const wire::CommitWat
                                const WatchGate& gate, const PartitionLog& log) {
   wire::CommitWatchWelcome w{};
   w.epoch = gate.epoch;
-  if (hello.ref.epoch > gate.epoch) {
+  if (!gate.authorized) {
+    w.status = wire::Status::unauthenticated;
+  } else if (hello.ref.epoch > gate.epoch) {
     w.status = wire::Status::not_ready;
   } else if (gate.retired) {
     w.status = wire::Status::moved;

@@ -29,7 +29,9 @@ void DeliveryServer::attach(std::unique_ptr<Link> link, const wire::SubscriberHe
   const bool ring_ok = hello.ring_bytes >= std::max(kMinRingBytes, gate.segment_bytes) &&
                        hello.ring_bytes == align_ring_bytes(hello.ring_bytes) &&
                        hello.ring.length >= hello.ring_bytes;
-  if (hello.ref.epoch > gate.epoch) {
+  if (!gate.authorized) {
+    w.status = wire::Status::unauthenticated;
+  } else if (hello.ref.epoch > gate.epoch) {
     w.status = wire::Status::not_ready;
   } else if (!ring_ok || static_cast<std::uint32_t>(hello.mode) > 2) {
     w.status = wire::Status::bad_request;

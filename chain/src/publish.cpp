@@ -20,7 +20,9 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
   const std::uint32_t ring_bytes = clamp_ring_bytes(hello.ring_bytes);
   const auto known = producers.entries().find(hello.producer_id);
   const bool have_producer = known != producers.entries().end();
-  if (hello.ref.epoch > gate.epoch) {
+  if (!gate.authorized) {
+    w.status = wire::Status::unauthenticated;
+  } else if (hello.ref.epoch > gate.epoch) {
     w.status = wire::Status::not_ready;
   } else if (gate.head && hello.generation > gate.marker_generation) {
     // This head's marker of that generation is not appended yet: no record

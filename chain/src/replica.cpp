@@ -157,6 +157,7 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   cfg_.successor_node = cfg.successor_node;
   cfg_.successor_node_epoch = cfg.successor_node_epoch;
   cfg_.link_secret = cfg.link_secret;
+  cfg_.access_secret = cfg.access_secret;
   cfg_.successor_addr = cfg.successor_addr;
   cfg_.head_addr = cfg.head_addr;
   log_->set_epoch(cfg.epoch);

@@ -12,6 +12,7 @@ namespace catena::chain {
 void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::PublisherHello& hello) {
   CATENA_ST_CHECK(owner_);
   PublishGate gate;
+  gate.authorized = wire::access_allowed(hello.access_secret, cfg_.access_secret);
   gate.epoch = cfg_.epoch;
   gate.head = cfg_.is_head();
   gate.sealed = sealed_;
@@ -29,6 +30,7 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
 void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::SubscriberHello& hello) {
   CATENA_ST_CHECK(owner_);
   DeliveryGate gate;
+  gate.authorized = wire::access_allowed(hello.access_secret, cfg_.access_secret);
   gate.epoch = cfg_.epoch;
   gate.range_end = range_end_;
   gate.next_epoch = next_epoch_;
@@ -41,6 +43,7 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
 void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatchHello& hello) {
   CATENA_ST_CHECK(owner_);
   WatchGate gate;
+  gate.authorized = wire::access_allowed(hello.access_secret, cfg_.access_secret);
   gate.epoch = cfg_.epoch;
   gate.retired = range_end_ != kOpenRange;
   gate.tail_of_two_or_more = cfg_.is_tail() && cfg_.chain_length >= 2;

@@ -91,6 +91,12 @@ struct PartitionRoute {
   5: i64 start_offset,
   6: list<Replica> joining,
   7: list<SealedRange> sealed,
+  // 16 bytes every client hello to this partition's replicas must carry
+  // (publisher, subscriber, commit watch): the controller derives them from
+  // its link key and the partition, and hands them with the route to those
+  // who may use the channel. Set in answers (getRoute, describeChannel,
+  // listChannels, createChannel, alterChannel, ...), never stored.
+  8: optional binary access_secret,
 }
 
 exception CatenaError {
@@ -524,6 +530,9 @@ struct ChainAssignment {
   // back memory it kept through a restart only for the lineage it was
   // written under.
   7: optional binary lineage,
+  // The partition's access secret (PartitionRoute.access_secret): a replica
+  // refuses client hellos without it (unauthenticated).
+  8: optional binary access_secret,
 }
 
 struct MarkerReply {

@@ -408,6 +408,17 @@ Result<idl::PartitionRoute> Controller::get_route(const std::string& channel, st
   return **route;
 }
 
+std::string Controller::access_secret(const std::string& channel, std::int32_t partition) const {
+  MutexLock lock(mu_);
+  return access_secret_locked(channel, partition);
+}
+
+std::string Controller::access_secret_locked(const std::string& channel, std::int32_t partition) const {
+  // A newline never appears in a channel name: no channel's link secrets
+  // or lineage share this derivation's input.
+  return link_secret(store_->state().link_key, "access\n" + channel, partition, 0);
+}
+
 Result<void> Controller::report_failure(const idl::FailureReport& report) {
   MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();

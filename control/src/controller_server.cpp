@@ -13,6 +13,17 @@ T value_or_throw(Result<T> r) {
   return std::move(r).value();
 }
 
+// Routes go to clients with the partition's access secret, which the
+// replicas ask of every client hello.
+idl::PartitionRoute with_access(const Controller& c, idl::PartitionRoute route) {
+  route.__set_access_secret(c.access_secret(route.channel, route.partition));
+  return route;
+}
+idl::ChannelInfo with_access(const Controller& c, idl::ChannelInfo info) {
+  for (auto& r : info.routes) r = with_access(c, std::move(r));
+  return info;
+}
+
 // Thin adapter: Thrift calls to Controller calls, errors to CatenaError.
 class Handler final : public idl::ControllerIf {
  public:
@@ -26,28 +37,40 @@ class Handler final : public idl::ControllerIf {
     out = value_or_throw(c()->heartbeat(req));
   }
   void createChannel(idl::ChannelInfo& out, const idl::ChannelConfig& config) override {
-    out = value_or_throw(c()->create_channel(config));
+    const auto controller = c();
+    out = with_access(*controller, value_or_throw(controller->create_channel(config)));
   }
   void listChannels(std::vector<idl::ChannelInfo>& out) override {
-    out = value_or_throw(c()->list_channels());
+    const auto controller = c();
+    out = value_or_throw(controller->list_channels());
+    for (auto& info : out) info = with_access(*controller, std::move(info));
   }
   void describeChannel(idl::ChannelInfo& out, const std::string& name) override {
-    out = value_or_throw(c()->describe_channel(name));
+    const auto controller = c();
+    out = with_access(*controller, value_or_throw(controller->describe_channel(name)));
   }
   void getRoute(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition,
                 std::int64_t known_epoch) override {
-    out = value_or_throw(c()->get_route(channel, partition, known_epoch));
+    const auto controller = c();
+    out = with_access(*controller, value_or_throw(controller->get_route(channel, partition, known_epoch)));
   }
   void reportFailure(const idl::FailureReport& report) override {
-    if (auto r = c()->report_failure(report); !r) throw r.error().to_thrift();
+    const auto controller = c();
+    if (auto r = controller->report_failure(report); !r) {
+      auto e = r.error();
+      if (e.current_route) e.current_route = with_access(*controller, std::move(*e.current_route));
+      throw e.to_thrift();
+    }
   }
   void declarePartitionLost(idl::PartitionRoute& out, const std::string& channel,
                             std::int32_t partition) override {
-    out = value_or_throw(c()->declare_partition_lost(channel, partition));
+    const auto controller = c();
+    out = with_access(*controller, value_or_throw(controller->declare_partition_lost(channel, partition)));
   }
   void movePartition(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition,
                      const std::vector<std::string>& to) override {
-    out = value_or_throw(c()->move_partition(channel, partition, to));
+    const auto controller = c();
+    out = with_access(*controller, value_or_throw(controller->move_partition(channel, partition, to)));
   }
   void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c()->cluster_status()); }
   void drainNode(idl::NodeStatus& out, const std::string& node_id) override {
@@ -71,7 +94,8 @@ class Handler final : public idl::ControllerIf {
     out = value_or_throw(c()->init_producer(producer_id));
   }
   void alterChannel(idl::ChannelInfo& out, const std::string& name, std::int32_t partitions) override {
-    out = value_or_throw(c()->alter_channel(name, partitions));
+    const auto controller = c();
+    out = with_access(*controller, value_or_throw(controller->alter_channel(name, partitions)));
   }
   void joinGroup(idl::GroupAssignment& out, const std::string& group, const std::string& channel,
                  const std::string& member_name, const std::vector<std::int32_t>& owned) override {

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <array>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <optional>
 #include <random>
 #include <sys/socket.h>
 #include <thread>
@@ -19,6 +22,7 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/routes.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/commit_watch.hpp>
 #include <catena/chain/delivery.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/publish.hpp>
@@ -227,6 +231,112 @@ TEST_F(BadInput, PublisherWritingGarbageFramesIsCutOffAndNothingIsStored) {
   EXPECT_EQ(all[3], "good-3");
   EXPECT_EQ(all[4], "later-0");
   EXPECT_GE(broker_->stats().partitions[0].replica.corrupt_frames, 1u);
+}
+
+// A replica the controller configured with an access secret
+// (ChainAssignment.access_secret) takes client hellos only with it: a
+// publisher, a subscriber or a commit watch without it (a route read by
+// someone the controller did not give it to) or with another partition's is
+// refused as unauthenticated, and nothing it sent is stored. With it, all
+// three work. The controller hands the secret out with routes
+// (PartitionRoute.access_secret); `Tenants*` tests that it does so only to
+// those who may use the channel.
+TEST_F(BadInput, ClientHellosWithoutThePartitionsAccessSecretAreRefused) {
+  wire::AccessSecret secret{};
+  for (std::size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<std::uint8_t>(0xa0 + i);
+  wire::AccessSecret other = secret;
+  other[7] ^= 0x01;
+  chain::ReplicaConfig rc;
+  rc.channel = "locked";
+  rc.epoch = 1;
+  rc.chain_length = 1;
+  rc.head_addr = broker_->fabric_address();
+  rc.log.segment_bytes = 256 << 10;
+  rc.access_secret = secret;
+  ASSERT_EQ(broker_->configure(rc).status, broker::ConfigureStatus::applied);
+
+  // Raw hellos, each on its own connection: the welcome's status.
+  auto answer = [&](auto hello, auto welcome_type) -> std::optional<wire::Status> {
+    auto ep = provider_->connect(broker_->fabric_address());
+    if (!ep.ok()) return std::nullopt;
+    auto link = chain::Link::create(*provider_, std::move(ep.value()));
+    if (!link.ok() || link.value()->send(hello) != fabric::Errc::ok) return std::nullopt;
+    std::byte buf[wire::kMaxMessage];
+    auto w = wire::decode<decltype(welcome_type)>(buf, link.value()->wait_message(buf, 5s));
+    if (!w) return std::nullopt;
+    return w->status;
+  };
+  auto carry = [](auto& hello, const wire::AccessSecret* s) {
+    if (s != nullptr) std::memcpy(hello.access_secret, s->data(), sizeof hello.access_secret);
+  };
+  const std::array<const wire::AccessSecret*, 2> refused_secrets = {nullptr, &other};
+  for (const wire::AccessSecret* carried : refused_secrets) {
+    const char* what = carried == nullptr ? "no secret" : "another partition's secret";
+    wire::PublisherHello ph = chain::PublishClient::hello("locked", 0, 1, 777, 1, 64 << 10, 0);
+    carry(ph, carried);
+    EXPECT_EQ(answer(ph, wire::PublisherWelcome{}), wire::Status::unauthenticated) << what;
+    wire::CommitWatchHello wh = chain::CommitWatchClient::hello("locked", 0, 1, 777, 1);
+    carry(wh, carried);
+    EXPECT_EQ(answer(wh, wire::CommitWatchWelcome{}), wire::Status::unauthenticated) << what;
+  }
+  wire::PublisherHello ph = chain::PublishClient::hello("locked", 0, 1, 777, 1, 64 << 10, 0);
+  carry(ph, &secret);
+  EXPECT_EQ(answer(ph, wire::PublisherWelcome{}), wire::Status::ok);
+
+  // Through the client library: the route's secret goes into every hello.
+  auto publish_with = [&](const wire::AccessSecret& carried, const std::string& payload) {
+    StaticRoutes routes;
+    Route route{"locked", 0, 1, {{"solo", broker_->fabric_address()}}, 0, {}};
+    route.access_secret = carried;
+    routes.set(route, 1, 256 << 10);
+    PublisherOptions po;
+    po.provider = provider_spec();
+    po.retry_timeout = 5s;
+    auto pub = Publisher::create(routes, "locked", po);
+    EXPECT_TRUE(pub.ok());
+    auto f = pub.value()->publish({}, bytes(payload));
+    (void)pub.value()->flush(10s);
+    return f.get();
+  };
+  auto read_with = [&](const wire::AccessSecret& carried, std::vector<std::string>* out,
+                       std::vector<wire::Status>* notices) {
+    StaticRoutes routes;
+    Route route{"locked", 0, 1, {{"solo", broker_->fabric_address()}}, 0, {}};
+    route.access_secret = carried;
+    routes.set(route, 1, 256 << 10);
+    SubscriberOptions so;
+    so.provider = provider_spec();
+    auto sub = Subscriber::create(routes, "locked", so);
+    ASSERT_TRUE(sub.ok());
+    sub.value()->on_notice([&](const Notice& n) { notices->push_back(n.status); });
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (std::chrono::steady_clock::now() < deadline && out->empty() && notices->empty()) {
+      sub.value()->poll([&](const Message& m) {
+        out->emplace_back(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+      });
+    }
+  };
+  const auto refused = publish_with(wire::AccessSecret{}, "without");
+  EXPECT_EQ(refused.status, PublishStatus::unauthenticated);
+  EXPECT_EQ(refused.error(), client::ErrorCode::unauthenticated);
+  EXPECT_FALSE(client::retriable(refused.error()));
+  EXPECT_EQ(publish_with(other, "forged").status, PublishStatus::unauthenticated);
+  const auto taken = publish_with(secret, "with");
+  ASSERT_EQ(taken.status, PublishStatus::ok);
+  EXPECT_EQ(taken.offset, 0u) << "a refused publisher stored something";
+
+  std::vector<std::string> got;
+  std::vector<wire::Status> notices;
+  read_with(wire::AccessSecret{}, &got, &notices);
+  EXPECT_TRUE(got.empty());
+  ASSERT_FALSE(notices.empty());
+  EXPECT_EQ(notices.front(), wire::Status::unauthenticated);
+  got.clear();
+  notices.clear();
+  read_with(secret, &got, &notices);
+  EXPECT_TRUE(notices.empty());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "with");
 }
 
 TEST_F(BadInput, ForgedKeysCannotWriteIntoTheBroker) {

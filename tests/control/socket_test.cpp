@@ -153,6 +153,14 @@ class SocketTest : public ::testing::Test {
   std::map<std::string, std::int64_t> node_epochs_;
 };
 
+// A route as brokers are given it: clients get the partition's access
+// secret with it too.
+idl::PartitionRoute without_secret(idl::PartitionRoute r) {
+  r.access_secret.clear();
+  r.__isset.access_secret = false;
+  return r;
+}
+
 TEST_F(SocketTest, ChannelsRoutesAndTypedErrorsOverThrift) {
   for (int i = 0; i < 3; ++i) register_broker(i, "z" + std::to_string(i));
   auto ch = client_->create_channel(channel_config("trades", 2, 3));
@@ -163,12 +171,16 @@ TEST_F(SocketTest, ChannelsRoutesAndTypedErrorsOverThrift) {
     for (int p = 0; p < 2; ++p) {
       auto installed = brokers_[static_cast<std::size_t>(i)].fake->installed("trades", p);
       ASSERT_TRUE(installed.has_value()) << "broker " << i << " partition " << p;
-      EXPECT_EQ(*installed, ch->routes[static_cast<std::size_t>(p)]);
+      // What clients get carries the partition's access secret on top.
+      const auto& given = ch->routes[static_cast<std::size_t>(p)];
+      EXPECT_EQ(*installed, without_secret(given));
+      EXPECT_EQ(given.access_secret.size(), 16u);
     }
   }
   auto route = client_->get_route("trades", 1);
   ASSERT_TRUE(route.ok());
   EXPECT_EQ(*route, ch->routes[1]);
+  EXPECT_NE(route->access_secret, ch->routes[0].access_secret) << "each partition has its own";
   EXPECT_EQ(route->epoch, 1);
   EXPECT_EQ(route->replicas.front().admin_addr, brokers_[0].server->address());
   auto described = client_->describe_channel("trades");
@@ -294,7 +306,7 @@ TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
   EXPECT_TRUE(r.joining.empty());
   EXPECT_TRUE(eventually([&] {
     auto installed = brokers_[3].fake->installed("c", 0);
-    return installed && *installed == r;
+    return installed && *installed == without_secret(r);
   }));
   const auto status = client_->cluster_status();
   ASSERT_TRUE(status.ok());

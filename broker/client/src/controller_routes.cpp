@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 
 #include <catena/broker/controller_routes.hpp>
 
@@ -56,6 +57,9 @@ Route ControllerRoutes::to_route(const idl::PartitionRoute& r) {
   out.epoch = static_cast<std::uint64_t>(r.epoch);
   out.start_offset = static_cast<std::uint64_t>(r.start_offset);
   for (const auto& rep : r.replicas) out.replicas.push_back({rep.node_id, rep.fabric_addr});
+  if (r.__isset.access_secret && r.access_secret.size() == out.access_secret.size()) {
+    std::memcpy(out.access_secret.data(), r.access_secret.data(), out.access_secret.size());
+  }
   for (const auto& s : r.sealed) {
     RouteRange range;
     range.start_offset = static_cast<std::uint64_t>(s.start_offset);

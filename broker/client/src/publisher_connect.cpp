@@ -3,11 +3,15 @@
 // `lookups_` worker, the rest is a DialAttempt (the connect on `dials_`, the
 // handshake polled once per pass).
 #include <algorithm>
+#include <cstring>
 #include <spdlog/spdlog.h>
 
 #include "publisher_impl.hpp"
 
 namespace catena {
+
+static_assert(sizeof(Route::access_secret) == chain::wire::kAccessSecretBytes,
+              "a route's access secret is what a hello carries");
 
 using chain::Link;
 using fabric::Errc;
@@ -159,6 +163,7 @@ void Publisher::Impl::dial_head_st(PartitionSession& s, ReplicaAddress head, std
   hello.producer_epoch = producer_epoch_;
   hello.ring_bytes = ring_bytes_;
   hello.generation = generation_;  // the head refuses it until its marker of this generation is in
+  std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
   s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout);
   s.attempt = Attempt::dial;
 }
@@ -194,6 +199,14 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
   if (!w || w->status != wire::Status::not_ready) s.redial_head = false;
   if (w && w->status == wire::Status::producer_fenced) {
     fail_all_st(s, wire::Status::producer_fenced);
+    return;
+  }
+  if (w && w->status == wire::Status::unauthenticated) {
+    // The route did not carry this partition's access secret: the head
+    // takes nothing from this publisher, now or on a retry.
+    spdlog::warn("publisher {}/{}: head {} refused the session: no access to the channel", channel_,
+                 s.partition, head.node_id);
+    fail_all_st(s, wire::Status::unauthenticated);
     return;
   }
   if (w && w->status == wire::Status::moved) {
@@ -307,8 +320,9 @@ void Publisher::Impl::dial_watch_st(PartitionSession& s, Clock::time_point) {
   CATENA_ST_CHECK(owner_);
   s.watch_attempt = Attempt::none;
   if (s.route.replicas.size() < 2) return;
-  const wire::CommitWatchHello hello = chain::CommitWatchClient::hello(channel_, s.partition, s.route.epoch,
-                                                                       opts_.producer_id, producer_epoch_);
+  wire::CommitWatchHello hello = chain::CommitWatchClient::hello(channel_, s.partition, s.route.epoch,
+                                                                 opts_.producer_id, producer_epoch_);
+  std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
   // Optional, so a tail that does not answer soon is given up quickly.
   s.watch_dial.start(dials_, *provider_, s.route.replicas.back().fabric_addr, hello,
                      std::min(opts_.connect_timeout, std::chrono::milliseconds(250)));

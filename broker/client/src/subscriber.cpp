@@ -332,7 +332,8 @@ class Subscriber::Impl {
     const wire::StartMode mode = s.positioned                   ? wire::StartMode::offset
                                  : opts_.start == Start::latest ? wire::StartMode::latest
                                                                 : wire::StartMode::earliest;
-    const wire::SubscriberHello hello = s.delivery.hello(channel_, s.partition, epoch, mode, s.next_offset);
+    wire::SubscriberHello hello = s.delivery.hello(channel_, s.partition, epoch, mode, s.next_offset);
+    std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
     s.dial_range_end = range_end;
     s.dial_range_start = range_start;
     s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout,
@@ -455,7 +456,9 @@ class Subscriber::Impl {
     if (w->status != wire::Status::ok) {
       spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id,
                     wire::to_string(w->status));
-      if (w->status == wire::Status::bad_request) notify(Notice{s.partition, w->status, s.next_offset});
+      if (w->status == wire::Status::bad_request || w->status == wire::Status::unauthenticated) {
+        notify(Notice{s.partition, w->status, s.next_offset});  // retrying will not change the answer
+      }
       ++s.replica_pick;
       return;
     }

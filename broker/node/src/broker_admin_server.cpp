@@ -57,6 +57,9 @@ bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& 
   if (a.__isset.link_secret && a.link_secret.size() == rc.link_secret.size()) {
     std::memcpy(rc.link_secret.data(), a.link_secret.data(), rc.link_secret.size());
   }
+  if (a.__isset.access_secret && a.access_secret.size() == rc.access_secret.size()) {
+    std::memcpy(rc.access_secret.data(), a.access_secret.data(), rc.access_secret.size());
+  }
   if (a.__isset.lineage && a.lineage.size() == rc.lineage.size()) {
     std::memcpy(rc.lineage.data(), a.lineage.data(), rc.lineage.size());
   }

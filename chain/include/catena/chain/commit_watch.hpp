@@ -56,6 +56,7 @@ struct CommitWatchHello {
   ChannelRef ref;
   std::uint64_t producer_id;
   std::uint64_t producer_epoch;
+  std::uint8_t access_secret[kAccessSecretBytes];
 };
 
 struct CommitWatchWelcome {
@@ -80,6 +81,7 @@ constexpr Kind kind_of<CommitWatchWelcome>() {
 
 // What the replica says about itself when a watch says hello.
 struct WatchGate {
+  bool authorized = true;            // the hello carries the partition's access secret
   std::uint64_t epoch = 0;           // the replica's epoch
   bool retired = false;              // it keeps a sealed range only (partition handoff)
   bool tail_of_two_or_more = false;  // the tail of a chain of two or more

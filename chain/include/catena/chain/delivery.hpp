@@ -67,6 +67,7 @@ struct SubscriberHello {
   std::uint32_t ring_bytes;
   std::uint64_t start_offset;
   fabric::RemoteRegion ring;
+  std::uint8_t access_secret[kAccessSecretBytes];
 };
 
 struct SubscriberWelcome {
@@ -115,6 +116,7 @@ constexpr Kind kind_of<SubscriberNotice>() {
 // What the replica says about itself when a subscriber says hello.
 struct DeliveryGate {
   static constexpr std::uint64_t kOpenRange = ~0ull;
+  bool authorized = true;  // the hello carries the partition's access secret
   std::uint64_t epoch = 0;
   std::uint64_t range_end = kOpenRange;  // a sealed range ends here (partition handoff)
   // Where the range after it is served, once known (for moved).

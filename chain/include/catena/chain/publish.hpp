@@ -82,6 +82,7 @@ struct PublisherHello {
   std::uint32_t ring_bytes;      // requested staging ring at the head
   std::uint32_t reserved;
   std::uint64_t generation;  // the channel generation the publisher maps keys by (0: as created)
+  std::uint8_t access_secret[kAccessSecretBytes];
 };
 
 struct PublisherWelcome {
@@ -147,6 +148,7 @@ struct SessionBudget {
 
 // What the replica says about itself when a publisher says hello.
 struct PublishGate {
+  bool authorized = true;  // the hello carries the partition's access secret
   std::uint64_t epoch = 0;
   bool head = false;
   bool sealed = false;

@@ -90,6 +90,9 @@ struct ReplicaConfig {
   // hello must carry it, and this replica's hello carries it to the
   // successor. All zero: not checked (chains configured by hand).
   std::array<std::uint8_t, wire::kLinkSecretBytes> link_secret{};
+  // The partition's access secret (ChainAssignment.access_secret): clients'
+  // hellos must carry it. All zero: not checked (chains configured by hand).
+  wire::AccessSecret access_secret{};
   std::uint32_t position = 0;      // 0 = head; >= chain_length: joining after the tail
   std::uint32_t chain_length = 1;  // replicas in the chain proper; position == chain_length-1: tail
   std::string predecessor_node;    // empty for the head

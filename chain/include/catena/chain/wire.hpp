@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -65,7 +66,8 @@ enum class Status : std::uint16_t {
   data_lost = 14,           // client side: every replica holding these offsets failed; the
                             // partition was rebuilt above them (Notice says which were lost)
   resource_exhausted = 15,  // the replica is at a session or producer limit: retry later
-  unauthenticated = 16,     // a replica hello without the route epoch's link secret
+  unauthenticated = 16,     // a replica hello without the route epoch's link secret, or a client
+                            // hello without the partition's access secret
   moved = 17,               // the partition moved on: this chain takes no appends (sealed) or serves
                             // no offsets at or above its range's end; refresh the route and go on
                             // at the chain that serves the offset (nothing was stored)
@@ -145,6 +147,26 @@ static_assert(sizeof(ChannelRef::channel) == limits::kMaxChannelNameLength,
 // only to the route's members: whoever merely knows the route (any client
 // can read it) cannot pose as the predecessor.
 inline constexpr std::size_t kLinkSecretBytes = 16;
+
+// A client's hello (publisher, subscriber, commit watch) carries the
+// partition's access secret, which the controller gives with the route to
+// whoever may use the channel (ChainAssignment.access_secret,
+// PartitionRoute.access_secret); a replica configured with one refuses
+// hellos without it (unauthenticated). All zero on a replica: not checked.
+inline constexpr std::size_t kAccessSecretBytes = 16;
+using AccessSecret = std::array<std::uint8_t, kAccessSecretBytes>;
+
+// Whether a hello's secret is the replica's (constant time: the answer does
+// not tell how much matched); true when the replica has none.
+[[nodiscard]] inline bool access_allowed(const std::uint8_t (&hello)[kAccessSecretBytes],
+                                         const AccessSecret& mine) noexcept {
+  std::uint8_t differ = 0, any = 0;
+  for (std::size_t i = 0; i < kAccessSecretBytes; ++i) {
+    differ |= static_cast<std::uint8_t>(hello[i] ^ mine[i]);
+    any |= mine[i];
+  }
+  return any == 0 || differ == 0;
+}
 
 struct ReplicaHello {
   ChannelRef ref;

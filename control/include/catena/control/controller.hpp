@@ -170,6 +170,9 @@ class Controller {
   [[nodiscard]] Result<idl::ChannelInfo> describe_channel(const std::string& name) const;
   [[nodiscard]] Result<idl::PartitionRoute> get_route(const std::string& channel, std::int32_t partition,
                                                       std::int64_t known_epoch) const;
+  // The partition's access secret (PartitionRoute.access_secret): derived
+  // from the link key, the same for every route epoch of the partition.
+  [[nodiscard]] std::string access_secret(const std::string& channel, std::int32_t partition) const;
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
   // See declarePartitionLost in catena.thrift.
   [[nodiscard]] Result<idl::PartitionRoute> declare_partition_lost(const std::string& channel,
@@ -273,6 +276,8 @@ class Controller {
 
   // --- all *_locked functions require mu_ (checked by Clang: REQUIRES) ---
   [[nodiscard]] Result<void> check_running_locked() const REQUIRES(mu_);
+  [[nodiscard]] std::string access_secret_locked(const std::string& channel, std::int32_t partition) const
+      REQUIRES(mu_);
   bool crash_locked(std::string_view point) REQUIRES(mu_);
   [[nodiscard]] const meta::NodeRecord* node_locked(const std::string& node_id) const REQUIRES(mu_);
   [[nodiscard]] Result<const meta::ChannelRecord*> channel_locked(const std::string& name) const

@@ -10,6 +10,7 @@
 // clients never wait for one inside poll().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -42,6 +43,10 @@ struct Route {
   std::vector<ReplicaAddress> replicas;  // head first, tail last
   std::uint64_t start_offset = 0;        // the chain above serves [start_offset, ...)
   std::vector<RouteRange> sealed;        // earlier ranges, oldest first
+  // What every hello to the partition's replicas carries
+  // (PartitionRoute.access_secret); all zero where replicas ask for none
+  // (chains configured by hand).
+  std::array<std::uint8_t, 16> access_secret{};
 
   // The sealed range holding `offset`, or nullptr (the chain above holds it,
   // or it is gone).

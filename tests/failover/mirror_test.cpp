@@ -257,6 +257,14 @@ TEST(Mirror, PrimaryLossFailsOverWithinTheReportedLagAndARestartDuplicatesNothin
       << "the restarted mirror stalled";
   std::this_thread::sleep_for(300ms);
 
+  // The mirror's position is on the source too, as group mirror.m1's offsets.
+  {
+    control::ControllerClient admin(options_for(src_addr));
+    auto committed = admin.fetch_offset("mirror.m1", kChannel, 0);
+    ASSERT_TRUE(committed.ok()) << committed.error().describe();
+    EXPECT_GT(*committed, 0);
+  }
+
   // The datacenter is lost: every process of the primary cluster, SIGKILL.
   // The last report of the mirror before it is the recovery point.
   const auto before = MirrorState::load(state_path);

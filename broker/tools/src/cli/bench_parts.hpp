@@ -274,6 +274,9 @@ struct LevelResult {
   std::int64_t recovered_records = 0;
   std::int64_t route_epoch = 0;               // at the end: 4 for kill, joining, promoted and nothing else
   bool same_zone = false;                     // zone: the replacement is in the lost member's zone
+  std::int64_t rpo_records = 0;               // datacenter: the source's end beyond the mirror's last report
+  std::int64_t lost_beyond_rpo = 0;           // datacenter: records the mirror reported copied, yet missing
+  std::int64_t lost_to_subscriber = 0;        // datacenter: never delivered to the failed-over subscriber
   std::map<std::string, std::int64_t> extra;  // figures of one level only, by name
   HistoryReport history;
   std::string error;

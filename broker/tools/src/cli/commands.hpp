@@ -168,6 +168,27 @@ GroupCommands add_group_commands(CLI::App& app);
 int group_list(const Common& c);
 int group_describe(const Common& c, const GroupCommands& o);
 
+// `catena mirror create|run|status|map` (mirror.cpp).
+struct MirrorCommands {
+  CLI::App* create = nullptr;
+  CLI::App* run_cmd = nullptr;
+  CLI::App* status = nullptr;
+  CLI::App* map = nullptr;
+  std::string state_dir;
+  std::string channel;
+  std::string to;
+  std::string name;
+  bool run = false;
+  int save_interval_ms = 100;
+  int partition = 0;
+  std::uint64_t offset = 0;
+};
+MirrorCommands add_mirror_commands(CLI::App& app);
+int mirror_create(const Common& c, const MirrorCommands& o);
+int mirror_run(const Common& c, const MirrorCommands& o);
+int mirror_status(const Common& c, const MirrorCommands& o);
+int mirror_map(const Common& c, const MirrorCommands& o);
+
 // `catena chaos` (chaos.cpp).
 void add_chaos_options(CLI::App& app, ChaosOptions& o);
 int run_chaos(const Common& c, const ChaosOptions& o);

@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
   auto* cluster_status_cmd = cluster->add_subcommand("status", "the same as `catena status`");
   const NodeCommands node_cmds = add_node_commands(app);
   const GroupCommands group_cmds = add_group_commands(app);
+  const MirrorCommands mirror_cmds = add_mirror_commands(app);
 
   BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench",
@@ -186,6 +187,10 @@ int main(int argc, char** argv) {
   if (node_cmds.rebalance->parsed()) return rebalance(common, node_cmds);
   if (group_cmds.list->parsed()) return group_list(common);
   if (group_cmds.describe->parsed()) return group_describe(common, group_cmds);
+  if (mirror_cmds.create->parsed()) return mirror_create(common, mirror_cmds);
+  if (mirror_cmds.run_cmd->parsed()) return mirror_run(common, mirror_cmds);
+  if (mirror_cmds.status->parsed()) return mirror_status(common, mirror_cmds);
+  if (mirror_cmds.map->parsed()) return mirror_map(common, mirror_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
   return 2;

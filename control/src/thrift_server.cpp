@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <thrift/TOutput.h>
+#include <thrift/TProcessor.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TBufferTransports.h>
@@ -60,7 +61,11 @@ void route_thrift_logs_to_spdlog() {
 }
 
 ThriftServer::ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options)
-    : processor_(std::move(processor)), options_(std::move(options)) {}
+    : ThriftServer(std::make_shared<apache::thrift::TSingletonProcessorFactory>(std::move(processor)),
+                   std::move(options)) {}
+
+ThriftServer::ThriftServer(std::shared_ptr<apache::thrift::TProcessorFactory> factory, Options options)
+    : factory_(std::move(factory)), options_(std::move(options)) {}
 
 ThriftServer::~ThriftServer() {
   stop();
@@ -92,7 +97,7 @@ Result<void> ThriftServer::start() {
   auto protocol =
       std::make_shared<TBinaryProtocolFactory>(detail::kMaxStringBytes, detail::kMaxContainerItems,
                                                /*strict_read=*/true, /*strict_write=*/true);
-  server_ = std::make_shared<TThreadedServer>(processor_, socket, std::make_shared<FramedTransportFactory>(),
+  server_ = std::make_shared<TThreadedServer>(factory_, socket, std::make_shared<FramedTransportFactory>(),
                                               protocol);
   server_->setConcurrentClientLimit(options_.max_connections);
   serve_thread_ = std::thread([server = server_] {

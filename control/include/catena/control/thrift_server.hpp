@@ -26,6 +26,7 @@
 
 namespace apache::thrift {
 class TProcessor;
+class TProcessorFactory;
 namespace server {
 class TThreadedServer;
 }
@@ -43,6 +44,9 @@ class ThriftServer {
   };
 
   ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options);
+  // One processor per connection, from the factory (a handler that keeps
+  // per-connection state, such as the Controller's authenticated identity).
+  ThriftServer(std::shared_ptr<apache::thrift::TProcessorFactory> factory, Options options);
   ~ThriftServer();
   ThriftServer(const ThriftServer&) = delete;
   ThriftServer& operator=(const ThriftServer&) = delete;
@@ -53,7 +57,7 @@ class ThriftServer {
   void stop();
 
  private:
-  std::shared_ptr<apache::thrift::TProcessor> processor_;
+  std::shared_ptr<apache::thrift::TProcessorFactory> factory_;
   Options options_;
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::uint16_t bound_port_ = 0;

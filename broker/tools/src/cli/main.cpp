@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   app.add_option("--controller", common.controller,
                  "controller host:port[,host:port...] (default: $CATENA_CONTROLLER or "
                  "the local cluster in ./catena-cluster, else 127.0.0.1:7400)");
+  app.add_option("--token", common.token,
+                 "token to authenticate with (the admin's or a tenant's; default: $CATENA_TOKEN); "
+                 "needed when the controller runs with --admin-token-file");
   app.add_option("--provider", common.provider, "fabric provider for clients: soft, soft:tcp, verbs:<dev>")
       ->capture_default_str();
 
@@ -150,6 +153,7 @@ int main(int argc, char** argv) {
   auto* cluster_status_cmd = cluster->add_subcommand("status", "the same as `catena status`");
   const NodeCommands node_cmds = add_node_commands(app);
   const GroupCommands group_cmds = add_group_commands(app);
+  const TenantCommands tenant_cmds = add_tenant_commands(app);
 
   BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench",
@@ -186,6 +190,10 @@ int main(int argc, char** argv) {
   if (node_cmds.rebalance->parsed()) return rebalance(common, node_cmds);
   if (group_cmds.list->parsed()) return group_list(common);
   if (group_cmds.describe->parsed()) return group_describe(common, group_cmds);
+  if (tenant_cmds.create->parsed()) return tenant_create(common, tenant_cmds);
+  if (tenant_cmds.list->parsed()) return tenant_list(common);
+  if (tenant_cmds.remove->parsed()) return tenant_delete(common, tenant_cmds);
+  if (tenant_cmds.rotate->parsed()) return tenant_rotate(common, tenant_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
   return 2;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catena/control/controller_client.hpp>
@@ -59,8 +60,9 @@ class TenantTest : public ::testing::Test {
     std::ofstream(dir_.path() / "admin.token") << kAdminToken << "\n";
   }
 
-  void start(bool closed = true) {
-    std::vector<std::string> flags = {"--data-dir", (dir_.path() / "data").string()};
+  void start(bool closed = true, std::vector<std::string> flags = {}) {
+    flags.push_back("--data-dir");
+    flags.push_back((dir_.path() / "data").string());
     if (closed) {
       flags.push_back("--admin-token-file");
       flags.push_back((dir_.path() / "admin.token").string());
@@ -349,6 +351,22 @@ TEST_F(TenantTest, TokensAreDurableStoredOnlyAsHashesAndRotatable) {
   EXPECT_EQ(tenant_code_of(a->describe_channel("A.kept")), idl::ErrorCode::UNAUTHENTICATED);
   EXPECT_EQ(tenant_code_of(client(token)->describe_channel("A.kept")), idl::ErrorCode::UNAUTHENTICATED);
   EXPECT_TRUE(client(*fresh)->describe_channel("A.kept").ok());
+  EXPECT_EQ(proc_->stop(SIGTERM), 0);
+}
+
+TEST_F(TenantTest, AClientAuthenticatesAgainOnEveryNewConnection) {
+  // The server closes connections idle for 200 ms: the client's next call
+  // goes on a new one, which must authenticate before it.
+  start(/*closed=*/true, {"--idle-timeout-ms", "200"});
+  register_broker();
+  const std::string token = create_tenant("A");
+  auto a = client(token);
+  ASSERT_TRUE(a->create_channel(channel_config("A.x", 1, 1)).ok());
+  for (int i = 0; i < 2; ++i) {
+    std::this_thread::sleep_for(500ms);
+    auto ch = a->describe_channel("A.x");
+    ASSERT_TRUE(ch.ok()) << ch.error().describe();
+  }
   EXPECT_EQ(proc_->stop(SIGTERM), 0);
 }
 

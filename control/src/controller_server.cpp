@@ -218,8 +218,8 @@ class ConnectionHandler final : public idl::ControllerIf {
     for (const auto name : names) {
       if (in_namespace(*tenant, name)) continue;
       throw make_error(idl::ErrorCode::PERMISSION_DENIED,
-                       fmt::format("{}: '{}' is outside tenant '{}''s namespace ({}{}...)", call,
-                                   name.substr(0, 160), *tenant, *tenant, kTenantSeparator))
+                       fmt::format("{}: '{}' is outside tenant '{}''s namespace (names starting with '{}{}')",
+                                   call, name.substr(0, 160), *tenant, *tenant, kTenantSeparator))
           .to_thrift();
     }
   }

@@ -129,7 +129,9 @@ Result<void> Controller::delete_tenant(const std::string& name) {
   const TenantUse use = tenant_use_locked(name);
   if (use.channels > 0) {
     return invalid_argument(
-        fmt::format("tenant '{}' still owns {} channel(s): delete them first", name, use.channels));
+        fmt::format("tenant '{}' still owns {} channel(s): a tenant is deleted only while its namespace "
+                    "holds none",
+                    name, use.channels));
   }
   meta::MetaRecord record;
   record.__set_delete_tenant(name);

@@ -38,6 +38,15 @@ enum ErrorCode {
   NO_OFFSET = 12,          // the group never committed an offset for that partition
   UNKNOWN_MEMBER = 13,     // subscriber groups: no such member (expired, left, or the controller restarted): join again
   NOT_OWNER = 14,          // subscriber groups: the partition is not the member's (at that generation): it lost it
+  // Tenants (the controller has an admin token): the connection has not
+  // called authenticate with a valid token.
+  UNAUTHENTICATED = 15,
+  // Tenants: the caller's identity may not make this call, or not on this
+  // name (a channel or group outside its namespace).
+  PERMISSION_DENIED = 16,
+  // Tenants: the call would take the tenant past a quota (the message names
+  // it, its limit and the current use); nothing changed.
+  RESOURCE_EXHAUSTED = 17,
 }
 
 // One replica of a chain: enough for a client or a neighbour to reach it.
@@ -358,6 +367,31 @@ struct GroupStatus {
   5: list<GroupPartitionStatus> partitions,
 }
 
+// --- Tenants ---
+
+// A tenant's limits; -1: unlimited. Counted over the channels and groups
+// of its namespace (names that start with "<tenant>.").
+struct TenantQuotas {
+  1: i64 max_channels = -1,
+  2: i64 max_partitions = -1,    // sum of config.partitions over its channels
+  3: i64 max_groups = -1,        // groups with members or committed offsets
+}
+
+struct TenantInfo {
+  1: string name,
+  2: TenantQuotas quotas,
+  3: i64 channels,               // current use
+  4: i64 partitions,
+  5: i64 groups,
+  6: i64 created_at_ms,
+}
+
+// Who a connection is, once authenticated.
+struct Identity {
+  1: bool admin,
+  2: string tenant,              // empty for the admin
+}
+
 service Controller {
   // Registers (or re-registers) a node. Every call returns a new node_epoch;
   // an earlier incarnation of the same node_id is retired and removed from
@@ -510,6 +544,36 @@ service Controller {
   // Every group with members or committed offsets.
   list<string> listGroups() throws (1: CatenaError err),
   GroupStatus describeGroup(1: string group) throws (1: CatenaError err),
+
+  // --- Tenants (README "Tenants") ---
+  //
+  // With an admin token configured (catena-controller --admin-token-file),
+  // every other call on a connection needs a successful authenticate on it
+  // first (UNAUTHENTICATED). The admin may make every call; a tenant only
+  // calls on names in its namespace ("<tenant>.<rest>"): createChannel,
+  // listChannels (its own only), describeChannel, getRoute, alterChannel,
+  // reportFailure (naming its channel), commitOffset, fetchOffset,
+  // initProducer, the group calls (listGroups: its own only). Anything else,
+  // or a name outside its namespace, is PERMISSION_DENIED: the same answer
+  // whether or not such a channel exists. Without an admin token a
+  // connection that never authenticates is the admin (open mode); one that
+  // authenticates with a tenant token is that tenant.
+
+  // Binds the identity of token to this connection. UNAUTHENTICATED for a
+  // token that is neither the admin's nor a tenant's.
+  Identity authenticate(1: string token) throws (1: CatenaError err),
+  // Admin only. name: [A-Za-z0-9_-]{1,64} (no '.'). Returns the tenant's
+  // token (64 hex digits), shown this once: the controller keeps only its
+  // SHA-256. CHANNEL_EXISTS if the tenant exists.
+  string createTenant(1: string name, 2: TenantQuotas quotas) throws (1: CatenaError err),
+  // Admin only.
+  list<TenantInfo> listTenants() throws (1: CatenaError err),
+  // Admin only. Refused (INVALID_ARGUMENT) while its namespace holds a
+  // channel. Connections authenticated as it are refused from then on.
+  void deleteTenant(1: string name) throws (1: CatenaError err),
+  // Admin only: a new token; the old one stops working (connections already
+  // authenticated with it are refused from their next call).
+  string rotateTenantToken(1: string name) throws (1: CatenaError err),
 }
 
 // What a broker must host for one partition.

@@ -83,6 +83,14 @@ struct RouteMove {
   6: optional catena.SealedRange sealed,
 }
 
+// A tenant (createTenant): its token only as SHA-256.
+struct TenantRecord {
+  1: string name,
+  2: catena.TenantQuotas quotas,
+  3: binary token_sha256,
+  4: i64 created_at_ms,
+}
+
 struct MetaState {
   1: map<string, NodeRecord> nodes,
   2: map<string, ChannelRecord> channels,
@@ -108,6 +116,8 @@ struct MetaState {
   9: map<string, map<i32, MoveIntent>> moves,
   // channel -> partition -> the last move's producer state.
   10: map<string, map<i32, Handoff>> handoffs,
+  // Tenants by name.
+  60: map<string, TenantRecord> tenants,
 }
 
 struct MetaRecord {
@@ -130,6 +140,9 @@ struct MetaRecord {
   40: optional RouteMove move_route,            // a committed move; applied after put_routes
   // A subscriber group's batch commit (commitOffsets): one record, one fsync.
   30: optional list<OffsetCommit> commit_offsets,
+  // Tenants: created or changed (a new token), or removed.
+  60: optional TenantRecord put_tenant,
+  61: optional string delete_tenant,
 }
 
 // What the ZooKeeper store (zk_metadata_store.cpp) keeps in the znodes that

@@ -2,6 +2,7 @@
 
 #include <catena/control/address.hpp>
 #include <catena/control/config.hpp>
+#include <catena/control/tenants.hpp>
 #include <catena/control/toml_config.hpp>
 #include <catena/control/zk_metadata_store.hpp>
 
@@ -34,7 +35,8 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("group_session_timeout_ms", &C::group_session_timeout_ms)
         .integer("group_heartbeat_interval_ms", &C::group_heartbeat_interval_ms)
         .integer("replacement_delay_ms", &C::replacement_delay_ms)
-        .text("log_level", &C::log_level, log_level_rule());
+        .text("log_level", &C::log_level, log_level_rule())
+        .text("admin_token_file", &C::admin_token_file);
     return k;
   }();
   return s;
@@ -109,6 +111,9 @@ Result<void> ControllerConfig::validate() const {
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid_argument("push_retry_max_ms must be >= push_retry_initial_ms");
   }
+  if (!admin_token_file.empty()) {
+    if (auto r = read_token_file(admin_token_file); !r) return invalid_argument(r.error().message);
+  }
   if (auto r = schema().check(*this); !r) return r;
   return {};
 }
@@ -153,6 +158,14 @@ ControllerServer::Options ControllerConfig::server_options() const {
   o.thrift.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   o.thrift.max_connections = max_connections;
   o.tick_interval = std::chrono::milliseconds(tick_interval_ms);
+  if (!admin_token_file.empty()) {
+    auto token = read_token_file(admin_token_file);
+    // validate() read it; should it fail now, no one gets in rather than everyone.
+    if (token)
+      o.admin_token = std::move(*token);
+    else
+      o.admin_token = new_token().value_or(std::string(64, 'x')) + "-unreadable";
+  }
   return o;
 }
 

@@ -323,6 +323,7 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
       return make_error(idl::ErrorCode::CHANNEL_EXISTS,
                         fmt::format("channel '{}' already exists", config.name));
     }
+    if (auto r = check_quota_locked(config.name, 1, config.partitions, 0); !r) return r.error();
     Placement placement(candidates_locked());
     meta::ChannelRecord channel;
     channel.__set_config(config);
@@ -511,6 +512,9 @@ Result<void> Controller::commit_offset(const std::string& group, const std::stri
   if (auto r = check_running_locked(); !r) return r;
   if (auto r = validate_name("group", group, kMaxGroupNameLength); !r) return r;
   if (auto route = route_locked(channel, partition); !route) return route.error();
+  if (!group_known_locked(group)) {
+    if (auto r = check_quota_locked(group, 0, 0, 1); !r) return r;
+  }
   if (offset < 0) {
     return make_error(idl::ErrorCode::INVALID_ARGUMENT, fmt::format("offset must be >= 0, got {}", offset));
   }

@@ -25,8 +25,10 @@ struct ControllerClient::Impl {
   std::string target;                  // the controller this client talks to (or will first try)
   detail::ThriftConnection link;
   std::unique_ptr<idl::ControllerClient> client;
+  bool authenticated = false;  // this connection called authenticate with options.token
 
   void drop() {
+    authenticated = false;
     client.reset();
     link.close();
   }
@@ -110,6 +112,11 @@ Result<void> ControllerClient::call(Fn&& fn) {
       if (auto r = s.open(); !r) return r;
     }
     try {
+      if (!s.authenticated && !s.options.token.empty()) {
+        idl::Identity who;
+        s.client->authenticate(who, s.options.token);
+        s.authenticated = true;
+      }
       fn(*s.client);
       return {};
     } catch (const idl::CatenaError& e) {
@@ -291,6 +298,36 @@ Result<std::vector<std::string>> ControllerClient::list_groups() {
 Result<idl::GroupStatus> ControllerClient::describe_group(const std::string& group) {
   idl::GroupStatus out;
   if (auto r = call([&](idl::ControllerClient& c) { c.describeGroup(out, group); }); !r) return r.error();
+  return out;
+}
+
+Result<idl::Identity> ControllerClient::authenticate(const std::string& token) {
+  idl::Identity out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.authenticate(out, token); }); !r) return r.error();
+  return out;
+}
+
+Result<std::string> ControllerClient::create_tenant(const std::string& name,
+                                                    const idl::TenantQuotas& quotas) {
+  std::string out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.createTenant(out, name, quotas); }); !r)
+    return r.error();
+  return out;
+}
+
+Result<std::vector<idl::TenantInfo>> ControllerClient::list_tenants() {
+  std::vector<idl::TenantInfo> out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.listTenants(out); }); !r) return r.error();
+  return out;
+}
+
+Result<void> ControllerClient::delete_tenant(const std::string& name) {
+  return call([&](idl::ControllerClient& c) { c.deleteTenant(name); });
+}
+
+Result<std::string> ControllerClient::rotate_tenant_token(const std::string& name) {
+  std::string out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.rotateTenantToken(out, name); }); !r) return r.error();
   return out;
 }
 

@@ -109,6 +109,9 @@ Result<idl::GroupAssignment> Controller::join_group(const std::string& group, co
   if (auto r = validate_name("member name", member_name, kMaxMemberNameLength); !r) return r.error();
   auto ch = channel_locked(channel);
   if (!ch) return ch.error();
+  if (!group_known_locked(group)) {
+    if (auto r = check_quota_locked(group, 0, 0, 1); !r) return r.error();
+  }
   auto a = groups_.join(group, channel, member_name, owned, group_span_locked(group, **ch));
   if (!a) return a.error();
   fill_positions_locked(group, channel, *a);

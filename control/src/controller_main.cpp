@@ -128,6 +128,8 @@ int main(int argc, char** argv) {
        "a chain that lost a member waits this long for it to come back with its data before placing "
        "a replacement (0: at once)");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
+  flag("--admin-token-file", &ControllerConfig::admin_token_file,
+       "file holding the admin token: every client must authenticate (tenants); unset: open cluster");
   std::string advertise;
   app.add_option("--advertise", advertise,
                  "with zk:// metadata: the host:port other controllers name as the leader's "

@@ -82,6 +82,9 @@ Result<idl::ChannelInfo> Controller::alter_channel(const std::string& name, std:
         return make_error(idl::ErrorCode::INVALID_ARGUMENT,
                           fmt::format("channel '{}' already has {} partitions", name, from));
       }
+      if (partitions > from) {
+        if (auto r = check_quota_locked(name, 0, partitions - from, 0); !r) return r.error();
+      }
       const auto affected = chain::alter_affected(from, partitions);
       const auto& moves = store_->state().moves;
       const auto moving = moves.find(name);

@@ -1,8 +1,11 @@
 #include <fmt/format.h>
+#include <initializer_list>
+#include <spdlog/spdlog.h>
 #include <utility>
 
 #include <catena/control/controller_server.hpp>
 #include <catena/control/idl/Controller.h>
+#include <catena/control/tenants.hpp>
 
 namespace catena::control {
 namespace {
@@ -23,38 +26,56 @@ idl::ChannelInfo with_access(const Controller& c, idl::ChannelInfo info) {
   for (auto& r : info.routes) r = with_access(c, std::move(r));
   return info;
 }
+// What the connections of one server share: the role and, when the
+// cluster is closed, the admin token's SHA-256.
+struct Shared {
+  std::shared_ptr<const ControllerRole> role;
+  std::string admin_sha256;  // empty: open mode
+};
 
 // Thin adapter: Thrift calls to Controller calls, errors to CatenaError.
-class Handler final : public idl::ControllerIf {
+// One per connection (HandlerFactory), holding who the connection is.
+// Thread: a connection's calls run one at a time on its own thread.
+class ConnectionHandler final : public idl::ControllerIf {
  public:
-  explicit Handler(std::shared_ptr<const ControllerRole> role) : role_(std::move(role)) {}
+  explicit ConnectionHandler(std::shared_ptr<const Shared> shared) : shared_(std::move(shared)) {}
 
   void registerNode(idl::RegisterReply& out, const idl::NodeInfo& info,
                     const std::vector<idl::PartitionProgress>& held) override {
+    admin_only("registerNode");
     out = value_or_throw(c()->register_node(info, held));
   }
   void heartbeat(idl::HeartbeatReply& out, const idl::HeartbeatRequest& req) override {
+    admin_only("heartbeat");
     out = value_or_throw(c()->heartbeat(req));
   }
   void createChannel(idl::ChannelInfo& out, const idl::ChannelConfig& config) override {
+    on_names("createChannel", {config.name});
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->create_channel(config)));
   }
   void listChannels(std::vector<idl::ChannelInfo>& out) override {
+    const auto* tenant = caller();
     const auto controller = c();
     out = value_or_throw(controller->list_channels());
+    if (tenant != nullptr) {
+      std::erase_if(out, [&](const idl::ChannelInfo& ch) { return !in_namespace(*tenant, ch.config.name); });
+    }
     for (auto& info : out) info = with_access(*controller, std::move(info));
   }
   void describeChannel(idl::ChannelInfo& out, const std::string& name) override {
+    on_names("describeChannel", {name});
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->describe_channel(name)));
   }
   void getRoute(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition,
                 std::int64_t known_epoch) override {
+    on_names("getRoute", {channel});
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->get_route(channel, partition, known_epoch)));
   }
   void reportFailure(const idl::FailureReport& report) override {
+    on_names("reportFailure", {report.channel});
     const auto controller = c();
     if (auto r = controller->report_failure(report); !r) {
       auto e = r.error();
@@ -64,64 +85,187 @@ class Handler final : public idl::ControllerIf {
   }
   void declarePartitionLost(idl::PartitionRoute& out, const std::string& channel,
                             std::int32_t partition) override {
+    admin_only("declarePartitionLost");
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->declare_partition_lost(channel, partition)));
   }
   void movePartition(idl::PartitionRoute& out, const std::string& channel, std::int32_t partition,
                      const std::vector<std::string>& to) override {
+    admin_only("movePartition");
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->move_partition(channel, partition, to)));
   }
-  void clusterStatus(idl::ClusterStatus& out) override { out = value_or_throw(c()->cluster_status()); }
+  void clusterStatus(idl::ClusterStatus& out) override {
+    admin_only("clusterStatus");
+    out = value_or_throw(c()->cluster_status());
+  }
   void drainNode(idl::NodeStatus& out, const std::string& node_id) override {
+    admin_only("drainNode");
     out = value_or_throw(c()->drain_node(node_id));
   }
   void rebalance(idl::RebalancePlan& out, bool dry_run) override {
+    admin_only("rebalance");
     out = value_or_throw(c()->rebalance(dry_run));
   }
   void addNode(idl::RebalancePlan& out, const std::string& node_id, bool dry_run) override {
+    admin_only("addNode");
     out = value_or_throw(c()->add_node(node_id, dry_run));
   }
   void commitOffset(const std::string& group, const std::string& channel, std::int32_t partition,
                     std::int64_t offset) override {
+    on_names("commitOffset", {group, channel});
     if (auto r = c()->commit_offset(group, channel, partition, offset); !r) throw r.error().to_thrift();
   }
   std::int64_t fetchOffset(const std::string& group, const std::string& channel,
                            std::int32_t partition) override {
+    on_names("fetchOffset", {group, channel});
     return value_or_throw(c()->fetch_offset(group, channel, partition));
   }
   void initProducer(idl::ProducerIdentity& out, std::int64_t producer_id) override {
+    caller();  // producer ids are not namespaced: any identity may take one
     out = value_or_throw(c()->init_producer(producer_id));
   }
   void alterChannel(idl::ChannelInfo& out, const std::string& name, std::int32_t partitions) override {
+    on_names("alterChannel", {name});
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->alter_channel(name, partitions)));
   }
   void joinGroup(idl::GroupAssignment& out, const std::string& group, const std::string& channel,
                  const std::string& member_name, const std::vector<std::int32_t>& owned) override {
+    on_names("joinGroup", {group, channel});
     out = value_or_throw(c()->join_group(group, channel, member_name, owned));
   }
   void groupHeartbeat(idl::GroupAssignment& out, const std::string& group, const std::string& member_id,
                       const std::vector<std::int32_t>& released) override {
+    on_names("groupHeartbeat", {group});
     out = value_or_throw(c()->group_heartbeat(group, member_id, released));
   }
   void leaveGroup(const std::string& group, const std::string& member_id) override {
+    on_names("leaveGroup", {group});
     if (auto r = c()->leave_group(group, member_id); !r) throw r.error().to_thrift();
   }
   void commitOffsets(const std::string& group, const std::string& channel, const std::string& member_id,
                      std::int64_t generation, const std::vector<idl::PartitionOffset>& offsets) override {
+    on_names("commitOffsets", {group, channel});
     if (auto r = c()->commit_offsets(group, channel, member_id, generation, offsets); !r)
       throw r.error().to_thrift();
   }
-  void listGroups(std::vector<std::string>& out) override { out = value_or_throw(c()->list_groups()); }
+  void listGroups(std::vector<std::string>& out) override {
+    const auto* tenant = caller();
+    out = value_or_throw(c()->list_groups());
+    if (tenant != nullptr)
+      std::erase_if(out, [&](const std::string& g) { return !in_namespace(*tenant, g); });
+  }
   void describeGroup(idl::GroupStatus& out, const std::string& group) override {
+    on_names("describeGroup", {group});
     out = value_or_throw(c()->describe_group(group));
   }
 
- private:
-  std::shared_ptr<Controller> c() const { return value_or_throw(role_->serving()); }
+  void authenticate(idl::Identity& out, const std::string& token) override {
+    const std::string sha = token_sha256(token);
+    who_ = Who::none;
+    tenant_.clear();
+    token_sha256_.clear();
+    if (!shared_->admin_sha256.empty() && same_secret(sha, shared_->admin_sha256)) {
+      who_ = Who::admin;
+      out.__set_admin(true);
+      return;
+    }
+    auto tenant = c()->tenant_of_token(sha);
+    if (!tenant) {
+      if (tenant.code() == idl::ErrorCode::UNAUTHENTICATED) spdlog::warn("refused a token ({})", peer_);
+      throw tenant.error().to_thrift();
+    }
+    who_ = Who::tenant;
+    tenant_ = std::move(*tenant);
+    token_sha256_ = sha;
+    out.__set_admin(false);
+    out.__set_tenant(tenant_);
+  }
+  void createTenant(std::string& out, const std::string& name, const idl::TenantQuotas& quotas) override {
+    admin_only("createTenant");
+    out = value_or_throw(c()->create_tenant(name, quotas));
+  }
+  void listTenants(std::vector<idl::TenantInfo>& out) override {
+    admin_only("listTenants");
+    out = value_or_throw(c()->list_tenants());
+  }
+  void deleteTenant(const std::string& name) override {
+    admin_only("deleteTenant");
+    if (auto r = c()->delete_tenant(name); !r) throw r.error().to_thrift();
+  }
+  void rotateTenantToken(std::string& out, const std::string& name) override {
+    admin_only("rotateTenantToken");
+    out = value_or_throw(c()->rotate_tenant_token(name));
+  }
 
-  std::shared_ptr<const ControllerRole> role_;
+  void set_peer(std::string peer) { peer_ = std::move(peer); }
+
+ private:
+  enum class Who : std::uint8_t { none, admin, tenant };
+
+  std::shared_ptr<Controller> c() const { return value_or_throw(shared_->role->serving()); }
+
+  // The tenant this connection acts for, or null for the admin (an
+  // unauthenticated connection is the admin in open mode). Throws
+  // UNAUTHENTICATED otherwise, and for a tenant whose token was rotated or
+  // which was deleted since it authenticated.
+  const std::string* caller() const {
+    switch (who_) {
+      case Who::admin:
+        return nullptr;
+      case Who::tenant:
+        if (auto r = c()->check_tenant(tenant_, token_sha256_); !r) throw r.error().to_thrift();
+        return &tenant_;
+      case Who::none:
+        break;
+    }
+    if (shared_->admin_sha256.empty()) return nullptr;
+    throw make_error(idl::ErrorCode::UNAUTHENTICATED,
+                     "this controller requires authentication: call authenticate with the admin's or a "
+                     "tenant's token first (catena --token, $CATENA_TOKEN)")
+        .to_thrift();
+  }
+  void admin_only(std::string_view call) const {
+    if (const auto* tenant = caller()) {
+      throw make_error(idl::ErrorCode::PERMISSION_DENIED,
+                       fmt::format("{} is for the admin; tenant '{}' may not call it", call, *tenant))
+          .to_thrift();
+    }
+  }
+  // A tenant may name only channels and groups of its namespace; the answer
+  // is the same whether such a channel exists or not.
+  void on_names(std::string_view call, std::initializer_list<std::string_view> names) const {
+    const auto* tenant = caller();
+    if (tenant == nullptr) return;
+    for (const auto name : names) {
+      if (in_namespace(*tenant, name)) continue;
+      throw make_error(idl::ErrorCode::PERMISSION_DENIED,
+                       fmt::format("{}: '{}' is outside tenant '{}''s namespace (names starting with '{}{}')",
+                                   call, name.substr(0, 160), *tenant, *tenant, kTenantSeparator))
+          .to_thrift();
+    }
+  }
+
+  std::shared_ptr<const Shared> shared_;
+  std::string peer_;
+  Who who_ = Who::none;
+  std::string tenant_;
+  std::string token_sha256_;
+};
+
+class HandlerFactory final : public idl::ControllerIfFactory {
+ public:
+  explicit HandlerFactory(std::shared_ptr<const Shared> shared) : shared_(std::move(shared)) {}
+  idl::ControllerIf* getHandler(const apache::thrift::TConnectionInfo& info) override {
+    auto* h = new ConnectionHandler(shared_);
+    if (info.transport) h->set_peer(info.transport->getOrigin());
+    return h;
+  }
+  void releaseHandler(idl::ControllerIf* handler) override { delete handler; }
+
+ private:
+  std::shared_ptr<const Shared> shared_;
 };
 
 std::shared_ptr<ControllerRole> leading_role(Controller& controller) {
@@ -177,8 +321,11 @@ ControllerServer::ControllerServer(Controller& controller, Options options)
 ControllerServer::ControllerServer(std::shared_ptr<ControllerRole> role, Options options)
     : role_(std::move(role)),
       tick_interval_(options.tick_interval),
-      server_(std::make_shared<idl::ControllerProcessor>(std::make_shared<Handler>(role_)),
-              std::move(options.thrift)) {}
+      server_(
+          std::make_shared<idl::ControllerProcessorFactory>(
+              std::make_shared<HandlerFactory>(std::make_shared<const Shared>(Shared{
+                  role_, options.admin_token.empty() ? std::string() : token_sha256(options.admin_token)}))),
+          std::move(options.thrift)) {}
 
 ControllerServer::~ControllerServer() {
   stop();

@@ -146,6 +146,11 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
     state.producer_numbers_reserved = record.producer_numbers_reserved;
   if (record.__isset.set_link_key) state.link_key = record.set_link_key;
   if (record.__isset.next_intent_id) state.next_intent_id = record.next_intent_id;
+  if (record.__isset.put_tenant) {
+    state.tenants[record.put_tenant.name] = record.put_tenant;
+    state.__isset.tenants = true;
+  }
+  if (record.__isset.delete_tenant) state.tenants.erase(record.delete_tenant);
 }
 
 Result<std::unique_ptr<DirMetadataStore>> DirMetadataStore::open(Options options) {

@@ -36,6 +36,12 @@ std::string_view code_name(ErrorCode code) noexcept {
       return "UNKNOWN_MEMBER";
     case idl::ErrorCode::NOT_OWNER:
       return "NOT_OWNER";
+    case idl::ErrorCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    case idl::ErrorCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case idl::ErrorCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
   }
   return "UNKNOWN_ERROR_CODE";
 }

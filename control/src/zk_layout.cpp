@@ -110,16 +110,19 @@ std::string path_of(const Key& key) {
       return fmt::format("moves/{}:{}", escape_name(key.a), key.n);
     case Kind::handoff:
       return fmt::format("handoffs/{}:{}", escape_name(key.a), key.n);
+    case Kind::tenant:
+      return "tenants/" + escape_name(key.a);
   }
   return {};
 }
 
 std::optional<Key> key_in_folder(std::string_view folder, std::string_view name) {
-  if (folder == "nodes" || folder == "channels" || folder == "high_water") {
+  if (folder == "nodes" || folder == "channels" || folder == "high_water" || folder == "tenants") {
     auto a = unescape_name(name);
     if (!a) return std::nullopt;
     const Kind kind = folder == "nodes"      ? Kind::node
                       : folder == "channels" ? Kind::channel
+                      : folder == "tenants"  ? Kind::tenant
                                              : Kind::high_water;
     return Key{kind, std::move(*a), {}, 0};
   }
@@ -181,6 +184,8 @@ std::set<Key> keys_touched(const meta::MetaState& before, const meta::MetaRecord
   if (record.__isset.handoff_key && record.__isset.set_handoff) {
     keys.insert({Kind::handoff, record.handoff_key.channel, {}, record.handoff_key.partition});
   }
+  if (record.__isset.put_tenant) keys.insert({Kind::tenant, record.put_tenant.name, {}, 0});
+  if (record.__isset.delete_tenant) keys.insert({Kind::tenant, record.delete_tenant, {}, 0});
   if (record.__isset.next_node_seq || record.__isset.next_node_epoch || record.__isset.next_intent_id ||
       record.__isset.producer_numbers_reserved || record.__isset.set_link_key) {
     keys.insert({Kind::counters, {}, {}, 0});
@@ -236,6 +241,9 @@ std::optional<std::string> encode_key(const meta::MetaState& state, const Key& k
       if (const auto* h = find_in(state.handoffs, key.a)) {
         if (const auto* p = find_in(*h, static_cast<std::int32_t>(key.n))) return encoded(*p);
       }
+      return std::nullopt;
+    case Kind::tenant:
+      if (const auto* t = find_in(state.tenants, key.a)) return encoded(*t);
       return std::nullopt;
   }
   return std::nullopt;
@@ -352,6 +360,16 @@ bool put_key(meta::MetaState& state, const Key& key, const std::optional<std::st
     case Kind::handoff:
       return put_nested<decltype(state.handoffs), meta::Handoff>(state.handoffs, key.a,
                                                                  static_cast<std::int32_t>(key.n), data);
+    case Kind::tenant: {
+      if (!data) {
+        state.tenants.erase(key.a);
+        return true;
+      }
+      meta::TenantRecord t;
+      if (!decode_into(*data, t)) return false;
+      state.tenants[key.a] = std::move(t);
+      return true;
+    }
   }
   return false;
 }

@@ -14,6 +14,7 @@
 //   high_water/<channel>         meta::ZkOffsets (high-water marks)
 //   moves/<channel>:<p>          meta::MoveIntent
 //   handoffs/<channel>:<p>       meta::Handoff
+//   tenants/<tenant>             meta::TenantRecord (its token as SHA-256 only)
 // Names are escaped (escape_name) so that none holds '/' or ':'.
 #pragma once
 
@@ -30,14 +31,14 @@
 namespace catena::control::zk {
 
 // The folders under the root that hold one znode per item.
-inline constexpr std::string_view kFolders[] = {"nodes",      "channels", "intents", "offsets",
-                                                "high_water", "moves",    "handoffs"};
+inline constexpr std::string_view kFolders[] = {"nodes",      "channels", "intents",  "offsets",
+                                                "high_water", "moves",    "handoffs", "tenants"};
 
 // One znode of the state. Ordered so that a channel comes before its routes.
 struct Key {
-  enum class Kind { counters, node, channel, route, intent, offsets, high_water, move, handoff };
+  enum class Kind { counters, node, channel, route, intent, offsets, high_water, move, handoff, tenant };
   Kind kind = Kind::counters;
-  std::string a;       // node id, channel, or group
+  std::string a;       // node id, channel, group or tenant
   std::string b;       // the channel of a group's offsets
   std::int64_t n = 0;  // partition or intent id
 

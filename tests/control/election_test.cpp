@@ -156,7 +156,7 @@ TEST_F(ElectionTest, OneLeaderAndFollowersAnswerNotLeaderNamingIt) {
   }
 
   // A client that knows only a follower is sent to the leader and stays.
-  ControllerClient via_follower({candidates_[2]->address(), 1000ms, 5000ms});
+  ControllerClient via_follower({candidates_[2]->address(), 1000ms, 5000ms, {}});
   register_brokers(via_follower);
   EXPECT_EQ(via_follower.address(), leader);
   auto created = via_follower.create_channel(channel_config("orders", 1, 3));
@@ -167,7 +167,7 @@ TEST_F(ElectionTest, OneLeaderAndFollowersAnswerNotLeaderNamingIt) {
 
   // A list whose first entries are a dead address and a follower reaches
   // the leader too.
-  ControllerClient listed({"127.0.0.1:1," + candidates_[1]->address() + "," + leader, 500ms, 5000ms});
+  ControllerClient listed({"127.0.0.1:1," + candidates_[1]->address() + "," + leader, 500ms, 5000ms, {}});
   auto described = listed.describe_channel("orders");
   ASSERT_TRUE(described.ok()) << described.error().describe();
   EXPECT_EQ(described->routes.size(), 1u);
@@ -178,7 +178,7 @@ TEST_F(ElectionTest, AFollowerTakesOverWithTheStateWhenTheLeaderGoes) {
   for (int i = 0; i < 3; ++i) start_candidate();
   ASSERT_EQ(candidates_.size(), 3u);
   ASSERT_EQ(leaders(), std::vector<std::size_t>{0});
-  ControllerClient client({all_addresses(), 1000ms, 5000ms});
+  ControllerClient client({all_addresses(), 1000ms, 5000ms, {}});
   register_brokers(client);
   auto created = client.create_channel(channel_config("orders", 2, 3));
   ASSERT_TRUE(created.ok()) << created.error().describe();
@@ -222,7 +222,7 @@ TEST_F(ElectionTest, TheOldLeadersStoreIsFencedOnceAFollowerLeads) {
   // Keep the old leader's Controller (its store, its epoch) past its stop,
   // as a process paused through the takeover would.
   auto old_controller = candidates_[0]->controller();
-  ControllerClient client({all_addresses(), 1000ms, 5000ms});
+  ControllerClient client({all_addresses(), 1000ms, 5000ms, {}});
   register_brokers(client);
   candidates_[0]->stop();
   ASSERT_TRUE(eventually([&] { return leaders() == std::vector<std::size_t>{1}; }, 10s));
@@ -287,7 +287,7 @@ TEST(ElectionBinary, ASigkilledLeaderIsReplacedOnceItsSessionTimesOut) {
   EXPECT_EQ(follower->code, idl::ErrorCode::NOT_LEADER);
   EXPECT_EQ(follower->leader_address, a);
 
-  ControllerClient client({b + "," + a, 1000ms, 5000ms});
+  ControllerClient client({b + "," + a, 1000ms, 5000ms, {}});
   idl::NodeInfo info;
   info.__set_admin_addr(broker_server->address());
   info.__set_fabric_addr("127.0.0.1:9999");
@@ -322,7 +322,7 @@ TEST(ControllerClientList, OneAddressAnsweringNotLeaderWithoutALeaderIsReturnedA
   so.tick_interval = 0ms;
   ControllerServer server(role, so);
   ASSERT_TRUE(server.start().ok());
-  ControllerClient client({server.address(), 1000ms, 2000ms});
+  ControllerClient client({server.address(), 1000ms, 2000ms, {}});
   auto r = client.cluster_status();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), idl::ErrorCode::NOT_LEADER);
@@ -336,7 +336,7 @@ TEST(ControllerClientList, OneAddressAnsweringNotLeaderWithoutALeaderIsReturnedA
 }
 
 TEST(ControllerClientList, AMalformedListIsAClearError) {
-  ControllerClient client({"127.0.0.1:7400,nonsense", 200ms, 200ms});
+  ControllerClient client({"127.0.0.1:7400,nonsense", 200ms, 200ms, {}});
   auto r = client.cluster_status();
   EXPECT_EQ(r.code(), idl::ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(r.error().message.find("nonsense"), std::string::npos) << r.error().message;

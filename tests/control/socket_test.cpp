@@ -110,7 +110,7 @@ class SocketTest : public ::testing::Test {
     ASSERT_TRUE(server_->start().ok());
     ASSERT_NE(server_->port(), 0);
     client_ =
-        std::make_unique<ControllerClient>(ControllerClient::Options{server_->address(), 1000ms, 5000ms});
+        std::make_unique<ControllerClient>(ControllerClient::Options{server_->address(), 1000ms, 5000ms, {}});
   }
 
   void TearDown() override {
@@ -254,7 +254,7 @@ TEST_F(SocketTest, GarbageOnThePortDoesNotHurtTheServer) {
     auto r = client_->get_route("c", 0);
     ASSERT_TRUE(r.ok()) << "after " << what << ": " << r.error().describe();
   }
-  ControllerClient fresh({server_->address(), 1000ms, 5000ms});
+  ControllerClient fresh({server_->address(), 1000ms, 5000ms, {}});
   EXPECT_TRUE(fresh.get_route("c", 0).ok());
 }
 
@@ -267,9 +267,9 @@ TEST_F(SocketTest, ClientReconnectsAfterTheServerClosedAnIdleConnection) {
 }
 
 TEST_F(SocketTest, UnreachableControllerIsUnavailable) {
-  ControllerClient nobody({"127.0.0.1:1", 200ms, 200ms});
+  ControllerClient nobody({"127.0.0.1:1", 200ms, 200ms, {}});
   EXPECT_EQ(nobody.list_channels().code(), idl::ErrorCode::UNAVAILABLE);
-  EXPECT_EQ(ControllerClient::connect({"127.0.0.1:1", 200ms, 200ms}).code(), idl::ErrorCode::UNAVAILABLE);
+  EXPECT_EQ(ControllerClient::connect({"127.0.0.1:1", 200ms, 200ms, {}}).code(), idl::ErrorCode::UNAVAILABLE);
 }
 
 TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
@@ -331,7 +331,7 @@ TEST(ControllerBinary, ServesSurvivesGarbageStopsCleanlyAndPersists) {
     ASSERT_TRUE(proc.spawned());
     const auto port = proc.wait_for_port();
     ASSERT_NE(port, 0) << "catena-controller did not start";
-    auto client = ControllerClient::connect({"127.0.0.1:" + std::to_string(port), 1000ms, 5000ms});
+    auto client = ControllerClient::connect({"127.0.0.1:" + std::to_string(port), 1000ms, 5000ms, {}});
     ASSERT_TRUE(client.ok()) << client.error().describe();
     idl::NodeInfo info;
     info.__set_admin_addr(broker_server->address());
@@ -362,7 +362,7 @@ TEST(ControllerBinary, ServesSurvivesGarbageStopsCleanlyAndPersists) {
     ControllerProcess proc(dir.path() / "data", dir.path() / "port");
     const auto port = proc.wait_for_port();
     ASSERT_NE(port, 0);
-    ControllerClient client({"127.0.0.1:" + std::to_string(port), 1000ms, 5000ms});
+    ControllerClient client({"127.0.0.1:" + std::to_string(port), 1000ms, 5000ms, {}});
     auto route = client.get_route("solo", 0);
     ASSERT_TRUE(route.ok()) << route.error().describe();
     EXPECT_EQ(route->replicas[0].node_id, node_id);

@@ -173,6 +173,30 @@ void write_every_record_type(MetadataStore& store) {
     r.__set_put_channel(ch);
     commit(r);
   }
+  {
+    // Tenants: two created, one given a new token, the other deleted.
+    meta::TenantRecord t;
+    t.__set_name("team-a");
+    idl::TenantQuotas q;
+    q.__set_max_channels(4);
+    q.__set_max_partitions(16);
+    q.__set_max_groups(-1);
+    t.__set_quotas(q);
+    t.__set_token_sha256(std::string(32, '\x01'));
+    t.__set_created_at_ms(1234);
+    meta::MetaRecord r;
+    r.__set_put_tenant(t);
+    commit(r);
+    t.__set_name("team_b");
+    r.__set_put_tenant(t);
+    commit(r);
+    t.__set_token_sha256(std::string(32, '\x02'));
+    r.__set_put_tenant(t);
+    commit(r);
+    meta::MetaRecord gone;
+    gone.__set_delete_tenant("team-a");
+    commit(gone);
+  }
 }
 
 // ------------------------------------------------------------------ contract

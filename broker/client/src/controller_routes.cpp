@@ -31,6 +31,11 @@ client::ErrorCode client_error_of(control::ErrorCode code) noexcept {
     case idl::ErrorCode::UNKNOWN_MEMBER:
     case idl::ErrorCode::NOT_OWNER:
       return ErrorCode::not_owner;
+    case idl::ErrorCode::UNAUTHENTICATED:  // tenants: no token, a wrong one, or a name not the tenant's
+    case idl::ErrorCode::PERMISSION_DENIED:
+      return ErrorCode::unauthenticated;
+    case idl::ErrorCode::RESOURCE_EXHAUSTED:  // a tenant quota: retrying does not help until it changes
+      return ErrorCode::invalid_argument;
     case idl::ErrorCode::UNKNOWN_NODE:  // broker calls; a client never makes them
     case idl::ErrorCode::FENCED:
     case idl::ErrorCode::INTERNAL:

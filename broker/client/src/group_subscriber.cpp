@@ -44,7 +44,7 @@ class GroupSubscriber::Impl {
         channel_(std::move(channel)),
         opts_(std::move(opts)),
         controller_(control::ControllerClient::Options{opts_.controller, std::chrono::milliseconds(1000),
-                                                       std::chrono::milliseconds(5000)}) {}
+                                                       std::chrono::milliseconds(5000), opts_.token}) {}
 
   ~Impl() {
     {

@@ -2,6 +2,7 @@
 
 #include <catena/chain/limits.hpp>
 #include <catena/control/address.hpp>
+#include <catena/control/tenants.hpp>
 #include <catena/control/toml_config.hpp>
 #include <catena/control/validation.hpp>
 
@@ -36,6 +37,14 @@ control::TextRule node_id() {
   };
 }
 
+control::TextRule token_file() {
+  return [](std::string_view s) -> std::string {
+    if (s.empty()) return {};
+    auto r = control::read_token_file(std::string(s));
+    return r ? std::string() : r.error().message;
+  };
+}
+
 const control::TomlSchema<Config>& schema() {
   static const control::TomlSchema<Config> s = [] {
     namespace limits = chain::limits;
@@ -45,6 +54,7 @@ const control::TomlSchema<Config>& schema() {
         .text("node.datacenter", &Config::datacenter)
         .boolean("node.join_rebalance", &Config::join_rebalance)
         .text("controller.address", &Config::controller, address_list())
+        .text("controller.token_file", &Config::controller_token_file, token_file())
         .text("admin.listen", &Config::admin_listen, host_port(true))
         .text("fabric.provider", &Config::provider, not_empty())
         .text("fabric.listen", &Config::fabric_listen)

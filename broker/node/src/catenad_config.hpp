@@ -19,8 +19,11 @@ struct Config {
   std::string zone = "zone-a";
   std::string datacenter = "dc-1";
   std::string controller = "127.0.0.1:7400";  // [controller] address
-  std::string admin_listen = "127.0.0.1:0";   // [admin] listen
-  std::string provider = "soft";              // [fabric] provider
+  // [controller] token_file: the admin token, for a controller that
+  // requires authentication (catena-controller --admin-token-file).
+  std::string controller_token_file;
+  std::string admin_listen = "127.0.0.1:0";  // [admin] listen
+  std::string provider = "soft";             // [fabric] provider
   std::string
       fabric_listen;  // [fabric] listen; empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
   std::uint32_t slots = 8;        // [storage] segment_slots

@@ -32,6 +32,7 @@
 #include <catena/broker/node_agent.hpp>
 #include <catena/control/address.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/control/tenants.hpp>
 #include <catena/fabric/listen_address.hpp>
 
 #include "catenad_config.hpp"
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
   flag("--zone", &Config::zone, "zone label for replica placement");
   flag("--datacenter", &Config::datacenter, "datacenter label");
   flag("--controller", &Config::controller, "controller host:port, or several: host:port,host:port");
+  flag("--controller-token-file", &Config::controller_token_file,
+       "file holding the controller's admin token (a controller run with --admin-token-file)");
   flag("--admin-listen", &Config::admin_listen, "BrokerAdmin Thrift host:port (port 0: any)");
   flag("--provider", &Config::provider, "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>");
   flag("--fabric-listen", &Config::fabric_listen,
@@ -149,8 +152,17 @@ int main(int argc, char** argv) {
   const std::string admin_addr = catena::control::HostPort{admin_hp->host, admin.port()}.to_string();
   const std::string fabric_addr = broker.value()->fabric_address();
 
+  std::string controller_token;
+  if (!s.controller_token_file.empty()) {
+    auto token = catena::control::read_token_file(s.controller_token_file);
+    if (!token) {
+      std::fprintf(stderr, "catenad: %s\n", token.error().message.c_str());
+      return 2;
+    }
+    controller_token = std::move(*token);
+  }
   catena::control::ControllerClient controller(
-      {s.controller, std::chrono::milliseconds(1000), std::chrono::milliseconds(5000)});
+      {s.controller, std::chrono::milliseconds(1000), std::chrono::milliseconds(5000), controller_token});
   catena::broker::ControllerCallsOf<catena::control::ControllerClient> calls(controller);
   catena::broker::NodeAgent::Options agent_options;
   agent_options.info.node_id = s.node_id;
@@ -164,7 +176,7 @@ int main(int argc, char** argv) {
   // Its own connection, with room for every move of a rebalance: the
   // agent's stays free for heartbeats.
   catena::control::ControllerClient join_controller(
-      {s.controller, std::chrono::milliseconds(1000), std::chrono::milliseconds(120000)});
+      {s.controller, std::chrono::milliseconds(1000), std::chrono::milliseconds(120000), controller_token});
   catena::broker::JoinRebalance join_rebalance(
       [&join_controller](const std::string& id) { return join_controller.add_node(id, /*dry_run=*/false); },
       catena::SteadyClock::instance());

@@ -31,9 +31,7 @@ void on_interrupt(int) {
 }
 
 control::ControllerClient::Options client_options(const Common& c) {
-  control::ControllerClient::Options o;
-  o.address = c.controller_address();
-  return o;
+  return c.client_options();
 }
 
 void print_channel(const control::idl::ChannelInfo& ch) {
@@ -102,6 +100,19 @@ std::string Common::controller_address() const {
     if (line.rfind("CONTROLLER=", 0) == 0) return line.substr(11);
   }
   return "127.0.0.1:7400";
+}
+
+std::string Common::token_value() const {
+  if (!token.empty()) return token;
+  if (const char* env = std::getenv("CATENA_TOKEN"); env && *env) return env;
+  return {};
+}
+
+control::ControllerClient::Options Common::client_options() const {
+  control::ControllerClient::Options o;
+  o.address = controller_address();
+  o.token = token_value();
+  return o;
 }
 
 std::string default_keep_root(const ClusterOptions& opts) {
@@ -325,6 +336,7 @@ int subscribe_group(const Common& c, const SubscribeOptions& o, SubscriberOption
                     const Print& print) {
   GroupSubscriberOptions go;
   go.controller = c.controller_address();
+  go.token = c.token_value();
   go.group = o.group;
   go.member_name = "catena-cli";
   if (so.start == Start::committed) so.start = Start::earliest;  // a member always starts at the commit

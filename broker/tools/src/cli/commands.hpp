@@ -6,6 +6,7 @@
 #include <string>
 
 #include <catena/broker/local_cluster.hpp>
+#include <catena/control/controller_client.hpp>
 
 namespace CLI {
 class App;
@@ -19,7 +20,11 @@ using catena::LocalCluster;
 struct Common {
   std::string controller;  // empty: $CATENA_CONTROLLER, ./catena-cluster, 127.0.0.1:7400
   std::string provider = "soft";
+  std::string token;  // empty: $CATENA_TOKEN, else none (README "Tenants")
   [[nodiscard]] std::string controller_address() const;
+  [[nodiscard]] std::string token_value() const;
+  // The controller's address(es) and the token.
+  [[nodiscard]] control::ControllerClient::Options client_options() const;
 };
 
 struct ChannelSpec {
@@ -188,6 +193,22 @@ int mirror_create(const Common& c, const MirrorCommands& o);
 int mirror_run(const Common& c, const MirrorCommands& o);
 int mirror_status(const Common& c, const MirrorCommands& o);
 int mirror_map(const Common& c, const MirrorCommands& o);
+// `catena tenant create|list|delete|rotate-token` (tenant.cpp).
+struct TenantCommands {
+  CLI::App* create = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* remove = nullptr;
+  CLI::App* rotate = nullptr;
+  std::string name;
+  std::int64_t max_channels = -1;
+  std::int64_t max_partitions = -1;
+  std::int64_t max_groups = -1;
+};
+TenantCommands add_tenant_commands(CLI::App& app);
+int tenant_create(const Common& c, const TenantCommands& o);
+int tenant_list(const Common& c);
+int tenant_delete(const Common& c, const TenantCommands& o);
+int tenant_rotate(const Common& c, const TenantCommands& o);
 
 // `catena chaos` (chaos.cpp).
 void add_chaos_options(CLI::App& app, ChaosOptions& o);

@@ -19,9 +19,7 @@ std::string parts(const std::vector<std::int32_t>& ps) {
 }
 
 control::ControllerClient::Options options_of(const Common& c) {
-  control::ControllerClient::Options o;
-  o.address = c.controller_address();
-  return o;
+  return c.client_options();
 }
 
 }  // namespace

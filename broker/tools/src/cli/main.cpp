@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   app.add_option("--controller", common.controller,
                  "controller host:port[,host:port...] (default: $CATENA_CONTROLLER or "
                  "the local cluster in ./catena-cluster, else 127.0.0.1:7400)");
+  app.add_option("--token", common.token,
+                 "token to authenticate with (the admin's or a tenant's; default: $CATENA_TOKEN); "
+                 "needed when the controller runs with --admin-token-file");
   app.add_option("--provider", common.provider, "fabric provider for clients: soft, soft:tcp, verbs:<dev>")
       ->capture_default_str();
 
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
   const NodeCommands node_cmds = add_node_commands(app);
   const GroupCommands group_cmds = add_group_commands(app);
   const MirrorCommands mirror_cmds = add_mirror_commands(app);
+  const TenantCommands tenant_cmds = add_tenant_commands(app);
 
   BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench",
@@ -191,6 +195,10 @@ int main(int argc, char** argv) {
   if (mirror_cmds.run_cmd->parsed()) return mirror_run(common, mirror_cmds);
   if (mirror_cmds.status->parsed()) return mirror_status(common, mirror_cmds);
   if (mirror_cmds.map->parsed()) return mirror_map(common, mirror_cmds);
+  if (tenant_cmds.create->parsed()) return tenant_create(common, tenant_cmds);
+  if (tenant_cmds.list->parsed()) return tenant_list(common);
+  if (tenant_cmds.remove->parsed()) return tenant_delete(common, tenant_cmds);
+  if (tenant_cmds.rotate->parsed()) return tenant_rotate(common, tenant_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
   return 2;

@@ -86,8 +86,7 @@ NodeCommands add_node_commands(CLI::App& app) {
 
 int node_add(const Common& common, const NodeCommands& c) {
   const std::string what = "node add " + c.node_id;
-  control::ControllerClient::Options opts;
-  opts.address = common.controller_address();
+  control::ControllerClient::Options opts = common.client_options();
   control::ControllerClient client(opts);
   const auto started = std::chrono::steady_clock::now();
   const auto deadline = started + std::chrono::milliseconds(c.timeout_ms);
@@ -128,8 +127,7 @@ int node_add(const Common& common, const NodeCommands& c) {
 }
 
 int node_drain(const Common& common, const NodeCommands& c) {
-  control::ControllerClient::Options opts;
-  opts.address = common.controller_address();
+  control::ControllerClient::Options opts = common.client_options();
   control::ControllerClient client(opts);
   const auto started = std::chrono::steady_clock::now();
   auto r = client.drain_node(c.node_id);
@@ -169,8 +167,7 @@ int node_drain(const Common& common, const NodeCommands& c) {
 }
 
 int rebalance(const Common& common, const NodeCommands& c) {
-  control::ControllerClient::Options opts;
-  opts.address = common.controller_address();
+  control::ControllerClient::Options opts = common.client_options();
   opts.rpc_timeout = std::max(opts.rpc_timeout, std::chrono::milliseconds(600000));  // every move waits
   control::ControllerClient client(opts);
   auto r = client.rebalance(c.dry_run);

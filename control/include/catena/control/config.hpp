@@ -41,6 +41,9 @@ struct ControllerConfig {
   // data before placing a replacement (0: replace at once).
   std::int64_t replacement_delay_ms = 0;
   std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+  // A file holding the admin token (README "Tenants"): set, every client
+  // must authenticate; empty, the cluster is open (no authentication).
+  std::string admin_token_file;
 
   [[nodiscard]] Result<void> validate() const;
   [[nodiscard]] std::string to_toml() const;

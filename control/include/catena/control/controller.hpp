@@ -235,6 +235,19 @@ class Controller {
   // The latest assignment changes and whom each told (tests, diagnostics).
   [[nodiscard]] std::vector<GroupCoordinator::Change> group_changes() const;
 
+  // --- tenants (controller_tenants.cpp; see catena.thrift, tenants.hpp) ---
+  // The new tenant's token (shown once; only its SHA-256 is stored).
+  [[nodiscard]] Result<std::string> create_tenant(const std::string& name, const idl::TenantQuotas& quotas);
+  [[nodiscard]] Result<std::vector<idl::TenantInfo>> list_tenants() const;
+  // INVALID_ARGUMENT while its namespace holds a channel.
+  [[nodiscard]] Result<void> delete_tenant(const std::string& name);
+  [[nodiscard]] Result<std::string> rotate_tenant_token(const std::string& name);
+  // The tenant whose token has this SHA-256; UNAUTHENTICATED if none.
+  [[nodiscard]] Result<std::string> tenant_of_token(const std::string& token_sha256) const;
+  // UNAUTHENTICATED unless tenant exists and its token still has this
+  // SHA-256 (it was neither deleted nor given a new token).
+  [[nodiscard]] Result<void> check_tenant(const std::string& tenant, const std::string& token_sha256) const;
+
   [[nodiscard]] bool halted() const;
   // Copy of the durable state, for tests and diagnostics.
   [[nodiscard]] meta::MetaState metadata() const;
@@ -273,6 +286,22 @@ class Controller {
 
   Controller(Options options, const Clock& clock, BrokerAdminClient& brokers,
              std::unique_ptr<MetadataStore> store);
+
+  // --- tenants (controller_tenants.cpp) ---
+  struct TenantUse {
+    std::int64_t channels = 0;
+    std::int64_t partitions = 0;
+    std::int64_t groups = 0;
+  };
+  [[nodiscard]] TenantUse tenant_use_locked(const std::string& tenant) const REQUIRES(mu_);
+  // RESOURCE_EXHAUSTED if adding these to the namespace that holds `name`
+  // (a channel or group) takes its tenant past a quota; fine when no tenant
+  // owns that namespace.
+  [[nodiscard]] Result<void> check_quota_locked(const std::string& name, std::int64_t add_channels,
+                                                std::int64_t add_partitions, std::int64_t add_groups) const
+      REQUIRES(mu_);
+  // Whether group has members or committed offsets.
+  [[nodiscard]] bool group_known_locked(const std::string& group) const REQUIRES(mu_);
 
   // --- all *_locked functions require mu_ (checked by Clang: REQUIRES) ---
   [[nodiscard]] Result<void> check_running_locked() const REQUIRES(mu_);

@@ -40,6 +40,9 @@ class ControllerClient {
     std::string address = "127.0.0.1:7400";  // host:port[,host:port...]
     std::chrono::milliseconds connect_timeout{1000};
     std::chrono::milliseconds rpc_timeout{5000};
+    // Non-empty: authenticate with it on every new connection (connects,
+    // reconnects, leader switches) before any other call (README "Tenants").
+    std::string token;
   };
 
   explicit ControllerClient(Options options);
@@ -99,6 +102,14 @@ class ControllerClient {
                                             const std::vector<idl::PartitionOffset>& offsets);
   [[nodiscard]] Result<std::vector<std::string>> list_groups();
   [[nodiscard]] Result<idl::GroupStatus> describe_group(const std::string& group);
+
+  // Tenants (see catena.thrift). authenticate() binds token to the current
+  // connection only; set Options::token to have every connection do it.
+  [[nodiscard]] Result<idl::Identity> authenticate(const std::string& token);
+  [[nodiscard]] Result<std::string> create_tenant(const std::string& name, const idl::TenantQuotas& quotas);
+  [[nodiscard]] Result<std::vector<idl::TenantInfo>> list_tenants();
+  [[nodiscard]] Result<void> delete_tenant(const std::string& name);
+  [[nodiscard]] Result<std::string> rotate_tenant_token(const std::string& name);
 
   // The controller this client talks to now (one of the addresses, or the
   // leader one named).

@@ -52,6 +52,10 @@ class ControllerServer {
   struct Options {
     ThriftServer::Options thrift{.host = "127.0.0.1", .port = 7400};
     std::chrono::milliseconds tick_interval{50};  // maintenance period; 0 disables the loop
+    // Non-empty: every connection must authenticate (with this token, the
+    // admin's, or a tenant's) before any other call. Empty: open mode, a
+    // connection that does not authenticate is the admin.
+    std::string admin_token;
   };
 
   // Always serves controller.

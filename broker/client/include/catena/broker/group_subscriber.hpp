@@ -48,6 +48,9 @@ namespace catena {
 
 struct GroupSubscriberOptions {
   std::string controller = "127.0.0.1:7400";  // the group coordinator (the controller)
+  // The tenant's (or admin's) token when the controller requires one
+  // (README "Tenants"); the group and channel must be in its namespace.
+  std::string token;
   std::string group;
   std::string member_name = "member";  // for people (catena group describe)
   // Provider, ring size, which replica to read; `start` says where a

@@ -1,0 +1,86 @@
+// `catena tenant create|list|delete|rotate-token`: the admin's tenant calls
+// (README "Tenants"). Run with the admin token (--token or $CATENA_TOKEN).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include <catena/control/controller_client.hpp>
+
+#include "commands.hpp"
+
+namespace catena::cli {
+namespace {
+
+std::string limit(std::int64_t v) {
+  return v < 0 ? "-" : std::to_string(v);
+}
+
+}  // namespace
+
+TenantCommands add_tenant_commands(CLI::App& app) {
+  TenantCommands c;
+  auto* tenant = app.add_subcommand(
+      "tenant",
+      "tenants: namespaces of channels and groups (NAME.*) with their own token and quotas (admin)");
+  tenant->require_subcommand(1);
+  c.create = tenant->add_subcommand("create",
+                                    "create a tenant; prints its token once (keep it: only its hash "
+                                    "is stored)");
+  c.create->add_option("name", c.name, "tenant name: [A-Za-z0-9_-], no '.'")->required();
+  c.create->add_option("--max-channels", c.max_channels, "channels in its namespace (-1: unlimited)")
+      ->capture_default_str();
+  c.create->add_option("--max-partitions", c.max_partitions, "partitions over its channels (-1: unlimited)")
+      ->capture_default_str();
+  c.create->add_option("--max-groups", c.max_groups, "subscriber groups in its namespace (-1: unlimited)")
+      ->capture_default_str();
+  c.list = tenant->add_subcommand("list", "every tenant with its quotas and current use");
+  c.remove = tenant->add_subcommand("delete", "delete a tenant (refused while it owns channels)");
+  c.remove->add_option("name", c.name, "tenant name")->required();
+  c.rotate = tenant->add_subcommand("rotate-token", "issue a new token; the old one stops working");
+  c.rotate->add_option("name", c.name, "tenant name")->required();
+  return c;
+}
+
+int tenant_create(const Common& c, const TenantCommands& o) {
+  control::ControllerClient client(c.client_options());
+  control::idl::TenantQuotas q;
+  q.__set_max_channels(o.max_channels);
+  q.__set_max_partitions(o.max_partitions);
+  q.__set_max_groups(o.max_groups);
+  auto token = client.create_tenant(o.name, q);
+  if (!token) return fail("tenant create " + o.name, token.error().describe());
+  std::fprintf(stderr, "tenant %s created; its token (shown once):\n", o.name.c_str());
+  std::printf("%s\n", token->c_str());
+  return 0;
+}
+
+int tenant_list(const Common& c) {
+  control::ControllerClient client(c.client_options());
+  auto tenants = client.list_tenants();
+  if (!tenants) return fail("tenant list", tenants.error().describe());
+  std::printf("%-24s  %14s  %16s  %12s\n", "tenant", "channels", "partitions", "groups");
+  for (const auto& t : *tenants) {
+    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s\n", t.name.c_str(),
+                static_cast<long long>(t.channels), limit(t.quotas.max_channels).c_str(),
+                static_cast<long long>(t.partitions), limit(t.quotas.max_partitions).c_str(),
+                static_cast<long long>(t.groups), limit(t.quotas.max_groups).c_str());
+  }
+  return 0;
+}
+
+int tenant_delete(const Common& c, const TenantCommands& o) {
+  control::ControllerClient client(c.client_options());
+  if (auto r = client.delete_tenant(o.name); !r) return fail("tenant delete " + o.name, r.error().describe());
+  std::printf("tenant %s deleted\n", o.name.c_str());
+  return 0;
+}
+
+int tenant_rotate(const Common& c, const TenantCommands& o) {
+  control::ControllerClient client(c.client_options());
+  auto token = client.rotate_tenant_token(o.name);
+  if (!token) return fail("tenant rotate-token " + o.name, token.error().describe());
+  std::fprintf(stderr, "tenant %s: new token (shown once; the old one no longer works):\n", o.name.c_str());
+  std::printf("%s\n", token->c_str());
+  return 0;
+}
+
+}  // namespace catena::cli

@@ -1,0 +1,181 @@
+// Controller: tenants (catena.thrift "Tenants", tenants.hpp). Who may make
+// which call is decided by the Thrift handler (controller_server.cpp); the
+// controller keeps the tenants durably and enforces their quotas, under its
+// lock and before any record is written, so a refused call changes nothing.
+#include <fmt/format.h>
+#include <set>
+#include <spdlog/spdlog.h>
+
+#include <catena/control/controller.hpp>
+#include <catena/control/tenants.hpp>
+
+namespace catena::control {
+namespace {
+
+ControlError no_tenant(const std::string& name) {
+  return invalid_argument(fmt::format("no tenant '{}'", name));
+}
+
+// The partitions a channel holds for its quota: an alter under way counts
+// at the larger of its two sizes.
+std::int64_t partitions_held(const meta::ChannelRecord& ch) {
+  std::int64_t n = ch.config.partitions;
+  if (!ch.generations.empty() && !ch.generations.back().complete) {
+    n = std::max<std::int64_t>(n, ch.generations.back().partitions);
+  }
+  return n;
+}
+
+Result<void> check_quotas(const idl::TenantQuotas& q) {
+  if (q.max_channels < -1 || q.max_partitions < -1 || q.max_groups < -1) {
+    return invalid_argument(fmt::format(
+        "quotas must be >= 0, or -1 for unlimited: max_channels {}, max_partitions {}, max_groups {}",
+        q.max_channels, q.max_partitions, q.max_groups));
+  }
+  return {};
+}
+
+}  // namespace
+
+Controller::TenantUse Controller::tenant_use_locked(const std::string& tenant) const {
+  TenantUse use;
+  const auto& state = store_->state();
+  for (const auto& [name, ch] : state.channels) {
+    if (!in_namespace(tenant, name)) continue;
+    ++use.channels;
+    use.partitions += partitions_held(ch);
+  }
+  std::set<std::string> groups;
+  for (const auto& [name, g] : groups_.groups()) {
+    if (in_namespace(tenant, name)) groups.insert(name);
+  }
+  for (const auto& [name, offsets] : state.group_offsets) {
+    if (in_namespace(tenant, name)) groups.insert(name);
+  }
+  use.groups = static_cast<std::int64_t>(groups.size());
+  return use;
+}
+
+bool Controller::group_known_locked(const std::string& group) const {
+  return groups_.find(group) != nullptr || store_->state().group_offsets.count(group) != 0;
+}
+
+Result<void> Controller::check_quota_locked(const std::string& name, std::int64_t add_channels,
+                                            std::int64_t add_partitions, std::int64_t add_groups) const {
+  const std::string tenant(namespace_of(name));
+  if (tenant.empty()) return {};
+  const auto& tenants = store_->state().tenants;
+  const auto it = tenants.find(tenant);
+  if (it == tenants.end()) return {};
+  const auto& q = it->second.quotas;
+  const TenantUse use = tenant_use_locked(tenant);
+  const auto over = [&](const char* quota, std::int64_t limit, std::int64_t now,
+                        std::int64_t add) -> Result<void> {
+    if (add <= 0 || limit < 0 || now + add <= limit) return {};
+    return make_error(idl::ErrorCode::RESOURCE_EXHAUSTED,
+                      fmt::format("tenant '{}' quota {} is {}: {} in use, this call needs {} more", tenant,
+                                  quota, limit, now, add));
+  };
+  if (auto r = over("max_channels", q.max_channels, use.channels, add_channels); !r) return r;
+  if (auto r = over("max_partitions", q.max_partitions, use.partitions, add_partitions); !r) return r;
+  return over("max_groups", q.max_groups, use.groups, add_groups);
+}
+
+Result<std::string> Controller::create_tenant(const std::string& name, const idl::TenantQuotas& quotas) {
+  if (auto r = validate_tenant_name(name); !r) return r.error();
+  if (auto r = check_quotas(quotas); !r) return r.error();
+  auto token = new_token();
+  if (!token) return make_error(idl::ErrorCode::INTERNAL, "no random bytes for the tenant's token");
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  if (store_->state().tenants.count(name) != 0) {
+    return make_error(idl::ErrorCode::CHANNEL_EXISTS, fmt::format("tenant '{}' already exists", name));
+  }
+  meta::TenantRecord t;
+  t.__set_name(name);
+  t.__set_quotas(quotas);
+  t.__set_token_sha256(token_sha256(*token));
+  t.__set_created_at_ms(wall_ms());
+  meta::MetaRecord record;
+  record.__set_put_tenant(t);
+  if (auto r = store_->commit(record); !r) return r.error();
+  spdlog::info("tenant '{}' created (max_channels {}, max_partitions {}, max_groups {})", name,
+               quotas.max_channels, quotas.max_partitions, quotas.max_groups);
+  return std::move(*token);
+}
+
+Result<std::vector<idl::TenantInfo>> Controller::list_tenants() const {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  std::vector<idl::TenantInfo> out;
+  for (const auto& [name, t] : store_->state().tenants) {
+    const TenantUse use = tenant_use_locked(name);
+    idl::TenantInfo info;
+    info.__set_name(name);
+    info.__set_quotas(t.quotas);
+    info.__set_channels(use.channels);
+    info.__set_partitions(use.partitions);
+    info.__set_groups(use.groups);
+    info.__set_created_at_ms(t.created_at_ms);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Result<void> Controller::delete_tenant(const std::string& name) {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  if (store_->state().tenants.count(name) == 0) return no_tenant(name);
+  const TenantUse use = tenant_use_locked(name);
+  if (use.channels > 0) {
+    return invalid_argument(
+        fmt::format("tenant '{}' still owns {} channel(s): a tenant is deleted only while its namespace "
+                    "holds none",
+                    name, use.channels));
+  }
+  meta::MetaRecord record;
+  record.__set_delete_tenant(name);
+  if (auto r = store_->commit(record); !r) return r.error();
+  spdlog::info("tenant '{}' deleted", name);
+  return {};
+}
+
+Result<std::string> Controller::rotate_tenant_token(const std::string& name) {
+  auto token = new_token();
+  if (!token) return make_error(idl::ErrorCode::INTERNAL, "no random bytes for the tenant's token");
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto it = store_->state().tenants.find(name);
+  if (it == store_->state().tenants.end()) return no_tenant(name);
+  meta::TenantRecord t = it->second;
+  t.__set_token_sha256(token_sha256(*token));
+  meta::MetaRecord record;
+  record.__set_put_tenant(t);
+  if (auto r = store_->commit(record); !r) return r.error();
+  spdlog::info("tenant '{}': new token issued, the old one no longer works", name);
+  return std::move(*token);
+}
+
+Result<std::string> Controller::tenant_of_token(const std::string& sha) const {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  for (const auto& [name, t] : store_->state().tenants) {
+    if (same_secret(t.token_sha256, sha)) return name;
+  }
+  return make_error(idl::ErrorCode::UNAUTHENTICATED, "the token is neither the admin's nor a tenant's");
+}
+
+Result<void> Controller::check_tenant(const std::string& tenant, const std::string& sha) const {
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto it = store_->state().tenants.find(tenant);
+  if (it == store_->state().tenants.end() || !same_secret(it->second.token_sha256, sha)) {
+    return make_error(idl::ErrorCode::UNAUTHENTICATED,
+                      fmt::format("the token this connection authenticated with no longer belongs to tenant "
+                                  "'{}' (deleted, or given a new token): authenticate again",
+                                  tenant));
+  }
+  return {};
+}
+
+}  // namespace catena::control

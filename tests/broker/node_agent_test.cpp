@@ -134,6 +134,8 @@ class NodeAgentTest : public ::testing::Test {
     auto route = controller_->get_route(kChannel, 0, 0);
     EXPECT_TRUE(route.ok()) << route.error().describe();
     if (!route.ok()) return false;
+    // As the controller's Thrift answer gives it: with the access secret.
+    route->__set_access_secret(controller_->access_secret(kChannel, 0));
     StaticRoutes routes;
     routes.set(broker::ControllerRoutes::to_route(*route), 1, static_cast<std::uint32_t>(kSegment));
     PublisherOptions po;

@@ -26,6 +26,14 @@ std::unique_ptr<fabric::Provider> open_provider(SimNet& net, std::shared_ptr<fab
   return p;
 }
 
+// The partition's access secret, as the controller's Thrift answers give
+// it to clients with the route (the replicas ask for it).
+template <class Hello>
+void carry_access_secret(Hello& hello, const control::Controller& controller, const std::string& channel) {
+  const std::string secret = controller.access_secret(channel, 0);
+  std::memcpy(hello.access_secret, secret.data(), std::min(secret.size(), sizeof hello.access_secret));
+}
+
 }  // namespace
 
 // --- SimPublisher ----------------------------------------------------------------
@@ -111,6 +119,7 @@ void SimPublisher::connect() {
   hello.producer_id = producer_id_;
   hello.producer_epoch = producer_epoch_;
   hello.ring_bytes = kRingBytes;
+  carry_access_secret(hello, *net_.controller, channel_);
   log("dials head " + head.node_id + " at epoch " + std::to_string(route_.epoch));
   dialing_.emplace(net_.dial<wire::PublisherWelcome>(*provider_, head.fabric_addr, hello));
   dial_deadline_ns_ = now + 500 * kMs;
@@ -286,6 +295,7 @@ void SimSubscriber::connect() {
   hello.mode = wire::StartMode::offset;
   hello.ring_bytes = ring_bytes_;
   hello.start_offset = next_;
+  carry_access_secret(hello, *net_.controller, channel_);
   log("dials " + replica_ + " from offset " + std::to_string(next_));
   // Whatever the last session wrote is void: the new one starts at 0.
   reader_.reset_st();

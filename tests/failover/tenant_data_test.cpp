@@ -1,0 +1,159 @@
+// Tenants on the data plane, with real processes: a controller and three
+// brokers (LocalCluster), two tenants, each with a channel. Tenant B's
+// client cannot use tenant A's channel: not through the controller (its
+// routes are A's alone), and not around it either. Knowing the brokers'
+// addresses and A's channel (a route as the admin sees it, without its
+// access secret), or carrying the secret of B's own partition, its
+// publisher and subscriber are refused by A's replicas as unauthenticated,
+// and A's data is unchanged. A's own client, with A's token, publishes and
+// reads as usual.
+#include <chrono>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/local_cluster.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/control/controller_client.hpp>
+
+namespace catena {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::span<const std::byte> as_bytes_of(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+control::ControllerClient::Options controller_as(const std::string& address, const std::string& token) {
+  control::ControllerClient::Options co;
+  co.address = address;
+  co.token = token;
+  return co;
+}
+
+// A route as the admin is given it, less the access secret.
+Route without_secret(const control::idl::PartitionRoute& r) {
+  Route out = broker::ControllerRoutes::to_route(r);
+  out.access_secret = {};
+  return out;
+}
+
+// Publishes one record; its result.
+PublishResult publish_one(RouteSource& routes, const std::string& channel, const std::string& payload) {
+  PublisherOptions po;
+  po.retry_timeout = 5s;
+  auto pub = Publisher::create(routes, channel, po);
+  if (!pub) {
+    PublishResult r;
+    r.status = PublishStatus::bad_request;
+    return r;
+  }
+  auto f = pub.value()->publish({}, as_bytes_of(payload));
+  (void)pub.value()->flush(10s);
+  return f.get();
+}
+
+// Reads partition 0 from the start for up to `wait`: the payloads, and the
+// first notice's status (ok if none).
+std::pair<std::vector<std::string>, chain::wire::Status> read_all(RouteSource& routes,
+                                                                  const std::string& channel,
+                                                                  std::size_t expect,
+                                                                  std::chrono::milliseconds wait) {
+  std::vector<std::string> got;
+  chain::wire::Status notice = chain::wire::Status::ok;
+  auto sub = Subscriber::create(routes, channel, {});
+  if (!sub) return {got, chain::wire::Status::bad_request};
+  sub.value()->on_notice([&](const Notice& n) {
+    if (notice == chain::wire::Status::ok) notice = n.status;
+  });
+  const auto deadline = Clock::now() + wait;
+  while (Clock::now() < deadline && got.size() < expect && notice == chain::wire::Status::ok) {
+    if (sub.value()->poll([&](const Message& m) {
+          got.emplace_back(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+        }) == 0) {
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  return {got, notice};
+}
+
+TEST(TenantDataPlane, AnotherTenantsClientIsRefusedByTheReplicasEvenWithTheRoute) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.dir = "tenant-data-test";
+  o.quiet = true;
+  LocalCluster cluster(o);
+  std::string err;
+  ASSERT_TRUE(cluster.start(&err)) << err;
+  const std::string address = cluster.controller_address();
+
+  // An open cluster (no admin token): the admin is whoever does not
+  // authenticate; a client that authenticates as a tenant is held to it.
+  control::ControllerClient admin(controller_as(address, ""));
+  auto token_a = admin.create_tenant("acme", {});
+  auto token_b = admin.create_tenant("bravo", {});
+  ASSERT_TRUE(token_a.ok()) << token_a.error().describe();
+  ASSERT_TRUE(token_b.ok()) << token_b.error().describe();
+  for (const auto& [name, token] :
+       {std::pair{"acme.orders", *token_a}, std::pair{"bravo.orders", *token_b}}) {
+    control::ControllerClient as_tenant(controller_as(address, token));
+    control::idl::ChannelConfig cfg;
+    cfg.name = name;
+    cfg.partitions = 1;
+    cfg.replication = 3;
+    cfg.segment_bytes = 1 << 20;
+    cfg.ttl_ms = 600000;
+    auto ch = as_tenant.create_channel(cfg);
+    ASSERT_TRUE(ch.ok()) << name << ": " << ch.error().describe();
+  }
+
+  // A's client, with A's token: the controller's route carries the secret.
+  broker::ControllerRoutes routes_a(controller_as(address, *token_a), "tenant-a");
+  const auto a_first = publish_one(routes_a, "acme.orders", "a-0");
+  ASSERT_EQ(a_first.status, PublishStatus::ok);
+
+  // B through the controller: no route of A's channel.
+  broker::ControllerRoutes routes_b(controller_as(address, *token_b), "tenant-b");
+  auto refused_route = routes_b.route("acme.orders", 0, 0);
+  ASSERT_FALSE(refused_route.ok());
+  EXPECT_EQ(refused_route.error().code, client::ErrorCode::unauthenticated) << refused_route.error().message;
+
+  // B around the controller: A's route as the admin sees it (every broker
+  // address is in it), without the secret, or with B's own partition's.
+  auto a_route = admin.get_route("acme.orders", 0, 0);
+  auto b_route = control::ControllerClient(controller_as(address, *token_b)).get_route("bravo.orders", 0, 0);
+  ASSERT_TRUE(a_route.ok() && b_route.ok());
+  ASSERT_EQ(a_route->access_secret.size(), 16u);
+  ASSERT_NE(a_route->access_secret, b_route->access_secret);
+  Route forged = without_secret(*a_route);
+  Route stolen = forged;
+  std::memcpy(stolen.access_secret.data(), b_route->access_secret.data(), stolen.access_secret.size());
+  for (const Route* r : {&forged, &stolen}) {
+    const char* what = r == &forged ? "no secret" : "bravo's secret";
+    StaticRoutes by_hand;
+    by_hand.set(*r, 1, 1 << 20);
+    const auto res = publish_one(by_hand, "acme.orders", "b-intruder");
+    EXPECT_EQ(res.status, PublishStatus::unauthenticated) << what;
+    const auto [got, notice] = read_all(by_hand, "acme.orders", 1, 3s);
+    EXPECT_TRUE(got.empty()) << what << ": read " << got.size() << " of acme's records";
+    EXPECT_EQ(notice, chain::wire::Status::unauthenticated) << what;
+  }
+
+  // A's data is A's: its one record, then the next at the next offset.
+  const auto a_second = publish_one(routes_a, "acme.orders", "a-1");
+  ASSERT_EQ(a_second.status, PublishStatus::ok);
+  EXPECT_EQ(a_second.offset, a_first.offset + 1) << "a refused publisher stored something";
+  const auto [got, notice] = read_all(routes_a, "acme.orders", 2, 10s);
+  EXPECT_EQ(notice, chain::wire::Status::ok);
+  EXPECT_EQ(got, (std::vector<std::string>{"a-0", "a-1"}));
+}
+
+}  // namespace
+}  // namespace catena

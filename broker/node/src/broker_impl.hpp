@@ -384,6 +384,13 @@ class Broker::Impl {
       w.status = h ? missing : wire::Status::bad_request;
       (void)in.link->send(w);
       in.link->poll_send();
+      // The answer must leave before the connection goes: a link dropped
+      // with its send in flight can hang up on the client before the answer
+      // arrives (seen on the dpdk provider under TSan). Such a link is kept
+      // until its send completes, for at most a second, and only so many.
+      if (in.link->sends_in_flight() > 0 && refused_.size() < kMaxRefusedLinks) {
+        refused_.push_back({std::move(in.link), clock_.now_ns() + kRefusedLinkGraceNs});
+      }
     };
     if (kind == wire::Kind::replica_hello) {
       route_hello(&chain::Replica::attach_predecessor, wire::ReplicaWelcome{}, wire::Status::not_ready);
@@ -451,6 +458,10 @@ class Broker::Impl {
     NodeStats st;
     std::vector<LinkReport> reports;
     const std::uint64_t now = clock_.now_ns();
+    std::erase_if(refused_, [now](RefusedLink& r) {
+      r.link->poll_send();
+      return r.link->sends_in_flight() == 0 || r.link->broken() || now >= r.deadline_ns;
+    });
     for (auto& [key, rep] : replicas_) {
       rep->tick();
       const auto& c = rep->config();
@@ -629,6 +640,14 @@ class Broker::Impl {
   // Read-only ranges of partitions that moved on, by the epoch they were written at.
   using RetiredKey = std::tuple<std::string, std::uint32_t, std::uint64_t>;
   std::map<RetiredKey, std::unique_ptr<chain::Replica>> retired_;
+  // Links of refused hellos whose answer is still being sent (dispatch_st).
+  struct RefusedLink {
+    std::unique_ptr<Link> link;
+    std::uint64_t deadline_ns = 0;
+  };
+  static constexpr std::size_t kMaxRefusedLinks = 256;
+  static constexpr std::uint64_t kRefusedLinkGraceNs = 1'000'000'000ull;
+  std::vector<RefusedLink> refused_;
   std::map<Key, std::uint64_t> reconnect_at_;
   std::map<Key, std::uint32_t> not_ready_streak_;  // successive not_ready answers of the successor
   struct Unlinked {

@@ -138,6 +138,8 @@ class Link {
   int poll_send() {
     return poll_send([](const fabric::Completion&) {});
   }
+  // Sends posted and not yet completed.
+  [[nodiscard]] std::uint32_t sends_in_flight() const { return sends_in_flight_; }
 
   // True once any completion failed or the peer disconnected.
   [[nodiscard]] bool broken() {

@@ -64,6 +64,7 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
       if (link->send(w) == fabric::Errc::ok) {
         session->link = std::move(link);
         sessions_.push_back(std::move(session));
+        ++opened_;
       }
       return;
     }
@@ -83,8 +84,19 @@ int PublishServer::consume(PublishTarget& target) {
 
 int PublishServer::consume(Session& s, PublishTarget& target) {
   FrameRingReader& ring = s.reader;
-  int n = s.link->poll_recv([](const std::byte*, std::uint32_t) {},
-                            [&](std::uint32_t imm, std::uint32_t) { ring.on_immediate_st(imm); });
+  bool bad_message = false;
+  int n = s.link->poll_recv(
+      [&](const std::byte* msg, std::uint32_t len) {
+        // The one message a publisher sends on its session. Its frames
+        // before it were all read (it waits for their answers), and the
+        // ones after it are read below: in the order they were sent.
+        if (auto g = wire::decode<wire::PublisherGeneration>(msg, len)) {
+          s.generation = std::max(s.generation, g->generation);
+        } else {
+          bad_message = true;
+        }
+      },
+      [&](std::uint32_t imm, std::uint32_t) { ring.on_immediate_st(imm); });
   s.link->poll_send();
   if (n < 0 || s.link->broken() || ring.overrun()) {
     s.closed = true;  // gone, or claims more than its ring holds
@@ -97,6 +109,12 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
     s.closed = true;
     return work + 1;
   };
+  if (bad_message) return garbled();
+  PartitionLog& log = target.log;
+  // The publisher maps keys by a generation whose marker this head has not
+  // appended yet: none of its records may land before it. They wait in the
+  // ring (the marker comes from the controller, and with it the reading).
+  if (!target.sealed && s.generation > log.marker().generation) return work;
   auto push = [&](wire::Status st, std::uint64_t seq, std::uint64_t offset) {
     Session::Run* last = s.runs.back();
     const bool extends = last && last->status == st && last->first_seq + last->count == seq &&
@@ -110,7 +128,6 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
     }
     s.runs.push_back(Session::Run{st, 1, seq, offset, ring.consumed()});
   };
-  PartitionLog& log = target.log;
   while (!s.runs.full()) {
     // The publisher may rewrite its ring at any time: the reader reads the
     // header once for the frame's size; the frame is copied into the segment

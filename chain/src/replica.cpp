@@ -548,6 +548,7 @@ ReplicaStats Replica::stats() const {
   for (std::uint32_t i = 0; i < cfg_.slot_count; ++i)
     s.segments += log_->slot_info(i).state != SlotState::free;
   s.publishers = static_cast<std::uint32_t>(publishes_.size());
+  s.publisher_sessions_opened = publishes_.opened();
   s.subscribers = static_cast<std::uint32_t>(deliveries_.size());
   s.watchers = static_cast<std::uint32_t>(watches_.size());
   s.corrupt_frames = corrupt_frames_;

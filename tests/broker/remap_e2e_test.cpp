@@ -2,8 +2,10 @@
 // two partitions grows to three (each head appends its marker, as the
 // controller's alter has them do); the publisher, mapping keys by generation
 // 0, is refused at partition 0's marker (remap), switches with its barrier
-// (partition 1's records in flight are stored there first), waits at
-// partitions 1 and 2 until their markers are there (not_ready), and sends
+// (partition 1's records in flight are stored there first) and in band (the
+// sessions it had stay; their heads are told the new generation), waits at
+// partitions 1 and 2 until their markers are there (partition 1's head holds
+// the records back, partition 2's answers its hello not_ready), and sends
 // every key's records before the marker to the old partition and after it
 // to the new one, in publish order, each stored once. And a shrink: records
 // sent with publish_to to the removed partition fail, keys go to the rest.
@@ -125,11 +127,19 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
   std::vector<Published> sent(kTotal);
   publish_keyed(pub, 0, 300, &sent);
   ASSERT_TRUE(pub.flush(20s));
-  // The switch reconnects partitions 0 and 1 only to name the new
-  // generation: to the heads they had, without asking the controller (each
-  // lookup took a controller call, one after another, in the pause). Only
-  // the added partition 2 needs its route.
+  // The switch keeps the sessions of partitions 0 and 1: it tells their
+  // heads the new generation in band, with no new hello and no controller
+  // call. Only the added partition 2 needs its route.
   routes.cut({0, 1});
+  auto sessions_opened = [&](std::size_t broker) {
+    for (const auto& p : brokers_[broker]->stats().partitions) {
+      if (p.channel == "rk" && p.partition == broker) return p.replica.publisher_sessions_opened;
+    }
+    return std::uint64_t{0};
+  };
+  const std::uint64_t opened_before[2] = {sessions_opened(0), sessions_opened(1)};
+  ASSERT_EQ(opened_before[0], 1u);
+  ASSERT_EQ(opened_before[1], 1u);
   // More in flight to both partitions while partition 0's head appends its
   // marker. Partition 1's records still in flight when partition 0 refuses
   // are stored there (no marker yet): the switch waits for their answers.
@@ -151,6 +161,9 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
   publish_keyed(pub, 900, kTotal, &sent);
   ASSERT_TRUE(pub.flush(30s));
   ASSERT_EQ(pub.partitions(), 3u);
+  EXPECT_EQ(sessions_opened(0), opened_before[0]) << "partition 0 switched in band";
+  EXPECT_EQ(sessions_opened(1), opened_before[1]) << "partition 1 switched in band";
+  EXPECT_EQ(routes.refused(), 0u) << "no route lookup for the partitions the publisher had";
   const std::uint64_t marker_at[3] = {m0.state.offset, m1.state.offset, m2.state.offset};
 
   // Every record acknowledged once; per key, its old partition below that

@@ -358,5 +358,47 @@ TEST(BoundedFifo, KeepsOrderAcrossItsEndAndRefusesNothingItDoesNotHold) {
   EXPECT_EQ(q.capacity(), 3u);
 }
 
+// Slots are constructed when first pushed into, and every constructed one is
+// destroyed once, also across moves of the queue.
+TEST(BoundedFifo, ConstructsASlotOnItsFirstUseAndDestroysEachOnce) {
+  static int alive = 0;
+  struct Counted {
+    std::string text;
+    explicit Counted(std::string t) : text(std::move(t)) { ++alive; }
+    Counted(Counted&& o) noexcept : text(std::move(o.text)) { ++alive; }
+    Counted& operator=(Counted&& o) noexcept {
+      text = std::move(o.text);
+      return *this;
+    }
+    ~Counted() { --alive; }
+  };
+  {
+    BoundedFifo<Counted> q(1000);
+    EXPECT_EQ(alive, 0);  // nothing is constructed up front
+    for (int i = 0; i < 5; ++i) q.push_back(Counted("r" + std::to_string(i)));
+    EXPECT_EQ(alive, 5);  // the five slots (each argument is gone again)
+    q.pop_front();
+    q.pop_front();
+    EXPECT_EQ(q.front().text, "r2");
+    BoundedFifo<Counted> moved(std::move(q));
+    EXPECT_EQ(alive, 5);
+    EXPECT_EQ(moved.size(), 3u);
+    EXPECT_EQ(moved[2].text, "r4");
+    EXPECT_EQ(q.capacity(), 0u);  // NOLINT(bugprone-use-after-move): a moved-from queue is empty
+    BoundedFifo<Counted> small(2);
+    small.push_back(Counted("a"));
+    small.pop_front();
+    small.push_back(Counted("b"));
+    small.pop_front();
+    small.push_back(Counted("c"));  // wraps into slot 0: assigned, not constructed again
+    EXPECT_EQ(alive, 7);
+    EXPECT_EQ(small.front().text, "c");
+    small = std::move(moved);  // small's two slots are destroyed
+    EXPECT_EQ(alive, 5);
+    EXPECT_EQ(small[0].text, "r2");
+  }
+  EXPECT_EQ(alive, 0);
+}
+
 }  // namespace
 }  // namespace catena::chain

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <catena/chain/delivery.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/publish.hpp>
 #include <catena/fabric/fabric.hpp>
@@ -285,6 +286,78 @@ TEST_F(PublishTest, AfterTheMarkerARetryOfAStoredRecordGetsItsOffsetNotRemap) {
   EXPECT_EQ(c.pending(), 2u);
   EXPECT_EQ(c.refused(), 2u);
   EXPECT_EQ(log.end_offset(), 4u) << "nothing stored after the marker";
+}
+
+TEST_F(PublishTest, ASessionSwitchesItsGenerationInBandAndWaitsForTheHeadsMarkerOfIt) {
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);  // generation 0
+  stage(c, 3);
+  PublishClient::Event ev{};
+  ASSERT_EQ(run(c, 3, 100, &ev).size(), 3u);  // 0..2
+  std::uint64_t marker1 = 0;
+  ASSERT_EQ(log.append_marker(MarkerSpec{1, 2, 3}, &marker1), AppendStatus::ok);
+  stage(c, 2);  // 3, 4: refused, mapped by generation 0
+  EXPECT_TRUE(run(c, 2, 100, &ev).empty());
+  ASSERT_EQ(ev, PublishClient::Event::remap);
+  ASSERT_EQ(c.refused(), 2u);
+  // The publisher takes them out and names generation 1 on the same
+  // session: no new hello, the ring goes on where it was.
+  std::vector<std::uint64_t> taken;
+  ASSERT_TRUE(c.take_all_in_band(
+      1, [&](const RecordHeader& h, std::span<const std::byte>) { taken.push_back(h.sequence); }));
+  EXPECT_EQ(taken, (std::vector<std::uint64_t>{3, 4}));
+  EXPECT_TRUE(c.connected());
+  EXPECT_EQ(c.next_seq(), 3u);
+  stage(c, 2);  // 3, 4 again, mapped by generation 1
+  auto r = run(c, 2, 100, &ev);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0], Resolved(3, wire::Status::ok, marker1 + 1));  // after the marker
+  EXPECT_EQ(r[1], Resolved(4, wire::Status::ok, marker1 + 2));
+  EXPECT_EQ(server.size(), 1u) << "the same session";
+  // Generation 2, whose marker this head has not appended: its records wait
+  // in the ring, unread and unanswered, until the marker is in.
+  ASSERT_TRUE(c.take_all_in_band(
+      2, [](const RecordHeader&, std::span<const std::byte>) { ADD_FAILURE() << "nothing was pending"; }));
+  stage(c, 1);  // 5
+  const std::uint64_t end_before = log.end_offset();
+  EXPECT_TRUE(run(c, 1, 100, &ev, 200ms).empty());
+  EXPECT_EQ(ev, PublishClient::Event::none);
+  EXPECT_EQ(log.end_offset(), end_before) << "nothing lands before generation 2's marker";
+  std::uint64_t marker2 = 0;
+  ASSERT_EQ(log.append_marker(MarkerSpec{2, 3, 4}, &marker2), AppendStatus::ok);
+  r = run(c, 1, 100, &ev);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0], Resolved(5, wire::Status::ok, marker2 + 1));
+  // A session never goes back to an older generation.
+  ASSERT_TRUE(c.take_all_in_band(1, [](const RecordHeader&, std::span<const std::byte>) {}));
+  stage(c, 1);  // 6
+  r = run(c, 1, 100, &ev);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0], Resolved(6, wire::Status::ok, marker2 + 2));
+  EXPECT_EQ(corrupt, 0u);
+}
+
+TEST_F(PublishTest, AnyOtherMessageOnAPublisherSessionEndsItWithNothingStored) {
+  const auto hello = PublishClient::hello("ch", 0, kEpoch, kProducer, 1, kRing);
+  auto dialing = Link::Dialing<wire::PublisherWelcome>::start(*provider, listener->address(), hello, 2000ms);
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  auto head_end = accept_hello<wire::PublisherHello>(*provider, *listener, deadline);
+  ASSERT_TRUE(head_end.hello);
+  server.attach(*provider, std::move(head_end.link), *head_end.hello, gate, producers);
+  auto d = finish_dial(dialing, deadline);
+  ASSERT_TRUE(d.welcome);
+  ASSERT_EQ(d.welcome->status, wire::Status::ok);
+  ASSERT_EQ(server.size(), 1u);
+  ASSERT_EQ(d.link->send(wire::SubscriberCredit{4096}), fabric::Errc::ok);  // not a publisher's message
+  PublishTarget target{log, producers, 1, false, &corrupt};
+  for (auto until = std::chrono::steady_clock::now() + 2s;
+       server.size() == 1 && std::chrono::steady_clock::now() < until;) {
+    d.link->poll_send();
+    server.consume(target);
+  }
+  EXPECT_EQ(server.size(), 0u);
+  EXPECT_EQ(corrupt, 1u);
+  EXPECT_EQ(log.end_offset(), 0u);
 }
 
 TEST_F(PublishTest, AHelloOfAGenerationWhoseMarkerIsNotInTheLogIsNotReady) {

@@ -43,7 +43,7 @@ client::Result<void> Publisher::Impl::init() {
   generation_ = layout->generation;
   partitions_ = layout->partitions;
   for (std::uint32_t i = 0; i < layout->partitions; ++i) {
-    auto s = new_session_st(i);
+    auto s = new_session(*provider_, i, ring_bytes_, window_);
     if (!s) return fabric::make_error(Errc::resource_exhausted, "cannot allocate a publisher ring");
     sessions_.push_back(std::move(s));
   }
@@ -66,13 +66,16 @@ client::Result<void> Publisher::Impl::init() {
   return {};
 }
 
-std::unique_ptr<PartitionSession> Publisher::Impl::new_session_st(std::uint32_t partition) {
+std::unique_ptr<PartitionSession> Publisher::Impl::new_session(fabric::Provider& provider,
+                                                               std::uint32_t partition,
+                                                               std::uint32_t ring_bytes,
+                                                               std::uint32_t window) {
   auto s = std::make_unique<PartitionSession>();
   s->partition = partition;
-  auto mirror = provider_->allocate(ring_bytes_, fabric::kLocalWrite);
+  auto mirror = provider.allocate(ring_bytes, fabric::kLocalWrite);
   if (!mirror) return nullptr;
-  s->head = chain::PublishClient(std::move(mirror.value()), ring_bytes_, window_);
-  s->records = chain::BoundedFifo<PendingRecord>(window_);
+  s->head = chain::PublishClient(std::move(mirror.value()), ring_bytes, window);
+  s->records = chain::BoundedFifo<PendingRecord>(window);
   return s;
 }
 
@@ -82,7 +85,7 @@ Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::b
   if (partition >= partitions_) return Errc::invalid_argument;
   // A channel alter's switch: new records wait until the refused ones are
   // sent again (their order comes first).
-  if (remapping_ || resend_next_ < resends_.size()) return Errc::backpressure;
+  if (const Errc e = may_publish_st(partition); e != Errc::ok) return e;
   const PendingRecord how{{}, next_order_, 0, PendingRecord::Placement::explicit_};
   const Errc e = stage_st(partition, how, payload, cb);
   if (e == Errc::ok) ++next_order_;
@@ -92,7 +95,7 @@ Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::b
 Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<const std::byte> payload,
                                     PublishCallback cb) {
   CATENA_ST_CHECK(owner_);
-  if (remapping_ || resend_next_ < resends_.size()) return Errc::backpressure;
+  if (remapping_) return Errc::backpressure;
   PendingRecord how{{}, next_order_, 0, PendingRecord::Placement::any};
   std::uint32_t partition = 0;
   if (key.empty()) {
@@ -103,6 +106,7 @@ Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<co
     // The channel generation's mapping (key_map.hpp), which channel alters change.
     partition = chain::partition_of_hash(how.key_hash, partitions_);
   }
+  if (const Errc e = may_publish_st(partition); e != Errc::ok) return e;
   const Errc e = stage_st(partition, how, payload, cb);
   if (e == Errc::ok) {
     ++next_order_;
@@ -165,12 +169,7 @@ int Publisher::Impl::poll() {
     if (s.head.acks() != acks_before) s.last_progress = now;
     s.resync = s.resync || event == chain::PublishClient::Event::resync;
     s.moved = s.moved || event == chain::PublishClient::Event::moved;
-    if (event == chain::PublishClient::Event::remap && !remapping_) {
-      spdlog::debug("publisher {}/{}: the channel was altered (generation {}, {} partitions); switching",
-                    channel_, s.partition, s.head.remap_generation(), s.head.remap_partitions());
-      remapping_ = true;
-      for (auto& other : sessions_) other->head.flush();  // every in-flight record gets its answer
-    }
+    if (event == chain::PublishClient::Event::remap) start_remap_st(s);
     if (s.resync || s.moved) {
       // Not a failure of the head: reconnect, and its welcome says where
       // this producer's sequence stands.
@@ -194,6 +193,7 @@ int Publisher::Impl::poll() {
     }
   }
   if (remapping_ && barrier_done_st()) switch_generation_st(now);
+  if (building_.busy() || built_) adopt_sessions_st(now);
   if (resend_next_ < resends_.size()) acks += drain_resends_st();
   return acks;
 }

@@ -87,7 +87,8 @@ struct PartitionSession {
   std::uint64_t hint_failed = 0;
   bool probe_sealed = false;
   // A channel alter's switch dropped a working session only to name the new
-  // generation in its hello: attempts dial the same head at the same route
+  // generation in its hello (the in-band message could not be sent): attempts
+  // dial the same head at the same route
   // epoch, with no route lookup, while it answers not_ready (its marker is
   // not in yet); any other failure asks the controller as usual.
   bool redial_head = false;
@@ -145,18 +146,33 @@ class Publisher::Impl {
   // must be redialled (a resync or a move). Returns the records resolved.
   int on_ack_st(PartitionSession& s, const chain::wire::PublishAck& ack);
   void fail_all_st(PartitionSession& s, chain::wire::Status st);
-  std::unique_ptr<PartitionSession> new_session_st(std::uint32_t partition);
+  // A partition's session, not connected: its ring's image and its FIFOs,
+  // allocated here once. Thread-safe (a Provider allocates from any
+  // thread): an alter's added partitions are built on a worker.
+  static std::unique_ptr<PartitionSession> new_session(fabric::Provider& provider, std::uint32_t partition,
+                                                       std::uint32_t ring_bytes, std::uint32_t window);
 
   // --- a channel alter (publisher_remap.cpp) ---
   // A head refused records with remap: the barrier is up until every
-  // partition's in-flight records are answered; then switch_generation_st.
+  // partition's in-flight records are answered, and the sessions of the
+  // partitions the alter adds are built (on builds_, meanwhile); then
+  // switch_generation_st.
+  void start_remap_st(const PartitionSession& s);
   [[nodiscard]] bool barrier_done_st() const;
-  // Adopts the newest generation the heads named, reconnects every session
-  // with it in the hello, and queues the refused records for re-sending in
-  // publish order by the new mapping.
+  // Adopts the newest generation the heads named and queues the refused
+  // records for re-sending in publish order by the new mapping. A connected
+  // session switches in band (its head is told the new generation); any
+  // other reconnects naming it in its hello.
   void switch_generation_st(Clock::time_point now);
-  // Stages queued re-sends as the sessions take them (in publish order;
-  // stops at the first that has no room). Returns the records staged.
+  // Takes the added partitions' sessions once built (after the switch).
+  void adopt_sessions_st(Clock::time_point now);
+  // Whether a new record may go to `partition` now: ok, backpressure (the
+  // barrier is up, its session is being built, or records the switch sends
+  // again to it are still queued), or resource_exhausted (no ring for it).
+  [[nodiscard]] fabric::Errc may_publish_st(std::uint32_t partition) const;
+  // Stages queued re-sends as the sessions take them (in publish order per
+  // partition; a partition that has no room holds back only its own).
+  // Returns the records staged.
   int drain_resends_st();
   // The application's callback of the next record, resolved.
   void resolved_st(PartitionSession& s, std::uint64_t seq, chain::wire::Status st, std::uint64_t offset);
@@ -204,10 +220,28 @@ class Publisher::Impl {
     PendingRecord how;
     std::uint32_t from = 0;          // the partition that refused it
     std::uint64_t timestamp_ns = 0;  // when it was published
-    std::vector<std::byte> payload;
+    std::size_t at = 0;              // its payload in resend_bytes_
+    std::uint32_t bytes = 0;
+    std::uint32_t to = 0;  // where it goes by the new mapping
+    bool staged = false;   // sent again (or failed)
   };
   std::vector<Resend> resends_;
+  std::vector<std::byte> resend_bytes_;  // the refused records' payloads, one after another
   std::size_t resend_next_ = 0;
+  // Per partition of the current generation: re-sends not staged yet (new
+  // records to it wait for them), and, during one drain, whether one of its
+  // re-sends had to wait (the later ones do too).
+  std::vector<std::uint32_t> waiting_;
+  std::vector<std::uint8_t> blocked_;
+  // The sessions of the partitions an alter adds, built on builds_ while
+  // the barrier is up (allocating a ring and FIFOs takes milliseconds the
+  // switch would otherwise wait for); the first is partition `from`.
+  struct Built {
+    std::uint32_t from = 0;
+    std::vector<std::unique_ptr<PartitionSession>> sessions;
+  };
+  client_detail::Call<Built> building_;
+  std::optional<Built> built_;
   std::uint32_t window_ = 0;
   // The polling thread: the first to call in after create() (which may run
   // on another thread and hands the publisher over unowned).
@@ -216,6 +250,7 @@ class Publisher::Impl {
   // the route source their calls use are still there.
   client_detail::ClientWorker lookups_{"catena-pub-rt"};  // RouteSource calls
   client_detail::ClientWorker dials_{"catena-pub-dial"};  // Provider::connect
+  client_detail::ClientWorker builds_{"catena-pub-mem"};  // sessions an alter adds
 
  private:
   void start_lookup_st(PartitionSession& s, PartitionSession::Lookup what);

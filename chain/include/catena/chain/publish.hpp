@@ -44,6 +44,14 @@
 //                       ack returns ring credit: bytes the head has consumed.
 //                       A refused run (moved, remap) leaves the producer's state
 //                       as it was: the head expects the same next sequence.
+//   publisher -> head   PublisherGeneration {generation}: the channel
+//                       generation the publisher maps keys by from here on,
+//                       sent once every frame it wrote was answered (so the
+//                       head has read them all). A session that names a
+//                       generation newer than the head's marker waits, its
+//                       frames unread, until the head appends that marker.
+//                       So a publisher switches after a remap without
+//                       reconnecting. Any other message ends the session.
 //
 // The head never trusts the ring: a publisher may rewrite it at any time, so
 // each frame is copied into the log first and only the copy is checked;
@@ -130,9 +138,19 @@ template <>
 constexpr Kind kind_of<PublisherWelcome>() {
   return Kind::publisher_welcome;
 }
+// The channel generation a connected publisher maps keys by from here on
+// (the hello's generation, switched in band after a remap).
+struct PublisherGeneration {
+  std::uint64_t generation;
+};
+
 template <>
 constexpr Kind kind_of<PublishAck>() {
   return Kind::publish_ack;
+}
+template <>
+constexpr Kind kind_of<PublisherGeneration>() {
+  return Kind::publisher_generation;
 }
 
 }  // namespace wire
@@ -198,6 +216,9 @@ class PublishServer {
   // new head in the route).
   void drop_all();
   [[nodiscard]] std::size_t size() const { return sessions_.size(); }
+  // Sessions welcomed so far (a publisher that switches its generation in
+  // band opens none).
+  [[nodiscard]] std::uint64_t opened() const { return opened_; }
 
  private:
   // One publisher: the ring it writes into (registered here, remote-
@@ -218,7 +239,10 @@ class PublishServer {
     FrameRingReader reader;
     std::uint64_t producer_id = 0;
     std::uint64_t producer_epoch = 0;
-    std::uint64_t generation = 0;  // the channel generation the publisher maps keys by
+    // The channel generation the publisher maps keys by (the hello's, then
+    // each PublisherGeneration's): its frames wait while it is newer than
+    // the log's marker.
+    std::uint64_t generation = 0;
     // The marker its remap runs name (the log's newest when they were refused).
     PartitionLog::Marker remap_to;
     BoundedFifo<Run> runs{kMaxRuns};  // not yet acknowledged
@@ -235,6 +259,7 @@ class PublishServer {
   int consume(Session& s, PublishTarget& target);
   int acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch);
   std::vector<std::unique_ptr<Session>> sessions_;
+  std::uint64_t opened_ = 0;
 };
 
 // --- the publisher's half ----------------------------------------------------
@@ -362,20 +387,24 @@ class PublishClient {
   // session is dropped and the ring starts empty.
   template <class Take>
   void take_all(Take&& take) {
-    if (!pending_.empty()) next_seq_ = pending_.front().seq;
-    while (!pending_.empty()) {
-      const Pending& p = pending_.front();
-      const std::byte* f = mirror_->data() + p.pos;
-      RecordHeader h;
-      std::memcpy(&h, f, sizeof h);
-      take(h, std::span<const std::byte>(f + sizeof h, h.length));
-      pending_.pop_front();
-    }
-    refused_ = 0;
-    remap_generation_ = 0;
-    remap_partitions_ = 0;
+    take_refused(take);
     writer_.reset_st();
     link_.reset();
+  }
+  // The same, in band: the session stays, and so does the ring's position
+  // (the head has read every frame: each was answered), and the head is
+  // told the generation the publisher maps keys by from here on. False if
+  // that could not be sent: the session is dropped then, as by take_all.
+  template <class Take>
+  bool take_all_in_band(std::uint64_t generation, Take&& take) {
+    take_refused(take);
+    if (link_ && !link_->broken() && link_->send(wire::PublisherGeneration{generation}) == fabric::Errc::ok) {
+      link_->poll_send();
+      return true;
+    }
+    writer_.reset_st();
+    link_.reset();
+    return false;
   }
 
   // Every pending record resolves with `status` (offset 0), in order; the
@@ -398,6 +427,21 @@ class PublishClient {
   };
   RingStatus place(std::uint32_t frame_bytes, std::uint32_t* pos);
   void resend();
+  template <class Take>
+  void take_refused(Take& take) {
+    if (!pending_.empty()) next_seq_ = pending_.front().seq;
+    while (!pending_.empty()) {
+      const Pending& p = pending_.front();
+      const std::byte* f = mirror_->data() + p.pos;
+      RecordHeader h;
+      std::memcpy(&h, f, sizeof h);
+      take(h, std::span<const std::byte>(f + sizeof h, h.length));
+      pending_.pop_front();
+    }
+    refused_ = 0;
+    remap_generation_ = 0;
+    remap_partitions_ = 0;
+  }
 
   std::unique_ptr<fabric::MemoryRegion> mirror_;
   FrameRingWriter writer_;  // credit comes from the head's acks

@@ -141,6 +141,7 @@ struct ReplicaStats {
   std::uint64_t bytes = 0;
   std::uint32_t segments = 0;
   std::uint32_t publishers = 0;
+  std::uint64_t publisher_sessions_opened = 0;  // publisher hellos welcomed, ever (head)
   std::uint32_t subscribers = 0;
   std::uint32_t watchers = 0;
   std::uint64_t corrupt_frames = 0;  // refused from publishers or predecessor

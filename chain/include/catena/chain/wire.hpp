@@ -27,8 +27,10 @@ inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
 // 4: RemoteRegion without an address (keys per connection, region-relative offsets);
 // 5: `moved` answers say where the next range is served (NextChainHint);
 // 6: a publisher's hello names the channel generation it maps keys by, and
-// a `remap` ack carries the head's newest marker (generation, partitions)
-inline constexpr std::uint16_t kVersion = 6;
+// a `remap` ack carries the head's newest marker (generation, partitions);
+// 7: a connected publisher switches its session's generation in band
+// (PublisherGeneration) instead of reconnecting
+inline constexpr std::uint16_t kVersion = 7;
 inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.
 inline constexpr std::uint32_t kMaxMessage = 2048;
@@ -45,6 +47,7 @@ enum class Kind : std::uint16_t {
   subscriber_notice = 9,
   commit_watch_hello = 10,
   commit_watch_welcome = 11,
+  publisher_generation = 12,
 };
 
 // Status codes carried on the wire (stable numbers).

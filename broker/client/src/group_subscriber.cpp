@@ -105,6 +105,7 @@ class GroupSubscriber::Impl {
 
   void commit_async_st() {
     CATENA_ST_CHECK(owner_);
+    if (opts_.before_commit) opts_.before_commit();
     bool any = false;
     {
       MutexLock lk(mu_);
@@ -135,6 +136,7 @@ class GroupSubscriber::Impl {
     wake_.notify_all();
     if (worker_.joinable()) worker_.join();
     if (for_poll_.load(std::memory_order_acquire)) take_changes_st();
+    if (opts_.before_commit) opts_.before_commit();
     std::map<std::uint32_t, std::uint64_t> final_positions;
     {
       MutexLock lk(mu_);
@@ -171,6 +173,9 @@ class GroupSubscriber::Impl {
 
   // What the worker changed: partitions to adopt, revoke, or drop.
   void take_changes_st() {
+    // A revoke below commits positions (changes are rare: per assignment,
+    // not per record).
+    if (opts_.before_commit) opts_.before_commit();
     std::vector<std::unique_ptr<Subscriber>> dead;
     {
       MutexLock lk(mu_);

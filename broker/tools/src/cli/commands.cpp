@@ -18,6 +18,7 @@
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/fabric/clock.hpp>
 
 namespace catena::cli {
 
@@ -344,9 +345,11 @@ int subscribe_group(const Common& c, const SubscribeOptions& o, SubscriberOption
     return fail("subscribe --group", "--from must be earliest or latest with --group");
   go.subscriber = so;
   // A position is committed only once its records are out of stdio's
-  // buffer: a member killed after a commit must not have lost records the
-  // group will never deliver again.
+  // buffer (before_commit runs before every commit, the ones a channel
+  // alter's marker or a revoke make too): a member killed after a commit
+  // must not have lost records the group will never deliver again.
   go.commit_interval = std::chrono::milliseconds(0);
+  go.before_commit = [] { std::fflush(stdout); };
   auto sub = GroupSubscriber::create(routes, o.channel, go);
   if (!sub) return fail("subscribe --group " + o.group, sub.error().message);
   auto next_commit = std::chrono::steady_clock::now() + 1s;
@@ -359,8 +362,7 @@ int subscribe_group(const Common& c, const SubscribeOptions& o, SubscriberOption
         },
         max);
     if (std::chrono::steady_clock::now() >= next_commit) {
-      std::fflush(stdout);
-      sub.value()->commit_async();
+      sub.value()->commit_async();  // flushes stdout first (before_commit)
       next_commit = std::chrono::steady_clock::now() + 1s;
     }
     return n;
@@ -390,6 +392,10 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
     }
   }
   const auto print = [&](const Message& m) {
+    if (o.show_times) {
+      std::printf("%llu:%llu ", static_cast<unsigned long long>(m.timestamp_ns),
+                  static_cast<unsigned long long>(wall_clock_ns()));
+    }
     if (o.show_offsets) std::printf("%u:%llu ", m.partition, static_cast<unsigned long long>(m.offset));
     std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
     std::fputc('\n', stdout);

@@ -49,6 +49,7 @@ struct SubscribeOptions {
   std::string group;
   int timeout_ms = 0;
   bool show_offsets = false;
+  bool show_times = false;  // prefix: published_ns:delivered_ns (wall clock)
 };
 
 struct DemoOptions {

@@ -148,6 +148,9 @@ int main(int argc, char** argv) {
                         "positions (--from then says where a never-committed partition starts)");
   subscribe->add_option("--timeout-ms", sub.timeout_ms, "exit after this long without a record (0: never)");
   subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
+  subscribe->add_flag(
+      "--times", sub.show_times,
+      "prefix each line with published_ns:delivered_ns (wall clock; before --offsets' prefix)");
 
   auto* status = app.add_subcommand("status", "show the cluster's nodes and their state");
   auto* cluster_status_cmd = cluster->add_subcommand("status", "the same as `catena status`");

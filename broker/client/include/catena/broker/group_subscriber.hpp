@@ -38,6 +38,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,14 @@ struct GroupSubscriberOptions {
   // Positions are committed this often (and on every revoke, and when the
   // member leaves); zero: only by commit_async().
   std::chrono::milliseconds commit_interval{1000};
+  // Called on the polling thread (inside poll(), commit_async() or the
+  // destructor) just before the member takes its positions to commit: at
+  // a channel alter's marker, a revoke, the commit interval, commit_async()
+  // and when it leaves. A consumer that buffers what it was handed (stdio,
+  // a batch) writes it out here, so that no committed position covers a
+  // record it has not finished with: a member killed after a commit loses
+  // nothing the group will not deliver again.
+  std::function<void()> before_commit;
   // create() keeps trying the first join this long while the controller is
   // unreachable or restarting (a join whose answer was lost is tried again;
   // the controller forgets the orphan after a session timeout).

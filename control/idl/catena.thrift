@@ -375,6 +375,10 @@ struct TenantQuotas {
   1: i64 max_channels = -1,
   2: i64 max_partitions = -1,    // sum of config.partitions over its channels
   3: i64 max_groups = -1,        // groups with members or committed offsets
+  // Where its data may be: the zones (NodeInfo.zone) its channels' replicas
+  // are placed in, when created, altered, repaired, drained, moved or
+  // rebalanced; a chain stays short rather than leave them. Empty: any.
+  4: list<string> zones,
 }
 
 struct TenantInfo {

@@ -7,6 +7,7 @@
 
 #include <catena/control/controller.hpp>
 #include <catena/control/placement.hpp>
+#include <catena/control/tenants.hpp>
 #include <catena/control/validation.hpp>
 
 #include "link_secret.hpp"
@@ -324,7 +325,7 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
                         fmt::format("channel '{}' already exists", config.name));
     }
     if (auto r = check_quota_locked(config.name, 1, config.partitions, 0); !r) return r.error();
-    Placement placement(candidates_locked());
+    Placement placement(candidates_for_locked(config.name));  // within its tenant's zones
     meta::ChannelRecord channel;
     channel.__set_config(config);
     for (std::int32_t p = 0; p < config.partitions; ++p) {
@@ -351,9 +352,16 @@ Result<idl::PartitionRoute> Controller::place_route_locked(Placement& placement,
                                                            const idl::ChannelConfig& config, std::int32_t p) {
   auto chosen = placement.choose(config.replication, {}, {});
   if (!chosen) {
+    std::string within;
+    const std::string tenant(namespace_of(config.name));
+    if (const auto t = store_->state().tenants.find(tenant);
+        t != store_->state().tenants.end() && !t->second.quotas.zones.empty()) {
+      within = fmt::format(" in the zones tenant '{}' allows ({})", tenant,
+                           fmt::join(t->second.quotas.zones, ", "));
+    }
     return make_error(chosen.code(),
-                      fmt::format("channel '{}' needs {} alive nodes for replication {}: {}", config.name,
-                                  config.replication, config.replication, chosen.error().message));
+                      fmt::format("channel '{}' needs {} alive nodes{} for replication {}: {}", config.name,
+                                  config.replication, within, config.replication, chosen.error().message));
   }
   idl::PartitionRoute route;
   route.__set_channel(config.name);

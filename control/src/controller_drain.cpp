@@ -305,6 +305,7 @@ Result<idl::NodeStatus> Controller::drain_node(const std::string& node_id) {
         zones.push_back(zone);
         spread_after.insert(zone);
       }
+      members.merge(placement_refused_locked(route.channel));  // its tenant's zones only
       auto chosen = placement.choose(1, zones, members);
       if (!chosen) {
         return make_error(idl::ErrorCode::NOT_ENOUGH_NODES,
@@ -396,6 +397,12 @@ Result<idl::RebalancePlan> Controller::rebalance(bool dry_run) {
       }
     }
     moves = plan_rebalance(nodes, chains);
+    // A tenant's chain never moves outside its zones (the plan balances
+    // counts, not policies): such a move is left out.
+    std::erase_if(moves, [&](const RebalanceMove& m) {
+      return std::any_of(m.to.begin(), m.to.end(),
+                         [&](const std::string& id) { return !placement_allowed_locked(m.channel, id); });
+    });
   }
   idl::RebalancePlan plan;
   plan.__set_dry_run(dry_run);

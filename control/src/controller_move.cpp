@@ -23,6 +23,7 @@
 
 #include <catena/chain/limits.hpp>
 #include <catena/control/controller.hpp>
+#include <catena/control/tenants.hpp>
 
 namespace catena::control {
 namespace {
@@ -90,6 +91,11 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
         return make_error(idl::ErrorCode::INVALID_ARGUMENT,
                           fmt::format("{} is {} and takes no partitions", id,
                                       node->drain == idl::DrainState::DRAINING ? "draining" : "drained"));
+      }
+      if (!placement_allowed_locked(channel, id)) {
+        return make_error(idl::ErrorCode::INVALID_ARGUMENT,
+                          fmt::format("{} is in zone '{}', outside the zones tenant '{}' allows its data in",
+                                      id, node->info.zone, namespace_of(channel)));
       }
       idl::Replica r;
       r.__set_node_id(id);

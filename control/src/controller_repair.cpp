@@ -178,6 +178,8 @@ void Controller::restore_replication_locked() {
       if (still_missing > 0 && !awaiting_lost_member_locked(route)) {
         std::vector<std::string> zones;
         std::set<std::string> members(chosen.begin(), chosen.end());
+        // Never outside its tenant's zones: the chain stays short instead.
+        members.merge(placement_refused_locked(route.channel));
         for (const auto* r : members_of(route)) {
           members.insert(r->node_id);
           if (draining_locked(r->node_id)) continue;  // its zone is free for the replacement

@@ -99,7 +99,7 @@ Result<idl::ChannelInfo> Controller::alter_channel(const std::string& name, std:
                                         name, p));
         }
       }
-      Placement placement(candidates_locked());
+      Placement placement(candidates_for_locked(name));  // within its tenant's zones
       std::vector<std::int32_t> added;
       for (auto p = static_cast<std::int32_t>(ch.routes.size()); p < partitions; ++p) {
         auto route = place_route_locked(placement, ch.config, p);

@@ -2,7 +2,9 @@
 // which call is decided by the Thrift handler (controller_server.cpp); the
 // controller keeps the tenants durably and enforces their quotas, under its
 // lock and before any record is written, so a refused call changes nothing.
+#include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <set>
 #include <spdlog/spdlog.h>
 
@@ -26,11 +28,24 @@ std::int64_t partitions_held(const meta::ChannelRecord& ch) {
   return n;
 }
 
+constexpr std::size_t kMaxTenantZones = 64;
+constexpr std::size_t kMaxZoneLength = 64;
+
 Result<void> check_quotas(const idl::TenantQuotas& q) {
   if (q.max_channels < -1 || q.max_partitions < -1 || q.max_groups < -1) {
     return invalid_argument(fmt::format(
         "quotas must be >= 0, or -1 for unlimited: max_channels {}, max_partitions {}, max_groups {}",
         q.max_channels, q.max_partitions, q.max_groups));
+  }
+  if (q.zones.size() > kMaxTenantZones) {
+    return invalid_argument(fmt::format("at most {} zones, got {}", kMaxTenantZones, q.zones.size()));
+  }
+  std::set<std::string> seen;
+  for (const auto& z : q.zones) {
+    if (z.empty() || z.size() > kMaxZoneLength) {
+      return invalid_argument(fmt::format("a zone is 1..{} characters, got '{}'", kMaxZoneLength, z));
+    }
+    if (!seen.insert(z).second) return invalid_argument(fmt::format("zone '{}' is named twice", z));
   }
   return {};
 }
@@ -81,6 +96,33 @@ Result<void> Controller::check_quota_locked(const std::string& name, std::int64_
   return over("max_groups", q.max_groups, use.groups, add_groups);
 }
 
+bool Controller::placement_allowed_locked(const std::string& channel, const std::string& node_id) const {
+  const std::string tenant(namespace_of(channel));
+  if (tenant.empty()) return true;
+  const auto& tenants = store_->state().tenants;
+  const auto t = tenants.find(tenant);
+  if (t == tenants.end() || t->second.quotas.zones.empty()) return true;
+  const auto* node = node_locked(node_id);
+  if (node == nullptr) return false;
+  const auto& zones = t->second.quotas.zones;
+  return std::find(zones.begin(), zones.end(), node->info.zone) != zones.end();
+}
+
+std::vector<PlacementCandidate> Controller::candidates_for_locked(const std::string& channel) const {
+  auto out = candidates_locked();
+  std::erase_if(out,
+                [&](const PlacementCandidate& c) { return !placement_allowed_locked(channel, c.node_id); });
+  return out;
+}
+
+std::set<std::string> Controller::placement_refused_locked(const std::string& channel) const {
+  std::set<std::string> out;
+  for (const auto& c : candidates_locked()) {
+    if (!placement_allowed_locked(channel, c.node_id)) out.insert(c.node_id);
+  }
+  return out;
+}
+
 Result<std::string> Controller::create_tenant(const std::string& name, const idl::TenantQuotas& quotas) {
   if (auto r = validate_tenant_name(name); !r) return r.error();
   if (auto r = check_quotas(quotas); !r) return r.error();
@@ -99,8 +141,9 @@ Result<std::string> Controller::create_tenant(const std::string& name, const idl
   meta::MetaRecord record;
   record.__set_put_tenant(t);
   if (auto r = store_->commit(record); !r) return r.error();
-  spdlog::info("tenant '{}' created (max_channels {}, max_partitions {}, max_groups {})", name,
-               quotas.max_channels, quotas.max_partitions, quotas.max_groups);
+  spdlog::info("tenant '{}' created (max_channels {}, max_partitions {}, max_groups {}, zones [{}])", name,
+               quotas.max_channels, quotas.max_partitions, quotas.max_groups,
+               quotas.zones.empty() ? std::string("any") : fmt::format("{}", fmt::join(quotas.zones, ",")));
   return std::move(*token);
 }
 

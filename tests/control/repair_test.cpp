@@ -258,5 +258,75 @@ TEST_F(Repair, NodeThatAnswersProbesButWhoseHeartbeatsNeverArriveIsEvicted) {
   EXPECT_EQ(std::count(chain.begin(), chain.end(), id("b")), 0) << "b is still in the chain";
 }
 
+// A tenant whose data may only be in zone z1 (TenantQuotas.zones): its
+// chains are placed there when created and altered, repaired only there (a
+// chain stays short while z1 has no spare), and moves, drains and
+// rebalances never take them elsewhere; a channel of no tenant uses every
+// zone. Nodes: a(z1) b(z2) c(z3) d(z1) e(z2).
+TEST_F(Repair, ATenantsChainsStayInItsZonesThroughEveryPlacement) {
+  idl::TenantQuotas q;
+  q.__set_zones({"z1"});
+  ASSERT_TRUE(controller_->create_tenant("acme", q).ok());
+  const std::set<std::string> z1{id("a"), id("d")};
+  auto in_z1 = [&](const idl::PartitionRoute& r, std::set<std::string> allowed) {
+    for (const auto& n : chain_of(r))
+      EXPECT_TRUE(allowed.contains(n)) << r.channel << "/" << r.partition << ": " << n;
+    for (const auto& n : joining_of(r))
+      EXPECT_TRUE(allowed.contains(n)) << r.channel << "/" << r.partition << ": " << n;
+  };
+  auto ch = controller_->create_channel(channel_config("acme.x", 2, 2));
+  ASSERT_TRUE(ch.ok()) << ch.error().describe();
+  for (const auto& r : ch->routes) {
+    EXPECT_EQ(chain_of(r).size(), 2u);
+    in_z1(r, z1);
+  }
+  // Three replicas need three z1 nodes: refused, and the message says why.
+  auto wide = controller_->create_channel(channel_config("acme.wide", 1, 3));
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().message.find("zones tenant 'acme' allows (z1)"), std::string::npos)
+      << wide.error().message;
+  // No tenant: any zone (b, c, e are free of "orders"' load but not of zones).
+  auto open = controller_->create_channel(channel_config("open", 1, 3));
+  ASSERT_TRUE(open.ok()) << open.error().describe();
+  // d dies: no other z1 node, so acme's chains stay at a alone.
+  kill_and_repair("d");
+  for (int p = 0; p < 2; ++p) {
+    const auto r = route("acme.x", p);
+    EXPECT_EQ(chain_of(r), (Ids{id("a")})) << p;
+    EXPECT_TRUE(joining_of(r).empty()) << p;
+  }
+  // A z1 node arrives: acme's chains are repaired onto it.
+  add_node("f", "z1");
+  run_for(2000ms, {"d"});
+  const std::set<std::string> z1_now{id("a"), id("f")};
+  for (int p = 0; p < 2; ++p) {
+    const auto r = route("acme.x", p);
+    EXPECT_EQ(chain_of(r).size() + joining_of(r).size(), 2u) << p;
+    in_z1(r, z1_now);
+  }
+  // A grow places its partitions there too.
+  auto grown = controller_->alter_channel("acme.x", 3);
+  ASSERT_TRUE(grown.ok()) << grown.error().describe();
+  in_z1(route("acme.x", 2), z1_now);
+  // A move out of z1 is refused; draining a would need another z1 node.
+  auto moved = controller_->move_partition("acme.x", 0, {id("b"), id("a")});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.error().code, idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(moved.error().message.find("outside the zones tenant 'acme' allows"), std::string::npos)
+      << moved.error().message;
+  EXPECT_FALSE(controller_->drain_node(id("a")).ok()) << "no z1 node is left to take a's place";
+  // A new node in z2 gets load from a rebalance, none of it acme's.
+  add_node("g", "z2");
+  run_for(300ms, {"d"});
+  auto plan = controller_->rebalance(/*dry_run=*/true);
+  ASSERT_TRUE(plan.ok()) << plan.error().describe();
+  for (const auto& m : plan->moves) {
+    if (m.channel.rfind("acme.", 0) == 0) {
+      for (const auto& n : m.to)
+        EXPECT_TRUE(z1_now.contains(n)) << m.channel << "/" << m.partition << ": " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace catena::control

@@ -306,6 +306,26 @@ TEST_F(TenantTest, QuotasRefuseTheCallThatExceedsThemAndChangeNothing) {
   EXPECT_EQ(tenants->front().partitions, 3);
   EXPECT_EQ(tenants->front().groups, 1);
   EXPECT_EQ(tenants->front().quotas.max_channels, 2);
+  EXPECT_TRUE(tenants->front().quotas.zones.empty()) << "any zone";
+
+  // Zones go over Thrift and are checked: named once each, 1..64 characters.
+  auto zoned = tenant_quotas(-1, -1, -1);
+  zoned.__set_zones({"eu-a", "eu-a"});
+  EXPECT_EQ(tenant_code_of(admin_->create_tenant("Z", zoned)), idl::ErrorCode::INVALID_ARGUMENT);
+  zoned.__set_zones({"eu-a", ""});
+  EXPECT_EQ(tenant_code_of(admin_->create_tenant("Z", zoned)), idl::ErrorCode::INVALID_ARGUMENT);
+  zoned.__set_zones({"eu-a", "eu-b"});
+  ASSERT_TRUE(admin_->create_tenant("Z", zoned).ok());
+  tenants = admin_->list_tenants();
+  ASSERT_TRUE(tenants.ok()) << tenants.error().describe();
+  ASSERT_EQ(tenants->size(), 2U);
+  EXPECT_EQ(tenants->back().name, "Z");
+  EXPECT_EQ(tenants->back().quotas.zones, (std::vector<std::string>{"eu-a", "eu-b"}));
+  // The registered broker is in no zone: nothing of Z's can be placed.
+  auto nowhere = admin_->create_channel(channel_config("Z.x", 1, 1));
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_NE(nowhere.error().message.find("zones tenant 'Z' allows (eu-a, eu-b)"), std::string::npos)
+      << nowhere.error().message;
   EXPECT_EQ(proc_->stop(SIGTERM), 0);
 }
 

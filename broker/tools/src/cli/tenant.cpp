@@ -32,6 +32,10 @@ TenantCommands add_tenant_commands(CLI::App& app) {
       ->capture_default_str();
   c.create->add_option("--max-groups", c.max_groups, "subscriber groups in its namespace (-1: unlimited)")
       ->capture_default_str();
+  c.create
+      ->add_option("--zones", c.zones,
+                   "zones its data may be placed in, through every repair (zone-a,zone-b; default: any)")
+      ->delimiter(',');
   c.list = tenant->add_subcommand("list", "every tenant with its quotas and current use");
   c.remove = tenant->add_subcommand("delete", "delete a tenant (refused while it owns channels)");
   c.remove->add_option("name", c.name, "tenant name")->required();
@@ -46,6 +50,7 @@ int tenant_create(const Common& c, const TenantCommands& o) {
   q.__set_max_channels(o.max_channels);
   q.__set_max_partitions(o.max_partitions);
   q.__set_max_groups(o.max_groups);
+  q.__set_zones(o.zones);
   auto token = client.create_tenant(o.name, q);
   if (!token) return fail("tenant create " + o.name, token.error().describe());
   std::fprintf(stderr, "tenant %s created; its token (shown once):\n", o.name.c_str());
@@ -57,12 +62,15 @@ int tenant_list(const Common& c) {
   control::ControllerClient client(c.client_options());
   auto tenants = client.list_tenants();
   if (!tenants) return fail("tenant list", tenants.error().describe());
-  std::printf("%-24s  %14s  %16s  %12s\n", "tenant", "channels", "partitions", "groups");
+  std::printf("%-24s  %14s  %16s  %12s  %s\n", "tenant", "channels", "partitions", "groups", "zones");
   for (const auto& t : *tenants) {
-    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s\n", t.name.c_str(),
+    std::string zones;
+    for (const auto& z : t.quotas.zones) zones += (zones.empty() ? "" : ",") + z;
+    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %s\n", t.name.c_str(),
                 static_cast<long long>(t.channels), limit(t.quotas.max_channels).c_str(),
                 static_cast<long long>(t.partitions), limit(t.quotas.max_partitions).c_str(),
-                static_cast<long long>(t.groups), limit(t.quotas.max_groups).c_str());
+                static_cast<long long>(t.groups), limit(t.quotas.max_groups).c_str(),
+                zones.empty() ? "any" : zones.c_str());
   }
   return 0;
 }

@@ -302,6 +302,17 @@ class Controller {
       REQUIRES(mu_);
   // Whether group has members or committed offsets.
   [[nodiscard]] bool group_known_locked(const std::string& group) const REQUIRES(mu_);
+  // Whether a replica of `channel` may be placed on node_id: its tenant's
+  // zones (TenantQuotas.zones) hold the node's zone, or it has none.
+  [[nodiscard]] bool placement_allowed_locked(const std::string& channel, const std::string& node_id) const
+      REQUIRES(mu_);
+  // candidates_locked() without the nodes placement_allowed_locked refuses.
+  [[nodiscard]] std::vector<PlacementCandidate> candidates_for_locked(const std::string& channel) const
+      REQUIRES(mu_);
+  // The ALIVE nodes a replica of `channel` may not be placed on (for
+  // Placement::choose's exclusions).
+  [[nodiscard]] std::set<std::string> placement_refused_locked(const std::string& channel) const
+      REQUIRES(mu_);
 
   // --- all *_locked functions require mu_ (checked by Clang: REQUIRES) ---
   [[nodiscard]] Result<void> check_running_locked() const REQUIRES(mu_);

@@ -34,6 +34,7 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("snapshot_every_records", &C::snapshot_every_records)
         .integer("group_session_timeout_ms", &C::group_session_timeout_ms)
         .integer("group_heartbeat_interval_ms", &C::group_heartbeat_interval_ms)
+        .integer("zk_session_timeout_ms", &C::zk_session_timeout_ms)
         .integer("replacement_delay_ms", &C::replacement_delay_ms)
         .text("log_level", &C::log_level, log_level_rule())
         .text("admin_token_file", &C::admin_token_file);
@@ -104,6 +105,10 @@ Result<void> ControllerConfig::validate() const {
         fmt::format("group_session_timeout_ms ({}) must exceed group_heartbeat_interval_ms ({})",
                     group_session_timeout_ms, group_heartbeat_interval_ms));
   }
+  if (zk_session_timeout_ms < 1000 || zk_session_timeout_ms > 120000) {
+    return invalid_argument(
+        fmt::format("zk_session_timeout_ms must be in 1000..120000, got {}", zk_session_timeout_ms));
+  }
   if (replacement_delay_ms < 0 || replacement_delay_ms > std::int64_t{1} << 31) {
     return invalid_argument(
         fmt::format("replacement_delay_ms must be in 0..2^31, got {}", replacement_delay_ms));
@@ -137,6 +142,7 @@ Controller::Options ControllerConfig::controller_options() const {
   o.group_session_timeout = std::chrono::milliseconds(group_session_timeout_ms);
   o.group_heartbeat_interval = std::chrono::milliseconds(group_heartbeat_interval_ms);
   o.replacement_delay = std::chrono::milliseconds(replacement_delay_ms);
+  o.zk_session_timeout = std::chrono::milliseconds(zk_session_timeout_ms);
   return o;
 }
 

@@ -71,7 +71,8 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
         idl::ErrorCode::INVALID_ARGUMENT,
         "probe_attempts >= 1, 0 < push_retry_initial <= push_retry_max, snapshot_every_records > 0");
   }
-  auto store = open_metadata_store(options.metadata, {options.data_dir, options.snapshot_every_records});
+  auto store = open_metadata_store(options.metadata, {options.data_dir, options.snapshot_every_records},
+                                   options.zk_session_timeout);
   if (!store) return store.error();
 
   std::unique_ptr<Controller> c(new Controller(std::move(options), clock, brokers, std::move(*store)));

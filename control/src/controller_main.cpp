@@ -58,6 +58,7 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
   options.controller = config.controller_options();
   options.server = config.server_options();
   options.advertise = advertise;
+  options.session_timeout = std::chrono::milliseconds(config.zk_session_timeout_ms);
   options.on_lost = [](const catena::control::ControlError& why) {
     spdlog::critical("exiting: {}", why.describe());
     spdlog::default_logger()->flush();
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
        "a subscriber-group member not heard from this long is dropped (its partitions move)");
   flag("--group-heartbeat-interval-ms", &ControllerConfig::group_heartbeat_interval_ms,
        "heartbeat period told to subscriber-group members");
+  flag("--zk-session-timeout-ms", &ControllerConfig::zk_session_timeout_ms,
+       "with zk:// metadata: each controller's ZooKeeper session; a dead leader is replaced after about "
+       "this long");
   flag("--replacement-delay-ms", &ControllerConfig::replacement_delay_ms,
        "a chain that lost a member waits this long for it to come back with its data before placing "
        "a replacement (0: at once)");

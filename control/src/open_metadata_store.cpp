@@ -5,7 +5,8 @@
 namespace catena::control {
 
 Result<std::unique_ptr<MetadataStore>> open_metadata_store(std::string_view location,
-                                                           DirMetadataStore::Options dir) {
+                                                           DirMetadataStore::Options dir,
+                                                           std::chrono::milliseconds zk_session_timeout) {
   if (location.empty()) {
     auto store = DirMetadataStore::open(std::move(dir));
     if (!store) return store.error();
@@ -15,6 +16,7 @@ Result<std::unique_ptr<MetadataStore>> open_metadata_store(std::string_view loca
   if (!zk) return zk.error();
   ZkMetadataStore::Options options;
   options.location = std::move(*zk);
+  options.session_timeout = zk_session_timeout;
   auto store = ZkMetadataStore::open(std::move(options));
   if (!store) return store.error();
   return std::unique_ptr<MetadataStore>(std::move(*store));

@@ -145,6 +145,8 @@ bool LocalCluster::start_controller(std::size_t i, std::string* error) {
     // address clients reach it on (the port is known once bound: a port 0
     // candidate advertises its bound address).
     args.insert(args.end(), {"--metadata", "zk://" + zookeeper_.admin_addr + "/catena-local-cluster"});
+    if (opts_.zk_session_timeout_ms > 0)
+      args.insert(args.end(), {"--zk-session-timeout-ms", std::to_string(opts_.zk_session_timeout_ms)});
     if (port != 0) args.insert(args.end(), {"--advertise", host + ":" + std::to_string(port)});
   } else {
     args.insert(args.end(), {"--data-dir", opts_.dir + "/controller-data"});

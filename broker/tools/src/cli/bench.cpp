@@ -179,6 +179,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--kills", o.kills,
                  "failover rounds (a fresh cluster each); leader stops for --controller-failover")
       ->capture_default_str();
+  app.add_option("--zk-session-timeout-ms", o.zk_session_timeout_ms,
+                 "the controllers' ZooKeeper session for --controller-failover (a SIGKILLed leader is "
+                 "replaced once it expires; catena-controller's default is 10000)")
+      ->capture_default_str()
+      ->check(CLI::Range(1000, 120000));
   app.add_option("--timeout-ms", o.timeout_ms, "failure detector heartbeat timeout for --failover")
       ->capture_default_str();
   app.add_flag("--move", o.move,

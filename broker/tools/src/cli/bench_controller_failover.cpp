@@ -56,6 +56,7 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
   ClusterOptions co;
   co.nodes = std::max(3, o.nodes);
   co.controllers = 3;
+  co.zk_session_timeout_ms = o.zk_session_timeout_ms;
   co.provider = common.provider;
   co.dir = o.dir + "/controller-failover";
   co.quiet = true;
@@ -160,6 +161,7 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
     nlohmann::json j{{"system", "catena"},
                      {"mode", "controller_failover"},
                      {"controllers", 3},
+                     {"zk_session_timeout_ms", o.zk_session_timeout_ms},
                      {"nodes", co.nodes},
                      {"stops", stops.size()},
                      {"sigkill_stops", kill_t.size()},
@@ -180,13 +182,11 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
     std::cout << j.dump() << std::endl;
   } else {
     std::printf(
-        "controller failover over %zu stop(s): SIGKILL takeover p50 %.1f ms max %.1f ms; SIGTERM takeover "
-        "p50 "
-        "%.1f ms max %.1f ms; longest ack gap p50 %.2f ms max %.2f ms; %llu acknowledged, lost %llu, "
-        "duplicated "
-        "%llu\n",
-        stops.size(), pct(kill_t, 0.5), max_of(kill_t), pct(term_t, 0.5), max_of(term_t), pct(gaps, 0.5),
-        max_of(gaps), static_cast<unsigned long long>(h.acknowledged),
+        "controller failover over %zu stop(s), ZooKeeper sessions of %d ms: SIGKILL takeover p50 %.1f ms "
+        "max %.1f ms; SIGTERM takeover p50 %.1f ms max %.1f ms; longest ack gap p50 %.2f ms max %.2f ms; "
+        "%llu acknowledged, lost %llu, duplicated %llu\n",
+        stops.size(), o.zk_session_timeout_ms, pct(kill_t, 0.5), max_of(kill_t), pct(term_t, 0.5),
+        max_of(term_t), pct(gaps, 0.5), max_of(gaps), static_cast<unsigned long long>(h.acknowledged),
         static_cast<unsigned long long>(h.lost), static_cast<unsigned long long>(h.duplicated));
   }
   return ok && stops.size() == static_cast<std::size_t>(o.kills) && h.lost == 0 && h.duplicated == 0 &&

@@ -80,6 +80,7 @@ struct BenchOptions {
   bool failover = false;
   bool controller_failover = false;
   int kills = 5;
+  int zk_session_timeout_ms = 1500;  // --controller-failover: the controllers' ZooKeeper sessions
   int timeout_ms = 50;
   bool move = false;
   int moves = 5;

@@ -37,6 +37,11 @@ struct ControllerConfig {
   std::int64_t snapshot_every_records = 1000;
   std::int64_t group_session_timeout_ms = 10000;    // a silent subscriber-group member is dropped
   std::int64_t group_heartbeat_interval_ms = 1000;  // told to group members
+  // With zk:// metadata: the ZooKeeper session of each controller (its
+  // election and its store). A leader that dies is replaced once its
+  // session expires: this long, about. The server clamps it to
+  // [2, 20] x its tickTime.
+  std::int64_t zk_session_timeout_ms = 10000;
   // A chain that lost a member waits this long for it to come back with its
   // data before placing a replacement (0: replace at once).
   std::int64_t replacement_delay_ms = 0;

@@ -146,6 +146,8 @@ class Controller {
     // this long is dropped; members heartbeat every heartbeat_interval.
     std::chrono::milliseconds group_session_timeout{10000};
     std::chrono::milliseconds group_heartbeat_interval{1000};
+    // The ZooKeeper session of a zk:// store (ControllerConfig::zk_session_timeout_ms).
+    std::chrono::milliseconds zk_session_timeout{10000};
     // A chain that lost a member to an eviction waits this long (from the
     // eviction, on this controller's clock; a restart waits again) for that
     // node to register again with the data it kept (it then rejoins behind

@@ -19,6 +19,7 @@
 // Thread: not thread-safe; the controller serialises all calls under its lock.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -97,8 +98,10 @@ class DirMetadataStore final : public MetadataStore {
 
 // Opens the store location names: empty for a DirMetadataStore in
 // dir.dir, `zk://host:port[,host:port...][/chroot]` for a ZkMetadataStore
-// (chroot /catena when none is given). Anything else is INVALID_ARGUMENT.
-[[nodiscard]] Result<std::unique_ptr<MetadataStore>> open_metadata_store(std::string_view location,
-                                                                         DirMetadataStore::Options dir);
+// (chroot /catena when none is given), with a session of zk_session_timeout.
+// Anything else is INVALID_ARGUMENT.
+[[nodiscard]] Result<std::unique_ptr<MetadataStore>> open_metadata_store(
+    std::string_view location, DirMetadataStore::Options dir,
+    std::chrono::milliseconds zk_session_timeout = std::chrono::milliseconds(10000));
 
 }  // namespace catena::control

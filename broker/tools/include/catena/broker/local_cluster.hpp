@@ -53,6 +53,7 @@ struct ClusterOptions {
   // metadata and elects the leader; each controller is a candidate with its
   // own address, and brokers and clients are given every address.
   int controllers = 1;
+  int zk_session_timeout_ms = 0;  // with several controllers; 0: the controller's default
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;
   int group_session_timeout_ms = 0;  // 0: the controller's default

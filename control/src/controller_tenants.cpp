@@ -117,8 +117,10 @@ std::vector<PlacementCandidate> Controller::candidates_for_locked(const std::str
 
 std::set<std::string> Controller::placement_refused_locked(const std::string& channel) const {
   std::set<std::string> out;
-  for (const auto& c : candidates_locked()) {
-    if (!placement_allowed_locked(channel, c.node_id)) out.insert(c.node_id);
+  // Per route under repair: the nodes alone, not candidates_locked()'s load
+  // (which walks every route).
+  for (const auto& [id, node] : store_->state().nodes) {
+    if (!placement_allowed_locked(channel, id)) out.insert(id);
   }
   return out;
 }

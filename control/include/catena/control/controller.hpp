@@ -311,7 +311,7 @@ class Controller {
   // candidates_locked() without the nodes placement_allowed_locked refuses.
   [[nodiscard]] std::vector<PlacementCandidate> candidates_for_locked(const std::string& channel) const
       REQUIRES(mu_);
-  // The ALIVE nodes a replica of `channel` may not be placed on (for
+  // The nodes a replica of `channel` may not be placed on (for
   // Placement::choose's exclusions).
   [[nodiscard]] std::set<std::string> placement_refused_locked(const std::string& channel) const
       REQUIRES(mu_);

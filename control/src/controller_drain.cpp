@@ -399,10 +399,13 @@ Result<idl::RebalancePlan> Controller::rebalance(bool dry_run) {
     moves = plan_rebalance(nodes, chains);
     // A tenant's chain never moves outside its zones (the plan balances
     // counts, not policies): such a move is left out.
-    std::erase_if(moves, [&](const RebalanceMove& m) {
-      return std::any_of(m.to.begin(), m.to.end(),
-                         [&](const std::string& id) { return !placement_allowed_locked(m.channel, id); });
-    });
+    std::vector<RebalanceMove> allowed;
+    for (auto& m : moves) {
+      bool within = true;
+      for (const auto& id : m.to) within = within && placement_allowed_locked(m.channel, id);
+      if (within) allowed.push_back(std::move(m));
+    }
+    moves = std::move(allowed);
   }
   idl::RebalancePlan plan;
   plan.__set_dry_run(dry_run);

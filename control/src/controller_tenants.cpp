@@ -109,9 +109,10 @@ bool Controller::placement_allowed_locked(const std::string& channel, const std:
 }
 
 std::vector<PlacementCandidate> Controller::candidates_for_locked(const std::string& channel) const {
-  auto out = candidates_locked();
-  std::erase_if(out,
-                [&](const PlacementCandidate& c) { return !placement_allowed_locked(channel, c.node_id); });
+  std::vector<PlacementCandidate> out;
+  for (auto& c : candidates_locked()) {
+    if (placement_allowed_locked(channel, c.node_id)) out.push_back(std::move(c));
+  }
   return out;
 }
 

@@ -50,6 +50,29 @@ struct Delivery {
   std::uint64_t at_ns = 0;  // wall clock, when it was handed over
 };
 
+// Per key, a record seen after a later one of the same key (the first 8
+// are reported as failures).
+class KeyOrder {
+ public:
+  void see(const Delivery& d, const char* delivered) {
+    const int key = d.record % kKeys;
+    auto last = last_of_key_.find(key);
+    if (last != last_of_key_.end() && d.record < last->second) {
+      if (violations_++ < 8) {
+        ADD_FAILURE() << "key " << key << ": record " << d.record << " (member " << d.member << ", "
+                      << d.partition << "@" << d.offset << ") " << delivered << " after record "
+                      << last->second;
+      }
+    }
+    if (last == last_of_key_.end() || d.record > last->second) last_of_key_[key] = d.record;
+  }
+  [[nodiscard]] int violations() const { return violations_; }
+
+ private:
+  std::map<int, int> last_of_key_;  // key -> the last record of it seen
+  int violations_ = 0;
+};
+
 class GroupAlter : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -271,23 +294,14 @@ TEST_F(GroupAlter, EachKeysRecordsReachTheGroupInOrderAcrossAGrowAndAShrink) {
   threads_.clear();
 
   std::map<int, int> times;
-  std::map<int, int> last_of_key;  // key -> the last record of it delivered
-  int out_of_order = 0, shown = 0;
+  KeyOrder order;
   std::map<int, std::map<std::uint32_t, int>> per_member;
   for (const auto& d : log_) {
     ++times[d.record];
     ++per_member[d.member][d.partition];
-    const int key = d.record % kKeys;
-    auto last = last_of_key.find(key);
-    if (last != last_of_key.end() && d.record < last->second) {
-      ++out_of_order;
-      if (shown++ < 8) {
-        ADD_FAILURE() << "key " << key << ": record " << d.record << " (member " << d.member << ", "
-                      << d.partition << "@" << d.offset << ") delivered after record " << last->second;
-      }
-    }
-    if (last == last_of_key.end() || d.record > last->second) last_of_key[key] = d.record;
+    order.see(d, "delivered");
   }
+  const int out_of_order = order.violations();
   std::size_t missing = 0, twice = 0;
   for (const auto& [i, at] : want) {
     const auto t = times.find(i);
@@ -415,8 +429,8 @@ TEST_F(GroupAlterKill, AMemberKilledInTheMiddleOfAnAlterOrARebalanceHandsOverAtI
   std::stable_sort(all.begin(), all.end(),
                    [](const Delivery& a, const Delivery& b) { return a.at_ns < b.at_ns; });
   std::map<int, const Delivery*> first_of, last_of;  // record -> its first and latest delivery
-  std::map<int, int> last_of_key;
-  int out_of_order = 0, again = 0, shown = 0;
+  KeyOrder order;
+  int again = 0;
   for (const auto& d : all) {
     auto [it, first_time] = first_of.emplace(d.record, &d);
     auto& previous = last_of[d.record];
@@ -432,17 +446,9 @@ TEST_F(GroupAlterKill, AMemberKilledInTheMiddleOfAnAlterOrARebalanceHandsOverAtI
       continue;
     }
     previous = &d;
-    const int key = d.record % kKeys;
-    auto last = last_of_key.find(key);
-    if (last != last_of_key.end() && d.record < last->second) {
-      ++out_of_order;
-      if (shown++ < 8) {
-        ADD_FAILURE() << "key " << key << ": record " << d.record << " (member " << d.member << ", "
-                      << d.partition << "@" << d.offset << ") first delivered after record " << last->second;
-      }
-    }
-    if (last == last_of_key.end() || d.record > last->second) last_of_key[key] = d.record;
+    order.see(d, "first delivered");
   }
+  const int out_of_order = order.violations();
   std::size_t missing = 0;
   for (const auto& [i, at] : want) missing += first_of.contains(i) ? 0 : 1;
   EXPECT_EQ(out_of_order, 0);

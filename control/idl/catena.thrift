@@ -207,6 +207,15 @@ struct RegisterReply {
   // (registration counts as one). The controller never acts on a node's
   // silence before its lease has lapsed. 0: no lease (older controllers).
   4: i32 lease_ms,
+  // The node's BrokerAdmin credential: from now on its BrokerAdmin server
+  // answers only connections that called authenticate with this secret
+  // (HMAC of the cluster's link key and the node id: every controller of
+  // the cluster derives the same one). Unset: an older controller, and the
+  // server stays open.
+  5: optional binary admin_secret,
+  // The controller epoch of the controller that answered (see
+  // BrokerAdmin.authenticate).
+  6: optional i64 controller_epoch,
 }
 
 // One replica's progress in one partition, as its node last saw it.
@@ -253,6 +262,10 @@ struct HeartbeatReply {
   // back the ones it is the last copy of and fences the others.
   // false: the lease is renewed from when this heartbeat was sent.
   1: bool fenced,
+  // The answering controller's epoch. A node that has heard of a newer
+  // epoch takes nothing from this reply (a deposed leader cannot renew a
+  // lease), and a newer one fences every older controller from then on.
+  2: optional i64 controller_epoch,
 }
 
 struct FailureReport {
@@ -619,6 +632,16 @@ struct SealReply {
 // controller retries after timeouts), so every method is idempotent and
 // decided by epoch alone.
 service BrokerAdmin {
+  // The first call of every connection, once the broker has registered
+  // (RegisterReply.admin_secret): binds the connection to the controller
+  // epoch that opened it. Refused as UNAUTHENTICATED with another secret,
+  // and as NOT_LEADER with an epoch older than the newest the broker heard
+  // of (registration, heartbeat replies, authenticate). Every other call is
+  // refused as UNAUTHENTICATED on a connection that has not authenticated,
+  // and as NOT_LEADER once a newer controller epoch is known: a deposed
+  // leader that wakes up cannot reconfigure, fence, seal or probe anything.
+  void authenticate(1: binary admin_secret, 2: i64 controller_epoch) throws (1: CatenaError err),
+
   // Install route for (route.channel, route.partition).
   //   route.epoch <  installed: throw STALE_EPOCH with the installed route.
   //   route.epoch == installed: no-op success (the controller retries).

@@ -118,6 +118,10 @@ struct MetaState {
   10: map<string, map<i32, Handoff>> handoffs,
   // Tenants by name.
   60: map<string, TenantRecord> tenants,
+  // The directory store's controller epoch: taken (+1) by every open, so a
+  // restarted controller's BrokerAdmin calls outrank its predecessor's.
+  // The ZooKeeper store keeps its own in <root>/controller_epoch.
+  22: i64 controller_epoch = 0,
 }
 
 struct MetaRecord {
@@ -132,6 +136,7 @@ struct MetaRecord {
   9: optional OffsetCommit commit_offset,
   20: optional i64 producer_numbers_reserved,
   21: optional binary set_link_key,
+  22: optional i64 set_controller_epoch,
   10: optional map<string, map<i32, i64>> raise_high_water,   // applied as max()
   11: optional MoveIntent begin_move,
   12: optional RouteKey end_move,

@@ -84,9 +84,13 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
     record.__set_set_link_key(*key);
     if (auto r = c->store_->commit(record); !r) return r.error();
   }
+  auto epoch = c->store_->take_controller_epoch();
+  if (!epoch) return epoch.error();
+  c->controller_epoch_ = *epoch;
   const auto& state = c->store_->state();
-  spdlog::info("metadata {}: {} node(s), {} channel(s), {} open repair(s)", c->store_->describe(),
-               state.nodes.size(), state.channels.size(), state.intents.size());
+  spdlog::info("metadata {}: {} node(s), {} channel(s), {} open repair(s); controller epoch {}",
+               c->store_->describe(), state.nodes.size(), state.channels.size(), state.intents.size(),
+               c->controller_epoch_);
   // Every live node gets a fresh timeout window: silence while we were down
   // is not evidence against it.
   for (const auto& [id, node] : state.nodes) {
@@ -289,6 +293,8 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
   reply.__set_node_epoch(node.node_epoch);
   reply.__set_heartbeat_interval_ms(static_cast<std::int32_t>(options_.heartbeat_interval.count()));
   reply.__set_lease_ms(static_cast<std::int32_t>(lease().count()));
+  reply.__set_admin_secret(admin_secret_locked(id));
+  reply.__set_controller_epoch(controller_epoch_);
   return reply;
 }
 
@@ -301,6 +307,7 @@ Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& r
                       fmt::format("node '{}' is not registered: call registerNode", request.node_id));
   }
   idl::HeartbeatReply reply;
+  reply.__set_controller_epoch(controller_epoch_);
   if (node->dead || request.node_epoch != node->node_epoch) {
     reply.__set_fenced(true);  // a retired incarnation: it must drop its roles and re-register
     return reply;
@@ -423,6 +430,21 @@ std::string Controller::access_secret(const std::string& channel, std::int32_t p
   return access_secret_locked(channel, partition);
 }
 
+BrokerTarget Controller::broker_target_locked(const std::string& node_id,
+                                              const std::string& admin_addr) const {
+  BrokerTarget t;
+  t.node_id = node_id;
+  t.admin_addr = admin_addr;
+  t.admin_secret = admin_secret_locked(node_id);
+  t.controller_epoch = controller_epoch_;
+  return t;
+}
+
+std::string Controller::admin_secret_locked(const std::string& node_id) const {
+  // As access_secret_locked: no channel name has a newline.
+  return link_secret(store_->state().link_key, "broker-admin\n" + node_id, 0, 0);
+}
+
 std::string Controller::access_secret_locked(const std::string& channel, std::int32_t partition) const {
   // A newline never appears in a channel name: no channel's link secrets
   // or lineage share this derivation's input.
@@ -489,7 +511,7 @@ Result<idl::PartitionRoute> Controller::declare_partition_lost(const std::string
   for (const auto& j : next.joining) {
     if (const auto* n = node_locked(j.node_id); n != nullptr && !n->dead) {
       fences_.push_back(
-          FenceJob{BrokerTarget{j.node_id, n->info.admin_addr}, channel, partition, next.epoch});
+          FenceJob{broker_target_locked(j.node_id, n->info.admin_addr), channel, partition, next.epoch});
     }
   }
   next.joining.clear();

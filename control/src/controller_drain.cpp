@@ -142,7 +142,7 @@ void Controller::drop_drained_member_locked(idl::PartitionRoute& next) {
     leave_sealed_ranges_locked(next, id);
     if (const auto* n = node_locked(id); n != nullptr && !n->dead) {
       fences_.push_back(
-          FenceJob{BrokerTarget{id, n->info.admin_addr}, next.channel, next.partition, next.epoch});
+          FenceJob{broker_target_locked(id, n->info.admin_addr), next.channel, next.partition, next.epoch});
     }
     spdlog::info("{}/{}: drained {} (it was the {}); {} takes its place, epoch {}: {}", next.channel,
                  next.partition, id, role, next.replicas.back().node_id, next.epoch, describe_chain(next));
@@ -174,8 +174,8 @@ void Controller::drain_step_locked() {
         touched = true;
         if (!joining) continue;  // a retired range's replica goes with its ttl
         const auto* n = node_locked(id);
-        fences_.push_back(
-            FenceJob{BrokerTarget{id, n->info.admin_addr}, next.channel, next.partition, route.epoch + 1});
+        fences_.push_back(FenceJob{broker_target_locked(id, n->info.admin_addr), next.channel, next.partition,
+                                   route.epoch + 1});
       }
       if (!touched) continue;
       next.__set_epoch(route.epoch + 1);

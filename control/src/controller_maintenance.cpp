@@ -51,7 +51,7 @@ void Controller::run_probes() {
     for (auto& probe : detector_.due_probes()) {
       const auto* node = node_locked(probe.node_id);
       if (node == nullptr) continue;
-      probes.emplace_back(probe, BrokerTarget{probe.node_id, node->info.admin_addr});
+      probes.emplace_back(probe, broker_target_locked(probe.node_id, node->info.admin_addr));
     }
   }
   if (probes.empty()) return;

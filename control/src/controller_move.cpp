@@ -120,7 +120,7 @@ Result<idl::PartitionRoute> Controller::move_partition(const std::string& channe
       return make_error(idl::ErrorCode::UNAVAILABLE,
                         fmt::format("the head of {}/{} is down", channel, partition));
     }
-    head = BrokerTarget{head_node->info.node_id, head_node->info.admin_addr};
+    head = broker_target_locked(head_node->info.node_id, head_node->info.admin_addr);
     meta::MoveIntent intent;
     intent.__set_channel(channel);
     intent.__set_partition(partition);

@@ -85,7 +85,7 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
             route.replicas.front().node_id == replica.node_id) {
           a.__set_producers(handoff->producers);  // the new head's, before it takes an append
         }
-        jobs.push_back(PushJob{BrokerTarget{replica.node_id, node->info.admin_addr}, std::move(a)});
+        jobs.push_back(PushJob{broker_target_locked(replica.node_id, node->info.admin_addr), std::move(a)});
       }
     }
   }

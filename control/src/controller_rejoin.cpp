@@ -88,7 +88,7 @@ void Controller::fence_rejoiner_locked(const idl::PartitionRoute& route, const R
   }
   spdlog::info("{}/{}: {} does not rejoin ({}); its kept copy is dropped", route.channel, route.partition,
                candidate.node_id, why);
-  fences_.push_back(FenceJob{BrokerTarget{candidate.node_id, node->info.admin_addr}, route.channel,
+  fences_.push_back(FenceJob{broker_target_locked(candidate.node_id, node->info.admin_addr), route.channel,
                              route.partition, route.epoch});
 }
 

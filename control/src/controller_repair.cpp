@@ -140,7 +140,7 @@ Result<void> Controller::remove_from_routes_locked(const meta::RepairIntent& int
   // Best effort: if the evicted node is in fact alive, tell it to stop.
   for (const auto& route : changed) {
     if (!fence_evicted) break;
-    fences_.push_back(FenceJob{BrokerTarget{intent.node_id, node->info.admin_addr}, route.channel,
+    fences_.push_back(FenceJob{broker_target_locked(intent.node_id, node->info.admin_addr), route.channel,
                                route.partition, route.epoch});
   }
   if (crash_locked("repair.removed")) return make_error(idl::ErrorCode::INTERNAL, "halted");
@@ -274,7 +274,7 @@ void Controller::return_last_members_locked(const meta::NodeRecord& node,
         next.replicas.clear();
         for (const auto& j : next.joining) {
           if (const auto* n = node_locked(j.node_id); n != nullptr && !n->dead) {
-            fences_.push_back(FenceJob{BrokerTarget{j.node_id, n->info.admin_addr}, route.channel,
+            fences_.push_back(FenceJob{broker_target_locked(j.node_id, n->info.admin_addr), route.channel,
                                        route.partition, next.epoch});
           }
         }
@@ -294,7 +294,7 @@ void Controller::return_last_members_locked(const meta::NodeRecord& node,
     auto route = route_locked(p.channel, p.partition);
     if (!route) continue;
     fences_.push_back(
-        FenceJob{BrokerTarget{id, node.info.admin_addr}, p.channel, p.partition, (*route)->epoch});
+        FenceJob{broker_target_locked(id, node.info.admin_addr), p.channel, p.partition, (*route)->epoch});
   }
 }
 

@@ -171,7 +171,8 @@ Result<void> Controller::write_markers(const std::string& name, MarkerWait wait)
         failures.push_back(fmt::format("{}: its chain is being repaired", p));
         continue;
       }
-      targets.push_back(Target{p, route.epoch, BrokerTarget{head->info.node_id, head->info.admin_addr}});
+      targets.push_back(
+          Target{p, route.epoch, broker_target_locked(head->info.node_id, head->info.admin_addr)});
     }
   }
   // Every head appends its marker first, then the commits are waited for.

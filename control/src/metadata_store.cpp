@@ -145,6 +145,7 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
   if (record.__isset.producer_numbers_reserved)
     state.producer_numbers_reserved = record.producer_numbers_reserved;
   if (record.__isset.set_link_key) state.link_key = record.set_link_key;
+  if (record.__isset.set_controller_epoch) state.controller_epoch = record.set_controller_epoch;
   if (record.__isset.next_intent_id) state.next_intent_id = record.next_intent_id;
   if (record.__isset.put_tenant) {
     state.tenants[record.put_tenant.name] = record.put_tenant;
@@ -236,6 +237,13 @@ std::string DirMetadataStore::describe() const {
   return fmt::format("in {}: snapshot {} (lsn {}), {} log record(s) replayed, {} torn tail byte(s) dropped",
                      options_.dir.string(), recovery_.had_snapshot ? "loaded" : "absent",
                      recovery_.snapshot_lsn, recovery_.replayed_records, recovery_.dropped_tail_bytes);
+}
+
+Result<std::int64_t> DirMetadataStore::take_controller_epoch() {
+  meta::MetaRecord record;
+  record.__set_set_controller_epoch(state_.controller_epoch + 1);
+  if (auto r = commit(record); !r) return r.error();
+  return state_.controller_epoch;
 }
 
 Result<void> DirMetadataStore::snapshot() {

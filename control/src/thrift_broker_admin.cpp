@@ -15,6 +15,10 @@ struct ThriftBrokerAdmin::Connection {
   Mutex mu;  // one call at a time on the connection
   detail::ThriftConnection link GUARDED_BY(mu);
   std::unique_ptr<idl::BrokerAdminClient> client GUARDED_BY(mu);
+  // What the connection authenticated with (BrokerAdmin.authenticate);
+  // empty: nothing yet.
+  std::string secret GUARDED_BY(mu);
+  std::int64_t controller_epoch GUARDED_BY(mu) = 0;
 };
 
 ThriftBrokerAdmin::~ThriftBrokerAdmin() {
@@ -43,6 +47,7 @@ Result<void> ThriftBrokerAdmin::call(const BrokerTarget& to, std::chrono::millis
     conn->mu.assert_held();  // called below, under conn_lock
     conn->client.reset();
     conn->link.close();
+    conn->secret.clear();
   };
   if (conn->client && conn->link.stale()) drop();
   if (!conn->client) {
@@ -53,6 +58,15 @@ Result<void> ThriftBrokerAdmin::call(const BrokerTarget& to, std::chrono::millis
   }
   conn->link.set_timeout(timeout);
   try {
+    // A new connection, or a caller with another epoch (a controller of
+    // this process elected again): authenticate first.
+    if (!to.admin_secret.empty() &&
+        (conn->secret != to.admin_secret || conn->controller_epoch != to.controller_epoch)) {
+      conn->secret.clear();
+      conn->client->authenticate(to.admin_secret, to.controller_epoch);
+      conn->secret = to.admin_secret;
+      conn->controller_epoch = to.controller_epoch;
+    }
     fn(*conn->client);
     return {};
   } catch (const idl::CatenaError& e) {

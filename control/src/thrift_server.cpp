@@ -215,4 +215,10 @@ std::unique_ptr<ThriftServer> make_broker_admin_server(std::shared_ptr<idl::Brok
                                         std::move(options));
 }
 
+std::unique_ptr<ThriftServer> make_broker_admin_server(std::shared_ptr<idl::BrokerAdminIfFactory> handlers,
+                                                       ThriftServer::Options options) {
+  return std::make_unique<ThriftServer>(
+      std::make_shared<idl::BrokerAdminProcessorFactory>(std::move(handlers)), std::move(options));
+}
+
 }  // namespace catena::control

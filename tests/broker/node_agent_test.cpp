@@ -50,7 +50,9 @@ class RecordingCalls final : public broker::ControllerCalls {
   control::Result<control::idl::RegisterReply> register_node(
       const control::idl::NodeInfo& info, const std::vector<control::idl::PartitionProgress>& held) override {
     registrations.push_back({held, agent_ != nullptr ? agent_->lease_deadline_ns() : 0});
-    return inner_.register_node(info, held);
+    auto r = inner_.register_node(info, held);
+    if (r) last_registration = *r;
+    return r;
   }
   control::Result<control::idl::HeartbeatReply> heartbeat(
       const control::idl::HeartbeatRequest& request) override {
@@ -62,6 +64,7 @@ class RecordingCalls final : public broker::ControllerCalls {
   }
 
   std::vector<Registration> registrations;
+  control::idl::RegisterReply last_registration;
   int heartbeats = 0;
 
  private:
@@ -90,8 +93,10 @@ class NodeAgentTest : public ::testing::Test {
     auto b = broker::Broker::start(cfg);
     ASSERT_TRUE(b.ok()) << b.error().message;
     broker_ = std::move(b.value());
-    admin_server_ =
-        std::make_unique<broker::BrokerAdminServer>(*broker_, broker::BrokerAdminServer::Options{});
+    // As catenad: only the controller that registered the node may call.
+    broker::BrokerAdminServer::Options so;
+    so.fence = &fence_;
+    admin_server_ = std::make_unique<broker::BrokerAdminServer>(*broker_, so);
     ASSERT_TRUE(admin_server_->start().ok());
 
     info_.node_id = "node-a";
@@ -102,6 +107,7 @@ class NodeAgentTest : public ::testing::Test {
     ao.info = info_;
     ao.controller = "in-process";
     ao.provider = provider_spec();
+    ao.fence = &fence_;
     agent_ = std::make_unique<broker::NodeAgent>(*broker_, *calls_, ao);
     calls_->watch(agent_.get());
   }
@@ -149,6 +155,30 @@ class NodeAgentTest : public ::testing::Test {
     return pub.value()->flush(timeout) && acked;
   }
 
+  // A BrokerAdmin caller other than the controller: what it reaches the
+  // node with, and whether it holds the partition as the controller left it.
+  control::BrokerTarget target(const std::string& secret, std::int64_t controller_epoch) const {
+    control::BrokerTarget t;
+    t.node_id = info_.node_id;
+    t.admin_addr = info_.admin_addr;
+    t.admin_secret = secret;
+    t.controller_epoch = controller_epoch;
+    return t;
+  }
+  void create_channel() {
+    control::idl::ChannelConfig cc;
+    cc.__set_name(kChannel);
+    cc.__set_partitions(1);
+    cc.__set_replication(1);
+    cc.__set_segment_bytes(kSegment);
+    cc.__set_ttl_ms(600000);
+    auto ch = controller_->create_channel(cc);
+    ASSERT_TRUE(ch.ok()) << ch.error().describe();
+    ASSERT_TRUE(eventually([&] { return broker_epoch_of_partition() > 0; }))
+        << "the controller's (authenticated) push never arrived";
+  }
+
+  broker::ControllerFence fence_;
   control::testing::TempDir dir_;
   catena::ManualClock controller_clock_;
   control::ThriftBrokerAdmin admin_{control::ThriftBrokerAdmin::Options{}};
@@ -244,6 +274,104 @@ TEST_F(NodeAgentTest, UnknownNodeRegistersAgain) {
   EXPECT_TRUE(calls_->registrations[0].held.empty());
   EXPECT_EQ(stranger.node_id(), "node-b");
   EXPECT_GT(stranger.node_epoch(), 0);
+}
+
+// Issue 13: "the admin API of brokers accepts only the controller". Anyone
+// who can reach the BrokerAdmin port can otherwise fence a partition, drop
+// it with a route that leaves the node out, or seal its head.
+TEST_F(NodeAgentTest, OnlyTheControllerThatRegisteredTheNodeMayCallItsBrokerAdmin) {
+  ASSERT_TRUE(agent_->register_node());
+  const auto& reg = calls_->last_registration;
+  ASSERT_TRUE(reg.__isset.admin_secret);
+  ASSERT_EQ(reg.admin_secret.size(), 16u);
+  ASSERT_TRUE(reg.__isset.controller_epoch);
+  ASSERT_GT(reg.controller_epoch, 0);
+  create_channel();
+  const std::uint64_t route_epoch = broker_epoch_of_partition();
+
+  control::ThriftBrokerAdmin intruder{control::ThriftBrokerAdmin::Options{}};
+  std::string forged = reg.admin_secret;
+  forged[0] = static_cast<char>(forged[0] ^ 1);
+  for (const auto& secret : {std::string(), forged, std::string(16, '\0')}) {
+    // An empty secret sends no authenticate call: the calls come bare.
+    const auto to = target(secret, reg.controller_epoch + 1);
+    auto ping = intruder.ping(to);
+    EXPECT_EQ(ping.code(), control::idl::ErrorCode::UNAUTHENTICATED) << ping.error().describe();
+    auto fenced = intruder.fence(to, kChannel, 0, static_cast<std::int64_t>(route_epoch) + 100);
+    EXPECT_EQ(fenced.code(), control::idl::ErrorCode::UNAUTHENTICATED) << fenced.error().describe();
+    auto sealed = intruder.seal(to, kChannel, 0, static_cast<std::int64_t>(route_epoch));
+    EXPECT_EQ(sealed.code(), control::idl::ErrorCode::UNAUTHENTICATED) << sealed.error().describe();
+    control::idl::ChainAssignment drop;
+    drop.route.__set_channel(kChannel);
+    drop.route.__set_partition(0);
+    drop.route.__set_epoch(static_cast<std::int64_t>(route_epoch) + 100);
+    drop.__set_segment_bytes(kSegment);
+    drop.__set_ttl_ms(600000);
+    auto dropped = intruder.configure_chain(to, drop);
+    EXPECT_EQ(dropped.code(), control::idl::ErrorCode::UNAUTHENTICATED) << dropped.error().describe();
+  }
+  EXPECT_GE(fence_.stats().refused_unauthenticated, 12u);
+  // Nothing of it reached the replica: same epoch, still acknowledging.
+  EXPECT_EQ(broker_epoch_of_partition(), route_epoch);
+  EXPECT_TRUE(publish_one(5s));
+  // The intruder's epoch was never admitted: the controller's still is.
+  EXPECT_EQ(fence_.stats().newest_epoch, reg.controller_epoch);
+  auto controller_ping = admin_.ping(target(reg.admin_secret, reg.controller_epoch));
+  EXPECT_TRUE(controller_ping.ok()) << controller_ping.error().describe();
+}
+
+// Issue 14: "brokers refuse calls from an older controller epoch" - a
+// paused leader that wakes up after another controller took over. Here the
+// newer controller is a second caller with the same credentials one epoch
+// later; the in-process controller plays the deposed one.
+TEST_F(NodeAgentTest, ANewerControllerEpochFencesTheOlderOnEveryAdminCallAndLease) {
+  ASSERT_TRUE(agent_->register_node());
+  const auto reg = calls_->last_registration;
+  create_channel();
+  const std::uint64_t route_epoch = broker_epoch_of_partition();
+  const std::int64_t old_epoch = reg.controller_epoch;
+
+  control::ThriftBrokerAdmin deposed{control::ThriftBrokerAdmin::Options{}};
+  control::ThriftBrokerAdmin leader{control::ThriftBrokerAdmin::Options{}};
+  auto before = deposed.ping(target(reg.admin_secret, old_epoch));
+  ASSERT_TRUE(before.ok()) << before.error().describe();
+  // A heartbeat answered by the old epoch renews the lease while it is the newest.
+  std::uint64_t lease = agent_->lease_deadline_ns();
+  std::this_thread::sleep_for(2ms);
+  agent_->step();
+  EXPECT_GT(agent_->lease_deadline_ns(), lease);
+
+  auto took_over = leader.ping(target(reg.admin_secret, old_epoch + 1));
+  ASSERT_TRUE(took_over.ok()) << took_over.error().describe();
+  EXPECT_EQ(fence_.stats().newest_epoch, old_epoch + 1);
+
+  // The deposed controller's connection authenticated before: every call on
+  // it is refused now, and so is a new one at its epoch.
+  auto ping = deposed.ping(target(reg.admin_secret, old_epoch));
+  EXPECT_EQ(ping.code(), control::idl::ErrorCode::NOT_LEADER) << ping.error().describe();
+  EXPECT_NE(ping.error().message.find("older than epoch"), std::string::npos) << ping.error().message;
+  auto fenced = deposed.fence(target(reg.admin_secret, old_epoch), kChannel, 0,
+                              static_cast<std::int64_t>(route_epoch) + 100);
+  EXPECT_EQ(fenced.code(), control::idl::ErrorCode::NOT_LEADER) << fenced.error().describe();
+  control::ThriftBrokerAdmin fresh{control::ThriftBrokerAdmin::Options{}};
+  auto again =
+      fresh.seal(target(reg.admin_secret, old_epoch), kChannel, 0, static_cast<std::int64_t>(route_epoch));
+  EXPECT_EQ(again.code(), control::idl::ErrorCode::NOT_LEADER) << again.error().describe();
+  EXPECT_EQ(broker_epoch_of_partition(), route_epoch) << "the deposed controller's fence reached the replica";
+
+  // Its heartbeat answers renew nothing either (the in-process controller
+  // answers at the old epoch): the lease runs out unless the new leader answers.
+  lease = agent_->lease_deadline_ns();
+  const int heartbeats = calls_->heartbeats;
+  std::this_thread::sleep_for(2ms);
+  agent_->step();
+  EXPECT_EQ(calls_->heartbeats, heartbeats + 1);
+  EXPECT_EQ(agent_->lease_deadline_ns(), lease) << "a deposed controller renewed the lease";
+  EXPECT_GE(fence_.stats().refused_stale, 4u);
+
+  // The new leader's calls go on.
+  auto still = leader.ping(target(reg.admin_secret, old_epoch + 1));
+  EXPECT_TRUE(still.ok()) << still.error().describe();
 }
 
 }  // namespace

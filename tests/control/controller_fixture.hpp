@@ -35,6 +35,10 @@ class FakeBroker final : public idl::BrokerAdminIf {
  public:
   explicit FakeBroker(std::string name) : name_(std::move(name)) {}
 
+  // InProcBrokerAdmin never authenticates: the controller's credentials
+  // are tested against the real BrokerAdmin server (node_agent_test.cpp).
+  void authenticate(const std::string& /*admin_secret*/, std::int64_t /*controller_epoch*/) override {}
+
   void configureChain(const idl::ChainAssignment& a) override {
     std::lock_guard lock(mu_);
     configure_calls_.push_back(a);

@@ -346,6 +346,24 @@ TEST(MetadataStore, OneOpenPerDirectory) {
   EXPECT_TRUE(DirMetadataStore::open({dir.path(), 1000}).ok());
 }
 
+// What a restarted controller commands brokers with must outrank what it
+// commanded them with before (they refuse older epochs), through the log
+// and through a snapshot.
+TEST(MetadataStore, EveryControllerEpochTakenIsNewerThanTheOnesBefore) {
+  TempDir dir;
+  std::int64_t last = 0;
+  for (int open = 0; open < 3; ++open) {
+    auto store = open_store(dir.path(), /*snapshot_every=*/2);
+    ASSERT_NE(store, nullptr);
+    auto epoch = store->take_controller_epoch();
+    ASSERT_TRUE(epoch.ok()) << epoch.error().describe();
+    EXPECT_EQ(*epoch, last + 1) << "open " << open;
+    EXPECT_EQ(store->state().controller_epoch, *epoch);
+    last = *epoch;
+    ASSERT_TRUE(store->commit(node_record(open)).ok());  // and a snapshot at times
+  }
+}
+
 TEST(Wal, RecordsRoundTripAndLsnsMustBeContiguous) {
   TempDir dir;
   const auto path = dir.path() / "log";

@@ -49,8 +49,10 @@ class Incarnation : public ::testing::Test {
   }
 
   control::BrokerTarget target(int i) {
-    return {brokers_[static_cast<std::size_t>(i)]->node_id(),
-            "127.0.0.1:" + std::to_string(servers_[static_cast<std::size_t>(i)]->port())};
+    control::BrokerTarget t;
+    t.node_id = brokers_[static_cast<std::size_t>(i)]->node_id();
+    t.admin_addr = "127.0.0.1:" + std::to_string(servers_[static_cast<std::size_t>(i)]->port());
+    return t;
   }
 
   // Chain node-0 -> node-1 at `epoch`, naming incarnations e0 and e1.

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <catena/broker/broker_admin_server.hpp>
@@ -116,11 +117,32 @@ broker::Broker::NextChain next_chain_of(const idl::PartitionRoute& route, std::s
 
 }  // namespace
 
+// What every connection's handler shares: the broker, the fence and the
+// routes installed.
+struct BrokerAdminServer::Shared {
+  Shared(broker::Broker& b, ControllerFence* f) : broker(b), fence(f) {}
+  broker::Broker& broker;
+  ControllerFence* fence;  // null: open to every caller (tests that play the controller)
+  Mutex mu;
+  std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed GUARDED_BY(mu);
+};
+
+// One per connection: it remembers the controller epoch the connection
+// authenticated at. Thread: a connection's calls run one at a time on its
+// own thread.
 class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
  public:
-  explicit Handler(broker::Broker& b) : broker_(b) {}
+  explicit Handler(std::shared_ptr<Shared> shared) : shared_(std::move(shared)), broker_(shared_->broker) {}
+
+  void authenticate(const std::string& admin_secret, std::int64_t controller_epoch) override {
+    epoch_.reset();
+    if (shared_->fence == nullptr) return;
+    if (auto r = shared_->fence->admit(admin_secret, controller_epoch); !r) throw r.error().to_thrift();
+    epoch_ = controller_epoch;
+  }
 
   void configureChain(const idl::ChainAssignment& a) override {
+    admit("configureChain");
     const std::string node = broker_.node_id();
     // Sizes beyond the limits are refused by the replica (chain::check_replica_config)
     // with the reason; here only what would not survive the narrowing casts.
@@ -149,8 +171,8 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
       auto r = broker_.fence(a.route.channel, static_cast<std::uint32_t>(a.route.partition),
                              static_cast<std::uint64_t>(a.route.epoch));
       if (r.status == broker::ConfigureStatus::stale_epoch) throw stale(key, r.message);
-      MutexLock lk(mu_);
-      installed_.erase(key);
+      MutexLock lk(shared_->mu);
+      shared_->installed.erase(key);
       return;
     }
     // The route must name this very incarnation: a restarted process with the
@@ -185,8 +207,8 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     auto r = broker_.configure(rc, producers);
     switch (r.status) {
       case broker::ConfigureStatus::applied: {
-        MutexLock lk(mu_);
-        installed_[key] = a.route;
+        MutexLock lk(shared_->mu);
+        shared_->installed[key] = a.route;
         return;
       }
       case broker::ConfigureStatus::stale_epoch:
@@ -199,17 +221,19 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   }
 
   void fence(const std::string& channel, std::int32_t partition, std::int64_t epoch) override {
+    admit("fence");
     if (partition < 0 || epoch < 0)
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad fence").to_thrift();
     auto r = broker_.fence(channel, static_cast<std::uint32_t>(partition), static_cast<std::uint64_t>(epoch));
     if (r.status == broker::ConfigureStatus::stale_epoch) throw stale({channel, partition}, r.message);
-    MutexLock lk(mu_);
-    installed_.erase({channel, partition});
+    MutexLock lk(shared_->mu);
+    shared_->installed.erase({channel, partition});
   }
 
   void appendMarker(idl::MarkerReply& out, const std::string& channel, std::int32_t partition,
                     std::int64_t epoch, std::int32_t generation, std::int32_t from_partitions,
                     std::int32_t to_partitions) override {
+    admit("appendMarker");
     if (partition < 0 || epoch <= 0 || generation <= 0 || from_partitions <= 0 || to_partitions <= 0)
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad marker request").to_thrift();
     const chain::MarkerSpec marker{static_cast<std::uint64_t>(generation),
@@ -224,6 +248,7 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
 
   void seal(idl::SealReply& out, const std::string& channel, std::int32_t partition,
             std::int64_t epoch) override {
+    admit("seal");
     if (partition < 0 || epoch <= 0)
       throw make_error(idl::ErrorCode::INVALID_ARGUMENT, "bad seal").to_thrift();
     auto r = broker_.seal(channel, static_cast<std::uint32_t>(partition), static_cast<std::uint64_t>(epoch));
@@ -257,6 +282,7 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   // A node whose data plane stopped is not alive, whatever this thread says:
   // the probe fails, and the controller repairs its chains.
   void ping(idl::NodeStats& out) override {
+    admit("ping");
     if (const auto stalled = broker_.data_plane_stalled_ms(); stalled > 0) {
       throw make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("data plane silent for {} ms", stalled))
           .to_thrift();
@@ -265,6 +291,12 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   }
 
  private:
+  // Every call but authenticate: only the controller, and only the newest.
+  void admit(const char* call) {
+    if (shared_->fence == nullptr) return;
+    if (auto r = shared_->fence->check(epoch_, call); !r) throw r.error().to_thrift();
+  }
+
   // A head call's status as BrokerAdmin's error (seal, appendMarker).
   void throw_unless_applied(broker::ConfigureStatus status, const std::pair<std::string, std::int32_t>& key,
                             const std::string& msg) {
@@ -283,15 +315,27 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
 
   idl::CatenaError stale(const std::pair<std::string, std::int32_t>& key, const std::string& msg) {
     ControlError e = make_error(idl::ErrorCode::STALE_EPOCH, msg);
-    MutexLock lk(mu_);
-    auto it = installed_.find(key);
-    if (it != installed_.end()) e.current_route = it->second;
+    MutexLock lk(shared_->mu);
+    auto it = shared_->installed.find(key);
+    if (it != shared_->installed.end()) e.current_route = it->second;
     return e.to_thrift();
   }
 
+  const std::shared_ptr<Shared> shared_;
   broker::Broker& broker_;
-  Mutex mu_;
-  std::map<std::pair<std::string, std::int32_t>, idl::PartitionRoute> installed_ GUARDED_BY(mu_);
+  std::optional<std::int64_t> epoch_;  // authenticated at; nullopt: not (yet)
+};
+
+class BrokerAdminServer::HandlerFactory final : public idl::BrokerAdminIfFactory {
+ public:
+  explicit HandlerFactory(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+  idl::BrokerAdminIf* getHandler(const apache::thrift::TConnectionInfo& /*info*/) override {
+    return new BrokerAdminServer::Handler(shared_);  // the base names its interface Handler
+  }
+  void releaseHandler(idl::BrokerAdminIf* handler) override { delete handler; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
 };
 
 BrokerAdminServer::BrokerAdminServer(broker::Broker& broker, Options options)
@@ -302,11 +346,11 @@ BrokerAdminServer::~BrokerAdminServer() {
 }
 
 Result<void> BrokerAdminServer::start() {
-  handler_ = std::make_shared<Handler>(broker_);
   ThriftServer::Options o;
   o.host = options_.host;
   o.port = options_.port;
-  server_ = make_broker_admin_server(handler_, o);
+  server_ = make_broker_admin_server(
+      std::make_shared<HandlerFactory>(std::make_shared<Shared>(broker_, options_.fence)), o);
   return server_->start();
 }
 

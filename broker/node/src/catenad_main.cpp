@@ -144,7 +144,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto admin_hp = catena::control::parse_host_port(s.admin_listen, /*allow_port_zero=*/true);  // validated
-  catena::broker::BrokerAdminServer admin(*broker.value(), {admin_hp->host, admin_hp->port});
+  // Only the controller that registered this node, at the newest
+  // controller epoch heard of, may call BrokerAdmin.
+  catena::broker::ControllerFence fence;
+  catena::broker::BrokerAdminServer admin(*broker.value(), {admin_hp->host, admin_hp->port, &fence});
   if (auto r = admin.start(); !r) {
     spdlog::error("{}", r.error().describe());
     return 1;
@@ -172,6 +175,7 @@ int main(int argc, char** argv) {
   agent_options.info.datacenter = s.datacenter;
   agent_options.controller = s.controller;
   agent_options.provider = s.provider;
+  agent_options.fence = &fence;
   catena::broker::NodeAgent agent(*broker.value(), calls, std::move(agent_options));
   // Its own connection, with room for every move of a rebalance: the
   // agent's stays free for heartbeats.

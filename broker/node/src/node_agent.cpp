@@ -45,6 +45,10 @@ bool NodeAgent::register_node(const std::vector<control::idl::PartitionProgress>
     spdlog::warn("register with controller {}: {}", options_.controller, r.error().describe());
     return false;
   }
+  if (options_.fence != nullptr) {
+    options_.fence->registered(r->__isset.admin_secret ? r->admin_secret : std::string(),
+                               r->__isset.controller_epoch ? r->controller_epoch : 0);
+  }
   options_.info.node_id = r->node_id;
   node_epoch_ = r->node_epoch;
   interval_ms_ = std::max(10, r->heartbeat_interval_ms);
@@ -76,6 +80,15 @@ void NodeAgent::step() {
   hb.stats = node_stats_of(broker_.stats());
   const std::uint64_t sent = broker_.clock().now_ns();
   auto reply = controller_.heartbeat(hb);
+  if (reply && reply->__isset.controller_epoch && options_.fence != nullptr &&
+      !options_.fence->heard(reply->controller_epoch)) {
+    // A deposed leader that has not noticed yet: it renews nothing and
+    // fences nothing. The lease runs out unless the new leader answers.
+    spdlog::warn("heartbeat answered by controller epoch {}, older than epoch {}: ignored",
+                 reply->controller_epoch, options_.fence->stats().newest_epoch);
+    send_link_reports();
+    return;
+  }
   if (reply && !reply->fenced) renew_lease(sent);
   if (reply && reply->fenced) {
     // The controller acted without us. Stop acting at once, but keep the

@@ -26,6 +26,11 @@ namespace catena::control {
 struct BrokerTarget {
   std::string node_id;     // for logs and hooks
   std::string admin_addr;  // host:port of the broker's BrokerAdmin server
+  // What a connection authenticates with first (BrokerAdmin.authenticate):
+  // the node's admin secret and the caller's controller epoch. An empty
+  // secret: no authenticate call (a broker that never registered).
+  std::string admin_secret;
+  std::int64_t controller_epoch = 0;
 };
 
 // The marker a channel alter asks a head for: the generation it opens and

@@ -318,6 +318,12 @@ class Controller {
 
   // --- all *_locked functions require mu_ (checked by Clang: REQUIRES) ---
   [[nodiscard]] Result<void> check_running_locked() const REQUIRES(mu_);
+  // Where and how to reach a node's BrokerAdmin server: its address, its
+  // admin secret (derived from the link key and the node id) and this
+  // controller's epoch (BrokerAdmin.authenticate).
+  [[nodiscard]] BrokerTarget broker_target_locked(const std::string& node_id,
+                                                  const std::string& admin_addr) const REQUIRES(mu_);
+  [[nodiscard]] std::string admin_secret_locked(const std::string& node_id) const REQUIRES(mu_);
   [[nodiscard]] std::string access_secret_locked(const std::string& channel, std::int32_t partition) const
       REQUIRES(mu_);
   bool crash_locked(std::string_view point) REQUIRES(mu_);
@@ -486,6 +492,9 @@ class Controller {
   Mutex alter_mu_ ACQUIRED_BEFORE(mu_);  // one channel alter at a time
   mutable Mutex mu_;
   std::unique_ptr<MetadataStore> store_ PT_GUARDED_BY(mu_);
+  // Taken from the store at open: what this controller's BrokerAdmin calls
+  // and heartbeat answers carry (brokers refuse older ones).
+  std::int64_t controller_epoch_ GUARDED_BY(mu_) = 0;
   FailureDetector detector_ GUARDED_BY(mu_);
   // From heartbeats and probes (progress too).
   std::map<std::string, idl::NodeStats> stats_ GUARDED_BY(mu_);

@@ -51,6 +51,12 @@ class MetadataStore {
 
   // For the log: where the metadata lives and what opening it found.
   [[nodiscard]] virtual std::string describe() const = 0;
+
+  // The controller epoch its holder commands brokers with
+  // (BrokerAdmin.authenticate): newer than any holder's before. The
+  // ZooKeeper store took it when it opened; the directory store takes it
+  // here (a durable +1). Called once, by the controller that opened it.
+  [[nodiscard]] virtual Result<std::int64_t> take_controller_epoch() = 0;
 };
 
 class DirMetadataStore final : public MetadataStore {
@@ -79,6 +85,7 @@ class DirMetadataStore final : public MetadataStore {
 
   [[nodiscard]] Result<void> commit(const meta::MetaRecord& record) override;
   [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] Result<std::int64_t> take_controller_epoch() override;
 
   // Writes a snapshot of the current state and empties the log.
   [[nodiscard]] Result<void> snapshot();

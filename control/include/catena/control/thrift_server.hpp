@@ -95,6 +95,9 @@ class ThriftServer {
 // A BrokerAdmin endpoint for a broker daemon (or a test double).
 [[nodiscard]] std::unique_ptr<ThriftServer> make_broker_admin_server(
     std::shared_ptr<idl::BrokerAdminIf> handler, ThriftServer::Options options);
+// The same with a handler per connection (one that remembers who it is).
+[[nodiscard]] std::unique_ptr<ThriftServer> make_broker_admin_server(
+    std::shared_ptr<idl::BrokerAdminIfFactory> handlers, ThriftServer::Options options);
 
 // Routes the Thrift library's own diagnostics (connection errors and the
 // like) to spdlog at debug level. Call once at startup.

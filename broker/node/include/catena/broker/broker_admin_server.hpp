@@ -9,6 +9,10 @@
 // below the installed one are refused with STALE_EPOCH and the installed
 // route; the same epoch again is a no-op (the controller retries pushes).
 //
+// With a ControllerFence (catenad's), every call but authenticate needs a
+// connection that authenticated with the broker's admin secret at the
+// newest controller epoch the broker heard of (controller_fence.hpp).
+//
 // Lifecycle: start() binds (port 0 picks one), stop() is idempotent. The
 // Broker must outlive the server.
 #pragma once
@@ -18,6 +22,7 @@
 #include <string>
 
 #include <catena/broker/broker.hpp>
+#include <catena/broker/controller_fence.hpp>
 #include <catena/control/idl/catena_types.h>
 #include <catena/control/result.hpp>
 #include <catena/control/thrift_server.hpp>
@@ -29,6 +34,9 @@ class BrokerAdminServer {
   struct Options {
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;
+    // Who may call; null: anyone (tests that play the controller). Must
+    // outlive the server.
+    ControllerFence* fence = nullptr;
   };
 
   BrokerAdminServer(Broker& broker, Options options);
@@ -40,12 +48,13 @@ class BrokerAdminServer {
   [[nodiscard]] std::uint16_t port() const noexcept;
   void stop();
 
+  struct Shared;
   class Handler;
+  class HandlerFactory;
 
  private:
   Broker& broker_;
   Options options_;
-  std::shared_ptr<Handler> handler_;
   std::unique_ptr<control::ThriftServer> server_;
 };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <catena/broker/broker.hpp>
+#include <catena/broker/controller_fence.hpp>
 #include <catena/control/idl/catena_types.h>
 #include <catena/control/result.hpp>
 
@@ -64,6 +65,10 @@ class NodeAgent {
     control::idl::NodeInfo info;  // node_id empty: the controller assigns one
     std::string controller;       // for logs: the controller's address
     std::string provider;         // for logs: the fabric provider
+    // Told the admin secret and every controller epoch the controller
+    // answers with; a heartbeat reply of an older epoch renews nothing.
+    // Null: none (tests). Must outlive the agent.
+    ControllerFence* fence = nullptr;
   };
 
   NodeAgent(Broker& broker, ControllerCalls& controller, Options options);

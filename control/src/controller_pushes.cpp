@@ -145,34 +145,38 @@ void Controller::run_pushes() {
   for (auto& [node, jobs] : by_node)
     tasks.push_back(std::async(std::launch::async, push_all, std::move(jobs)));
 
+  // Every answer before the lock: a broker that takes its time (up to the
+  // RPC timeout) holds up no heartbeat, request or probe verdict.
+  std::vector<Outcome> outcomes;
+  for (auto& task : tasks) {
+    for (auto& o : task.get()) outcomes.push_back(std::move(o));
+  }
   MutexLock lock(mu_);
   const auto now = clock_.now();
-  for (auto& task : tasks) {
-    for (auto& o : task.get()) {
-      pushing_.erase({o.node_id, o.rid});
-      if (o.attempted && !o.error) {
-        auto& ack = acks_[o.rid];
-        if (o.epoch > ack.epoch) {
-          ack.epoch = o.epoch;
-          ack.nodes.clear();
-        }
-        if (o.epoch == ack.epoch) ack.nodes.insert(o.node_id);
-        auto& newest = ack.newest[o.node_id];
-        newest = std::max(newest, o.epoch);
-        backoff_.erase(o.node_id);
-        continue;
+  for (auto& o : outcomes) {
+    pushing_.erase({o.node_id, o.rid});
+    if (o.attempted && !o.error) {
+      auto& ack = acks_[o.rid];
+      if (o.epoch > ack.epoch) {
+        ack.epoch = o.epoch;
+        ack.nodes.clear();
       }
-      if (!o.attempted) continue;
-      auto& b = backoff_[o.node_id];
-      b.delay = b.delay.count() == 0 ? Clock::duration(options_.push_retry_initial)
-                                     : std::min<Clock::duration>(b.delay * 2, options_.push_retry_max);
-      b.next_attempt = now + b.delay;
-      const auto level =
-          o.error->code == idl::ErrorCode::STALE_EPOCH ? spdlog::level::err : spdlog::level::warn;
-      spdlog::log(level, "configureChain {}/{} epoch {} to {} failed: {} (retry in {} ms)", o.rid.first,
-                  o.rid.second, o.epoch, o.node_id, o.error->describe(),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(b.delay).count());
+      if (o.epoch == ack.epoch) ack.nodes.insert(o.node_id);
+      auto& newest = ack.newest[o.node_id];
+      newest = std::max(newest, o.epoch);
+      backoff_.erase(o.node_id);
+      continue;
     }
+    if (!o.attempted) continue;
+    auto& b = backoff_[o.node_id];
+    b.delay = b.delay.count() == 0 ? Clock::duration(options_.push_retry_initial)
+                                   : std::min<Clock::duration>(b.delay * 2, options_.push_retry_max);
+    b.next_attempt = now + b.delay;
+    const auto level =
+        o.error->code == idl::ErrorCode::STALE_EPOCH ? spdlog::level::err : spdlog::level::warn;
+    spdlog::log(level, "configureChain {}/{} epoch {} to {} failed: {} (retry in {} ms)", o.rid.first,
+                o.rid.second, o.epoch, o.node_id, o.error->describe(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(b.delay).count());
   }
   pushes_done_.notify_all();
 }

@@ -3,7 +3,12 @@
 // and a node whose heartbeats never arrive while it answers probes.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
 #include <gtest/gtest.h>
+#include <mutex>
+#include <thread>
 
 #include "repair_fixture.hpp"
 
@@ -326,6 +331,54 @@ TEST_F(Repair, ATenantsChainsStayInItsZonesThroughEveryPlacement) {
         EXPECT_TRUE(z1_now.contains(n)) << m.channel << "/" << m.partition << ": " << n;
     }
   }
+}
+
+// Issue 14: "no broker RPC is waited on while the controller's lock is
+// held". A broker that takes its time over a configureChain (a slow or
+// half-dead machine, up to the RPC timeout) must not stall the rest of the
+// cluster's heartbeats and requests behind it.
+TEST_F(Repair, ASlowBrokerPushHoldsUpNoHeartbeatOrRequest) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false;
+  bool released = false;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method == Method::configure_chain && call.to.node_id == id("d")) {
+      std::unique_lock lock(mu);
+      entered = true;
+      cv.notify_all();
+      // At most 20 s: a broken controller fails this test, it does not hang it.
+      cv.wait_for(lock, 20s, [&] { return released; });
+    }
+    return Fate::deliver;
+  });
+  // A new channel whose chain includes d: its creation pushes to d.
+  auto create = std::async(std::launch::async, [&] {
+    auto config = channel_config("slow");
+    config.__set_replication(5);
+    return controller_->create_channel(config);
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return entered; })) << "no push reached d";
+  }
+  // While d's push is stuck: other nodes heartbeat, clients read routes.
+  auto others = std::async(std::launch::async, [&] {
+    for (const auto* name : {"a", "b", "c", "e"}) heartbeat(name);
+    return controller_->get_route("orders", 0, 0).ok() && controller_->cluster_status().ok();
+  });
+  const auto answered = others.wait_for(10s);
+  {
+    std::lock_guard lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  EXPECT_EQ(answered, std::future_status::ready)
+      << "heartbeats and route lookups waited for a slow broker's push (the controller's lock was held)";
+  EXPECT_TRUE(others.get());
+  auto created = create.get();
+  EXPECT_TRUE(created.ok()) << created.error().describe();
+  admin_.set_hook({});
 }
 
 }  // namespace

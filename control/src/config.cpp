@@ -26,6 +26,7 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("isolation_percent", &C::isolation_percent)
         .integer("broker_connect_timeout_ms", &C::broker_connect_timeout_ms)
         .integer("broker_rpc_timeout_ms", &C::broker_rpc_timeout_ms)
+        .integer("broker_rpc_threads", &C::broker_rpc_threads)
         .integer("push_retry_initial_ms", &C::push_retry_initial_ms)
         .integer("push_retry_max_ms", &C::push_retry_max_ms)
         .integer("tick_interval_ms", &C::tick_interval_ms)
@@ -113,6 +114,9 @@ Result<void> ControllerConfig::validate() const {
     return invalid_argument(
         fmt::format("replacement_delay_ms must be in 0..2^31, got {}", replacement_delay_ms));
   }
+  if (broker_rpc_threads < 1 || broker_rpc_threads > 1024) {
+    return invalid_argument(fmt::format("broker_rpc_threads must be in 1..1024, got {}", broker_rpc_threads));
+  }
   if (push_retry_max_ms < push_retry_initial_ms) {
     return invalid_argument("push_retry_max_ms must be >= push_retry_initial_ms");
   }
@@ -143,6 +147,7 @@ Controller::Options ControllerConfig::controller_options() const {
   o.group_heartbeat_interval = std::chrono::milliseconds(group_heartbeat_interval_ms);
   o.replacement_delay = std::chrono::milliseconds(replacement_delay_ms);
   o.zk_session_timeout = std::chrono::milliseconds(zk_session_timeout_ms);
+  o.broker_rpc_threads = static_cast<int>(broker_rpc_threads);
   return o;
 }
 

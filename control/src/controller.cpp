@@ -11,6 +11,7 @@
 #include <catena/control/validation.hpp>
 
 #include "link_secret.hpp"
+#include "rpc_pool.hpp"
 
 namespace catena::control {
 namespace {
@@ -64,6 +65,11 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
     return make_error(
         idl::ErrorCode::INVALID_ARGUMENT,
         fmt::format("replacement_delay must be >= 0 ms, got {} ms", options.replacement_delay.count()));
+  }
+  if (options.broker_rpc_threads < 1 || options.broker_rpc_threads > 1024) {
+    return make_error(
+        idl::ErrorCode::INVALID_ARGUMENT,
+        fmt::format("broker_rpc_threads must be in 1..1024, got {}", options.broker_rpc_threads));
   }
   if (options.probe_attempts < 1 || options.push_retry_initial.count() <= 0 ||
       options.push_retry_max < options.push_retry_initial || options.snapshot_every_records == 0) {
@@ -140,7 +146,8 @@ Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& b
       // Numbers of a block reserved before a restart may have been handed out.
       next_producer_number_(std::max<std::int64_t>(1, store_->state().producer_numbers_reserved)),
       groups_(GroupCoordinator::Options{options_.group_session_timeout, options_.group_heartbeat_interval},
-              clock, known_groups(store_->state())) {}
+              clock, known_groups(store_->state())),
+      rpc_pool_(std::make_unique<RpcPool>(static_cast<std::size_t>(options_.broker_rpc_threads))) {}
 
 Controller::~Controller() = default;
 

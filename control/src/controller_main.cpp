@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
   flag("--heartbeat-interval-ms", &ControllerConfig::heartbeat_interval_ms,
        "heartbeat period told to brokers");
   flag("--heartbeat-timeout-ms", &ControllerConfig::heartbeat_timeout_ms, "silence before a node is SUSPECT");
+  flag("--broker-rpc-threads", &ControllerConfig::broker_rpc_threads,
+       "BrokerAdmin calls (pushes, probes) run on this many threads (1..1024)");
   flag("--probe-timeout-ms", &ControllerConfig::probe_timeout_ms, "BrokerAdmin.ping timeout");
   flag("--probe-attempts", &ControllerConfig::probe_attempts, "failed probes in a row before DEAD");
   flag("--lease-ms", &ControllerConfig::lease_ms,

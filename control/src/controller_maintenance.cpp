@@ -11,6 +11,8 @@
 
 #include <catena/control/controller.hpp>
 
+#include "rpc_pool.hpp"
+
 namespace catena::control {
 
 void Controller::tick() {
@@ -58,7 +60,7 @@ void Controller::run_probes() {
   // Probe in parallel: each may take up to the probe timeout.
   std::vector<std::future<Result<idl::NodeStats>>> answers;
   for (const auto& [probe, target] : probes) {
-    answers.push_back(std::async(std::launch::async, [this, to = target] { return brokers_.ping(to); }));
+    answers.push_back(rpc_pool_->submit([this, to = target] { return brokers_.ping(to); }));
   }
   // Every answer before the lock: heartbeats and requests are not held up
   // behind a probe that waits out its timeout.

@@ -16,6 +16,7 @@
 
 #include "link_secret.hpp"
 #include "route_members.hpp"
+#include "rpc_pool.hpp"
 
 namespace catena::control {
 
@@ -143,7 +144,8 @@ void Controller::run_pushes() {
   };
   std::vector<std::future<std::vector<Outcome>>> tasks;
   for (auto& [node, jobs] : by_node)
-    tasks.push_back(std::async(std::launch::async, push_all, std::move(jobs)));
+    tasks.push_back(rpc_pool_->submit(
+        [push_all, jobs = std::move(jobs)]() mutable { return push_all(std::move(jobs)); }));
 
   // Every answer before the lock: a broker that takes its time (up to the
   // RPC timeout) holds up no heartbeat, request or probe verdict.

@@ -381,5 +381,36 @@ TEST_F(Repair, ASlowBrokerPushHoldsUpNoHeartbeatOrRequest) {
   admin_.set_hook({});
 }
 
+// Issue 14: "probes and pushes go through a bounded pool". A round to many
+// brokers must not start a thread per broker.
+TEST_F(Repair, APushRoundRunsOnTheBoundedBrokerRpcPool) {
+  auto o = options();
+  o.broker_rpc_threads = 2;
+  controller_.reset();
+  auto c = Controller::open(o, clock_, admin_);
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  controller_ = std::move(*c);
+  std::atomic<int> in_flight{0};
+  std::atomic<int> most{0};
+  std::atomic<int> pushes{0};
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method != Method::configure_chain) return Fate::deliver;
+    const int now = ++in_flight;
+    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(30ms);  // a broker taking its time: the others would overlap it
+    --in_flight;
+    ++pushes;
+    return Fate::deliver;
+  });
+  auto config = channel_config("wide");
+  config.__set_replication(5);
+  auto created = controller_->create_channel(config);
+  ASSERT_TRUE(created.ok()) << created.error().describe();
+  admin_.set_hook({});
+  EXPECT_GE(pushes.load(), 5);  // one per broker of the chain, at least
+  EXPECT_EQ(most.load(), 2) << "a push round ran more BrokerAdmin calls at once than its pool has threads";
+}
+
 }  // namespace
 }  // namespace catena::control

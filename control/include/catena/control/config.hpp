@@ -29,6 +29,7 @@ struct ControllerConfig {
   std::int64_t isolation_percent = 50;       // more silent at once: evict nobody (100: never)
   std::int64_t broker_connect_timeout_ms = 200;
   std::int64_t broker_rpc_timeout_ms = 1000;  // configureChain, fence
+  std::int64_t broker_rpc_threads = 16;       // BrokerAdmin calls of a push or probe round at once
   std::int64_t push_retry_initial_ms = 100;
   std::int64_t push_retry_max_ms = 5000;
   std::int64_t tick_interval_ms = 50;    // maintenance loop period

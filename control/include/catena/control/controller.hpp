@@ -81,6 +81,8 @@
 
 namespace catena::control {
 
+class RpcPool;  // src/rpc_pool.hpp
+
 class Controller {
  public:
   struct Options {
@@ -155,6 +157,10 @@ class Controller {
     // node. The wait ends early when the node registers without the
     // partition. Zero: replace at once.
     std::chrono::milliseconds replacement_delay{0};
+    // BrokerAdmin calls of a push or probe round run on this many threads
+    // (one task per broker): a round to N brokers takes ceil(N / threads)
+    // RPC times at worst, and never N threads.
+    int broker_rpc_threads = 16;
   };
 
   [[nodiscard]] static Result<std::unique_ptr<Controller>> open(Options options, const Clock& clock,
@@ -537,6 +543,9 @@ class Controller {
   std::int64_t next_producer_number_ GUARDED_BY(mu_) = 0;
   bool isolated_ GUARDED_BY(mu_) = false;  // last answer of isolated_locked()
   GroupCoordinator groups_ GUARDED_BY(mu_);
+  // Push and probe rounds' BrokerAdmin calls (Options::broker_rpc_threads).
+  // Last: destroyed first, while what its tasks use still exists.
+  std::unique_ptr<RpcPool> rpc_pool_;
 };
 
 }  // namespace catena::control

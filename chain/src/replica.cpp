@@ -63,6 +63,12 @@ Replica::Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clo
 
 Replica::~Replica() = default;
 
+std::uint64_t Replica::memory_bytes() const {
+  std::uint64_t n = kept_meta_mr_ ? kept_meta_mr_->size() : 0;
+  for (const auto& mr : slot_mrs_) n += mr->size();
+  return n;
+}
+
 fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provider, const ReplicaConfig& cfg,
                                                          const Clock& clock) {
   if (auto r = check_replica_config(cfg); !r) return r.error();

@@ -247,6 +247,9 @@ struct NodeStats {
   // Every replica the node holds. The controller promotes a joining replica
   // once the tail reports a small backlog towards it.
   4: optional list<PartitionProgress> partitions,
+  // Bytes of replica memory the node zeroed since it started, as replicas
+  // stopped being its own (fenced, left out of a chain, ranges let go).
+  5: optional i64 zeroed_bytes,
 }
 
 struct HeartbeatRequest {

@@ -127,12 +127,25 @@ TEST(SoftArena, PeersMapTheHeaderAndRegionTableReadOnly) {
 // hold up revocation: freeing the region, or closing the connection, returns
 // within a bound, the peer is cut off, and the provider keeps working (what
 // the stopped peer may still write into is never handed out again).
-enum class Revoke { region, connection };
+// kept_region: a kept region (allocate_kept) freed, then its name
+// discarded: the range must not be handed out again either.
+enum class Revoke { region, connection, kept_region };
 
 class StoppedPeer : public ::testing::TestWithParam<Revoke> {};
 
 TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
-  auto p = open_or_fail("soft:shm");
+  const bool kept = GetParam() == Revoke::kept_region;
+  const auto keep_dir =
+      std::filesystem::temp_directory_path() / ("catena-stopped-kept-" + std::to_string(getpid()));
+  std::filesystem::remove_all(keep_dir);
+  std::unique_ptr<Provider> p;
+  if (kept) {
+    auto kp = Provider::open("soft:shm", ProviderOptions{keep_dir.string()});
+    ASSERT_TRUE(kp.ok()) << kp.error().message;
+    p = std::move(kp.value());
+  } else {
+    p = open_or_fail("soft:shm");
+  }
   ASSERT_TRUE(p);
   auto listener = p->listen(listen_address());
   ASSERT_TRUE(listener.ok()) << listener.error().message;
@@ -166,7 +179,12 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   auto server = listener.value()->accept(20000ms);
   ASSERT_TRUE(server.ok()) << server.error().message;
   ASSERT_TRUE(is_shm(*server.value()));
-  auto dst = p->allocate(kSize, kLocalWrite | kRemoteWrite);
+  auto dst = kept ? [&]() -> Result<std::unique_ptr<MemoryRegion>> {
+    auto k = p->allocate_kept("stopped", kSize, kLocalWrite | kRemoteWrite);
+    if (!k) return k.error();
+    return std::move(k.value().region);
+  }()
+      : p->allocate(kSize, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(dst.ok());
   auto rr = server.value()->expose(*dst.value());
   ASSERT_TRUE(rr.ok());
@@ -183,14 +201,14 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
   ASSERT_TRUE(WIFSTOPPED(status));
   const auto start = std::chrono::steady_clock::now();
-  if (GetParam() == Revoke::region) {
+  if (GetParam() != Revoke::connection) {
     dst.value().reset();
   } else {
     server.value().reset();
   }
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, soft::kRevokeWait + 2s) << "revocation waited on a stopped peer";
-  if (GetParam() == Revoke::region && took >= soft::kRevokeWait) {
+  if (GetParam() != Revoke::connection && took >= soft::kRevokeWait) {
     // It was stopped inside the write: its connection is cut.
     EXPECT_TRUE(wait_event(*server.value(), nullptr, 2s));
   }
@@ -198,6 +216,7 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   // connection is gone: free the region too, take memory of the same size,
   // let the peer finish the write it was stopped in.
   dst.value().reset();
+  if (kept) p->discard_kept("stopped");  // its bytes are not wanted: the range is let go
   auto fresh = p->allocate(kSize, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(fresh.ok());
   ASSERT_EQ(kill(pid, SIGCONT), 0);
@@ -207,12 +226,17 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   close(keys[1]);
   EXPECT_TRUE(all_zero(*fresh.value())) << "a stopped peer's late write landed in reused memory";
   server.value().reset();
+  fresh.value().reset();
+  p.reset();
+  std::filesystem::remove_all(keep_dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Soft, StoppedPeer, ::testing::Values(Revoke::region, Revoke::connection),
+INSTANTIATE_TEST_SUITE_P(Soft, StoppedPeer,
+                         ::testing::Values(Revoke::region, Revoke::connection, Revoke::kept_region),
                          [](const auto& info) {
-                           return std::string(info.param == Revoke::region ? "FreeRegion"
-                                                                           : "CloseConnection");
+                           return std::string(info.param == Revoke::region       ? "FreeRegion"
+                                              : info.param == Revoke::connection ? "CloseConnection"
+                                                                                 : "DiscardKeptRegion");
                          });
 
 }  // namespace

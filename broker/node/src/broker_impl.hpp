@@ -14,6 +14,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <thread>
 
@@ -156,7 +157,7 @@ class Broker::Impl {
     for (auto& k : inv.replicas) {
       auto [it, fresh] = kept_.try_emplace(Key{k.channel, k.partition}, k);
       if (!fresh && it->second.epoch < k.epoch) std::swap(it->second, k);
-      if (!fresh) chain::discard_kept_replica(*provider_, k.keep_name);
+      if (!fresh) discard_kept_st(k);
     }
     for (const auto& [key, k] : kept_) {
       spdlog::info("kept memory: {}/{} from epoch {}, committed below offset {}: offered to its chain",
@@ -166,6 +167,7 @@ class Broker::Impl {
     // first pass refreshes the stats.
     NodeStats st;
     kept_stats_st(st);
+    st.zeroed_bytes = zeroed_bytes_;
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
   }
@@ -181,10 +183,31 @@ class Broker::Impl {
 
   // Drops a replica of the partition map and what it kept.
   void drop_replica_st(std::map<Key, std::unique_ptr<chain::Replica>>::iterator it) {
-    const std::string keep_name = it->second->config().keep_name;
+    release_replica_st(std::move(it->second));
     unlinked_.erase(it->first);
-    replicas_.erase(it);  // links are disconnected, memory deregistered
+    replicas_.erase(it);
+  }
+
+  // Every way a replica's memory stops being that replica's (fenced, left
+  // out of its chain, a suspended copy started afresh, a retired range let
+  // go or expired) ends here: its memory is zeroed before anyone else can
+  // be given it (README, "Tenants"). Destroying the replica disconnects its
+  // links and frees its regions, which the provider zeroes before it hands
+  // them out again (Provider::allocate); a kept replica's names are then
+  // discarded, which zeroes their bytes in the keep directory's file.
+  // Nothing is zeroed record by record on the data path.
+  void release_replica_st(std::unique_ptr<chain::Replica> rep) {
+    const std::string keep_name = rep->config().keep_name;
+    const std::uint64_t bytes = rep->memory_bytes();
+    rep.reset();
     if (!keep_name.empty()) chain::discard_kept_replica(*provider_, keep_name);
+    zeroed_bytes_ += bytes;
+  }
+
+  // A kept copy found at start that no chain takes.
+  void discard_kept_st(const chain::KeptPartition& k) {
+    chain::discard_kept_replica(*provider_, k.keep_name);
+    zeroed_bytes_ += std::uint64_t{k.slot_count} * k.segment_bytes + chain::kKeptMetaBytes;
   }
 
   // --- data-plane thread -------------------------------------------------------
@@ -215,14 +238,27 @@ class Broker::Impl {
     if (it == replicas_.end()) {
       // Kept memory: what a crashed process of this node held of the
       // partition is recovered (Replica::create) and only the rest copied.
+      std::optional<chain::KeptPartition> claimed;
       if (!cfg_.keep_dir.empty()) {
         auto kept = kept_.find(key);
-        cfg.keep_name = kept != kept_.end() ? kept->second.keep_name
-                                            : chain::keep_name_for(cfg.channel, cfg.partition, cfg.epoch);
-        if (kept != kept_.end()) kept_.erase(kept);
+        if (kept != kept_.end()) {
+          claimed = std::move(kept->second);
+          kept_.erase(kept);
+        }
+        cfg.keep_name =
+            claimed ? claimed->keep_name : chain::keep_name_for(cfg.channel, cfg.partition, cfg.epoch);
       }
       auto r = chain::Replica::create(*provider_, cfg, clock_);
-      if (!r) return {ConfigureStatus::invalid, 0, r.error().message};
+      if (!r) {
+        // What it had allocated under the keep name stays kept: a copy found
+        // at start is offered again (a fence drops it), a new name is dropped.
+        if (claimed) {
+          kept_.emplace(key, std::move(*claimed));
+        } else if (!cfg.keep_name.empty()) {
+          chain::discard_kept_replica(*provider_, cfg.keep_name);
+        }
+        return {ConfigureStatus::invalid, 0, r.error().message};
+      }
       if (!producers.empty()) r.value()->merge_producers_st(producers);  // before anyone can append
       if (const auto& rec = r.value()->recovered(); rec.end != 0) {
         spdlog::info("partition {}/{}: recovered offsets [{}, {}) from kept memory ({} records, {} bytes)",
@@ -324,17 +360,16 @@ class Broker::Impl {
   void drop_retired_st(const std::string& channel, std::uint32_t partition,
                        const std::vector<std::uint64_t>& keep) {
     CATENA_ST_CHECK(data_plane_);
-    std::erase_if(retired_, [&](const auto& kv) {
-      const auto& [ch, p, epoch] = kv.first;
-      const bool drop =
-          ch == channel && p == partition && std::find(keep.begin(), keep.end(), epoch) == keep.end();
-      if (drop) {
-        spdlog::info("partition {}/{}: the range written at epoch {} is no longer served here", ch, p, epoch);
-        if (const auto& k = kv.second->config().keep_name; !k.empty())
-          chain::discard_kept_replica(*provider_, k);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      const auto& [ch, p, epoch] = it->first;
+      if (ch != channel || p != partition || std::find(keep.begin(), keep.end(), epoch) != keep.end()) {
+        ++it;
+        continue;
       }
-      return drop;
-    });
+      spdlog::info("partition {}/{}: the range written at epoch {} is no longer served here", ch, p, epoch);
+      release_replica_st(std::move(it->second));
+      it = retired_.erase(it);
+    }
   }
 
   ConfigureResult fence_st(const std::string& channel, std::uint32_t partition, std::uint64_t epoch) {
@@ -345,7 +380,7 @@ class Broker::Impl {
       if (auto kept = kept_.find({channel, partition}); kept != kept_.end()) {
         spdlog::info("partition {}/{}: the copy kept from epoch {} is not wanted: dropped", channel,
                      partition, kept->second.epoch);
-        chain::discard_kept_replica(*provider_, kept->second.keep_name);
+        discard_kept_st(kept->second);
         kept_.erase(kept);
         return {ConfigureStatus::applied, epoch, ""};
       }
@@ -487,22 +522,23 @@ class Broker::Impl {
     }
     // Retired ranges count towards what the node holds, not as partitions
     // (the controller reads a partition's progress from its current replica).
-    std::erase_if(retired_, [&](auto& kv) {
-      kv.second->tick();
-      const chain::ReplicaStats rs = kv.second->stats();
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      it->second->tick();
+      const chain::ReplicaStats rs = it->second->stats();
       if (rs.segments == 0) {
-        const auto& [ch, p, epoch] = kv.first;
+        const auto& [ch, p, epoch] = it->first;
         spdlog::info("partition {}/{}: the range written at epoch {} expired", ch, p, epoch);
-        if (const auto& k = kv.second->config().keep_name; !k.empty())
-          chain::discard_kept_replica(*provider_, k);
-        return true;
+        release_replica_st(std::move(it->second));
+        it = retired_.erase(it);
+        continue;
       }
       st.segments += rs.segments;
       st.bytes += rs.bytes;
       st.connections += rs.subscribers;
-      return false;
-    });
+      ++it;
+    }
     kept_stats_st(st);
+    st.zeroed_bytes = zeroed_bytes_;
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
     for (auto& r : reports) link_reports_.push_back(std::move(r));
@@ -613,6 +649,9 @@ class Broker::Impl {
   // Kept replicas found at start that no chain claimed yet (take_inventory;
   // then the data-plane thread's).
   std::map<Key, chain::KeptPartition> kept_;
+  // Bytes of replica memory zeroed (release_replica_st, discard_kept_st):
+  // take_inventory's, then the data-plane thread's; reported in the stats.
+  std::uint64_t zeroed_bytes_ = 0;
   std::unique_ptr<fabric::Listener> listener_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> lease_deadline_ns_{~std::uint64_t{0}};  // no lease until told one

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -182,7 +183,12 @@ class Arena {
   // returned. The caller hands each name out once.
   Result<KeptRange> allocate_kept(const std::string& name, std::uint64_t bytes);
   // Zeroes and frees a named range and drops its name (unknown: no-op).
+  // A tainted range is zeroed and quarantined instead.
   void discard_kept(const std::string& name);
+  // The kept range at `offset` may still be written by a peer that did not
+  // leave its access in time (Core::free_region): when its name goes, it is
+  // quarantined, never handed out again.
+  void taint_kept(std::uint64_t offset);
   [[nodiscard]] std::vector<std::string> kept_names() const;
 
  private:
@@ -191,6 +197,8 @@ class Arena {
   Result<void> open_kept_file(std::uint64_t size);
   Result<void> load_kept_directory();
   Result<void> save_kept_directory() const;
+  // A named range whose name went: zeroed, and freed or (tainted) quarantined.
+  void let_go_kept(std::uint64_t offset, std::uint64_t bytes);
 
   ArenaIdentity id_;
   ArenaView view_;
@@ -211,6 +219,7 @@ class Arena {
     std::uint64_t bytes = 0;
   };
   std::map<std::string, Named> named_;
+  std::set<std::uint64_t> tainted_;  // offsets of named ranges (taint_kept)
 };
 
 // A peer's arena mapped into this process (same host only). Shared by every

@@ -155,7 +155,7 @@ Result<KeptRange> Arena::allocate_kept(const std::string& name, std::uint64_t by
     if (it->second.bytes == bytes) return KeptRange{it->second.offset, bytes, true};
     const Named old = it->second;
     named_.erase(it);
-    free_range(old.offset, old.bytes);
+    let_go_kept(old.offset, old.bytes);
   }
   auto off = allocate_range(bytes);
   if (!off) return off.error();
@@ -177,7 +177,22 @@ void Arena::discard_kept(const std::string& name) {
   // A directory that could not be rewritten still names the range: the next
   // process finds zeros there, which no user of kept memory takes for data.
   (void)save_kept_directory();
-  free_range(r.offset, r.bytes);
+  let_go_kept(r.offset, r.bytes);
+}
+
+void Arena::let_go_kept(std::uint64_t offset, std::uint64_t bytes) {
+  if (tainted_.erase(offset) != 0) {
+    quarantine_range(offset, bytes);
+  } else {
+    free_range(offset, bytes);
+  }
+}
+
+void Arena::taint_kept(std::uint64_t offset) {
+  std::lock_guard lock(keep_mu_);
+  for (const auto& [name, r] : named_) {
+    if (r.offset == offset) tainted_.insert(offset);
+  }
 }
 
 std::vector<std::string> Arena::kept_names() const {

@@ -176,8 +176,9 @@ void Core::free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t
   }
   if (kept) {
     // The bytes stay for the name (Arena::discard_kept frees them). A peer
-    // still inside an access after the wait may yet land its bytes there.
-    (void)quiesce();
+    // still inside an access after the wait may yet land its bytes there:
+    // then the range is never handed out again once its name goes.
+    if (!quiesce()) arena_->taint_kept(offset);
   } else if (quiesce()) {
     arena_->free_range(offset, length);
   } else {

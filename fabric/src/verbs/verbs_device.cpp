@@ -234,6 +234,11 @@ VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, Aligne
 // MR cannot be deregistered while one is bound to it.
 VerbsMemoryRegion::~VerbsMemoryRegion() {
   device_->windows.release_region(this);
+  // Deregistered, no access reaches the bytes any more: cleared before the
+  // allocator can hand them to anyone else (explicit_bzero: a memset
+  // before free may be optimised away).
+  mr_.reset();
+  explicit_bzero(memory_.get(), size_);
 }
 
 }  // namespace catena::fabric::verbs

@@ -267,6 +267,10 @@ int cluster_status(const Common& c) {
         n.info.node_id.c_str(), control::idl::to_string(n.state).c_str(), drain, n.info.zone.c_str(),
         n.replicas, static_cast<long long>(n.stats.segments), static_cast<long long>(n.stats.bytes),
         static_cast<long long>(n.last_heartbeat_ms_ago), n.info.fabric_addr.c_str());
+    if (n.stats.__isset.zeroed_bytes) {
+      std::printf("  %-10s zeroed %lld bytes of replica memory it let go\n", "",
+                  static_cast<long long>(n.stats.zeroed_bytes));
+    }
   }
   return 0;
 }

@@ -282,6 +282,10 @@ class Replica {
   [[nodiscard]] const PartitionLog& log() const { return *log_; }
   // What create() recovered from kept memory (end 0: nothing).
   [[nodiscard]] const PartitionLog::Recovered& recovered() const { return recovered_; }
+  // Bytes of its segment slots and kept meta page: what the provider zeroes
+  // once the replica is gone (Provider::allocate's regions when they are
+  // destroyed, kept ones when discard_kept drops their names).
+  [[nodiscard]] std::uint64_t memory_bytes() const;
 
  private:
   Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock);

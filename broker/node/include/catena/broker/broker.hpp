@@ -78,6 +78,11 @@ struct NodeStats {
   // (BrokerConfig::keep_dir): reported when registering, with the offset
   // their data was known committed to (replica.commit_offset/end_offset).
   std::vector<PartitionStats> kept;
+  // Bytes of replica memory zeroed since the broker started: every
+  // replica's segments (and kept meta page) when it stops being that
+  // replica's (fenced, left out of its chain, a retired range let go or
+  // expired, a kept copy no chain wants). See README, "Tenants".
+  std::uint64_t zeroed_bytes = 0;
 };
 
 enum class ConfigureStatus : std::uint8_t { applied, stale_epoch, invalid, failed };

@@ -114,7 +114,8 @@ class Zeroing : public ::testing::Test {
   void start_admin() {
     admin_ = std::make_unique<broker::BrokerAdminServer>(*broker_, broker::BrokerAdminServer::Options{});
     ASSERT_TRUE(admin_->start().ok());
-    target_ = {"node-z", "127.0.0.1:" + std::to_string(admin_->port())};
+    target_.node_id = "node-z";
+    target_.admin_addr = "127.0.0.1:" + std::to_string(admin_->port());
   }
 
   // Publishes `n` records "<secret><i>" to the one-replica chain of `channel`

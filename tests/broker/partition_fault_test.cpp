@@ -206,6 +206,10 @@ TEST_P(PartitionFault, LinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
       },
       10s))
       << "chain links did not come up";
+  // A link slower than 1 s to come up the first time (seen on soft-RoCE in
+  // the emulated VM, on a loaded host, 2026-12-02) is reported like any
+  // other: that is setup, not the faults below.
+  for (auto& b : brokers_) (void)b->take_link_reports();
 
   PublisherOptions po;
   po.provider = provider_spec();

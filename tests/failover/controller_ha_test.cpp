@@ -94,8 +94,9 @@ TEST_F(ControllerHa, LeaderKilledAckedRecordsDeliveredAndChannelsCreatedAfterTak
   expect_fresh_reader_sees_every_ack();
 }
 
-// Two leader stops (SIGKILL, then SIGTERM) under traffic: each reported,
-// a new leader each time, nothing lost or duplicated.
+// Two leader stops (SIGKILL, with a chain member, then SIGTERM) under
+// traffic: each reported, a new leader each time, the chain repaired,
+// nothing lost or duplicated.
 TEST(ControllerHaBench, TwoLeaderStopsReportTakeoverAndLoseNothing) {
   CONTROLLER_HA_ZK_OR_SKIP();
   std::string out;
@@ -118,6 +119,11 @@ TEST(ControllerHaBench, TwoLeaderStopsReportTakeoverAndLoseNothing) {
   EXPECT_GT(j.value("sigterm_takeover_max_ms", 0.0), 0.0) << out;
   EXPECT_LT(j.value("sigterm_takeover_max_ms", 1e9), 10000.0) << out;
   EXPECT_LT(j.value("sigkill_takeover_max_ms", 1e9), 40000.0) << out;
+  // The SIGKILL stop took a chain member with it: the next leader repaired
+  // the chain (after it took over).
+  EXPECT_EQ(j.value("broker_kills", -1), 1) << out;
+  EXPECT_GE(j.value("repair_ms_max", 0.0), j.value("sigkill_takeover_max_ms", 1e9)) << out;
+  EXPECT_LT(j.value("repair_ms_max", 1e9), 60000.0) << out;
 }
 
 }  // namespace

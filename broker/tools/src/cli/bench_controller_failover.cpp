@@ -7,8 +7,14 @@
 // leader, and the longest gap between two publisher acknowledgements from
 // the stop until a second after the takeover (the data path does not go
 // through the controller: brokers keep serving). The stopped controller is
-// started again before the next stop. The history checker then counts lost
-// and duplicated records over the whole run. One JSON line with --json.
+// started again before the next stop. A SIGKILL stop also SIGKILLs a member
+// of the channel's chain just before the leader: the chain is repaired by
+// the next leader (repair_ms: from the broker's kill until the route has
+// three replicas again, none of them the killed one), and the broker is
+// started again (a new, empty incarnation) before the next stop, so the
+// ack gap of such a stop includes the repair. The history checker then
+// counts lost and duplicated records over the whole run. One JSON line
+// with --json.
 #include <signal.h>
 
 #include <algorithm>
@@ -48,13 +54,32 @@ struct LeaderStop {
   int sig = 0;
   double takeover_ms = 0;
   double ack_gap_ms = 0;
+  double repair_ms = -1;  // a SIGKILL stop's chain member: killed -> repaired
 };
+
+// The index in cluster.nodes() of the broker with this node id, -1 if none.
+int node_index(const LocalCluster& cluster, const std::string& node_id) {
+  const auto& nodes = cluster.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].node_id == node_id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The route has `replication` replicas, none joining, and none is `gone`.
+bool repaired_without(control::ControllerClient& admin, const std::string& channel, std::size_t replication,
+                      const std::string& gone) {
+  auto route = admin.get_route(channel, 0, 0);
+  if (!route || route->replicas.size() != replication || !route->joining.empty()) return false;
+  return std::none_of(route->replicas.begin(), route->replicas.end(),
+                      [&](const control::idl::Replica& r) { return r.node_id == gone; });
+}
 
 }  // namespace
 
 int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
   ClusterOptions co;
-  co.nodes = std::max(3, o.nodes);
+  co.nodes = std::max(4, o.nodes);  // a spare: a killed chain member's replacement
   co.controllers = 3;
   co.zk_session_timeout_ms = o.zk_session_timeout_ms;
   co.provider = common.provider;
@@ -109,9 +134,25 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
     }
     LeaderStop s;
     s.sig = k % 2 == 0 ? SIGKILL : SIGTERM;
+    // A SIGKILL stop takes the chain's tail with it (the middle of a
+    // three-node chain would do as well; the head would also move the
+    // publisher).
+    std::string member;
+    int member_index = -1;
+    if (s.sig == SIGKILL) {
+      auto route = admin.get_route(cfg.name, 0, 0);
+      if (!route || route->replicas.empty()) {
+        ok = false;
+        err = "no route before stop " + std::to_string(k + 1);
+        break;
+      }
+      member = route->replicas.back().node_id;
+      member_index = node_index(cluster, member);
+    }
     max_gap_ns.store(0);
     const std::uint64_t stopped_ns = steady_ns();
     window_ns.store(stopped_ns);
+    if (member_index >= 0) cluster.signal_node(static_cast<std::size_t>(member_index), SIGKILL);
     cluster.signal_controller(static_cast<std::size_t>(leader), s.sig);
     if (s.sig == SIGTERM) cluster.wait_controller_exit(static_cast<std::size_t>(leader), 10s);
     int now = -1;
@@ -122,6 +163,14 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
       break;
     }
     s.takeover_ms = static_cast<double>(steady_ns() - stopped_ns) / 1e6;
+    if (member_index >= 0) {
+      if (!wait_until([&] { return repaired_without(admin, cfg.name, 3, member); }, 60s)) {
+        ok = false;
+        err = "the chain was not repaired within 60 s of stop " + std::to_string(k + 1);
+        break;
+      }
+      s.repair_ms = static_cast<double>(steady_ns() - stopped_ns) / 1e6;
+    }
     std::this_thread::sleep_for(1s);
     // The longest acknowledgement gap in the window, or the one still open.
     window_ns.store(~0ull);
@@ -132,7 +181,14 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
       std::printf(
           "stop %d (%s): controller-%d -> controller-%d answers after %.1f ms; longest ack gap %.2f ms\n",
           k + 1, s.sig == SIGKILL ? "SIGKILL" : "SIGTERM", leader, now, s.takeover_ms, s.ack_gap_ms);
+      if (s.repair_ms >= 0)
+        std::printf("  chain member %s killed with it: chain repaired after %.1f ms\n", member.c_str(),
+                    s.repair_ms);
       std::fflush(stdout);
+    }
+    if (member_index >= 0 && !cluster.restart_node(static_cast<std::size_t>(member_index), &err)) {
+      ok = false;
+      break;
     }
     if (!cluster.restart_controller(&err, static_cast<std::size_t>(leader))) {
       ok = false;
@@ -154,6 +210,7 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
   const auto kill_t = figures(SIGKILL, &LeaderStop::takeover_ms);
   const auto term_t = figures(SIGTERM, &LeaderStop::takeover_ms);
   const auto gaps = figures(0, &LeaderStop::ack_gap_ms);
+  const auto repairs = figures(SIGKILL, &LeaderStop::repair_ms);
   auto pct = [](const std::vector<double>& v, double q) { return bench::quantile_sorted(v, q); };
   auto max_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : v.back(); };
   const std::uint64_t other = h.out_of_order + h.corrupted + h.phantom + h.offset_conflicts;
@@ -175,6 +232,10 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
                      {"ack_gap_p50_ms", pct(gaps, 0.5)},
                      {"ack_gap_p99_ms", pct(gaps, 0.99)},
                      {"ack_gap_max_ms", max_of(gaps)},
+                     {"broker_kills", repairs.size()},
+                     {"repair_ms_p50", pct(repairs, 0.5)},
+                     {"repair_ms_p99", pct(repairs, 0.99)},
+                     {"repair_ms_max", max_of(repairs)},
                      {"acknowledged", h.acknowledged},
                      {"lost", h.lost},
                      {"duplicated", h.duplicated},
@@ -184,10 +245,12 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
     std::printf(
         "controller failover over %zu stop(s), ZooKeeper sessions of %d ms: SIGKILL takeover p50 %.1f ms "
         "max %.1f ms; SIGTERM takeover p50 %.1f ms max %.1f ms; longest ack gap p50 %.2f ms max %.2f ms; "
+        "chain repaired (a member killed with the leader) p50 %.1f ms max %.1f ms; "
         "%llu acknowledged, lost %llu, duplicated %llu\n",
         stops.size(), o.zk_session_timeout_ms, pct(kill_t, 0.5), max_of(kill_t), pct(term_t, 0.5),
-        max_of(term_t), pct(gaps, 0.5), max_of(gaps), static_cast<unsigned long long>(h.acknowledged),
-        static_cast<unsigned long long>(h.lost), static_cast<unsigned long long>(h.duplicated));
+        max_of(term_t), pct(gaps, 0.5), max_of(gaps), pct(repairs, 0.5), max_of(repairs),
+        static_cast<unsigned long long>(h.acknowledged), static_cast<unsigned long long>(h.lost),
+        static_cast<unsigned long long>(h.duplicated));
   }
   return ok && stops.size() == static_cast<std::size_t>(o.kills) && h.lost == 0 && h.duplicated == 0 &&
                  other == 0

@@ -70,7 +70,12 @@ Result<void> ThriftBrokerAdmin::call(const BrokerTarget& to, std::chrono::millis
     fn(*conn->client);
     return {};
   } catch (const idl::CatenaError& e) {
-    return ControlError::from_thrift(e);  // an answer: the connection is in sync
+    // An answer: the connection is in sync. A broker that did not take the
+    // credentials (it registered after this connection authenticated, or
+    // heard of a newer epoch) is asked again on the next call.
+    if (e.code == idl::ErrorCode::UNAUTHENTICATED || e.code == idl::ErrorCode::NOT_LEADER)
+      conn->secret.clear();
+    return ControlError::from_thrift(e);
   } catch (const apache::thrift::transport::TTransportException& e) {
     drop();
     return make_error(idl::ErrorCode::UNAVAILABLE,

@@ -374,5 +374,25 @@ TEST_F(NodeAgentTest, ANewerControllerEpochFencesTheOlderOnEveryAdminCallAndLeas
   EXPECT_TRUE(still.ok()) << still.error().describe();
 }
 
+// Before its first registration the broker has no secret to check, so it
+// takes every call (it holds nothing yet). What a caller claims then must
+// count for nothing afterwards: not its epoch (a huge one would lock the
+// real controller out), not its connection (it never showed the secret).
+TEST_F(NodeAgentTest, WhatACallerClaimedBeforeTheRegistrationCountsForNothingAfter) {
+  control::ThriftBrokerAdmin early{control::ThriftBrokerAdmin::Options{}};
+  const auto early_target = target(std::string(16, 'x'), std::int64_t{1} << 60);
+  auto before = early.ping(early_target);  // authenticates first: the fence is open
+  ASSERT_TRUE(before.ok()) << before.error().describe();
+  EXPECT_EQ(fence_.stats().newest_epoch, 0);
+
+  ASSERT_TRUE(agent_->register_node());
+  const auto reg = calls_->last_registration;
+  auto after = early.ping(early_target);  // the same connection
+  EXPECT_EQ(after.code(), control::idl::ErrorCode::UNAUTHENTICATED) << after.error().describe();
+  EXPECT_EQ(fence_.stats().newest_epoch, reg.controller_epoch);
+  create_channel();  // the controller's own calls go through
+  EXPECT_TRUE(publish_one(5s));
+}
+
 }  // namespace
 }  // namespace catena

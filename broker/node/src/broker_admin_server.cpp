@@ -138,8 +138,9 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
   void authenticate(const std::string& admin_secret, std::int64_t controller_epoch) override {
     epoch_.reset();
     if (shared_->fence == nullptr) return;
-    if (auto r = shared_->fence->admit(admin_secret, controller_epoch); !r) throw r.error().to_thrift();
-    epoch_ = controller_epoch;
+    auto checked = shared_->fence->admit(admin_secret, controller_epoch);
+    if (!checked) throw checked.error().to_thrift();
+    if (*checked) epoch_ = controller_epoch;
   }
 
   void configureChain(const idl::ChainAssignment& a) override {

@@ -36,14 +36,11 @@ bool ControllerFence::heard(std::int64_t controller_epoch) {
   return true;
 }
 
-control::Result<void> ControllerFence::admit(const std::string& admin_secret, std::int64_t controller_epoch) {
+control::Result<bool> ControllerFence::admit(const std::string& admin_secret, std::int64_t controller_epoch) {
   MutexLock lock(mu_);
-  if (secret_.empty()) {
-    // Not registered yet: nothing to check the secret against. The epoch
-    // still counts, so a later, older one is refused.
-    if (controller_epoch > stats_.newest_epoch) stats_.newest_epoch = controller_epoch;
-    return {};
-  }
+  // Not registered yet: nothing to check the secret against, so the epoch
+  // is nobody's word (a caller's huge one would lock the controller out).
+  if (secret_.empty()) return false;
   if (!same_secret(admin_secret, secret_)) {
     ++stats_.refused_unauthenticated;
     return make_error(idl::ErrorCode::UNAUTHENTICATED, "BrokerAdmin: not this broker's admin secret");
@@ -56,7 +53,7 @@ control::Result<void> ControllerFence::admit(const std::string& admin_secret, st
                                   controller_epoch, stats_.newest_epoch));
   }
   stats_.newest_epoch = controller_epoch;
-  return {};
+  return true;
 }
 
 control::Result<void> ControllerFence::check(std::optional<std::int64_t> connection_epoch, const char* call) {

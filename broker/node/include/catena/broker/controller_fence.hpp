@@ -42,9 +42,12 @@ class ControllerFence {
   // (the reply must renew nothing); a newer one becomes the newest.
   [[nodiscard]] bool heard(std::int64_t controller_epoch);
   // BrokerAdmin.authenticate: UNAUTHENTICATED for another secret,
-  // NOT_LEADER for an epoch older than the newest; on success the epoch is
-  // the connection's (and the newest, if newer).
-  [[nodiscard]] control::Result<void> admit(const std::string& admin_secret, std::int64_t controller_epoch);
+  // NOT_LEADER for an epoch older than the newest; true when the secret was
+  // checked (the epoch is then the connection's, and the newest if newer).
+  // false while the fence is open: nothing was checked, the epoch counts
+  // for nothing, and the connection stays unauthenticated (it must call
+  // again once the broker registered).
+  [[nodiscard]] control::Result<bool> admit(const std::string& admin_secret, std::int64_t controller_epoch);
   // Any other call on a connection that authenticated at `connection_epoch`
   // (nullopt: it did not): UNAUTHENTICATED or NOT_LEADER, or ok.
   [[nodiscard]] control::Result<void> check(std::optional<std::int64_t> connection_epoch, const char* call);

@@ -175,7 +175,7 @@ class NodeAgentTest : public ::testing::Test {
     auto ch = controller_->create_channel(cc);
     ASSERT_TRUE(ch.ok()) << ch.error().describe();
     ASSERT_TRUE(eventually([&] { return broker_epoch_of_partition() > 0; }))
-        << "the controller's (authenticated) push never arrived";
+        << "the controller's push never arrived";
   }
 
   broker::ControllerFence fence_;
@@ -217,16 +217,7 @@ TEST_F(NodeAgentTest, RegistersAndHeartbeatsRenewTheLeaseFromTheirSendTime) {
 TEST_F(NodeAgentTest, FencedSuspendsAndRegistersAgainWithWhatItHolds) {
   ASSERT_TRUE(agent_->register_node());
   const std::int64_t first_epoch = agent_->node_epoch();
-  control::idl::ChannelConfig cc;
-  cc.__set_name(kChannel);
-  cc.__set_partitions(1);
-  cc.__set_replication(1);
-  cc.__set_segment_bytes(kSegment);
-  cc.__set_ttl_ms(600000);
-  auto ch = controller_->create_channel(cc);
-  ASSERT_TRUE(ch.ok()) << ch.error().describe();
-  ASSERT_TRUE(eventually([&] { return broker_epoch_of_partition() > 0; }))
-      << "the controller's push never arrived";
+  ASSERT_NO_FATAL_FAILURE(create_channel());
   const std::uint64_t first_route_epoch = broker_epoch_of_partition();
   ASSERT_TRUE(publish_one(10s));
   agent_->step();
@@ -286,7 +277,7 @@ TEST_F(NodeAgentTest, OnlyTheControllerThatRegisteredTheNodeMayCallItsBrokerAdmi
   ASSERT_EQ(reg.admin_secret.size(), 16u);
   ASSERT_TRUE(reg.__isset.controller_epoch);
   ASSERT_GT(reg.controller_epoch, 0);
-  create_channel();
+  ASSERT_NO_FATAL_FAILURE(create_channel());
   const std::uint64_t route_epoch = broker_epoch_of_partition();
 
   control::ThriftBrokerAdmin intruder{control::ThriftBrokerAdmin::Options{}};
@@ -327,7 +318,7 @@ TEST_F(NodeAgentTest, OnlyTheControllerThatRegisteredTheNodeMayCallItsBrokerAdmi
 TEST_F(NodeAgentTest, ANewerControllerEpochFencesTheOlderOnEveryAdminCallAndLease) {
   ASSERT_TRUE(agent_->register_node());
   const auto reg = calls_->last_registration;
-  create_channel();
+  ASSERT_NO_FATAL_FAILURE(create_channel());
   const std::uint64_t route_epoch = broker_epoch_of_partition();
   const std::int64_t old_epoch = reg.controller_epoch;
 
@@ -390,7 +381,7 @@ TEST_F(NodeAgentTest, WhatACallerClaimedBeforeTheRegistrationCountsForNothingAft
   auto after = early.ping(early_target);  // the same connection
   EXPECT_EQ(after.code(), control::idl::ErrorCode::UNAUTHENTICATED) << after.error().describe();
   EXPECT_EQ(fence_.stats().newest_epoch, reg.controller_epoch);
-  create_channel();  // the controller's own calls go through
+  ASSERT_NO_FATAL_FAILURE(create_channel());  // the controller's own calls go through
   EXPECT_TRUE(publish_one(5s));
 }
 

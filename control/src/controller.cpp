@@ -352,6 +352,7 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
     meta::MetaRecord record;
     record.__set_put_channel(channel);
     if (auto r = store_->commit(record); !r) return r.error();
+    if (crash_locked("create.committed")) return make_error(idl::ErrorCode::INTERNAL, "controller halted");
     spdlog::info("channel '{}' created: {} partition(s), replication {}, segment {} B, ttl {} ms",
                  config.name, config.partitions, config.replication, config.segment_bytes, config.ttl_ms);
     info = channel_info(channel);

@@ -11,6 +11,15 @@
 // they elect a leader (ControllerCandidate); the others answer NOT_LEADER
 // naming it. A leader that loses its ZooKeeper session exits at once
 // (status 3); restart it and it rejoins as a candidate.
+//
+// Fault injection for the failover tests, in a real process: with
+// CATENA_CONTROLLER_CRASH_DIR=DIR set, a controller that reaches a crash
+// point P (Controller::Options::crash_point lists them) and removes the file
+// DIR/P kills itself there with SIGKILL, as a crash would. Creating DIR/P
+// arms P once for every controller sharing DIR: whichever gets there first
+// dies, and its successor passes.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
@@ -19,6 +28,7 @@
 #include <functional>
 #include <iostream>
 #include <spdlog/spdlog.h>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +53,22 @@ bool write_port_file(const std::string& path, std::uint16_t port) {
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
+// See the top: CATENA_CONTROLLER_CRASH_DIR.
+void arm_crash_points(catena::control::Controller::Options& options) {
+  const char* dir = std::getenv("CATENA_CONTROLLER_CRASH_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  spdlog::warn("fault injection armed: a file in {} named after a crash point kills this controller there",
+               dir);
+  options.crash_point = [dir = std::string(dir)](std::string_view point) {
+    const std::string armed = dir + "/" + std::string(point);
+    if (::unlink(armed.c_str()) != 0) return false;
+    spdlog::critical("injected crash at {} ({})", point, armed);
+    spdlog::default_logger()->flush();
+    ::raise(SIGKILL);
+    return true;
+  };
+}
+
 void wait_for_signal(sigset_t& signals) {
   int sig = 0;
   while (sigwait(&signals, &sig) != 0) {
@@ -56,6 +82,7 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
                   sigset_t& signals) {
   catena::control::ControllerCandidate::Options options;
   options.controller = config.controller_options();
+  arm_crash_points(options.controller);
   options.server = config.server_options();
   options.advertise = advertise;
   options.session_timeout = std::chrono::milliseconds(config.zk_session_timeout_ms);
@@ -183,7 +210,9 @@ int main(int argc, char** argv) {
   if (config.metadata.starts_with("zk://")) {
     return run_candidate(config, advertise, port_file, clock, brokers, signals);
   }
-  auto controller = catena::control::Controller::open(config.controller_options(), clock, brokers);
+  auto controller_options = config.controller_options();
+  arm_crash_points(controller_options);
+  auto controller = catena::control::Controller::open(std::move(controller_options), clock, brokers);
   if (!controller) {
     spdlog::critical("cannot open the controller: {}", controller.error().describe());
     return 1;

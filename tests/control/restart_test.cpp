@@ -1,6 +1,7 @@
 // Controller restarts: state reloads exactly, epochs are never reissued, and
 // a repair interrupted at any step finishes after the restart. Each test runs
 // on both metadata stores: the directory (/dir) and ZooKeeper (/zk).
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "controller_fixture.hpp"
@@ -105,6 +106,42 @@ TEST_P(Restart, EveryRouteIsPushedAgainAfterARestart) {
   for (const auto& name : {"a", "b", "c"}) {
     EXPECT_EQ(nodes_[name].broker->epochs_seen("orders", 0), (std::vector<std::int64_t>{1, 1})) << name;
   }
+}
+
+// A create whose record was written but whose chains were never told: the
+// call fails, the channel exists after the restart, and the restarted
+// controller configures every member of every new chain.
+TEST_P(Restart, AChannelCreateCutOffAfterItsCommitIsPushedByTheRestartedController) {
+  crash_at_ = "create.committed";
+  const auto created = controller_->create_channel(channel_config("late", 2, 3));
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.code(), idl::ErrorCode::INTERNAL);
+  for (const auto& name : {"a", "b", "c", "d"}) {
+    EXPECT_FALSE(nodes_[name].broker->installed("late", 0).has_value())
+        << name << " was told before the crash";
+  }
+  restart();
+  run_for(200ms);
+  const auto info = controller_->describe_channel("late");
+  ASSERT_TRUE(info.ok()) << info.error().describe();
+  ASSERT_EQ(info->routes.size(), 2u);
+  for (int p = 0; p < 2; ++p) {
+    const auto r = route("late", p);
+    ASSERT_EQ(r.replicas.size(), 3u);
+    int told = 0;
+    for (const auto& [name, node] : nodes_) {
+      const bool member = std::any_of(r.replicas.begin(), r.replicas.end(),
+                                      [&](const idl::Replica& m) { return m.node_id == node.id; });
+      if (!member) continue;
+      auto installed = node.broker->installed("late", p);
+      ASSERT_TRUE(installed.has_value()) << name << " never told of partition " << p;
+      EXPECT_EQ(*installed, r) << name;
+      ++told;
+    }
+    EXPECT_EQ(told, 3);
+  }
+  // Asked again, the create is refused as a duplicate, not done twice.
+  EXPECT_EQ(controller_->create_channel(channel_config("late", 2, 3)).code(), idl::ErrorCode::CHANNEL_EXISTS);
 }
 
 TEST_P(Restart, RepairResumesAfterCrashOnceTheIntentIsWritten) {

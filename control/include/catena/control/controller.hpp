@@ -134,7 +134,8 @@ class Controller {
     // (sealed_at_ms + the channel's ttl_ms: the range leaves the route).
     // Empty: the system clock. Tests inject one.
     std::function<std::int64_t()> wall_clock_ms;
-    // Fault injection for restart tests: called at "repair.intent_written",
+    // Fault injection for restart tests: called at "create.committed" (a
+    // channel recorded, not pushed yet), "repair.intent_written",
     // "repair.removed", "repair.restored" (replacements joining) and
     // "repair.promoted" (a joining replica became the tail), "move.intent_written",
     // "move.sealed" and "move.committed" (partition handoff), "drain.begun"

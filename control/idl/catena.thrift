@@ -395,6 +395,12 @@ struct TenantQuotas {
   // are placed in, when created, altered, repaired, drained, moved or
   // rebalanced; a chain stays short rather than leave them. Empty: any.
   4: list<string> zones,
+  // Registered memory: the sum over its partitions of replication x
+  // segment_bytes, i.e. what one segment slot of every replica takes. Each
+  // node keeps `--segment-slots` slots per replica (8 by default), so its
+  // channels hold at most that many times this in the cluster's memory.
+  // An alter under way counts at the larger of its two sizes.
+  5: i64 max_segment_bytes = -1,
 }
 
 struct TenantInfo {
@@ -404,6 +410,7 @@ struct TenantInfo {
   4: i64 partitions,
   5: i64 groups,
   6: i64 created_at_ms,
+  7: i64 segment_bytes,          // use of max_segment_bytes
 }
 
 // Who a connection is, once authenticated.

@@ -339,7 +339,12 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
       return make_error(idl::ErrorCode::CHANNEL_EXISTS,
                         fmt::format("channel '{}' already exists", config.name));
     }
-    if (auto r = check_quota_locked(config.name, 1, config.partitions, 0); !r) return r.error();
+    if (auto r =
+            check_quota_locked(config.name, 1, config.partitions, 0,
+                               std::int64_t{config.partitions} * config.replication * config.segment_bytes);
+        !r) {
+      return r.error();
+    }
     Placement placement(candidates_for_locked(config.name));  // within its tenant's zones
     meta::ChannelRecord channel;
     channel.__set_config(config);

@@ -83,7 +83,12 @@ Result<idl::ChannelInfo> Controller::alter_channel(const std::string& name, std:
                           fmt::format("channel '{}' already has {} partitions", name, from));
       }
       if (partitions > from) {
-        if (auto r = check_quota_locked(name, 0, partitions - from, 0); !r) return r.error();
+        const std::int64_t added = partitions - from;
+        if (auto r = check_quota_locked(name, 0, added, 0,
+                                        added * ch.config.replication * ch.config.segment_bytes);
+            !r) {
+          return r.error();
+        }
       }
       const auto affected = chain::alter_affected(from, partitions);
       const auto& moves = store_->state().moves;

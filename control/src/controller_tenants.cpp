@@ -32,10 +32,11 @@ constexpr std::size_t kMaxTenantZones = 64;
 constexpr std::size_t kMaxZoneLength = 64;
 
 Result<void> check_quotas(const idl::TenantQuotas& q) {
-  if (q.max_channels < -1 || q.max_partitions < -1 || q.max_groups < -1) {
+  if (q.max_channels < -1 || q.max_partitions < -1 || q.max_groups < -1 || q.max_segment_bytes < -1) {
     return invalid_argument(fmt::format(
-        "quotas must be >= 0, or -1 for unlimited: max_channels {}, max_partitions {}, max_groups {}",
-        q.max_channels, q.max_partitions, q.max_groups));
+        "quotas must be >= 0, or -1 for unlimited: max_channels {}, max_partitions {}, max_groups {}, "
+        "max_segment_bytes {}",
+        q.max_channels, q.max_partitions, q.max_groups, q.max_segment_bytes));
   }
   if (q.zones.size() > kMaxTenantZones) {
     return invalid_argument(fmt::format("at most {} zones, got {}", kMaxTenantZones, q.zones.size()));
@@ -59,6 +60,7 @@ Controller::TenantUse Controller::tenant_use_locked(const std::string& tenant) c
     if (!in_namespace(tenant, name)) continue;
     ++use.channels;
     use.partitions += partitions_held(ch);
+    use.segment_bytes += partitions_held(ch) * ch.config.replication * ch.config.segment_bytes;
   }
   std::set<std::string> groups;
   for (const auto& [name, g] : groups_.groups()) {
@@ -76,7 +78,8 @@ bool Controller::group_known_locked(const std::string& group) const {
 }
 
 Result<void> Controller::check_quota_locked(const std::string& name, std::int64_t add_channels,
-                                            std::int64_t add_partitions, std::int64_t add_groups) const {
+                                            std::int64_t add_partitions, std::int64_t add_groups,
+                                            std::int64_t add_segment_bytes) const {
   const std::string tenant(namespace_of(name));
   if (tenant.empty()) return {};
   const auto& tenants = store_->state().tenants;
@@ -93,6 +96,8 @@ Result<void> Controller::check_quota_locked(const std::string& name, std::int64_
   };
   if (auto r = over("max_channels", q.max_channels, use.channels, add_channels); !r) return r;
   if (auto r = over("max_partitions", q.max_partitions, use.partitions, add_partitions); !r) return r;
+  if (auto r = over("max_segment_bytes", q.max_segment_bytes, use.segment_bytes, add_segment_bytes); !r)
+    return r;
   return over("max_groups", q.max_groups, use.groups, add_groups);
 }
 
@@ -162,6 +167,7 @@ Result<std::vector<idl::TenantInfo>> Controller::list_tenants() const {
     info.__set_channels(use.channels);
     info.__set_partitions(use.partitions);
     info.__set_groups(use.groups);
+    info.__set_segment_bytes(use.segment_bytes);
     info.__set_created_at_ms(t.created_at_ms);
     out.push_back(std::move(info));
   }

@@ -329,6 +329,53 @@ TEST_F(TenantTest, QuotasRefuseTheCallThatExceedsThemAndChangeNothing) {
   EXPECT_EQ(proc_->stop(SIGTERM), 0);
 }
 
+// max_segment_bytes counts replication x segment size over the partitions:
+// what one segment slot of every replica takes.
+TEST_F(TenantTest, SegmentMemoryQuotaCountsEveryReplicasSegmentAndRefusesTheExcess) {
+  start();
+  register_broker();
+  auto quotas = tenant_quotas(-1, -1, -1);
+  quotas.__set_max_segment_bytes(5 << 20);  // 5 MiB
+  const std::string token = create_tenant("M", quotas);
+  auto m = client(token);
+  // 2 partitions x 1 replica x 1 MiB, then 1 x 1 x 2 MiB: 4 MiB of 5.
+  ASSERT_TRUE(m->create_channel(channel_config("M.one", 2, 1)).ok());
+  auto big = channel_config("M.two", 1, 1);
+  big.__set_segment_bytes(2 << 20);
+  ASSERT_TRUE(m->create_channel(big).ok());
+  // 2 MiB more is refused, whether by size or by partitions.
+  big.__set_name("M.three");
+  auto over = m->create_channel(big);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.code(), idl::ErrorCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(
+      over.error().message.find("max_segment_bytes is 5242880: 4194304 in use, this call needs 2097152"),
+      std::string::npos)
+      << over.error().message;
+  EXPECT_EQ(tenant_code_of(m->alter_channel("M.two", 2)), idl::ErrorCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(tenant_code_of(m->describe_channel("M.three")), idl::ErrorCode::UNKNOWN_CHANNEL);
+  // Replication counts: 1 MiB segments on 3 replicas need 3 MiB (refused
+  // before placement, which one broker could not do anyway).
+  auto replicated = m->create_channel(channel_config("M.r3", 1, 3));
+  ASSERT_FALSE(replicated.ok());
+  EXPECT_NE(replicated.error().message.find(
+                "max_segment_bytes is 5242880: 4194304 in use, this call needs 3145728"),
+            std::string::npos)
+      << replicated.error().message;
+  // 1 MiB on one replica fits exactly.
+  ASSERT_TRUE(m->create_channel(channel_config("M.four", 1, 1)).ok());
+  EXPECT_EQ(tenant_code_of(m->create_channel(channel_config("M.five", 1, 1))),
+            idl::ErrorCode::RESOURCE_EXHAUSTED);
+  auto tenants = admin_->list_tenants();
+  ASSERT_TRUE(tenants.ok()) << tenants.error().describe();
+  ASSERT_EQ(tenants->size(), 1U);
+  EXPECT_EQ(tenants->front().segment_bytes, 5 << 20);
+  EXPECT_EQ(tenants->front().quotas.max_segment_bytes, 5 << 20);
+  quotas.__set_max_segment_bytes(-2);
+  EXPECT_EQ(tenant_code_of(admin_->create_tenant("N", quotas)), idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(proc_->stop(SIGTERM), 0);
+}
+
 TEST_F(TenantTest, TokensAreDurableStoredOnlyAsHashesAndRotatable) {
   start();
   register_broker();

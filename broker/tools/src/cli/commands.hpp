@@ -205,6 +205,7 @@ struct TenantCommands {
   std::int64_t max_channels = -1;
   std::int64_t max_partitions = -1;
   std::int64_t max_groups = -1;
+  std::int64_t max_segment_bytes = -1;
   std::vector<std::string> zones;
 };
 TenantCommands add_tenant_commands(CLI::App& app);

@@ -33,6 +33,13 @@ TenantCommands add_tenant_commands(CLI::App& app) {
   c.create->add_option("--max-groups", c.max_groups, "subscriber groups in its namespace (-1: unlimited)")
       ->capture_default_str();
   c.create
+      ->add_option(
+          "--max-segment-bytes", c.max_segment_bytes,
+          "registered memory per segment slot: replication x segment size summed over its partitions "
+          "(nodes keep --segment-slots slots per replica; 4GiB, 512MiB...; -1: unlimited)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  c.create
       ->add_option("--zones", c.zones,
                    "zones its data may be placed in, through every repair (zone-a,zone-b; default: any)")
       ->delimiter(',');
@@ -50,6 +57,7 @@ int tenant_create(const Common& c, const TenantCommands& o) {
   q.__set_max_channels(o.max_channels);
   q.__set_max_partitions(o.max_partitions);
   q.__set_max_groups(o.max_groups);
+  q.__set_max_segment_bytes(o.max_segment_bytes);
   q.__set_zones(o.zones);
   auto token = client.create_tenant(o.name, q);
   if (!token) return fail("tenant create " + o.name, token.error().describe());
@@ -62,14 +70,17 @@ int tenant_list(const Common& c) {
   control::ControllerClient client(c.client_options());
   auto tenants = client.list_tenants();
   if (!tenants) return fail("tenant list", tenants.error().describe());
-  std::printf("%-24s  %14s  %16s  %12s  %s\n", "tenant", "channels", "partitions", "groups", "zones");
+  std::printf("%-24s  %14s  %16s  %12s  %21s  %s\n", "tenant", "channels", "partitions", "groups",
+              "segment MiB", "zones");
   for (const auto& t : *tenants) {
     std::string zones;
     for (const auto& z : t.quotas.zones) zones += (zones.empty() ? "" : ",") + z;
-    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %s\n", t.name.c_str(),
+    const auto mib = [](std::int64_t bytes) { return bytes < 0 ? bytes : bytes >> 20; };
+    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %9lld / %-9s  %s\n", t.name.c_str(),
                 static_cast<long long>(t.channels), limit(t.quotas.max_channels).c_str(),
                 static_cast<long long>(t.partitions), limit(t.quotas.max_partitions).c_str(),
                 static_cast<long long>(t.groups), limit(t.quotas.max_groups).c_str(),
+                static_cast<long long>(mib(t.segment_bytes)), limit(mib(t.quotas.max_segment_bytes)).c_str(),
                 zones.empty() ? "any" : zones.c_str());
   }
   return 0;

@@ -301,14 +301,15 @@ class Controller {
     std::int64_t channels = 0;
     std::int64_t partitions = 0;
     std::int64_t groups = 0;
+    std::int64_t segment_bytes = 0;  // sum of replication x segment_bytes over its partitions
   };
   [[nodiscard]] TenantUse tenant_use_locked(const std::string& tenant) const REQUIRES(mu_);
   // RESOURCE_EXHAUSTED if adding these to the namespace that holds `name`
   // (a channel or group) takes its tenant past a quota; fine when no tenant
   // owns that namespace.
   [[nodiscard]] Result<void> check_quota_locked(const std::string& name, std::int64_t add_channels,
-                                                std::int64_t add_partitions, std::int64_t add_groups) const
-      REQUIRES(mu_);
+                                                std::int64_t add_partitions, std::int64_t add_groups,
+                                                std::int64_t add_segment_bytes = 0) const REQUIRES(mu_);
   // Whether group has members or committed offsets.
   [[nodiscard]] bool group_known_locked(const std::string& group) const REQUIRES(mu_);
   // Whether a replica of `channel` may be placed on node_id: its tenant's

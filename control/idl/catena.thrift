@@ -601,6 +601,12 @@ service Controller {
   // Admin only: a new token; the old one stops working (connections already
   // authenticated with it are refused from their next call).
   string rotateTenantToken(1: string name) throws (1: CatenaError err),
+  // Admin only: replaces the tenant's quotas (all of them: read them with
+  // listTenants first). A limit below the current use is allowed: it
+  // refuses growth from then on and takes nothing away. New zones apply to
+  // every placement from then on (creating, growing, repairing, moving);
+  // chains already placed stay where they are.
+  void alterTenant(1: string name, 2: TenantQuotas quotas) throws (1: CatenaError err),
 }
 
 // What a broker must host for one partition.

@@ -331,4 +331,8 @@ Result<std::string> ControllerClient::rotate_tenant_token(const std::string& nam
   return out;
 }
 
+Result<void> ControllerClient::alter_tenant(const std::string& name, const idl::TenantQuotas& quotas) {
+  return call([&](idl::ControllerClient& c) { c.alterTenant(name, quotas); });
+}
+
 }  // namespace catena::control

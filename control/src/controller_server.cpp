@@ -202,6 +202,10 @@ class ConnectionHandler final : public idl::ControllerIf {
     admin_only("rotateTenantToken");
     out = value_or_throw(c()->rotate_tenant_token(name));
   }
+  void alterTenant(const std::string& name, const idl::TenantQuotas& quotas) override {
+    admin_only("alterTenant");
+    if (auto r = c()->alter_tenant(name, quotas); !r) throw r.error().to_thrift();
+  }
 
   void set_peer(std::string peer) { peer_ = std::move(peer); }
 

@@ -208,6 +208,26 @@ Result<std::string> Controller::rotate_tenant_token(const std::string& name) {
   return std::move(*token);
 }
 
+Result<void> Controller::alter_tenant(const std::string& name, const idl::TenantQuotas& quotas) {
+  if (auto r = check_quotas(quotas); !r) return r.error();
+  MutexLock lock(mu_);
+  if (auto r = check_running_locked(); !r) return r.error();
+  const auto it = store_->state().tenants.find(name);
+  if (it == store_->state().tenants.end()) return no_tenant(name);
+  meta::TenantRecord t = it->second;
+  t.__set_quotas(quotas);
+  meta::MetaRecord record;
+  record.__set_put_tenant(t);
+  if (auto r = store_->commit(record); !r) return r.error();
+  const TenantUse use = tenant_use_locked(name);
+  spdlog::info(
+      "tenant '{}': quotas now channels {}, partitions {}, groups {}, segment bytes {}, zones [{}] "
+      "(in use: {}, {}, {}, {})",
+      name, quotas.max_channels, quotas.max_partitions, quotas.max_groups, quotas.max_segment_bytes,
+      fmt::join(quotas.zones, ", "), use.channels, use.partitions, use.groups, use.segment_bytes);
+  return {};
+}
+
 Result<std::string> Controller::tenant_of_token(const std::string& sha) const {
   MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();

@@ -376,6 +376,52 @@ TEST_F(TenantTest, SegmentMemoryQuotaCountsEveryReplicasSegmentAndRefusesTheExce
   EXPECT_EQ(proc_->stop(SIGTERM), 0);
 }
 
+// alterTenant replaces the quotas, durably: lowered below the use it
+// refuses growth and takes nothing away; raised, it lets growth through;
+// zones apply to the next placement. Only the admin may call it.
+TEST_F(TenantTest, AlteredQuotasHoldFromTheNextCallAndSurviveARestart) {
+  start();
+  register_broker();
+  const std::string token = create_tenant("A", tenant_quotas(/*channels=*/4, -1, -1));
+  auto a = client(token);
+  ASSERT_TRUE(a->create_channel(channel_config("A.one", 1, 1)).ok());
+  ASSERT_TRUE(a->create_channel(channel_config("A.two", 1, 1)).ok());
+  // A tenant may not alter itself (nor anyone).
+  EXPECT_EQ(tenant_code_of(a->alter_tenant("A", tenant_quotas(-1, -1, -1))),
+            idl::ErrorCode::PERMISSION_DENIED);
+  EXPECT_EQ(tenant_code_of(admin_->alter_tenant("nobody", tenant_quotas(-1, -1, -1))),
+            idl::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(tenant_code_of(admin_->alter_tenant("A", tenant_quotas(-5, -1, -1))),
+            idl::ErrorCode::INVALID_ARGUMENT);
+  // Below the use: both channels stay, a third is refused.
+  ASSERT_TRUE(admin_->alter_tenant("A", tenant_quotas(/*channels=*/1, -1, -1)).ok());
+  EXPECT_EQ(tenant_code_of(a->create_channel(channel_config("A.three", 1, 1))),
+            idl::ErrorCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(a->describe_channel("A.two").ok());
+  // Zones: the broker is in no zone, so a zone list leaves nowhere to place.
+  auto zoned = tenant_quotas(/*channels=*/3, -1, -1);
+  zoned.__set_zones({"eu-a"});
+  ASSERT_TRUE(admin_->alter_tenant("A", zoned).ok());
+  auto nowhere = a->create_channel(channel_config("A.three", 1, 1));
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_NE(nowhere.error().message.find("zones tenant 'A' allows (eu-a)"), std::string::npos)
+      << nowhere.error().message;
+  restart();
+  auto tenants = admin_->list_tenants();
+  ASSERT_TRUE(tenants.ok()) << tenants.error().describe();
+  ASSERT_EQ(tenants->size(), 1U);
+  EXPECT_EQ(tenants->front().quotas.max_channels, 3);
+  EXPECT_EQ(tenants->front().quotas.zones, std::vector<std::string>{"eu-a"});
+  EXPECT_EQ(tenants->front().channels, 2);
+  // Any zone again: the third channel fits, a fourth does not.
+  ASSERT_TRUE(admin_->alter_tenant("A", tenant_quotas(/*channels=*/3, -1, -1)).ok());
+  a = client(token);
+  ASSERT_TRUE(a->create_channel(channel_config("A.three", 1, 1)).ok());
+  EXPECT_EQ(tenant_code_of(a->create_channel(channel_config("A.four", 1, 1))),
+            idl::ErrorCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(proc_->stop(SIGTERM), 0);
+}
+
 TEST_F(TenantTest, TokensAreDurableStoredOnlyAsHashesAndRotatable) {
   start();
   register_broker();

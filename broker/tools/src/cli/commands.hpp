@@ -195,24 +195,27 @@ int mirror_create(const Common& c, const MirrorCommands& o);
 int mirror_run(const Common& c, const MirrorCommands& o);
 int mirror_status(const Common& c, const MirrorCommands& o);
 int mirror_map(const Common& c, const MirrorCommands& o);
-// `catena tenant create|list|delete|rotate-token` (tenant.cpp).
+// `catena tenant create|list|alter|delete|rotate-token` (tenant.cpp).
 struct TenantCommands {
   CLI::App* create = nullptr;
   CLI::App* list = nullptr;
   CLI::App* remove = nullptr;
   CLI::App* rotate = nullptr;
+  CLI::App* alter = nullptr;
   std::string name;
   std::int64_t max_channels = -1;
   std::int64_t max_partitions = -1;
   std::int64_t max_groups = -1;
   std::int64_t max_segment_bytes = -1;
   std::vector<std::string> zones;
+  bool any_zone = false;  // tenant alter --any-zone
 };
 TenantCommands add_tenant_commands(CLI::App& app);
 int tenant_create(const Common& c, const TenantCommands& o);
 int tenant_list(const Common& c);
 int tenant_delete(const Common& c, const TenantCommands& o);
 int tenant_rotate(const Common& c, const TenantCommands& o);
+int tenant_alter(const Common& c, const TenantCommands& o);
 
 // `catena chaos` (chaos.cpp).
 void add_chaos_options(CLI::App& app, ChaosOptions& o);

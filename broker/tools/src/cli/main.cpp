@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
   if (tenant_cmds.list->parsed()) return tenant_list(common);
   if (tenant_cmds.remove->parsed()) return tenant_delete(common, tenant_cmds);
   if (tenant_cmds.rotate->parsed()) return tenant_rotate(common, tenant_cmds);
+  if (tenant_cmds.alter->parsed()) return tenant_alter(common, tenant_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
   return 2;

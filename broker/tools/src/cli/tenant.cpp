@@ -1,6 +1,7 @@
-// `catena tenant create|list|delete|rotate-token`: the admin's tenant calls
+// `catena tenant create|list|alter|delete|rotate-token`: the admin's tenant calls
 // (README "Tenants"). Run with the admin token (--token or $CATENA_TOKEN).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include <catena/control/controller_client.hpp>
@@ -12,6 +13,24 @@ namespace {
 
 std::string limit(std::int64_t v) {
   return v < 0 ? "-" : std::to_string(v);
+}
+
+// The quota flags of `tenant create` and `tenant alter`.
+void add_quota_options(CLI::App* cmd, TenantCommands& c) {
+  cmd->add_option("--max-channels", c.max_channels, "channels in its namespace (-1: unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--max-partitions", c.max_partitions, "partitions over its channels (-1: unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--max-groups", c.max_groups, "subscriber groups in its namespace (-1: unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--max-segment-bytes", c.max_segment_bytes,
+                  "registered memory per segment slot: replication x segment size summed over its partitions "
+                  "(nodes keep --segment-slots slots per replica; 4GiB, 512MiB...; -1: unlimited)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--zones", c.zones,
+                  "zones its data may be placed in, through every repair (zone-a,zone-b; default: any)")
+      ->delimiter(',');
 }
 
 }  // namespace
@@ -26,23 +45,15 @@ TenantCommands add_tenant_commands(CLI::App& app) {
                                     "create a tenant; prints its token once (keep it: only its hash "
                                     "is stored)");
   c.create->add_option("name", c.name, "tenant name: [A-Za-z0-9_-], no '.'")->required();
-  c.create->add_option("--max-channels", c.max_channels, "channels in its namespace (-1: unlimited)")
-      ->capture_default_str();
-  c.create->add_option("--max-partitions", c.max_partitions, "partitions over its channels (-1: unlimited)")
-      ->capture_default_str();
-  c.create->add_option("--max-groups", c.max_groups, "subscriber groups in its namespace (-1: unlimited)")
-      ->capture_default_str();
-  c.create
-      ->add_option(
-          "--max-segment-bytes", c.max_segment_bytes,
-          "registered memory per segment slot: replication x segment size summed over its partitions "
-          "(nodes keep --segment-slots slots per replica; 4GiB, 512MiB...; -1: unlimited)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  c.create
-      ->add_option("--zones", c.zones,
-                   "zones its data may be placed in, through every repair (zone-a,zone-b; default: any)")
-      ->delimiter(',');
+  add_quota_options(c.create, c);
+  c.alter =
+      tenant->add_subcommand("alter",
+                             "change a tenant's quotas: only those given (a limit below the use "
+                             "refuses growth, takes nothing away; new zones apply to later placements)");
+  c.alter->add_option("name", c.name, "tenant name")->required();
+  add_quota_options(c.alter, c);
+  c.alter->add_flag("--any-zone", c.any_zone, "its data may be placed in any zone from now on")
+      ->excludes("--zones");
   c.list = tenant->add_subcommand("list", "every tenant with its quotas and current use");
   c.remove = tenant->add_subcommand("delete", "delete a tenant (refused while it owns channels)");
   c.remove->add_option("name", c.name, "tenant name")->required();
@@ -90,6 +101,27 @@ int tenant_delete(const Common& c, const TenantCommands& o) {
   control::ControllerClient client(c.client_options());
   if (auto r = client.delete_tenant(o.name); !r) return fail("tenant delete " + o.name, r.error().describe());
   std::printf("tenant %s deleted\n", o.name.c_str());
+  return 0;
+}
+
+int tenant_alter(const Common& c, const TenantCommands& o) {
+  control::ControllerClient client(c.client_options());
+  auto tenants = client.list_tenants();
+  if (!tenants) return fail("tenant alter " + o.name, tenants.error().describe());
+  const auto it = std::find_if(tenants->begin(), tenants->end(),
+                               [&](const control::idl::TenantInfo& t) { return t.name == o.name; });
+  if (it == tenants->end()) return fail("tenant alter " + o.name, "no tenant '" + o.name + "'");
+  control::idl::TenantQuotas q = it->quotas;
+  const auto given = [&](const char* flag) { return o.alter->count(flag) > 0; };
+  if (given("--max-channels")) q.__set_max_channels(o.max_channels);
+  if (given("--max-partitions")) q.__set_max_partitions(o.max_partitions);
+  if (given("--max-groups")) q.__set_max_groups(o.max_groups);
+  if (given("--max-segment-bytes")) q.__set_max_segment_bytes(o.max_segment_bytes);
+  if (given("--zones")) q.__set_zones(o.zones);
+  if (o.any_zone) q.__set_zones({});
+  if (auto r = client.alter_tenant(o.name, q); !r)
+    return fail("tenant alter " + o.name, r.error().describe());
+  std::printf("tenant %s altered\n", o.name.c_str());
   return 0;
 }
 

@@ -251,6 +251,7 @@ class Controller {
   // INVALID_ARGUMENT while its namespace holds a channel.
   [[nodiscard]] Result<void> delete_tenant(const std::string& name);
   [[nodiscard]] Result<std::string> rotate_tenant_token(const std::string& name);
+  [[nodiscard]] Result<void> alter_tenant(const std::string& name, const idl::TenantQuotas& quotas);
   // The tenant whose token has this SHA-256; UNAUTHENTICATED if none.
   [[nodiscard]] Result<std::string> tenant_of_token(const std::string& token_sha256) const;
   // UNAUTHENTICATED unless tenant exists and its token still has this

@@ -110,6 +110,7 @@ class ControllerClient {
   [[nodiscard]] Result<std::vector<idl::TenantInfo>> list_tenants();
   [[nodiscard]] Result<void> delete_tenant(const std::string& name);
   [[nodiscard]] Result<std::string> rotate_tenant_token(const std::string& name);
+  [[nodiscard]] Result<void> alter_tenant(const std::string& name, const idl::TenantQuotas& quotas);
 
   // The controller this client talks to now (one of the addresses, or the
   // leader one named).

@@ -130,8 +130,9 @@ TEST_P(Restart, AChannelCreateCutOffAfterItsCommitIsPushedByTheRestartedControll
     ASSERT_EQ(r.replicas.size(), 3u);
     int told = 0;
     for (const auto& [name, node] : nodes_) {
+      const std::string& node_id = node.id;  // (Clang 14 lambdas cannot capture a structured binding)
       const bool member = std::any_of(r.replicas.begin(), r.replicas.end(),
-                                      [&](const idl::Replica& m) { return m.node_id == node.id; });
+                                      [&](const idl::Replica& m) { return m.node_id == node_id; });
       if (!member) continue;
       auto installed = node.broker->installed("late", p);
       ASSERT_TRUE(installed.has_value()) << name << " never told of partition " << p;

@@ -276,6 +276,8 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
   succ_ = std::move(link);
   succ_progress_ns_ = tick_ns_;
   fwd_in_flight_ = 0;
+  if (successor_epoch_ == cfg_.epoch) ++successor_rebuilds_;
+  successor_epoch_ = cfg_.epoch;
   return true;
 }
 

@@ -250,6 +250,9 @@ struct NodeStats {
   // Bytes of replica memory the node zeroed since it started, as replicas
   // stopped being its own (fenced, left out of a chain, ranges let go).
   5: optional i64 zeroed_bytes,
+  // Partition-level recovery: successor links this node rebuilt in place
+  // (same route epoch, no controller involved) since it started.
+  6: optional i64 link_rebuilds,
 }
 
 struct HeartbeatRequest {
@@ -321,9 +324,26 @@ struct RebalancePlan {
   2: bool dry_run,
 }
 
+// What the controller's recovery levels did since this controller started
+// leading (README "Recovery levels"; the partition level is each node's
+// NodeStats.link_rebuilds, the datacenter level the mirrors').
+struct RecoveryCounts {
+  1: i64 since_ms,                      // wall clock of this leader's start
+  // Process level: a restarted node took a chain role back with the data
+  // it kept (it copies only what it lacks).
+  2: i64 kept_data_rejoins,
+  // Replacements placed for lost members: in the lost member's zone, in
+  // another zone of the chain's datacenter (zone level), in another
+  // datacenter (nothing left in the chain's).
+  3: i64 replaced_in_lost_zone,
+  4: i64 replaced_in_other_zone,
+  5: i64 replaced_in_other_datacenter,
+}
+
 struct ClusterStatus {
   1: list<NodeStatus> nodes,
   2: i32 repairs_in_progress,
+  3: optional RecoveryCounts recoveries,
 }
 
 // --- Subscriber groups (controller_groups.hpp) ---

@@ -93,6 +93,7 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
   auto epoch = c->store_->take_controller_epoch();
   if (!epoch) return epoch.error();
   c->controller_epoch_ = *epoch;
+  c->recoveries_.__set_since_ms(c->wall_ms());
   const auto& state = c->store_->state();
   spdlog::info("metadata {}: {} node(s), {} channel(s), {} open repair(s); controller epoch {}",
                c->store_->describe(), state.nodes.size(), state.channels.size(), state.intents.size(),
@@ -547,6 +548,7 @@ Result<idl::ClusterStatus> Controller::cluster_status() const {
     status.nodes.push_back(node_status_locked(node, counts));
   status.__isset.nodes = true;
   status.__set_repairs_in_progress(static_cast<std::int32_t>(store_->state().intents.size()));
+  status.__set_recoveries(recoveries_);
   return status;
 }
 

@@ -110,6 +110,7 @@ std::vector<std::string> Controller::take_rejoiners_locked(const idl::PartitionR
     }
     spdlog::info("{}/{}: {} rejoins with the data it kept (held up to offset {})", route.channel,
                  route.partition, c.node_id, c.end_offset);
+    ++recoveries_.kept_data_rejoins;
     out.push_back(c.node_id);
   }
   return out;
@@ -152,18 +153,22 @@ PlacementPreference Controller::preference_for_locked(const idl::PartitionRoute&
   return prefer;
 }
 
-void Controller::warn_other_datacenter_locked(const idl::PartitionRoute& route,
-                                              const PlacementPreference& prefer,
-                                              const std::vector<std::string>& chosen) const {
-  if (prefer.datacenters.empty()) return;
+void Controller::count_replacements_locked(const idl::PartitionRoute& route,
+                                           const PlacementPreference& prefer,
+                                           const std::vector<std::string>& chosen) {
   for (const auto& id : chosen) {
     const auto* n = node_locked(id);
-    if (n == nullptr || prefer.datacenters.count(n->info.datacenter) != 0 ||
-        prefer.zones.count(n->info.zone) != 0) {
-      continue;
+    if (n == nullptr) continue;
+    if (prefer.zones.count(n->info.zone) != 0) {
+      ++recoveries_.replaced_in_lost_zone;
+    } else if (prefer.datacenters.empty() || prefer.datacenters.count(n->info.datacenter) != 0) {
+      ++recoveries_.replaced_in_other_zone;
+    } else {
+      ++recoveries_.replaced_in_other_datacenter;
+      spdlog::warn("{}/{}: no node in datacenter {} (in a zone the chain does not use), replacement {} in {}",
+                   route.channel, route.partition, fmt::join(prefer.datacenters, ", "), id,
+                   n->info.datacenter);
     }
-    spdlog::warn("{}/{}: no node in datacenter {} (in a zone the chain does not use), replacement {} in {}",
-                 route.channel, route.partition, fmt::join(prefer.datacenters, ", "), id, n->info.datacenter);
   }
 }
 

@@ -196,7 +196,7 @@ void Controller::restore_replication_locked() {
           }
           if (chosen.empty()) continue;
         } else {
-          warn_other_datacenter_locked(route, prefer, *placed);
+          count_replacements_locked(route, prefer, *placed);
           chosen.insert(chosen.end(), placed->begin(), placed->end());
           lost_members_.erase({route.channel, route.partition});
         }

@@ -355,6 +355,12 @@ TEST_P(PartitionFault, LinkIsRebuiltInPlaceAndOtherPartitionsSeeNothing) {
     EXPECT_EQ(after[idx(i)].connects, before[idx(i)].connects) << "node-" << i << " redialled a link";
   }
   EXPECT_EQ(others_unlinked, 0) << "another partition's link was seen down";
+  // The node counts what it rebuilt (NodeStats.link_rebuilds, `catena
+  // status`): the breaker one per break, the others none.
+  for (int i : {0, 1, 2}) {
+    EXPECT_EQ(snapshot()[idx(i)].link_rebuilds, i == kBreaker ? static_cast<std::uint64_t>(kBreaks) : 0u)
+        << "node-" << i;
+  }
 
   // Rebuilt in place: same chain, same epoch, every replica holds and
   // committed the same records; no frame refused.

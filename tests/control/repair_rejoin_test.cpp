@@ -89,6 +89,13 @@ TEST_F(Repair, NodeBackWithItsDataRejoinsItsShortChainAndIsPromoted) {
   EXPECT_EQ(
       log.count(fmt::format("orders/0: {} rejoins with the data it kept (held up to offset 1234)", id("c"))),
       1);
+  const auto st = controller_->cluster_status();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->recoveries.kept_data_rejoins, 1) << "process level";
+  EXPECT_EQ(st->recoveries.replaced_in_lost_zone + st->recoveries.replaced_in_other_zone +
+                st->recoveries.replaced_in_other_datacenter,
+            0)
+      << "no replacement was placed";
 
   nodes_["b"].broker->set_synced("orders", 0, true);
   run_for(300ms);
@@ -204,6 +211,15 @@ class ZoneRepair : public ControllerFixture {
     ASSERT_TRUE(ch.ok()) << ch.error().describe();
     ASSERT_EQ(chain_of(ch->routes[0]), (Ids{id("x1"), id("x2")}));
   }
+  // ClusterStatus.recoveries: {in the lost zone, another zone, another datacenter}.
+  std::vector<std::int64_t> replacements_counted() {
+    const auto st = controller_->cluster_status();
+    EXPECT_TRUE(st.ok());
+    if (!st.ok() || !st->__isset.recoveries) return {};
+    EXPECT_EQ(st->recoveries.kept_data_rejoins, 0);
+    return {st->recoveries.replaced_in_lost_zone, st->recoveries.replaced_in_other_zone,
+            st->recoveries.replaced_in_other_datacenter};
+  }
   std::string replacement_of_x1() {
     kill_broker("x1");
     run_for(2000ms, {"x1"});
@@ -218,13 +234,16 @@ TEST_F(ZoneRepair, ANodeIsReplacedFromItsZone) {
   add_node("b1", "b1", {}, "B");
   add_node("a3", "a3", {}, "A");
   add_node("a1", "a1", {}, "A");
+  EXPECT_EQ(replacements_counted(), (std::vector<std::int64_t>{0, 0, 0}));
   EXPECT_EQ(replacement_of_x1(), id("a1"));
+  EXPECT_EQ(replacements_counted(), (std::vector<std::int64_t>{1, 0, 0}));
 }
 
 TEST_F(ZoneRepair, AZoneDownIsReplacedFromAnotherZoneOfTheDatacenter) {
   add_node("b1", "b1", {}, "B");
   add_node("a3", "a3", {}, "A");
   EXPECT_EQ(replacement_of_x1(), id("a3"));
+  EXPECT_EQ(replacements_counted(), (std::vector<std::int64_t>{0, 1, 0}));
 }
 
 TEST_F(ZoneRepair, ADatacenterWithoutASpareZoneSendsTheReplicaElsewhereAndWarns) {
@@ -232,6 +251,7 @@ TEST_F(ZoneRepair, ADatacenterWithoutASpareZoneSendsTheReplicaElsewhereAndWarns)
   add_node("b1", "b1", {}, "B");
   add_node("y2", "a2", {}, "A");  // datacenter A, but the zone the chain keeps
   EXPECT_EQ(replacement_of_x1(), id("b1"));
+  EXPECT_EQ(replacements_counted(), (std::vector<std::int64_t>{0, 0, 1}));
   EXPECT_EQ(log.count(fmt::format("orders/0: no node in datacenter A (in a zone the chain does not use), "
                                   "replacement {} in B",
                                   id("b1"))),

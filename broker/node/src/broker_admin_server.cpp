@@ -74,6 +74,7 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
   out.__set_bytes(static_cast<std::int64_t>(st.bytes));
   out.__set_connections(static_cast<std::int64_t>(st.connections));
   out.__set_zeroed_bytes(static_cast<std::int64_t>(st.zeroed_bytes));
+  out.__set_link_rebuilds(static_cast<std::int64_t>(st.link_rebuilds));
   std::vector<idl::PartitionProgress> partitions;
   partitions.reserve(st.partitions.size());
   for (const auto& p : st.partitions) {

@@ -168,6 +168,7 @@ class Broker::Impl {
     NodeStats st;
     kept_stats_st(st);
     st.zeroed_bytes = zeroed_bytes_;
+    st.link_rebuilds = link_rebuilds_;
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
   }
@@ -539,6 +540,7 @@ class Broker::Impl {
     }
     kept_stats_st(st);
     st.zeroed_bytes = zeroed_bytes_;
+    st.link_rebuilds = link_rebuilds_;
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
     for (auto& r : reports) link_reports_.push_back(std::move(r));
@@ -631,11 +633,13 @@ class Broker::Impl {
     not_ready_streak_.erase(key);
     auto it = replicas_.find(key);
     if (it == replicas_.end() || it->second->epoch() != out.epoch || !it->second->wants_successor()) return;
+    const std::uint64_t rebuilt_before = it->second->successor_rebuilds();
     if (!it->second->attach_successor(std::move(out.link), out.welcome)) {
       spdlog::warn("partition {}/{}: successor refused the link: {}", out.channel, out.partition,
                    wire::to_string(out.welcome.status));
     } else {
       linked_epoch_[key] = out.epoch;
+      link_rebuilds_ += it->second->successor_rebuilds() - rebuilt_before;
     }
   }
 
@@ -652,6 +656,9 @@ class Broker::Impl {
   // Bytes of replica memory zeroed (release_replica_st, discard_kept_st):
   // take_inventory's, then the data-plane thread's; reported in the stats.
   std::uint64_t zeroed_bytes_ = 0;
+  // Successor links rebuilt in place at the same epoch (partition-level
+  // recovery), summed over every replica this node held.
+  std::uint64_t link_rebuilds_ = 0;
   std::unique_ptr<fabric::Listener> listener_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> lease_deadline_ns_{~std::uint64_t{0}};  // no lease until told one

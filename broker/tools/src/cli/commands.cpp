@@ -271,6 +271,19 @@ int cluster_status(const Common& c) {
       std::printf("  %-10s zeroed %lld bytes of replica memory it let go\n", "",
                   static_cast<long long>(n.stats.zeroed_bytes));
     }
+    if (n.stats.__isset.link_rebuilds && n.stats.link_rebuilds > 0) {
+      std::printf("  %-10s rebuilt %lld successor link(s) in place (partition-level recovery)\n", "",
+                  static_cast<long long>(n.stats.link_rebuilds));
+    }
+  }
+  if (r->__isset.recoveries) {
+    const auto& rc = r->recoveries;
+    std::printf(
+        "recovery since this controller leads: %lld rejoin(s) with kept data (process level), replacements "
+        "%lld in the lost member's zone, %lld in another zone (zone level), %lld in another datacenter\n",
+        static_cast<long long>(rc.kept_data_rejoins), static_cast<long long>(rc.replaced_in_lost_zone),
+        static_cast<long long>(rc.replaced_in_other_zone),
+        static_cast<long long>(rc.replaced_in_other_datacenter));
   }
   return 0;
 }

@@ -267,6 +267,9 @@ class Replica {
   // The successor's answer: installs the link and starts (re)forwarding from
   // what the successor already holds. False if the welcome does not fit.
   bool attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWelcome& welcome);
+  // Successor links attached again at an epoch that had one (rebuilt in
+  // place: partition-level recovery), since this replica was created.
+  [[nodiscard]] std::uint64_t successor_rebuilds() const { return successor_rebuilds_; }
   // A predecessor said hello: answers and, if accepted, installs the link.
   void attach_predecessor(std::unique_ptr<Link> link, const wire::ReplicaHello& hello);
 
@@ -350,6 +353,8 @@ class Replica {
   CommitWatchServer watches_;  // the tail's commit watches (commit_watch.hpp)
   std::vector<LinkFault> faults_;
   std::uint64_t corrupt_frames_ = 0;
+  std::uint64_t successor_epoch_ = 0;  // the route epoch of the last successor link attached (0: none yet)
+  std::uint64_t successor_rebuilds_ = 0;
   SessionBudget own_budget_;
   std::uint64_t tick_ns_ = 0;                 // the clock at the last tick(): producer state's idle clock
   std::uint64_t next_expiry_ns_ = 0;          // when tick() next forgets idle producers

@@ -441,9 +441,10 @@ class Controller {
   // has (Placement's rule 3).
   [[nodiscard]] PlacementPreference preference_for_locked(const idl::PartitionRoute& route) const
       REQUIRES(mu_);
-  // Warns about replacements placed outside the datacenters of the chain.
-  void warn_other_datacenter_locked(const idl::PartitionRoute& route, const PlacementPreference& prefer,
-                                    const std::vector<std::string>& chosen) const REQUIRES(mu_);
+  // Counts where replacements were placed (recoveries_), and warns about
+  // those outside the datacenters of the chain.
+  void count_replacements_locked(const idl::PartitionRoute& route, const PlacementPreference& prefer,
+                                 const std::vector<std::string>& chosen) REQUIRES(mu_);
   // A re-registering node that is still the kept last member of some chains
   // either brings their data back (held) or proves it lost: puts it back at
   // a new epoch, or empties the chain for a rebuild above the high-water
@@ -514,6 +515,8 @@ class Controller {
   std::vector<FenceJob> fences_ GUARDED_BY(mu_);            // best-effort fences of evicted nodes
   // Under-replicated, already logged.
   std::set<std::pair<RouteId, std::int64_t>> warned_short_ GUARDED_BY(mu_);
+  // What recovery did since this controller opened (ClusterStatus.recoveries).
+  idl::RecoveryCounts recoveries_ GUARDED_BY(mu_);
   // Per chain, the nodes that may rejoin it with the data they kept; they
   // join first (in memory: a controller restart forgets them, and their
   // copies are left until the node registers again, which fences them).

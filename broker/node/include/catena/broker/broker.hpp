@@ -83,6 +83,9 @@ struct NodeStats {
   // replica's (fenced, left out of its chain, a retired range let go or
   // expired, a kept copy no chain wants). See README, "Tenants".
   std::uint64_t zeroed_bytes = 0;
+  // Successor links this node rebuilt in place (same route epoch, without
+  // the controller: partition-level recovery) since it started.
+  std::uint64_t link_rebuilds = 0;
 };
 
 enum class ConfigureStatus : std::uint8_t { applied, stale_epoch, invalid, failed };

@@ -64,6 +64,7 @@
 #include <set>
 #include <thread>
 
+#include <catena/broker/controller_routes.hpp>
 #include <catena/broker/history.hpp>
 #include <catena/broker/mirror.hpp>
 #include <catena/broker/publisher.hpp>
@@ -78,6 +79,8 @@ namespace catena::cli {
 using namespace std::chrono_literals;
 using bench_detail::LevelResult;
 using bench_detail::steady_ns;
+using bench_detail::tagged_id;
+using bench_detail::tagged_record;
 using bench_detail::wait_until;
 
 namespace {

@@ -443,7 +443,7 @@ void ThriftServer::stop() {
     s.accept_retry.cancel();
   });
   // A connection inside a call closes once the call returned (its strand
-  // runs one handler at a time); its reply is not sent.
+  // runs one handler at a time); its reply may or may not have gone out.
   for (auto& c : open) asio::post(c->executor(), [c] { c->close(); });
   open.clear();
   s.work.reset();

@@ -1,10 +1,7 @@
-#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <initializer_list>
-#include <netinet/in.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <thrift/transport/TSocket.h>
+#include <thrift/transport/TTransport.h>
 #include <utility>
 
 #include <catena/control/controller_server.hpp>
@@ -262,36 +259,13 @@ class ConnectionHandler final : public idl::ControllerIf {
   std::string token_sha256_;
 };
 
-// The connection's peer as numbers ("10.0.0.7:51234"), for the log. Not
-// TTransport::getOrigin(): that resolves the host name (getnameinfo through
-// NSS), a DNS lookup per connection, and its internal buffers race between
-// two connection threads under ThreadSanitizer.
-std::string numeric_peer(const std::shared_ptr<apache::thrift::transport::TTransport>& transport) {
-  auto* socket = dynamic_cast<apache::thrift::transport::TSocket*>(transport.get());
-  if (socket == nullptr) return "?";
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  if (getpeername(socket->getSocketFD(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (addr.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    port = ntohs(in6->sin6_port);
-  }
-  return fmt::format("{}:{}", host, port);
-}
-
 class HandlerFactory final : public idl::ControllerIfFactory {
  public:
   explicit HandlerFactory(std::shared_ptr<const Shared> shared) : shared_(std::move(shared)) {}
   idl::ControllerIf* getHandler(const apache::thrift::TConnectionInfo& info) override {
     auto* h = new ConnectionHandler(shared_);
-    if (info.transport) h->set_peer(numeric_peer(info.transport));
+    // ThriftServer's transport answers the peer as numbers, no name lookup.
+    if (info.transport) h->set_peer(info.transport->getOrigin());
     return h;
   }
   void releaseHandler(idl::ControllerIf* handler) override { delete handler; }

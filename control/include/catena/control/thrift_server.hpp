@@ -1,46 +1,60 @@
 // A Thrift service on a TCP port, configured the way every Catena control
-// endpoint must be: TFramedTransport (frames capped at 16 MiB) with the
-// strict binary protocol (bounded strings and containers), one thread per
-// connection, idle connections closed after idle_timeout. Malformed input
-// only costs its own connection.
+// endpoint must be: the TFramedTransport wire format (a big-endian int32
+// length, then the payload; a length <= 0 or above 16 MiB closes the
+// connection) with the strict binary protocol (bounded strings and
+// containers), idle connections closed after idle_timeout. Malformed input
+// (a bad length, a garbage payload, a protocol error) only costs its own
+// connection, logged at debug.
 //
-// The accept loop and the connection threads are ours, not Thrift's
-// TThreadedServer: there, the accept loop shares each connection's
-// transport and protocol with the connection's thread through shared_ptrs
-// released inside libthrift, and frees them when it holds the last one; a
-// sanitizer cannot see that release, so every such free looked like a data
-// race. Here a connection's transport and protocol are made by the accept
-// loop, handed over whole, and used and freed by its thread alone.
+// Event-driven, on Boost.Asio: one io_context run by Options::threads
+// threads (16 by default), an asynchronous accept, and per connection
+// asynchronous reads of the length, then of the frame. Once a whole frame
+// is in, the connection's processor runs on it (over a TMemoryBuffer), the
+// framed reply is written, and only then is the next frame read: one
+// request at a time per connection, as Thrift's request/response contract
+// has it (a oneway call, which has no reply, just goes on reading). An idle
+// connection costs a socket and a timer, no thread, so the number of
+// connections is bounded by max_connections, not by threads.
+//
+// Handlers may block (the controller's take its lock and may wait on
+// ZooKeeper): a blocked handler holds one of the threads, which is why
+// there are 16 by default. While all of them are inside handlers, other
+// connections' complete requests wait for one to return.
+//
+// Nothing of a connection is shared between threads at once: its socket,
+// idle timer, transports, protocols and processor belong to the
+// connection, whose handlers run on its own strand, one at a time, each
+// handing over to the next through Asio's queue (so ThreadSanitizer sees
+// the order). We own every transport and protocol; libthrift never holds
+// one of them across threads. (Thrift's TThreadedServer is not used for
+// that reason: its accept loop freed a connection's transport after
+// refcount releases inside uninstrumented libthrift, which looked like
+// races under TSan. Its thread per connection also did not scale.)
 //
 // The controller serves Controller with it (controller_server.hpp); brokers
 // serve BrokerAdmin with make_broker_admin_server() so both ends agree on
 // the wire format.
 //
 // Lifecycle: construct, start() (binds synchronously: a busy port is an
-// error from start(), and port() is known when it returns), stop()
-// (idempotent; the destructor calls it). Handlers must be thread-safe.
+// error from start(), and port() is known when it returns; options out of
+// range are INVALID_ARGUMENT), stop() (idempotent; the destructor calls it:
+// closes the listening socket and every connection, then joins the
+// threads, so it returns once every handler that was running returned; do
+// not call it from a handler). Handlers must be thread-safe: calls of
+// different connections run at once.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include <catena/control/idl/BrokerAdmin.h>
 #include <catena/control/result.hpp>
-#include <catena/fabric/thread_annotations.hpp>
 
 namespace apache::thrift {
 class TProcessor;
 class TProcessorFactory;
-namespace transport {
-class TServerSocket;
-class TTransport;
-}  // namespace transport
 }  // namespace apache::thrift
 
 namespace catena::control {
@@ -50,13 +64,25 @@ class ThriftServer {
   struct Options {
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;  // 0: any free port, see port()
+    // A connection that sent nothing while the server waited for a request
+    // (or took none of a reply it was being sent) for this long is closed.
+    // Time inside a handler does not count.
     std::chrono::milliseconds idle_timeout{60000};
-    std::int64_t max_connections = 1024;  // further clients wait in the accept backlog
+    // Connections open at once, >= 1. At the limit the server stops
+    // accepting: further clients wait in the listen backlog (their connect
+    // succeeds, their calls wait) until a connection closes.
+    std::int64_t max_connections = 1024;
+    // Threads that run handlers and the I/O, 1..1024. Not a connection
+    // limit: it bounds how many calls run (and may block) at once.
+    int threads = 16;
   };
 
   ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options);
   // One processor per connection, from the factory (a handler that keeps
   // per-connection state, such as the Controller's authenticated identity).
+  // The factory's TConnectionInfo has the connection's own input and output
+  // protocols (alive as long as the connection) and, as its transport, one
+  // that only answers getOrigin(): the peer as numbers ("10.0.0.7:51234").
   ThriftServer(std::shared_ptr<apache::thrift::TProcessorFactory> factory, Options options);
   ~ThriftServer();
   ThriftServer(const ThriftServer&) = delete;
@@ -68,28 +94,11 @@ class ThriftServer {
   void stop();
 
  private:
-  // One client's thread; `done` once it returned (its thread may be joined).
-  struct Connection {
-    std::thread thread;
-    bool done = false;
-  };
+  struct Impl;  // the io_context, the acceptor, the connections (thrift_server.cpp)
 
-  void accept_loop();
-  void serve_connection(std::shared_ptr<apache::thrift::transport::TTransport> client);
-  // Joins the threads of connections that ended. Called with mu_ held.
-  void reap_locked() REQUIRES(mu_);
-
-  std::shared_ptr<apache::thrift::TProcessorFactory> factory_;
   Options options_;
-  std::shared_ptr<apache::thrift::transport::TServerSocket> socket_;
+  std::unique_ptr<Impl> impl_;
   std::uint16_t bound_port_ = 0;
-  std::thread accept_thread_;
-  Mutex mu_;
-  std::condition_variable changed_;  // a connection ended, or stop()
-  bool started_ GUARDED_BY(mu_) = false;
-  bool stopped_ GUARDED_BY(mu_) = false;
-  std::list<Connection> connections_ GUARDED_BY(mu_);
-  std::int64_t active_ GUARDED_BY(mu_) = 0;
 };
 
 // A BrokerAdmin endpoint for a broker daemon (or a test double).

@@ -266,7 +266,7 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
     std::this_thread::sleep_for(1000ms);  // the pace before
     ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGKILL));
     killed_at = Clock::now();
-    std::this_thread::sleep_for(1500ms);
+    std::this_thread::sleep_for(1200ms);
     // A metadata write while ZooKeeper is away, on a thread of its own (it
     // may wait for ZooKeeper) while ZooKeeper is restarted here.
     write_at = Clock::now();
@@ -275,7 +275,7 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
       written_at = Clock::now();
       return r;
     });
-    std::this_thread::sleep_for(500ms);
+    std::this_thread::sleep_for(300ms);
     std::string err;
     restarting_at = Clock::now();
     ASSERT_TRUE(cluster_->restart_zookeeper(0, &err)) << err;

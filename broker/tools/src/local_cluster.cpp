@@ -166,7 +166,7 @@ bool LocalCluster::start_zookeeper(std::string* error) {
       for (const auto& z : servers) serving += control::zk_local::serves(port_of(z.admin_addr)) ? 1 : 0;
       if (serving == n) return true;
       for (auto& z : servers) {
-        if (waitpid(z.pid, nullptr, WNOHANG) == z.pid) {
+        if (z.pid > 0 && waitpid(z.pid, nullptr, WNOHANG) == z.pid) {
           why = z.name + " exited";
           z.pid = -1;
           exited = true;

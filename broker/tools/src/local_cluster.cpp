@@ -77,39 +77,160 @@ pid_t LocalCluster::controller_pid(std::size_t i) const {
   return i < controllers_.size() ? controllers_[i].pid : -1;
 }
 
+namespace {
+
+std::uint16_t port_of(const std::string& address) {
+  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+// A JVM on busy cores can take several seconds to start (an ensemble
+// member also waits for a quorum).
+constexpr auto kZooKeeperStartTimeout = 60s;
+
+}  // namespace
+
+std::string LocalCluster::check_zookeeper_servers(int n) {
+  if (n == 1 || (n >= 3 && n <= 9 && n % 2 == 1)) return {};
+  return "ZooKeeper servers: " + std::to_string(n) +
+         " is neither 1 nor an odd number from 3 to 9 (an ensemble of 2k+1 servers outlives the loss of k; "
+         "an even one no more than the odd one below it)";
+}
+
 std::string LocalCluster::zookeeper_address() const {
-  return zookeeper_.admin_addr;
+  MutexLock lk(mu_);
+  std::string all;
+  for (const auto& z : zookeepers_) all += (all.empty() ? "" : ",") + z.admin_addr;
+  return all;
+}
+
+std::string LocalCluster::zookeeper_address(std::size_t i) const {
+  MutexLock lk(mu_);
+  return i < zookeepers_.size() ? zookeepers_[i].admin_addr : std::string();
+}
+
+std::size_t LocalCluster::zookeeper_count() const {
+  MutexLock lk(mu_);
+  return zookeepers_.size();
+}
+
+pid_t LocalCluster::zookeeper_pid(std::size_t i) const {
+  MutexLock lk(mu_);
+  return i < zookeepers_.size() ? zookeepers_[i].pid : -1;
 }
 
 bool LocalCluster::start_zookeeper(std::string* error) {
-  const std::string data = fs::absolute(opts_.dir + "/zookeeper").string();
-  const std::string cfg = opts_.dir + "/zookeeper.cfg";
-  fs::create_directories(data);
-  zookeeper_.name = "zookeeper";
-  for (int attempt = 0; attempt < 3; ++attempt) {  // another process may take the free port first
-    const std::uint16_t port = control::zk_local::free_loopback_port();
-    if (port == 0 || !control::zk_local::write_config(cfg, data, port)) break;
-    zookeeper_.pid = spawn("zookeeper", control::zk_local::server_command(cfg));
-    // A JVM on busy cores can take several seconds to start.
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
+  const auto n = static_cast<std::size_t>(opts_.zookeeper_servers);
+  zookeeper_quorum_ = n > 1;
+  std::vector<NodeProcess> servers(n);
+  for (std::size_t i = 0; i < n; ++i)
+    servers[i].name = n > 1 ? "zookeeper-" + std::to_string(i) : "zookeeper";
+  auto kill_all = [&] {
+    for (auto& z : servers) {
+      if (z.pid <= 0) continue;
+      kill(z.pid, SIGKILL);
+      waitpid(z.pid, nullptr, 0);
+      z.pid = -1;
+    }
+    MutexLock lk(mu_);
+    zookeepers_ = servers;
+  };
+  std::string why;
+  for (int attempt = 0; attempt < 3; ++attempt) {  // another process may take a free port first
+    const std::vector<control::zk_local::Peer> peers = control::zk_local::free_peers(n);
+    if (peers.empty()) {
+      why = "no free loopback ports";
+      break;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string data = fs::absolute(opts_.dir + "/" + servers[i].name).string();
+      const std::string cfg = opts_.dir + "/" + servers[i].name + ".cfg";
+      std::error_code ec;
+      fs::remove_all(data, ec);  // a previous attempt's
+      fs::create_directories(data, ec);
+      if (!control::zk_local::write_config(cfg, data, peers, i)) {
+        *error = "cannot write " + cfg;
+        kill_all();
+        return false;
+      }
+      servers[i].admin_addr = "127.0.0.1:" + std::to_string(peers[i].client_port);
+      servers[i].pid = spawn(servers[i].name, control::zk_local::server_command(cfg, zookeeper_quorum_));
+    }
+    {
+      MutexLock lk(mu_);  // stop() ends them, whatever happens next
+      zookeepers_ = servers;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kZooKeeperStartTimeout;
     bool exited = false;
     while (!exited && std::chrono::steady_clock::now() < deadline) {
-      if (control::zk_local::serves(port)) {
-        zookeeper_.admin_addr = "127.0.0.1:" + std::to_string(port);
-        return true;
+      std::size_t serving = 0;
+      for (const auto& z : servers) serving += control::zk_local::serves(port_of(z.admin_addr)) ? 1 : 0;
+      if (serving == n) return true;
+      for (auto& z : servers) {
+        if (z.pid > 0 && waitpid(z.pid, nullptr, WNOHANG) == z.pid) {
+          why = z.name + " exited";
+          z.pid = -1;
+          exited = true;
+        }
       }
-      exited = waitpid(zookeeper_.pid, nullptr, WNOHANG) == zookeeper_.pid;
       if (!exited) std::this_thread::sleep_for(100ms);
     }
+    kill_all();
     if (!exited) {
-      kill(zookeeper_.pid, SIGKILL);
-      waitpid(zookeeper_.pid, nullptr, 0);
+      why = "not serving after " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kZooKeeperStartTimeout).count()) +
+            " s";
+      break;
     }
-    zookeeper_.pid = -1;
-    if (!exited) break;
   }
-  *error = "ZooKeeper did not start (it needs java and " + control::zk_local::classpath() + "); see " +
-           opts_.dir + "/zookeeper.log";
+  *error = "ZooKeeper did not start (" + why + "; it needs java and " + control::zk_local::classpath() +
+           "); see " + opts_.dir + "/" + servers.front().name + ".log";
+  return false;
+}
+
+bool LocalCluster::signal_zookeeper(std::size_t i, int sig) {
+  const pid_t pid = zookeeper_pid(i);
+  if (pid <= 0 || kill(pid, sig) != 0) return false;
+  if (sig == SIGKILL) {
+    waitpid(pid, nullptr, 0);
+    MutexLock lk(mu_);
+    zookeepers_[i].pid = -1;
+  }
+  return true;
+}
+
+bool LocalCluster::restart_zookeeper(std::size_t i, std::string* error, bool wait) {
+  if (i >= zookeeper_count()) {
+    *error = "no ZooKeeper server " + std::to_string(i);
+    return false;
+  }
+  if (zookeeper_pid(i) > 0) signal_zookeeper(i, SIGKILL);
+  NodeProcess z;
+  {
+    MutexLock lk(mu_);
+    z = zookeepers_[i];
+  }
+  const std::string cfg = opts_.dir + "/" + z.name + ".cfg";
+  const pid_t pid = spawn(z.name, control::zk_local::server_command(cfg, zookeeper_quorum_));
+  {
+    MutexLock lk(mu_);
+    zookeepers_[i].pid = pid;
+  }
+  write_state();
+  if (!wait) return true;
+  const auto deadline = std::chrono::steady_clock::now() + kZooKeeperStartTimeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (control::zk_local::serves(port_of(z.admin_addr))) return true;
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      MutexLock lk(mu_);
+      zookeepers_[i].pid = -1;
+      *error = z.name + " exited; see " + opts_.dir + "/" + z.name + ".log";
+      return false;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  *error = z.name + " did not serve again within " +
+           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kZooKeeperStartTimeout).count()) +
+           " s; see " + opts_.dir + "/" + z.name + ".log";
   return false;
 }
 
@@ -140,11 +261,12 @@ bool LocalCluster::start_controller(std::size_t i, std::string* error) {
                            listen_host + ":" + std::to_string(port), "--heartbeat-timeout-ms",
                            std::to_string(opts_.heartbeat_timeout_ms), "--heartbeat-interval-ms",
                            std::to_string(opts_.heartbeat_interval_ms), "--port-file", port_file});
-  if (several) {
-    // Candidates on one ZooKeeper location; each names itself by the
+  if (uses_zookeeper()) {
+    // Candidates on one ZooKeeper location (every server of an ensemble:
+    // the client moves to another when one goes); each names itself by the
     // address clients reach it on (the port is known once bound: a port 0
     // candidate advertises its bound address).
-    args.insert(args.end(), {"--metadata", "zk://" + zookeeper_.admin_addr + "/catena-local-cluster"});
+    args.insert(args.end(), {"--metadata", "zk://" + zookeeper_address() + "/catena-local-cluster"});
     if (opts_.zk_session_timeout_ms > 0)
       args.insert(args.end(), {"--zk-session-timeout-ms", std::to_string(opts_.zk_session_timeout_ms)});
     if (port != 0) args.insert(args.end(), {"--advertise", host + ":" + std::to_string(port)});
@@ -252,10 +374,15 @@ bool LocalCluster::start(std::string* error) {
   std::error_code ec;
   fs::remove_all(opts_.dir + "/controller-data", ec);
   fs::remove_all(opts_.dir + "/zookeeper", ec);
+  for (int i = 0; i < 9; ++i) fs::remove_all(opts_.dir + "/zookeeper-" + std::to_string(i), ec);
   // Kept memory is a node's copy of this cluster's chains: never another's.
   if (!opts_.keep_root.empty()) fs::remove_all(opts_.keep_root, ec);
   fs::create_directories(opts_.dir);
-  if (opts_.controllers > 1 && !start_zookeeper(error)) return false;
+  if (const std::string bad = check_zookeeper_servers(opts_.zookeeper_servers); !bad.empty()) {
+    *error = bad;
+    return false;
+  }
+  if (uses_zookeeper() && !start_zookeeper(error)) return false;
   for (int i = 0; i < opts_.controllers; ++i) {
     if (!start_controller(static_cast<std::size_t>(i), error)) return false;
   }
@@ -372,8 +499,8 @@ void LocalCluster::stop() {
   {
     MutexLock lk(mu_);
     for (auto& c : controllers_) stop_one(c);
+    for (auto& z : zookeepers_) stop_one(z);
   }
-  stop_one(zookeeper_);
   if (!opts_.keep_root.empty()) {
     std::error_code ec;
     fs::remove_all(opts_.keep_root, ec);
@@ -383,14 +510,15 @@ void LocalCluster::stop() {
 void LocalCluster::write_state() const {
   std::ofstream out(opts_.dir + "/cluster.env");
   out << "CONTROLLER=" << controller_address() << "\n";
+  if (const std::string zk = zookeeper_address(); !zk.empty()) out << "ZOOKEEPER=" << zk << "\n";
   out << "PIDS=";
-  {
-    MutexLock lk(mu_);
-    for (const auto& c : controllers_) out << c.pid << ' ';
-  }
+  MutexLock lk(mu_);
+  for (const auto& c : controllers_) out << c.pid << ' ';
   for (const auto& n : nodes_) out << n.pid << ' ';
-  // Last: `catena cluster down` stops the controllers before their store.
-  out << zookeeper_.pid << "\n";
+  // Last: `catena cluster down` stops the controllers before their store
+  // (every server of it; a restarted one under its new pid).
+  for (const auto& z : zookeepers_) out << z.pid << ' ';
+  out << "\n";
   if (!opts_.keep_root.empty()) out << "KEEP=" << opts_.keep_root << "\n";
 }
 

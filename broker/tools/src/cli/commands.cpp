@@ -127,16 +127,25 @@ std::string default_keep_root(const ClusterOptions& opts) {
 int cluster_up(ClusterOptions opts, bool detach) {
   LocalCluster cluster(opts);
   std::string err;
-  if (opts.controllers > 1) {
-    std::fprintf(stderr, "starting ZooKeeper, %d controllers and %d broker(s) (provider %s) in %s/\n",
-                 opts.controllers, opts.nodes, opts.provider.c_str(), opts.dir.c_str());
+  if (opts.controllers > 1 || opts.zookeeper_servers > 1) {
+    std::fprintf(stderr,
+                 "starting ZooKeeper (%d server%s), %d controller(s) and %d broker(s) (provider %s) in %s/\n",
+                 opts.zookeeper_servers, opts.zookeeper_servers > 1 ? "s" : "", opts.controllers, opts.nodes,
+                 opts.provider.c_str(), opts.dir.c_str());
   } else {
     std::fprintf(stderr, "starting a controller and %d broker(s) (provider %s) in %s/\n", opts.nodes,
                  opts.provider.c_str(), opts.dir.c_str());
   }
   if (!cluster.start(&err)) return fail("cluster up", err);
-  if (opts.controllers > 1) {
+  if (cluster.zookeeper_count() > 1) {
+    for (std::size_t i = 0; i < cluster.zookeeper_count(); ++i) {
+      std::printf("zookeeper-%zu %s  pid %d\n", i, cluster.zookeeper_address(i).c_str(),
+                  cluster.zookeeper_pid(i));
+    }
+  } else if (cluster.zookeeper_count() == 1) {
     std::printf("zookeeper %s\n", cluster.zookeeper_address().c_str());
+  }
+  if (opts.controllers > 1) {
     for (std::size_t i = 0; i < cluster.controller_count(); ++i) {
       std::printf("controller-%zu %s  pid %d\n", i, cluster.controller_address(i).c_str(),
                   cluster.controller_pid(i));

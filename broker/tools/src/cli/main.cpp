@@ -47,6 +47,21 @@ int main(int argc, char** argv) {
                  "server started for the cluster, which needs the zookeeper package)")
       ->capture_default_str()
       ->check(CLI::Range(1, 9));
+  up->add_option("--zookeeper-servers", copts.zookeeper_servers,
+                 "ZooKeeper servers for the controllers: 1, or an ensemble of 3, 5, 7 or 9 on loopback that "
+                 "outlives the loss of a minority (more than 1 also puts a single controller on ZooKeeper)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            int n = 0;
+            try {
+              n = std::stoi(v);
+            } catch (const std::exception&) {
+              return std::string("not a number");
+            }
+            return LocalCluster::check_zookeeper_servers(n);
+          },
+          "1|3|5|7|9"));
   up->add_flag("--detach", detach, "leave the cluster running and return");
   bool no_keep = false;
   up->add_flag("--no-keep-memory", no_keep,

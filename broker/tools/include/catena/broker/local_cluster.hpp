@@ -1,7 +1,7 @@
 // A local cluster for people and tests: a controller (or several, one
-// leader, their metadata on a ZooKeeper server started for the cluster) and
-// N brokers as separate processes on one host (loopback by default), each
-// logging to <dir>/<name>.log.
+// leader, their metadata on a ZooKeeper server or ensemble started for the
+// cluster) and N brokers as separate processes on one host (loopback by
+// default), each logging to <dir>/<name>.log.
 #pragma once
 
 #include <chrono>
@@ -53,7 +53,13 @@ struct ClusterOptions {
   // metadata and elects the leader; each controller is a candidate with its
   // own address, and brokers and clients are given every address.
   int controllers = 1;
-  int zk_session_timeout_ms = 0;  // with several controllers; 0: the controller's default
+  // ZooKeeper servers: 1 (standalone, as above) or an odd number >= 3, an
+  // ensemble on loopback (quorum a majority; server i logs to
+  // <dir>/zookeeper-<i>.log, keeps its data in <dir>/zookeeper-<i>), every
+  // controller given every server's address. More than 1 also puts a
+  // single controller's metadata on ZooKeeper.
+  int zookeeper_servers = 1;
+  int zk_session_timeout_ms = 0;  // with ZooKeeper; 0: the controller's default
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;
   int group_session_timeout_ms = 0;  // 0: the controller's default
@@ -106,8 +112,26 @@ class LocalCluster {
   bool signal_controller(std::size_t i, int sig) EXCLUDES(mu_);
   // Waits up to `timeout` for controller i to exit (after SIGTERM); reaps it.
   bool wait_controller_exit(std::size_t i, std::chrono::milliseconds timeout) EXCLUDES(mu_);
-  // The ZooKeeper server's host:port (empty with one controller).
-  [[nodiscard]] std::string zookeeper_address() const;
+  // Every ZooKeeper server's host:port, comma-separated (empty without
+  // ZooKeeper): the host list of the controllers' zk:// location.
+  [[nodiscard]] std::string zookeeper_address() const EXCLUDES(mu_);
+  // ZooKeeper server i's host:port.
+  [[nodiscard]] std::string zookeeper_address(std::size_t i) const EXCLUDES(mu_);
+  // ZooKeeper servers (0 without ZooKeeper).
+  [[nodiscard]] std::size_t zookeeper_count() const EXCLUDES(mu_);
+  // ZooKeeper server i's pid (-1: not running).
+  [[nodiscard]] pid_t zookeeper_pid(std::size_t i) const EXCLUDES(mu_);
+  // Sends `sig` to ZooKeeper server i; with SIGKILL, reaps it.
+  bool signal_zookeeper(std::size_t i, int sig) EXCLUDES(mu_);
+  // Kills ZooKeeper server i (SIGKILL) if it runs and starts it again with
+  // the same ports, configuration and data. With `wait`, waits (up to a
+  // minute) until it serves clients: an ensemble member serves only once a
+  // majority of the ensemble runs, so to restart a lost quorum restart all
+  // but the last without waiting.
+  bool restart_zookeeper(std::size_t i, std::string* error, bool wait = true) EXCLUDES(mu_);
+  // Why `n` ZooKeeper servers cannot be (empty: it can): 1 or an odd number
+  // from 3 to 9.
+  [[nodiscard]] static std::string check_zookeeper_servers(int n);
   // Starts one more broker (a spare, or a replacement), with catenad flags
   // of its own (e.g. --join-rebalance) after the cluster's.
   bool add_node(std::string* error, const std::vector<std::string>& extra_args = {});
@@ -133,6 +157,8 @@ class LocalCluster {
 
  private:
   pid_t spawn(const std::string& name, const std::vector<std::string>& args);
+  // Whether the cluster runs ZooKeeper (several controllers, or servers asked for).
+  [[nodiscard]] bool uses_zookeeper() const { return opts_.controllers > 1 || opts_.zookeeper_servers > 1; }
   bool start_zookeeper(std::string* error);
   bool start_controller(std::size_t i, std::string* error);
   // `previous`: the incarnation to restart (same id and addresses).
@@ -146,7 +172,10 @@ class LocalCluster {
   // admin_addr: the address it listens on (a restart keeps it).
   std::vector<NodeProcess> controllers_ GUARDED_BY(mu_);
   std::vector<NodeProcess> nodes_;
-  NodeProcess zookeeper_;  // admin_addr: 127.0.0.1:port
+  // admin_addr: 127.0.0.1:<client port>; started, restarted and signalled
+  // by one thread at a time, read by any (a controller starting).
+  std::vector<NodeProcess> zookeepers_ GUARDED_BY(mu_);
+  bool zookeeper_quorum_ = false;  // several servers: ensemble members
   bool detached_ = false;
 };
 

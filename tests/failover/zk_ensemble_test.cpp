@@ -1,0 +1,346 @@
+// ZooKeeper faults under publish/subscribe traffic, with three controllers
+// (`catena cluster up --controllers 3 [--zookeeper-servers 3]`):
+//
+// - one server of a three-server ensemble killed (the ensemble's leader, so
+//   that the other two elect another): the controllers' sessions move to the
+//   servers left, the data plane keeps committing at its pace throughout,
+//   a channel is created on the two servers left, and the server restarted;
+// - ZooKeeper itself (a standalone server: the quorum lost) killed and
+//   restarted within the controllers' session timeout (10 s): no controller
+//   loses its session or exits; a channel create sent during the outage is
+//   held by the leader until ZooKeeper is back, then succeeds (the store
+//   rides out a restart within the session); the controllers serve again.
+//
+// Known, measured and printed here, not yet fixed (it is the controller's):
+// with no ZooKeeper to write to, the data plane does NOT keep committing
+// throughout. Under traffic the leader persists the partitions' high-water
+// marks once a second (Controller::persist_high_water_locked), a ZooKeeper
+// transaction made under the controller's lock; with ZooKeeper gone that
+// commit waits for it to come back (up to the store's connect timeout,
+// 10 s), heartbeats go unanswered meanwhile, the brokers' leases lapse and
+// acknowledgements stop, from at most a second into the outage until
+// ZooKeeper serves again. The test checks that the stall ends with the
+// outage and that nothing acknowledged is lost. With the ensemble, losing
+// one server stalls nothing measurable.
+//
+// Every acknowledged record is delivered, once, in both tests.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include <catena/control/zk_local_server.hpp>
+
+#include "failover_fixture.hpp"
+
+// Without ZooKeeper's jar (the Debian zookeeper package) the tests skip,
+// unless CATENA_REQUIRE_ZK=1 (as controller_ha_test.cpp's).
+#define ZK_ENSEMBLE_OR_SKIP()                                                                           \
+  do {                                                                                                  \
+    const char* classpath_ = std::getenv("CATENA_ZK_CLASSPATH");                                        \
+    const char* require_ = std::getenv("CATENA_REQUIRE_ZK");                                            \
+    if ((classpath_ == nullptr || *classpath_ == '\0') &&                                               \
+        !std::filesystem::exists("/usr/share/java/zookeeper.jar")) {                                    \
+      if (require_ != nullptr && std::string(require_) == "1") FAIL() << "CATENA_REQUIRE_ZK=1: no jar"; \
+      GTEST_SKIP() << "needs ZooKeeper (the Debian zookeeper package)";                                 \
+    }                                                                                                   \
+  } while (false)
+
+namespace catena::testing {
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+Ms ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<Ms>(Clock::now() - t);
+}
+
+// Whether pid runs (a zombie, a process that exited unreaped, does not).
+bool running(pid_t pid) {
+  if (pid <= 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, comm, state;
+  return static_cast<bool>(stat >> pid_field >> comm >> state) && state != "Z";
+}
+
+control::idl::ChannelConfig channel(const std::string& name) {
+  control::idl::ChannelConfig cfg;
+  cfg.name = name;
+  cfg.partitions = 2;
+  cfg.replication = 3;
+  cfg.segment_bytes = 1 << 20;
+  cfg.ttl_ms = 600000;
+  return cfg;
+}
+
+class ZkEnsemble : public Failover {
+ protected:
+  // The cluster is started by each test (its own ZooKeeper shape).
+  void SetUp() override {
+    ZK_ENSEMBLE_OR_SKIP();
+    // A slower publisher and larger segments than the fixture's: these
+    // tests publish for several seconds around the fault, and must not fill
+    // the retention (log_full) meanwhile.
+    publish_pause_ = 5ms;
+    segment_bytes_ = 4 << 20;
+  }
+
+  void start(int zookeeper_servers) {
+    ClusterOptions o = default_options();
+    o.controllers = 3;
+    o.zookeeper_servers = zookeeper_servers;
+    // Long enough that a lost quorum restarted on two busy cores (a JVM
+    // start) is back before any controller's session expires; the server
+    // allows at most 20 ticks (10 s).
+    o.zk_session_timeout_ms = 10000;
+    const auto t = Clock::now();
+    start_cluster(o);
+    std::printf("cluster with %d ZooKeeper server(s), 3 controllers, %d brokers up in %lld ms\n",
+                zookeeper_servers, kNodes, static_cast<long long>(ms_since(t).count()));
+  }
+
+  std::thread sampler_;
+  std::atomic<bool> stop_sampler_{false};
+  std::vector<std::pair<Clock::time_point, std::uint64_t>> samples_;  // (when, acked_); the sampler's
+
+  std::uint16_t zookeeper_port(std::size_t i) {
+    const std::string a = cluster_->zookeeper_address(i);
+    return static_cast<std::uint16_t>(std::stoi(a.substr(a.rfind(':') + 1)));
+  }
+
+  // The ensemble member whose `srvr` says "Mode: leader" (-1: none now).
+  int zookeeper_leader() {
+    for (std::size_t i = 0; i < cluster_->zookeeper_count(); ++i) {
+      if (control::zk_local::mode(zookeeper_port(i)) == "leader") return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  void expect_controllers_running() {
+    for (std::size_t i = 0; i < cluster_->controller_count(); ++i) {
+      EXPECT_TRUE(running(cluster_->controller_pid(i)))
+          << "controller-" << i << " exited (its ZooKeeper session ended?)";
+    }
+  }
+
+  void TearDown() override {
+    stop_sampling();
+    Failover::TearDown();
+  }
+
+  // Acknowledgements over time: a thread of its own samples the count
+  // every 2 ms from start_sampling() until stop_sampling().
+  void start_sampling() {
+    sampler_ = std::thread([this] {
+      while (!stop_sampler_.load()) {
+        samples_.emplace_back(Clock::now(), acked_.load());
+        std::this_thread::sleep_for(2ms);
+      }
+    });
+  }
+  void stop_sampling() {
+    stop_sampler_ = true;
+    if (sampler_.joinable()) sampler_.join();
+  }
+
+  // What acknowledgements did from `from` to `to` (after stop_sampling()):
+  // how many arrived, and the longest time without one.
+  struct Window {
+    std::uint64_t acks = 0;
+    Ms longest_gap{0};
+    Ms gap_at{0};  // when the longest gap began, from the window's start
+    Ms length{0};
+  };
+  Window window(Clock::time_point from, Clock::time_point to) const {
+    Window w;
+    w.length = std::chrono::duration_cast<Ms>(to - from);
+    std::optional<std::uint64_t> first, last;
+    Clock::time_point last_change = from;
+    auto gap = [&](Clock::time_point until) {
+      if (until - last_change > w.longest_gap) {
+        w.longest_gap = std::chrono::duration_cast<Ms>(until - last_change);
+        w.gap_at = std::chrono::duration_cast<Ms>(last_change - from);
+      }
+    };
+    for (const auto& [t, n] : samples_) {
+      if (t < from) {
+        first = n;  // the count as the window opens
+        continue;
+      }
+      if (t > to) break;
+      if (!first) first = n;
+      if (last && n != *last) {
+        gap(t);
+        last_change = t;
+      }
+      last = n;
+    }
+    gap(to);
+    if (first && last) w.acks = *last - *first;
+    return w;
+  }
+
+  static std::string describe(const Window& w) {
+    return std::to_string(w.acks) + " acks in " + std::to_string(w.length.count()) + " ms, longest gap " +
+           std::to_string(w.longest_gap.count()) + " ms (from " + std::to_string(w.gap_at.count()) + " ms)";
+  }
+
+  // Every broker still a member, every channel where it was.
+  void expect_cluster_whole(const std::vector<std::string>& channels) {
+    auto st = admin_->cluster_status();
+    ASSERT_TRUE(st.ok()) << st.error().describe();
+    EXPECT_EQ(st->nodes.size(), static_cast<std::size_t>(kNodes));
+    for (const auto& n : st->nodes) EXPECT_EQ(n.state, control::idl::NodeState::ALIVE) << n.info.node_id;
+    for (const auto& name : channels) {
+      auto ch = admin_->describe_channel(name);
+      ASSERT_TRUE(ch.ok()) << name << ": " << ch.error().describe();
+      for (const auto& r : ch->routes) EXPECT_EQ(r.replicas.size(), 3u) << name;
+    }
+  }
+};
+
+TEST_F(ZkEnsemble, OneZooKeeperServerOfThreeLostUnderTraffic) {
+  ASSERT_NO_FATAL_FAILURE(start(3));
+  ASSERT_EQ(cluster_->zookeeper_count(), 3u);
+  const std::string hosts = cluster_->zookeeper_address();
+  EXPECT_EQ(std::count(hosts.begin(), hosts.end(), ','), 2) << hosts;
+  int killed = -1;
+  Clock::time_point killed_at, create_at, created_at, serving_at;
+  run_with_fault([&] {
+    start_sampling();
+    std::this_thread::sleep_for(1000ms);  // the pace before
+    killed = zookeeper_leader();
+    ASSERT_GE(killed, 0) << "no ensemble member says it leads";
+    const auto k = static_cast<std::size_t>(killed);
+    ASSERT_TRUE(cluster_->signal_zookeeper(k, SIGKILL));
+    killed_at = Clock::now();
+    // The other two elect a new leader (serving no client meanwhile), the
+    // controllers' sessions move to them; the brokers go on without either.
+    std::this_thread::sleep_for(2000ms);
+    // A control call that writes metadata, on the two servers left.
+    create_at = Clock::now();
+    auto created = admin_->create_channel(channel("during-zk-loss"));
+    created_at = Clock::now();
+    EXPECT_TRUE(created.ok()) << created.error().describe();
+    std::string err;
+    ASSERT_TRUE(cluster_->restart_zookeeper(k, &err)) << err;
+    serving_at = Clock::now();
+  });
+  stop_sampling();
+  ASSERT_GE(killed, 0);
+  const Window before = window(killed_at - 1000ms, killed_at);
+  const Window outage = window(killed_at, create_at);
+  const Window absent = window(killed_at, serving_at);
+  std::printf(
+      "ZooKeeper leader (server %d of 3) SIGKILLed under traffic; before: %s\n  without it, before any "
+      "metadata "
+      "write: %s\n  a channel created on the other two in %lld ms; the server back and serving %lld ms after "
+      "the kill; while it was away: %s\n",
+      killed, describe(before).c_str(), describe(outage).c_str(),
+      static_cast<long long>(std::chrono::duration_cast<Ms>(created_at - create_at).count()),
+      static_cast<long long>(std::chrono::duration_cast<Ms>(serving_at - killed_at).count()),
+      describe(absent).c_str());
+  // The data plane kept committing, at no less than a quarter of its pace.
+  EXPECT_GT(outage.acks, 0u) << "the data plane stopped committing while a ZooKeeper server was lost";
+  EXPECT_GE(outage.acks * 4 * before.length.count(), before.acks * outage.length.count())
+      << describe(before) << " / " << describe(outage);
+  EXPECT_GT(absent.acks, outage.acks);
+  EXPECT_TRUE(control::zk_local::serves(zookeeper_port(static_cast<std::size_t>(killed))));
+  EXPECT_GE(zookeeper_leader(), 0);
+  expect_controllers_running();
+  expect_cluster_whole({"f", "during-zk-loss"});
+  auto after = admin_->create_channel(channel("after-zk-restart"));
+  EXPECT_TRUE(after.ok()) << after.error().describe();
+  expect_fresh_reader_sees_every_ack();
+}
+
+TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
+  ASSERT_NO_FATAL_FAILURE(start(1));
+  ASSERT_EQ(cluster_->zookeeper_count(), 1u);
+  Clock::time_point killed_at, write_at, restarting_at, serving_at, written_at;
+  std::optional<control::Result<control::idl::ChannelInfo>> during;
+  Clock::time_point after_at, created_after_at;
+  run_with_fault([&] {
+    start_sampling();
+    std::this_thread::sleep_for(1000ms);  // the pace before
+    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGKILL));
+    killed_at = Clock::now();
+    std::this_thread::sleep_for(1200ms);
+    // A metadata write while ZooKeeper is away, on a thread of its own (it
+    // may wait for ZooKeeper) while ZooKeeper is restarted here.
+    write_at = Clock::now();
+    auto pending = std::async(std::launch::async, [&] {
+      auto r = admin_->create_channel(channel("during-zk-outage"));
+      written_at = Clock::now();
+      return r;
+    });
+    std::this_thread::sleep_for(300ms);
+    std::string err;
+    restarting_at = Clock::now();
+    ASSERT_TRUE(cluster_->restart_zookeeper(0, &err)) << err;
+    serving_at = Clock::now();
+    during = pending.get();
+    // The controllers serve again: a channel is created.
+    after_at = Clock::now();
+    bool created = false;
+    EXPECT_TRUE(wait_for(
+        [&] { return created = created || admin_->create_channel(channel("after-zk-restart")).ok(); }, 30s,
+        "a channel created after ZooKeeper's restart"));
+    created_after_at = Clock::now();
+  });
+  stop_sampling();
+  ASSERT_TRUE(during.has_value());
+  const Window before = window(killed_at - 1000ms, killed_at);
+  const Window outage = window(killed_at, write_at);
+  const Window writing = window(write_at, written_at);
+  const Window absent = window(killed_at, serving_at);
+  // The first acknowledgement after ZooKeeper served again.
+  std::optional<Clock::time_point> resumed;
+  for (std::size_t i = 1; i < samples_.size() && !resumed; ++i) {
+    if (samples_[i].first > serving_at && samples_[i].second != samples_[i - 1].second)
+      resumed = samples_[i].first;
+  }
+  ASSERT_TRUE(resumed.has_value()) << "no acknowledgement after ZooKeeper was back";
+  auto ms = [](Clock::duration d) {
+    return static_cast<long long>(std::chrono::duration_cast<Ms>(d).count());
+  };
+  std::printf(
+      "ZooKeeper (standalone) SIGKILLed under traffic, restarted, serving again %lld ms after the kill; "
+      "before: "
+      "%s\n  without it, before the test's metadata write: %s\n  a channel create sent %lld ms after the "
+      "kill: %s after %lld ms; meanwhile %s\n  while ZooKeeper was away: %s (the data-plane stall: see the "
+      "top)\n  acknowledgements again %lld ms after it served\n  a channel created %lld ms after the "
+      "restart\n",
+      ms(serving_at - killed_at), describe(before).c_str(), describe(outage).c_str(),
+      ms(write_at - killed_at), during->ok() ? "ok" : during->error().describe().c_str(),
+      ms(written_at - write_at), describe(writing).c_str(), describe(absent).c_str(),
+      ms(*resumed - serving_at), ms(created_after_at - after_at));
+  // The write was held by the leader until ZooKeeper was back (it cannot
+  // have committed before ZooKeeper was started again). Then it succeeded,
+  // or, when ZooKeeper (and the client library's reconnection) took longer
+  // than the client's RPC timeout (5 s), the client gave up with
+  // UNAVAILABLE while the leader went on and made the channel anyway:
+  // whichever, the channel exists afterwards, once.
+  if (!during->ok()) {
+    EXPECT_EQ(during->error().code, control::idl::ErrorCode::UNAVAILABLE) << during->error().describe();
+  }
+  EXPECT_GE(written_at, restarting_at);
+  EXPECT_TRUE(wait_for([&] { return admin_->describe_channel("during-zk-outage").ok(); }, 20s,
+                       "the channel created during the outage"));
+  auto again = admin_->create_channel(channel("during-zk-outage"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, control::idl::ErrorCode::CHANNEL_EXISTS) << again.error().describe();
+  // Acknowledgements went on for a while after the kill (until the leader's
+  // next high-water commit), and any stall ended once ZooKeeper was back,
+  // within the store's connect timeout (10 s; the client library retries a
+  // lost server with a back-off, so not at once).
+  EXPECT_GT(absent.acks, 0u) << describe(absent);
+  EXPECT_LT(*resumed - serving_at, 10s);
+  expect_controllers_running();
+  expect_cluster_whole({"f", "during-zk-outage", "after-zk-restart"});
+  expect_fresh_reader_sees_every_ack();
+}
+
+}  // namespace
+}  // namespace catena::testing

@@ -310,8 +310,11 @@ void Controller::persist_high_water_locked() {
   // Rebuilt chains start a whole offset generation above the mark, so a
   // mark a second (or a restart) behind is as good as a current one: one
   // fsync a second at most under steady traffic, not one per tick.
+  // Nor while the store has no connection: that commit would wait for one
+  // under the lock, holding up every heartbeat answer until ZooKeeper is
+  // back, and the brokers' leases (so acknowledgements) would lapse.
   const auto now = clock_.now();
-  if (raised_high_water_.empty() || now < next_high_water_persist_) return;
+  if (raised_high_water_.empty() || now < next_high_water_persist_ || !store_->connected()) return;
   next_high_water_persist_ = now + std::chrono::seconds(1);
   meta::MetaRecord record;
   std::map<std::string, std::map<std::int32_t, std::int64_t>> marks;

@@ -203,6 +203,10 @@ Result<void> ZkMetadataStore::load_folder(std::string_view folder) {
   return {};
 }
 
+bool ZkMetadataStore::connected() const {
+  return session_->connected();
+}
+
 std::string ZkMetadataStore::describe() const {
   return fmt::format("on ZooKeeper {} at {}: controller epoch {} (held as {}), {} znode(s) loaded",
                      session_->hosts(), options_.location.root, epoch_, holder_, znodes_loaded_);

@@ -78,6 +78,11 @@ bool Session::wait_connected(std::chrono::milliseconds timeout) {
   return state_ == ZOO_CONNECTED_STATE;
 }
 
+bool Session::connected() const {
+  MutexLock lock(mu_);
+  return state_ == ZOO_CONNECTED_STATE;
+}
+
 bool Session::expired() const {
   MutexLock lock(mu_);
   return state_ == ZOO_EXPIRED_SESSION_STATE;

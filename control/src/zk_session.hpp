@@ -49,6 +49,8 @@ class Session {
   // if the session expired.
   [[nodiscard]] bool wait_connected(std::chrono::milliseconds timeout) EXCLUDES(mu_);
   [[nodiscard]] bool expired() const EXCLUDES(mu_);
+  // Connected now (a call would be sent at once, not wait for a connection).
+  [[nodiscard]] bool connected() const EXCLUDES(mu_);
   // Expired, or without a connection for at least d (by then the ensemble
   // expired a session whose timeout is d, though the client cannot know it
   // until it reconnects).

@@ -11,17 +11,16 @@
 //   held by the leader until ZooKeeper is back, then succeeds (the store
 //   rides out a restart within the session); the controllers serve again.
 //
-// Known, measured and printed here, not yet fixed (it is the controller's):
-// with no ZooKeeper to write to, the data plane does NOT keep committing
-// throughout. Under traffic the leader persists the partitions' high-water
-// marks once a second (Controller::persist_high_water_locked), a ZooKeeper
-// transaction made under the controller's lock; with ZooKeeper gone that
-// commit waits for it to come back (up to the store's connect timeout,
-// 10 s), heartbeats go unanswered meanwhile, the brokers' leases lapse and
-// acknowledgements stop, from at most a second into the outage until
-// ZooKeeper serves again. The test checks that the stall ends with the
-// outage and that nothing acknowledged is lost. With the ensemble, losing
-// one server stalls nothing measurable.
+// While ZooKeeper is away and nobody changes metadata, the data plane keeps
+// committing at its pace: the leader puts off its once-a-second high-water
+// commit while the store has no connection (that commit, made under the
+// controller's lock, used to wait for ZooKeeper and hold up every heartbeat
+// answer until the brokers' leases lapsed: acknowledgements stopped about a
+// second into the outage, seen first by this test). A metadata write during
+// the outage (the test's channel create) still waits for ZooKeeper under
+// the lock, so acknowledgements may pause from then until ZooKeeper is back
+// (README, known limits); the test checks that pause ends with the outage.
+// With the ensemble, losing one server stalls nothing measurable.
 //
 // Every acknowledged record is delivered, once, in both tests.
 #include <signal.h>
@@ -266,7 +265,7 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
     std::this_thread::sleep_for(1000ms);  // the pace before
     ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGKILL));
     killed_at = Clock::now();
-    std::this_thread::sleep_for(1200ms);
+    std::this_thread::sleep_for(2500ms);
     // A metadata write while ZooKeeper is away, on a thread of its own (it
     // may wait for ZooKeeper) while ZooKeeper is restarted here.
     write_at = Clock::now();
@@ -331,8 +330,13 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
   auto again = admin_->create_channel(channel("during-zk-outage"));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code, control::idl::ErrorCode::CHANNEL_EXISTS) << again.error().describe();
-  // Acknowledgements went on for a while after the kill (until the leader's
-  // next high-water commit), and any stall ended once ZooKeeper was back,
+  // Steady state without ZooKeeper: acknowledgements at their pace from the
+  // kill until the test's metadata write (2.5 s: two high-water rounds at least, each of which used to stall
+  // it for the rest of the outage).
+  EXPECT_GT(outage.acks, before.acks / 4)
+      << "before: " << describe(before) << "; without ZooKeeper: " << describe(outage);
+  EXPECT_LT(outage.longest_gap, 500ms) << describe(outage);
+  // The write's pause ended once ZooKeeper was back,
   // within the store's connect timeout (10 s; the client library retries a
   // lost server with a back-off, so not at once).
   EXPECT_GT(absent.acks, 0u) << describe(absent);

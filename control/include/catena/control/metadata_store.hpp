@@ -51,6 +51,11 @@ class MetadataStore {
 
   // For the log: where the metadata lives and what opening it found.
   [[nodiscard]] virtual std::string describe() const = 0;
+  // Whether a commit now would be sent at once. False while the ZooKeeper
+  // store has no connection: its commit would wait for one (up to its
+  // connect timeout), under the controller's lock. Commits that can wait
+  // (the high-water marks) are put off instead.
+  [[nodiscard]] virtual bool connected() const { return true; }
 
   // The controller epoch its holder commands brokers with
   // (BrokerAdmin.authenticate): newer than any holder's before. The

@@ -62,6 +62,7 @@ class ZkMetadataStore final : public MetadataStore {
   [[nodiscard]] const meta::MetaState& state() const noexcept override { return state_; }
   [[nodiscard]] Result<void> commit(const meta::MetaRecord& record) override;
   [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] bool connected() const override;
   [[nodiscard]] Result<std::int64_t> take_controller_epoch() override { return epoch_; }
 
   // The controller epoch this store took when it opened.

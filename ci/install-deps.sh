@@ -15,6 +15,7 @@ PKGS=(
   libdpdk-dev zlib1g-dev
   libzookeeper-mt-dev libzookeeper-java default-jre-headless
   qemu-system-x86 busybox-static kmod cpio iproute2 procps
+  systemd
 )
 missing=()
 for p in "${PKGS[@]}"; do

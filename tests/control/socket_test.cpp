@@ -60,18 +60,6 @@ std::string frame(const std::string& body) {
   return std::string(reinterpret_cast<const char*>(&len), 4) + body;
 }
 
-// Waits up to timeout for pred, polling; for conditions that depend on the
-// controller's own maintenance thread.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
-
 struct Broker {
   std::shared_ptr<FakeBroker> fake;
   std::unique_ptr<ThriftServer> server;
@@ -288,7 +276,7 @@ TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
   report.__set_reason("cannot write to successor");
   ASSERT_TRUE(client_->report_failure(report).ok());
 
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(testing::eventually([&] {
     auto r = client_->get_route("c", 0);
     return r.ok() && r->epoch == 3;
   })) << "no replacement joining";
@@ -296,7 +284,7 @@ TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
   EXPECT_EQ(chain_of(joining), (std::vector<std::string>{ids[0], ids[2]}));
   EXPECT_EQ(joining_of(joining), (std::vector<std::string>{spare}));
   // The tail's heartbeat, over Thrift, reports the spare caught up.
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(testing::eventually([&] {
     heartbeat(2, ids[2]);
     auto r = client_->get_route("c", 0);
     return r.ok() && r->epoch == 4;
@@ -304,7 +292,7 @@ TEST_F(SocketTest, StoppedBrokerIsProbedOverThriftEvictedAndReplaced) {
   const auto r = *client_->get_route("c", 0);
   EXPECT_EQ(chain_of(r), (std::vector<std::string>{ids[0], ids[2], spare}));
   EXPECT_TRUE(r.joining.empty());
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(testing::eventually([&] {
     auto installed = brokers_[3].fake->installed("c", 0);
     return installed && *installed == without_secret(r);
   }));

@@ -3,9 +3,11 @@
 
 #include <stdlib.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catena/control/idl/catena_types.h>
@@ -52,6 +54,18 @@ inline idl::ChannelConfig channel_config(const std::string& name, int partitions
   c.__set_segment_bytes(1 << 20);
   c.__set_ttl_ms(60000);
   return c;
+}
+
+// Polls pred until it holds or timeout passes; whether it held at the end.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                std::chrono::milliseconds poll = std::chrono::milliseconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(poll);
+  }
+  return pred();
 }
 
 }  // namespace catena::control::testing

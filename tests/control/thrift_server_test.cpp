@@ -23,6 +23,8 @@
 #include <catena/control/idl/BrokerAdmin.h>
 #include <catena/control/thrift_server.hpp>
 
+#include "test_support.hpp"
+
 namespace catena::control {
 namespace {
 
@@ -165,16 +167,6 @@ int process_threads() {
   return -1;
 }
 
-template <class Pred>
-bool server_eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
-
 std::unique_ptr<ThriftServer> serve(Shared& shared, ThriftServer::Options o) {
   auto server = make_broker_admin_server(std::make_shared<Factory>(shared), std::move(o));
   auto started = server->start();
@@ -193,7 +185,7 @@ TEST(ThriftServerTest, ManyMoreConnectionsThanThreadsAreServedWithoutAThreadEach
   clients.reserve(kClients);
   for (int i = 0; i < kClients; ++i) clients.push_back(connect_client(server->port()));
   // Every connection accepted and given its processor, all of them idle.
-  ASSERT_TRUE(server_eventually([&] { return shared.made == kClients; })) << shared.made;
+  ASSERT_TRUE(testing::eventually([&] { return shared.made == kClients; })) << shared.made;
   const int threads_after = process_threads();
   EXPECT_LT(threads_after - threads_before, 4)
       << "threads grew from " << threads_before << " to " << threads_after;
@@ -221,7 +213,7 @@ TEST(ThriftServerTest, ManyMoreConnectionsThanThreadsAreServedWithoutAThreadEach
     for (const auto& origin : shared.origins) EXPECT_EQ(origin.rfind("127.0.0.1:", 0), 0U) << origin;
   }
   clients.clear();
-  EXPECT_TRUE(server_eventually([&] { return shared.released == kClients; })) << shared.released;
+  EXPECT_TRUE(testing::eventually([&] { return shared.released == kClients; })) << shared.released;
 }
 
 TEST(ThriftServerTest, BadFramesCloseOnlyTheirOwnConnection) {
@@ -298,7 +290,7 @@ TEST(ThriftServerTest, IdleConnectionsAreClosedBusyOnesAreNot) {
   std::this_thread::sleep_for(400ms);  // busy idles now too
   EXPECT_THROW(ping_connections(busy), apache::thrift::TException);
   EXPECT_EQ(shared.made, 3);
-  EXPECT_TRUE(server_eventually([&] { return shared.released == 3; })) << shared.released;
+  EXPECT_TRUE(testing::eventually([&] { return shared.released == 3; })) << shared.released;
 }
 
 TEST(ThriftServerTest, EachConnectionHasItsOwnProcessor) {
@@ -357,7 +349,7 @@ TEST(ThriftServerTest, StopWaitsForABlockedHandlerThenClosesEverything) {
       return false;  // closed before the reply went out: also fine
     }
   });
-  ASSERT_TRUE(server_eventually([&] { return shared.blocked == 1; }));
+  ASSERT_TRUE(testing::eventually([&] { return shared.blocked == 1; }));
   const auto stopped = std::async(std::launch::async, [&] { server->stop(); });
   EXPECT_EQ(stopped.wait_for(300ms), std::future_status::timeout)
       << "stop() returned under a running handler";

@@ -15,26 +15,13 @@
 #include "bench_run.hpp"
 #include "failover_fixture.hpp"
 
-// Without ZooKeeper's jar (the Debian zookeeper package) the tests skip,
-// unless CATENA_REQUIRE_ZK=1.
-#define CONTROLLER_HA_ZK_OR_SKIP()                                                                      \
-  do {                                                                                                  \
-    const char* classpath_ = std::getenv("CATENA_ZK_CLASSPATH");                                        \
-    const char* require_ = std::getenv("CATENA_REQUIRE_ZK");                                            \
-    if ((classpath_ == nullptr || *classpath_ == '\0') &&                                               \
-        !std::filesystem::exists("/usr/share/java/zookeeper.jar")) {                                    \
-      if (require_ != nullptr && std::string(require_) == "1") FAIL() << "CATENA_REQUIRE_ZK=1: no jar"; \
-      GTEST_SKIP() << "needs ZooKeeper (the Debian zookeeper package)";                                 \
-    }                                                                                                   \
-  } while (false)
-
 namespace catena::testing {
 namespace {
 
 class ControllerHa : public Failover {
  protected:
   void SetUp() override {
-    CONTROLLER_HA_ZK_OR_SKIP();
+    FAILOVER_ZK_OR_SKIP();
     ClusterOptions o = default_options();
     o.controllers = 3;
     start_cluster(o);
@@ -269,7 +256,7 @@ TEST_F(ControllerHaCrash, LeaderKilledWithTheHeadSealedTheNextLeaderGivesTheMove
 // traffic: each reported, a new leader each time, the chain repaired,
 // nothing lost or duplicated.
 TEST(ControllerHaBench, TwoLeaderStopsReportTakeoverAndLoseNothing) {
-  CONTROLLER_HA_ZK_OR_SKIP();
+  FAILOVER_ZK_OR_SKIP();
   std::string out;
   int status = 0;
   const auto j = test::run_bench_json("--controller-failover --kills 2 --dir controller-bench-test",

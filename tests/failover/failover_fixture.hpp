@@ -39,6 +39,20 @@
 
 #include "netns_link.hpp"
 
+// Without ZooKeeper's jar (the Debian zookeeper package) the tests skip,
+// unless CATENA_REQUIRE_ZK=1 (ci/test.sh) makes that a failure. For the tests
+// whose clusters run several controllers on ZooKeeper.
+#define FAILOVER_ZK_OR_SKIP()                                                                           \
+  do {                                                                                                  \
+    const char* classpath_ = std::getenv("CATENA_ZK_CLASSPATH");                                        \
+    const char* require_ = std::getenv("CATENA_REQUIRE_ZK");                                            \
+    if ((classpath_ == nullptr || *classpath_ == '\0') &&                                               \
+        !std::filesystem::exists("/usr/share/java/zookeeper.jar")) {                                    \
+      if (require_ != nullptr && std::string(require_) == "1") FAIL() << "CATENA_REQUIRE_ZK=1: no jar"; \
+      GTEST_SKIP() << "needs ZooKeeper (the Debian zookeeper package)";                                 \
+    }                                                                                                   \
+  } while (false)
+
 namespace catena::testing {
 
 using namespace std::chrono_literals;

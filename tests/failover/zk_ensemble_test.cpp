@@ -33,19 +33,6 @@
 
 #include "failover_fixture.hpp"
 
-// Without ZooKeeper's jar (the Debian zookeeper package) the tests skip,
-// unless CATENA_REQUIRE_ZK=1 (as controller_ha_test.cpp's).
-#define ZK_ENSEMBLE_OR_SKIP()                                                                           \
-  do {                                                                                                  \
-    const char* classpath_ = std::getenv("CATENA_ZK_CLASSPATH");                                        \
-    const char* require_ = std::getenv("CATENA_REQUIRE_ZK");                                            \
-    if ((classpath_ == nullptr || *classpath_ == '\0') &&                                               \
-        !std::filesystem::exists("/usr/share/java/zookeeper.jar")) {                                    \
-      if (require_ != nullptr && std::string(require_) == "1") FAIL() << "CATENA_REQUIRE_ZK=1: no jar"; \
-      GTEST_SKIP() << "needs ZooKeeper (the Debian zookeeper package)";                                 \
-    }                                                                                                   \
-  } while (false)
-
 namespace catena::testing {
 namespace {
 
@@ -77,7 +64,7 @@ class ZkEnsemble : public Failover {
  protected:
   // The cluster is started by each test (its own ZooKeeper shape).
   void SetUp() override {
-    ZK_ENSEMBLE_OR_SKIP();
+    FAILOVER_ZK_OR_SKIP();
     // A slower publisher and larger segments than the fixture's: these
     // tests publish for several seconds around the fault, and must not fill
     // the retention (log_full) meanwhile.

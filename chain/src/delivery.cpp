@@ -75,6 +75,11 @@ void DeliveryServer::poll_events() {
   for (auto& s : sessions_) s->link->poll_events();
 }
 
+void DeliveryServer::drop_all() {
+  for (auto& s : sessions_) s->link->ep().disconnect();
+  sessions_.clear();
+}
+
 int DeliveryServer::deliver(Session& s, const DeliverySource& src) {
   const PartitionLog& log = src.log;
   int work = s.link->poll_recv(

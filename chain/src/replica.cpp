@@ -163,7 +163,7 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   cfg_.successor_node = cfg.successor_node;
   cfg_.successor_node_epoch = cfg.successor_node_epoch;
   cfg_.link_secret = cfg.link_secret;
-  cfg_.access_secret = cfg.access_secret;
+  set_access_secret_st(cfg.access_secret);
   cfg_.successor_addr = cfg.successor_addr;
   cfg_.head_addr = cfg.head_addr;
   log_->set_epoch(cfg.epoch);
@@ -215,6 +215,15 @@ void Replica::retire_st(std::uint64_t range_end) {
   }
   cfg_.successor_addr.clear();  // dials no successor
   publishes_.drop_all();        // they find the new head in the route
+  watches_.drop_all();
+}
+
+void Replica::set_access_secret_st(const wire::AccessSecret& secret) {
+  CATENA_ST_CHECK(owner_);
+  if (secret == cfg_.access_secret) return;
+  cfg_.access_secret = secret;
+  publishes_.drop_all();
+  deliveries_.drop_all();
   watches_.drop_all();
 }
 

@@ -89,6 +89,10 @@ struct TenantRecord {
   2: catena.TenantQuotas quotas,
   3: binary token_sha256,
   4: i64 created_at_ms,
+  // Grows with every rotateTenantToken: the access secrets of the tenant's
+  // partitions are derived with it, so a rotation revokes those handed out
+  // before (0: as before rotation existed).
+  5: i64 access_generation = 0,
 }
 
 struct MetaState {

@@ -461,8 +461,14 @@ std::string Controller::admin_secret_locked(const std::string& node_id) const {
 
 std::string Controller::access_secret_locked(const std::string& channel, std::int32_t partition) const {
   // A newline never appears in a channel name: no channel's link secrets
-  // or lineage share this derivation's input.
-  return link_secret(store_->state().link_key, "access\n" + channel, partition, 0);
+  // or lineage share this derivation's input. A tenant's channels take its
+  // access generation, so rotating its token changes every secret.
+  std::int64_t generation = 0;
+  const auto& tenants = store_->state().tenants;
+  if (auto t = tenants.find(std::string(namespace_of(channel))); t != tenants.end()) {
+    generation = t->second.access_generation;
+  }
+  return link_secret(store_->state().link_key, "access\n" + channel, partition, generation);
 }
 
 Result<void> Controller::report_failure(const idl::FailureReport& report) {

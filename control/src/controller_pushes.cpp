@@ -118,6 +118,7 @@ void Controller::run_pushes() {
     std::int64_t epoch = 0;
     std::optional<ControlError> error;  // nullopt: acknowledged
     bool attempted = false;
+    std::string access_secret;  // what the push carried
   };
   // One task per broker, so a slow broker only delays its own pushes. After
   // the first unreachable answer the rest of that broker's pushes wait for
@@ -130,7 +131,8 @@ void Controller::run_pushes() {
                 {job.assignment.route.channel, job.assignment.route.partition},
                 job.assignment.route.epoch,
                 std::nullopt,
-                !unreachable};
+                !unreachable,
+                job.assignment.access_secret};
       if (!unreachable) {
         auto r = brokers_.configure_chain(job.to, job.assignment);
         if (!r) {
@@ -158,6 +160,10 @@ void Controller::run_pushes() {
   for (auto& o : outcomes) {
     pushing_.erase({o.node_id, o.rid});
     if (o.attempted && !o.error) {
+      // A push built before the tenant's token was rotated carried the old
+      // access secret: it is not the confirmation rotate_tenant_token waits
+      // for (the next round pushes the new one).
+      if (o.access_secret != access_secret_locked(o.rid.first, o.rid.second)) continue;
       auto& ack = acks_[o.rid];
       if (o.epoch > ack.epoch) {
         ack.epoch = o.epoch;

@@ -201,10 +201,25 @@ Result<std::string> Controller::rotate_tenant_token(const std::string& name) {
   if (it == store_->state().tenants.end()) return no_tenant(name);
   meta::TenantRecord t = it->second;
   t.__set_token_sha256(token_sha256(*token));
+  t.__set_access_generation(t.access_generation + 1);
   meta::MetaRecord record;
   record.__set_put_tenant(t);
   if (auto r = store_->commit(record); !r) return r.error();
-  spdlog::info("tenant '{}': new token issued, the old one no longer works", name);
+  // Every node holding anything of the tenant's partitions is sent the new
+  // access secret, at the route's epoch (a push not confirmed is retried):
+  // its replicas close the client sessions opened with the old one.
+  std::size_t partitions = 0;
+  for (const auto& [channel, ch] : store_->state().channels) {
+    if (!in_namespace(name, channel)) continue;
+    for (const auto& route : ch.routes) {
+      acks_.erase(RouteId{route.channel, route.partition});
+      ++partitions;
+    }
+  }
+  spdlog::info(
+      "tenant '{}': new token issued, the old one no longer works; new access secrets go to its {} "
+      "partition(s)",
+      name, partitions);
   return std::move(*token);
 }
 

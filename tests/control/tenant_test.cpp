@@ -18,6 +18,7 @@
 
 #include "controller_fixture.hpp"
 #include "controller_process.hpp"
+#include "test_support.hpp"
 
 namespace catena::control {
 namespace {
@@ -458,12 +459,32 @@ TEST_F(TenantTest, TokensAreDurableStoredOnlyAsHashesAndRotatable) {
   EXPECT_EQ(tenant_code_of(admin_->delete_tenant("A")), idl::ErrorCode::INVALID_ARGUMENT);
   // A new token: the old one stops working, on the connection already
   // authenticated with it too.
+  auto before = admin_->get_route("A.kept", 0, 0);
+  ASSERT_TRUE(before.ok()) << before.error().describe();
   auto fresh = admin_->rotate_tenant_token("A");
   ASSERT_TRUE(fresh.ok()) << fresh.error().describe();
   EXPECT_NE(*fresh, token);
   EXPECT_EQ(tenant_code_of(a->describe_channel("A.kept")), idl::ErrorCode::UNAUTHENTICATED);
   EXPECT_EQ(tenant_code_of(client(token)->describe_channel("A.kept")), idl::ErrorCode::UNAUTHENTICATED);
   EXPECT_TRUE(client(*fresh)->describe_channel("A.kept").ok());
+
+  // The partition's access secret is a new one, at the same route epoch,
+  // and the broker is sent it (the replicas close what the old one opened).
+  auto after = client(*fresh)->get_route("A.kept", 0, 0);
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  EXPECT_EQ(after->epoch, before->epoch);
+  EXPECT_EQ(after->access_secret.size(), before->access_secret.size());
+  EXPECT_NE(after->access_secret, before->access_secret);
+  EXPECT_TRUE(testing::eventually([&] {
+    for (const auto& call : broker_->configure_calls()) {
+      if (call.route.channel == "A.kept" && call.access_secret == after->access_secret) return true;
+    }
+    return false;
+  })) << "the new access secret was not pushed";
+  restart();
+  auto again = client(*fresh)->get_route("A.kept", 0, 0);
+  ASSERT_TRUE(again.ok()) << again.error().describe();
+  EXPECT_EQ(again->access_secret, after->access_secret) << "the rotation did not survive a restart";
   EXPECT_EQ(proc_->stop(SIGTERM), 0);
 }
 

@@ -6,7 +6,7 @@
 // access secret), or carrying the secret of B's own partition, its
 // publisher and subscriber are refused by A's replicas as unauthenticated,
 // and A's data is unchanged. A's own client, with A's token, publishes and
-// reads as usual.
+// reads as usual. Rotating a token revokes the secrets given out before.
 #include <chrono>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -151,6 +151,87 @@ TEST(TenantDataPlane, AnotherTenantsClientIsRefusedByTheReplicasEvenWithTheRoute
   ASSERT_EQ(a_second.status, PublishStatus::ok);
   EXPECT_EQ(a_second.offset, a_first.offset + 1) << "a refused publisher stored something";
   const auto [got, notice] = read_all(routes_a, "acme.orders", 2, 10s);
+  EXPECT_EQ(notice, chain::wire::Status::ok);
+  EXPECT_EQ(got, (std::vector<std::string>{"a-0", "a-1"}));
+}
+
+// A stolen route (its access secret included) works until the tenant's
+// token is rotated: then the replicas take a new secret, a session opened
+// with the old one is closed, and a new one is refused. The tenant's own
+// client with the new token goes on where the data was.
+TEST(TenantDataPlane, RotatingATenantsTokenRevokesTheAccessSecretsGivenOutBefore) {
+  ClusterOptions o;
+  o.nodes = 3;
+  o.dir = "tenant-rotate-test";
+  o.quiet = true;
+  LocalCluster cluster(o);
+  std::string err;
+  ASSERT_TRUE(cluster.start(&err)) << err;
+  const std::string address = cluster.controller_address();
+  control::ControllerClient admin(controller_as(address, ""));
+  auto token = admin.create_tenant("acme", {});
+  ASSERT_TRUE(token.ok()) << token.error().describe();
+  {
+    control::ControllerClient as_tenant(controller_as(address, *token));
+    control::idl::ChannelConfig cfg;
+    cfg.name = "acme.orders";
+    cfg.partitions = 1;
+    cfg.replication = 3;
+    cfg.segment_bytes = 1 << 20;
+    cfg.ttl_ms = 600000;
+    auto ch = as_tenant.create_channel(cfg);
+    ASSERT_TRUE(ch.ok()) << ch.error().describe();
+  }
+  broker::ControllerRoutes routes_old(controller_as(address, *token), "tenant-old");
+  const auto first = publish_one(routes_old, "acme.orders", "a-0");
+  ASSERT_EQ(first.status, PublishStatus::ok);
+
+  // The route as the tenant was given it, secret and all, kept by someone
+  // it leaked to; it works now.
+  auto given = control::ControllerClient(controller_as(address, *token)).get_route("acme.orders", 0, 0);
+  ASSERT_TRUE(given.ok()) << given.error().describe();
+  StaticRoutes stolen;
+  stolen.set(broker::ControllerRoutes::to_route(*given), 1, 1 << 20);
+  auto thief = Subscriber::create(stolen, "acme.orders", {});
+  ASSERT_TRUE(thief.ok());
+  std::vector<std::string> thief_got;
+  chain::wire::Status thief_notice = chain::wire::Status::ok;
+  thief.value()->on_notice([&](const Notice& n) {
+    if (thief_notice == chain::wire::Status::ok) thief_notice = n.status;
+  });
+  auto thief_poll = [&] {
+    return thief.value()->poll([&](const Message& m) {
+      thief_got.emplace_back(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+    });
+  };
+  for (auto deadline = Clock::now() + 10s; Clock::now() < deadline && thief_got.empty();) {
+    if (thief_poll() == 0) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(thief_got, std::vector<std::string>{"a-0"}) << "the stolen route did not work before rotation";
+
+  auto rotated = admin.rotate_tenant_token("acme");
+  ASSERT_TRUE(rotated.ok()) << rotated.error().describe();
+
+  // The open session is closed and its reconnection refused.
+  for (auto deadline = Clock::now() + 10s;
+       Clock::now() < deadline && thief_notice == chain::wire::Status::ok;) {
+    if (thief_poll() == 0) std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(thief_notice, chain::wire::Status::unauthenticated)
+      << "the session opened before rotation lives on";
+  EXPECT_EQ(publish_one(stolen, "acme.orders", "intruder").status, PublishStatus::unauthenticated);
+  auto old_route = control::ControllerClient(controller_as(address, *token)).get_route("acme.orders", 0, 0);
+  ASSERT_FALSE(old_route.ok());
+  EXPECT_EQ(old_route.error().code, control::idl::ErrorCode::UNAUTHENTICATED);
+
+  // The tenant, with its new token, goes on at the next offset.
+  broker::ControllerRoutes routes_new(controller_as(address, *rotated), "tenant-new");
+  const auto second = publish_one(routes_new, "acme.orders", "a-1");
+  ASSERT_EQ(second.status, PublishStatus::ok);
+  EXPECT_EQ(second.offset, first.offset + 1) << "the refused publisher stored something";
+  for (int i = 0; i < 200; ++i) (void)thief_poll();
+  EXPECT_EQ(thief_got, std::vector<std::string>{"a-0"}) << "the stolen route read past the rotation";
+  const auto [got, notice] = read_all(routes_new, "acme.orders", 2, 10s);
   EXPECT_EQ(notice, chain::wire::Status::ok);
   EXPECT_EQ(got, (std::vector<std::string>{"a-0", "a-1"}));
 }

@@ -65,6 +65,14 @@ ConfigureResult Broker::retire(const std::string& channel, std::uint32_t partiti
   });
 }
 
+void Broker::set_access_secret(const std::string& channel, std::uint32_t partition,
+                               const chain::wire::AccessSecret& secret) {
+  impl_->run_on_agent([this, channel, partition, secret] {
+    impl_->set_access_secret_st(channel, partition, secret);
+    return ConfigureResult{ConfigureStatus::applied, 0, ""};
+  });
+}
+
 void Broker::drop_retired(const std::string& channel, std::uint32_t partition,
                           std::vector<std::uint64_t> keep) {
   impl_->run_on_agent([this, channel, partition, keep] {

@@ -159,6 +159,14 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     // read-only beside whatever it holds of the partition's current chain;
     // ranges the route no longer lists (expired) are let go.
     std::vector<std::uint64_t> keep;
+    if (a.__isset.access_secret) {
+      // Before anything else: a rotated secret closes what the old one opened.
+      chain::wire::AccessSecret secret{};
+      if (a.access_secret.size() == secret.size()) {
+        std::memcpy(secret.data(), a.access_secret.data(), secret.size());
+        broker_.set_access_secret(a.route.channel, partition, secret);
+      }
+    }
     for (std::size_t i = 0; i < a.route.sealed.size(); ++i) {
       const auto& range = a.route.sealed[i];
       for (const auto& r : range.replicas) {

@@ -358,6 +358,17 @@ class Broker::Impl {
     return {ConfigureStatus::applied, epoch, ""};
   }
 
+  void set_access_secret_st(const std::string& channel, std::uint32_t partition,
+                            const chain::wire::AccessSecret& secret) {
+    CATENA_ST_CHECK(data_plane_);
+    if (auto it = replicas_.find({channel, partition}); it != replicas_.end()) {
+      it->second->set_access_secret_st(secret);
+    }
+    for (auto& [key, rep] : retired_) {
+      if (std::get<0>(key) == channel && std::get<1>(key) == partition) rep->set_access_secret_st(secret);
+    }
+  }
+
   void drop_retired_st(const std::string& channel, std::uint32_t partition,
                        const std::vector<std::uint64_t>& keep) {
     CATENA_ST_CHECK(data_plane_);

@@ -153,6 +153,8 @@ class DeliveryServer {
 
   // Connection events of the subscribers' links (a hang-up while idle).
   void poll_events();
+  // Every subscriber is disconnected (the partition's access secret changed).
+  void drop_all();
 
   [[nodiscard]] std::size_t size() const { return sessions_.size(); }
 

@@ -233,6 +233,11 @@ class Replica {
   // so clients go there without asking the controller. Keeps the newest
   // epoch it was told; an address longer than the wire's field is ignored.
   void set_next_chain_st(std::uint64_t epoch, std::string head_addr);
+  // The partition's access secret now (ChainAssignment.access_secret, at
+  // any epoch; a retired range too). When it changes (the tenant's token
+  // was rotated) every publisher, subscriber and commit watch session is
+  // closed: each must say hello again, with the new secret.
+  void set_access_secret_st(const wire::AccessSecret& secret);
   static constexpr std::uint64_t kOpenRange = ~0ull;
   [[nodiscard]] std::uint64_t range_end() const { return range_end_; }
   // --- channel alter -----------------------------------------------------------

@@ -155,6 +155,12 @@ class Broker {
   };
   ConfigureResult retire(const std::string& channel, std::uint32_t partition, std::uint64_t epoch,
                          std::uint64_t range_end, NextChain next);
+  // The partition's access secret (ChainAssignment.access_secret, whatever
+  // the epoch): its replica here and every retired range of it take it; one
+  // whose secret changes closes its client sessions
+  // (chain::Replica::set_access_secret_st).
+  void set_access_secret(const std::string& channel, std::uint32_t partition,
+                         const chain::wire::AccessSecret& secret);
   // Drops the retired ranges of a partition whose epochs `keep` does not list.
   void drop_retired(const std::string& channel, std::uint32_t partition, std::vector<std::uint64_t> keep);
   // Drops this node's replica of a partition if its epoch is <= `epoch`.

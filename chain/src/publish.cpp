@@ -40,7 +40,9 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
     w.status = wire::Status::producer_fenced;
   } else if (sessions_.size() >= gate.max_publishers ||
              (!have_producer && producers.size() >= gate.max_producers) ||
-             gate.budget->ring_bytes_used + ring_bytes > gate.budget->ring_bytes_limit) {
+             gate.budget->ring_bytes_used + ring_bytes > gate.budget->ring_bytes_limit ||
+             (gate.tenant_budget != nullptr &&
+              gate.tenant_budget->ring_bytes_used + ring_bytes > gate.tenant_budget->ring_bytes_limit)) {
     w.status = wire::Status::resource_exhausted;
   } else {
     auto ring = provider.allocate(ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
@@ -53,6 +55,8 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
       session->reader = FrameRingReader(session->ring->data(), ring_bytes);
       session->budget = gate.budget;
       session->budget->ring_bytes_used += ring_bytes;
+      session->tenant_budget = gate.tenant_budget;
+      if (session->tenant_budget != nullptr) session->tenant_budget->ring_bytes_used += ring_bytes;
       session->producer_id = hello.producer_id;
       session->producer_epoch = hello.producer_epoch;
       session->generation = hello.generation;
@@ -166,6 +170,8 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
       ++work;
       continue;
     }
+    // The tenant's rate on this broker: the frame waits in the ring.
+    if (target.rate != nullptr && !target.rate->take(f.bytes, target.now_ns)) return work;
     AppendStatus staged = AppendStatus::ok;
     const std::byte* copy = log.stage_frame(f.at, f.bytes, &staged);
     if (staged == AppendStatus::log_full) return work;  // back-pressure: the ring stays full

@@ -346,7 +346,7 @@ int Replica::do_work() {
   int work = 0;
   work += pump_predecessor_st();
   if (cfg_.is_head()) {
-    PublishTarget target{*log_, producers_, tick_ns_, sealed_, &corrupt_frames_};
+    PublishTarget target{*log_, producers_, tick_ns_, sealed_, &corrupt_frames_, cfg_.tenant_rate};
     const int taken = publishes_.consume(target);
     if (taken > 0 && cfg_.is_tail()) commit_as_tail_st();
     work += taken;

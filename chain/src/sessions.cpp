@@ -24,6 +24,7 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
   gate.max_publishers = cfg_.limits.max_publishers;
   gate.max_producers = cfg_.limits.max_producers;
   gate.budget = &budget_st();
+  gate.tenant_budget = cfg_.tenant_budget;
   publishes_.attach(provider_, std::move(link), hello, gate, producers_);
 }
 

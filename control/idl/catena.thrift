@@ -421,6 +421,14 @@ struct TenantQuotas {
   // channels hold at most that many times this in the cluster's memory.
   // An alter under way counts at the larger of its two sizes.
   5: i64 max_segment_bytes = -1,
+  // Per node (each broker enforces its own, as Kafka's produce quotas are
+  // per broker): the publisher staging rings its sessions may pin there at
+  // once (a hello beyond it is refused resource_exhausted) ...
+  6: i64 max_publisher_ring_bytes = -1,
+  // ... and the bytes per second its publishers may append there (heads
+  // hold the excess back in the publishers' rings: back-pressure for this
+  // tenant only). At least 4096 when set.
+  7: i64 max_publish_bytes_per_sec = -1,
 }
 
 struct TenantInfo {
@@ -630,6 +638,14 @@ service Controller {
 }
 
 // What a broker must host for one partition.
+// A tenant's limits on each node (its TenantQuotas), sent with every
+// assignment of its partitions; -1: unlimited.
+struct TenantNodeLimits {
+  1: string tenant,
+  2: i64 publisher_ring_bytes = -1,
+  3: i64 publish_bytes_per_sec = -1,
+}
+
 struct ChainAssignment {
   1: PartitionRoute route,     // the broker finds its role by its position
   2: i64 segment_bytes,
@@ -650,6 +666,9 @@ struct ChainAssignment {
   // The partition's access secret (PartitionRoute.access_secret): a replica
   // refuses client hellos without it (unauthenticated).
   8: optional binary access_secret,
+  // The channel's tenant (the namespace it is in) and its per-node limits;
+  // unset for a channel outside every tenant's namespace.
+  9: optional TenantNodeLimits tenant,
 }
 
 struct MarkerReply {

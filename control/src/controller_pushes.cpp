@@ -82,6 +82,7 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
             link_secret(store_->state().link_key, route.channel, route.partition, route.epoch));
         a.__set_lineage(link_secret(store_->state().link_key, route.channel, route.partition, 0));
         a.__set_access_secret(access_secret_locked(route.channel, route.partition));
+        if (auto limits = tenant_limits_locked(route.channel)) a.__set_tenant(std::move(*limits));
         if (handoff != nullptr && !route.replicas.empty() &&
             route.replicas.front().node_id == replica.node_id) {
           a.__set_producers(handoff->producers);  // the new head's, before it takes an append
@@ -119,6 +120,7 @@ void Controller::run_pushes() {
     std::optional<ControlError> error;  // nullopt: acknowledged
     bool attempted = false;
     std::string access_secret;  // what the push carried
+    std::optional<idl::TenantNodeLimits> tenant;
   };
   // One task per broker, so a slow broker only delays its own pushes. After
   // the first unreachable answer the rest of that broker's pushes wait for
@@ -132,7 +134,8 @@ void Controller::run_pushes() {
                 job.assignment.route.epoch,
                 std::nullopt,
                 !unreachable,
-                job.assignment.access_secret};
+                job.assignment.access_secret,
+                job.assignment.__isset.tenant ? std::optional(job.assignment.tenant) : std::nullopt};
       if (!unreachable) {
         auto r = brokers_.configure_chain(job.to, job.assignment);
         if (!r) {
@@ -160,10 +163,13 @@ void Controller::run_pushes() {
   for (auto& o : outcomes) {
     pushing_.erase({o.node_id, o.rid});
     if (o.attempted && !o.error) {
-      // A push built before the tenant's token was rotated carried the old
-      // access secret: it is not the confirmation rotate_tenant_token waits
-      // for (the next round pushes the new one).
-      if (o.access_secret != access_secret_locked(o.rid.first, o.rid.second)) continue;
+      // A push built before the tenant's token was rotated (or its quotas
+      // altered) carried the old access secret (or limits): it is not the
+      // confirmation those wait for (the next round pushes the new ones).
+      if (o.access_secret != access_secret_locked(o.rid.first, o.rid.second) ||
+          o.tenant != tenant_limits_locked(o.rid.first)) {
+        continue;
+      }
       auto& ack = acks_[o.rid];
       if (o.epoch > ack.epoch) {
         ack.epoch = o.epoch;

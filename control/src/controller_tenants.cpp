@@ -8,6 +8,7 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include <catena/chain/limits.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/tenants.hpp>
 
@@ -37,6 +38,20 @@ Result<void> check_quotas(const idl::TenantQuotas& q) {
         "quotas must be >= 0, or -1 for unlimited: max_channels {}, max_partitions {}, max_groups {}, "
         "max_segment_bytes {}",
         q.max_channels, q.max_partitions, q.max_groups, q.max_segment_bytes));
+  }
+  if (q.max_publisher_ring_bytes < -1) {
+    return invalid_argument(fmt::format(
+        "max_publisher_ring_bytes must be >= 0 (0: nobody may publish), or -1 for unlimited, got {}",
+        q.max_publisher_ring_bytes));
+  }
+  if (q.max_publish_bytes_per_sec != -1 &&
+      (q.max_publish_bytes_per_sec < chain::limits::kMinPublishBytesPerSec ||
+       q.max_publish_bytes_per_sec > chain::limits::kMaxPublishBytesPerSec)) {
+    return invalid_argument(
+        fmt::format("max_publish_bytes_per_sec must be {}..{} bytes per second per node, or -1 for "
+                    "unlimited, got {}",
+                    chain::limits::kMinPublishBytesPerSec, chain::limits::kMaxPublishBytesPerSec,
+                    q.max_publish_bytes_per_sec));
   }
   if (q.zones.size() > kMaxTenantZones) {
     return invalid_argument(fmt::format("at most {} zones, got {}", kMaxTenantZones, q.zones.size()));
@@ -208,19 +223,35 @@ Result<std::string> Controller::rotate_tenant_token(const std::string& name) {
   // Every node holding anything of the tenant's partitions is sent the new
   // access secret, at the route's epoch (a push not confirmed is retried):
   // its replicas close the client sessions opened with the old one.
-  std::size_t partitions = 0;
-  for (const auto& [channel, ch] : store_->state().channels) {
-    if (!in_namespace(name, channel)) continue;
-    for (const auto& route : ch.routes) {
-      acks_.erase(RouteId{route.channel, route.partition});
-      ++partitions;
-    }
-  }
+  const std::size_t partitions = push_tenant_again_locked(name);
   spdlog::info(
       "tenant '{}': new token issued, the old one no longer works; new access secrets go to its {} "
       "partition(s)",
       name, partitions);
   return std::move(*token);
+}
+
+std::size_t Controller::push_tenant_again_locked(const std::string& tenant) {
+  std::size_t partitions = 0;
+  for (const auto& [channel, ch] : store_->state().channels) {
+    if (!in_namespace(tenant, channel)) continue;
+    for (const auto& route : ch.routes) {
+      acks_.erase(RouteId{route.channel, route.partition});
+      ++partitions;
+    }
+  }
+  return partitions;
+}
+
+std::optional<idl::TenantNodeLimits> Controller::tenant_limits_locked(const std::string& channel) const {
+  const auto& tenants = store_->state().tenants;
+  const auto t = tenants.find(std::string(namespace_of(channel)));
+  if (t == tenants.end()) return std::nullopt;
+  idl::TenantNodeLimits out;
+  out.__set_tenant(t->first);
+  out.__set_publisher_ring_bytes(t->second.quotas.max_publisher_ring_bytes);
+  out.__set_publish_bytes_per_sec(t->second.quotas.max_publish_bytes_per_sec);
+  return out;
 }
 
 Result<void> Controller::alter_tenant(const std::string& name, const idl::TenantQuotas& quotas) {
@@ -234,12 +265,14 @@ Result<void> Controller::alter_tenant(const std::string& name, const idl::Tenant
   meta::MetaRecord record;
   record.__set_put_tenant(t);
   if (auto r = store_->commit(record); !r) return r.error();
+  (void)push_tenant_again_locked(name);  // its per-node limits, to every node holding its partitions
   const TenantUse use = tenant_use_locked(name);
   spdlog::info(
-      "tenant '{}': quotas now channels {}, partitions {}, groups {}, segment bytes {}, zones [{}] "
-      "(in use: {}, {}, {}, {})",
+      "tenant '{}': quotas now channels {}, partitions {}, groups {}, segment bytes {}, zones [{}], "
+      "per node: publisher rings {} bytes, publish {} bytes/s (in use: {}, {}, {}, {})",
       name, quotas.max_channels, quotas.max_partitions, quotas.max_groups, quotas.max_segment_bytes,
-      fmt::join(quotas.zones, ", "), use.channels, use.partitions, use.groups, use.segment_bytes);
+      fmt::join(quotas.zones, ", "), quotas.max_publisher_ring_bytes, quotas.max_publish_bytes_per_sec,
+      use.channels, use.partitions, use.groups, use.segment_bytes);
   return {};
 }
 

@@ -72,12 +72,13 @@ class PublishTest : public ::testing::Test {
     return *d.welcome;
   }
 
-  void stage(PublishClient& client, int n) {
+  void stage(PublishClient& client, int n, std::size_t payload_bytes = 0) {
     for (int i = 0; i < n; ++i) {
       RecordHeader h{};
       h.producer_id = kProducer;
       h.producer_epoch = 1;
-      const std::string p = "payload-" + std::to_string(client.next_seq());
+      const std::string p = payload_bytes != 0 ? std::string(payload_bytes, 'x')
+                                               : "payload-" + std::to_string(client.next_seq());
       ASSERT_EQ(client.stage(h, {reinterpret_cast<const std::byte*>(p.data()), p.size()}), fabric::Errc::ok);
     }
   }
@@ -86,14 +87,14 @@ class PublishTest : public ::testing::Test {
   // until `want` records resolved or an event came (or `wait` passed).
   std::vector<Resolved> run(PublishClient& client, std::size_t want, std::uint64_t commit,
                             PublishClient::Event* event, std::chrono::milliseconds wait = 2000ms,
-                            bool sealed = false) {
+                            bool sealed = false, RateBudget* rate = nullptr, std::uint64_t now_ns = 1) {
     std::vector<Resolved> out;
     *event = PublishClient::Event::none;
     const auto deadline = std::chrono::steady_clock::now() + wait;
     while (out.size() < want && *event == PublishClient::Event::none &&
            std::chrono::steady_clock::now() < deadline) {
       client.flush();
-      PublishTarget target{log, producers, 1, sealed, &corrupt};
+      PublishTarget target{log, producers, now_ns, sealed, &corrupt, rate};
       server.consume(target);
       log.set_commit_offset(std::min(commit, log.end_offset()));
       server.acknowledge(log.commit_offset(), kEpoch);
@@ -397,6 +398,74 @@ TEST_F(PublishTest, RefusesWithTheFirstReasonThatApplies) {
   EXPECT_FALSE(c.connected());
   EXPECT_EQ(server.size(), 0u);
   EXPECT_EQ(budget.ring_bytes_used, 0u);
+}
+
+// A tenant's share of the node's publisher ring memory: its next publisher
+// is refused while the node as a whole still has room, and what a session
+// held is its tenant's again once it ends.
+TEST_F(PublishTest, ATenantsRingShareRefusesItsNextPublisherWhileTheNodeHasRoom) {
+  SessionBudget tenant{kRing, 0};
+  gate.tenant_budget = &tenant;
+  PublishClient first = make_client();
+  ASSERT_EQ(open(first).status, wire::Status::ok);
+  EXPECT_EQ(tenant.ring_bytes_used, kRing);
+  EXPECT_EQ(budget.ring_bytes_used, kRing);
+  PublishClient second = make_client();
+  EXPECT_EQ(open(second, 2).status, wire::Status::resource_exhausted);
+  EXPECT_LT(budget.ring_bytes_used + kRing, budget.ring_bytes_limit) << "the node had room";
+  // Another tenant's publisher (no share of this one's) is welcome.
+  gate.tenant_budget = nullptr;
+  PublishClient other = make_client();
+  EXPECT_EQ(open(other, 3).status, wire::Status::ok);
+  server.drop_all();
+  EXPECT_EQ(tenant.ring_bytes_used, 0u);
+  EXPECT_EQ(budget.ring_bytes_used, 0u);
+  gate.tenant_budget = &tenant;
+  PublishClient again = make_client();
+  EXPECT_EQ(open(again, 4).status, wire::Status::ok);
+}
+
+// A tenant's publish rate on the node: the head appends no more than the
+// bucket allows (a tenth of a second's worth at once, one frame beyond at
+// most), the rest waits in the ring, and goes in as time refills it;
+// nothing is lost or reordered.
+TEST_F(PublishTest, ATenantsPublishRateHoldsFramesInTheRingUntilTimeAllowsThem) {
+  constexpr std::uint64_t kRate = 40960;  // bytes per second: a burst of 4096
+  constexpr std::size_t kPayload = 200;
+  const std::uint64_t frame = frame_size(kPayload);
+  RateBudget rate;
+  rate.set_rate(kRate);
+  PublishClient c = make_client(256);
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  stage(c, 100, kPayload);
+  PublishClient::Event ev{};
+  std::uint64_t now = 1'000'000'000;
+  (void)run(c, 100, ~0ull, &ev, 200ms, false, &rate, now);
+  const std::uint64_t first = log.end_offset();
+  EXPECT_GT(first, 0u);
+  EXPECT_LE(first * frame, 4096 + frame) << "more than the burst went in at once";
+  EXPECT_GT(rate.waits(), 0u);
+  // Half a second: another 20480 bytes' worth, capped by the burst.
+  now += 500'000'000;
+  (void)run(c, 100, ~0ull, &ev, 200ms, false, &rate, now);
+  const std::uint64_t second = log.end_offset();
+  EXPECT_GT(second, first);
+  EXPECT_LE((second - first) * frame, 4096 + frame);
+  // Time enough for the rest, a bucket at a time.
+  std::vector<Resolved> all;
+  for (int step = 0; step < 200 && log.end_offset() < 100; ++step) {
+    now += 100'000'000;
+    (void)run(c, 100, ~0ull, &ev, 50ms, false, &rate, now);
+  }
+  ASSERT_EQ(log.end_offset(), 100u);
+  for (int i = 0; i < 20 && c.pending() > 0; ++i) (void)run(c, 100, ~0ull, &ev, 50ms, false, &rate, now);
+  EXPECT_EQ(c.pending(), 0u);
+  EXPECT_EQ(corrupt, 0u);
+  // Unlimited again: everything at once.
+  rate.set_rate(0);
+  stage(c, 50, kPayload);
+  (void)run(c, 50, ~0ull, &ev, 2000ms, false, &rate, now);
+  EXPECT_EQ(log.end_offset(), 150u);
 }
 
 }  // namespace

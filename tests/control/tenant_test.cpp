@@ -423,6 +423,53 @@ TEST_F(TenantTest, AlteredQuotasHoldFromTheNextCallAndSurviveARestart) {
   EXPECT_EQ(proc_->stop(SIGTERM), 0);
 }
 
+// The per-node limits (publisher rings, publish rate) travel with every
+// assignment of the tenant's partitions, and an alter sends the new ones to
+// the nodes already holding them, at the same route epoch.
+TEST_F(TenantTest, PerNodeLimitsGoWithEveryAssignmentAndAnAlterSendsThemAgain) {
+  start();
+  register_broker();
+  auto q = tenant_quotas(-1, -1, -1);
+  q.__set_max_publish_bytes_per_sec(1000);
+  EXPECT_EQ(tenant_code_of(admin_->create_tenant("A", q)), idl::ErrorCode::INVALID_ARGUMENT)
+      << "a rate below 4096 bytes/s";
+  q.__set_max_publish_bytes_per_sec(1 << 20);
+  q.__set_max_publisher_ring_bytes(-2);
+  EXPECT_EQ(tenant_code_of(admin_->create_tenant("A", q)), idl::ErrorCode::INVALID_ARGUMENT);
+  q.__set_max_publisher_ring_bytes(8 << 20);
+  const std::string token = create_tenant("A", q);
+  ASSERT_TRUE(client(token)->create_channel(channel_config("A.rated", 1, 1)).ok());
+  ASSERT_TRUE(admin_->create_channel(channel_config("open", 1, 1)).ok());
+  const auto limits_sent = [&](const std::string& channel, std::int64_t rings, std::int64_t rate) {
+    return testing::eventually([&] {
+      for (const auto& call : broker_->configure_calls()) {
+        if (call.route.channel == channel && call.__isset.tenant && call.tenant.tenant == "A" &&
+            call.tenant.publisher_ring_bytes == rings && call.tenant.publish_bytes_per_sec == rate) {
+          return true;
+        }
+      }
+      return false;
+    });
+  };
+  EXPECT_TRUE(limits_sent("A.rated", 8 << 20, 1 << 20));
+  for (const auto& call : broker_->configure_calls()) {
+    if (call.route.channel == "open") {
+      EXPECT_FALSE(call.__isset.tenant) << "a channel of no tenant";
+    }
+  }
+  auto before = admin_->get_route("A.rated", 0, 0);
+  ASSERT_TRUE(before.ok());
+  q.__set_max_publish_bytes_per_sec(64 << 10);
+  q.__set_max_publisher_ring_bytes(-1);
+  ASSERT_TRUE(admin_->alter_tenant("A", q).ok());
+  EXPECT_TRUE(limits_sent("A.rated", -1, 64 << 10)) << "the altered limits were not sent again";
+  auto after = admin_->get_route("A.rated", 0, 0);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->epoch, before->epoch);
+  EXPECT_EQ(after->access_secret, before->access_secret) << "an alter is not a rotation";
+  EXPECT_EQ(proc_->stop(SIGTERM), 0);
+}
+
 TEST_F(TenantTest, TokensAreDurableStoredOnlyAsHashesAndRotatable) {
   start();
   register_broker();

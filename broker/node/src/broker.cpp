@@ -73,6 +73,14 @@ void Broker::set_access_secret(const std::string& channel, std::uint32_t partiti
   });
 }
 
+void Broker::set_tenant_limits(const std::string& tenant, std::uint64_t publisher_ring_bytes,
+                               std::uint64_t publish_bytes_per_sec) {
+  impl_->run_on_agent([this, tenant, publisher_ring_bytes, publish_bytes_per_sec] {
+    impl_->set_tenant_limits_st(tenant, publisher_ring_bytes, publish_bytes_per_sec);
+    return ConfigureResult{ConfigureStatus::applied, 0, ""};
+  });
+}
+
 void Broker::drop_retired(const std::string& channel, std::uint32_t partition,
                           std::vector<std::uint64_t> keep) {
   impl_->run_on_agent([this, channel, partition, keep] {

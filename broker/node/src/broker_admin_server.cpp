@@ -61,6 +61,7 @@ bool replica_config_for(const std::string& node_id, const idl::ChainAssignment& 
   if (a.__isset.access_secret && a.access_secret.size() == rc.access_secret.size()) {
     std::memcpy(rc.access_secret.data(), a.access_secret.data(), rc.access_secret.size());
   }
+  if (a.__isset.tenant) rc.tenant = a.tenant.tenant;
   if (a.__isset.lineage && a.lineage.size() == rc.lineage.size()) {
     std::memcpy(rc.lineage.data(), a.lineage.data(), rc.lineage.size());
   }
@@ -159,6 +160,13 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
     // read-only beside whatever it holds of the partition's current chain;
     // ranges the route no longer lists (expired) are let go.
     std::vector<std::uint64_t> keep;
+    if (a.__isset.tenant && !a.tenant.tenant.empty()) {
+      // Per node, shared by the tenant's partitions here; -1: unlimited.
+      const std::int64_t rings = a.tenant.publisher_ring_bytes;
+      const std::int64_t rate = a.tenant.publish_bytes_per_sec;
+      broker_.set_tenant_limits(a.tenant.tenant, rings < 0 ? ~0ull : static_cast<std::uint64_t>(rings),
+                                rate <= 0 ? 0 : static_cast<std::uint64_t>(rate));
+    }
     if (a.__isset.access_secret) {
       // Before anything else: a rotated secret closes what the old one opened.
       chain::wire::AccessSecret secret{};

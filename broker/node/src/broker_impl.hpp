@@ -221,6 +221,12 @@ class Broker::Impl {
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
     cfg.limits = cfg_.limits;
     cfg.budget = &budget_;
+    if (!cfg.tenant.empty()) {
+      // One per tenant, never erased: replicas keep pointers to it.
+      TenantShare& t = tenants_[cfg.tenant];
+      cfg.tenant_budget = &t.rings;
+      cfg.tenant_rate = &t.rate;
+    }
     if (auto r = chain::check_replica_config(cfg); !r)
       return {ConfigureStatus::invalid, 0, r.error().message};
     Key key{cfg.channel, cfg.partition};
@@ -367,6 +373,14 @@ class Broker::Impl {
     for (auto& [key, rep] : retired_) {
       if (std::get<0>(key) == channel && std::get<1>(key) == partition) rep->set_access_secret_st(secret);
     }
+  }
+
+  void set_tenant_limits_st(const std::string& tenant, std::uint64_t publisher_ring_bytes,
+                            std::uint64_t publish_bytes_per_sec) {
+    CATENA_ST_CHECK(data_plane_);
+    TenantShare& t = tenants_[tenant];
+    t.rings.ring_bytes_limit = publisher_ring_bytes;
+    if (t.rate.bytes_per_sec() != publish_bytes_per_sec) t.rate.set_rate(publish_bytes_per_sec);
   }
 
   void drop_retired_st(const std::string& channel, std::uint32_t partition,
@@ -693,6 +707,13 @@ class Broker::Impl {
   fabric::ThreadOwner data_plane_;
   // Publishers' rings on this node, charged by sessions; outlives every replica.
   chain::SessionBudget budget_;
+  // Each tenant's share of this node (set_tenant_limits_st); std::map: its
+  // entries stay where they are, and replicas point into them.
+  struct TenantShare {
+    chain::SessionBudget rings{~0ull, 0};
+    chain::RateBudget rate;
+  };
+  std::map<std::string, TenantShare> tenants_;
   std::map<Key, std::unique_ptr<chain::Replica>> replicas_;
   // Read-only ranges of partitions that moved on, by the epoch they were written at.
   using RetiredKey = std::tuple<std::string, std::uint32_t, std::uint64_t>;

@@ -15,6 +15,14 @@ std::string limit(std::int64_t v) {
   return v < 0 ? "-" : std::to_string(v);
 }
 
+// 64MiB, 512KiB, 1000: a size as the flags take it; "-" for unlimited.
+std::string size_limit(std::int64_t v) {
+  if (v < 0) return "-";
+  if (v != 0 && v % (1 << 20) == 0) return std::to_string(v >> 20) + "MiB";
+  if (v != 0 && v % (1 << 10) == 0) return std::to_string(v >> 10) + "KiB";
+  return std::to_string(v);
+}
+
 // The quota flags of `tenant create` and `tenant alter`.
 void add_quota_options(CLI::App* cmd, TenantCommands& c) {
   cmd->add_option("--max-channels", c.max_channels, "channels in its namespace (-1: unlimited)")
@@ -26,6 +34,16 @@ void add_quota_options(CLI::App* cmd, TenantCommands& c) {
   cmd->add_option("--max-segment-bytes", c.max_segment_bytes,
                   "registered memory per segment slot: replication x segment size summed over its partitions "
                   "(nodes keep --segment-slots slots per replica; 4GiB, 512MiB...; -1: unlimited)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--max-publisher-ring-bytes", c.max_publisher_ring_bytes,
+                  "per node: publisher staging rings its sessions may pin there at once (64MiB...; "
+                  "beyond it a publisher is refused resource_exhausted; -1: unlimited)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--max-publish-rate", c.max_publish_rate,
+                  "per node: bytes per second its publishers may append there (10MiB...; the excess waits "
+                  "in their rings: back-pressure for this tenant only; -1: unlimited)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_option("--zones", c.zones,
@@ -69,6 +87,8 @@ int tenant_create(const Common& c, const TenantCommands& o) {
   q.__set_max_partitions(o.max_partitions);
   q.__set_max_groups(o.max_groups);
   q.__set_max_segment_bytes(o.max_segment_bytes);
+  q.__set_max_publisher_ring_bytes(o.max_publisher_ring_bytes);
+  q.__set_max_publish_bytes_per_sec(o.max_publish_rate);
   q.__set_zones(o.zones);
   auto token = client.create_tenant(o.name, q);
   if (!token) return fail("tenant create " + o.name, token.error().describe());
@@ -81,17 +101,19 @@ int tenant_list(const Common& c) {
   control::ControllerClient client(c.client_options());
   auto tenants = client.list_tenants();
   if (!tenants) return fail("tenant list", tenants.error().describe());
-  std::printf("%-24s  %14s  %16s  %12s  %21s  %s\n", "tenant", "channels", "partitions", "groups",
-              "segment MiB", "zones");
+  std::printf("%-24s  %14s  %16s  %12s  %21s  %10s  %10s  %s\n", "tenant", "channels", "partitions", "groups",
+              "segment MiB", "rings/node", "rate/node", "zones");
   for (const auto& t : *tenants) {
     std::string zones;
     for (const auto& z : t.quotas.zones) zones += (zones.empty() ? "" : ",") + z;
     const auto mib = [](std::int64_t bytes) { return bytes < 0 ? bytes : bytes >> 20; };
-    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %9lld / %-9s  %s\n", t.name.c_str(),
-                static_cast<long long>(t.channels), limit(t.quotas.max_channels).c_str(),
+    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %9lld / %-9s  %10s  %8s/s  %s\n",
+                t.name.c_str(), static_cast<long long>(t.channels), limit(t.quotas.max_channels).c_str(),
                 static_cast<long long>(t.partitions), limit(t.quotas.max_partitions).c_str(),
                 static_cast<long long>(t.groups), limit(t.quotas.max_groups).c_str(),
                 static_cast<long long>(mib(t.segment_bytes)), limit(mib(t.quotas.max_segment_bytes)).c_str(),
+                size_limit(t.quotas.max_publisher_ring_bytes).c_str(),
+                size_limit(t.quotas.max_publish_bytes_per_sec).c_str(),
                 zones.empty() ? "any" : zones.c_str());
   }
   return 0;
@@ -117,6 +139,8 @@ int tenant_alter(const Common& c, const TenantCommands& o) {
   if (given("--max-partitions")) q.__set_max_partitions(o.max_partitions);
   if (given("--max-groups")) q.__set_max_groups(o.max_groups);
   if (given("--max-segment-bytes")) q.__set_max_segment_bytes(o.max_segment_bytes);
+  if (given("--max-publisher-ring-bytes")) q.__set_max_publisher_ring_bytes(o.max_publisher_ring_bytes);
+  if (given("--max-publish-rate")) q.__set_max_publish_bytes_per_sec(o.max_publish_rate);
   if (given("--zones")) q.__set_zones(o.zones);
   if (o.any_zone) q.__set_zones({});
   if (auto r = client.alter_tenant(o.name, q); !r)

@@ -44,6 +44,9 @@ inline constexpr std::uint32_t kMinPublisherRing = 64u << 10;
 inline constexpr std::uint32_t kMaxPublisherRing = 256u << 20;
 
 inline constexpr std::int64_t kMinTtlMs = 1000;
+// A tenant's publish rate on one node (TenantQuotas.max_publish_bytes_per_sec).
+inline constexpr std::int64_t kMinPublishBytesPerSec = 4096;
+inline constexpr std::int64_t kMaxPublishBytesPerSec = 10'000'000'000;  // 10 GB/s
 
 // A tail with a joining successor starts counting it in its commit (the
 // joining replica's sync, see replica.hpp) once it owes it at most this many

@@ -113,6 +113,14 @@ struct ReplicaConfig {
   // (emulated VMs do) is not either.
   std::uint64_t link_stall_ns = 6'000'000'000;
   SessionBudget* budget = nullptr;  // the broker's; nullptr: this replica's own, with the default limit
+  // The tenant whose namespace holds the channel (ChainAssignment.tenant;
+  // empty: none). The broker points the two below at that tenant's.
+  std::string tenant;
+  // The partition's tenant on this broker (the broker's, one per tenant;
+  // nullptr: none): its share of the publisher ring memory and its publish
+  // rate (RateBudget), set when the replica is created.
+  SessionBudget* tenant_budget = nullptr;
+  RateBudget* tenant_rate = nullptr;
   // Non-empty: the slots are kept memory under this name (kept_replica.hpp),
   // and what a crashed process left there is recovered (PartitionLog::
   // recover_st) if it is this partition's, of this lineage, with this

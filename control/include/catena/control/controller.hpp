@@ -333,6 +333,14 @@ class Controller {
   [[nodiscard]] BrokerTarget broker_target_locked(const std::string& node_id,
                                                   const std::string& admin_addr) const REQUIRES(mu_);
   [[nodiscard]] std::string admin_secret_locked(const std::string& node_id) const REQUIRES(mu_);
+  // Forgets the push confirmations of every partition of the tenant: each
+  // node holding any of them is pushed again (a new access secret or new
+  // limits). Returns the partitions.
+  std::size_t push_tenant_again_locked(const std::string& tenant) REQUIRES(mu_);
+  // What an assignment of the channel's partitions carries of its tenant
+  // (ChainAssignment.tenant); nullopt outside every tenant's namespace.
+  [[nodiscard]] std::optional<idl::TenantNodeLimits> tenant_limits_locked(const std::string& channel) const
+      REQUIRES(mu_);
   [[nodiscard]] std::string access_secret_locked(const std::string& channel, std::int32_t partition) const
       REQUIRES(mu_);
   bool crash_locked(std::string_view point) REQUIRES(mu_);

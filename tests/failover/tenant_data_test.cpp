@@ -7,9 +7,15 @@
 // publisher and subscriber are refused by A's replicas as unauthenticated,
 // and A's data is unchanged. A's own client, with A's token, publishes and
 // reads as usual. Rotating a token revokes the secrets given out before.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <future>
 #include <gtest/gtest.h>
 #include <memory>
 #include <string>
@@ -324,6 +330,139 @@ TEST(TenantDataPlane, ATenantsPublishRateHoldsItBackAloneAndLosesNothing) {
   const auto [got, notice] = read_all(routes_slow, "slow.feed", slow_n.acked, 20s);
   EXPECT_EQ(notice, chain::wire::Status::ok);
   EXPECT_EQ(got.size(), slow_n.acked) << "every acknowledged record, once";
+}
+
+// Isolation through the recovery levels (issue 13): tenant A's chain (zones
+// a and b) loses a broker that comes back with its kept memory (process
+// level), then one that does not, and is repaired inside A's zones (zone
+// level). After each, every replica of A's chain refuses tenant B's client
+// (no secret, or B's own) on the data plane, A's chain is on nodes of its
+// zones only, and A reads all its records, once, in order.
+TEST(TenantDataPlane, IsolationHoldsThroughEveryRecoveryOfTheChain) {
+  ClusterOptions o;
+  o.nodes = 4;  // zones a, b, c, a (LocalCluster's round-robin): A may use nodes 0, 1 and 3
+  o.dir = "tenant-recovery-test";
+  o.quiet = true;
+  o.keep_root = "/dev/shm/catena-test-" + std::to_string(getpid()) + "-tenant-recovery";
+  LocalCluster cluster(o);
+  std::string err;
+  ASSERT_TRUE(cluster.start(&err)) << err;
+  const std::string address = cluster.controller_address();
+  control::ControllerClient admin(controller_as(address, ""));
+  control::idl::TenantQuotas zoned;
+  zoned.__set_zones({"zone-a", "zone-b"});
+  auto token_a = admin.create_tenant("acme", zoned);
+  auto token_b = admin.create_tenant("bravo", {});
+  ASSERT_TRUE(token_a.ok() && token_b.ok());
+  for (const auto& [name, token] :
+       {std::pair{"acme.orders", *token_a}, std::pair{"bravo.orders", *token_b}}) {
+    control::ControllerClient as_tenant(controller_as(address, token));
+    control::idl::ChannelConfig cfg;
+    cfg.name = name;
+    cfg.partitions = 1;
+    cfg.replication = 2;
+    cfg.segment_bytes = 1 << 20;
+    cfg.ttl_ms = 600000;
+    auto ch = as_tenant.create_channel(cfg);
+    ASSERT_TRUE(ch.ok()) << name << ": " << ch.error().describe();
+  }
+  broker::ControllerRoutes routes_a(controller_as(address, *token_a), "tenant-a");
+  std::vector<std::string> written;
+  const auto publish_some = [&](int n) {
+    PublisherOptions po;
+    po.retry_timeout = 20s;
+    auto pub = Publisher::create(routes_a, "acme.orders", po);
+    ASSERT_TRUE(pub.ok());
+    std::vector<std::future<PublishResult>> acks;
+    for (int i = 0; i < n; ++i) {
+      written.push_back("a-" + std::to_string(written.size()));
+      acks.push_back(pub.value()->publish({}, as_bytes_of(written.back())));
+    }
+    ASSERT_TRUE(pub.value()->flush(20s));
+    for (auto& f : acks) ASSERT_EQ(f.get().status, PublishStatus::ok);
+  };
+  const auto index_of = [&](const std::string& node_id) {
+    for (std::size_t i = 0; i < cluster.nodes().size(); ++i) {
+      if (cluster.nodes()[i].node_id == node_id) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  auto b_route = control::ControllerClient(controller_as(address, *token_b)).get_route("bravo.orders", 0, 0);
+  ASSERT_TRUE(b_route.ok());
+  const auto chain_of_a = [&] {
+    auto r = admin.get_route("acme.orders", 0, 0);
+    return r.ok() ? *r : control::idl::PartitionRoute{};
+  };
+  const auto check = [&](const char* level) {
+    SCOPED_TRACE(level);
+    const auto route = chain_of_a();
+    ASSERT_EQ(route.replicas.size(), 2u);
+    std::printf("%s: acme's chain at epoch %lld: %s -> %s\n", level, static_cast<long long>(route.epoch),
+                route.replicas[0].node_id.c_str(), route.replicas[1].node_id.c_str());
+    for (const auto& r : route.replicas) {
+      EXPECT_NE(index_of(r.node_id) % 3, 2) << r.node_id << " is in zone-c, outside acme's zones";
+      // B at this replica alone: without the secret, and with its own.
+      control::idl::PartitionRoute only = route;
+      only.replicas = {r};
+      Route forged = without_secret(only);
+      Route stolen = forged;
+      std::memcpy(stolen.access_secret.data(), b_route->access_secret.data(), stolen.access_secret.size());
+      for (const Route* by : {&forged, &stolen}) {
+        StaticRoutes by_hand;
+        by_hand.set(*by, 1, 1 << 20);
+        const auto [got, notice] = read_all(by_hand, "acme.orders", 1, 3s);
+        EXPECT_TRUE(got.empty()) << r.node_id << ": bravo read " << got.size() << " of acme's records";
+        EXPECT_EQ(notice, chain::wire::Status::unauthenticated) << r.node_id;
+      }
+    }
+    StaticRoutes at_head;
+    at_head.set(without_secret(route), 1, 1 << 20);
+    EXPECT_EQ(publish_one(at_head, "acme.orders", "b-intruder").status, PublishStatus::unauthenticated);
+    const auto [got, notice] = read_all(routes_a, "acme.orders", written.size(), 20s);
+    EXPECT_EQ(notice, chain::wire::Status::ok);
+    EXPECT_EQ(got, written) << "acme's records, once, in order";
+  };
+  publish_some(50);
+  check("before any failure");
+
+  // Process level: the tail is killed and started again with its kept
+  // memory (it rejoins, or its copy is dropped if a replacement was quicker).
+  const auto first = chain_of_a();
+  ASSERT_EQ(first.replicas.size(), 2u);
+  const std::string tail_id = first.replicas.back().node_id;
+  const int tail = index_of(tail_id);
+  ASSERT_GE(tail, 0);
+  ASSERT_TRUE(cluster.signal_node(static_cast<std::size_t>(tail), SIGKILL));
+  ASSERT_TRUE(cluster.restart_node(static_cast<std::size_t>(tail), &err)) << err;
+  const auto back = Clock::now() + 30s;
+  while (Clock::now() < back) {
+    const auto r = chain_of_a();
+    if (r.epoch > first.epoch && r.replicas.size() == 2 && r.joining.empty()) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  publish_some(50);
+  check("process level");
+
+  // Zone level: the head is killed for good; the chain is repaired with a
+  // node of acme's zones (never zone-c's), however long that takes.
+  const auto second = chain_of_a();
+  const std::string head_id = second.replicas.front().node_id;
+  ASSERT_TRUE(cluster.signal_node(static_cast<std::size_t>(index_of(head_id)), SIGKILL));
+  const auto repaired = Clock::now() + 40s;
+  bool done = false;
+  while (!done && Clock::now() < repaired) {
+    const auto r = chain_of_a();
+    done = r.replicas.size() == 2 && r.joining.empty() &&
+           std::none_of(r.replicas.begin(), r.replicas.end(),
+                        [&](const control::idl::Replica& x) { return x.node_id == head_id; });
+    if (!done) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(done) << "acme's chain was not repaired inside its zones";
+  publish_some(50);
+  check("zone level");
+  cluster.stop();
+  std::error_code ec;
+  std::filesystem::remove_all(o.keep_root, ec);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <memory>
 #include <string>
+#include <sys/stat.h>
 #include <thread>
 #include <vector>
 
@@ -463,6 +464,59 @@ TEST(TenantDataPlane, IsolationHoldsThroughEveryRecoveryOfTheChain) {
   cluster.stop();
   std::error_code ec;
   std::filesystem::remove_all(o.keep_root, ec);
+}
+
+// `catena cluster up --secure` (LocalCluster::secure): a new admin token in
+// <dir>/admin.token that only its owner can read, required by the
+// controller, used by the brokers (they registered), named in cluster.env
+// for the CLI; data flows for a client that has it.
+TEST(TenantDataPlane, ASecureLocalClusterRequiresItsOwnAdminToken) {
+  ClusterOptions o;
+  o.nodes = 2;
+  o.dir = "tenant-secure-test";
+  o.quiet = true;
+  o.secure = true;
+  LocalCluster cluster(o);
+  std::string err;
+  ASSERT_TRUE(cluster.start(&err)) << err;
+  const std::string token = cluster.admin_token();
+  ASSERT_EQ(token.size(), 64u);
+  struct stat st {};
+  ASSERT_EQ(::stat((o.dir + "/admin.token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(recorded_admin_token(o.dir), token);
+  const std::string address = cluster.controller_address();
+
+  auto anonymous = control::ControllerClient(controller_as(address, "")).list_channels();
+  ASSERT_FALSE(anonymous.ok());
+  EXPECT_EQ(anonymous.error().code, control::idl::ErrorCode::UNAUTHENTICATED);
+  auto wrong = control::ControllerClient(controller_as(address, std::string(64, '0'))).list_channels();
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, control::idl::ErrorCode::UNAUTHENTICATED);
+
+  control::ControllerClient admin(controller_as(address, token));
+  control::idl::ChannelConfig cfg;
+  cfg.name = "secure.feed";
+  cfg.partitions = 1;
+  cfg.replication = 2;  // both brokers registered, with the token
+  cfg.segment_bytes = 1 << 20;
+  cfg.ttl_ms = 600000;
+  auto ch = admin.create_channel(cfg);
+  ASSERT_TRUE(ch.ok()) << ch.error().describe();
+  broker::ControllerRoutes routes(controller_as(address, token), "secure-client");
+  ASSERT_EQ(publish_one(routes, "secure.feed", "s-0").status, PublishStatus::ok);
+  const auto [got, notice] = read_all(routes, "secure.feed", 1, 10s);
+  EXPECT_EQ(notice, chain::wire::Status::ok);
+  EXPECT_EQ(got, std::vector<std::string>{"s-0"});
+
+  // A second start writes a new token: the old one is refused.
+  cluster.stop();
+  LocalCluster again(o);
+  ASSERT_TRUE(again.start(&err)) << err;
+  EXPECT_NE(again.admin_token(), token);
+  auto old = control::ControllerClient(controller_as(again.controller_address(), token)).list_channels();
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.error().code, control::idl::ErrorCode::UNAUTHENTICATED);
 }
 
 }  // namespace

@@ -273,6 +273,7 @@ bool LocalCluster::start_controller(std::size_t i, std::string* error) {
   } else {
     args.insert(args.end(), {"--data-dir", opts_.dir + "/controller-data"});
   }
+  if (opts_.secure) args.insert(args.end(), {"--admin-token-file", admin_token_file()});
   if (opts_.group_session_timeout_ms > 0) {
     args.insert(args.end(),
                 {"--group-session-timeout-ms", std::to_string(opts_.group_session_timeout_ms),
@@ -338,6 +339,7 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
     }
   }
   if (!opts_.keep_root.empty()) args.insert(args.end(), {"--keep-dir", opts_.keep_root + "/" + n.name});
+  if (opts_.secure) args.insert(args.end(), {"--controller-token-file", admin_token_file()});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {
@@ -368,6 +370,39 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   return false;
 }
 
+std::string LocalCluster::admin_token_file() const {
+  return opts_.dir + "/admin.token";
+}
+
+bool LocalCluster::write_admin_token(std::string* error) {
+  unsigned char bytes[32];
+  const int rnd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  const bool got = rnd >= 0 && ::read(rnd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+  if (rnd >= 0) ::close(rnd);
+  if (!got) {
+    *error = "no random bytes for the admin token (/dev/urandom)";
+    return false;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token.push_back(kHex[b >> 4]);
+    token.push_back(kHex[b & 15]);
+  }
+  const std::string path = admin_token_file();
+  fs::remove(path);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const std::string line = token + "\n";
+  const bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (fd >= 0) ::close(fd);
+  if (!written) {
+    *error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  admin_token_ = std::move(token);
+  return true;
+}
+
 bool LocalCluster::start(std::string* error) {
   // Brokers keep segments in memory: a new cluster starts with new metadata
   // too (a controller restart, below, keeps it).
@@ -378,6 +413,7 @@ bool LocalCluster::start(std::string* error) {
   // Kept memory is a node's copy of this cluster's chains: never another's.
   if (!opts_.keep_root.empty()) fs::remove_all(opts_.keep_root, ec);
   fs::create_directories(opts_.dir);
+  if (opts_.secure && !write_admin_token(error)) return false;
   if (const std::string bad = check_zookeeper_servers(opts_.zookeeper_servers); !bad.empty()) {
     *error = bad;
     return false;
@@ -520,6 +556,20 @@ void LocalCluster::write_state() const {
   for (const auto& z : zookeepers_) out << z.pid << ' ';
   out << "\n";
   if (!opts_.keep_root.empty()) out << "KEEP=" << opts_.keep_root << "\n";
+  if (opts_.secure) out << "TOKEN_FILE=" << fs::absolute(admin_token_file()).string() << "\n";
+}
+
+std::string recorded_admin_token(const std::string& dir) {
+  std::ifstream in(dir + "/cluster.env");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("TOKEN_FILE=", 0) != 0) continue;
+    std::ifstream token_in(line.substr(11));
+    std::string token;
+    token_in >> token;
+    return token;
+  }
+  return {};
 }
 
 int stop_recorded_cluster(const std::string& dir) {

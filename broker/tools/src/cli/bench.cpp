@@ -166,6 +166,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--pin", o.pin, "none, spread (chain neighbours on different cores) or split (client alone)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
+  app.add_flag("--secure", o.secure,
+               "its own cluster requires an admin token, as `cluster up --secure` (the measured publish and "
+               "subscribe paths authenticate once per connection)");
   app.add_flag("--no-floor", o.no_floor, "skip the floor measurement");
   app.add_flag("--no-throughput", o.no_throughput, "latency rows only");
   app.add_flag(
@@ -317,6 +320,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
     copts.provider = c.provider;
     copts.dir = o.dir;
     copts.quiet = true;
+    copts.secure = o.secure;
     cluster = std::make_unique<LocalCluster>(copts);
     std::string err;
     if (!cluster->start(&err)) {
@@ -327,6 +331,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
   }
   control::ControllerClient::Options co;
   co.address = controller;
+  co.token = cluster ? cluster->admin_token() : c.token_value();
   control::ControllerClient admin(co);
   const std::string tag =
       "bench-" + std::to_string(getpid()) + "-" + std::to_string(catena::wall_clock_ns() % 100000);

@@ -137,6 +137,9 @@ void add_chaos_options(CLI::App& app, ChaosOptions& o) {
                  "process then uses soft:tcp)")
       ->capture_default_str()
       ->check(CLI::IsMember({"broker", "controller", "none"}));
+  app.add_flag("--secure", o.secure,
+               "the cluster requires an admin token (as `cluster up --secure`): every client, broker and "
+               "restarted controller authenticates through the faults");
   app.add_flag("--json", o.json,
                "one JSON line: faults by kind, acked, lost, duplicated, misplaced, reordered, "
                "indeterminate");
@@ -152,6 +155,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   co.heartbeat_timeout_ms = o.timeout_ms;
   co.heartbeat_interval_ms = std::max(10, o.timeout_ms / 6);
   co.quiet = true;
+  co.secure = o.secure;
   // The process a cut isolates runs in a network namespace joined to the
   // host by a veth pair; everything talks TCP (shared memory would cross
   // the namespace untouched).
@@ -181,6 +185,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
   }
   control::ControllerClient::Options cco;
   cco.address = cluster.controller_address();
+  cco.token = cluster.admin_token();
   control::ControllerClient admin(cco);
   control::idl::ChannelConfig cfg;
   cfg.name = kChaosChannel;

@@ -106,6 +106,11 @@ std::string Common::controller_address() const {
 std::string Common::token_value() const {
   if (!token.empty()) return token;
   if (const char* env = std::getenv("CATENA_TOKEN"); env && *env) return env;
+  // The local cluster's, with its address (`catena cluster up --secure`).
+  const char* env_controller = std::getenv("CATENA_CONTROLLER");
+  if (controller.empty() && (env_controller == nullptr || *env_controller == '\0')) {
+    return recorded_admin_token("catena-cluster");
+  }
   return {};
 }
 
@@ -158,6 +163,11 @@ int cluster_up(ClusterOptions opts, bool detach) {
                 n.fabric_addr.c_str());
   }
   std::printf("export CATENA_CONTROLLER=%s\n", cluster.controller_address().c_str());
+  if (opts.secure) {
+    std::error_code ec;
+    std::printf("export CATENA_TOKEN=$(cat %s)   # the admin token\n",
+                std::filesystem::absolute(opts.dir + "/admin.token", ec).c_str());
+  }
   std::fflush(stdout);
   if (detach) {
     cluster.detach();

@@ -75,6 +75,7 @@ struct BenchOptions {
   int log_slots = 8;
   std::string pin = "spread";
   bool json = false;
+  bool secure = false;  // its own cluster closed with an admin token (LocalCluster::secure)
   bool no_floor = false;
   bool no_throughput = false;
   bool failover = false;
@@ -107,6 +108,7 @@ struct ChaosOptions {
   int timeout_ms = 300;
   std::string dir = "catena-chaos";
   bool json = false;
+  bool secure = false;  // its own cluster closed with an admin token (LocalCluster::secure)
   // What a network cut isolates: "broker" (the last broker runs in its own
   // network namespace), "controller", or "none". Cuts need root and
   // iproute2, and every process on soft:tcp.

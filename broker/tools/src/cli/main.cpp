@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
           },
           "1|3|5|7|9"));
   up->add_flag("--detach", detach, "leave the cluster running and return");
+  up->add_flag("--secure", copts.secure,
+               "a closed cluster: a new admin token in <dir>/admin.token (mode 0600) that the controllers "
+               "require and the brokers use; the CLI run beside it finds it (see \"Tenants\")");
   bool no_keep = false;
   up->add_flag("--no-keep-memory", no_keep,
                "brokers keep no segments across a restart (default with the soft provider: kept in "

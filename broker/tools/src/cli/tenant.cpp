@@ -107,13 +107,14 @@ int tenant_list(const Common& c) {
     std::string zones;
     for (const auto& z : t.quotas.zones) zones += (zones.empty() ? "" : ",") + z;
     const auto mib = [](std::int64_t bytes) { return bytes < 0 ? bytes : bytes >> 20; };
-    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %9lld / %-9s  %10s  %8s/s  %s\n",
+    const std::string rate =
+        t.quotas.max_publish_bytes_per_sec < 0 ? "-" : size_limit(t.quotas.max_publish_bytes_per_sec) + "/s";
+    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %9lld / %-9s  %10s  %10s  %s\n",
                 t.name.c_str(), static_cast<long long>(t.channels), limit(t.quotas.max_channels).c_str(),
                 static_cast<long long>(t.partitions), limit(t.quotas.max_partitions).c_str(),
                 static_cast<long long>(t.groups), limit(t.quotas.max_groups).c_str(),
                 static_cast<long long>(mib(t.segment_bytes)), limit(mib(t.quotas.max_segment_bytes)).c_str(),
-                size_limit(t.quotas.max_publisher_ring_bytes).c_str(),
-                size_limit(t.quotas.max_publish_bytes_per_sec).c_str(),
+                size_limit(t.quotas.max_publisher_ring_bytes).c_str(), rate.c_str(),
                 zones.empty() ? "any" : zones.c_str());
   }
   return 0;

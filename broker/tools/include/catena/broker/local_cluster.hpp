@@ -71,6 +71,11 @@ struct ClusterOptions {
   // says otherwise). Removed when the cluster stops (not when detached).
   // Empty: none.
   std::string keep_root;
+  // A closed cluster (README "Tenants"): start() writes a new admin token
+  // to <dir>/admin.token (mode 0600), the controllers require it
+  // (--admin-token-file), the brokers use it (--controller-token-file) and
+  // cluster.env names the file (TOKEN_FILE=), where the CLI finds it.
+  bool secure = false;
   bool quiet = false;
   // Per broker, by index (the i of "node-<i>", spares included); brokers
   // without an entry run directly, on `host`.
@@ -106,6 +111,9 @@ class LocalCluster {
   [[nodiscard]] std::string controller_address(std::size_t i) const EXCLUDES(mu_);
   [[nodiscard]] std::size_t controller_count() const { return static_cast<std::size_t>(opts_.controllers); }
   [[nodiscard]] const std::vector<NodeProcess>& nodes() const { return nodes_; }
+  // The admin token of a secure cluster (empty otherwise): what its
+  // ControllerClients pass (Options::token).
+  [[nodiscard]] const std::string& admin_token() const { return admin_token_; }
   // The (first) controller's pid.
   [[nodiscard]] pid_t controller_pid(std::size_t i = 0) const EXCLUDES(mu_);
   // Sends `sig` to controller i; with SIGKILL, reaps it.
@@ -154,6 +162,8 @@ class LocalCluster {
   void detach() { detached_ = true; }
   // Writes pids and addresses to <dir>/cluster.env (for `catena cluster down`).
   void write_state() const EXCLUDES(mu_);
+  [[nodiscard]] std::string admin_token_file() const;
+  bool write_admin_token(std::string* error);
 
  private:
   pid_t spawn(const std::string& name, const std::vector<std::string>& args);
@@ -177,8 +187,12 @@ class LocalCluster {
   std::vector<NodeProcess> zookeepers_ GUARDED_BY(mu_);
   bool zookeeper_quorum_ = false;  // several servers: ensemble members
   bool detached_ = false;
+  std::string admin_token_;  // secure: set by start() before any process
 };
 
+// The admin token of the secure cluster recorded in <dir>/cluster.env
+// (its TOKEN_FILE), or empty.
+std::string recorded_admin_token(const std::string& dir);
 // Kills the processes recorded in <dir>/cluster.env. Returns how many.
 int stop_recorded_cluster(const std::string& dir);
 // The directory the running executable lives in.

@@ -19,7 +19,8 @@ void CommitWatchServer::attach(std::unique_ptr<Link> link, const wire::CommitWat
     w.status = wire::Status::not_tail;
   } else if (hello.ref.epoch < gate.epoch) {
     w.status = wire::Status::stale_epoch;
-  } else if (watches_.size() >= gate.max_watchers) {
+  } else if (watches_.size() >= gate.max_watchers ||
+             (gate.tenant_seats != nullptr && gate.tenant_seats->full())) {
     w.status = wire::Status::resource_exhausted;
   } else {
     w.status = wire::Status::ok;
@@ -36,6 +37,7 @@ void CommitWatchServer::attach(std::unique_ptr<Link> link, const wire::CommitWat
   watch->link = std::move(link);
   watch->producer_id = hello.producer_id;
   watch->producer_epoch = hello.producer_epoch;
+  watch->seat = Seat(gate.tenant_seats);
   watches_.push_back(std::move(watch));
 }
 

@@ -39,7 +39,8 @@ void DeliveryServer::attach(std::unique_ptr<Link> link, const wire::SubscriberHe
     w.status = wire::Status::moved;  // served by the partition's next chain
     w.start_offset = gate.range_end;
     w.next = wire::NextChainHint::of(gate.next_epoch, gate.next_head);
-  } else if (sessions_.size() >= gate.max_subscribers) {
+  } else if (sessions_.size() >= gate.max_subscribers ||
+             (gate.tenant_seats != nullptr && gate.tenant_seats->full())) {
     w.status = wire::Status::resource_exhausted;
   } else if (start < log.start_offset()) {
     w.status = wire::Status::position_expired;
@@ -59,6 +60,7 @@ void DeliveryServer::attach(std::unique_ptr<Link> link, const wire::SubscriberHe
   s->writer = FrameRingWriter(hello.ring_bytes, hello.ring_bytes);
   s->next_offset = start;
   s->cursor = log.seek(start);
+  s->seat = Seat(gate.tenant_seats);
   sessions_.push_back(std::move(s));
 }
 

@@ -42,7 +42,8 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
              (!have_producer && producers.size() >= gate.max_producers) ||
              gate.budget->ring_bytes_used + ring_bytes > gate.budget->ring_bytes_limit ||
              (gate.tenant_budget != nullptr &&
-              gate.tenant_budget->ring_bytes_used + ring_bytes > gate.tenant_budget->ring_bytes_limit)) {
+              gate.tenant_budget->ring_bytes_used + ring_bytes > gate.tenant_budget->ring_bytes_limit) ||
+             (gate.tenant_seats != nullptr && gate.tenant_seats->full())) {
     w.status = wire::Status::resource_exhausted;
   } else {
     auto ring = provider.allocate(ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
@@ -57,6 +58,7 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
       session->budget->ring_bytes_used += ring_bytes;
       session->tenant_budget = gate.tenant_budget;
       if (session->tenant_budget != nullptr) session->tenant_budget->ring_bytes_used += ring_bytes;
+      session->seat = Seat(gate.tenant_seats);
       session->producer_id = hello.producer_id;
       session->producer_epoch = hello.producer_epoch;
       session->generation = hello.generation;

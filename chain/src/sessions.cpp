@@ -25,6 +25,7 @@ void Replica::attach_publisher(std::unique_ptr<Link> link, const wire::Publisher
   gate.max_producers = cfg_.limits.max_producers;
   gate.budget = &budget_st();
   gate.tenant_budget = cfg_.tenant_budget;
+  gate.tenant_seats = cfg_.tenant_seats;
   publishes_.attach(provider_, std::move(link), hello, gate, producers_);
 }
 
@@ -38,6 +39,7 @@ void Replica::attach_subscriber(std::unique_ptr<Link> link, const wire::Subscrib
   gate.next_head = next_head_;
   gate.max_subscribers = cfg_.limits.max_subscribers;
   gate.segment_bytes = cfg_.log.segment_bytes;
+  gate.tenant_seats = cfg_.tenant_seats;
   deliveries_.attach(std::move(link), hello, gate, *log_);
 }
 
@@ -49,6 +51,7 @@ void Replica::attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatch
   gate.retired = range_end_ != kOpenRange;
   gate.tail_of_two_or_more = cfg_.is_tail() && cfg_.chain_length >= 2;
   gate.max_watchers = cfg_.limits.max_watchers;
+  gate.tenant_seats = cfg_.tenant_seats;
   watches_.attach(std::move(link), hello, gate, *log_);
 }
 

@@ -429,6 +429,9 @@ struct TenantQuotas {
   // hold the excess back in the publishers' rings: back-pressure for this
   // tenant only). At least 4096 when set.
   7: i64 max_publish_bytes_per_sec = -1,
+  // ... and the client sessions (publishers, subscribers, commit watches)
+  // its clients may hold there at once (beyond it: resource_exhausted).
+  8: i64 max_sessions = -1,
 }
 
 struct TenantInfo {
@@ -644,6 +647,7 @@ struct TenantNodeLimits {
   1: string tenant,
   2: i64 publisher_ring_bytes = -1,
   3: i64 publish_bytes_per_sec = -1,
+  4: i64 sessions = -1,
 }
 
 struct ChainAssignment {

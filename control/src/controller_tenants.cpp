@@ -39,6 +39,10 @@ Result<void> check_quotas(const idl::TenantQuotas& q) {
         "max_segment_bytes {}",
         q.max_channels, q.max_partitions, q.max_groups, q.max_segment_bytes));
   }
+  if (q.max_sessions < -1) {
+    return invalid_argument(fmt::format(
+        "max_sessions must be >= 0 (0: no client session), or -1 for unlimited, got {}", q.max_sessions));
+  }
   if (q.max_publisher_ring_bytes < -1) {
     return invalid_argument(fmt::format(
         "max_publisher_ring_bytes must be >= 0 (0: nobody may publish), or -1 for unlimited, got {}",
@@ -251,6 +255,7 @@ std::optional<idl::TenantNodeLimits> Controller::tenant_limits_locked(const std:
   out.__set_tenant(t->first);
   out.__set_publisher_ring_bytes(t->second.quotas.max_publisher_ring_bytes);
   out.__set_publish_bytes_per_sec(t->second.quotas.max_publish_bytes_per_sec);
+  out.__set_sessions(t->second.quotas.max_sessions);
   return out;
 }
 
@@ -269,10 +274,10 @@ Result<void> Controller::alter_tenant(const std::string& name, const idl::Tenant
   const TenantUse use = tenant_use_locked(name);
   spdlog::info(
       "tenant '{}': quotas now channels {}, partitions {}, groups {}, segment bytes {}, zones [{}], "
-      "per node: publisher rings {} bytes, publish {} bytes/s (in use: {}, {}, {}, {})",
+      "per node: publisher rings {} bytes, publish {} bytes/s, {} sessions (in use: {}, {}, {}, {})",
       name, quotas.max_channels, quotas.max_partitions, quotas.max_groups, quotas.max_segment_bytes,
       fmt::join(quotas.zones, ", "), quotas.max_publisher_ring_bytes, quotas.max_publish_bytes_per_sec,
-      use.channels, use.partitions, use.groups, use.segment_bytes);
+      quotas.max_sessions, use.channels, use.partitions, use.groups, use.segment_bytes);
   return {};
 }
 

@@ -468,5 +468,24 @@ TEST_F(PublishTest, ATenantsPublishRateHoldsFramesInTheRingUntilTimeAllowsThem) 
   EXPECT_EQ(log.end_offset(), 150u);
 }
 
+// A tenant's sessions on the node: beyond its seats a hello is refused
+// while the replica itself has room; a seat comes back when its session
+// ends.
+TEST_F(PublishTest, ATenantsSessionSeatsRefuseItsNextPublisher) {
+  SessionSeats seats{1, 0};
+  gate.tenant_seats = &seats;
+  PublishClient first = make_client();
+  ASSERT_EQ(open(first).status, wire::Status::ok);
+  EXPECT_EQ(seats.used, 1u);
+  PublishClient second = make_client();
+  EXPECT_EQ(open(second, 2).status, wire::Status::resource_exhausted);
+  EXPECT_EQ(server.size(), 1u);
+  server.drop_all();
+  EXPECT_EQ(seats.used, 0u);
+  PublishClient third = make_client();
+  EXPECT_EQ(open(third, 3).status, wire::Status::ok);
+  EXPECT_EQ(seats.used, 1u);
+}
+
 }  // namespace
 }  // namespace catena::chain

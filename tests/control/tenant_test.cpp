@@ -437,6 +437,9 @@ TEST_F(TenantTest, PerNodeLimitsGoWithEveryAssignmentAndAnAlterSendsThemAgain) {
   q.__set_max_publisher_ring_bytes(-2);
   EXPECT_EQ(tenant_code_of(admin_->create_tenant("A", q)), idl::ErrorCode::INVALID_ARGUMENT);
   q.__set_max_publisher_ring_bytes(8 << 20);
+  q.__set_max_sessions(-3);
+  EXPECT_EQ(tenant_code_of(admin_->create_tenant("A", q)), idl::ErrorCode::INVALID_ARGUMENT);
+  q.__set_max_sessions(12);
   const std::string token = create_tenant("A", q);
   ASSERT_TRUE(client(token)->create_channel(channel_config("A.rated", 1, 1)).ok());
   ASSERT_TRUE(admin_->create_channel(channel_config("open", 1, 1)).ok());
@@ -444,7 +447,8 @@ TEST_F(TenantTest, PerNodeLimitsGoWithEveryAssignmentAndAnAlterSendsThemAgain) {
     return testing::eventually([&] {
       for (const auto& call : broker_->configure_calls()) {
         if (call.route.channel == channel && call.__isset.tenant && call.tenant.tenant == "A" &&
-            call.tenant.publisher_ring_bytes == rings && call.tenant.publish_bytes_per_sec == rate) {
+            call.tenant.publisher_ring_bytes == rings && call.tenant.publish_bytes_per_sec == rate &&
+            call.tenant.sessions == 12) {
           return true;
         }
       }

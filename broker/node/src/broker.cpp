@@ -74,9 +74,9 @@ void Broker::set_access_secret(const std::string& channel, std::uint32_t partiti
 }
 
 void Broker::set_tenant_limits(const std::string& tenant, std::uint64_t publisher_ring_bytes,
-                               std::uint64_t publish_bytes_per_sec) {
-  impl_->run_on_agent([this, tenant, publisher_ring_bytes, publish_bytes_per_sec] {
-    impl_->set_tenant_limits_st(tenant, publisher_ring_bytes, publish_bytes_per_sec);
+                               std::uint64_t publish_bytes_per_sec, std::uint32_t sessions) {
+  impl_->run_on_agent([this, tenant, publisher_ring_bytes, publish_bytes_per_sec, sessions] {
+    impl_->set_tenant_limits_st(tenant, publisher_ring_bytes, publish_bytes_per_sec, sessions);
     return ConfigureResult{ConfigureStatus::applied, 0, ""};
   });
 }

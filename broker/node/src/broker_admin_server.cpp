@@ -164,8 +164,11 @@ class BrokerAdminServer::Handler final : public idl::BrokerAdminIf {
       // Per node, shared by the tenant's partitions here; -1: unlimited.
       const std::int64_t rings = a.tenant.publisher_ring_bytes;
       const std::int64_t rate = a.tenant.publish_bytes_per_sec;
-      broker_.set_tenant_limits(a.tenant.tenant, rings < 0 ? ~0ull : static_cast<std::uint64_t>(rings),
-                                rate <= 0 ? 0 : static_cast<std::uint64_t>(rate));
+      const std::int64_t sessions = a.tenant.sessions;
+      broker_.set_tenant_limits(
+          a.tenant.tenant, rings < 0 ? ~0ull : static_cast<std::uint64_t>(rings),
+          rate <= 0 ? 0 : static_cast<std::uint64_t>(rate),
+          sessions < 0 || sessions >= std::int64_t{~0u} ? ~0u : static_cast<std::uint32_t>(sessions));
     }
     if (a.__isset.access_secret) {
       // Before anything else: a rotated secret closes what the old one opened.

@@ -226,6 +226,7 @@ class Broker::Impl {
       TenantShare& t = tenants_[cfg.tenant];
       cfg.tenant_budget = &t.rings;
       cfg.tenant_rate = &t.rate;
+      cfg.tenant_seats = &t.seats;
     }
     if (auto r = chain::check_replica_config(cfg); !r)
       return {ConfigureStatus::invalid, 0, r.error().message};
@@ -376,9 +377,10 @@ class Broker::Impl {
   }
 
   void set_tenant_limits_st(const std::string& tenant, std::uint64_t publisher_ring_bytes,
-                            std::uint64_t publish_bytes_per_sec) {
+                            std::uint64_t publish_bytes_per_sec, std::uint32_t sessions) {
     CATENA_ST_CHECK(data_plane_);
     TenantShare& t = tenants_[tenant];
+    t.seats.limit = sessions;
     t.rings.ring_bytes_limit = publisher_ring_bytes;
     if (t.rate.bytes_per_sec() != publish_bytes_per_sec) t.rate.set_rate(publish_bytes_per_sec);
   }
@@ -712,6 +714,7 @@ class Broker::Impl {
   struct TenantShare {
     chain::SessionBudget rings{~0ull, 0};
     chain::RateBudget rate;
+    chain::SessionSeats seats;
   };
   std::map<std::string, TenantShare> tenants_;
   std::map<Key, std::unique_ptr<chain::Replica>> replicas_;

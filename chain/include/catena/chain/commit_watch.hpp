@@ -45,6 +45,7 @@
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/publish.hpp>
+#include <catena/chain/tenant_share.hpp>
 #include <catena/chain/wire.hpp>
 
 namespace catena::chain {
@@ -86,6 +87,7 @@ struct WatchGate {
   bool retired = false;              // it keeps a sealed range only (partition handoff)
   bool tail_of_two_or_more = false;  // the tail of a chain of two or more
   std::uint32_t max_watchers = 256;
+  SessionSeats* tenant_seats = nullptr;  // the tenant's sessions on this broker; nullptr: none
 };
 
 class CommitWatchServer {
@@ -120,6 +122,7 @@ class CommitWatchServer {
     std::uint32_t count = 0;
     std::uint64_t first_offset = 0;
     bool closed = false;
+    Seat seat;  // one of its tenant's sessions here
   };
   Watch* watch_of(std::uint64_t producer_id, std::uint64_t producer_epoch);
   int flush(Watch& w, std::uint64_t epoch);

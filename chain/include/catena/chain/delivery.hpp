@@ -52,6 +52,7 @@
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/scratch_ring.hpp>
+#include <catena/chain/tenant_share.hpp>
 #include <catena/chain/wire.hpp>
 
 namespace catena::chain {
@@ -123,7 +124,8 @@ struct DeliveryGate {
   std::uint64_t next_epoch = 0;
   std::string_view next_head;
   std::uint32_t max_subscribers = 256;
-  std::uint32_t segment_bytes = 0;  // a subscriber's ring holds at least one segment's frame
+  std::uint32_t segment_bytes = 0;       // a subscriber's ring holds at least one segment's frame
+  SessionSeats* tenant_seats = nullptr;  // the tenant's sessions on this broker; nullptr: none
 };
 
 // Where delivered bytes come from: the log, its slots' registered regions
@@ -168,6 +170,7 @@ class DeliveryServer {
     bool notified_expired = false;
     bool notified_moved = false;
     bool closed = false;
+    Seat seat;  // one of its tenant's sessions here
   };
   int deliver(Session& s, const DeliverySource& src);
 

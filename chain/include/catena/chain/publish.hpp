@@ -77,6 +77,7 @@
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
+#include <catena/chain/tenant_share.hpp>
 #include <catena/chain/wire.hpp>
 
 namespace catena::chain {
@@ -165,61 +166,6 @@ struct SessionBudget {
   std::uint64_t ring_bytes_used = 0;
 };
 
-// What one tenant's publishers may append on one broker per second
-// (TenantQuotas.max_publish_bytes_per_sec: per node, as Kafka's produce
-// quotas are per broker), shared by the heads of all its partitions there.
-// A token bucket holding a tenth of a second: the head takes a frame's
-// bytes before it stages it, and while the bucket is empty (a large frame
-// may take it below zero, repaid before the next) the frames wait in their
-// publishers' rings: back-pressure for that tenant alone. Data-plane
-// thread only; no lock, no system call (the replica's tick clock).
-struct RateBudget {
-  static constexpr auto kMaxBytesPerSec = static_cast<std::uint64_t>(limits::kMaxPublishBytesPerSec);
-
-  // 0: unlimited. Keeps what the bucket holds, up to the new burst.
-  void set_rate(std::uint64_t bytes_per_sec) {
-    bytes_per_sec_ = bytes_per_sec > kMaxBytesPerSec ? 0 : bytes_per_sec;
-    burst_ = std::max(static_cast<std::int64_t>(bytes_per_sec_ / 10), limits::kMinPublishBytesPerSec);
-    tokens_ = std::min(tokens_, burst_);
-  }
-  [[nodiscard]] std::uint64_t bytes_per_sec() const { return bytes_per_sec_; }
-  // Whether a frame of `bytes` may be appended now; if so, they are taken.
-  bool take(std::uint64_t bytes, std::uint64_t now_ns) {
-    if (bytes_per_sec_ == 0) return true;
-    refill(now_ns);
-    if (tokens_ <= 0) {
-      ++waits_;
-      return false;
-    }
-    tokens_ -= static_cast<std::int64_t>(std::min<std::uint64_t>(bytes, std::uint64_t{1} << 62));
-    return true;
-  }
-  // Times a frame found the bucket empty (for stats).
-  [[nodiscard]] std::uint64_t waits() const { return waits_; }
-
- private:
-  void refill(std::uint64_t now_ns) {
-    if (now_ns <= refilled_ns_) return;
-    const std::uint64_t elapsed = now_ns - refilled_ns_;
-    if (elapsed >= 1'000'000'000) {
-      tokens_ = burst_;
-      refilled_ns_ = now_ns;
-      return;
-    }
-    // elapsed < 1e9 and the rate <= 1e10: the product fits 64 bits.
-    const auto add = static_cast<std::int64_t>(elapsed * bytes_per_sec_ / 1'000'000'000);
-    if (add == 0) return;  // the fraction is counted at the next refill
-    tokens_ = std::min(burst_, tokens_ + add);
-    refilled_ns_ = now_ns;
-  }
-
-  std::uint64_t bytes_per_sec_ = 0;
-  std::int64_t burst_ = 4096;
-  std::int64_t tokens_ = 4096;
-  std::uint64_t refilled_ns_ = 0;
-  std::uint64_t waits_ = 0;
-};
-
 // What the replica says about itself when a publisher says hello.
 struct PublishGate {
   bool authorized = true;  // the hello carries the partition's access secret
@@ -240,6 +186,7 @@ struct PublishGate {
   // The partition's tenant's share of it on this broker (TenantQuotas.
   // max_publisher_ring_bytes), charged too; nullptr: no tenant limit.
   SessionBudget* tenant_budget = nullptr;
+  SessionSeats* tenant_seats = nullptr;  // the tenant's sessions on this broker; nullptr: none
 };
 
 // What the head's half appends to: the log and the producers' idempotence
@@ -309,6 +256,7 @@ class PublishServer {
     bool closed = false;
     SessionBudget* budget = nullptr;         // charged the ring's bytes while this session lives
     SessionBudget* tenant_budget = nullptr;  // and its tenant's share, if it has one
+    Seat seat;                               // one of its tenant's sessions here
 
     Session() = default;
     Session(const Session&) = delete;

@@ -121,6 +121,7 @@ struct ReplicaConfig {
   // rate (RateBudget), set when the replica is created.
   SessionBudget* tenant_budget = nullptr;
   RateBudget* tenant_rate = nullptr;
+  SessionSeats* tenant_seats = nullptr;  // its client sessions, every partition's, on this broker
   // Non-empty: the slots are kept memory under this name (kept_replica.hpp),
   // and what a crashed process left there is recovered (PartitionLog::
   // recover_st) if it is this partition's, of this lineage, with this

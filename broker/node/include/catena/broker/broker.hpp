@@ -163,11 +163,12 @@ class Broker {
                          const chain::wire::AccessSecret& secret);
   // A tenant's limits on this node (ChainAssignment.tenant), shared by the
   // replicas of its partitions here: the publisher ring memory its sessions
-  // may pin (~0: unlimited) and the bytes per second its publishers may
-  // append (0: unlimited). Replicas created from then on with that tenant use them, and
+  // may pin (~0: unlimited), the bytes per second its publishers may
+  // append (0: unlimited) and the client sessions it may hold (~0u:
+  // unlimited). Replicas created from then on with that tenant use them, and
   // new values apply to the ones already there.
   void set_tenant_limits(const std::string& tenant, std::uint64_t publisher_ring_bytes,
-                         std::uint64_t publish_bytes_per_sec);
+                         std::uint64_t publish_bytes_per_sec, std::uint32_t sessions);
   // Drops the retired ranges of a partition whose epochs `keep` does not list.
   void drop_retired(const std::string& channel, std::uint32_t partition, std::vector<std::uint64_t> keep);
   // Drops this node's replica of a partition if its epoch is <= `epoch`.

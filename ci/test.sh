@@ -6,7 +6,8 @@
 #      the broker tests and `catena cluster demo` on verbs:rxe0 (the GCC
 #      build's binaries); boot two such VMs joined by a virtual wire and
 #      run a chain across it; boot one on a host tap and run the dpdk
-#      provider against its rdma_rxe,
+#      provider against its rdma_rxe and against the verbs provider's oob
+#      mode, and a chain mixing dpdk and verbs oob nodes,
 #   4. build with Clang, ASan+UBSan and run every test with ctest; build
 #      with Clang (-Wthread-safety -Werror) and ThreadSanitizer and run
 #      every test again; run clang-tidy's bug-finding checks over the GCC
@@ -116,8 +117,14 @@ if [ -x ci/vm/run-in-vm.sh ]; then
            catena cluster down --dir up && [ "$(sort -u sub.txt | wc -l)" -eq 300 ]'
   # The dpdk provider (RoCEv2 on DPDK) on the host side of a tap against
   # the kernel's rdma_rxe in the VM: WRITE, WRITE WITH IMMEDIATE, READ,
-  # SEND, RNR and a bad key in both directions (~10 s).
+  # SEND, RNR and a bad key in both directions; then the dpdk provider
+  # against the verbs provider's oob mode (verbs:rxe0,oob), each side
+  # listening once (~20 s).
   stage "dpdk against rdma_rxe (VM on a tap)" ci/vm/dpdk-interop.sh build
+  # A chain mixing providers: a dpdk catenad on the host tap, two
+  # verbs:rxe0,oob catenads in the VM, replication 3, every record once
+  # and in order (~40 s).
+  stage "chain mixing dpdk and verbs oob (VM on a tap)" ci/vm/mixed-chain.sh build
   # Inside one VM rdma_rxe delivers its own traffic internally; here two VMs
   # joined by a virtual wire carry a chain's links over it (eth1's counters
   # must move): plain, with 2% of the frames dropped, and with the peer VM

@@ -1,4 +1,8 @@
-// Two providers that speak the out-of-band handshake (the dpdk provider and
+// OobHandshake.*: what a provider that speaks the out-of-band handshake
+// (dpdk:*, verbs:<dev>,oob) does with a peer that speaks it wrong; run by
+// the conformance suite's ctest specs and in the VM on verbs:rxe0,oob.
+//
+// OobInterop.Peer: two providers that speak the out-of-band handshake (the dpdk provider and
 // "verbs:<dev>,oob") against each other, one process each: run by
 // ci/vm/dpdk-interop.sh with the dpdk provider on the host's tap and the
 // verbs provider on rdma_rxe in the VM, once with each side listening.
@@ -10,11 +14,18 @@
 // region; READs 2500 bytes the peer filled; checks what the peer wrote;
 // SENDs "done" and waits for the peer's. Then the dialer disconnects and
 // the listener must see the disconnect through the handshake's TCP link.
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <string>
+#include <sys/socket.h>
 #include <thread>
 
 #include <catena/fabric/fabric.hpp>
@@ -23,6 +34,106 @@
 
 namespace catena::fabric::test {
 namespace {
+
+// The providers that connect with the out-of-band handshake.
+bool speaks_oob(const std::string& spec) {
+  return spec.starts_with("dpdk:") || spec.ends_with(",oob");
+}
+
+// "a.b.c.d:port" -> sockaddr_in (IPv4 only: the handshake tests need no more).
+sockaddr_in ipv4(const std::string& addr) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  const auto colon = addr.rfind(':');
+  sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1))));
+  inet_pton(AF_INET, addr.substr(0, colon).c_str(), &sa.sin_addr);
+  return sa;
+}
+
+// A 48-byte Hello with the wrong magic.
+std::array<char, 48> garbage() {
+  std::array<char, 48> g{};
+  g.fill('x');
+  return g;
+}
+
+TEST(OobHandshake, ListenerSkipsAGarbageHelloAndStaysUsable) {
+  if (!speaks_oob(provider_spec())) GTEST_SKIP() << "not an out-of-band provider: " << provider_spec();
+  auto p = Provider::open(provider_spec());
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  auto l = p.value()->listen(listen_address());
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  const sockaddr_in sa = ipv4(l.value()->address());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa), 0);
+  const auto g = garbage();
+  ASSERT_EQ(::write(fd, g.data(), g.size()), static_cast<ssize_t>(g.size()));
+  // The garbage peer is dropped (its socket closed); accept waits on and times out.
+  const auto start = std::chrono::steady_clock::now();
+  auto a = l.value()->accept(1000ms);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.code(), Errc::timeout) << a.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  char byte = 0;
+  EXPECT_EQ(::read(fd, &byte, 1), 0) << "the listener kept a peer that sent garbage";
+  ::close(fd);
+  // A real peer is accepted afterwards.
+  const std::string addr = l.value()->address();
+  auto fut = std::async(std::launch::async, [&] { return p.value()->connect(addr, {}, 10s); });
+  auto accepted = l.value()->accept(10s);
+  auto connected = fut.get();
+  ASSERT_TRUE(accepted.ok()) << accepted.error().message;
+  ASSERT_TRUE(connected.ok()) << connected.error().message;
+  EXPECT_EQ(connected.value()->state(), EndpointState::connected);
+}
+
+TEST(OobHandshake, DialerGetsAClearErrorForABadOrMissingReply) {
+  if (!speaks_oob(provider_spec())) GTEST_SKIP() << "not an out-of-band provider: " << provider_spec();
+  auto p = Provider::open(provider_spec());
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  // A plain TCP server on a free port of the test address.
+  const int srv = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = ipv4(listen_address() + ":0");
+  ASSERT_EQ(::bind(srv, reinterpret_cast<const sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(::listen(srv, 4), 0);
+  socklen_t len = sizeof sa;
+  ASSERT_EQ(::getsockname(srv, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+  const std::string addr = std::string(ip) + ":" + std::to_string(ntohs(sa.sin_port));
+  // Each round: read the dialer's Hello, then answer garbage / hang up / say nothing.
+  auto serve = [&](int mode) {
+    return std::async(std::launch::async, [&, mode] {
+      const int c = ::accept(srv, nullptr, nullptr);
+      std::array<char, 48> hello{};
+      std::size_t got = 0;
+      while (got < hello.size()) {
+        const ssize_t n = ::read(c, hello.data() + got, hello.size() - got);
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+      }
+      if (mode == 0) {
+        const auto g = garbage();
+        (void)!::write(c, g.data(), g.size());
+      }
+      if (mode == 2) std::this_thread::sleep_for(1500ms);
+      ::close(c);
+      return got;
+    });
+  };
+  const Errc want[] = {Errc::io_error, Errc::refused, Errc::timeout};
+  for (int mode = 0; mode < 3; ++mode) {
+    auto server = serve(mode);
+    const auto start = std::chrono::steady_clock::now();
+    auto ep = p.value()->connect(addr, {}, 800ms);
+    ASSERT_FALSE(ep.ok()) << "round " << mode;
+    EXPECT_EQ(ep.code(), want[mode]) << "round " << mode << ": " << ep.error().message;
+    EXPECT_FALSE(ep.error().message.empty());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s) << "round " << mode;
+    EXPECT_EQ(server.get(), 48u) << "round " << mode << ": the dialer did not send its Hello";
+  }
+  ::close(srv);
+}
 
 TEST(OobInterop, Peer) {
   const char* spec = std::getenv("CATENA_OOB_INTEROP_SPEC");

@@ -119,7 +119,7 @@ if [ -x ci/vm/run-in-vm.sh ]; then
   # the kernel's rdma_rxe in the VM: WRITE, WRITE WITH IMMEDIATE, READ,
   # SEND, RNR and a bad key in both directions; then the dpdk provider
   # against the verbs provider's oob mode (verbs:rxe0,oob), each side
-  # listening once (~20 s).
+  # listening once (~15 s).
   stage "dpdk against rdma_rxe (VM on a tap)" ci/vm/dpdk-interop.sh build
   # A chain mixing providers: a dpdk catenad on the host tap, two
   # verbs:rxe0,oob catenads in the VM, replication 3, every record once

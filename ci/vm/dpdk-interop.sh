@@ -10,7 +10,7 @@
 # One VM: its eth1 (10.9.0.1, rxe0 on it) is a tap on the host. On the host
 # side of that tap the dpdk provider runs on a net_af_packet port as
 # 10.9.0.2, and the kernel holds 10.9.0.3 for the TCP handshake. Needs root
-# (the tap) and a build with DPDK. About 30 s.
+# (the tap) and a build with DPDK. About 15 s.
 #
 # Usage: ci/vm/dpdk-interop.sh [BUILD_DIR]
 set -euo pipefail

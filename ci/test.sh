@@ -97,7 +97,8 @@ trap 'pkill -TERM -P "$background_pid" 2>/dev/null || true' EXIT
 
 if [ -x ci/vm/run-in-vm.sh ]; then
   # The same fabric conformance suite and the same 3-broker chain test as on
-  # the host, against the verbs provider on a real rdma_rxe device; catenad's
+  # the host, against the verbs provider on a real rdma_rxe device (the suite
+  # twice: rdma_cm, then the oob mode, verbs:rxe0,oob); catenad's
   # listen-address check on a real device; catena-perf against the device's
   # own floor (perftest's ib_write_lat, in the same run); then the main job as a user runs
   # it on RDMA, plain and with a broker killed, and `cluster up` serving
@@ -106,7 +107,8 @@ if [ -x ci/vm/run-in-vm.sh ]; then
     --bin build/bin/catena-fabric-conformance --bin build/bin/catena-broker-test \
     --bin build/bin/catena-catenad-test --bin build/bin/catena --bin build/bin/catenad \
     --bin build/bin/catena-controller --bin build/bin/catena-perf --bin /usr/bin/ib_write_lat -- \
-    sh -c '/bin/catena-fabric-conformance && /bin/catena-broker-test && /bin/catena-catenad-test &&
+    sh -c '/bin/catena-fabric-conformance && CATENA_PROVIDER=verbs:rxe0,oob /bin/catena-fabric-conformance &&
+           /bin/catena-broker-test && /bin/catena-catenad-test &&
            catena-perf --provider verbs:rxe0 --ib-gid-index 1 --iters 2000 --bw-sizes 4096 --bw-seconds 0.2 --json |
              grep "\"floor\":\"ib_write_lat\",\"floor_p50_ns\":[1-9]" &&
            catena --provider verbs:rxe0 cluster demo --records 2000 &&

@@ -1,6 +1,8 @@
 #include "oob_handshake.hpp"
 
+#include <cerrno>
 #include <string>
+#include <sys/socket.h>
 
 #include "soft/net.hpp"
 
@@ -48,6 +50,14 @@ Result<Hello> read_request(int fd, Clock::time_point deadline) {
     return make_error(Errc::io_error, "bad handshake from a peer");
   }
   return peer;
+}
+
+bool dialer_gone(int fd) noexcept {
+  // Nothing but the Hello is sent before the answer: a readable byte-less
+  // socket is the dialer's end of stream.
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 Result<void> reply(int fd, const Hello& mine, Clock::time_point deadline) {

@@ -58,6 +58,9 @@ Result<Hello> dial(int fd, const Hello& mine, Clock::time_point deadline, std::s
 // Listening side: reads the dialer's Hello. Errc::io_error if it sent
 // garbage or hung up (the listener then waits for the next peer).
 Result<Hello> read_request(int fd, Clock::time_point deadline);
+// Listening side: true if the dialer has already closed its end (it gave
+// up, e.g. its timeout passed while the connection waited in the backlog).
+[[nodiscard]] bool dialer_gone(int fd) noexcept;
 // Listening side: answers with `mine`, or refuses with `why`.
 Result<void> reply(int fd, const Hello& mine, Clock::time_point deadline);
 void refuse(int fd, Errc why, Clock::time_point deadline);

@@ -87,6 +87,24 @@ TEST(OobHandshake, ListenerSkipsAGarbageHelloAndStaysUsable) {
   EXPECT_EQ(connected.value()->state(), EndpointState::connected);
 }
 
+// The broker's acceptor calls accept(1 ms) while it has connections
+// waiting for their first message: a connection already waiting must be
+// taken, not timed out before it is looked at.
+TEST(OobHandshake, AShortAcceptTimeoutStillTakesAWaitingConnection) {
+  if (!speaks_oob(provider_spec())) GTEST_SKIP() << "not an out-of-band provider: " << provider_spec();
+  auto p = Provider::open(provider_spec());
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  auto l = p.value()->listen(listen_address());
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  const std::string addr = l.value()->address();
+  auto fut = std::async(std::launch::async, [&] { return p.value()->connect(addr, {}, 10s); });
+  std::this_thread::sleep_for(300ms);  // its Hello is waiting in the socket by now
+  auto accepted = l.value()->accept(1ms);
+  ASSERT_TRUE(accepted.ok()) << accepted.error().message;
+  auto connected = fut.get();
+  ASSERT_TRUE(connected.ok()) << connected.error().message;
+}
+
 TEST(OobHandshake, DialerGetsAClearErrorForABadOrMissingReply) {
   if (!speaks_oob(provider_spec())) GTEST_SKIP() << "not an out-of-band provider: " << provider_spec();
   auto p = Provider::open(provider_spec());

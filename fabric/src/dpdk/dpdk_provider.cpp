@@ -252,9 +252,11 @@ class DpdkListener final : public Listener {
                                                const BeforeAccept& before_accept) override {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      // Rounded up, and polled at least once: an accept with a short
+      // timeout (1 ms) must still take a connection that is waiting.
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
       pollfd p{fd_.get(), POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0))) <= 0) {
         return make_error(Errc::timeout, "no connection on " + address_ + " within " +
                                              std::to_string(timeout.count()) + " ms");
       }
@@ -274,6 +276,8 @@ class DpdkListener final : public Listener {
     if (!request) return request.error();
     const Hello& peer = request.value();
     const int fd = conn.get();
+    if (oob::dialer_gone(fd))
+      return make_error(Errc::io_error, "a peer gave up before the handshake's answer");
     std::string name = soft::peer_name(fd);
     auto ep = std::make_unique<DpdkEndpoint>(port_, grant(cfg_), std::move(conn), std::move(name));
     Hello reply{};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -187,9 +188,11 @@ class OobListener final : public Listener {
     std::lock_guard lock(accept_mu_);
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      // Rounded up, and polled at least once: an accept with a short
+      // timeout (1 ms) must still take a connection that is waiting.
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
       pollfd p{fd_.get(), POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0))) <= 0) {
         return make_error(Errc::timeout, "no connection on " + address_ + " within " +
                                              std::to_string(timeout.count()) + " ms");
       }
@@ -209,6 +212,8 @@ class OobListener final : public Listener {
     auto request = oob::read_request(fd, deadline);
     if (!request) return request.error();
     std::string peer = soft::peer_name(fd);
+    if (oob::dialer_gone(fd))
+      return make_error(Errc::io_error, peer + " gave up before the handshake's answer");
     auto setup = prepare(*device_, std::move(conn), cfg_);
     Error failure;
     if (!setup) {

@@ -6,7 +6,8 @@
 #      the broker tests and `catena cluster demo` on verbs:rxe0 (the GCC
 #      build's binaries); boot two such VMs joined by a virtual wire and
 #      run a chain across it; boot one on a host tap and run the dpdk
-#      provider against its rdma_rxe,
+#      provider against its rdma_rxe and against the verbs provider's oob
+#      mode, and a chain mixing dpdk and verbs oob nodes,
 #   4. build with Clang, ASan+UBSan and run every test with ctest; build
 #      with Clang (-Wthread-safety -Werror) and ThreadSanitizer and run
 #      every test again; run clang-tidy's bug-finding checks over the GCC
@@ -96,7 +97,8 @@ trap 'pkill -TERM -P "$background_pid" 2>/dev/null || true' EXIT
 
 if [ -x ci/vm/run-in-vm.sh ]; then
   # The same fabric conformance suite and the same 3-broker chain test as on
-  # the host, against the verbs provider on a real rdma_rxe device; catenad's
+  # the host, against the verbs provider on a real rdma_rxe device (the suite
+  # twice: rdma_cm, then the oob mode, verbs:rxe0,oob); catenad's
   # listen-address check on a real device; catena-perf against the device's
   # own floor (perftest's ib_write_lat, in the same run); then the main job as a user runs
   # it on RDMA, plain and with a broker killed, and `cluster up` serving
@@ -105,7 +107,8 @@ if [ -x ci/vm/run-in-vm.sh ]; then
     --bin build/bin/catena-fabric-conformance --bin build/bin/catena-broker-test \
     --bin build/bin/catena-catenad-test --bin build/bin/catena --bin build/bin/catenad \
     --bin build/bin/catena-controller --bin build/bin/catena-perf --bin /usr/bin/ib_write_lat -- \
-    sh -c '/bin/catena-fabric-conformance && /bin/catena-broker-test && /bin/catena-catenad-test &&
+    sh -c '/bin/catena-fabric-conformance && CATENA_PROVIDER=verbs:rxe0,oob /bin/catena-fabric-conformance &&
+           /bin/catena-broker-test && /bin/catena-catenad-test &&
            catena-perf --provider verbs:rxe0 --ib-gid-index 1 --iters 2000 --bw-sizes 4096 --bw-seconds 0.2 --json |
              grep "\"floor\":\"ib_write_lat\",\"floor_p50_ns\":[1-9]" &&
            catena --provider verbs:rxe0 cluster demo --records 2000 &&
@@ -116,8 +119,14 @@ if [ -x ci/vm/run-in-vm.sh ]; then
            catena cluster down --dir up && [ "$(sort -u sub.txt | wc -l)" -eq 300 ]'
   # The dpdk provider (RoCEv2 on DPDK) on the host side of a tap against
   # the kernel's rdma_rxe in the VM: WRITE, WRITE WITH IMMEDIATE, READ,
-  # SEND, RNR and a bad key in both directions (~10 s).
+  # SEND, RNR and a bad key in both directions; then the dpdk provider
+  # against the verbs provider's oob mode (verbs:rxe0,oob), each side
+  # listening once (~15 s).
   stage "dpdk against rdma_rxe (VM on a tap)" ci/vm/dpdk-interop.sh build
+  # A chain mixing providers: a dpdk catenad on the host tap, two
+  # verbs:rxe0,oob catenads in the VM, replication 3, every record once
+  # and in order (~40 s).
+  stage "chain mixing dpdk and verbs oob (VM on a tap)" ci/vm/mixed-chain.sh build
   # Inside one VM rdma_rxe delivers its own traffic internally; here two VMs
   # joined by a virtual wire carry a chain's links over it (eth1's counters
   # must move): plain, with 2% of the frames dropped, and with the peer VM

@@ -105,7 +105,7 @@ Result<std::unique_ptr<Provider>> Provider::open(std::string_view spec, const Pr
   }
   return make_error(Errc::invalid_argument,
                     "unknown provider spec '" + std::string(spec) +
-                        "' (expected 'soft', 'soft:tcp', 'soft:shm', 'verbs:<device>', "
+                        "' (expected 'soft', 'soft:tcp', 'soft:shm', 'verbs:<device>[,oob]', "
                         "'dpdk:<port>' or 'fault:<inner>')");
 }
 

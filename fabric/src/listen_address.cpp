@@ -76,7 +76,9 @@ std::string_view verbs_device_of(std::string_view spec) {
     if (colon == std::string_view::npos) return {};
     spec.remove_prefix(colon + 1);
   }
-  return spec.starts_with("verbs:") ? spec.substr(6) : std::string_view{};
+  if (!spec.starts_with("verbs:")) return {};
+  spec.remove_prefix(6);
+  return spec.substr(0, spec.find(','));  // "verbs:<dev>,oob"
 }
 
 Result<std::vector<std::string>> device_addresses(std::string_view device) {

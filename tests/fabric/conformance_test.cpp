@@ -20,6 +20,16 @@ TEST(ProviderOpen, MissingVerbsDeviceIsClearError) {
   EXPECT_FALSE(p.error().message.empty());
 }
 
+TEST(ProviderOpen, UnknownVerbsOptionIsInvalidArgument) {
+  auto p = Provider::open("verbs:rxe0,carrier-pigeon");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.code(), Errc::invalid_argument);
+  EXPECT_NE(p.error().message.find("carrier-pigeon"), std::string::npos) << p.error().message;
+  auto oob = Provider::open("verbs:no-such-device0,oob");
+  ASSERT_FALSE(oob.ok());
+  EXPECT_TRUE(oob.code() == Errc::no_device || oob.code() == Errc::invalid_argument) << to_string(oob.code());
+}
+
 TEST(ProviderOpen, ConnectToNobodyFailsInTime) {
   auto p = Provider::open(provider_spec());
   ASSERT_TRUE(p.ok()) << p.error().message;

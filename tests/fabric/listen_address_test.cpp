@@ -63,6 +63,8 @@ TEST(ListenAddress, SoftListensWhereAskedAndOnLoopbackByDefault) {
 
 TEST(ListenAddress, FindsTheDeviceInsideAFaultWrapper) {
   EXPECT_EQ(verbs_device_of("verbs:rxe0"), "rxe0");
+  EXPECT_EQ(verbs_device_of("verbs:rxe0,oob"), "rxe0");
+  EXPECT_EQ(verbs_device_of("fault:verbs:rxe0,oob"), "rxe0");
   EXPECT_EQ(verbs_device_of("fault:verbs:mlx5_0"), "mlx5_0");
   EXPECT_EQ(verbs_device_of("fault(connect_delay_ms=3):verbs:rxe1"), "rxe1");
   EXPECT_EQ(verbs_device_of("fault:soft:tcp"), "");

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   flag("--controller-token-file", &Config::controller_token_file,
        "file holding the controller's admin token (a controller run with --admin-token-file)");
   flag("--admin-listen", &Config::admin_listen, "BrokerAdmin Thrift host:port (port 0: any)");
-  flag("--provider", &Config::provider, "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>");
+  flag("--provider", &Config::provider,
+       "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>, verbs:<dev>,oob, dpdk:<port>");
   flag("--fabric-listen", &Config::fabric_listen,
        "data-plane host:port (port 0: any); default 127.0.0.1:0 for soft, the device's own address for "
        "verbs:<dev>, which must serve any address given here");

@@ -1,11 +1,9 @@
 // The dpdk provider: RoCEv2 RC queue pairs (rc_engine.hpp) on a DPDK port
 // (dpdk_port.hpp). Connections are set up the way perftest does without
-// rdma_cm: over TCP, each side sends one fixed-size message with its QP
-// number, first PSN, GID (IPv4-mapped), MAC, path MTU and queue depths. The
-// TCP connection then stays open as the liveness channel: its end is the
-// peer's disconnect.
+// rdma_cm, with the out-of-band handshake of oob_handshake.hpp (shared with
+// the verbs provider's oob mode). The TCP connection then stays open as the
+// liveness channel: its end is the peer's disconnect.
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <random>
 #include <sys/mman.h>
@@ -14,6 +12,7 @@
 #include <catena/fabric/fabric.hpp>
 
 #include "dpdk/dpdk_port.hpp"
+#include "oob_handshake.hpp"
 #include "soft/net.hpp"
 
 namespace catena::fabric {
@@ -23,27 +22,8 @@ namespace {
 using soft::Clock;
 using soft::UniqueFd;
 
-constexpr std::uint32_t kHelloMagic = 0x43524f43;  // "CROC"
-constexpr std::uint16_t kHelloVersion = 1;
+using oob::Hello;
 constexpr std::uint32_t kMaxQueueDepth = 4096;
-constexpr auto kServerHandshakeTimeout = std::chrono::seconds(5);
-
-struct Hello {
-  std::uint32_t magic;
-  std::uint16_t version;
-  std::uint8_t refused;  // reply: 1 if the server refused the connection
-  std::uint8_t errc;     // reply: why (an Errc)
-  std::uint32_t qpn;
-  std::uint32_t psn;
-  std::uint8_t gid[16];
-  std::uint8_t mac[6];
-  std::uint16_t mtu;
-  std::uint32_t sq_depth;
-  std::uint32_t rq_depth;
-};
-static_assert(sizeof(Hello) == 48);
-// It travels in host order, as ci/vm/rxe_interop.c sends it too.
-static_assert(std::endian::native == std::endian::little, "the Hello is little-endian on the wire");
 
 class DpdkRegion final : public MemoryRegion {
  public:
@@ -123,15 +103,11 @@ class DpdkEndpoint final : public Endpoint {
   }
 
   [[nodiscard]] Hello hello() const {
-    Hello h{};
-    h.magic = kHelloMagic;
-    h.version = kHelloVersion;
+    Hello h = oob::blank_hello();
     h.qpn = qp_->qpn();
     h.psn = send_psn_;
     // IPv4-mapped GID ::ffff:a.b.c.d, as RoCEv2 uses for an IPv4 address.
-    h.gid[10] = h.gid[11] = 0xff;
-    const std::uint32_t ip = port_->ipv4();
-    for (int i = 0; i < 4; ++i) h.gid[12 + i] = static_cast<std::uint8_t>(ip >> (24 - 8 * i));
+    oob::set_gid_ipv4(h, port_->ipv4());
     std::copy(port_->mac().begin(), port_->mac().end(), h.mac);
     h.mtu = static_cast<std::uint16_t>(port_->spec().mtu);
     h.sq_depth = caps_.send_queue_depth;
@@ -145,8 +121,7 @@ class DpdkEndpoint final : public Endpoint {
     path.src_mac = port_->mac();
     std::copy(peer.mac, peer.mac + 6, path.dst_mac.begin());
     path.src_ip = port_->ipv4();
-    path.dst_ip = (std::uint32_t{peer.gid[12]} << 24) | (std::uint32_t{peer.gid[13]} << 16) |
-                  (std::uint32_t{peer.gid[14]} << 8) | peer.gid[15];
+    path.dst_ip = oob::gid_ipv4(peer);
     path.src_port = static_cast<std::uint16_t>(0xc000 | (qp_->qpn() & 0x3fff));
     path.dest_qpn = peer.qpn & roce::kPsnMask;
     const std::uint32_t mtu = std::min<std::uint32_t>(port_->spec().mtu, peer.mtu);
@@ -266,10 +241,6 @@ class DpdkEndpoint final : public Endpoint {
   bool reported_ = false;
 };
 
-bool valid(const Hello& h) {
-  return h.magic == kHelloMagic && h.version == kHelloVersion;
-}
-
 class DpdkListener final : public Listener {
  public:
   DpdkListener(std::shared_ptr<Port> port, UniqueFd fd, const EndpointConfig& cfg)
@@ -281,9 +252,11 @@ class DpdkListener final : public Listener {
                                                const BeforeAccept& before_accept) override {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      // Rounded up, and polled at least once: an accept with a short
+      // timeout (1 ms) must still take a connection that is waiting.
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
       pollfd p{fd_.get(), POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0))) <= 0) {
         return make_error(Errc::timeout, "no connection on " + address_ + " within " +
                                              std::to_string(timeout.count()) + " ms");
       }
@@ -298,12 +271,13 @@ class DpdkListener final : public Listener {
  private:
   Result<std::unique_ptr<Endpoint>> handshake(UniqueFd conn, const BeforeAccept& before_accept) {
     if (auto r = soft::configure_stream(conn.get()); !r) return r.error();
-    const auto deadline = Clock::now() + kServerHandshakeTimeout;
-    Hello peer{};
-    if (auto r = soft::read_exact(conn.get(), &peer, sizeof peer, deadline); !r || !valid(peer)) {
-      return make_error(Errc::io_error, "bad handshake from a peer");
-    }
+    const auto deadline = Clock::now() + oob::kServerHandshakeTimeout;
+    auto request = oob::read_request(conn.get(), deadline);
+    if (!request) return request.error();
+    const Hello& peer = request.value();
     const int fd = conn.get();
+    if (oob::dialer_gone(fd))
+      return make_error(Errc::io_error, "a peer gave up before the handshake's answer");
     std::string name = soft::peer_name(fd);
     auto ep = std::make_unique<DpdkEndpoint>(port_, grant(cfg_), std::move(conn), std::move(name));
     Hello reply{};
@@ -316,14 +290,10 @@ class DpdkListener final : public Listener {
       if (before_accept) refusal = before_accept(*ep);
     }
     if (refusal != Errc::ok) {
-      reply.magic = kHelloMagic;
-      reply.version = kHelloVersion;
-      reply.refused = 1;
-      reply.errc = static_cast<std::uint8_t>(refusal);
-      (void)soft::write_exact(fd, &reply, sizeof reply, deadline);
+      oob::refuse(fd, refusal, deadline);
       return make_error(refusal, "connection refused before accept: " + std::string(to_string(refusal)));
     }
-    if (auto r = soft::write_exact(fd, &reply, sizeof reply, deadline); !r) return r.error();
+    if (auto r = oob::reply(fd, reply, deadline); !r) return r.error();
     return std::unique_ptr<Endpoint>(std::move(ep));
   }
 
@@ -366,18 +336,9 @@ class DpdkProvider final : public Provider {
     const int raw = fd.value().get();
     auto ep = std::make_unique<DpdkEndpoint>(port_, grant(cfg), std::move(fd.value()), std::string(address));
     if (auto r = ep->create_qp(); !r) return r.error();
-    const Hello mine = ep->hello();
-    if (auto r = soft::write_exact(raw, &mine, sizeof mine, deadline); !r) return r.error();
-    Hello reply{};
-    if (auto r = soft::read_exact(raw, &reply, sizeof reply, deadline); !r) {
-      return make_error(r.code() == Errc::disconnected ? Errc::refused : r.code(),
-                        "no handshake reply from " + std::string(address) + ": " + r.error().message);
-    }
-    if (!valid(reply)) return make_error(Errc::io_error, "bad handshake reply from " + std::string(address));
-    if (reply.refused != 0) {
-      return make_error(static_cast<Errc>(reply.errc), std::string(address) + " refused the connection");
-    }
-    ep->start(reply);
+    auto reply = oob::dial(raw, ep->hello(), deadline, address);
+    if (!reply) return reply.error();
+    ep->start(reply.value());
     return std::unique_ptr<Endpoint>(std::move(ep));
   }
 

@@ -49,6 +49,8 @@ static_assert(kRnrRetryInfinite == 7, "3-bit field; 7 is infinite RNR retry");
 inline constexpr std::uint8_t kMinRnrTimer = 12;
 static_assert(kMinRnrTimer > 0 && kMinRnrTimer < 32, "5-bit encoded field; 0 means 655 ms");
 inline constexpr int kListenBacklog = 128;
+// The device port an out-of-band (no rdma_cm) connection uses.
+inline constexpr std::uint8_t kOobPort = 1;
 
 // Parses "a.b.c.d:port" or "[v6]:port" (numeric hosts only; rdma_cm routes by
 // IP). Errc::invalid_argument with the reason on failure.

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sys/socket.h>
 #include <utility>
 
 #include "verbs_cm.hpp"
@@ -16,6 +17,8 @@ namespace {
 
 // Completions taken from the CQ per ibv_poll_cq call (a stack array).
 constexpr int kPollBatch = 32;
+// How often poll_event() looks at an oob connection's liveness socket.
+constexpr std::chrono::milliseconds kOobLivenessInterval{5};
 
 WcStatus to_wc_status(ibv_wc_status s) noexcept {
   switch (s) {
@@ -116,10 +119,11 @@ Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& c
                       "ibv_create_qp failed: " + errno_text(err));
   }
 
+  const std::uint8_t port_num = conn.id ? conn.id->port_num : kOobPort;
   ibv_port_attr port{};
-  if (int rc = ibv_query_port(ctx, conn.id->port_num, &port); rc != 0) {
+  if (int rc = ibv_query_port(ctx, port_num, &port); rc != 0) {
     return make_error(Errc::io_error,
-                      "ibv_query_port " + std::to_string(conn.id->port_num) + " failed: " + errno_text(rc));
+                      "ibv_query_port " + std::to_string(port_num) + " failed: " + errno_text(rc));
   }
 
   // What was granted, not what was asked: a CQ entry per outstanding request
@@ -133,8 +137,10 @@ Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& c
   caps.max_send_size = port.max_msg_sz;
   info.link_layer_ib = port.link_layer == IBV_LINK_LAYER_INFINIBAND;
 
-  if (auto r = qp_to_init(conn.id.get(), conn.qp.get()); !r) {
-    return r.error();
+  if (conn.id) {
+    if (auto r = qp_to_init(conn.id.get(), conn.qp.get()); !r) {
+      return r.error();
+    }
   }
   return info;
 }
@@ -390,7 +396,36 @@ int VerbsEndpoint::drain(ibv_cq* cq, WrRing& ring, bool receive_side, Completion
   return n;
 }
 
+bool VerbsEndpoint::oob_peer_gone() noexcept {
+  // A system call per look: at most one every few milliseconds.
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_liveness_check_) {
+    return false;
+  }
+  next_liveness_check_ = now + kOobLivenessInterval;
+  char scratch[64];
+  for (;;) {
+    const ssize_t n = ::recv(conn_.oob.get(), scratch, sizeof scratch, MSG_DONTWAIT);
+    if (n > 0) {
+      continue;  // nothing is sent after the handshake; ignore it
+    }
+    if (n == 0) {
+      return true;  // EOF: the peer closed or shut down its end
+    }
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  }
+}
+
 EndpointEvent VerbsEndpoint::poll_event() {
+  if (!conn_.id) {
+    if (disconnect_reported_ || !oob_peer_gone()) {
+      return EndpointEvent::none;
+    }
+    shut_down_connection();
+    state_ = EndpointState::disconnected;
+    disconnect_reported_ = true;
+    return EndpointEvent::disconnected;
+  }
   for (;;) {
     auto got = try_get_event(conn_.channel.get());
     if (!got || !got.value()) {
@@ -432,6 +467,11 @@ void VerbsEndpoint::shut_down_connection() noexcept {
   shut_down_ = true;
   if (int rc = qp_to_error(conn_.qp.get()); rc != 0) {
     report_destroy_failure("ibv_modify_qp to ERR", rc);
+  }
+  if (!conn_.id) {
+    // The peer's liveness check sees the end of the stream.
+    (void)::shutdown(conn_.oob.get(), SHUT_RDWR);
+    return;
   }
   // Sends DREQ, or answers the peer's. Fails harmlessly if the CM has
   // already left the connected state (peer gone, device removed).

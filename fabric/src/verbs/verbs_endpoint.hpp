@@ -17,6 +17,7 @@
 // (soft-RoCE among them) do not give for work posted to a QP in error.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,14 +25,18 @@
 
 #include <catena/fabric/fabric.hpp>
 
+#include "soft/net.hpp"
 #include "verbs_device.hpp"
 #include "verbs_handles.hpp"
 
 namespace catena::fabric::verbs {
 
 // The rdma_cm and verbs objects of one connection, declared in creation
-// order so that destruction runs QP, CQs, cm_id, event channel.
+// order so that destruction runs QP, CQs, cm_id, event channel. An
+// out-of-band connection (verbs_oob.hpp) has no channel and no cm_id: its
+// TCP socket (`oob`) is the liveness channel instead.
 struct Connection {
+  soft::UniqueFd oob;
   EventChannelHandle channel;
   CmIdHandle id;
   CqHandle send_cq;
@@ -44,8 +49,9 @@ struct QueuePairInfo {
   bool link_layer_ib = false;  // InfiniBand port (not RoCE/iWARP)
 };
 
-// Creates both CQs and the RC QP (in INIT) on the device's PD for `conn.id`,
-// which must already be bound to a port of the device.
+// Creates both CQs and the RC QP on the device's PD. With a cm_id (which
+// must already be bound to a port of the device) the QP is moved to INIT
+// with rdma_cm's attributes; without one (oob) it stays in RESET on port 1.
 Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& conn,
                                         const EndpointConfig& cfg);
 
@@ -118,7 +124,7 @@ class VerbsEndpoint final : public Endpoint {
 
   void disconnect() override;
 
-  // Setup code only: the passive side accepts the connection (rdma_accept,
+  // Setup code only: the passive side of an rdma_cm connection accepts the connection (rdma_accept,
   // then ESTABLISHED) after the endpoint exists, so receives can be posted
   // first.
   [[nodiscard]] rdma_cm_id* cm_id() const noexcept { return conn_.id.get(); }
@@ -129,7 +135,10 @@ class VerbsEndpoint final : public Endpoint {
                        const RemoteAddress* remote, std::uint32_t imm);
   int drain(ibv_cq* cq, WrRing& ring, bool receive_side, Completion* out, int max);
   void enter_error() noexcept;
-  // Moves the QP to error and tells rdma_cm (sends DREQ, or DREP to a DREQ).
+  // oob: true once the peer's end of the liveness socket has closed.
+  bool oob_peer_gone() noexcept;
+  // Moves the QP to error and tells the peer: rdma_cm sends DREQ (or DREP
+  // to a DREQ); an oob connection shuts its TCP socket down.
   void shut_down_connection() noexcept;
 
   // Declared first: the PD and context outlive the QP and CQs below.
@@ -149,6 +158,8 @@ class VerbsEndpoint final : public Endpoint {
   EndpointState state_ = EndpointState::connected;
   bool shut_down_ = false;
   bool disconnect_reported_ = false;
+  // oob: when the liveness socket was last looked at (poll_event).
+  std::chrono::steady_clock::time_point next_liveness_check_{};
 };
 
 }  // namespace catena::fabric::verbs

@@ -1,5 +1,6 @@
 // The verbs provider: libibverbs for the data path, librdmacm to find the
-// peer and exchange QP numbers. Connection setup (this file) blocks up to
+// peer and exchange QP numbers (or, with ",oob", the TCP handshake of
+// verbs_oob.hpp that the dpdk provider speaks too). Connection setup (this file) blocks up to
 // the caller's timeout; the data path lives in verbs_endpoint.cpp.
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include "verbs_cm.hpp"
 #include "verbs_device.hpp"
 #include "verbs_endpoint.hpp"
+#include "verbs_oob.hpp"
 
 namespace catena::fabric {
 
@@ -197,11 +199,12 @@ Result<std::unique_ptr<Endpoint>> VerbsListener::accept_request(CmIdHandle id, c
 // Hands out memory regions, listeners and endpoints on one opened device.
 // Setup calls may come from several threads: the device is immutable and
 // each listener/connection has its own rdma_cm channel.
+// With `oob`, connections are set up over TCP (verbs_oob.hpp), not rdma_cm.
 class VerbsProvider final : public Provider {
  public:
-  explicit VerbsProvider(std::shared_ptr<VerbsDevice> device) : device_(std::move(device)) {}
+  VerbsProvider(std::shared_ptr<VerbsDevice> device, bool oob) : device_(std::move(device)), oob_(oob) {}
 
-  [[nodiscard]] std::string name() const override { return "verbs:" + device_->name; }
+  [[nodiscard]] std::string name() const override { return "verbs:" + device_->name + (oob_ ? ",oob" : ""); }
 
   Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
     return VerbsMemoryRegion::allocate(device_, size, access);
@@ -213,9 +216,13 @@ class VerbsProvider final : public Provider {
 
  private:
   std::shared_ptr<VerbsDevice> device_;
+  bool oob_;
 };
 
 Result<std::unique_ptr<Listener>> VerbsProvider::listen(std::string_view address, const EndpointConfig& cfg) {
+  if (oob_) {
+    return oob_listen(device_, address, cfg);
+  }
   auto addr = parse_address(address);
   if (!addr) {
     return addr.error();
@@ -247,6 +254,9 @@ Result<std::unique_ptr<Listener>> VerbsProvider::listen(std::string_view address
 
 Result<std::unique_ptr<Endpoint>> VerbsProvider::connect(std::string_view address, const EndpointConfig& cfg,
                                                          std::chrono::milliseconds timeout) {
+  if (oob_) {
+    return oob_connect(device_, address, cfg, timeout);
+  }
   const auto deadline = Clock::now() + timeout;
   auto addr = parse_address(address);
   if (!addr) {
@@ -315,17 +325,34 @@ Result<std::unique_ptr<Endpoint>> VerbsProvider::connect(std::string_view addres
 }  // namespace
 }  // namespace verbs
 
-Result<std::unique_ptr<Provider>> open_verbs_provider(std::string_view device) {
+Result<std::unique_ptr<Provider>> open_verbs_provider(std::string_view spec) {
+  // "<device>" or "<device>,oob".
+  const std::string_view device = spec.substr(0, spec.find(','));
+  bool oob = false;
+  for (std::string_view rest = spec.substr(device.size()); !rest.empty();) {
+    rest.remove_prefix(1);  // the comma
+    const std::string_view option = rest.substr(0, rest.find(','));
+    rest.remove_prefix(option.size());
+    if (option == "oob") {
+      oob = true;
+    } else {
+      return make_error(Errc::invalid_argument, "unknown verbs provider option '" + std::string(option) +
+                                                    "' in 'verbs:" + std::string(spec) +
+                                                    "' (expected 'verbs:<device>' or 'verbs:<device>,oob')");
+    }
+  }
   auto dev = verbs::VerbsDevice::open(device);
   if (!dev) {
     return dev.error();
   }
   // Fail at open, not at the first connect, if rdma_cm is unusable.
-  auto probe = verbs::create_event_channel();
-  if (!probe) {
-    return probe.error();
+  if (!oob) {
+    auto probe = verbs::create_event_channel();
+    if (!probe) {
+      return probe.error();
+    }
   }
-  return std::unique_ptr<Provider>(std::make_unique<verbs::VerbsProvider>(std::move(dev.value())));
+  return std::unique_ptr<Provider>(std::make_unique<verbs::VerbsProvider>(std::move(dev.value()), oob));
 }
 
 }  // namespace catena::fabric

@@ -1,6 +1,9 @@
 // The data-plane transport seam. One interface, two providers chosen at run
 // time by a spec string:
 //   "verbs:<device>"  libibverbs + librdmacm (InfiniBand, RoCE, soft-RoCE)
+//   "verbs:<device>,oob"  libibverbs, connections set up over TCP with the
+//                     dpdk provider's handshake (no rdma_cm; RoCE only), so
+//                     verbs and dpdk nodes connect to each other
 //   "soft"            userspace provider: shared memory to same-host peers,
 //                     TCP to others (chosen per connection)
 //   "soft:tcp"        userspace provider, TCP only (cross-host path on one box)
@@ -201,7 +204,8 @@ class Endpoint {
 class Listener {
  public:
   // Called by accept() with the endpoint of an incoming connection before the
-  // connection is accepted (verbs: before rdma_accept; soft: before the
+  // connection is accepted (verbs: before rdma_accept, or before the oob
+  // handshake's answer; dpdk: before the handshake's answer; soft: before the
   // endpoint is handed out). Post the receives the peer's first messages need
   // here: its first SEND then finds one, and setup never depends on RNR
   // retries, which a device may limit. An error refuses the connection.
@@ -241,7 +245,7 @@ class Provider {
  public:
   virtual ~Provider() = default;
 
-  // "verbs:<device>", "soft", "soft:tcp", "soft:shm", "dpdk:<port>", "fault:<inner>".
+  // "verbs:<device>[,oob]", "soft", "soft:tcp", "soft:shm", "dpdk:<port>", "fault:<inner>".
   static Result<std::unique_ptr<Provider>> open(std::string_view spec, const ProviderOptions& options = {});
 
   [[nodiscard]] virtual std::string name() const = 0;
@@ -284,6 +288,7 @@ class Provider {
 // Provider factories, used by Provider::open. Exposed for tests.
 Result<std::unique_ptr<Provider>> open_soft_provider(std::string_view options,
                                                      const ProviderOptions& provider_options = {});
+// "<device>" or "<device>,oob".
 Result<std::unique_ptr<Provider>> open_verbs_provider(std::string_view device);
 // Built only when DPDK was found (CATENA_HAVE_DPDK); "dpdk:" fails otherwise.
 Result<std::unique_ptr<Provider>> open_dpdk_provider(std::string_view port_spec);

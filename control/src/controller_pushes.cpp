@@ -82,7 +82,7 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
             link_secret(store_->state().link_key, route.channel, route.partition, route.epoch));
         a.__set_lineage(link_secret(store_->state().link_key, route.channel, route.partition, 0));
         a.__set_access_secret(access_secret_locked(route.channel, route.partition));
-        if (auto limits = tenant_limits_locked(route.channel)) a.__set_tenant(std::move(*limits));
+        if (auto limits = tenant_limits_locked(route.channel)) a.__set_tenant(*limits);
         if (handoff != nullptr && !route.replicas.empty() &&
             route.replicas.front().node_id == replica.node_id) {
           a.__set_producers(handoff->producers);  // the new head's, before it takes an append

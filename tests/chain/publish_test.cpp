@@ -112,6 +112,10 @@ class PublishTest : public ::testing::Test {
   PartitionLog log{slots.spans(), LogConfig{kSeg, 60'000'000'000ull, 5'000'000'000ull}, clock};
   ProducerState producers;
   SessionBudget budget;
+  // A tenant's share (tests that set gate.tenant_*): members before the
+  // server, whose sessions give back to them when it is destroyed.
+  SessionBudget tenant{kRing, 0};
+  SessionSeats seats{1, 0};
   PublishGate gate;
   PublishServer server;
   std::uint64_t corrupt = 0;
@@ -404,7 +408,6 @@ TEST_F(PublishTest, RefusesWithTheFirstReasonThatApplies) {
 // is refused while the node as a whole still has room, and what a session
 // held is its tenant's again once it ends.
 TEST_F(PublishTest, ATenantsRingShareRefusesItsNextPublisherWhileTheNodeHasRoom) {
-  SessionBudget tenant{kRing, 0};
   gate.tenant_budget = &tenant;
   PublishClient first = make_client();
   ASSERT_EQ(open(first).status, wire::Status::ok);
@@ -472,7 +475,6 @@ TEST_F(PublishTest, ATenantsPublishRateHoldsFramesInTheRingUntilTimeAllowsThem) 
 // while the replica itself has room; a seat comes back when its session
 // ends.
 TEST_F(PublishTest, ATenantsSessionSeatsRefuseItsNextPublisher) {
-  SessionSeats seats{1, 0};
   gate.tenant_seats = &seats;
   PublishClient first = make_client();
   ASSERT_EQ(open(first).status, wire::Status::ok);

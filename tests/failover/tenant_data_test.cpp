@@ -279,18 +279,18 @@ TEST(TenantDataPlane, ATenantsPublishRateHoldsItBackAloneAndLosesNothing) {
   }
   broker::ControllerRoutes routes_slow(controller_as(address, *token_slow), "slow");
   broker::ControllerRoutes routes_fast(controller_as(address, *token_fast), "fast");
+  const std::string payload(1024, 'r');
+  struct Count {
+    std::uint64_t acked = 0;
+    std::uint64_t failed = 0;
+  };
+  Count slow_n, fast_n;  // before the publishers: callbacks may run as they go
   PublisherOptions po;
   po.retry_timeout = 10s;
   auto slow = Publisher::create(routes_slow, "slow.feed", po);
   auto fast = Publisher::create(routes_fast, "fast.feed", po);
   ASSERT_TRUE(slow.ok() && fast.ok());
 
-  const std::string payload(1024, 'r');
-  struct Count {
-    std::uint64_t acked = 0;
-    std::uint64_t failed = 0;
-  };
-  Count slow_n, fast_n;
   const auto counter = [](Count& c) {
     return [&c](const PublishResult& r) { ++(r.status == PublishStatus::ok ? c.acked : c.failed); };
   };

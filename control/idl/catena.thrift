@@ -432,6 +432,14 @@ struct TenantQuotas {
   // ... and the client sessions (publishers, subscribers, commit watches)
   // its clients may hold there at once (beyond it: resource_exhausted).
   8: i64 max_sessions = -1,
+  // Cluster-wide: the initProducer calls (a new producer id, or a new epoch
+  // for one) its clients may make per minute, as Kafka's producer-id quota
+  // (KIP-936): each one takes a number the controller keeps durably, so a
+  // tenant that loops on it cannot grow the metadata or slow the others. A
+  // token bucket in the leading controller's memory holding a minute's
+  // worth, refilled continuously (a new leader starts it full). Beyond it:
+  // RESOURCE_EXHAUSTED, saying when the next one is due.
+  9: i64 max_producer_ids_per_minute = -1,
 }
 
 struct TenantInfo {

@@ -595,13 +595,14 @@ Result<std::int64_t> Controller::fetch_offset(const std::string& group, const st
                     fmt::format("group '{}' has no committed offset for {}/{}", group, channel, partition));
 }
 
-Result<idl::ProducerIdentity> Controller::init_producer(std::int64_t producer_id) {
+Result<idl::ProducerIdentity> Controller::init_producer(std::int64_t producer_id, const std::string& tenant) {
   MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   if (producer_id < 0 || producer_id >= kIssuedProducerIdBit) {
     return make_error(idl::ErrorCode::INVALID_ARGUMENT,
                       fmt::format("producer_id must be 0 (issue one) or 1..2^62-1, got {}", producer_id));
   }
+  if (auto r = take_producer_id_locked(tenant); !r) return r.error();
   const std::int64_t need = producer_id == 0 ? 2 : 1;
   if (next_producer_number_ + need > store_->state().producer_numbers_reserved) {
     meta::MetaRecord record;

@@ -123,8 +123,10 @@ class ConnectionHandler final : public idl::ControllerIf {
     return value_or_throw(c()->fetch_offset(group, channel, partition));
   }
   void initProducer(idl::ProducerIdentity& out, std::int64_t producer_id) override {
-    caller();  // producer ids are not namespaced: any identity may take one
-    out = value_or_throw(c()->init_producer(producer_id));
+    // Producer ids are not namespaced: any identity may take one, a tenant
+    // within its max_producer_ids_per_minute.
+    const auto* tenant = caller();
+    out = value_or_throw(c()->init_producer(producer_id, tenant != nullptr ? *tenant : std::string()));
   }
   void alterChannel(idl::ChannelInfo& out, const std::string& name, std::int32_t partitions) override {
     on_names("alterChannel", {name});

@@ -43,6 +43,11 @@ Result<void> check_quotas(const idl::TenantQuotas& q) {
     return invalid_argument(fmt::format(
         "max_sessions must be >= 0 (0: no client session), or -1 for unlimited, got {}", q.max_sessions));
   }
+  if (q.max_producer_ids_per_minute < -1) {
+    return invalid_argument(fmt::format(
+        "max_producer_ids_per_minute must be >= 0 (0: no publisher), or -1 for unlimited, got {}",
+        q.max_producer_ids_per_minute));
+  }
   if (q.max_publisher_ring_bytes < -1) {
     return invalid_argument(fmt::format(
         "max_publisher_ring_bytes must be >= 0 (0: nobody may publish), or -1 for unlimited, got {}",
@@ -118,6 +123,42 @@ Result<void> Controller::check_quota_locked(const std::string& name, std::int64_
   if (auto r = over("max_segment_bytes", q.max_segment_bytes, use.segment_bytes, add_segment_bytes); !r)
     return r;
   return over("max_groups", q.max_groups, use.groups, add_groups);
+}
+
+Result<void> Controller::take_producer_id_locked(const std::string& tenant) {
+  if (tenant.empty()) return {};
+  const auto& tenants = store_->state().tenants;
+  const auto t = tenants.find(tenant);
+  if (t == tenants.end()) return {};
+  const std::int64_t limit = t->second.quotas.max_producer_ids_per_minute;
+  if (limit < 0) {
+    producer_id_buckets_.erase(tenant);
+    return {};
+  }
+  constexpr double kMsPerMinute = 60'000.0;
+  const auto now = clock_.now();
+  const auto capacity = static_cast<double>(limit);
+  auto [it, fresh] = producer_id_buckets_.try_emplace(tenant, ProducerIdBucket{capacity, now});
+  auto& bucket = it->second;
+  if (!fresh) {
+    const double elapsed_ms = std::chrono::duration<double, std::milli>(now - bucket.refilled).count();
+    bucket.tokens = std::min(capacity, bucket.tokens + elapsed_ms * capacity / kMsPerMinute);
+    bucket.refilled = now;
+  }
+  if (bucket.tokens >= 1.0) {
+    bucket.tokens -= 1.0;
+    return {};
+  }
+  if (limit == 0) {
+    return make_error(idl::ErrorCode::RESOURCE_EXHAUSTED,
+                      fmt::format("tenant '{}' quota max_producer_ids_per_minute is 0: it may not publish",
+                                  tenant));
+  }
+  const auto wait_ms = static_cast<std::int64_t>((1.0 - bucket.tokens) * kMsPerMinute / capacity) + 1;
+  return make_error(idl::ErrorCode::RESOURCE_EXHAUSTED,
+                    fmt::format("tenant '{}' quota max_producer_ids_per_minute is {}: none left, the next "
+                                "one in {} ms",
+                                tenant, limit, wait_ms));
 }
 
 bool Controller::placement_allowed_locked(const std::string& channel, const std::string& node_id) const {
@@ -207,6 +248,7 @@ Result<void> Controller::delete_tenant(const std::string& name) {
   meta::MetaRecord record;
   record.__set_delete_tenant(name);
   if (auto r = store_->commit(record); !r) return r.error();
+  producer_id_buckets_.erase(name);
   spdlog::info("tenant '{}' deleted", name);
   return {};
 }
@@ -271,13 +313,17 @@ Result<void> Controller::alter_tenant(const std::string& name, const idl::Tenant
   record.__set_put_tenant(t);
   if (auto r = store_->commit(record); !r) return r.error();
   (void)push_tenant_again_locked(name);  // its per-node limits, to every node holding its partitions
+  // A new producer-id limit starts with a full minute's worth.
+  producer_id_buckets_.erase(name);
   const TenantUse use = tenant_use_locked(name);
   spdlog::info(
       "tenant '{}': quotas now channels {}, partitions {}, groups {}, segment bytes {}, zones [{}], "
-      "per node: publisher rings {} bytes, publish {} bytes/s, {} sessions (in use: {}, {}, {}, {})",
+      "producer ids {}/min, per node: publisher rings {} bytes, publish {} bytes/s, {} sessions (in use: "
+      "{}, {}, {}, {})",
       name, quotas.max_channels, quotas.max_partitions, quotas.max_groups, quotas.max_segment_bytes,
-      fmt::join(quotas.zones, ", "), quotas.max_publisher_ring_bytes, quotas.max_publish_bytes_per_sec,
-      quotas.max_sessions, use.channels, use.partitions, use.groups, use.segment_bytes);
+      fmt::join(quotas.zones, ", "), quotas.max_producer_ids_per_minute, quotas.max_publisher_ring_bytes,
+      quotas.max_publish_bytes_per_sec, quotas.max_sessions, use.channels, use.partitions, use.groups,
+      use.segment_bytes);
   return {};
 }
 

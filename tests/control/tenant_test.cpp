@@ -8,6 +8,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 #include <iterator>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -471,6 +472,53 @@ TEST_F(TenantTest, PerNodeLimitsGoWithEveryAssignmentAndAnAlterSendsThemAgain) {
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->epoch, before->epoch);
   EXPECT_EQ(after->access_secret, before->access_secret) << "an alter is not a rotation";
+  EXPECT_EQ(proc_->stop(SIGTERM), 0);
+}
+
+TEST_F(TenantTest, ProducerIdQuotaRefusesTheCallBeyondAMinutesWorthForThatTenantOnly) {
+  start();
+  auto q = tenant_quotas(-1, -1, -1);
+  q.__set_max_producer_ids_per_minute(-2);
+  EXPECT_EQ(tenant_code_of(admin_->create_tenant("A", q)), idl::ErrorCode::INVALID_ARGUMENT);
+  q.__set_max_producer_ids_per_minute(3);
+  auto a = client(create_tenant("A", q));
+  q.__set_max_producer_ids_per_minute(0);
+  auto none = client(create_tenant("N", q));
+  auto b = client(create_tenant("B"));
+
+  // A minute's worth (3) at once: issued ids and new epochs of a chosen id
+  // both count.
+  std::set<std::int64_t> epochs;
+  auto issued = a->init_producer(0);
+  ASSERT_TRUE(issued.ok()) << issued.error().describe();
+  epochs.insert(issued->producer_epoch);
+  for (int i = 0; i < 2; ++i) {
+    auto again = a->init_producer(42);
+    ASSERT_TRUE(again.ok()) << again.error().describe();
+    EXPECT_EQ(again->producer_id, 42);
+    epochs.insert(again->producer_epoch);
+  }
+  EXPECT_EQ(epochs.size(), 3U);
+  auto beyond = a->init_producer(0);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.code(), idl::ErrorCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(beyond.error().message.find("max_producer_ids_per_minute is 3"), std::string::npos)
+      << beyond.error().describe();
+
+  auto zero = none->init_producer(0);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.code(), idl::ErrorCode::RESOURCE_EXHAUSTED);
+  // Others are not held back: another tenant and the admin go on.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(b->init_producer(0).ok());
+    ASSERT_TRUE(admin_->init_producer(0).ok());
+  }
+  // Lifting the limit lets A go on at once.
+  q.__set_max_producer_ids_per_minute(-1);
+  ASSERT_TRUE(admin_->alter_tenant("A", q).ok());
+  auto after = a->init_producer(42);
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  EXPECT_GT(after->producer_epoch, *epochs.rbegin());
   EXPECT_EQ(proc_->stop(SIGTERM), 0);
 }
 

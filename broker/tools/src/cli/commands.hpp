@@ -212,6 +212,7 @@ struct TenantCommands {
   std::int64_t max_publisher_ring_bytes = -1;
   std::int64_t max_publish_rate = -1;
   std::int64_t max_sessions = -1;
+  std::int64_t max_producer_ids_per_minute = -1;
   std::vector<std::string> zones;
   bool any_zone = false;  // tenant alter --any-zone
 };

@@ -50,6 +50,10 @@ void add_quota_options(CLI::App* cmd, TenantCommands& c) {
                   "per node: client sessions (publishers, subscribers, commit watches) its clients may hold "
                   "there at once (-1: unlimited)")
       ->capture_default_str();
+  cmd->add_option("--max-producer-ids-per-minute", c.max_producer_ids_per_minute,
+                  "producer ids (initProducer calls: one per publisher created) its clients may take per "
+                  "minute, cluster-wide (0: no publisher; -1: unlimited)")
+      ->capture_default_str();
   cmd->add_option("--zones", c.zones,
                   "zones its data may be placed in, through every repair (zone-a,zone-b; default: any)")
       ->delimiter(',');
@@ -94,6 +98,7 @@ int tenant_create(const Common& c, const TenantCommands& o) {
   q.__set_max_publisher_ring_bytes(o.max_publisher_ring_bytes);
   q.__set_max_publish_bytes_per_sec(o.max_publish_rate);
   q.__set_max_sessions(o.max_sessions);
+  q.__set_max_producer_ids_per_minute(o.max_producer_ids_per_minute);
   q.__set_zones(o.zones);
   auto token = client.create_tenant(o.name, q);
   if (!token) return fail("tenant create " + o.name, token.error().describe());
@@ -106,21 +111,23 @@ int tenant_list(const Common& c) {
   control::ControllerClient client(c.client_options());
   auto tenants = client.list_tenants();
   if (!tenants) return fail("tenant list", tenants.error().describe());
-  std::printf("%-24s  %14s  %16s  %12s  %21s  %10s  %10s  %13s  %s\n", "tenant", "channels", "partitions",
-              "groups", "segment MiB", "rings/node", "rate/node", "sessions/node", "zones");
+  std::printf("%-24s  %14s  %16s  %12s  %21s  %10s  %10s  %13s  %12s  %s\n", "tenant", "channels",
+              "partitions", "groups", "segment MiB", "rings/node", "rate/node", "sessions/node",
+              "producers/min", "zones");
   for (const auto& t : *tenants) {
     std::string zones;
     for (const auto& z : t.quotas.zones) zones += (zones.empty() ? "" : ",") + z;
     const auto mib = [](std::int64_t bytes) { return bytes < 0 ? bytes : bytes >> 20; };
     const std::string rate =
         t.quotas.max_publish_bytes_per_sec < 0 ? "-" : size_limit(t.quotas.max_publish_bytes_per_sec) + "/s";
-    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %9lld / %-9s  %10s  %10s  %13s  %s\n",
+    std::printf("%-24s  %6lld / %-5s  %7lld / %-6s  %5lld / %-4s  %9lld / %-9s  %10s  %10s  %13s  %12s  %s\n",
                 t.name.c_str(), static_cast<long long>(t.channels), limit(t.quotas.max_channels).c_str(),
                 static_cast<long long>(t.partitions), limit(t.quotas.max_partitions).c_str(),
                 static_cast<long long>(t.groups), limit(t.quotas.max_groups).c_str(),
                 static_cast<long long>(mib(t.segment_bytes)), limit(mib(t.quotas.max_segment_bytes)).c_str(),
                 size_limit(t.quotas.max_publisher_ring_bytes).c_str(), rate.c_str(),
-                limit(t.quotas.max_sessions).c_str(), zones.empty() ? "any" : zones.c_str());
+                limit(t.quotas.max_sessions).c_str(), limit(t.quotas.max_producer_ids_per_minute).c_str(),
+                zones.empty() ? "any" : zones.c_str());
   }
   return 0;
 }
@@ -148,6 +155,7 @@ int tenant_alter(const Common& c, const TenantCommands& o) {
   if (given("--max-publisher-ring-bytes")) q.__set_max_publisher_ring_bytes(o.max_publisher_ring_bytes);
   if (given("--max-publish-rate")) q.__set_max_publish_bytes_per_sec(o.max_publish_rate);
   if (given("--max-sessions")) q.__set_max_sessions(o.max_sessions);
+  if (given("--max-producer-ids-per-minute")) q.__set_max_producer_ids_per_minute(o.max_producer_ids_per_minute);
   if (given("--zones")) q.__set_zones(o.zones);
   if (o.any_zone) q.__set_zones({});
   if (auto r = client.alter_tenant(o.name, q); !r)

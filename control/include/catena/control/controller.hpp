@@ -209,7 +209,10 @@ class Controller {
                                                   std::int32_t partition) const;
   // A new producer epoch (and, for producer_id 0, a new id). Numbers are
   // reserved durably in blocks of kProducerBlock, so most calls write nothing.
-  [[nodiscard]] Result<idl::ProducerIdentity> init_producer(std::int64_t producer_id);
+  // A tenant's call (tenant non-empty) takes one from its
+  // max_producer_ids_per_minute first: RESOURCE_EXHAUSTED when it has none.
+  [[nodiscard]] Result<idl::ProducerIdentity> init_producer(std::int64_t producer_id,
+                                                            const std::string& tenant = {});
   static constexpr std::int64_t kIssuedProducerIdBit = std::int64_t{1} << 62;
   static constexpr std::int64_t kProducerBlock = 1024;
 
@@ -555,6 +558,14 @@ class Controller {
   bool halted_ GUARDED_BY(mu_) = false;
   // Below store_->state().producer_numbers_reserved.
   std::int64_t next_producer_number_ GUARDED_BY(mu_) = 0;
+  // Tenant -> its max_producer_ids_per_minute bucket (in this leader's
+  // memory: a restart or a new leader starts every bucket full).
+  struct ProducerIdBucket {
+    double tokens = 0;
+    Clock::time_point refilled{};
+  };
+  std::map<std::string, ProducerIdBucket> producer_id_buckets_ GUARDED_BY(mu_);
+  [[nodiscard]] Result<void> take_producer_id_locked(const std::string& tenant) REQUIRES(mu_);
   bool isolated_ GUARDED_BY(mu_) = false;  // last answer of isolated_locked()
   GroupCoordinator groups_ GUARDED_BY(mu_);
   // Push and probe rounds' BrokerAdmin calls (Options::broker_rpc_threads).

@@ -44,9 +44,9 @@ Result<void> check_quotas(const idl::TenantQuotas& q) {
         "max_sessions must be >= 0 (0: no client session), or -1 for unlimited, got {}", q.max_sessions));
   }
   if (q.max_producer_ids_per_minute < -1) {
-    return invalid_argument(fmt::format(
-        "max_producer_ids_per_minute must be >= 0 (0: no publisher), or -1 for unlimited, got {}",
-        q.max_producer_ids_per_minute));
+    return invalid_argument(
+        fmt::format("max_producer_ids_per_minute must be >= 0 (0: no publisher), or -1 for unlimited, got {}",
+                    q.max_producer_ids_per_minute));
   }
   if (q.max_publisher_ring_bytes < -1) {
     return invalid_argument(fmt::format(
@@ -150,9 +150,9 @@ Result<void> Controller::take_producer_id_locked(const std::string& tenant) {
     return {};
   }
   if (limit == 0) {
-    return make_error(idl::ErrorCode::RESOURCE_EXHAUSTED,
-                      fmt::format("tenant '{}' quota max_producer_ids_per_minute is 0: it may not publish",
-                                  tenant));
+    return make_error(
+        idl::ErrorCode::RESOURCE_EXHAUSTED,
+        fmt::format("tenant '{}' quota max_producer_ids_per_minute is 0: it may not publish", tenant));
   }
   const auto wait_ms = static_cast<std::int64_t>((1.0 - bucket.tokens) * kMsPerMinute / capacity) + 1;
   return make_error(idl::ErrorCode::RESOURCE_EXHAUSTED,

@@ -155,7 +155,8 @@ int tenant_alter(const Common& c, const TenantCommands& o) {
   if (given("--max-publisher-ring-bytes")) q.__set_max_publisher_ring_bytes(o.max_publisher_ring_bytes);
   if (given("--max-publish-rate")) q.__set_max_publish_bytes_per_sec(o.max_publish_rate);
   if (given("--max-sessions")) q.__set_max_sessions(o.max_sessions);
-  if (given("--max-producer-ids-per-minute")) q.__set_max_producer_ids_per_minute(o.max_producer_ids_per_minute);
+  if (given("--max-producer-ids-per-minute"))
+    q.__set_max_producer_ids_per_minute(o.max_producer_ids_per_minute);
   if (given("--zones")) q.__set_zones(o.zones);
   if (o.any_zone) q.__set_zones({});
   if (auto r = client.alter_tenant(o.name, q); !r)

@@ -6,15 +6,17 @@
 
 namespace catena::chain {
 
-fabric::Result<Link::Buffers> Link::Buffers::allocate(fabric::Provider& provider, std::uint32_t recv_depth) {
+fabric::Result<Link::Buffers> Link::Buffers::allocate(fabric::Provider& provider, std::uint32_t recv_depth,
+                                                      fabric::DomainId domain) {
   Buffers b;
-  auto rb = provider.allocate(std::size_t{recv_depth} * wire::kMaxMessage, fabric::kLocalWrite);
+  auto rb = provider.allocate(std::size_t{recv_depth} * wire::kMaxMessage, fabric::kLocalWrite, domain);
   if (!rb) return rb.error();
-  auto sb = provider.allocate(std::size_t{kSendSlots} * wire::kMaxMessage, fabric::kLocalWrite);
+  auto sb = provider.allocate(std::size_t{kSendSlots} * wire::kMaxMessage, fabric::kLocalWrite, domain);
   if (!sb) return sb.error();
   b.recv = std::move(rb.value());
   b.send = std::move(sb.value());
   b.recv_depth = recv_depth;
+  b.domain = domain;
   return b;
 }
 
@@ -29,7 +31,7 @@ fabric::Result<std::unique_ptr<Link>> Link::create(fabric::Provider& provider,
                                                    std::unique_ptr<fabric::Endpoint> ep,
                                                    std::uint32_t recv_depth) {
   recv_depth = std::min(recv_depth, ep->caps().recv_queue_depth);
-  auto b = Buffers::allocate(provider, recv_depth);
+  auto b = Buffers::allocate(provider, recv_depth, ep->domain());
   if (!b) return b.error();
   if (fabric::Errc e = post_receives(*ep, b.value().recv.get(), recv_depth); e != fabric::Errc::ok) {
     return fabric::make_error(e, "cannot post receives: " + std::string(fabric::to_string(e)));
@@ -42,12 +44,17 @@ fabric::Result<std::unique_ptr<Link>> Link::create(fabric::Provider& provider,
   return link;
 }
 
-fabric::Result<std::unique_ptr<Link>> Link::accept(fabric::Listener& listener, Buffers& buffers,
-                                                   std::chrono::milliseconds timeout) {
+fabric::Result<std::unique_ptr<Link>> Link::accept(fabric::Provider& provider, fabric::Listener& listener,
+                                                   Buffers& buffers, std::chrono::milliseconds timeout) {
   if (!buffers.ready())
     return fabric::make_error(fabric::Errc::invalid_argument, "Link::accept without buffers");
   std::uint32_t depth = 0;
   auto ep = listener.accept(timeout, [&](fabric::Endpoint& e) {
+    if (e.domain() != buffers.domain) {
+      auto own = Buffers::allocate(provider, buffers.recv_depth, e.domain());
+      if (!own) return own.code();
+      buffers = std::move(own.value());
+    }
     depth = std::min(buffers.recv_depth, e.caps().recv_queue_depth);
     return post_receives(e, buffers.recv.get(), depth);
   });

@@ -46,7 +46,8 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
              (gate.tenant_seats != nullptr && gate.tenant_seats->full())) {
     w.status = wire::Status::resource_exhausted;
   } else {
-    auto ring = provider.allocate(ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
+    auto ring =
+        provider.allocate(ring_bytes, fabric::kLocalWrite | fabric::kRemoteWrite, link->ep().domain());
     // The ring's key is this publisher's connection's alone.
     if (!ring || !expose_into(link->ep(), *ring.value(), w.ring)) {
       w.status = wire::Status::resource_exhausted;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 
+#include <catena/chain/domain.hpp>
 #include <catena/chain/limits.hpp>
 #include <catena/chain/replica.hpp>
 
@@ -77,9 +78,13 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   constexpr std::uint32_t kSlotAccess = fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead;
   bool all_kept = !cfg.keep_name.empty();
   bool any_kept = false;
+  // The tenant's protection domain (domain.hpp): its memory is reachable
+  // only over its own connections.
+  const fabric::DomainId domain = domain_of_channel(cfg.channel);
   auto allocate_slot = [&](std::uint32_t s) -> fabric::Result<std::unique_ptr<fabric::MemoryRegion>> {
-    if (cfg.keep_name.empty()) return provider.allocate(cfg.log.segment_bytes, kSlotAccess);
-    auto k = provider.allocate_kept(kept_slot_name(cfg.keep_name, s), cfg.log.segment_bytes, kSlotAccess);
+    if (cfg.keep_name.empty()) return provider.allocate(cfg.log.segment_bytes, kSlotAccess, domain);
+    auto k =
+        provider.allocate_kept(kept_slot_name(cfg.keep_name, s), cfg.log.segment_bytes, kSlotAccess, domain);
     if (!k) return k.error();
     all_kept = all_kept && k.value().kept;
     any_kept = any_kept || k.value().kept;
@@ -93,7 +98,8 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   }
   std::uint64_t commit_kept = 0;
   if (!cfg.keep_name.empty()) {
-    auto meta = provider.allocate_kept(kept_meta_name(cfg.keep_name), kKeptMetaBytes, fabric::kLocalWrite);
+    auto meta =
+        provider.allocate_kept(kept_meta_name(cfg.keep_name), kKeptMetaBytes, fabric::kLocalWrite, domain);
     if (!meta) return meta.error();
     auto* m = reinterpret_cast<KeptReplicaMeta*>(meta.value().region->data());
     // What a crashed process left is this replica's only if it says so.
@@ -109,10 +115,10 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
     r->kept_meta_ = m;
     r->kept_meta_mr_ = std::move(meta.value().region);
   }
-  auto cw = provider.allocate(64, fabric::kLocalWrite | fabric::kRemoteWrite);
+  auto cw = provider.allocate(64, fabric::kLocalWrite | fabric::kRemoteWrite, domain);
   if (!cw) return cw.error();
   r->commit_word_ = std::move(cw.value());
-  auto sc = ScratchRing::create(provider);
+  auto sc = ScratchRing::create(provider, domain);
   if (!sc) return sc.error();
   r->scratch_ = std::move(sc.value());
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);

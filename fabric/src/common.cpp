@@ -73,10 +73,21 @@ std::string_view to_string(WcStatus s) noexcept {
   return "unknown";
 }
 
-Result<KeptRegion> Provider::allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) {
+Result<RemoteRegion> Endpoint::expose(const MemoryRegion& mr) {
+  if (mr.domain() != domain_) {
+    return make_error(Errc::invalid_argument, "a region of protection domain " + std::to_string(mr.domain()) +
+                                                  " cannot be exposed on a connection of domain " +
+                                                  std::to_string(domain_));
+  }
+  return expose_region(mr);
+}
+
+Result<KeptRegion> Provider::allocate_kept_region(std::string_view name, std::size_t size,
+                                                  std::uint32_t access, DomainId domain) {
   (void)name;
   (void)size;
   (void)access;
+  (void)domain;
   return make_error(Errc::no_device, "the " + this->name() + " provider cannot keep memory across restarts");
 }
 

@@ -16,8 +16,31 @@ Hello blank_hello() noexcept {
 }
 
 bool valid(const Hello& h) noexcept {
-  return h.magic == kHelloMagic && h.version == kHelloVersion;
+  return h.magic == kHelloMagic && (h.version == kHelloVersion || h.version == kHelloVersionDomain);
 }
+
+namespace {
+
+// Writes h as the version its domain calls for.
+Result<void> send_hello(int fd, Hello h, Clock::time_point deadline) {
+  h.version = h.domain != 0 ? kHelloVersionDomain : kHelloVersion;
+  return soft::write_exact(fd, &h, h.domain != 0 ? sizeof h : kHelloV1Bytes, deadline);
+}
+
+// Reads a Hello of either version (domain 0 for version 1).
+Result<Hello> read_hello(int fd, Clock::time_point deadline) {
+  Hello h{};
+  if (auto r = soft::read_exact(fd, &h, kHelloV1Bytes, deadline); !r) return r.error();
+  if (!valid(h)) return make_error(Errc::io_error, "not a handshake hello");
+  if (h.version == kHelloVersionDomain) {
+    if (auto r = soft::read_exact(fd, &h.domain, sizeof h.domain, deadline); !r) return r.error();
+  } else {
+    h.domain = 0;
+  }
+  return h;
+}
+
+}  // namespace
 
 std::uint32_t gid_ipv4(const Hello& h) noexcept {
   return (std::uint32_t{h.gid[12]} << 24) | (std::uint32_t{h.gid[13]} << 16) |
@@ -31,24 +54,29 @@ void set_gid_ipv4(Hello& h, std::uint32_t ip) noexcept {
 }
 
 Result<Hello> dial(int fd, const Hello& mine, Clock::time_point deadline, std::string_view peer) {
-  if (auto r = soft::write_exact(fd, &mine, sizeof mine, deadline); !r) return r.error();
-  Hello answer{};
-  if (auto r = soft::read_exact(fd, &answer, sizeof answer, deadline); !r) {
-    return make_error(r.code() == Errc::disconnected ? Errc::refused : r.code(),
-                      "no handshake reply from " + std::string(peer) + ": " + r.error().message);
+  if (auto r = send_hello(fd, mine, deadline); !r) return r.error();
+  auto answer = read_hello(fd, deadline);
+  if (!answer) {
+    if (answer.code() == Errc::io_error) {
+      return make_error(Errc::io_error, "bad handshake reply from " + std::string(peer));
+    }
+    return make_error(answer.code() == Errc::disconnected ? Errc::refused : answer.code(),
+                      "no handshake reply from " + std::string(peer) + ": " + answer.error().message);
   }
-  if (!valid(answer)) return make_error(Errc::io_error, "bad handshake reply from " + std::string(peer));
-  if (answer.refused != 0) {
-    return make_error(static_cast<Errc>(answer.errc), std::string(peer) + " refused the connection");
+  if (answer->refused != 0) {
+    return make_error(static_cast<Errc>(answer->errc), std::string(peer) + " refused the connection");
+  }
+  if (answer->domain != mine.domain) {
+    return make_error(Errc::io_error, std::string(peer) + " answered for protection domain " +
+                                          std::to_string(answer->domain) + ", not " +
+                                          std::to_string(mine.domain));
   }
   return answer;
 }
 
 Result<Hello> read_request(int fd, Clock::time_point deadline) {
-  Hello peer{};
-  if (auto r = soft::read_exact(fd, &peer, sizeof peer, deadline); !r || !valid(peer)) {
-    return make_error(Errc::io_error, "bad handshake from a peer");
-  }
+  auto peer = read_hello(fd, deadline);
+  if (!peer) return make_error(Errc::io_error, "bad handshake from a peer");
   return peer;
 }
 
@@ -61,14 +89,14 @@ bool dialer_gone(int fd) noexcept {
 }
 
 Result<void> reply(int fd, const Hello& mine, Clock::time_point deadline) {
-  return soft::write_exact(fd, &mine, sizeof mine, deadline);
+  return send_hello(fd, mine, deadline);
 }
 
 void refuse(int fd, Errc why, Clock::time_point deadline) {
   Hello h = blank_hello();
   h.refused = 1;
   h.errc = static_cast<std::uint8_t>(why);
-  (void)soft::write_exact(fd, &h, sizeof h, deadline);
+  (void)send_hello(fd, h, deadline);
 }
 
 }  // namespace catena::fabric::oob

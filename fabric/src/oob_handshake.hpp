@@ -12,6 +12,7 @@
 
 #include <bit>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -22,7 +23,12 @@ namespace catena::fabric::oob {
 using Clock = std::chrono::steady_clock;
 
 inline constexpr std::uint32_t kHelloMagic = 0x43524f43;  // "CROC"
+// Version 1: the 48 bytes up to `domain` (what ci/vm/rxe_interop.c
+// speaks). Version 2 adds `domain`: sent only for a connection outside the
+// default protection domain, so a default one is still version 1.
 inline constexpr std::uint16_t kHelloVersion = 1;
+inline constexpr std::uint16_t kHelloVersionDomain = 2;
+inline constexpr std::size_t kHelloV1Bytes = 48;
 // How long a listener waits for an accepted connection's Hello.
 inline constexpr std::chrono::seconds kServerHandshakeTimeout{5};
 
@@ -38,12 +44,14 @@ struct Hello {
   std::uint16_t mtu;  // path MTU in bytes (256..4096)
   std::uint32_t sq_depth;
   std::uint32_t rq_depth;
+  std::uint64_t domain;  // version 2 only (0 when version 1)
 };
-static_assert(sizeof(Hello) == 48);
+static_assert(sizeof(Hello) == 56 && offsetof(Hello, domain) == kHelloV1Bytes);
 // It travels in host order, as ci/vm/rxe_interop.c sends it too.
 static_assert(std::endian::native == std::endian::little, "the Hello is little-endian on the wire");
 
-// A Hello with magic and version set, everything else zero.
+// A Hello with magic and version set, everything else zero. dial() and
+// reply() send version 2 if `domain` is set.
 [[nodiscard]] Hello blank_hello() noexcept;
 [[nodiscard]] bool valid(const Hello& h) noexcept;
 // The IPv4 address of an IPv4-mapped GID (::ffff:a.b.c.d), host order.

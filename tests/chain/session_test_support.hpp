@@ -45,7 +45,7 @@ Greeted<Hello> accept_hello(fabric::Provider& provider, fabric::Listener& listen
   Greeted<Hello> out;
   auto buffers = Link::Buffers::allocate(provider);
   if (!buffers) return out;
-  auto accepted = Link::accept(listener, buffers.value(), std::chrono::milliseconds(2000));
+  auto accepted = Link::accept(provider, listener, buffers.value(), std::chrono::milliseconds(2000));
   if (!accepted) return out;
   out.link = std::move(accepted.value());
   std::byte buf[wire::kMaxMessage];

@@ -18,6 +18,68 @@ TEST_F(Conformance, DeregisteredRegionIsUnreachable) {
   EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
 }
 
+// Protection domains (fabric.hpp): the accepted end takes the dialer's
+// domain; a connection exposes and sends from its own domain's memory only;
+// a key of one domain's connection is useless on another's; and a region
+// of the default domain cannot be used on a domain's connection.
+TEST_F(Conformance, ProtectionDomainsKeepEachConnectionToItsOwnMemory) {
+  constexpr DomainId kA = 0x6163'6d65;  // "acme"
+  constexpr DomainId kB = 0x6272'6176;
+  EndpointConfig in_a = cfg_;
+  in_a.domain = kA;
+  EndpointConfig in_b = cfg_;
+  in_b.domain = kB;
+  auto a = connect_pair(*provider_, *provider_, in_a);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto b = connect_pair(*provider_, *provider_, in_b);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(a.value().client->domain(), kA);
+  EXPECT_EQ(a.value().server->domain(), kA) << "the accepted end takes the dialer's domain";
+  EXPECT_EQ(b.value().server->domain(), kB);
+  EXPECT_EQ(server().domain(), kDefaultDomain);
+
+  auto a_src = provider_->allocate(4096, kLocalWrite, kA);
+  auto a_dst = provider_->allocate(4096, kLocalWrite | kRemoteWrite, kA);
+  auto plain_src = alloc(4096, kLocalWrite);
+  auto plain_dst = alloc(4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(a_src.ok() && a_dst.ok() && plain_src && plain_dst);
+  EXPECT_EQ(a_dst.value()->domain(), kA);
+  EXPECT_EQ(plain_dst->domain(), kDefaultDomain);
+
+  // Exposing across domains is refused, both ways.
+  EXPECT_EQ(a.value().server->expose(*plain_dst).code(), Errc::invalid_argument);
+  EXPECT_EQ(server().expose(*a_dst.value()).code(), Errc::invalid_argument);
+  EXPECT_EQ(b.value().server->expose(*a_dst.value()).code(), Errc::invalid_argument);
+
+  // Inside domain A a write lands.
+  auto key = a.value().server->expose(*a_dst.value());
+  ASSERT_TRUE(key.ok()) << key.error().message;
+  fill(*a_src.value(), 0, 4096, 5);
+  ASSERT_EQ(a.value().client->post_write(1, {a_src.value().get(), 0, 1024}, {key.value(), 0}), Errc::ok);
+  EXPECT_EQ(wait_send(*a.value().client).status, WcStatus::success);
+  EXPECT_TRUE(check(*a_dst.value(), 0, 1024, 5));
+
+  // A's key on B's connection: refused at the target, nothing changes.
+  auto b_src = provider_->allocate(4096, kLocalWrite, kB);
+  ASSERT_TRUE(b_src.ok());
+  fill(*b_src.value(), 0, 4096, 9);
+  ASSERT_EQ(b.value().client->post_write(2, {b_src.value().get(), 0, 1024}, {key.value(), 2048}), Errc::ok);
+  EXPECT_EQ(wait_send(*b.value().client).status, WcStatus::remote_access_error);
+
+  // The default domain's memory as a local buffer on A's connection: soft
+  // and dpdk refuse the post, a NIC fails the request.
+  fill(*plain_src, 0, 4096, 77);
+  const Errc posted = a.value().client->post_write(3, {plain_src.get(), 0, 1024}, {key.value(), 2048});
+  if (posted == Errc::ok) {
+    EXPECT_NE(wait_send(*a.value().client).status, WcStatus::success);
+  } else {
+    EXPECT_EQ(posted, Errc::local_protection);
+  }
+  for (std::size_t i = 2048; i < 4096; ++i) {
+    ASSERT_EQ(a_dst.value()->data()[i], std::byte{0}) << "byte " << i << " changed";
+  }
+}
+
 // A key is good only on the connection it was given to: the same region's
 // key used by the peer of another connection (another client of the same
 // broker) is refused like a wrong key, and no byte of the region changes.

@@ -34,7 +34,7 @@ namespace catena {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 constexpr const char* kChannel = "orders";
 constexpr int kKeys = 16;
@@ -84,8 +84,8 @@ pid_t spawn_catena(const std::vector<std::string>& args, const std::string& log)
 }
 
 bool wait_exit(pid_t pid, std::chrono::milliseconds timeout, int* status) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
+  const auto deadline = Steady::now() + timeout;
+  while (Steady::now() < deadline) {
     if (::waitpid(pid, status, WNOHANG) == pid) return true;
     std::this_thread::sleep_for(10ms);
   }
@@ -94,8 +94,8 @@ bool wait_exit(pid_t pid, std::chrono::milliseconds timeout, int* status) {
 
 template <class F>
 bool wait_for(F cond, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!cond() && Clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  const auto deadline = Steady::now() + timeout;
+  while (!cond() && Steady::now() < deadline) std::this_thread::sleep_for(5ms);
   return cond();
 }
 
@@ -311,16 +311,16 @@ TEST(Mirror, PrimaryLossFailsOverWithinTheReportedLagAndARestartDuplicatesNothin
     new_ids.insert(id);
   }
   std::set<std::uint64_t> seen_new;
-  auto quiet_since = Clock::now();
-  const auto deadline = Clock::now() + 10s;
-  while (Clock::now() < deadline &&
-         (seen_new.size() < new_ids.size() || Clock::now() - quiet_since < 300ms)) {
+  auto quiet_since = Steady::now();
+  const auto deadline = Steady::now() + 10s;
+  while (Steady::now() < deadline &&
+         (seen_new.size() < new_ids.size() || Steady::now() - quiet_since < 300ms)) {
     const int n = sub.value()->poll([&](const Message& m) {
       const auto id = id_of(m.payload);
       if (new_ids.count(id)) seen_new.insert(id);
       delivered.push_back({m.partition, m.offset, id});
     });
-    if (n > 0) quiet_since = Clock::now();
+    if (n > 0) quiet_since = Steady::now();
     if (n == 0) std::this_thread::sleep_for(1ms);
   }
   EXPECT_EQ(seen_new.size(), new_ids.size()) << "records published to the mirror after failover";

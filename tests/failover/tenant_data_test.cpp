@@ -27,6 +27,9 @@
 #include <catena/broker/local_cluster.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/domain.hpp>
+#include <catena/chain/link.hpp>
+#include <catena/chain/publish.hpp>
 #include <catena/control/controller_client.hpp>
 
 namespace catena {
@@ -92,6 +95,28 @@ std::pair<std::vector<std::string>, chain::wire::Status> read_all(RouteSource& r
   return {got, notice};
 }
 
+// A publisher hello for the route's partition carrying the route's access
+// secret, sent over a connection of protection domain `domain` to the
+// head: the head's answer (bad_request if nothing came back).
+chain::wire::Status hello_over_domain(fabric::Provider& provider, const Route& r, fabric::DomainId domain) {
+  fabric::EndpointConfig cfg;
+  cfg.domain = domain;
+  auto ep = provider.connect(r.replicas.front().fabric_addr, cfg, 5s);
+  if (!ep) return chain::wire::Status::unavailable;
+  chain::wire::PublisherHello h{};
+  h.ref.set(r.channel, r.partition, r.epoch);
+  h.producer_id = 0x5eed;
+  h.producer_epoch = 1;
+  h.ring_bytes = 1 << 16;
+  std::memcpy(h.access_secret, r.access_secret.data(), sizeof h.access_secret);
+  auto d = chain::Link::Dialing<chain::wire::PublisherWelcome>::start_on(provider, std::move(ep.value()), h);
+  const auto deadline = Clock::now() + 5s;
+  while (d.poll() == chain::Link::DialState::waiting && Clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  auto out = d.take();
+  return out.welcome ? out.welcome->status : chain::wire::Status::bad_request;
+}
+
 TEST(TenantDataPlane, AnotherTenantsClientIsRefusedByTheReplicasEvenWithTheRoute) {
   ClusterOptions o;
   o.nodes = 3;
@@ -153,6 +178,20 @@ TEST(TenantDataPlane, AnotherTenantsClientIsRefusedByTheReplicasEvenWithTheRoute
     EXPECT_TRUE(got.empty()) << what << ": read " << got.size() << " of acme's records";
     EXPECT_EQ(notice, chain::wire::Status::unauthenticated) << what;
   }
+
+  // A's real secret, stolen, on a connection of B's protection domain (or
+  // the default one): refused, as such a connection could not reach A's
+  // memory anyway (chain/domain.hpp). On A's own domain the same hello is
+  // taken, so the refusal is the domain's doing.
+  auto provider = fabric::Provider::open("soft");
+  ASSERT_TRUE(provider.ok()) << provider.error().message;
+  const Route real = broker::ControllerRoutes::to_route(*a_route);
+  EXPECT_EQ(hello_over_domain(*provider.value(), real, chain::domain_of_channel("bravo.orders")),
+            chain::wire::Status::unauthenticated);
+  EXPECT_EQ(hello_over_domain(*provider.value(), real, fabric::kDefaultDomain),
+            chain::wire::Status::unauthenticated);
+  EXPECT_EQ(hello_over_domain(*provider.value(), real, chain::domain_of_channel("acme.orders")),
+            chain::wire::Status::ok);
 
   // A's data is A's: its one record, then the next at the next offset.
   const auto a_second = publish_one(routes_a, "acme.orders", "a-1");

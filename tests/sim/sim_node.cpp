@@ -252,7 +252,7 @@ void SimNode::accept_one() {
   }
   // The peer's connect has returned: the connection is there (real time
   // bounds only a broken provider).
-  auto link = Link::accept(*listener_, spare_, std::chrono::milliseconds(2000));
+  auto link = Link::accept(*provider_, *listener_, spare_, std::chrono::milliseconds(2000));
   if (!link) {
     log("accept failed: " + link.error().message);
     return;

@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include <catena/chain/domain.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/fabric/fabric.hpp>
 
@@ -52,8 +53,11 @@ class DialAttempt {
     hello_ = hello;
     grant_ = std::move(grant);
     timeout_ = timeout;
-    connecting_.start(
-        worker, [&provider, addr = std::move(addr), timeout] { return provider.connect(addr, {}, timeout); });
+    fabric::EndpointConfig cfg;
+    cfg.domain = chain::domain_of_channel(hello.ref.name());  // the channel's tenant's (domain.hpp)
+    connecting_.start(worker, [&provider, addr = std::move(addr), cfg, timeout] {
+      return provider.connect(addr, cfg, timeout);
+    });
     step_ = Step::connecting;
   }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <spdlog/spdlog.h>
 
+#include <catena/chain/domain.hpp>
 #include <catena/chain/key_map.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/publish.hpp>
@@ -43,7 +44,7 @@ client::Result<void> Publisher::Impl::init() {
   generation_ = layout->generation;
   partitions_ = layout->partitions;
   for (std::uint32_t i = 0; i < layout->partitions; ++i) {
-    auto s = new_session(*provider_, i, ring_bytes_, window_);
+    auto s = new_session(*provider_, i, ring_bytes_, window_, chain::domain_of_channel(channel_));
     if (!s) return fabric::make_error(Errc::resource_exhausted, "cannot allocate a publisher ring");
     sessions_.push_back(std::move(s));
   }
@@ -68,11 +69,11 @@ client::Result<void> Publisher::Impl::init() {
 
 std::unique_ptr<PartitionSession> Publisher::Impl::new_session(fabric::Provider& provider,
                                                                std::uint32_t partition,
-                                                               std::uint32_t ring_bytes,
-                                                               std::uint32_t window) {
+                                                               std::uint32_t ring_bytes, std::uint32_t window,
+                                                               fabric::DomainId domain) {
   auto s = std::make_unique<PartitionSession>();
   s->partition = partition;
-  auto mirror = provider.allocate(ring_bytes, fabric::kLocalWrite);
+  auto mirror = provider.allocate(ring_bytes, fabric::kLocalWrite, domain);
   if (!mirror) return nullptr;
   s->head = chain::PublishClient(std::move(mirror.value()), ring_bytes, window);
   s->records = chain::BoundedFifo<PendingRecord>(window);

@@ -149,8 +149,10 @@ class Publisher::Impl {
   // A partition's session, not connected: its ring's image and its FIFOs,
   // allocated here once. Thread-safe (a Provider allocates from any
   // thread): an alter's added partitions are built on a worker.
+  // `domain`: the channel's (chain/domain.hpp).
   static std::unique_ptr<PartitionSession> new_session(fabric::Provider& provider, std::uint32_t partition,
-                                                       std::uint32_t ring_bytes, std::uint32_t window);
+                                                       std::uint32_t ring_bytes, std::uint32_t window,
+                                                       fabric::DomainId domain);
 
   // --- a channel alter (publisher_remap.cpp) ---
   // A head refused records with remap: the barrier is up until every

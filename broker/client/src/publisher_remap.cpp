@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <spdlog/spdlog.h>
 
+#include <catena/chain/domain.hpp>
 #include <catena/chain/key_map.hpp>
 
 #include "publisher_impl.hpp"
@@ -40,11 +41,12 @@ void Publisher::Impl::start_remap_st(const PartitionSession& s) {
   // One build per switch: partitions a later refusal adds beyond it are
   // built when the sessions are adopted (adopt_sessions_st).
   if (want <= have || building_.busy() || built_) return;
-  building_.start(builds_, [provider = provider_.get(), have, want, ring = ring_bytes_, window = window_] {
+  building_.start(builds_, [provider = provider_.get(), have, want, ring = ring_bytes_, window = window_,
+                            domain = chain::domain_of_channel(channel_)] {
     Built b;
     b.from = have;
     for (std::uint32_t p = have; p < want; ++p) {
-      auto session = new_session(*provider, p, ring, window);
+      auto session = new_session(*provider, p, ring, window, domain);
       if (!session) break;  // no ring for it: tried again when adopted
       b.sessions.push_back(std::move(session));
     }
@@ -149,7 +151,7 @@ void Publisher::Impl::adopt_sessions_st(Clock::time_point now) {
     std::unique_ptr<PartitionSession> s;
     if (built_ && p >= built_->from && p - built_->from < built_->sessions.size())
       s = std::move(built_->sessions[p - built_->from]);
-    if (!s) s = new_session(*provider_, p, ring_bytes_, window_);
+    if (!s) s = new_session(*provider_, p, ring_bytes_, window_, chain::domain_of_channel(channel_));
     if (!s) {
       // No ring for it: its records fail (drain_resends_st), and so does
       // every publish to it.

@@ -4,6 +4,7 @@
 
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/delivery.hpp>
+#include <catena/chain/domain.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/record.hpp>
@@ -97,7 +98,8 @@ class Subscriber::Impl {
     auto s = std::make_unique<SubSession>();
     s->partition = part;
     s->index = sessions_.size();
-    auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite);
+    auto ring = provider_->allocate(ring_bytes_, fabric::kLocalWrite | fabric::kRemoteWrite,
+                                    chain::domain_of_channel(channel_));
     if (!ring) return ring.error();
     s->delivery = chain::DeliveryClient(std::move(ring.value()), ring_bytes_);
     s->replica_pick = opts_.read_from == SubscriberOptions::ReadFrom::spread ? part : 0;

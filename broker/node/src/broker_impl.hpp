@@ -21,6 +21,7 @@
 #include <catena/broker/broker.hpp>
 #include <catena/chain/commit_watch.hpp>
 #include <catena/chain/delivery.hpp>
+#include <catena/chain/domain.hpp>
 #include <catena/chain/kept_replica.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/publish.hpp>
@@ -443,8 +444,16 @@ class Broker::Impl {
                            Welcome w, wire::Status missing) {
       auto h = wire::decode<Hello>(msg, len);
       chain::Replica* r = h ? find(h->ref) : nullptr;
-      if (r != nullptr) return (r->*attach)(std::move(in.link), *h);
-      w.status = h ? missing : wire::Status::bad_request;
+      // A connection of another protection domain than the channel's tenant
+      // (chain/domain.hpp) could not reach the replica's memory anyway; it
+      // is refused before it gets that far.
+      const bool own_domain = h && in.link->ep().domain() == chain::domain_of_channel(h->ref.name());
+      if (r != nullptr && own_domain) return (r->*attach)(std::move(in.link), *h);
+      if (h && !own_domain) {
+        spdlog::warn("refused a hello for {}/{} from {}: its connection is of another protection domain",
+                     h->ref.name(), h->ref.partition, in.link->ep().peer_address());
+      }
+      w.status = !h ? wire::Status::bad_request : !own_domain ? wire::Status::unauthenticated : missing;
       (void)in.link->send(w);
       in.link->poll_send();
       // The answer must leave before the connection goes: a link dropped

@@ -25,7 +25,7 @@ void Broker::Impl::acceptor_loop() {
       }
       spare = std::move(b.value());
     }
-    auto link = Link::accept(*listener_, spare, pending.empty() ? 50ms : 1ms);
+    auto link = Link::accept(*provider_, *listener_, spare, pending.empty() ? 50ms : 1ms);
     if (link) {
       pending.push_back({std::move(link.value()), std::chrono::steady_clock::now() + 5s});
     } else if (link.code() != fabric::Errc::timeout) {

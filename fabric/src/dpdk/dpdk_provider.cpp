@@ -28,8 +28,13 @@ constexpr std::uint32_t kMaxQueueDepth = 4096;
 class DpdkRegion final : public MemoryRegion {
  public:
   DpdkRegion(std::shared_ptr<Port> port, std::byte* base, std::size_t size, std::size_t mapped,
-             std::uint32_t access)
-      : port_(std::move(port)), base_(base), size_(size), mapped_(mapped), access_(access) {
+             std::uint32_t access, DomainId domain)
+      : MemoryRegion(domain),
+        port_(std::move(port)),
+        base_(base),
+        size_(size),
+        mapped_(mapped),
+        access_(access) {
     record_ = port_->acquire_record(&index_);
     record_->base = base;
     record_->length = size;
@@ -76,8 +81,9 @@ EndpointCaps grant(const EndpointConfig& cfg) {
 
 class DpdkEndpoint final : public Endpoint {
  public:
-  DpdkEndpoint(std::shared_ptr<Port> port, const EndpointCaps& caps, UniqueFd fd, std::string peer)
-      : port_(std::move(port)), caps_(caps), fd_(std::move(fd)), peer_(std::move(peer)) {}
+  DpdkEndpoint(std::shared_ptr<Port> port, const EndpointCaps& caps, UniqueFd fd, std::string peer,
+               DomainId domain)
+      : Endpoint(domain), port_(std::move(port)), caps_(caps), fd_(std::move(fd)), peer_(std::move(peer)) {}
   ~DpdkEndpoint() override {
     if (attached_) port_->detach(&attachment_);
     if (qp_) port_->release_qpn(qp_->qpn());
@@ -112,6 +118,7 @@ class DpdkEndpoint final : public Endpoint {
     h.mtu = static_cast<std::uint16_t>(port_->spec().mtu);
     h.sq_depth = caps_.send_queue_depth;
     h.rq_depth = caps_.recv_queue_depth;
+    h.domain = domain();
     return h;
   }
 
@@ -130,7 +137,7 @@ class DpdkEndpoint final : public Endpoint {
     attached_ = true;
   }
 
-  Result<RemoteRegion> expose(const MemoryRegion& mr) override {
+  Result<RemoteRegion> expose_region(const MemoryRegion& mr) override {
     const auto* r = dynamic_cast<const DpdkRegion*>(&mr);
     if (r == nullptr || r->port() != port_.get()) {
       return make_error(Errc::invalid_argument, "region is not from this dpdk provider");
@@ -207,7 +214,8 @@ class DpdkEndpoint final : public Endpoint {
       return Errc::ok;
     }
     const auto* r = dynamic_cast<const DpdkRegion*>(b.mr);
-    if (r == nullptr || r->port() != port_.get() || b.offset > r->size() || b.length > r->size() - b.offset) {
+    if (r == nullptr || r->port() != port_.get() || r->domain() != domain() || b.offset > r->size() ||
+        b.length > r->size() - b.offset) {
       return Errc::local_protection;
     }
     *out = r->data() + b.offset;
@@ -279,7 +287,8 @@ class DpdkListener final : public Listener {
     if (oob::dialer_gone(fd))
       return make_error(Errc::io_error, "a peer gave up before the handshake's answer");
     std::string name = soft::peer_name(fd);
-    auto ep = std::make_unique<DpdkEndpoint>(port_, grant(cfg_), std::move(conn), std::move(name));
+    auto ep =
+        std::make_unique<DpdkEndpoint>(port_, grant(cfg_), std::move(conn), std::move(name), peer.domain);
     Hello reply{};
     Errc refusal = Errc::ok;
     if (auto r = ep->create_qp(); !r) {
@@ -308,14 +317,15 @@ class DpdkProvider final : public Provider {
   explicit DpdkProvider(std::shared_ptr<Port> port) : port_(std::move(port)) {}
   [[nodiscard]] std::string name() const override { return "dpdk:" + port_->spec().key; }
 
-  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
+  Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,
+                                                        DomainId domain) override {
     if (size == 0) return make_error(Errc::invalid_argument, "zero-length region");
     const std::size_t page = 4096;
     const std::size_t mapped = (size + page - 1) / page * page;
     void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return make_error(Errc::resource_exhausted, "mmap of a region failed");
     return std::unique_ptr<MemoryRegion>(
-        std::make_unique<DpdkRegion>(port_, static_cast<std::byte*>(p), size, mapped, access));
+        std::make_unique<DpdkRegion>(port_, static_cast<std::byte*>(p), size, mapped, access, domain));
   }
 
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg) override {
@@ -334,7 +344,8 @@ class DpdkProvider final : public Provider {
     auto fd = soft::connect_to(addr.value(), deadline);
     if (!fd) return fd.error();
     const int raw = fd.value().get();
-    auto ep = std::make_unique<DpdkEndpoint>(port_, grant(cfg), std::move(fd.value()), std::string(address));
+    auto ep = std::make_unique<DpdkEndpoint>(port_, grant(cfg), std::move(fd.value()), std::string(address),
+                                             cfg.domain);
     if (auto r = ep->create_qp(); !r) return r.error();
     auto reply = oob::dial(raw, ep->hello(), deadline, address);
     if (!reply) return reply.error();

@@ -49,7 +49,8 @@ class FaultEndpoint final : public Endpoint {
  public:
   FaultEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<FaultInjector> faults, std::string peer,
                 Provider* provider = nullptr)
-      : provider_(provider),
+      : Endpoint(inner->domain()),
+        provider_(provider),
         inner_(std::move(inner)),
         faults_(std::move(faults)),
         peer_(std::move(peer)),
@@ -63,7 +64,7 @@ class FaultEndpoint final : public Endpoint {
 
   // Setup, not a post: no fault is injected; the key is the inner
   // connection's, so it is bound to the same peer.
-  Result<RemoteRegion> expose(const MemoryRegion& mr) override { return inner_->expose(mr); }
+  Result<RemoteRegion> expose_region(const MemoryRegion& mr) override { return inner_->expose(mr); }
 
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override {
     if (Errc e = Errc::ok; intercept(e)) return e;
@@ -147,7 +148,7 @@ class FaultEndpoint final : public Endpoint {
   LocalBuffer maybe_corrupt(LocalBuffer src) {
     if (provider_ == nullptr || src.length == 0 || !faults_->take_corrupt(peer_)) return src;
     if (!corrupt_copy_ || corrupt_copy_->size() < src.length) {
-      auto mr = provider_->allocate(src.length, kLocalWrite);
+      auto mr = provider_->allocate(src.length, kLocalWrite, domain());
       if (!mr) return src;
       corrupt_copy_ = std::move(mr.value());
     }

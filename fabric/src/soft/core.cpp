@@ -40,8 +40,14 @@ class SoftMemoryRegion final : public MemoryRegion {
  public:
   // kept: a named range of a kept arena, whose bytes stay when it goes.
   SoftMemoryRegion(std::shared_ptr<Core> core, std::uint64_t offset, std::size_t size, std::uint32_t key,
-                   std::uint32_t access, bool kept = false)
-      : core_(std::move(core)), offset_(offset), size_(size), key_(key), access_(access), kept_(kept) {}
+                   std::uint32_t access, DomainId domain, bool kept = false)
+      : MemoryRegion(domain),
+        core_(std::move(core)),
+        offset_(offset),
+        size_(size),
+        key_(key),
+        access_(access),
+        kept_(kept) {}
   ~SoftMemoryRegion() override { core_->free_region(offset_, size_, key_, kept_); }
 
   [[nodiscard]] std::byte* data() const noexcept override { return core_->view().base + offset_; }
@@ -124,7 +130,8 @@ Result<std::shared_ptr<Core>> Core::create(const Options& options) {
   return c;
 }
 
-Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint32_t access) {
+Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint32_t access,
+                                                     DomainId domain) {
   if (size == 0) {
     return make_error(Errc::invalid_argument, "cannot allocate a zero-byte region");
   }
@@ -143,10 +150,11 @@ Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint
     return key.error();
   }
   return std::unique_ptr<MemoryRegion>(
-      std::make_unique<SoftMemoryRegion>(shared_from_this(), off.value(), size, key.value(), access));
+      std::make_unique<SoftMemoryRegion>(shared_from_this(), off.value(), size, key.value(), access, domain));
 }
 
-Result<KeptRegion> Core::allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) {
+Result<KeptRegion> Core::allocate_kept(std::string_view name, std::size_t size, std::uint32_t access,
+                                       DomainId domain) {
   if (size == 0) {
     return make_error(Errc::invalid_argument, "cannot allocate a zero-byte region");
   }
@@ -163,7 +171,7 @@ Result<KeptRegion> Core::allocate_kept(std::string_view name, std::size_t size, 
   }
   KeptRegion out;
   out.region = std::make_unique<SoftMemoryRegion>(shared_from_this(), range.value().offset, size, key.value(),
-                                                  access, /*kept=*/true);
+                                                  access, domain, /*kept=*/true);
   out.kept = range.value().kept;
   return out;
 }

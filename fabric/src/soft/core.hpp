@@ -82,9 +82,10 @@ class Core : public std::enable_shared_from_this<Core> {
   [[nodiscard]] const ArenaView& view() const noexcept { return arena_->view(); }
   [[nodiscard]] ConnectionManager& manager() noexcept { return *manager_; }
 
-  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access);
+  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access, DomainId domain);
   // Provider::allocate_kept (the arena must have a keep directory).
-  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access);
+  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access,
+                                   DomainId domain);
 
   // Registers/unregisters a guard (stable address required). A guard that
   // is still inside the access a revocation gave up on is kept (with

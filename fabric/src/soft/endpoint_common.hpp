@@ -43,8 +43,10 @@ inline EndpointCaps grant_caps(const EndpointConfig& cfg) {
 // The bytes a local buffer names, if it lies inside its region and that
 // region lives in this provider's arena (a region of another provider has
 // no meaning here, as an lkey of another protection domain has none on a
-// NIC). Zero-length buffers need no region.
-inline Errc resolve_local(const ArenaView& own, const LocalBuffer& b, std::byte** out) noexcept {
+// NIC), and is of the connection's protection domain. Zero-length buffers
+// need no region.
+inline Errc resolve_local(const ArenaView& own, DomainId domain, const LocalBuffer& b,
+                          std::byte** out) noexcept {
   if (b.length > kMaxMessageSize) {
     return Errc::too_large;
   }
@@ -52,7 +54,8 @@ inline Errc resolve_local(const ArenaView& own, const LocalBuffer& b, std::byte*
     *out = nullptr;
     return Errc::ok;
   }
-  if (b.mr == nullptr || b.offset > b.mr->size() || b.length > b.mr->size() - b.offset) {
+  if (b.mr == nullptr || b.mr->domain() != domain || b.offset > b.mr->size() ||
+      b.length > b.mr->size() - b.offset) {
     return Errc::local_protection;
   }
   std::byte* p = b.mr->data() + b.offset;

@@ -117,6 +117,7 @@ Result<std::unique_ptr<Endpoint>> client_handshake(const std::shared_ptr<Core>& 
     hello.channel_capacity = own.capacity();
     hello.channel_token = own.token();
   }
+  hello.domain = cfg.domain;
   if (auto r = write_exact(fd.get(), &hello, sizeof hello, deadline); !r) {
     return r.error();
   }
@@ -155,10 +156,10 @@ Result<std::unique_ptr<Endpoint>> client_handshake(const std::shared_ptr<Core>& 
     return make_error(Errc::refused, "no shared memory to " + peer_name(fd.get()) + ": " + why_not_shm);
   }
   if (verdict == Decision::shm) {
-    return ShmEndpoint::create(core, std::move(fd), caps, std::move(own), std::move(peer));
+    return ShmEndpoint::create(core, std::move(fd), caps, cfg.domain, std::move(own), std::move(peer));
   }
   own.release();
-  return TcpEndpoint::create(core, std::move(fd), caps, reply.send_depth);
+  return TcpEndpoint::create(core, std::move(fd), caps, cfg.domain, reply.send_depth);
 }
 
 ServerHandshake::ServerHandshake(std::shared_ptr<Core> core, UniqueFd fd, const EndpointConfig& cfg,
@@ -281,11 +282,13 @@ void ServerHandshake::on_decision() {
   core_->manager().remove(watch_token());
   registered_ = false;
   if (verdict == Decision::shm && own_.valid() && peer_.arena) {
-    finish(ShmEndpoint::create(core_, std::move(fd_), caps_, std::move(own_), std::move(peer_)), true);
+    finish(
+        ShmEndpoint::create(core_, std::move(fd_), caps_, hello_.domain, std::move(own_), std::move(peer_)),
+        true);
   } else if (verdict == Decision::tcp && core_->options().mode != Mode::shm) {
     own_.release();
     peer_ = ShmPeer{};
-    finish(TcpEndpoint::create(core_, std::move(fd_), caps_, hello_.send_depth), true);
+    finish(TcpEndpoint::create(core_, std::move(fd_), caps_, hello_.domain, hello_.send_depth), true);
   } else if (verdict == Decision::abort) {
     finish(make_error(Errc::refused, "peer " + who + " gave up: " + text_of(d.reason, sizeof d.reason)),
            true);

@@ -52,7 +52,9 @@ struct HandshakeMsg {
   std::uint32_t reserved2;
   std::uint64_t channel_token;
   char host_id[64];
-  char reason[120];
+  // hello: the connection's protection domain (EndpointConfig::domain).
+  std::uint64_t domain;
+  char reason[112];
 };
 static_assert(sizeof(HandshakeMsg) == 264);
 

@@ -16,12 +16,12 @@ bool valid_status(std::uint8_t s) {
 }  // namespace
 
 Result<std::unique_ptr<Endpoint>> ShmEndpoint::create(std::shared_ptr<Core> core, UniqueFd control,
-                                                      const EndpointCaps& caps, OwnChannel own,
-                                                      ShmPeer peer) {
+                                                      const EndpointCaps& caps, DomainId domain,
+                                                      OwnChannel own, ShmPeer peer) {
   ConnectionManager& mgr = core->manager();
   const int fd = control.get();
   std::unique_ptr<ShmEndpoint> ep(
-      new ShmEndpoint(std::move(core), std::move(control), caps, std::move(own), std::move(peer)));
+      new ShmEndpoint(std::move(core), std::move(control), caps, domain, std::move(own), std::move(peer)));
   // Level-triggered: any readability on a control socket is EOF, an error or
   // a protocol violation, and each ends the connection.
   if (auto r = mgr.add(fd, EPOLLIN | EPOLLRDHUP, ep.get()); !r) {
@@ -31,8 +31,9 @@ Result<std::unique_ptr<Endpoint>> ShmEndpoint::create(std::shared_ptr<Core> core
 }
 
 ShmEndpoint::ShmEndpoint(std::shared_ptr<Core> core, UniqueFd control, const EndpointCaps& caps,
-                         OwnChannel own, ShmPeer peer)
-    : core_(std::move(core)),
+                         DomainId domain, OwnChannel own, ShmPeer peer)
+    : Endpoint(domain),
+      core_(std::move(core)),
       peer_(std::move(peer)),
       own_(std::move(own)),
       control_(std::move(control)),
@@ -60,7 +61,7 @@ ShmEndpoint::~ShmEndpoint() {
 
 // The peer checks its accesses against our channel's token (peer_token_ on
 // its side): keys given to it carry the same tag.
-Result<RemoteRegion> ShmEndpoint::expose(const MemoryRegion& mr) {
+Result<RemoteRegion> ShmEndpoint::expose_region(const MemoryRegion& mr) {
   return core_->expose(mr, own_.token());
 }
 
@@ -92,7 +93,7 @@ Errc ShmEndpoint::post_locked(Opcode op, std::uint64_t wr_id, LocalBuffer local,
     return Errc::backpressure;
   }
   Wr w;
-  if (Errc e = resolve_local(own_view_, local, &w.local); e != Errc::ok) {
+  if (Errc e = resolve_local(own_view_, domain(), local, &w.local); e != Errc::ok) {
     return e;
   }
   w.wr_id = wr_id;
@@ -257,7 +258,7 @@ Errc ShmEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
     return Errc::backpressure;
   }
   std::byte* p = nullptr;
-  if (Errc e = resolve_local(own_view_, dst, &p); e != Errc::ok) {
+  if (Errc e = resolve_local(own_view_, domain(), dst, &p); e != Errc::ok) {
     return e;
   }
   const std::uint64_t i = rq_posted_ & own_mask_;

@@ -36,12 +36,13 @@ namespace catena::fabric::soft {
 class ShmEndpoint final : public Endpoint, private Watcher {
  public:
   static Result<std::unique_ptr<Endpoint>> create(std::shared_ptr<Core> core, UniqueFd control,
-                                                  const EndpointCaps& caps, OwnChannel own, ShmPeer peer);
+                                                  const EndpointCaps& caps, DomainId domain, OwnChannel own,
+                                                  ShmPeer peer);
   ~ShmEndpoint() override;
   ShmEndpoint(const ShmEndpoint&) = delete;
   ShmEndpoint& operator=(const ShmEndpoint&) = delete;
 
-  Result<RemoteRegion> expose(const MemoryRegion& mr) override;
+  Result<RemoteRegion> expose_region(const MemoryRegion& mr) override;
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override;
   Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst, std::uint32_t imm) override;
   Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) override;
@@ -77,8 +78,8 @@ class ShmEndpoint final : public Endpoint, private Watcher {
   };
   enum class Outcome : std::uint8_t { done, rnr, failed, closed };
 
-  ShmEndpoint(std::shared_ptr<Core> core, UniqueFd control, const EndpointCaps& caps, OwnChannel own,
-              ShmPeer peer);
+  ShmEndpoint(std::shared_ptr<Core> core, UniqueFd control, const EndpointCaps& caps, DomainId domain,
+              OwnChannel own, ShmPeer peer);
 
   // Callers of the _locked functions hold lock_.
   Errc post_locked(Opcode op, std::uint64_t wr_id, LocalBuffer local, std::uint64_t remote_addr,

@@ -128,11 +128,13 @@ class SoftProvider final : public Provider {
     }
   }
 
-  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
-    return core_->allocate(size, access);
+  Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,
+                                                        DomainId domain) override {
+    return core_->allocate(size, access, domain);
   }
-  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) override {
-    return core_->allocate_kept(name, size, access);
+  Result<KeptRegion> allocate_kept_region(std::string_view name, std::size_t size, std::uint32_t access,
+                                          DomainId domain) override {
+    return core_->allocate_kept(name, size, access, domain);
   }
   [[nodiscard]] std::vector<std::string> kept_names() const override { return core_->arena().kept_names(); }
   void discard_kept(std::string_view name) override { core_->arena().discard_kept(std::string(name)); }

@@ -15,20 +15,22 @@ constexpr std::uint32_t kWatchIn = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
 }  // namespace
 
 Result<std::unique_ptr<Endpoint>> TcpEndpoint::create(std::shared_ptr<Core> core, UniqueFd fd,
-                                                      const EndpointCaps& caps,
+                                                      const EndpointCaps& caps, DomainId domain,
                                                       std::uint32_t peer_send_depth) {
   ConnectionManager& mgr = core->manager();
   const int raw = fd.get();
-  std::unique_ptr<TcpEndpoint> ep(new TcpEndpoint(std::move(core), std::move(fd), caps, peer_send_depth));
+  std::unique_ptr<TcpEndpoint> ep(
+      new TcpEndpoint(std::move(core), std::move(fd), caps, domain, peer_send_depth));
   if (auto r = mgr.add(raw, kWatchIn, ep.get()); !r) {
     return r.error();
   }
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 
-TcpEndpoint::TcpEndpoint(std::shared_ptr<Core> core, UniqueFd fd, const EndpointCaps& caps,
+TcpEndpoint::TcpEndpoint(std::shared_ptr<Core> core, UniqueFd fd, const EndpointCaps& caps, DomainId domain,
                          std::uint32_t peer_send_depth)
-    : core_(std::move(core)),
+    : Endpoint(domain),
+      core_(std::move(core)),
       fd_(std::move(fd)),
       caps_(caps),
       peer_address_(peer_name(fd_.get())),
@@ -50,7 +52,7 @@ TcpEndpoint::~TcpEndpoint() {
   core_->forget_connection(conn_tag_);
 }
 
-Result<RemoteRegion> TcpEndpoint::expose(const MemoryRegion& mr) {
+Result<RemoteRegion> TcpEndpoint::expose_region(const MemoryRegion& mr) {
   return core_->expose(mr, conn_tag_);
 }
 
@@ -82,7 +84,7 @@ Errc TcpEndpoint::post_locked(FrameOp fop, Opcode op, std::uint64_t wr_id, Local
     return Errc::backpressure;
   }
   std::byte* p = nullptr;
-  if (Errc e = resolve_local(own_view_, local, &p); e != Errc::ok) {
+  if (Errc e = resolve_local(own_view_, domain(), local, &p); e != Errc::ok) {
     return e;
   }
   if (!connected()) {
@@ -125,7 +127,7 @@ Errc TcpEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
     return Errc::backpressure;
   }
   std::byte* p = nullptr;
-  if (Errc e = resolve_local(own_view_, dst, &p); e != Errc::ok) {
+  if (Errc e = resolve_local(own_view_, domain(), dst, &p); e != Errc::ok) {
     return e;
   }
   if (fatal_ || local_error_) {

@@ -38,12 +38,13 @@ namespace catena::fabric::soft {
 class TcpEndpoint final : public Endpoint, private Watcher {
  public:
   static Result<std::unique_ptr<Endpoint>> create(std::shared_ptr<Core> core, UniqueFd fd,
-                                                  const EndpointCaps& caps, std::uint32_t peer_send_depth);
+                                                  const EndpointCaps& caps, DomainId domain,
+                                                  std::uint32_t peer_send_depth);
   ~TcpEndpoint() override;
   TcpEndpoint(const TcpEndpoint&) = delete;
   TcpEndpoint& operator=(const TcpEndpoint&) = delete;
 
-  Result<RemoteRegion> expose(const MemoryRegion& mr) override;
+  Result<RemoteRegion> expose_region(const MemoryRegion& mr) override;
   Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override;
   Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst, std::uint32_t imm) override;
   Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) override;
@@ -96,7 +97,7 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   enum class RxState : std::uint8_t { header, payload, stalled };
   enum class Sink : std::uint8_t { discard, region, buffer };
 
-  TcpEndpoint(std::shared_ptr<Core> core, UniqueFd fd, const EndpointCaps& caps,
+  TcpEndpoint(std::shared_ptr<Core> core, UniqueFd fd, const EndpointCaps& caps, DomainId domain,
               std::uint32_t peer_send_depth);
 
   // Callers of the _locked functions hold lock_.

@@ -130,6 +130,12 @@ Result<std::optional<CmEvent>> try_get_event(rdma_event_channel* channel) {
   out.listen_id = ev->listen_id;
   out.initiator_depth = ev->param.conn.initiator_depth;
   out.responder_resources = ev->param.conn.responder_resources;
+  if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->param.conn.private_data != nullptr &&
+      ev->param.conn.private_data_len >= sizeof(DomainPrivateData)) {
+    DomainPrivateData d;
+    std::memcpy(&d, ev->param.conn.private_data, sizeof d);
+    if (d.magic == DomainPrivateData::kMagic && d.version == 1) out.domain = d.domain;
+  }
   return std::optional<CmEvent>(out);
 }
 

@@ -71,7 +71,20 @@ struct CmEvent {
   rdma_cm_id* listen_id = nullptr;  // CONNECT_REQUEST only
   std::uint8_t initiator_depth = 0;
   std::uint8_t responder_resources = 0;
+  // CONNECT_REQUEST: the protection domain the dialer asked for in its
+  // private data (DomainPrivateData; 0 without one).
+  DomainId domain = kDefaultDomain;
 };
+
+// The private data of a connect request outside the default protection
+// domain (a default one sends none, as before domains existed).
+struct DomainPrivateData {
+  std::uint32_t magic = kMagic;
+  std::uint32_t version = 1;
+  DomainId domain = kDefaultDomain;
+  static constexpr std::uint32_t kMagic = 0x4d4f4443;  // "CDOM"
+};
+static_assert(sizeof(DomainPrivateData) == 16);
 
 // Reads one event without blocking: an event, nullopt if none is queued, or
 // an error if the channel itself failed.

@@ -111,6 +111,23 @@ Result<std::shared_ptr<VerbsDevice>> VerbsDevice::open(std::string_view name) {
   return dev;
 }
 
+Result<ibv_pd*> VerbsDevice::domain_pd(DomainId domain) const {
+  if (domain == kDefaultDomain) return pd.get();
+  std::lock_guard lock(domains_mu_);
+  auto& slot = domain_pds_[domain];
+  if (!slot) {
+    slot.reset(ibv_alloc_pd(context.get()));
+    if (!slot) {
+      const int err = errno;
+      domain_pds_.erase(domain);
+      return make_error(Errc::resource_exhausted, "ibv_alloc_pd for protection domain " +
+                                                      std::to_string(domain) + " on '" + name +
+                                                      "' failed: " + errno_text(err));
+    }
+  }
+  return slot.get();
+}
+
 bool VerbsDevice::same_device(const ibv_context* ctx) const noexcept {
   if (ctx == nullptr || ctx->device == nullptr) {
     return false;
@@ -191,7 +208,8 @@ void WindowTable::release_endpoint(const void* endpoint) noexcept {
 }
 
 Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_ptr<VerbsDevice> device,
-                                                                  std::size_t size, std::uint32_t access) {
+                                                                  std::size_t size, std::uint32_t access,
+                                                                  DomainId domain) {
   if (size == 0) {
     return make_error(Errc::invalid_argument, "cannot register an empty region");
   }
@@ -208,8 +226,10 @@ Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_pt
     return make_error(Errc::resource_exhausted, "cannot allocate " + std::to_string(size) + " bytes");
   }
   std::memset(memory.get(), 0, rounded);
+  auto pd = device->domain_pd(domain);
+  if (!pd) return pd.error();
   // Register exactly `size` bytes: the NIC's bounds check is the region's.
-  MrHandle mr(ibv_reg_mr(device->pd.get(), memory.get(), size, to_ibv_access(access)));
+  MrHandle mr(ibv_reg_mr(pd.value(), memory.get(), size, to_ibv_access(access)));
   if (!mr) {
     const int err = errno;
     std::string msg = "ibv_reg_mr of " + std::to_string(size) + " bytes failed: " + errno_text(err);
@@ -219,12 +239,13 @@ Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_pt
     return make_error(err == ENOMEM ? Errc::resource_exhausted : Errc::io_error, std::move(msg));
   }
   return std::unique_ptr<MemoryRegion>(
-      new VerbsMemoryRegion(std::move(device), std::move(memory), std::move(mr), size, access));
+      new VerbsMemoryRegion(std::move(device), std::move(memory), std::move(mr), size, access, domain));
 }
 
 VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, AlignedBuffer memory, MrHandle mr,
-                                     std::size_t size, std::uint32_t access)
-    : device_(std::move(device)),
+                                     std::size_t size, std::uint32_t access, DomainId domain)
+    : MemoryRegion(domain),
+      device_(std::move(device)),
       memory_(std::move(memory)),
       mr_(std::move(mr)),
       size_(size),

@@ -45,9 +45,9 @@ class WindowTable {
 };
 
 struct VerbsDevice {
-  // Declared in creation order: the PD is released before the context.
+  // Declared in creation order: the PDs are released before the context.
   ContextHandle context;
-  PdHandle pd;
+  PdHandle pd;  // the default protection domain's
   ibv_device_attr attr{};
   std::string name;
   // Emptied by the regions and endpoints before the PD goes (each holds the device).
@@ -58,6 +58,15 @@ struct VerbsDevice {
 
   // True if `ctx` (e.g. a cm_id's verbs context) belongs to this device.
   [[nodiscard]] bool same_device(const ibv_context* ctx) const noexcept;
+
+  // The ibv_pd of a protection domain (fabric.hpp): the default one's is
+  // `pd`, another's is allocated on first use and kept until the device
+  // goes. Setup path; any thread.
+  [[nodiscard]] Result<ibv_pd*> domain_pd(DomainId domain) const;
+
+ private:
+  mutable std::mutex domains_mu_;
+  mutable std::map<DomainId, PdHandle> domain_pds_;
 };
 
 // A page-aligned, zeroed buffer registered with the device's PD. Destruction
@@ -66,7 +75,7 @@ struct VerbsDevice {
 class VerbsMemoryRegion final : public MemoryRegion {
  public:
   static Result<std::unique_ptr<MemoryRegion>> allocate(std::shared_ptr<VerbsDevice> device, std::size_t size,
-                                                        std::uint32_t access);
+                                                        std::uint32_t access, DomainId domain);
 
   [[nodiscard]] std::byte* data() const noexcept override { return memory_.get(); }
   [[nodiscard]] std::size_t size() const noexcept override { return size_; }
@@ -81,7 +90,7 @@ class VerbsMemoryRegion final : public MemoryRegion {
 
  private:
   VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, AlignedBuffer memory, MrHandle mr, std::size_t size,
-                    std::uint32_t access);
+                    std::uint32_t access, DomainId domain);
 
   std::shared_ptr<VerbsDevice> device_;
   AlignedBuffer memory_;

@@ -82,6 +82,8 @@ Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& c
   const std::uint32_t send_wr = std::min(cfg.send_queue_depth, max_wr);
   const std::uint32_t recv_wr = std::min(cfg.recv_queue_depth, max_wr);
   ibv_context* ctx = device.context.get();
+  auto pd = device.domain_pd(cfg.domain);
+  if (!pd) return pd.error();
 
   conn.send_cq.reset(ibv_create_cq(ctx, static_cast<int>(send_wr), nullptr, nullptr, 0));
   if (!conn.send_cq) {
@@ -105,7 +107,7 @@ Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& c
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = inline_size;
-    conn.qp.reset(ibv_create_qp(device.pd.get(), &init));
+    conn.qp.reset(ibv_create_qp(pd.value(), &init));
     if (conn.qp) {
       break;
     }
@@ -151,8 +153,9 @@ WrRing::WrRing(std::uint32_t depth)
       depth_(depth) {}
 
 VerbsEndpoint::VerbsEndpoint(std::shared_ptr<VerbsDevice> device, Connection conn, const EndpointCaps& caps,
-                             std::string peer)
-    : device_(std::move(device)),
+                             std::string peer, DomainId domain)
+    : Endpoint(domain),
+      device_(std::move(device)),
       conn_(std::move(conn)),
       caps_(caps),
       send_ring_(caps.send_queue_depth),
@@ -171,7 +174,7 @@ VerbsEndpoint::~VerbsEndpoint() {
 // connection, and zero-based, so the peer addresses the region by offset.
 // Waits for the bind's completion (keeping the caller's completions it
 // meets for poll_send), so the key works once this returns.
-Result<RemoteRegion> VerbsEndpoint::expose(const MemoryRegion& mr) {
+Result<RemoteRegion> VerbsEndpoint::expose_region(const MemoryRegion& mr) {
   const auto* region = dynamic_cast<const VerbsMemoryRegion*>(&mr);
   if (region == nullptr || region->device() != device_.get()) {
     return make_error(Errc::invalid_argument, "cannot expose a region of another provider or device");
@@ -190,7 +193,11 @@ Result<RemoteRegion> VerbsEndpoint::expose(const MemoryRegion& mr) {
   if (send_ring_.full()) {
     return make_error(Errc::backpressure, "send queue full: no room to bind a memory window");
   }
-  ibv_mw* mw = ibv_alloc_mw(device_->pd.get(), IBV_MW_TYPE_2);
+  // The window is of the connection's protection domain, as its QP and the
+  // region are (expose() checked the region's).
+  auto pd = device_->domain_pd(domain());
+  if (!pd) return pd.error();
+  ibv_mw* mw = ibv_alloc_mw(pd.value(), IBV_MW_TYPE_2);
   if (mw == nullptr) {
     return make_error(Errc::resource_exhausted, "ibv_alloc_mw (type 2) on '" + device_->name +
                                                     "' failed: " + errno_text(errno) +

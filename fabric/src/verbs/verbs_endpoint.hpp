@@ -49,7 +49,7 @@ struct QueuePairInfo {
   bool link_layer_ib = false;  // InfiniBand port (not RoCE/iWARP)
 };
 
-// Creates both CQs and the RC QP on the device's PD. With a cm_id (which
+// Creates both CQs and the RC QP on the PD of cfg.domain. With a cm_id (which
 // must already be bound to a port of the device) the QP is moved to INIT
 // with rdma_cm's attributes; without one (oob) it stays in RESET on port 1.
 Result<QueuePairInfo> create_queue_pair(const VerbsDevice& device, Connection& conn,
@@ -101,12 +101,12 @@ class WrRing {
 class VerbsEndpoint final : public Endpoint {
  public:
   VerbsEndpoint(std::shared_ptr<VerbsDevice> device, Connection conn, const EndpointCaps& caps,
-                std::string peer);
+                std::string peer, DomainId domain);
   ~VerbsEndpoint() override;
   VerbsEndpoint(const VerbsEndpoint&) = delete;
   VerbsEndpoint& operator=(const VerbsEndpoint&) = delete;
 
-  [[nodiscard]] Result<RemoteRegion> expose(const MemoryRegion& mr) override;
+  [[nodiscard]] Result<RemoteRegion> expose_region(const MemoryRegion& mr) override;
   [[nodiscard]] Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) override;
   [[nodiscard]] Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst,
                                     std::uint32_t imm) override;

@@ -135,6 +135,7 @@ Result<Setup> prepare(const VerbsDevice& device, UniqueFd fd, const EndpointConf
   s.mine.mtu = mtu_bytes(s.active_mtu);
   s.mine.sq_depth = s.info.caps.send_queue_depth;
   s.mine.rq_depth = s.info.caps.recv_queue_depth;
+  s.mine.domain = cfg.domain;
   return s;
 }
 
@@ -214,7 +215,9 @@ class OobListener final : public Listener {
     std::string peer = soft::peer_name(fd);
     if (oob::dialer_gone(fd))
       return make_error(Errc::io_error, peer + " gave up before the handshake's answer");
-    auto setup = prepare(*device_, std::move(conn), cfg_);
+    EndpointConfig cfg = cfg_;
+    cfg.domain = request.value().domain;  // the dialer's choice
+    auto setup = prepare(*device_, std::move(conn), cfg);
     Error failure;
     if (!setup) {
       failure = setup.error();
@@ -228,7 +231,7 @@ class OobListener final : public Listener {
     const Hello mine = setup.value().mine;
     // Built before the answer, so the caller's receives are posted before the peer may send.
     auto ep = std::make_unique<VerbsEndpoint>(device_, std::move(setup.value().conn), setup.value().info.caps,
-                                              peer);
+                                              peer, cfg.domain);
     if (before_accept) {
       if (Errc e = before_accept(*ep); e != Errc::ok) {
         oob::refuse(fd, e, deadline);
@@ -280,7 +283,7 @@ Result<std::unique_ptr<Endpoint>> oob_connect(const std::shared_ptr<VerbsDevice>
   if (!answer) return answer.error();
   if (auto r = join(*device, setup.value(), answer.value()); !r) return r.error();
   return std::unique_ptr<Endpoint>(std::make_unique<VerbsEndpoint>(
-      device, std::move(setup.value().conn), setup.value().info.caps, std::string(address)));
+      device, std::move(setup.value().conn), setup.value().info.caps, std::string(address), cfg.domain));
 }
 
 }  // namespace catena::fabric::verbs

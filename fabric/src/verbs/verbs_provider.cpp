@@ -154,7 +154,9 @@ Result<std::unique_ptr<Endpoint>> VerbsListener::accept_request(CmIdHandle id, c
   }
   conn.id = std::move(id);
 
-  auto qp = create_queue_pair(*device_, conn, cfg_);
+  EndpointConfig cfg = cfg_;
+  cfg.domain = request.domain;  // the dialer's choice
+  auto qp = create_queue_pair(*device_, conn, cfg);
   if (!qp) {
     reject(conn.id.get());
     return qp.error();
@@ -176,7 +178,7 @@ Result<std::unique_ptr<Endpoint>> VerbsListener::accept_request(CmIdHandle id, c
   // The endpoint exists before the connection is accepted, so the caller can
   // post receives on it first: the peer may send the moment its connect
   // returns, and setup must not lean on RNR retries (a device may limit them).
-  auto ep = std::make_unique<VerbsEndpoint>(device_, std::move(conn), qp->caps, peer);
+  auto ep = std::make_unique<VerbsEndpoint>(device_, std::move(conn), qp->caps, peer, cfg.domain);
   if (before_accept) {
     if (Errc e = before_accept(*ep); e != Errc::ok) {
       reject(ep->cm_id());  // the endpoint's destructor then finds nothing to disconnect
@@ -206,8 +208,9 @@ class VerbsProvider final : public Provider {
 
   [[nodiscard]] std::string name() const override { return "verbs:" + device_->name + (oob_ ? ",oob" : ""); }
 
-  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
-    return VerbsMemoryRegion::allocate(device_, size, access);
+  Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,
+                                                        DomainId domain) override {
+    return VerbsMemoryRegion::allocate(device_, size, access, domain);
   }
 
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg) override;
@@ -300,6 +303,12 @@ Result<std::unique_ptr<Endpoint>> VerbsProvider::connect(std::string_view addres
   }
   rdma_conn_param param = conn_param(clamp_u8(device_->attr.max_qp_rd_atom),
                                      clamp_u8(device_->attr.max_qp_init_rd_atom), conn.qp->qp_num);
+  DomainPrivateData domain;
+  domain.domain = cfg.domain;
+  if (cfg.domain != kDefaultDomain) {
+    param.private_data = &domain;
+    param.private_data_len = sizeof domain;
+  }
   if (rdma_connect(conn.id.get(), &param) != 0) {
     return make_error(Errc::io_error, "rdma_connect to " + peer + " failed: " + errno_text(errno));
   }
@@ -319,7 +328,7 @@ Result<std::unique_ptr<Endpoint>> VerbsProvider::connect(std::string_view addres
   }
   std::string peer_addr = format_address(rdma_get_peer_addr(conn.id.get()));
   return std::unique_ptr<Endpoint>(
-      std::make_unique<VerbsEndpoint>(device_, std::move(conn), qp->caps, std::move(peer_addr)));
+      std::make_unique<VerbsEndpoint>(device_, std::move(conn), qp->caps, std::move(peer_addr), cfg.domain));
 }
 
 }  // namespace

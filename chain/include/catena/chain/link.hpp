@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include <catena/chain/domain.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
 
@@ -56,8 +57,10 @@ class Link {
     std::unique_ptr<fabric::MemoryRegion> recv;
     std::unique_ptr<fabric::MemoryRegion> send;
     std::uint32_t recv_depth = 0;
+    fabric::DomainId domain = fabric::kDefaultDomain;
     static fabric::Result<Buffers> allocate(fabric::Provider& provider,
-                                            std::uint32_t recv_depth = kDefaultRecvDepth);
+                                            std::uint32_t recv_depth = kDefaultRecvDepth,
+                                            fabric::DomainId domain = fabric::kDefaultDomain);
     [[nodiscard]] bool ready() const { return recv && send; }
   };
 
@@ -65,9 +68,11 @@ class Link {
   // `listener` and posts the receives from `buffers` before the connection is
   // accepted, so the peer's hello never waits on RNR retries. On success the
   // Link takes the buffers (allocate new ones for the next call); on timeout
-  // or a failed connection they stay with the caller, unused.
-  static fabric::Result<std::unique_ptr<Link>> accept(fabric::Listener& listener, Buffers& buffers,
-                                                      std::chrono::milliseconds timeout);
+  // or a failed connection they stay with the caller, unused. A connection
+  // of another protection domain than the buffers' gets new buffers of its
+  // own domain from `provider` (its receives must be in its domain).
+  static fabric::Result<std::unique_ptr<Link>> accept(fabric::Provider& provider, fabric::Listener& listener,
+                                                      Buffers& buffers, std::chrono::milliseconds timeout);
 
   fabric::Endpoint& ep() { return *ep_; }
   [[nodiscard]] bool connected() const { return ep_->state() == fabric::EndpointState::connected; }
@@ -199,7 +204,9 @@ class Link {
     static Dialing start(fabric::Provider& provider, std::string_view addr, Hello hello,
                          std::chrono::milliseconds connect_timeout, Grant&& grant = {}) {
       Dialing d;
-      auto ep = provider.connect(addr, {}, connect_timeout);
+      fabric::EndpointConfig cfg;
+      cfg.domain = domain_of_channel(hello.ref.name());  // the channel's tenant's (domain.hpp)
+      auto ep = provider.connect(addr, cfg, connect_timeout);
       if (!ep) {
         d.out_.unreachable = true;
         d.out_.error = ep.error();

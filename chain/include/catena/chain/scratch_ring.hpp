@@ -22,8 +22,9 @@ class ScratchRing {
   static constexpr std::uint32_t kSlotBytes = 64;
   static constexpr std::uint32_t kSlots = 256;
 
-  static fabric::Result<ScratchRing> create(fabric::Provider& provider) {
-    auto region = provider.allocate(std::size_t{kSlotBytes} * kSlots, fabric::kLocalWrite);
+  static fabric::Result<ScratchRing> create(fabric::Provider& provider,
+                                            fabric::DomainId domain = fabric::kDefaultDomain) {
+    auto region = provider.allocate(std::size_t{kSlotBytes} * kSlots, fabric::kLocalWrite, domain);
     if (!region) return region.error();
     ScratchRing r;
     r.region_ = std::move(region.value());

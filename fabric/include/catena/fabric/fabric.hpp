@@ -46,6 +46,18 @@
 //    (infinite RNR retry) until one is.
 //  - post_*() never blocks: a full queue returns Errc::backpressure.
 //
+//  - Protection domains. Every region and every endpoint belongs to one
+//    domain (DomainId; 0, the default, unless asked otherwise). An endpoint
+//    can expose, and use as local buffers, only regions of its own domain:
+//    expose() of another domain's region is Errc::invalid_argument, a post
+//    naming one is refused (soft and dpdk: Errc::local_protection at post;
+//    verbs: the device fails the request with local_protection_error). A
+//    dialer chooses its connection's domain (EndpointConfig::domain); the
+//    accepted endpoint takes the same one. Verbs: one protection domain
+//    (ibv_pd) per DomainId, so a queue pair of one domain cannot reach
+//    another's memory even with its keys; soft and dpdk: a check on every
+//    expose and post. Catena gives each tenant its own (chain/domain.hpp).
+//
 // Threading: a Provider may be used from several threads for setup
 // (register, listen, connect). An Endpoint's post_*/poll_* functions are
 // single-threaded (_st): one data-plane thread owns each endpoint.
@@ -63,6 +75,10 @@
 #include <catena/fabric/result.hpp>
 
 namespace catena::fabric {
+
+// A protection domain (see above). 0: the default domain.
+using DomainId = std::uint64_t;
+inline constexpr DomainId kDefaultDomain = 0;
 
 // Access rights of a registered region (bit mask), mirroring IBV_ACCESS_*.
 enum Access : std::uint32_t {
@@ -93,6 +109,14 @@ class MemoryRegion {
   [[nodiscard]] virtual std::size_t size() const noexcept = 0;
   [[nodiscard]] virtual std::uint32_t lkey() const noexcept = 0;
   [[nodiscard]] virtual std::uint32_t access() const noexcept = 0;
+  // The protection domain it was allocated in.
+  [[nodiscard]] DomainId domain() const noexcept { return domain_; }
+
+ protected:
+  explicit MemoryRegion(DomainId domain = kDefaultDomain) noexcept : domain_(domain) {}
+
+ private:
+  DomainId domain_;
 };
 
 // A local scatter/gather element: a span inside a registered region.
@@ -144,6 +168,9 @@ struct EndpointConfig {
   std::uint32_t send_queue_depth = 256;
   std::uint32_t recv_queue_depth = 256;
   std::uint32_t max_inline = 64;
+  // Provider::connect: the connection's protection domain (the accepted
+  // end takes the same). Ignored by listen().
+  DomainId domain = kDefaultDomain;
 };
 
 // What the provider granted. Posting more than send_queue_depth outstanding
@@ -174,8 +201,9 @@ class Endpoint {
   // on this QP, ahead of anything posted later, such as the SEND that
   // carries the key). Exposing the same region again returns the same key.
   // The grant ends when the region or this endpoint is destroyed.
-  // `mr` must come from the provider that created this endpoint.
-  [[nodiscard]] virtual Result<RemoteRegion> expose(const MemoryRegion& mr) = 0;
+  // `mr` must come from the provider that created this endpoint, and be of
+  // its protection domain (else Errc::invalid_argument).
+  [[nodiscard]] Result<RemoteRegion> expose(const MemoryRegion& mr);
 
   [[nodiscard]] virtual Errc post_write(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst) = 0;
   [[nodiscard]] virtual Errc post_write_imm(std::uint64_t wr_id, LocalBuffer src, RemoteAddress dst,
@@ -199,6 +227,17 @@ class Endpoint {
   // Moves the endpoint to the error state at once: posted work is flushed,
   // the peer sees a disconnect. Used to fence a predecessor.
   virtual void disconnect() = 0;
+
+  // The connection's protection domain: the dialer's choice.
+  [[nodiscard]] DomainId domain() const noexcept { return domain_; }
+
+ protected:
+  explicit Endpoint(DomainId domain = kDefaultDomain) noexcept : domain_(domain) {}
+  // expose() once the region is known to be of this endpoint's domain.
+  [[nodiscard]] virtual Result<RemoteRegion> expose_region(const MemoryRegion& mr) = 0;
+
+ private:
+  DomainId domain_;
 };
 
 class Listener {
@@ -250,8 +289,12 @@ class Provider {
 
   [[nodiscard]] virtual std::string name() const = 0;
 
-  // Allocates and registers `size` zeroed bytes with the given access mask.
-  virtual Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) = 0;
+  // Allocates and registers `size` zeroed bytes with the given access mask,
+  // in protection domain `domain`.
+  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access,
+                                                 DomainId domain = kDefaultDomain) {
+    return allocate_region(size, access, domain);
+  }
 
   // --- kept memory (process-level recovery) ----------------------------------
   // A registered region named `name` ([A-Za-z0-9._#-], 1..200 characters)
@@ -261,7 +304,10 @@ class Provider {
   // A name asked again with another size starts over, zeroed. Setup path.
   // invalid_argument without a keep directory or on a bad name;
   // no_device where the provider cannot keep memory.
-  virtual Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access);
+  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access,
+                                   DomainId domain = kDefaultDomain) {
+    return allocate_kept_region(name, size, access, domain);
+  }
   // The names that hold kept bytes (from this process or the last one).
   [[nodiscard]] virtual std::vector<std::string> kept_names() const { return {}; }
   // Drops a name's bytes (zeroed, memory returned). Its region, if any, must
@@ -283,6 +329,13 @@ class Provider {
   // provider waits for its connection manager; providers whose progress has
   // no thread of its own do nothing.
   virtual void settle() {}
+
+ protected:
+  virtual Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,
+                                                                DomainId domain) = 0;
+  // Default: no_device or invalid_argument (see allocate_kept).
+  virtual Result<KeptRegion> allocate_kept_region(std::string_view name, std::size_t size,
+                                                  std::uint32_t access, DomainId domain);
 };
 
 // Provider factories, used by Provider::open. Exposed for tests.

@@ -192,12 +192,6 @@ class FaultProvider final : public Provider {
   [[nodiscard]] Provider& inner() { return *inner_; }
 
   [[nodiscard]] std::string name() const override { return "fault:" + inner_->name(); }
-  Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access) override {
-    return inner_->allocate(size, access);
-  }
-  Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access) override {
-    return inner_->allocate_kept(name, size, access);
-  }
   [[nodiscard]] std::vector<std::string> kept_names() const override { return inner_->kept_names(); }
   void discard_kept(std::string_view name) override { inner_->discard_kept(name); }
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg = {}) override;
@@ -205,6 +199,16 @@ class FaultProvider final : public Provider {
       std::string_view address, const EndpointConfig& cfg = {},
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) override;
   void settle() override { inner_->settle(); }
+
+ protected:
+  Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,
+                                                        DomainId domain) override {
+    return inner_->allocate(size, access, domain);
+  }
+  Result<KeptRegion> allocate_kept_region(std::string_view name, std::size_t size, std::uint32_t access,
+                                          DomainId domain) override {
+    return inner_->allocate_kept(name, size, access, domain);
+  }
 
  private:
   std::unique_ptr<Provider> inner_;

@@ -82,7 +82,7 @@ for kind in cmake pkg; do
   echo "install-check: $kind: published $records, subscriber got exactly them ($(tail -1 "$work/pub-$kind.log"))"
 done
 # A new group's only member is given every partition and starts at the earliest record.
-"$work/ex-pkg/bin/group_consumer" "$controller" ex-cmake example-group 4 > "$work/got-group" 2> "$work/group.log" ||
+"$work/ex-pkg/bin/group_consumer" "$controller" ex-cmake example-group 5 > "$work/got-group" 2> "$work/group.log" ||
   { cat "$work/group.log" >&2; fail "group consumer"; }
 records_of "$work/got-group" | diff -q - "$work/expected" >/dev/null ||
   fail "group consumer: got $(records_of "$work/got-group" | wc -l) records, not the $records published (once each): $(cat "$work/group.log")"

@@ -4,10 +4,12 @@
 # ZooKeeper: the C client for the controller's ZooKeeper store, and the
 # server's jars (libzookeeper-java, not the `zookeeper` package, which pulls
 # a desktop JRE and a GUI) run with a headless JRE by the tests that start a
-# server of their own (tests/control/zk_server.hpp).
+# server of their own (tests/control/zk_server.hpp). dpkg-dev and file:
+# cpack's .deb packages (dpkg-shlibdeps; ci/install-check.sh).
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
+  dpkg-dev file
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
   thrift-compiler libthrift-dev libssl-dev libboost-dev libevent-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev

@@ -2,6 +2,8 @@
 # The whole test suite, from a fresh Debian 12 machine:
 #   1. install packages, check the format (clang-format),
 #   2. build with GCC (-Werror; unity batches) what the VM stages run,
+#      install it into a staging prefix, build examples/ against it and run
+#      them on a local cluster, and build the .deb packages,
 #   3. boot the soft-RoCE VM and run the verbs provider's conformance suite,
 #      the broker tests and `catena cluster demo` on verbs:rxe0 (the GCC
 #      build's binaries); boot two such VMs joined by a virtual wire and
@@ -49,9 +51,14 @@ unity+=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELW
 # the benches, and the four test programs the VM stages run); the other test
 # programs only run in the Clang builds (also -Werror), so GCC compiling them
 # too was 40% of its build for nothing run (2026-12-02).
-gcc_targets="catena catenad catena-controller catena-perf catena-fabric-bench catena-frame-ring-bench
+# catena_sdk is libcatena.so, for the install stage below.
+gcc_targets="catena catenad catena-controller catena_sdk catena-perf catena-fabric-bench catena-frame-ring-bench
   catena-fabric-conformance catena-broker-test catena-catenad-test catena-dpdk-provider-test"
 stage "build" env NINJA_TARGETS="$(echo $gcc_targets)" ci/build.sh "${unity[@]}"
+# Install into a staging prefix, build examples/ against it (find_package
+# and pkg-config), run them on a local cluster of the staged binaries, and
+# build the .deb packages (~1 minute).
+stage "install and link (examples/, .debs)" ci/install-check.sh build
 
 # The test stages leave the cores idle much of the time (tests wait on
 # timers, sockets and child processes), and the Clang builds and clang-tidy

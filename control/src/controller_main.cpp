@@ -37,6 +37,7 @@
 #include <catena/control/controller_candidate.hpp>
 #include <catena/control/controller_server.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
+#include <catena/version.hpp>
 
 namespace {
 
@@ -112,7 +113,9 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"catena-controller: Catena's control plane (membership, routes, epochs, chain repair)"};
+  CLI::App app{"catena-controller " CATENA_VERSION
+               ": Catena's control plane (membership, routes, epochs, chain repair)"};
+  app.set_version_flag("--version", CATENA_VERSION);
   std::string config_path;
   std::string port_file;
   bool print_config = false;

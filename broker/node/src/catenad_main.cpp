@@ -34,6 +34,7 @@
 #include <catena/control/controller_client.hpp>
 #include <catena/control/tenants.hpp>
 #include <catena/fabric/listen_address.hpp>
+#include <catena/version.hpp>
 
 #include "catenad_config.hpp"
 
@@ -48,7 +49,8 @@ void on_signal(int) {
 
 int main(int argc, char** argv) {
   using catena::catenad::Config;
-  CLI::App app{"catenad: a Catena broker node"};
+  CLI::App app{"catenad " CATENA_VERSION ": a Catena broker node"};
+  app.set_version_flag("--version", CATENA_VERSION);
   std::string config_file;
   std::string ready_file;
   bool print_config = false;

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <catena/broker/local_cluster.hpp>
+#include <catena/version.hpp>
 
 #include "commands.hpp"
 
@@ -17,7 +18,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("catena"));
   spdlog::set_level(spdlog::level::warn);
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug: the clients' connection events too
-  CLI::App app{"catena: replicated publish/subscribe over RDMA chains"};
+  CLI::App app{"catena " CATENA_VERSION ": replicated publish/subscribe over RDMA chains"};
+  app.set_version_flag("--version", CATENA_VERSION);
   app.require_subcommand(1);
   Common common;
   app.add_option("--controller", common.controller,

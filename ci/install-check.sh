@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# ci/install-check.sh BUILD_DIR: Catena as a user installs and links it.
+#   1. `cmake --install BUILD_DIR --prefix STAGE` (a staging prefix), and
+#      each binary's --version;
+#   2. examples/ built against STAGE twice: CMake with find_package(Catena)
+#      (CMAKE_PREFIX_PATH=STAGE) and make with pkg-config (PKG_CONFIG_PATH);
+#   3. a local cluster of the staged binaries (`catena cluster up
+#      --detach`): each build's publisher sends N records, its subscriber
+#      must get exactly those N (every payload once), and the group consumer
+#      must consume them all as the only member of a new group;
+#   4. the .deb packages (cpack), each listing what it must hold.
+# BUILD_DIR must have built catena, catenad, catena-controller and
+# catena_sdk (libcatena.so). 34-55 s on 2 cores (2026-12-03). KEEP=1 keeps
+# the work directory (/tmp/catena-install-check.*: stage, outputs, .debs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+build=$(realpath "${1:?usage: ci/install-check.sh BUILD_DIR}")
+records=${RECORDS:-400}
+work=$(mktemp -d /tmp/catena-install-check.XXXXXX)
+stage=$work/stage
+cluster=$work/cluster
+cleanup() {
+  if [ -f "$cluster/cluster.env" ]; then "$stage/bin/catena" cluster down --dir "$cluster" >/dev/null 2>&1 || true; fi
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+t0=$(date +%s)
+step() { echo "--- install-check ($(( $(date +%s) - t0 ))s): $*"; }
+fail() { echo "install-check: FAIL: $*" >&2; exit 1; }
+# The records a program printed, sorted: its stdout without the library's
+# log lines (spdlog's default logger writes "[date time] [level] ..." to
+# stdout; the README says so under "Install and link").
+records_of() { grep -v '^\[[0-9]\{4\}-[0-9][0-9]-[0-9][0-9] ' "$1" | sort || true; }
+
+step "cmake --install $build --prefix $stage"
+cmake --install "$build" --prefix "$stage" >/dev/null
+libdir=$(sed -n 's/^libdir=${prefix}\///p' "$build/packaging/catena.pc")
+for f in bin/catena bin/catenad bin/catena-controller "$libdir/libcatena.so" include/catena/version.hpp \
+  include/catena/broker/publisher.hpp include/catena/control/idl/catena_types.h \
+  "$libdir/cmake/Catena/CatenaConfig.cmake" "$libdir/cmake/Catena/CatenaConfigVersion.cmake" \
+  "$libdir/pkgconfig/catena.pc"; do
+  [ -e "$stage/$f" ] || fail "$f was not installed"
+done
+grep -q "^ExecStart=$stage/bin/catenad " "$stage/$libdir/systemd/system/catenad.service" ||
+  fail "the installed catenad.service does not start $stage/bin/catenad"
+version=$(sed -n 's/^#define CATENA_VERSION "\(.*\)"$/\1/p' "$stage/include/catena/version.hpp")
+[ -n "$version" ] || fail "no CATENA_VERSION in version.hpp"
+for b in catena catenad catena-controller; do
+  [ "$("$stage/bin/$b" --version)" = "$version" ] || fail "$b --version is not $version"
+  "$stage/bin/$b" --help | head -1 | grep -qF "$b $version" || fail "$b --help does not say $version"
+done
+
+step "examples/ with CMake: find_package(Catena), CMAKE_PREFIX_PATH=$stage"
+cmake -S examples -B "$work/ex-cmake" -G Ninja -DCMAKE_PREFIX_PATH="$stage" \
+  -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$work/ex-cmake/bin" >/dev/null
+ninja -C "$work/ex-cmake" >/dev/null
+step "examples/ with make: pkg-config catena, PKG_CONFIG_PATH=$stage/$libdir/pkgconfig"
+[ "$(PKG_CONFIG_PATH=$stage/$libdir/pkgconfig pkg-config --modversion catena)" = "$version" ] ||
+  fail "pkg-config --modversion catena is not $version"
+PKG_CONFIG_PATH=$stage/$libdir/pkgconfig CXXFLAGS=-O1 make -s -C examples -j2 OUT="$work/ex-pkg/bin" >/dev/null
+
+step "a local cluster of the staged binaries"
+"$stage/bin/catena" cluster up --detach --dir "$cluster" --nodes 3 --controller-port 0 > "$work/up.log" 2>&1 ||
+  { cat "$work/up.log" >&2; fail "catena cluster up"; }
+controller=$(sed -n 's/^CONTROLLER=//p' "$cluster/cluster.env")
+[ -n "$controller" ] || fail "cluster up left no CONTROLLER in $cluster/cluster.env"
+seq 0 $((records - 1)) | sed 's/^/record-/' | sort > "$work/expected"
+
+# publisher then subscriber, one build's pair per channel
+for kind in cmake pkg; do
+  ex=$work/ex-$kind/bin
+  "$stage/bin/catena" --controller "$controller" channel create "ex-$kind" --partitions 4 --replication 2 >/dev/null
+  "$ex/publisher" "$controller" "ex-$kind" "$records" > "$work/acks-$kind" 2> "$work/pub-$kind.log" ||
+    { cat "$work/pub-$kind.log" >&2; fail "$kind publisher"; }
+  [ "$(records_of "$work/acks-$kind" | uniq | grep -c '^[0-9]*:[0-9]*$')" -eq "$records" ] ||
+    fail "$kind publisher: $(records_of "$work/acks-$kind" | uniq | wc -l) distinct partition:offset acks, not $records"
+  "$ex/subscriber" "$controller" "ex-$kind" "$records" 10000 > "$work/got-$kind" 2> "$work/sub-$kind.log" ||
+    { cat "$work/sub-$kind.log" >&2; fail "$kind subscriber"; }
+  records_of "$work/got-$kind" | diff -q - "$work/expected" >/dev/null ||
+    fail "$kind subscriber: got $(records_of "$work/got-$kind" | wc -l) records, not the $records published (once each)"
+  echo "install-check: $kind: published $records, subscriber got exactly them ($(tail -1 "$work/pub-$kind.log"))"
+done
+# A new group's only member is given every partition and starts at the earliest record.
+"$work/ex-pkg/bin/group_consumer" "$controller" ex-cmake example-group 5 > "$work/got-group" 2> "$work/group.log" ||
+  { cat "$work/group.log" >&2; fail "group consumer"; }
+records_of "$work/got-group" | diff -q - "$work/expected" >/dev/null ||
+  fail "group consumer: got $(records_of "$work/got-group" | wc -l) records, not the $records published (once each): $(cat "$work/group.log")"
+echo "install-check: group consumer: $(tail -1 "$work/group.log")"
+"$stage/bin/catena" cluster down --dir "$cluster" >/dev/null
+rm -f "$cluster/cluster.env"
+
+step "cpack: the .deb packages"
+(cd "$work" && cpack --config "$build/CPackConfig.cmake" -B "$work/debs" >/dev/null)
+check_deb() {  # check_deb GLOB PATH...: the one .deb matching GLOB lists every PATH
+  local debs=("$work"/debs/$1) listing
+  [ -f "${debs[0]}" ] || fail "no $1 built"
+  listing=$(dpkg-deb -c "${debs[0]}")
+  shift
+  for p in "$@"; do grep -q " \./usr/$p\( \|$\)" <<< "$listing" || fail "$(basename "${debs[0]}") lacks /usr/$p"; done
+  echo "install-check: $(basename "${debs[0]}"): $(dpkg-deb -f "${debs[0]}" Depends | cut -c1-110)"
+}
+check_deb "catena_${version}_*.deb" bin/catena bin/catenad bin/catena-controller \
+  lib/systemd/system/catenad.service lib/systemd/system/catena-controller.service
+dpkg-deb --fsys-tarfile "$work"/debs/catena_"${version}"_*.deb | tar -xO ./usr/lib/systemd/system/catenad.service |
+  grep -q '^ExecStart=/usr/bin/catenad ' || fail "the packaged catenad.service does not start /usr/bin/catenad"
+check_deb "libcatena*_${version}_*.deb" "lib/libcatena.so.$version"
+check_deb "catena-dev_${version}_*.deb" lib/libcatena.so include/catena/broker/publisher.hpp \
+  include/catena/version.hpp lib/cmake/Catena/CatenaConfig.cmake lib/pkgconfig/catena.pc
+step "passed"

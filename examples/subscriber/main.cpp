@@ -1,0 +1,66 @@
+// Reads CHANNEL from its earliest records and prints each payload on a line,
+// until COUNT records arrived or nothing came for TIMEOUT_MS.
+//
+//   subscriber CONTROLLER CHANNEL COUNT [TIMEOUT_MS]
+//
+// Exits 0 when COUNT records arrived.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/subscriber.hpp>
+
+int main(int argc, char** argv) {
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s CONTROLLER CHANNEL COUNT [TIMEOUT_MS]\n", argv[0]);
+    return 2;
+  }
+  const std::string channel = argv[2];
+  const std::uint64_t count = std::strtoull(argv[3], nullptr, 10);
+  const std::chrono::milliseconds timeout(argc == 5 ? std::strtoll(argv[4], nullptr, 10) : 10000);
+
+  catena::control::ControllerClient::Options controller;
+  controller.address = argv[1];
+  catena::broker::ControllerRoutes routes(controller, "example-subscriber");
+
+  catena::SubscriberOptions options;
+  options.start = catena::Start::earliest;  // or latest, offset, committed (with a group)
+  auto subscriber = catena::Subscriber::create(routes, channel, options);
+  if (!subscriber) {
+    std::fprintf(stderr, "subscriber: %s\n", subscriber.error().describe().c_str());
+    return 1;
+  }
+  catena::Subscriber& sub = *subscriber.value();
+  // Not records: a position that expired (TTL), or records lost for good.
+  sub.on_notice([](const catena::Notice& n) {
+    std::fprintf(stderr, "subscriber: partition %u: %s, continuing at offset %llu\n", n.partition,
+                 std::string(catena::client::to_string(n.error())).c_str(),
+                 static_cast<unsigned long long>(n.next_offset));
+  });
+
+  std::uint64_t received = 0;
+  auto last = std::chrono::steady_clock::now();
+  while (received < count) {
+    // The handler runs on this thread; the payload is valid during the call only.
+    const int n = sub.poll([&](const catena::Message& m) {
+      std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+      std::fputc('\n', stdout);
+      ++received;
+    });
+    if (n > 0) {
+      last = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last > timeout) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll() never waits
+    }
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "received %llu of %llu\n", static_cast<unsigned long long>(received),
+               static_cast<unsigned long long>(count));
+  return received == count ? 0 : 1;
+}

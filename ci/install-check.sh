@@ -35,7 +35,7 @@ records_of() { grep -v '^\[[0-9]\{4\}-[0-9][0-9]-[0-9][0-9] ' "$1" | sort || tru
 
 step "cmake --install $build --prefix $stage"
 cmake --install "$build" --prefix "$stage" >/dev/null
-libdir=$(sed -n 's/^libdir=${prefix}\///p' "$build/packaging/catena.pc")
+libdir=$(sed -n 's/^libdir=${prefix}\///p' "$build/broker/packaging/catena.pc")
 for f in bin/catena bin/catenad bin/catena-controller "$libdir/libcatena.so" include/catena/version.hpp \
   include/catena/broker/publisher.hpp include/catena/control/idl/catena_types.h \
   "$libdir/cmake/Catena/CatenaConfig.cmake" "$libdir/cmake/Catena/CatenaConfigVersion.cmake" \

@@ -417,5 +417,102 @@ TEST(Mirror, PrimaryLossFailsOverWithinTheReportedLagAndARestartDuplicatesNothin
   EXPECT_EQ(out, std::to_string(after->partitions[1].next.destination) + "\n");
 }
 
+// Two closed clusters (each with its own admin token, as `cluster up
+// --secure`): a mirror needs a token for each. Without the destination's it
+// is refused as unauthenticated and records nothing; with both it copies
+// every record, in order, and `catena mirror status` reads the source with
+// --token.
+TEST(Mirror, ClosedClustersAreMirroredWithATokenForEach) {
+  const std::string state_dir = "mirror-secure-test-state";
+  std::filesystem::remove_all(state_dir);
+  auto start_closed = [](const std::string& dir) {
+    ClusterOptions o;
+    o.nodes = 3;
+    o.dir = dir;
+    o.quiet = true;
+    o.secure = true;
+    auto c = std::make_unique<LocalCluster>(o);
+    std::string err;
+    EXPECT_TRUE(c->start(&err)) << err;
+    return c;
+  };
+  auto src = start_closed("mirror-secure-test-src");
+  auto dst = start_closed("mirror-secure-test-dst");
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  auto src_co = options_for(src->controller_address());
+  src_co.token = src->admin_token();
+  auto dst_co = options_for(dst->controller_address());
+  dst_co.token = dst->admin_token();
+  ASSERT_NE(src_co.token, dst_co.token);
+  {
+    control::ControllerClient admin(src_co);
+    control::idl::ChannelConfig cfg;
+    cfg.name = kChannel;
+    cfg.partitions = 1;
+    cfg.replication = 3;
+    cfg.segment_bytes = 4 << 20;
+    cfg.ttl_ms = 600000;
+    auto ch = admin.create_channel(cfg);
+    ASSERT_TRUE(ch.ok()) << ch.error().describe();
+  }
+  constexpr std::uint64_t kRecords = 300;
+  {
+    broker::ControllerRoutes routes(src_co, "mirror-secure-pub");
+    auto pub = Publisher::create(routes, kChannel, {});
+    ASSERT_TRUE(pub.ok()) << pub.error().describe();
+    std::uint64_t ok = 0;
+    for (std::uint64_t id = 0; id < kRecords; ++id) {
+      const std::string p = payload_for(id);
+      while (pub.value()->publish_to(0, std::as_bytes(std::span(p)), [&](const PublishResult& r) {
+        if (r.status == PublishStatus::ok) ++ok;
+      }) != client::ErrorCode::ok)
+        pub.value()->poll();
+    }
+    ASSERT_TRUE(pub.value()->flush(10s));
+    ASSERT_EQ(ok, kRecords);
+  }
+
+  auto refused = Mirror::create("m", kChannel, src_co.address, dst_co.address, state_dir, src_co.token, "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, client::ErrorCode::unauthenticated) << refused.error().describe();
+  EXPECT_FALSE(std::filesystem::exists(mirror_state_path(state_dir, "m")));
+
+  auto created =
+      Mirror::create("m", kChannel, src_co.address, dst_co.address, state_dir, src_co.token, dst_co.token);
+  ASSERT_TRUE(created.ok()) << created.error().describe();
+  MirrorOptions mo;
+  mo.state_dir = state_dir;
+  mo.source_token = src_co.token;
+  mo.destination_token = dst_co.token;
+  auto mirror = Mirror::open("m", mo);
+  ASSERT_TRUE(mirror.ok()) << mirror.error().describe();
+  client::Result<void> ran;
+  std::thread run([&] { ran = mirror.value()->run(); });
+  ASSERT_TRUE(wait_for([&] { return mirror.value()->state().partitions[0].next.source >= kRecords; }, 15s))
+      << "the mirror made no progress";
+  mirror.value()->stop();
+  run.join();
+  EXPECT_TRUE(ran.ok()) << ran.error().describe();
+
+  // The destination holds every record once, in order.
+  broker::ControllerRoutes routes(dst_co, "mirror-secure-sub");
+  auto sub = Subscriber::create(routes, kChannel, {});
+  ASSERT_TRUE(sub.ok()) << sub.error().describe();
+  std::vector<std::uint64_t> ids;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        sub.value()->poll([&](const Message& m) { ids.push_back(id_of(m.payload)); });
+        return ids.size() >= kRecords;
+      },
+      10s));
+  ASSERT_EQ(ids.size(), kRecords);
+  for (std::uint64_t id = 0; id < kRecords; ++id) EXPECT_EQ(ids[id], id);
+
+  std::string out;
+  EXPECT_EQ(run_catena("--token " + src_co.token + " mirror --state-dir " + state_dir + " status m", &out), 0)
+      << out;
+  EXPECT_EQ(out.find("source unreachable"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace catena

@@ -53,9 +53,11 @@ client::Error from_control(const control::ControlError& e, const std::string& wh
 }
 
 control::ControllerClient::Options controller_options(const std::string& address,
-                                                      std::chrono::milliseconds timeout) {
+                                                      std::chrono::milliseconds timeout,
+                                                      const std::string& token) {
   control::ControllerClient::Options o;
   o.address = address;
+  o.token = token;
   o.connect_timeout = timeout;
   o.rpc_timeout = std::max(timeout, std::chrono::milliseconds(1000)) * 5;
   return o;
@@ -187,18 +189,19 @@ client::Result<void> MirrorState::save(const std::string& path) const {
 
 client::Result<MirrorState> Mirror::create(const std::string& name, const std::string& channel,
                                            const std::string& source, const std::string& destination,
-                                           const std::string& state_dir) {
+                                           const std::string& state_dir, const std::string& source_token,
+                                           const std::string& destination_token) {
   if (!valid_name(name)) return make_error(ErrorCode::invalid_argument, "bad mirror name '" + name + "'");
   if (source.empty() || destination.empty() || source == destination)
     return make_error(ErrorCode::invalid_argument, "a mirror needs two distinct clusters");
   const auto timeout = std::chrono::milliseconds(1000);
-  control::ControllerClient src(controller_options(source, timeout));
+  control::ControllerClient src(controller_options(source, timeout, source_token));
   auto info = src.describe_channel(channel);
   if (!info) return from_control(info.error(), "source cluster " + source);
   if (!info->generations.empty() && info->generations.back().partitions != info->config.partitions)
     return make_error(ErrorCode::invalid_argument, "channel " + channel + " is being altered: try again");
   const auto partitions = info->config.partitions;
-  control::ControllerClient dst(controller_options(destination, timeout));
+  control::ControllerClient dst(controller_options(destination, timeout, destination_token));
   auto existing = dst.describe_channel(channel);
   if (existing) {
     if (existing->config.partitions != partitions) {
@@ -266,8 +269,9 @@ MirrorState Mirror::state() const {
 // Records of this mirror the destination holds past `next.destination`:
 // stored by a run that stopped before its state file said so.
 client::Result<void> Mirror::reconcile(MirrorState& st) {
-  broker::ControllerRoutes routes(controller_options(st.destination, opts_.controller_timeout),
-                                  "mirror:" + st.name + ":check");
+  broker::ControllerRoutes routes(
+      controller_options(st.destination, opts_.controller_timeout, opts_.destination_token),
+      "mirror:" + st.name + ":check");
   for (std::uint32_t p = 0; p < st.partitions.size(); ++p) {
     auto& part = st.partitions[p];
     SubscriberOptions so;
@@ -329,10 +333,12 @@ client::Result<void> Mirror::run() {
     state_ = st;
   }
 
-  broker::ControllerRoutes src_routes(controller_options(st.source, opts_.controller_timeout),
-                                      "mirror:" + st.name + ":source");
-  broker::ControllerRoutes dst_routes(controller_options(st.destination, opts_.controller_timeout),
-                                      "mirror:" + st.name + ":destination");
+  broker::ControllerRoutes src_routes(
+      controller_options(st.source, opts_.controller_timeout, opts_.source_token),
+      "mirror:" + st.name + ":source");
+  broker::ControllerRoutes dst_routes(
+      controller_options(st.destination, opts_.controller_timeout, opts_.destination_token),
+      "mirror:" + st.name + ":destination");
   auto layout = src_routes.layout(st.channel);
   if (!layout)
     return make_error(layout.error().code, "source cluster " + st.source + ": " + layout.error().describe());

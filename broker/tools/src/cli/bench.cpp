@@ -167,8 +167,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
   app.add_flag("--secure", o.secure,
-               "its own cluster requires an admin token, as `cluster up --secure` (the measured publish and "
-               "subscribe paths authenticate once per connection)");
+               "the clusters it starts require an admin token, as `cluster up --secure`, in every mode "
+               "(the measured publish and subscribe paths authenticate once per connection)");
   app.add_flag("--no-floor", o.no_floor, "skip the floor measurement");
   app.add_flag("--no-throughput", o.no_throughput, "latency rows only");
   app.add_flag(

@@ -85,11 +85,13 @@ int run_controller_failover_bench(const Common& common, const BenchOptions& o) {
   co.provider = common.provider;
   co.dir = o.dir + "/controller-failover";
   co.quiet = true;
+  co.secure = o.secure;
   LocalCluster cluster(co);
   std::string err;
   if (!cluster.start(&err)) return fail("bench --controller-failover", err);
   control::ControllerClient::Options cco;
   cco.address = cluster.controller_address();
+  cco.token = cluster.admin_token();
   control::ControllerClient admin(cco);
   control::idl::ChannelConfig cfg;
   cfg.name = "controller-failover";

@@ -47,10 +47,12 @@ Round one_round(const Common& common, const BenchOptions& o, int round) {
   co.heartbeat_timeout_ms = o.timeout_ms;
   co.heartbeat_interval_ms = std::max(5, o.timeout_ms / 5);
   co.quiet = true;
+  co.secure = o.secure;
   LocalCluster cluster(co);
   if (!cluster.start(&out.error)) return out;
   control::ControllerClient::Options cco;
   cco.address = cluster.controller_address();
+  cco.token = cluster.admin_token();
   control::ControllerClient admin(cco);
   control::idl::ChannelConfig cfg;
   cfg.name = "failover";

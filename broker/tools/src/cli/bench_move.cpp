@@ -222,6 +222,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
   co.provider = common.provider;
   co.dir = o.dir + "/move";
   co.quiet = true;
+  co.secure = o.secure;
   LocalCluster cluster(co);
   std::string err;
   if (!cluster.start(&err)) {
@@ -230,6 +231,7 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
   }
   control::ControllerClient::Options cco;
   cco.address = cluster.controller_address();
+  cco.token = cluster.admin_token();
   cco.rpc_timeout = 30s;
   control::ControllerClient admin(cco);
   idl::ChannelConfig cfg;

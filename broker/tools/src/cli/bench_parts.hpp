@@ -164,8 +164,8 @@ bool parse_keyed(std::span<const std::byte> payload, int* key, std::uint64_t* se
 // under one lock, so "order" is the group's delivery order across members.
 class RescaleGroup {
  public:
-  RescaleGroup(std::string controller, std::string provider, std::string channel, std::size_t max_records,
-               int keys);
+  RescaleGroup(control::ControllerClient::Options controller, std::string provider, std::string channel,
+               std::size_t max_records, int keys);
   ~RescaleGroup();
   RescaleGroup(const RescaleGroup&) = delete;
   RescaleGroup& operator=(const RescaleGroup&) = delete;
@@ -191,7 +191,8 @@ class RescaleGroup {
   struct Member;
   void deliver(const Message& m);
 
-  const std::string controller_, provider_, channel_;
+  const control::ControllerClient::Options controller_;
+  const std::string provider_, channel_;
   const int keys_;
   int next_member_ = 0;
   std::vector<std::unique_ptr<Member>> members_;

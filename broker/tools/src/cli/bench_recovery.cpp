@@ -127,10 +127,12 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
   co.node_id_prefix = "node-";
   co.quiet = true;
   if (keep) co.keep_root = "/dev/shm/catena-bench-recovery-" + std::to_string(getpid());
+  co.secure = o.secure;
   LocalCluster cluster(co);
   if (!cluster.start(&out.error)) return out;
   control::ControllerClient::Options cco;
   cco.address = cluster.controller_address();
+  cco.token = cluster.admin_token();
   control::ControllerClient admin(cco);
   control::idl::ChannelConfig cfg;
   cfg.name = kRecoveryChannel;
@@ -248,6 +250,7 @@ LevelResult datacenter_level(const Common& common, const BenchOptions& o) {
     co.heartbeat_timeout_ms = std::max(o.timeout_ms, 300);
     co.heartbeat_interval_ms = co.heartbeat_timeout_ms / 5;
     co.quiet = true;
+    co.secure = o.secure;
     return co;
   };
   LocalCluster source(cluster_opts("source"));
@@ -255,7 +258,9 @@ LevelResult datacenter_level(const Common& common, const BenchOptions& o) {
   if (!source.start(&out.error) || !mirror_dc.start(&out.error)) return out;
   control::ControllerClient::Options src_co, dst_co;
   src_co.address = source.controller_address();
+  src_co.token = source.admin_token();
   dst_co.address = mirror_dc.controller_address();
+  dst_co.token = mirror_dc.admin_token();
   {
     control::ControllerClient admin(src_co);
     control::idl::ChannelConfig cfg;
@@ -271,7 +276,8 @@ LevelResult datacenter_level(const Common& common, const BenchOptions& o) {
   }
   const std::string state_dir = o.dir + "/recovery-datacenter-mirrors";
   std::filesystem::remove_all(state_dir);
-  if (auto st = Mirror::create("recovery", kRecoveryChannel, src_co.address, dst_co.address, state_dir);
+  if (auto st = Mirror::create("recovery", kRecoveryChannel, src_co.address, dst_co.address, state_dir,
+                               src_co.token, dst_co.token);
       !st) {
     out.error = st.error().describe();
     return out;
@@ -279,6 +285,8 @@ LevelResult datacenter_level(const Common& common, const BenchOptions& o) {
   MirrorOptions mo;
   mo.provider = common.provider;
   mo.state_dir = state_dir;
+  mo.source_token = src_co.token;
+  mo.destination_token = dst_co.token;
   auto mirror = Mirror::open("recovery", mo);
   if (!mirror) {
     out.error = mirror.error().describe();

@@ -134,6 +134,7 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
   co.provider = common.provider;
   co.dir = o.dir + "/rescale";
   co.quiet = true;
+  co.secure = o.secure;
   LocalCluster cluster(co);
   std::string err;
   if (!cluster.start(&err)) {
@@ -142,6 +143,7 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
   }
   control::ControllerClient::Options cco;
   cco.address = cluster.controller_address();
+  cco.token = cluster.admin_token();
   cco.rpc_timeout = 30s;
   control::ControllerClient admin(cco);
   idl::ChannelConfig cfg;
@@ -214,7 +216,7 @@ int run_rescale_bench(const Common& common, const BenchOptions& o) {
   while (!sub_ready) std::this_thread::sleep_for(1ms);
   std::optional<RescaleGroup> group;
   if (o.members > 0 && setup_error.empty()) {
-    group.emplace(cco.address, common.provider, kRescaleChannel, kRescaleMaxRecords, o.keys);
+    group.emplace(cco, common.provider, kRescaleChannel, kRescaleMaxRecords, o.keys);
     for (int i = 0; i < o.members && setup_error.empty(); ++i) setup_error = group->join();
   }
   if (!setup_error.empty()) stop_pub = true;

@@ -25,8 +25,8 @@ struct RescaleGroup::Member {
   std::string error;  // set before `joined`, read after it
 };
 
-RescaleGroup::RescaleGroup(std::string controller, std::string provider, std::string channel,
-                           std::size_t max_records, int keys)
+RescaleGroup::RescaleGroup(control::ControllerClient::Options controller, std::string provider,
+                           std::string channel, std::size_t max_records, int keys)
     : controller_(std::move(controller)),
       provider_(std::move(provider)),
       channel_(std::move(channel)),
@@ -43,11 +43,11 @@ std::string RescaleGroup::join() {
   Member* member = m.get();
   const int n = next_member_++;
   member->thread = std::thread([this, member, n] {
-    control::ControllerClient::Options co;
-    co.address = controller_;
+    const control::ControllerClient::Options co = controller_;
     broker::ControllerRoutes routes(co, fmt::format("rescale-bench-member-{}", n));
     GroupSubscriberOptions go;
-    go.controller = controller_;
+    go.controller = controller_.address;
+    go.token = controller_.token;
     go.group = kRescaleGroup;
     go.member_name = fmt::format("bench-{}", n);
     go.subscriber.provider = provider_;

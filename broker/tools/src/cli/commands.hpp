@@ -186,6 +186,7 @@ struct MirrorCommands {
   std::string state_dir;
   std::string channel;
   std::string to;
+  std::string to_token_file;  // the destination cluster's token ($CATENA_MIRROR_TO_TOKEN)
   std::string name;
   bool run = false;
   int save_interval_ms = 100;

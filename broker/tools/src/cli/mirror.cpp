@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <catena/broker/mirror.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/control/tenants.hpp>
 
 #include "commands.hpp"
 
@@ -36,9 +38,29 @@ std::uint64_t now_unix_ms() {
                                         .count());
 }
 
+// The destination cluster's token: --to-token-file, else
+// $CATENA_MIRROR_TO_TOKEN, else none. Nullopt (after saying why) if the file
+// cannot be read.
+std::optional<std::string> destination_token(const MirrorCommands& o) {
+  if (!o.to_token_file.empty()) {
+    auto t = control::read_token_file(o.to_token_file);
+    if (!t) {
+      std::fprintf(stderr, "catena: mirror: %s\n", t.error().describe().c_str());
+      return std::nullopt;
+    }
+    return *t;
+  }
+  if (const char* env = std::getenv("CATENA_MIRROR_TO_TOKEN"); env != nullptr) return std::string(env);
+  return std::string();
+}
+
 int run_mirror(const Common& c, const MirrorCommands& o, const std::string& name) {
+  const auto to_token = destination_token(o);
+  if (!to_token) return 2;
   MirrorOptions mo;
   mo.provider = c.provider;
+  mo.source_token = c.token_value();
+  mo.destination_token = *to_token;
   mo.state_dir = state_dir_of(o);
   mo.save_interval = std::chrono::milliseconds(o.save_interval_ms);
   auto m = Mirror::open(name, mo);
@@ -57,9 +79,10 @@ int run_mirror(const Common& c, const MirrorCommands& o, const std::string& name
 
 // The source partitions' committed ends now (empty if the source cannot be
 // reached).
-std::vector<std::int64_t> source_ends(const MirrorState& st) {
+std::vector<std::int64_t> source_ends(const MirrorState& st, const std::string& token) {
   control::ControllerClient::Options co;
   co.address = st.source;
+  co.token = token;
   co.connect_timeout = std::chrono::milliseconds(500);
   co.rpc_timeout = std::chrono::milliseconds(2000);
   control::ControllerClient client(co);
@@ -76,8 +99,8 @@ std::vector<std::int64_t> source_ends(const MirrorState& st) {
   return end;
 }
 
-void print_status(const MirrorState& st) {
-  const auto ends = source_ends(st);
+void print_status(const MirrorState& st, const std::string& source_token) {
+  const auto ends = source_ends(st, source_token);
   const auto age = now_unix_ms() > st.updated_unix_ms ? now_unix_ms() - st.updated_unix_ms : 0;
   std::printf("mirror %s  channel %s  %s -> %s  state saved %llu ms ago%s\n", st.name.c_str(),
               st.channel.c_str(), st.source.c_str(), st.destination.c_str(),
@@ -124,6 +147,9 @@ MirrorCommands add_mirror_commands(CLI::App& app) {
   c.run_cmd = mirror->add_subcommand("run", "run a mirror (the replicating process); Ctrl-C stops it");
   c.run_cmd->add_option("name", c.name, "mirror name")->required();
   for (auto* cmd : {c.create, c.run_cmd}) {
+    cmd->add_option("--to-token-file", c.to_token_file,
+                    "the destination cluster's token, if it requires one (default: $CATENA_MIRROR_TO_TOKEN); "
+                    "the source's is --token / $CATENA_TOKEN");
     cmd->add_option("--save-interval-ms", c.save_interval_ms,
                     "how often the state (and the source group offset) is saved")
         ->capture_default_str()
@@ -144,7 +170,10 @@ MirrorCommands add_mirror_commands(CLI::App& app) {
 
 int mirror_create(const Common& c, const MirrorCommands& o) {
   const std::string name = o.name.empty() ? o.channel : o.name;
-  auto st = Mirror::create(name, o.channel, c.controller_address(), o.to, state_dir_of(o));
+  const auto to_token = destination_token(o);
+  if (!to_token) return 2;
+  auto st = Mirror::create(name, o.channel, c.controller_address(), o.to, state_dir_of(o), c.token_value(),
+                           *to_token);
   if (!st) return fail("mirror create " + name, st.error().describe());
   std::printf("mirror %s: channel %s (%zu partitions) from %s to %s; state %s\n", name.c_str(),
               o.channel.c_str(), st->partitions.size(), st->source.c_str(), st->destination.c_str(),
@@ -157,7 +186,7 @@ int mirror_run(const Common& c, const MirrorCommands& o) {
   return run_mirror(c, o, o.name);
 }
 
-int mirror_status(const Common& /*c*/, const MirrorCommands& o) {
+int mirror_status(const Common& c, const MirrorCommands& o) {
   const std::string dir = state_dir_of(o);
   std::vector<std::string> names;
   if (!o.name.empty()) {
@@ -177,7 +206,7 @@ int mirror_status(const Common& /*c*/, const MirrorCommands& o) {
       rc = fail("mirror status " + n, st.error().describe());
       continue;
     }
-    print_status(*st);
+    print_status(*st, c.token_value());
   }
   return rc;
 }

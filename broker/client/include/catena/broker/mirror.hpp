@@ -112,6 +112,11 @@ struct MirrorOptions {
   std::chrono::milliseconds source_status_interval{500};  // source end offsets (lag)
   std::chrono::milliseconds settle_time{300};             // restart: destination quiet this long
   std::chrono::milliseconds controller_timeout{1000};
+  // The clusters' tokens (README "Tenants"), where they require one: the
+  // admin's, or (source) a tenant's whose namespace holds the channel and
+  // the group mirror.<name>. Never written to the state file.
+  std::string source_token;
+  std::string destination_token;
 };
 
 class Mirror {
@@ -127,7 +132,9 @@ class Mirror {
   // says which).
   static client::Result<MirrorState> create(const std::string& name, const std::string& channel,
                                             const std::string& source, const std::string& destination,
-                                            const std::string& state_dir);
+                                            const std::string& state_dir,
+                                            const std::string& source_token = {},
+                                            const std::string& destination_token = {});
 
   // Loads <state_dir>/<name>.mirror.
   static client::Result<std::unique_ptr<Mirror>> open(const std::string& name, MirrorOptions opts);

@@ -214,8 +214,11 @@ TEST(PlacementRoles, TwoHundredFiftySixPartitionsOnFiveNodesSpreadHeadsAndTails)
     ASSERT_EQ(chains.size(), 256u);
     expect_roles_spread(p, chains, 5);
     const auto counts = count_roles(chains);
-    EXPECT_EQ(counts.heads.size(), 5u);
-    EXPECT_EQ(counts.tails.size(), 5u);
+    // Tighter than the 1.5x asked for: 51 or 52 each (256 / 5 = 51.2).
+    for (const auto* per_node : {&counts.heads, &counts.tails}) {
+      ASSERT_EQ(per_node->size(), 5u);
+      for (const auto& [id, n] : *per_node) EXPECT_TRUE(n == 51 || n == 52) << id << ": " << n;
+    }
     if (std::set<std::string>(zones.begin(), zones.end()).size() == 3) continue;
     // With the zones free to choose from, replicas stay as even as before.
     EXPECT_LE(most(counts.replicas), (256 * 3 + 4) / 5) << ::testing::PrintToString(counts.replicas);

@@ -372,7 +372,7 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
 
 Result<idl::PartitionRoute> Controller::place_route_locked(Placement& placement,
                                                            const idl::ChannelConfig& config, std::int32_t p) {
-  auto chosen = placement.choose(config.replication, {}, {});
+  auto chosen = placement.choose_chain(config.replication);  // head first, roles spread
   if (!chosen) {
     std::string within;
     const std::string tenant(namespace_of(config.name));

@@ -28,11 +28,25 @@ using route_members::role_in;
 
 std::vector<PlacementCandidate> Controller::candidates_locked() const {
   const auto counts = replica_counts_locked();
+  // Roles in the chains as they will be once their joining members are
+  // promoted: the last joining member is the tail to be.
+  std::map<std::string, ChainRoles> roles;
+  for (const auto& [name, ch] : store_->state().channels) {
+    for (const auto& route : ch.routes) {
+      std::vector<std::string> line;
+      for (const auto* r : members_of(route)) line.push_back(r->node_id);
+      add_roles(line, roles);
+    }
+  }
   std::vector<PlacementCandidate> out;
   for (const auto& [id, node] : store_->state().nodes) {
     if (node.dead || !detector_.is_alive(id) || node.drain != idl::DrainState::SERVING) continue;
     PlacementCandidate c{id, node.info.zone, 0, 0, 0, node.info.datacenter};
     if (auto it = counts.find(id); it != counts.end()) c.replicas = it->second;
+    if (auto it = roles.find(id); it != roles.end()) {
+      c.heads = it->second.heads;
+      c.tails = it->second.tails;
+    }
     if (auto it = stats_.find(id); it != stats_.end()) {
       c.segments = it->second.segments;
       c.bytes = it->second.bytes;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include <catena/control/placement.hpp>
 #include <catena/control/rebalance_plan.hpp>
 
 namespace catena::control {
@@ -31,14 +32,16 @@ struct Planner {
   void count() {
     replicas.clear();
     heads.clear();
+    std::map<std::string, ChainRoles> roles;  // as placement counts them
     for (const auto& id : eligible) replicas[id] = heads[id] = 0;
     for (const auto& c : chains) {
-      for (std::size_t i = 0; i < c.replicas.size(); ++i) {
-        auto it = replicas.find(c.replicas[i]);
-        if (it == replicas.end()) continue;
-        ++it->second;
-        if (i == 0) ++heads[c.replicas[i]];
+      for (const auto& m : c.replicas) {
+        if (auto it = replicas.find(m); it != replicas.end()) ++it->second;
       }
+      add_roles(c.replicas, roles);
+    }
+    for (auto& [id, n] : heads) {
+      if (auto it = roles.find(id); it != roles.end()) n = it->second.heads;
     }
   }
   // Nodes by load, most loaded first (ties: node id).

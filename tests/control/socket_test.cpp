@@ -170,7 +170,9 @@ TEST_F(SocketTest, ChannelsRoutesAndTypedErrorsOverThrift) {
   EXPECT_EQ(*route, ch->routes[1]);
   EXPECT_NE(route->access_secret, ch->routes[0].access_secret) << "each partition has its own";
   EXPECT_EQ(route->epoch, 1);
-  EXPECT_EQ(route->replicas.front().admin_addr, brokers_[0].server->address());
+  // Placement spreads the heads: partition 0's is broker 0, partition 1's broker 1.
+  EXPECT_EQ(ch->routes[0].replicas.front().admin_addr, brokers_[0].server->address());
+  EXPECT_EQ(route->replicas.front().admin_addr, brokers_[1].server->address());
   auto described = client_->describe_channel("trades");
   ASSERT_TRUE(described.ok());
   EXPECT_EQ(described->config.segment_bytes, 1 << 20);

@@ -207,9 +207,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_flag("--rescale", o.rescale,
                "measure channel alters instead: change the partition count to each of --alters under keyed "
                "traffic; the pauses in acknowledgements and deliveries, and per-key order");
-  app.add_option("--partitions", o.partitions, "partitions before the first alter, for --rescale")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  app.add_option("--partitions", o.partition_counts,
+                 "partition counts (comma-separated, 1..1024): measure each on a fresh cluster (aggregate "
+                 "throughput from one publisher over all partitions, heads and tails per node); with "
+                 "--rescale: one count, the partitions before the first alter (default 2)");
   app.add_option("--alters", o.alters, "partition counts to alter to in turn, for --rescale")
       ->capture_default_str();
   app.add_option("--fault", o.fault,
@@ -230,8 +231,24 @@ int run_bench(const Common& c, const BenchOptions& o) {
   if (o.failover) return run_failover_bench(c, o);
   if (o.controller_failover) return run_controller_failover_bench(c, o);
   if (o.move) return run_move_bench(c, o);
-  if (o.rescale) return run_rescale_bench(c, o);
+  if (o.rescale) {
+    BenchOptions r = o;
+    if (!o.partition_counts.empty()) {
+      std::size_t used = 0;
+      try {
+        r.partitions = std::stoi(o.partition_counts, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != o.partition_counts.size() || r.partitions < 1 || r.partitions > 1024) {
+        std::fprintf(stderr, "catena: bench --rescale: --partitions takes one count from 1 to 1024\n");
+        return 2;
+      }
+    }
+    return run_rescale_bench(c, r);
+  }
   if (o.recovery) return run_recovery_bench(c, o);
+  if (!o.partition_counts.empty()) return run_partitions_bench(c, o);
   (void)initial_mask();  // before anything is pinned
   auto place = plan_placement(o.pin, o.replicas);
   if (!place) {

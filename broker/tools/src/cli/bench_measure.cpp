@@ -45,29 +45,37 @@ std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload
 
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,
 // if not 0), then waits for the last acks.
-Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records) {
+Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records,
+                      std::uint32_t partitions) {
   const auto payload = make_payload(bytes);
   Throughput out;
   out.ack_ns.reserve(1u << 20);
   std::uint64_t failed = 0;
+  std::string first_failure;
   fabric::BackoffIdle idle;
   const std::uint64_t start = now_ns();
   const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
   std::uint64_t now = start;
+  std::uint32_t next = 0;  // the partition of the next record
   while (now < end && (max_records == 0 || out.acked < max_records)) {
     int work = 0;
     for (int k = 0; k < 256; ++k) {
-      const auto e = pub.publish_to(0, payload, [&out, &failed, t0 = now](const PublishResult& r) {
-        if (r.status != PublishStatus::ok) {
-          ++failed;
-          return;
-        }
-        ++out.acked;
-        if (out.ack_ns.size() < out.ack_ns.capacity()) out.ack_ns.push_back(now_ns() - t0);
-      });
+      const auto e =
+          pub.publish_to(next, payload, [&out, &failed, &first_failure, t0 = now](const PublishResult& r) {
+            if (r.status != PublishStatus::ok) {
+              if (failed++ == 0) {
+                first_failure = "partition " + std::to_string(r.partition) + ": " +
+                                std::string(client::to_string(r.error()));
+              }
+              return;
+            }
+            ++out.acked;
+            if (out.ack_ns.size() < out.ack_ns.capacity()) out.ack_ns.push_back(now_ns() - t0);
+          });
       if (e == client::ErrorCode::backpressure) break;
       if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
       ++work;
+      if (++next == partitions) next = 0;
     }
     work += pub.poll();
     idle.idle(work);
@@ -75,7 +83,7 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
   }
   if (!pub.flush(30s)) throw Fail{"flush timed out"};
   out.elapsed_ns = now_ns() - start;
-  if (failed > 0) throw Fail{std::to_string(failed) + " records refused"};
+  if (failed > 0) throw Fail{std::to_string(failed) + " records refused, the first " + first_failure};
   return out;
 }
 

@@ -109,8 +109,10 @@ std::vector<std::byte> make_payload(std::uint32_t bytes);
 std::string tagged_record(std::string_view tag, std::uint64_t id, std::size_t bytes);
 std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload);
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,
-// if not 0), then waits for the last acks.
-Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records = 0);
+// if not 0), then waits for the last acks. Records go to partitions 0 ..
+// partitions-1 in turn.
+Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records = 0,
+                      std::uint32_t partitions = 1);
 // One lap through every segment slot of a channel's log (first touches of
 // its pages are page faults a long-running broker pays once). MB/s of it.
 double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint64_t* bytes_out);

@@ -89,7 +89,8 @@ struct BenchOptions {
   bool rescale = false;
   bool recovery = false;
   int recovery_mib = 64;
-  int partitions = 2;
+  int partitions = 2;            // --rescale: before the first alter
+  std::string partition_counts;  // --partitions as given: "1,16,256" (a single count for --rescale)
   std::string alters = "4,3,6,2";
   int keys = 64;
   int members = 2;  // --rescale's subscriber group (0: none)
@@ -150,6 +151,8 @@ int run_move_bench(const Common& c, const BenchOptions& o);
 int run_rescale_bench(const Common& c, const BenchOptions& o);
 // `catena bench --recovery` (bench_recovery.cpp).
 int run_recovery_bench(const Common& c, const BenchOptions& o);
+// `catena bench --partitions 1,16,256` (bench_partitions.cpp).
+int run_partitions_bench(const Common& c, const BenchOptions& o);
 
 // `catena node drain` and `catena rebalance` (node.cpp).
 struct NodeCommands {

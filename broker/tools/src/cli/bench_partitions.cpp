@@ -30,20 +30,6 @@ using bench_detail::Fail;
 
 namespace {
 
-std::vector<int> parse_counts(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) continue;
-    std::size_t used = 0;
-    const int v = std::stoi(item, &used);
-    if (used != item.size() || v < 1 || v > 1024) throw std::invalid_argument(item);
-    out.push_back(v);
-  }
-  return out;
-}
-
 // The segment size for `partitions`: --segment-bytes, halved (to 1 MiB at
 // least) until every slot of every replica a node holds fits in 32 GiB of
 // the soft provider's 64 GiB arena.
@@ -71,11 +57,14 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
   std::vector<int> counts;
   std::uint32_t bytes = 0;
   try {
-    counts = parse_counts(o.partition_counts);
+    counts = bench_detail::parse_partition_counts(o.partition_counts, "--partitions");
     std::stringstream sizes(o.sizes);
     std::string first;
     std::getline(sizes, first, ',');
     bytes = static_cast<std::uint32_t>(std::stoul(first));
+  } catch (const Fail& f) {
+    std::fprintf(stderr, "catena: bench: %s\n", f.what.c_str());
+    return 2;
   } catch (const std::exception&) {
     std::fprintf(
         stderr,

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -96,6 +97,28 @@ std::vector<std::uint64_t> measure_floor(const FloorShape& shape, int stages, co
 struct Fail {
   std::string what;
 };
+
+// "4,8,16" -> {4, 8, 16}: partition counts (1..1024), comma-separated.
+// Throws Fail naming `flag` and the item that is not one.
+inline std::vector<int> parse_partition_counts(const std::string& list, const std::string& flag) {
+  std::vector<int> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < 1 || v > 1024) {
+      throw Fail{flag + ": '" + item + "' is not a partition count (1..1024)"};
+    }
+    out.push_back(v);
+  }
+  return out;
+}
 
 struct Throughput {
   std::uint64_t acked = 0;

@@ -100,25 +100,12 @@ double longest_gap_ms(const std::vector<std::uint64_t>& sorted, std::uint64_t fr
   return static_cast<double>(gap) / 1e6;
 }
 
-std::vector<int> parse_counts(const std::string& list) {
-  std::vector<int> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) {
-    try {
-      out.push_back(std::stoi(item));
-    } catch (const std::exception&) {
-      throw Fail{"--alters: '" + item + "' is not a partition count"};
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int run_rescale_bench(const Common& common, const BenchOptions& o) {
   std::vector<int> counts;
   try {
-    counts = parse_counts(o.alters);
+    counts = bench_detail::parse_partition_counts(o.alters, "--alters");
   } catch (const Fail& f) {
     std::fprintf(stderr, "catena: bench --rescale: %s\n", f.what.c_str());
     return 2;

@@ -12,13 +12,13 @@
 // that may wait (flush, publish under back-pressure, poll with a timeout)
 // releases the GIL; a publisher or subscriber serializes its own calls, so
 // Python threads may share one.
-#include <catena/catena.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -26,8 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include <catena/catena.h>
 
 namespace py = pybind11;
 
@@ -210,7 +209,8 @@ class Subscriber {
     }
     if (n < 0) raise(CATENA_ERR_INTERNAL);
     py::list out;
-    for (auto& [partition, offset, payload] : got) out.append(py::make_tuple(partition, offset, py::bytes(payload)));
+    for (auto& [partition, offset, payload] : got)
+      out.append(py::make_tuple(partition, offset, py::bytes(payload)));
     return out;
   }
 
@@ -237,14 +237,15 @@ std::shared_ptr<Routes> connect(const std::string& controllers, const std::optio
 PYBIND11_MODULE(catena, m) {
   m.doc() = "Catena client: publish to and subscribe from Catena channels (over libcatena's C API)";
   m.attr("__version__") = catena_version();
-  m.def("version", [] { return std::string(catena_version()); }, "The version libcatena.so was built as");
+  m.def(
+      "version", [] { return std::string(catena_version()); }, "The version libcatena.so was built as");
 
   static py::exception<CatenaError> error(m, "Error");
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const CatenaError& e) {
-      py::object exc = error(e.what());
+      py::object exc = py::reinterpret_borrow<py::object>(error.ptr())(e.what());
       exc.attr("code") = catena_strerror(e.code);
       PyErr_SetObject(error.ptr(), exc.ptr());
     }

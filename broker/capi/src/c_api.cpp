@@ -2,8 +2,6 @@
 // the C++ objects, error codes and a per-thread message instead of
 // exceptions. Every entry point catches everything: nothing C++ crosses the
 // C boundary.
-#include <catena/catena.h>
-
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -17,6 +15,7 @@
 #include <catena/broker/controller_routes.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/catena.h>
 
 namespace client = catena::client;
 
@@ -38,7 +37,8 @@ namespace {
 static_assert(static_cast<int>(client::ErrorCode::invalid_argument) == CATENA_ERR_INVALID_ARGUMENT);
 static_assert(static_cast<int>(client::ErrorCode::internal) == CATENA_ERR_INTERNAL);
 static_assert(static_cast<int>(client::ErrorCode::backpressure) == CATENA_ERR_BACKPRESSURE);
-static_assert(static_cast<int>(client::ErrorCode::controller_unavailable) == CATENA_ERR_CONTROLLER_UNAVAILABLE);
+static_assert(static_cast<int>(client::ErrorCode::controller_unavailable) ==
+              CATENA_ERR_CONTROLLER_UNAVAILABLE);
 static_assert(static_cast<int>(client::ErrorCode::corrupt) == CATENA_ERR_CORRUPT);
 constexpr int kLastCode = CATENA_ERR_CORRUPT;
 
@@ -118,7 +118,8 @@ void catena_routes_destroy(catena_routes* routes) noexcept {
   }
 }
 
-catena_err catena_publisher_create(catena_routes* routes, const char* channel, catena_publisher** out) noexcept {
+catena_err catena_publisher_create(catena_routes* routes, const char* channel,
+                                   catena_publisher** out) noexcept {
   if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create: out is NULL");
   *out = nullptr;
   if (routes == nullptr || channel == nullptr)
@@ -158,7 +159,8 @@ catena_err catena_publish(catena_publisher* pub, const void* key, std::size_t ke
 }
 
 int catena_publisher_poll(catena_publisher* pub) noexcept {
-  if (pub == nullptr) return (fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_poll: publisher is NULL"), -1);
+  if (pub == nullptr)
+    return (fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_poll: publisher is NULL"), -1);
   try {
     return pub->pub->poll();
   } catch (...) {
@@ -221,8 +223,9 @@ catena_err catena_subscriber_create(catena_routes* routes, const char* channel, 
 
 int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* opaque, int max) noexcept {
   if (sub == nullptr || cb == nullptr || max <= 0)
-    return (fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_poll: NULL subscriber or callback, or max <= 0"),
-            -1);
+    return (
+        fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_poll: NULL subscriber or callback, or max <= 0"),
+        -1);
   try {
     return sub->sub->poll(
         [cb, opaque](const catena::Message& m) {

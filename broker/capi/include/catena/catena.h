@@ -75,7 +75,7 @@ void catena_routes_destroy(catena_routes* routes) CATENA_NOEXCEPT;
 /* ---- Publisher ---- */
 
 typedef struct catena_publish_result {
-  catena_err status;  /* CATENA_OK: stored by every replica */
+  catena_err status; /* CATENA_OK: stored by every replica */
   uint32_t partition;
   uint64_t offset; /* valid when status is CATENA_OK */
   uint64_t sequence;
@@ -84,9 +84,10 @@ typedef struct catena_publish_result {
 /* Called once per record, from catena_publisher_poll/flush. */
 typedef void (*catena_publish_cb)(void* opaque, const catena_publish_result* result);
 
-catena_err catena_publisher_create(catena_routes* routes, const char* channel, catena_publisher** out) CATENA_NOEXCEPT;
+catena_err catena_publisher_create(catena_routes* routes, const char* channel,
+                                   catena_publisher** out) CATENA_NOEXCEPT;
 /* Queues one record (the key picks the partition: same key, same partition,
- * in order; key may be NULL with key_len 0). Copies key and payload. Returns
+ * in order; no key (NULL, 0): round-robin). Copies key and payload. Returns
  * CATENA_OK, CATENA_ERR_BACKPRESSURE (poll, then retry), CATENA_ERR_TOO_LARGE,
  * CATENA_ERR_UNAVAILABLE... cb may be NULL. */
 catena_err catena_publish(catena_publisher* pub, const void* key, size_t key_len, const void* payload,
@@ -120,7 +121,8 @@ catena_err catena_subscriber_create(catena_routes* routes, const char* channel, 
                                     catena_subscriber** out) CATENA_NOEXCEPT;
 /* Delivers up to max records to cb; never waits. Returns how many, or -1
  * (catena_last_error()). */
-int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* opaque, int max) CATENA_NOEXCEPT;
+int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* opaque,
+                           int max) CATENA_NOEXCEPT;
 /* The next offset to be delivered in a partition. */
 uint64_t catena_subscriber_position(const catena_subscriber* sub, uint32_t partition) CATENA_NOEXCEPT;
 void catena_subscriber_destroy(catena_subscriber* sub) CATENA_NOEXCEPT;

@@ -12,7 +12,8 @@
 #      member of a new group;
 #   4. the .deb packages (cpack), each listing what it must hold.
 # BUILD_DIR must have built catena, catenad, catena-controller and
-# catena_sdk (libcatena.so). 34-55 s on 2 cores (2026-12-03). KEEP=1 keeps
+# catena_sdk (libcatena.so). 34-55 s on 2 cores (2026-12-03; 109 s with the C
+# example on a loaded machine, same day). KEEP=1 keeps
 # the work directory (/tmp/catena-install-check.*: stage, outputs, .debs).
 set -euo pipefail
 cd "$(dirname "$0")/.."

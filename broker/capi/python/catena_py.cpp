@@ -251,7 +251,8 @@ PYBIND11_MODULE(catena, m) {
     }
   });
 
-  py::class_<Routes, std::shared_ptr<Routes>>(m, "Routes", "Routes from the controller(s); see connect()");
+  const py::class_<Routes, std::shared_ptr<Routes>> routes_type(
+      m, "Routes", "Routes from the controller(s); see connect()");
   m.def("connect", &connect, py::arg("controllers"), py::arg("token") = py::none(),
         "Routes from the controller(s) at \"host:port[,host:port...]\"");
 

@@ -6,11 +6,14 @@
 #      (CMAKE_PREFIX_PATH=STAGE) and make with pkg-config (PKG_CONFIG_PATH);
 #   3. a local cluster of the staged binaries (`catena cluster up
 #      --detach`): each build's publisher sends N records, its subscriber
-#      must get exactly those N (every payload once), and the group consumer
-#      must consume them all as the only member of a new group;
+#      must get exactly those N (every payload once), the C example
+#      (examples/c, the C API, pkg-config build) must get back the N it
+#      published, and the group consumer must consume them all as the only
+#      member of a new group;
 #   4. the .deb packages (cpack), each listing what it must hold.
 # BUILD_DIR must have built catena, catenad, catena-controller and
-# catena_sdk (libcatena.so). 34-55 s on 2 cores (2026-12-03). KEEP=1 keeps
+# catena_sdk (libcatena.so). 34-55 s on 2 cores (2026-12-03; 109 s with the C
+# example on a loaded machine, same day). KEEP=1 keeps
 # the work directory (/tmp/catena-install-check.*: stage, outputs, .debs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +40,7 @@ step "cmake --install $build --prefix $stage"
 cmake --install "$build" --prefix "$stage" >/dev/null
 libdir=$(sed -n 's/^libdir=${prefix}\///p' "$build/broker/packaging/catena.pc")
 for f in bin/catena bin/catenad bin/catena-controller "$libdir/libcatena.so" include/catena/version.hpp \
-  include/catena/broker/publisher.hpp include/catena/control/idl/catena_types.h \
+  include/catena/broker/publisher.hpp include/catena/control/idl/catena_types.h include/catena/catena.h \
   "$libdir/cmake/Catena/CatenaConfig.cmake" "$libdir/cmake/Catena/CatenaConfigVersion.cmake" \
   "$libdir/pkgconfig/catena.pc"; do
   [ -e "$stage/$f" ] || fail "$f was not installed"
@@ -81,6 +84,13 @@ for kind in cmake pkg; do
     fail "$kind subscriber: got $(records_of "$work/got-$kind" | wc -l) records, not the $records published (once each)"
   echo "install-check: $kind: published $records, subscriber got exactly them ($(tail -1 "$work/pub-$kind.log"))"
 done
+# The C API: the pkg-config build's c_pubsub publishes then reads its own channel.
+"$stage/bin/catena" --controller "$controller" channel create ex-c --partitions 4 --replication 2 >/dev/null
+"$work/ex-pkg/bin/c_pubsub" "$controller" ex-c "$records" > "$work/got-c" 2> "$work/c.log" ||
+  { cat "$work/c.log" >&2; fail "C example (c_pubsub)"; }
+records_of "$work/got-c" | diff -q - "$work/expected" >/dev/null ||
+  fail "C example: got $(records_of "$work/got-c" | wc -l) records, not the $records published (once each)"
+echo "install-check: C example: $(grep -c . "$work/got-c") records back ($(grep acknowledged "$work/c.log"))"
 # A new group's only member is given every partition and starts at the earliest record.
 "$work/ex-pkg/bin/group_consumer" "$controller" ex-cmake example-group 5 > "$work/got-group" 2> "$work/group.log" ||
   { cat "$work/group.log" >&2; fail "group consumer"; }
@@ -105,6 +115,6 @@ check_deb "catena_${version}_*.deb" bin/catena bin/catenad bin/catena-controller
 dpkg-deb --fsys-tarfile "$work"/debs/catena_"${version}"_*.deb | tar -xO ./usr/lib/systemd/system/catenad.service |
   grep -q '^ExecStart=/usr/bin/catenad ' || fail "the packaged catenad.service does not start /usr/bin/catenad"
 check_deb "libcatena*_${version}_*.deb" "lib/libcatena.so.$version"
-check_deb "catena-dev_${version}_*.deb" lib/libcatena.so include/catena/broker/publisher.hpp \
+check_deb "catena-dev_${version}_*.deb" lib/libcatena.so include/catena/broker/publisher.hpp include/catena/catena.h \
   include/catena/version.hpp lib/cmake/Catena/CatenaConfig.cmake lib/pkgconfig/catena.pc
 step "passed"

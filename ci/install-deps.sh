@@ -5,7 +5,8 @@
 # server's jars (libzookeeper-java, not the `zookeeper` package, which pulls
 # a desktop JRE and a GUI) run with a headless JRE by the tests that start a
 # server of their own (tests/control/zk_server.hpp). dpkg-dev and file:
-# cpack's .deb packages (dpkg-shlibdeps; ci/install-check.sh).
+# cpack's .deb packages (dpkg-shlibdeps; ci/install-check.sh). pybind11-dev,
+# python3-dev: the Python module (broker/capi/python).
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
@@ -13,6 +14,7 @@ PKGS=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
   thrift-compiler libthrift-dev libssl-dev libboost-dev libevent-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev
+  pybind11-dev python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libdpdk-dev zlib1g-dev
   libzookeeper-mt-dev libzookeeper-java default-jre-headless

@@ -51,14 +51,19 @@ unity+=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELW
 # the benches, and the four test programs the VM stages run); the other test
 # programs only run in the Clang builds (also -Werror), so GCC compiling them
 # too was 40% of its build for nothing run (2026-12-02).
-# catena_sdk is libcatena.so, for the install stage below.
+# catena_sdk is libcatena.so, for the install stage below; catena_py (the
+# Python module) and catena-capi-test for the C API and Python stage.
 gcc_targets="catena catenad catena-controller catena_sdk catena-perf catena-fabric-bench catena-frame-ring-bench
-  catena-fabric-conformance catena-broker-test catena-catenad-test catena-dpdk-provider-test"
+  catena-fabric-conformance catena-broker-test catena-catenad-test catena-dpdk-provider-test
+  catena_py catena-capi-test"
 stage "build" env NINJA_TARGETS="$(echo $gcc_targets)" ci/build.sh "${unity[@]}"
 # Install into a staging prefix, build examples/ against it (find_package
 # and pkg-config), run them on a local cluster of the staged binaries, and
 # build the .deb packages (~1 minute).
 stage "install and link (examples/, .debs)" ci/install-check.sh build
+# The C API and the Python module against a local cluster. Python only here:
+# the sanitizer builds do not build the module (python3 is uninstrumented).
+stage "C API and Python (ctest, GCC build)" ctest --test-dir build -R '^broker_(capi|python)$' --output-on-failure
 
 # The test stages leave the cores idle much of the time (tests wait on
 # timers, sockets and child processes), and the Clang builds and clang-tidy

@@ -1,0 +1,133 @@
+/* catena.h: the C API of Catena's client library (libcatena.so).
+ *
+ * Opaque handles over the C++ client (<catena/broker/publisher.hpp> and
+ * <catena/broker/subscriber.hpp>): a routes handle from catena_connect(),
+ * publishers and subscribers made from it. Every function returns a
+ * catena_err (or a count) and never lets a C++ exception out; after a
+ * failed call, catena_last_error() is its message (this thread's).
+ *
+ * Threading: a publisher or subscriber is used by one thread at a time (the
+ * C++ client's rule); callbacks run on that thread, inside
+ * catena_publisher_poll/flush and catena_subscriber_poll. A routes handle
+ * may be shared; publishers and subscribers keep it alive, so it may be
+ * destroyed before them.
+ *
+ * Link: `pkg-config --cflags --libs catena` (or CMake's Catena::client).
+ */
+#ifndef CATENA_CATENA_H
+#define CATENA_CATENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define CATENA_NOEXCEPT noexcept
+extern "C" {
+#else
+#define CATENA_NOEXCEPT
+#endif
+
+/* The client's error vocabulary (catena::client::ErrorCode, same values). */
+typedef enum catena_err {
+  CATENA_OK = 0,
+  /* The caller's mistake: retrying the same call fails the same way. */
+  CATENA_ERR_INVALID_ARGUMENT = 1,
+  CATENA_ERR_UNKNOWN_CHANNEL = 2,
+  CATENA_ERR_TOO_LARGE = 3,
+  CATENA_ERR_PRODUCER_FENCED = 4,
+  CATENA_ERR_POSITION_EXPIRED = 5,
+  CATENA_ERR_DATA_LOST = 6,
+  CATENA_ERR_NO_COMMITTED_OFFSET = 7,
+  CATENA_ERR_NOT_OWNER = 8,
+  CATENA_ERR_UNAUTHENTICATED = 9,
+  CATENA_ERR_NO_DEVICE = 10,
+  CATENA_ERR_INTERNAL = 11,
+  /* Retriable: the same call may succeed later. */
+  CATENA_ERR_BACKPRESSURE = 12, /* a window or ring is full: poll and retry */
+  CATENA_ERR_UNAVAILABLE = 13,
+  CATENA_ERR_CONTROLLER_UNAVAILABLE = 14,
+  CATENA_ERR_TIMEOUT = 15,
+  CATENA_ERR_NOT_READY = 16,
+  CATENA_ERR_RESOURCE_EXHAUSTED = 17,
+  CATENA_ERR_CORRUPT = 18
+} catena_err;
+
+/* "ok", "unknown_channel", ... (static strings; "unknown" for other values). */
+const char* catena_strerror(catena_err err) CATENA_NOEXCEPT;
+/* 1 if the same call may succeed later, unchanged. */
+int catena_err_retriable(catena_err err) CATENA_NOEXCEPT;
+/* The message of this thread's last failed call ("" if none); valid until
+ * this thread's next call into the library. */
+const char* catena_last_error(void) CATENA_NOEXCEPT;
+/* The version libcatena.so was built as, e.g. "0.1.0". */
+const char* catena_version(void) CATENA_NOEXCEPT;
+
+typedef struct catena_routes catena_routes;
+typedef struct catena_publisher catena_publisher;
+typedef struct catena_subscriber catena_subscriber;
+
+/* Routes from the controller(s): "host:port[,host:port...]"; token may be
+ * NULL (no tenant). Connects lazily: a controller that cannot be reached
+ * shows in the first publisher or subscriber created. */
+catena_err catena_connect(const char* controllers, const char* token, catena_routes** out) CATENA_NOEXCEPT;
+void catena_routes_destroy(catena_routes* routes) CATENA_NOEXCEPT;
+
+/* ---- Publisher ---- */
+
+typedef struct catena_publish_result {
+  catena_err status; /* CATENA_OK: stored by every replica */
+  uint32_t partition;
+  uint64_t offset; /* valid when status is CATENA_OK */
+  uint64_t sequence;
+} catena_publish_result;
+
+/* Called once per record, from catena_publisher_poll/flush. */
+typedef void (*catena_publish_cb)(void* opaque, const catena_publish_result* result);
+
+catena_err catena_publisher_create(catena_routes* routes, const char* channel,
+                                   catena_publisher** out) CATENA_NOEXCEPT;
+/* Queues one record (the key picks the partition: same key, same partition,
+ * in order; no key (NULL, 0): round-robin). Copies key and payload. Returns
+ * CATENA_OK, CATENA_ERR_BACKPRESSURE (poll, then retry), CATENA_ERR_TOO_LARGE,
+ * CATENA_ERR_UNAVAILABLE... cb may be NULL. */
+catena_err catena_publish(catena_publisher* pub, const void* key, size_t key_len, const void* payload,
+                          size_t payload_len, catena_publish_cb cb, void* opaque) CATENA_NOEXCEPT;
+/* Sends, takes acknowledgements (running callbacks); never waits. Returns
+ * the number of acknowledgements handled, or -1 (catena_last_error()). */
+int catena_publisher_poll(catena_publisher* pub) CATENA_NOEXCEPT;
+/* Polls until every queued record is acknowledged or failed: CATENA_OK, or
+ * CATENA_ERR_TIMEOUT after timeout_ms. */
+catena_err catena_publisher_flush(catena_publisher* pub, int64_t timeout_ms) CATENA_NOEXCEPT;
+/* Records not yet acknowledged. */
+uint64_t catena_publisher_in_flight(const catena_publisher* pub) CATENA_NOEXCEPT;
+void catena_publisher_destroy(catena_publisher* pub) CATENA_NOEXCEPT;
+
+/* ---- Subscriber ---- */
+
+typedef enum catena_start { CATENA_START_EARLIEST = 0, CATENA_START_LATEST = 1 } catena_start;
+
+typedef struct catena_message {
+  uint32_t partition;
+  uint64_t offset;
+  uint64_t timestamp_ns; /* the publisher's wall clock */
+  const void* payload;   /* valid during the callback only */
+  size_t payload_len;
+} catena_message;
+
+typedef void (*catena_message_cb)(void* opaque, const catena_message* message);
+
+/* Every partition of the channel, from its earliest or latest record. */
+catena_err catena_subscriber_create(catena_routes* routes, const char* channel, catena_start start,
+                                    catena_subscriber** out) CATENA_NOEXCEPT;
+/* Delivers up to max records to cb; never waits. Returns how many, or -1
+ * (catena_last_error()). */
+int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* opaque,
+                           int max) CATENA_NOEXCEPT;
+/* The next offset to be delivered in a partition. */
+uint64_t catena_subscriber_position(const catena_subscriber* sub, uint32_t partition) CATENA_NOEXCEPT;
+void catena_subscriber_destroy(catena_subscriber* sub) CATENA_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CATENA_CATENA_H */

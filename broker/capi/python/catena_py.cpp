@@ -1,0 +1,284 @@
+// The Python module `catena` (pybind11) over the C API (<catena/catena.h>):
+//
+//   import catena
+//   routes = catena.connect("127.0.0.1:7400")           # token="..." for a tenant
+//   pub = catena.Publisher(routes, "orders")
+//   r = pub.publish(b"hello", key=b"k")                 # a PublishResult, filled at its ack
+//   pub.flush()                                         # r.done, r.status == "ok", r.offset
+//   sub = catena.Subscriber(routes, "orders", start="earliest")
+//   for partition, offset, payload in sub.poll(timeout_ms=1000): ...
+//
+// Errors raise catena.Error (its .code is the catena_err name). Every call
+// that may wait (flush, publish under back-pressure, poll with a timeout)
+// releases the GIL; a publisher or subscriber serializes its own calls, so
+// Python threads may share one.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <catena/catena.h>
+
+namespace py = pybind11;
+
+namespace {
+
+struct CatenaError : std::runtime_error {
+  CatenaError(catena_err c, const std::string& what) : std::runtime_error(what), code(c) {}
+  catena_err code;
+};
+
+[[noreturn]] void raise(catena_err code) {
+  throw CatenaError(code, std::string(catena_strerror(code)) + ": " + catena_last_error());
+}
+
+struct Routes {
+  catena_routes* h = nullptr;
+  ~Routes() { catena_routes_destroy(h); }
+};
+
+// One record's outcome, written by the ack callback (inside poll/flush, the
+// GIL released) and read from Python: atomics.
+struct ResultState {
+  std::atomic<bool> done{false};
+  std::atomic<int> status{CATENA_OK};
+  std::atomic<std::uint32_t> partition{0};
+  std::atomic<std::uint64_t> offset{0};
+};
+
+class PublishResult {
+ public:
+  explicit PublishResult(std::shared_ptr<ResultState> s) : s_(std::move(s)) {}
+  bool done() const { return s_->done.load(); }
+  bool ok() const { return done() && s_->status.load() == CATENA_OK; }
+  std::string status() const {
+    return done() ? catena_strerror(static_cast<catena_err>(s_->status.load())) : "pending";
+  }
+  std::uint32_t partition() const { return s_->partition.load(); }
+  py::object offset() const {
+    if (!ok()) return py::none();
+    return py::int_(s_->offset.load());
+  }
+  std::string repr() const {
+    return "PublishResult(status=" + status() + ", partition=" + std::to_string(partition()) +
+           ", offset=" + (ok() ? std::to_string(s_->offset.load()) : std::string("None")) + ")";
+  }
+
+ private:
+  std::shared_ptr<ResultState> s_;
+};
+
+void on_ack(void* opaque, const catena_publish_result* r) {
+  auto* s = static_cast<ResultState*>(opaque);
+  s->status.store(r->status);
+  s->partition.store(r->partition);
+  s->offset.store(r->offset);
+  s->done.store(true);
+}
+
+class Publisher {
+ public:
+  Publisher(std::shared_ptr<Routes> routes, const std::string& channel) : routes_(std::move(routes)) {
+    catena_err e;
+    {
+      py::gil_scoped_release nogil;
+      e = catena_publisher_create(routes_->h, channel.c_str(), &h_);
+    }
+    if (e != CATENA_OK) raise(e);
+  }
+  ~Publisher() {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mu_);
+    catena_publisher_destroy(h_);
+  }
+
+  // Queues one record; waits (polling, GIL released) while back-pressured,
+  // up to timeout_ms.
+  PublishResult publish(const py::bytes& payload, const py::bytes& key, std::int64_t timeout_ms) {
+    std::string p = payload;  // copies: the GIL is released below
+    std::string k = key;
+    auto state = std::make_shared<ResultState>();
+    catena_err e;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      for (;;) {
+        e = catena_publish(h_, k.data(), k.size(), p.data(), p.size(), on_ack, state.get());
+        if (e != CATENA_ERR_BACKPRESSURE || std::chrono::steady_clock::now() >= deadline) break;
+        if (catena_publisher_poll(h_) < 0) break;
+      }
+      if (e == CATENA_OK) {
+        pending_.push_back(state);  // kept alive until its ack ran
+        (void)catena_publisher_poll(h_);
+        reap();
+      }
+    }
+    if (e != CATENA_OK) raise(e);
+    return PublishResult(std::move(state));
+  }
+
+  int poll() {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mu_);
+    const int n = catena_publisher_poll(h_);
+    reap();
+    return n;
+  }
+
+  void flush(std::int64_t timeout_ms) {
+    catena_err e;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      e = catena_publisher_flush(h_, timeout_ms);
+      reap();
+    }
+    if (e != CATENA_OK) raise(e);
+  }
+
+  std::uint64_t in_flight() {
+    std::lock_guard lock(mu_);
+    return catena_publisher_in_flight(h_);
+  }
+
+ private:
+  void reap() {
+    std::erase_if(pending_, [](const auto& s) { return s->done.load(); });
+  }
+
+  std::shared_ptr<Routes> routes_;
+  std::mutex mu_;
+  catena_publisher* h_ = nullptr;
+  std::vector<std::shared_ptr<ResultState>> pending_;
+};
+
+using Record = std::tuple<std::uint32_t, std::uint64_t, std::string>;
+
+void on_message(void* opaque, const catena_message* m) {
+  static_cast<std::vector<Record>*>(opaque)->emplace_back(
+      m->partition, m->offset, std::string(static_cast<const char*>(m->payload), m->payload_len));
+}
+
+class Subscriber {
+ public:
+  Subscriber(std::shared_ptr<Routes> routes, const std::string& channel, const std::string& start)
+      : routes_(std::move(routes)) {
+    catena_start s;
+    if (start == "earliest")
+      s = CATENA_START_EARLIEST;
+    else if (start == "latest")
+      s = CATENA_START_LATEST;
+    else
+      throw py::value_error("start must be \"earliest\" or \"latest\"");
+    catena_err e;
+    {
+      py::gil_scoped_release nogil;
+      e = catena_subscriber_create(routes_->h, channel.c_str(), s, &h_);
+    }
+    if (e != CATENA_OK) raise(e);
+  }
+  ~Subscriber() {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mu_);
+    catena_subscriber_destroy(h_);
+  }
+
+  // Up to max records; waits (GIL released) up to timeout_ms for the first.
+  py::list poll(int max, std::int64_t timeout_ms) {
+    std::vector<Record> got;
+    int n = 0;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      for (;;) {
+        n = catena_subscriber_poll(h_, on_message, &got, max);
+        if (n != 0 || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll never waits
+      }
+    }
+    if (n < 0) raise(CATENA_ERR_INTERNAL);
+    py::list out;
+    for (auto& [partition, offset, payload] : got)
+      out.append(py::make_tuple(partition, offset, py::bytes(payload)));
+    return out;
+  }
+
+  std::uint64_t position(std::uint32_t partition) {
+    std::lock_guard lock(mu_);
+    return catena_subscriber_position(h_, partition);
+  }
+
+ private:
+  std::shared_ptr<Routes> routes_;
+  std::mutex mu_;
+  catena_subscriber* h_ = nullptr;
+};
+
+std::shared_ptr<Routes> connect(const std::string& controllers, const std::optional<std::string>& token) {
+  auto r = std::make_shared<Routes>();
+  const catena_err e = catena_connect(controllers.c_str(), token ? token->c_str() : nullptr, &r->h);
+  if (e != CATENA_OK) raise(e);
+  return r;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(catena, m) {
+  m.doc() = "Catena client: publish to and subscribe from Catena channels (over libcatena's C API)";
+  m.attr("__version__") = catena_version();
+  m.def(
+      "version", [] { return std::string(catena_version()); }, "The version libcatena.so was built as");
+
+  static py::exception<CatenaError> error(m, "Error");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CatenaError& e) {
+      py::object exc = py::reinterpret_borrow<py::object>(error.ptr())(e.what());
+      exc.attr("code") = catena_strerror(e.code);
+      PyErr_SetObject(error.ptr(), exc.ptr());
+    }
+  });
+
+  const py::class_<Routes, std::shared_ptr<Routes>> routes_type(
+      m, "Routes", "Routes from the controller(s); see connect()");
+  m.def("connect", &connect, py::arg("controllers"), py::arg("token") = py::none(),
+        "Routes from the controller(s) at \"host:port[,host:port...]\"");
+
+  py::class_<PublishResult>(m, "PublishResult")
+      .def_property_readonly("done", &PublishResult::done)
+      .def_property_readonly("ok", &PublishResult::ok)
+      .def_property_readonly("status", &PublishResult::status, "\"pending\", \"ok\" or the error's name")
+      .def_property_readonly("partition", &PublishResult::partition)
+      .def_property_readonly("offset", &PublishResult::offset, "The record's offset once ok, else None")
+      .def("__repr__", &PublishResult::repr);
+
+  py::class_<Publisher>(m, "Publisher")
+      .def(py::init<std::shared_ptr<Routes>, const std::string&>(), py::arg("routes"), py::arg("channel"))
+      .def("publish", &Publisher::publish, py::arg("payload"), py::arg("key") = py::bytes(),
+           py::arg("timeout_ms") = 30000,
+           "Queues one record (same key, same partition, in order); its result completes in poll()/flush()")
+      .def("poll", &Publisher::poll, "Sends and takes acknowledgements; never waits")
+      .def("flush", &Publisher::flush, py::arg("timeout_ms") = 30000,
+           "Waits until every record is acknowledged or failed; raises catena.Error (timeout) otherwise")
+      .def_property_readonly("in_flight", &Publisher::in_flight);
+
+  py::class_<Subscriber>(m, "Subscriber")
+      .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::string&>(), py::arg("routes"),
+           py::arg("channel"), py::arg("start") = "earliest")
+      .def("poll", &Subscriber::poll, py::arg("max") = 1024, py::arg("timeout_ms") = 0,
+           "Up to max records as (partition, offset, payload) tuples; waits up to timeout_ms for the first")
+      .def("position", &Subscriber::position, py::arg("partition"));
+}

@@ -1,0 +1,260 @@
+// The C API (<catena/catena.h>) over the C++ client: opaque handles that own
+// the C++ objects, error codes and a per-thread message instead of
+// exceptions. Every entry point catches everything: nothing C++ crosses the
+// C boundary.
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <catena/broker/client_error.hpp>
+#include <catena/broker/controller_routes.hpp>
+#include <catena/broker/publisher.hpp>
+#include <catena/broker/subscriber.hpp>
+#include <catena/catena.h>
+
+namespace client = catena::client;
+
+struct catena_routes {
+  std::shared_ptr<catena::broker::ControllerRoutes> routes;
+};
+struct catena_publisher {
+  std::shared_ptr<catena::broker::ControllerRoutes> routes;  // outlives the publisher
+  std::unique_ptr<catena::Publisher> pub;
+};
+struct catena_subscriber {
+  std::shared_ptr<catena::broker::ControllerRoutes> routes;
+  std::unique_ptr<catena::Subscriber> sub;
+};
+
+namespace {
+
+// The same values on both sides: catena_err is the C spelling of ErrorCode.
+static_assert(static_cast<int>(client::ErrorCode::invalid_argument) == CATENA_ERR_INVALID_ARGUMENT);
+static_assert(static_cast<int>(client::ErrorCode::internal) == CATENA_ERR_INTERNAL);
+static_assert(static_cast<int>(client::ErrorCode::backpressure) == CATENA_ERR_BACKPRESSURE);
+static_assert(static_cast<int>(client::ErrorCode::controller_unavailable) ==
+              CATENA_ERR_CONTROLLER_UNAVAILABLE);
+static_assert(static_cast<int>(client::ErrorCode::corrupt) == CATENA_ERR_CORRUPT);
+constexpr int kLastCode = CATENA_ERR_CORRUPT;
+
+thread_local std::string last_error;
+
+catena_err to_c(client::ErrorCode code) {
+  return static_cast<catena_err>(code);
+}
+
+catena_err fail(catena_err code, std::string message) {
+  last_error = std::move(message);
+  return code;
+}
+catena_err fail(const client::Error& e) {
+  return fail(to_c(e.code), e.describe());
+}
+
+// What a C++ exception escaping the client becomes.
+catena_err caught() {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return fail(CATENA_ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(CATENA_ERR_INTERNAL, std::string("internal: ") + e.what());
+  } catch (...) {
+    return fail(CATENA_ERR_INTERNAL, "internal: unknown exception");
+  }
+}
+
+std::span<const std::byte> bytes(const void* p, std::size_t n) {
+  return {static_cast<const std::byte*>(p), n};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* catena_strerror(catena_err err) noexcept {
+  if (err < CATENA_OK || err > kLastCode) return "unknown";
+  // to_string's views are of string literals: NUL-terminated.
+  return client::to_string(static_cast<client::ErrorCode>(err)).data();
+}
+
+int catena_err_retriable(catena_err err) noexcept {
+  if (err <= CATENA_OK || err > kLastCode) return 0;
+  return client::retriable(static_cast<client::ErrorCode>(err)) ? 1 : 0;
+}
+
+const char* catena_last_error(void) noexcept {
+  return last_error.c_str();
+}
+
+catena_err catena_connect(const char* controllers, const char* token, catena_routes** out) noexcept {
+  if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_connect: out is NULL");
+  *out = nullptr;
+  if (controllers == nullptr || *controllers == '\0')
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_connect: no controller address");
+  try {
+    catena::control::ControllerClient::Options options;
+    options.address = controllers;
+    if (token != nullptr) options.token = token;
+    auto r = std::make_unique<catena_routes>();
+    r->routes = std::make_shared<catena::broker::ControllerRoutes>(std::move(options), "c-client");
+    *out = r.release();
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+void catena_routes_destroy(catena_routes* routes) noexcept {
+  try {
+    delete routes;
+  } catch (...) {
+    (void)caught();
+  }
+}
+
+catena_err catena_publisher_create(catena_routes* routes, const char* channel,
+                                   catena_publisher** out) noexcept {
+  if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create: out is NULL");
+  *out = nullptr;
+  if (routes == nullptr || channel == nullptr)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create: routes or channel is NULL");
+  try {
+    auto created = catena::Publisher::create(*routes->routes, channel);
+    if (!created) return fail(created.error());
+    auto p = std::make_unique<catena_publisher>();
+    p->routes = routes->routes;
+    p->pub = std::move(created.value());
+    *out = p.release();
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+catena_err catena_publish(catena_publisher* pub, const void* key, std::size_t key_len, const void* payload,
+                          std::size_t payload_len, catena_publish_cb cb, void* opaque) noexcept {
+  if (pub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish: publisher is NULL");
+  if ((key == nullptr && key_len != 0) || (payload == nullptr && payload_len != 0))
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish: NULL key or payload with a length");
+  try {
+    catena::PublishCallback on_ack;
+    if (cb != nullptr) {
+      on_ack = [cb, opaque](const catena::PublishResult& r) {
+        const catena_publish_result c{to_c(r.error()), r.partition, r.offset, r.sequence};
+        cb(opaque, &c);
+      };
+    }
+    const auto e = pub->pub->publish(bytes(key, key_len), bytes(payload, payload_len), std::move(on_ack));
+    if (e != client::ErrorCode::ok) return fail(to_c(e), std::string(client::to_string(e)));
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+int catena_publisher_poll(catena_publisher* pub) noexcept {
+  if (pub == nullptr)
+    return (fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_poll: publisher is NULL"), -1);
+  try {
+    return pub->pub->poll();
+  } catch (...) {
+    (void)caught();
+    return -1;
+  }
+}
+
+catena_err catena_publisher_flush(catena_publisher* pub, std::int64_t timeout_ms) noexcept {
+  if (pub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_flush: publisher is NULL");
+  try {
+    if (pub->pub->flush(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms))) return CATENA_OK;
+    return fail(CATENA_ERR_TIMEOUT,
+                "timeout: " + std::to_string(pub->pub->in_flight()) + " records still in flight after flush");
+  } catch (...) {
+    return caught();
+  }
+}
+
+std::uint64_t catena_publisher_in_flight(const catena_publisher* pub) noexcept {
+  if (pub == nullptr) return 0;
+  try {
+    return pub->pub->in_flight();
+  } catch (...) {
+    (void)caught();
+    return 0;
+  }
+}
+
+void catena_publisher_destroy(catena_publisher* pub) noexcept {
+  try {
+    delete pub;
+  } catch (...) {
+    (void)caught();
+  }
+}
+
+catena_err catena_subscriber_create(catena_routes* routes, const char* channel, catena_start start,
+                                    catena_subscriber** out) noexcept {
+  if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: out is NULL");
+  *out = nullptr;
+  if (routes == nullptr || channel == nullptr)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: routes or channel is NULL");
+  if (start != CATENA_START_EARLIEST && start != CATENA_START_LATEST)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: start is not EARLIEST or LATEST");
+  try {
+    catena::SubscriberOptions options;
+    options.start = start == CATENA_START_EARLIEST ? catena::Start::earliest : catena::Start::latest;
+    auto created = catena::Subscriber::create(*routes->routes, channel, options);
+    if (!created) return fail(created.error());
+    auto s = std::make_unique<catena_subscriber>();
+    s->routes = routes->routes;
+    s->sub = std::move(created.value());
+    *out = s.release();
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* opaque, int max) noexcept {
+  if (sub == nullptr || cb == nullptr || max <= 0)
+    return (
+        fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_poll: NULL subscriber or callback, or max <= 0"),
+        -1);
+  try {
+    return sub->sub->poll(
+        [cb, opaque](const catena::Message& m) {
+          const catena_message c{m.partition, m.offset, m.timestamp_ns, m.payload.data(), m.payload.size()};
+          cb(opaque, &c);
+        },
+        max);
+  } catch (...) {
+    (void)caught();
+    return -1;
+  }
+}
+
+std::uint64_t catena_subscriber_position(const catena_subscriber* sub, std::uint32_t partition) noexcept {
+  if (sub == nullptr) return 0;
+  try {
+    return sub->sub->position(partition);
+  } catch (...) {
+    (void)caught();
+    return 0;
+  }
+}
+
+void catena_subscriber_destroy(catena_subscriber* sub) noexcept {
+  try {
+    delete sub;
+  } catch (...) {
+    (void)caught();
+  }
+}
+
+}  // extern "C"

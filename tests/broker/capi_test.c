@@ -1,0 +1,155 @@
+/* The C API against a live cluster: capi_test CONTROLLER CHANNEL (run by
+ * capi_cluster.sh). Publishes N records with callbacks, flushes, subscribes
+ * from the earliest record and checks that every record arrived once, with
+ * its payload at the partition and offset its acknowledgement named; and
+ * the error paths (unknown channel, NULL arguments, strerror). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <catena/catena.h>
+
+enum { N = 300 };
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                 \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                      \
+      fputc('\n', stderr);                                               \
+      ++failures;                                                        \
+    }                                                                    \
+  } while (0)
+
+struct acked {
+  int done;
+  catena_err status;
+  uint32_t partition;
+  uint64_t offset;
+};
+static struct acked acks[N];
+static int seen[N];
+
+static void on_ack(void* opaque, const catena_publish_result* r) {
+  struct acked* a = opaque;
+  a->done++;
+  a->status = r->status;
+  a->partition = r->partition;
+  a->offset = r->offset;
+}
+
+static void on_message(void* opaque, const catena_message* m) {
+  int* received = opaque;
+  char buf[64];
+  int i = -1;
+  ++*received;
+  if (m->payload_len >= sizeof buf) {
+    fprintf(stderr, "a payload of %zu bytes\n", m->payload_len);
+    ++failures;
+    return;
+  }
+  memcpy(buf, m->payload, m->payload_len);
+  buf[m->payload_len] = '\0';
+  if (sscanf(buf, "record-%d", &i) != 1 || i < 0 || i >= N) {
+    fprintf(stderr, "unexpected payload '%s'\n", buf);
+    ++failures;
+    return;
+  }
+  seen[i]++;
+  CHECK(m->partition == acks[i].partition && m->offset == acks[i].offset,
+        "record %d delivered at %u:%llu, acknowledged at %u:%llu", i, m->partition,
+        (unsigned long long)m->offset, acks[i].partition, (unsigned long long)acks[i].offset);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s CONTROLLER CHANNEL\n", argv[0]);
+    return 2;
+  }
+  CHECK(strlen(catena_version()) > 0, "empty version");
+  CHECK(strcmp(catena_strerror(CATENA_ERR_UNKNOWN_CHANNEL), "unknown_channel") == 0, "%s",
+        catena_strerror(CATENA_ERR_UNKNOWN_CHANNEL));
+  CHECK(strcmp(catena_strerror((catena_err)200), "unknown") == 0, "%s", catena_strerror((catena_err)200));
+  CHECK(catena_err_retriable(CATENA_ERR_BACKPRESSURE) == 1, "backpressure not retriable");
+  CHECK(catena_err_retriable(CATENA_ERR_INVALID_ARGUMENT) == 0, "invalid_argument retriable");
+
+  catena_routes* routes = NULL;
+  CHECK(catena_connect(NULL, NULL, &routes) == CATENA_ERR_INVALID_ARGUMENT, "connect(NULL)");
+  CHECK(strlen(catena_last_error()) > 0, "no message for connect(NULL)");
+  catena_err e = catena_connect(argv[1], NULL, &routes);
+  CHECK(e == CATENA_OK && routes != NULL, "connect: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+
+  catena_publisher* bad = NULL;
+  e = catena_publisher_create(routes, "no-such-channel", &bad);
+  CHECK(e == CATENA_ERR_UNKNOWN_CHANNEL && bad == NULL, "create on a missing channel: %s (%s)",
+        catena_strerror(e), catena_last_error());
+
+  catena_publisher* pub = NULL;
+  e = catena_publisher_create(routes, argv[2], &pub);
+  CHECK(e == CATENA_OK, "publisher: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  /* The publisher keeps the routes alive: destroy them early. */
+  catena_routes* sub_routes = NULL;
+  CHECK(catena_connect(argv[1], NULL, &sub_routes) == CATENA_OK, "connect: %s", catena_last_error());
+
+  const double t0 = now_s();
+  for (int i = 0; i < N; ++i) {
+    char key[32], payload[32];
+    snprintf(key, sizeof key, "key-%d", i % 8);
+    const int len = snprintf(payload, sizeof payload, "record-%d", i);
+    for (;;) {
+      e = catena_publish(pub, key, strlen(key), payload, (size_t)len, on_ack, &acks[i]);
+      if (e != CATENA_ERR_BACKPRESSURE) break;
+      CHECK(catena_publisher_poll(pub) >= 0, "poll: %s", catena_last_error());
+    }
+    CHECK(e == CATENA_OK, "publish %d: %s (%s)", i, catena_strerror(e), catena_last_error());
+    catena_publisher_poll(pub);
+  }
+  catena_routes_destroy(routes);
+  e = catena_publisher_flush(pub, 15000);
+  CHECK(e == CATENA_OK, "flush: %s", catena_last_error());
+  CHECK(catena_publisher_in_flight(pub) == 0, "%llu in flight after flush",
+        (unsigned long long)catena_publisher_in_flight(pub));
+  int acked_ok = 0;
+  for (int i = 0; i < N; ++i) {
+    CHECK(acks[i].done == 1, "record %d acknowledged %d times", i, acks[i].done);
+    if (acks[i].done == 1 && acks[i].status == CATENA_OK) ++acked_ok;
+    for (int j = 0; j < i; ++j)
+      CHECK(!(acks[j].partition == acks[i].partition && acks[j].offset == acks[i].offset),
+            "records %d and %d both at %u:%llu", j, i, acks[i].partition, (unsigned long long)acks[i].offset);
+  }
+  CHECK(acked_ok == N, "%d of %d acknowledged ok", acked_ok, N);
+  catena_publisher_destroy(pub);
+  fprintf(stderr, "capi_test: published and acknowledged %d in %.2f s\n", acked_ok, now_s() - t0);
+
+  catena_subscriber* sub = NULL;
+  e = catena_subscriber_create(sub_routes, argv[2], CATENA_START_EARLIEST, &sub);
+  CHECK(e == CATENA_OK, "subscriber: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  int received = 0;
+  const double deadline = now_s() + 10;
+  while (received < N && now_s() < deadline) {
+    const int n = catena_subscriber_poll(sub, on_message, &received, 64);
+    CHECK(n >= 0, "subscriber poll: %s", catena_last_error());
+    if (n <= 0) {
+      struct timespec pause = {0, 200000};
+      nanosleep(&pause, NULL);
+    }
+  }
+  CHECK(received == N, "received %d of %d", received, N);
+  for (int i = 0; i < N; ++i) CHECK(seen[i] == 1, "record %d delivered %d times", i, seen[i]);
+  catena_subscriber_destroy(sub);
+  catena_routes_destroy(sub_routes);
+  fprintf(stderr, "capi_test: received %d, %s\n", received, failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}

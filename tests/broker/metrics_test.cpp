@@ -6,19 +6,19 @@
 // appended the same records and bytes from its predecessor, and a second
 // batch moves the counters by exactly its size. `catena stat --once` shows
 // the channel's partition on both nodes.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstdio>
 #include <gtest/gtest.h>
 #include <map>
+#include <netinet/in.h>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <vector>
 
@@ -112,7 +112,8 @@ Samples channel_samples(const std::string& text, const std::string& channel) {
 }
 
 // The value of `name` for `role` on whichever node holds that role.
-std::optional<double> value(const std::vector<Samples>& nodes, const std::string& name, const std::string& role) {
+std::optional<double> value(const std::vector<Samples>& nodes, const std::string& name,
+                            const std::string& role) {
   for (const auto& s : nodes) {
     auto m = s.find(name);
     if (m == s.end()) continue;
@@ -165,8 +166,8 @@ TEST(Metrics, PerPartitionCountersMoveByWhatWasPublishedAndStatShowsThem) {
       if (got && *got == want) return;
       std::this_thread::sleep_for(50ms);
     }
-    ADD_FAILURE() << name << "{role=" << role << "} is " << (got ? std::to_string(*got) : "absent") << ", want "
-                  << want;
+    ADD_FAILURE() << name << "{role=" << role << "} is " << (got ? std::to_string(*got) : "absent")
+                  << ", want " << want;
   };
 
   constexpr int kFirst = 40;
@@ -223,8 +224,8 @@ TEST(Metrics, PerPartitionCountersMoveByWhatWasPublishedAndStatShowsThem) {
     Outcome st = run(cli + "stat --once --interval-ms 100");
     ASSERT_EQ(st.exit_code, 0) << st.output;
     last = st.output;
-    shown = st.output.find("watched/0") != std::string::npos && st.output.find(" head ") != std::string::npos &&
-            st.output.find(" tail ") != std::string::npos &&
+    shown = st.output.find("watched/0") != std::string::npos &&
+            st.output.find(" head ") != std::string::npos && st.output.find(" tail ") != std::string::npos &&
             st.output.find(" " + std::to_string(kFirst + kSecond) + " ") != std::string::npos;
     if (!shown) std::this_thread::sleep_for(100ms);
   }

@@ -550,7 +550,7 @@ class Broker::Impl {
       } else {
         unlinked_.erase(key);
       }
-      PartitionStats ps{c.channel,      c.partition,  c.epoch,         c.position,
+      PartitionStats ps{c.channel,      c.partition,  c.epoch,        c.position,
                         c.chain_length, rep->stats(), rep->counters()};
       st.segments += ps.replica.segments;
       st.bytes += ps.replica.bytes;

@@ -1,14 +1,13 @@
-#include <catena/broker/metrics_server.hpp>
-
 #include <exception>
-#include <utility>
-#include <vector>
-
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
+#include <utility>
+#include <vector>
+
+#include <catena/broker/metrics_server.hpp>
 
 namespace catena::broker {
 namespace {
@@ -65,8 +64,7 @@ std::vector<MetricFamily> collect(const Broker& broker) {
   const auto rate_limited =
       f.add("catena_replica_rate_limited_events_total",
             "Head: passes a publisher's frame waited for the tenant's publish rate", counter);
-  const auto gaps =
-      f.add("catena_replica_sequence_gaps_total", "Head: frames refused sequence_gap", counter);
+  const auto gaps = f.add("catena_replica_sequence_gaps_total", "Head: frames refused sequence_gap", counter);
   const auto corrupt = f.add("catena_replica_corrupt_frames_total",
                              "Garbled frames refused from publishers or the predecessor", counter);
   const auto forwarded =
@@ -79,18 +77,21 @@ std::vector<MetricFamily> collect(const Broker& broker) {
       f.add("catena_replica_end_offset", "The log's end offset (records appended, ever)", gauge);
   const auto commit_offset =
       f.add("catena_replica_commit_offset", "The log's commit offset (records committed, ever)", gauge);
-  const auto uncommitted =
-      f.add("catena_replica_uncommitted_records", "end_offset - commit_offset: records not yet committed", gauge);
+  const auto uncommitted = f.add("catena_replica_uncommitted_records",
+                                 "end_offset - commit_offset: records not yet committed", gauge);
   const auto backlog = f.add("catena_replica_successor_backlog_bytes",
                              "Bytes the successor does not hold yet (-1: no successor link)", gauge);
   const auto publishers = f.add("catena_replica_publishers", "Publisher sessions open at this head", gauge);
-  const auto subscribers = f.add("catena_replica_subscribers", "Subscriber sessions open at this replica", gauge);
+  const auto subscribers =
+      f.add("catena_replica_subscribers", "Subscriber sessions open at this replica", gauge);
   for (const PartitionStats& p : st.partitions) {
     if (p.counters == nullptr) continue;
     const ReplicaCounters& c = *p.counters;
     const std::vector<ClientMetric::Label> l{
         {"channel", p.channel}, {"partition", std::to_string(p.partition)}, {"role", role_of(p)}};
-    auto u = [](const std::atomic<std::uint64_t>& a) { return static_cast<double>(ReplicaCounters::read(a)); };
+    auto u = [](const std::atomic<std::uint64_t>& a) {
+      return static_cast<double>(ReplicaCounters::read(a));
+    };
     f.sample(appended_records, l, u(c.appended_records));
     f.sample(appended_bytes, l, u(c.appended_bytes));
     f.sample(acked_records, l, u(c.acked_records));
@@ -124,8 +125,8 @@ std::vector<MetricFamily> collect(const Broker& broker) {
        static_cast<double>(st.link_rebuilds));
   node("catena_node_zeroed_bytes_total", "Replica memory zeroed since start", counter,
        static_cast<double>(st.zeroed_bytes));
-  node("catena_node_data_plane_stalled_ms", "How long the data-plane thread has been silent (0: running)", gauge,
-       static_cast<double>(broker.data_plane_stalled_ms()));
+  node("catena_node_data_plane_stalled_ms", "How long the data-plane thread has been silent (0: running)",
+       gauge, static_cast<double>(broker.data_plane_stalled_ms()));
   return std::move(f.all);
 }
 

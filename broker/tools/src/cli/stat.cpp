@@ -3,6 +3,7 @@
 // replica's end and commit offsets and successor backlog) and its channel
 // routes (each replica's role). Rates are the end offsets' growth between
 // two frames. README "Metrics".
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -11,8 +12,6 @@
 #include <string>
 #include <thread>
 #include <tuple>
-
-#include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 
@@ -44,7 +43,9 @@ bool take(control::ControllerClient& client, Sample* s, std::string* error) {
     for (const auto& r : ch.routes) {
       const std::size_t n = r.replicas.size();
       for (std::size_t i = 0; i < n; ++i) {
-        s->roles[{r.channel, r.partition, r.replicas[i].node_id}] = i == 0 ? "head" : i + 1 == n ? "tail" : "middle";
+        s->roles[{r.channel, r.partition, r.replicas[i].node_id}] = i == 0       ? "head"
+                                                                    : i + 1 == n ? "tail"
+                                                                                 : "middle";
       }
       for (const auto& j : r.joining) s->roles[{r.channel, r.partition, j.node_id}] = "joining";
     }
@@ -61,7 +62,8 @@ nlohmann::json frame_json(const Common& c, const Sample& now, const Sample* befo
   if (before != nullptr) {
     dt = std::chrono::duration<double>(now.at - before->at).count();
     for (const auto& n : before->status.nodes) {
-      for (const auto& p : n.stats.partitions) prev_end[{p.channel, p.partition, n.info.node_id}] = p.end_offset;
+      for (const auto& p : n.stats.partitions)
+        prev_end[{p.channel, p.partition, n.info.node_id}] = p.end_offset;
     }
   }
   nlohmann::json nodes = nlohmann::json::array();
@@ -105,7 +107,8 @@ void print_frame(const nlohmann::json& f) {
   std::strftime(when, sizeof when, "%H:%M:%S", std::localtime(&t));
   std::printf("catena stat  controller %s  %zu node(s)  %s\n\n", f["controller"].get<std::string>().c_str(),
               f["nodes"].size(), when);
-  std::printf("%-12s %-8s %8s %9s %14s %10s\n", "NODE", "STATE", "REPLICAS", "SEGMENTS", "BYTES", "HEARTBEAT");
+  std::printf("%-12s %-8s %8s %9s %14s %10s\n", "NODE", "STATE", "REPLICAS", "SEGMENTS", "BYTES",
+              "HEARTBEAT");
   for (const auto& n : f["nodes"]) {
     std::printf("%-12s %-8s %8d %9lld %14lld %7lld ms\n", n["node"].get<std::string>().c_str(),
                 n["state"].get<std::string>().c_str(), n["replicas"].get<int>(),
@@ -113,10 +116,11 @@ void print_frame(const nlohmann::json& f) {
                 static_cast<long long>(n["bytes"].get<std::int64_t>()),
                 static_cast<long long>(n["heartbeat_ms_ago"].get<std::int64_t>()));
   }
-  std::printf("\n%-24s %-12s %-7s %6s %12s %12s %10s %10s %12s\n", "CHANNEL/PARTITION", "NODE", "ROLE", "EPOCH",
-              "END", "COMMIT", "UNCOMMIT", "REC/S", "BACKLOG(B)");
+  std::printf("\n%-24s %-12s %-7s %6s %12s %12s %10s %10s %12s\n", "CHANNEL/PARTITION", "NODE", "ROLE",
+              "EPOCH", "END", "COMMIT", "UNCOMMIT", "REC/S", "BACKLOG(B)");
   for (const auto& p : f["partitions"]) {
-    const std::string name = p["channel"].get<std::string>() + "/" + std::to_string(p["partition"].get<int>());
+    const std::string name =
+        p["channel"].get<std::string>() + "/" + std::to_string(p["partition"].get<int>());
     const std::string rate = p["records_per_sec"].is_null()
                                  ? std::string("-")
                                  : std::to_string(static_cast<long long>(p["records_per_sec"].get<double>()));

@@ -199,7 +199,7 @@ struct PublishTarget {
   std::uint64_t now_ns = 0;
   bool sealed = false;
   std::uint64_t* corrupt_frames = nullptr;
-  RateBudget* rate = nullptr;  // the tenant's publish rate on this broker; nullptr: unlimited
+  RateBudget* rate = nullptr;           // the tenant's publish rate on this broker; nullptr: unlimited
   ReplicaCounters* counters = nullptr;  // appends, back-pressure and gaps counted here, if set
 };
 

@@ -17,7 +17,8 @@ class MetricsServer {
  public:
   // Listens on host:port (port 0: any free one). An error message if it
   // cannot bind.
-  static fabric::Result<std::unique_ptr<MetricsServer>> start(const Broker& broker, const std::string& listen);
+  static fabric::Result<std::unique_ptr<MetricsServer>> start(const Broker& broker,
+                                                              const std::string& listen);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

@@ -432,14 +432,22 @@ int Replica::pump_predecessor_st() {
                            [&](std::uint32_t imm, std::uint32_t) {
                              const std::uint32_t slot = imm >> kSlotShift;
                              const std::uint32_t end = (imm & kEndMask) * 8;
+                             // The bytes this write added: from where the slot's valid
+                             // data ended, or from 0 in a segment newly opened in it.
                              std::uint32_t valid_before = 0;
-                             if (slot < cfg_.slot_count && log_->slot_info(slot).state != SlotState::free)
+                             std::uint64_t gen_before = 0;
+                             if (slot < cfg_.slot_count && log_->slot_info(slot).state != SlotState::free) {
                                valid_before = log_->slot_info(slot).valid_end;
+                               gen_before = log_->slot_info(slot).generation;
+                             }
                              if (log_->on_remote_data(slot, end) != ValidateStatus::ok) {
                                ++corrupt_frames_;
                                pred_->ep().disconnect();  // refuse a predecessor that writes garbage
-                             } else if (end > valid_before) {
-                               ReplicaCounters::add(counters_->appended_bytes, end - valid_before);
+                             } else {
+                               const SlotInfo& now = log_->slot_info(slot);
+                               const std::uint32_t from = now.generation == gen_before ? valid_before : 0;
+                               if (now.valid_end > from)
+                                 ReplicaCounters::add(counters_->appended_bytes, now.valid_end - from);
                              }
                            });
   if (log_->end_offset() > end_before)

@@ -124,14 +124,15 @@ void print_frame(const nlohmann::json& f) {
     const std::string rate = p["records_per_sec"].is_null()
                                  ? std::string("-")
                                  : std::to_string(static_cast<long long>(p["records_per_sec"].get<double>()));
-    const auto backlog = p["successor_backlog_bytes"].get<std::int64_t>();
+    const auto backlog_bytes = p["successor_backlog_bytes"].get<std::int64_t>();
+    const std::string backlog = backlog_bytes < 0 ? std::string("-") : std::to_string(backlog_bytes);
     std::printf("%-24s %-12s %-7s %6lld %12lld %12lld %10lld %10s %12s\n", name.c_str(),
                 p["node"].get<std::string>().c_str(), p["role"].get<std::string>().c_str(),
                 static_cast<long long>(p["epoch"].get<std::int64_t>()),
                 static_cast<long long>(p["end_offset"].get<std::int64_t>()),
                 static_cast<long long>(p["commit_offset"].get<std::int64_t>()),
                 static_cast<long long>(p["uncommitted_records"].get<std::int64_t>()), rate.c_str(),
-                backlog < 0 ? "-" : std::to_string(backlog).c_str());
+                backlog.c_str());
   }
   if (f["partitions"].empty()) std::printf("(no partition replicas reported yet)\n");
   std::fflush(stdout);

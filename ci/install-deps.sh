@@ -6,7 +6,8 @@
 # a desktop JRE and a GUI) run with a headless JRE by the tests that start a
 # server of their own (tests/control/zk_server.hpp). dpkg-dev and file:
 # cpack's .deb packages (dpkg-shlibdeps; ci/install-check.sh). pybind11-dev,
-# python3-dev: the Python module (broker/capi/python).
+# python3-dev: the Python module (broker/capi/python). prometheus-cpp-dev:
+# catenad's metrics endpoint (core + pull libraries).
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
@@ -18,6 +19,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libdpdk-dev zlib1g-dev
   libzookeeper-mt-dev libzookeeper-java default-jre-headless
+  prometheus-cpp-dev
   qemu-system-x86 busybox-static kmod cpio iproute2 procps
   systemd
 )

@@ -122,7 +122,7 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
   // appended yet: none of its records may land before it. They wait in the
   // ring (the marker comes from the controller, and with it the reading).
   if (!target.sealed && s.generation > log.marker().generation) return work;
-  auto push = [&](wire::Status st, std::uint64_t seq, std::uint64_t offset) {
+  auto push = [&](wire::Status st, std::uint64_t seq, std::uint64_t offset, std::uint64_t bytes = 0) {
     Session::Run* last = s.runs.back();
     const bool extends = last && last->status == st && last->first_seq + last->count == seq &&
                          (st != wire::Status::ok || (offset != Session::kUnknownOffset &&
@@ -130,10 +130,11 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
                                                      last->first_offset + last->count == offset));
     if (extends) {
       ++last->count;
+      last->bytes += bytes;
       last->consumed_after = ring.consumed();
       return;
     }
-    s.runs.push_back(Session::Run{st, 1, seq, offset, ring.consumed()});
+    s.runs.push_back(Session::Run{st, 1, seq, offset, ring.consumed(), bytes});
   };
   while (!s.runs.full()) {
     // The publisher may rewrite its ring at any time: the reader reads the
@@ -174,10 +175,16 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
       continue;
     }
     // The tenant's rate on this broker: the frame waits in the ring.
-    if (target.rate != nullptr && !target.rate->take(f.bytes, target.now_ns)) return work;
+    if (target.rate != nullptr && !target.rate->take(f.bytes, target.now_ns)) {
+      if (target.counters != nullptr) ReplicaCounters::add(target.counters->rate_limited_events, 1);
+      return work;
+    }
     AppendStatus staged = AppendStatus::ok;
     const std::byte* copy = log.stage_frame(f.at, f.bytes, &staged);
-    if (staged == AppendStatus::log_full) return work;  // back-pressure: the ring stays full
+    if (staged == AppendStatus::log_full) {  // back-pressure: the ring stays full
+      if (target.counters != nullptr) ReplicaCounters::add(target.counters->log_full_events, 1);
+      return work;
+    }
     if (staged == AppendStatus::too_large) {
       ring.consume_st(f);
       push(wire::Status::too_large, f.header.sequence, 0);
@@ -195,6 +202,10 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
       case SeqDecision::append:
         offset = log.append_staged(f.bytes);
         target.producers.record(h.producer_id, h.producer_epoch, h.sequence, offset, target.now_ns);
+        if (target.counters != nullptr) {
+          ReplicaCounters::add(target.counters->appended_records, 1);
+          ReplicaCounters::add(target.counters->appended_bytes, f.bytes);
+        }
         break;
       case SeqDecision::duplicate:
         break;
@@ -204,6 +215,7 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
       case SeqDecision::sequence_gap:
         status = wire::Status::sequence_gap;
         offset = 0;
+        if (target.counters != nullptr) ReplicaCounters::add(target.counters->sequence_gaps, 1);
         break;
       case SeqDecision::stale_epoch:
         status = wire::Status::producer_fenced;
@@ -211,19 +223,20 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
         break;
     }
     ring.consume_st(f);
-    push(status, h.sequence, offset);
+    push(status, h.sequence, offset, f.bytes);
     ++work;
   }
   return work;
 }
 
-int PublishServer::acknowledge(std::uint64_t commit_offset, std::uint64_t epoch) {
+int PublishServer::acknowledge(std::uint64_t commit_offset, std::uint64_t epoch, ReplicaCounters* counters) {
   int work = 0;
-  for (auto& s : sessions_) work += acknowledge(*s, commit_offset, epoch);
+  for (auto& s : sessions_) work += acknowledge(*s, commit_offset, epoch, counters);
   return work;
 }
 
-int PublishServer::acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch) {
+int PublishServer::acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch,
+                               ReplicaCounters* counters) {
   int work = 0;
   while (!s.runs.empty() && !s.closed) {
     const Session::Run& r = s.runs.front();
@@ -243,6 +256,10 @@ int PublishServer::acknowledge(Session& s, std::uint64_t commit_offset, std::uin
       ack.marker_partitions = s.remap_to.partitions;
     }
     if (s.link->send(ack) != fabric::Errc::ok) break;
+    if (counters != nullptr && r.status == wire::Status::ok) {
+      ReplicaCounters::add(counters->acked_records, r.count);
+      ReplicaCounters::add(counters->acked_bytes, r.bytes);
+    }
     s.runs.pop_front();
     ++work;
   }

@@ -342,6 +342,7 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
   }
   if (pred_) pred_->ep().disconnect();
   pred_ = std::move(link);
+  ReplicaCounters::add(counters_->predecessor_links, 1);
   pred_commit_word_ = hello.commit_word;
   commit_sent_up_ = 0;
   held_sent_up_ = 0;
@@ -352,7 +353,8 @@ int Replica::do_work() {
   int work = 0;
   work += pump_predecessor_st();
   if (cfg_.is_head()) {
-    PublishTarget target{*log_, producers_, tick_ns_, sealed_, &corrupt_frames_, cfg_.tenant_rate};
+    PublishTarget target{*log_,          producers_, tick_ns_, sealed_, &corrupt_frames_, cfg_.tenant_rate,
+                         counters_.get()};
     const int taken = publishes_.consume(target);
     if (taken > 0 && cfg_.is_tail()) commit_as_tail_st();
     work += taken;
@@ -365,7 +367,7 @@ int Replica::do_work() {
   if (act && !watches_.empty()) work += watches_.do_work(*log_, cfg_.epoch);
   work += propagate_commit_st();
   if (act && cfg_.is_head()) {
-    work += publishes_.acknowledge(log_->commit_offset(), cfg_.epoch);
+    work += publishes_.acknowledge(log_->commit_offset(), cfg_.epoch, counters_.get());
   }
   if (act)
     work +=
@@ -397,6 +399,10 @@ void Replica::tick() {
   }
   if (pred_) pred_->poll_events();
   if (succ_) succ_->poll_events();
+  ReplicaCounters::set(counters_->end_offset, log_->end_offset());
+  ReplicaCounters::set(counters_->commit_offset, log_->commit_offset());
+  ReplicaCounters::set(counters_->successor_backlog_bytes,
+                       succ_ ? static_cast<std::int64_t>(successor_backlog_st()) : std::int64_t{-1});
   if (succ_ && fwd_in_flight_ > 0 && tick_ns_ - succ_progress_ns_ > cfg_.link_stall_ns) {
     faults_.push_back({cfg_.successor_node, "successor completed no write for " +
                                                 std::to_string((tick_ns_ - succ_progress_ns_) / 1'000'000) +
@@ -404,6 +410,7 @@ void Replica::tick() {
                                                 " bytes in flight"});
     succ_->ep().disconnect();
     succ_.reset();
+    ReplicaCounters::add(counters_->successor_links_lost, 1);
     fwd_in_flight_ = 0;
   }
   if (tick_ns_ >= next_session_events_ns_) {
@@ -420,15 +427,31 @@ void Replica::tick() {
 int Replica::pump_predecessor_st() {
   CATENA_ST_CHECK(owner_);
   if (!pred_) return 0;
+  const std::uint64_t end_before = log_->end_offset();
   int n = pred_->poll_recv([](const std::byte*, std::uint32_t) {},
                            [&](std::uint32_t imm, std::uint32_t) {
                              const std::uint32_t slot = imm >> kSlotShift;
                              const std::uint32_t end = (imm & kEndMask) * 8;
+                             // The bytes this write added: from where the slot's valid
+                             // data ended, or from 0 in a segment newly opened in it.
+                             std::uint32_t valid_before = 0;
+                             std::uint64_t gen_before = 0;
+                             if (slot < cfg_.slot_count && log_->slot_info(slot).state != SlotState::free) {
+                               valid_before = log_->slot_info(slot).valid_end;
+                               gen_before = log_->slot_info(slot).generation;
+                             }
                              if (log_->on_remote_data(slot, end) != ValidateStatus::ok) {
                                ++corrupt_frames_;
                                pred_->ep().disconnect();  // refuse a predecessor that writes garbage
+                             } else {
+                               const SlotInfo& now = log_->slot_info(slot);
+                               const std::uint32_t from = now.generation == gen_before ? valid_before : 0;
+                               if (now.valid_end > from)
+                                 ReplicaCounters::add(counters_->appended_bytes, now.valid_end - from);
                              }
                            });
+  if (log_->end_offset() > end_before)
+    ReplicaCounters::add(counters_->appended_records, log_->end_offset() - end_before);
   pred_->poll_send();
   if (n < 0 || pred_->broken()) {
     // Not a fault to report: the predecessor redials and resumes from what
@@ -467,6 +490,7 @@ int Replica::forward_st() {
       fwd_end_[s] += len;
       fwd_in_flight_ += len;
       forwarded_bytes_ += len;
+      ReplicaCounters::add(counters_->forwarded_bytes, len);
       ++work;
     }
   }
@@ -486,6 +510,7 @@ int Replica::pump_successor_st() {
     // from what the successor holds; a link it cannot rebuild is reported
     // after BrokerConfig::link_report_ms (partition-level recovery).
     succ_.reset();
+    ReplicaCounters::add(counters_->successor_links_lost, 1);
     fwd_in_flight_ = 0;
     return 1;
   }

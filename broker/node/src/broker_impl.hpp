@@ -176,7 +176,7 @@ class Broker::Impl {
 
   void kept_stats_st(NodeStats& st) const {
     for (const auto& [key, k] : kept_) {
-      PartitionStats ps{k.channel, k.partition, k.epoch, 0, 0, {}};
+      PartitionStats ps{k.channel, k.partition, k.epoch, 0, 0, {}, nullptr};
       ps.replica.end_offset = k.commit;
       ps.replica.commit_offset = k.commit;
       st.kept.push_back(std::move(ps));
@@ -550,7 +550,8 @@ class Broker::Impl {
       } else {
         unlinked_.erase(key);
       }
-      PartitionStats ps{c.channel, c.partition, c.epoch, c.position, c.chain_length, rep->stats()};
+      PartitionStats ps{c.channel,      c.partition,  c.epoch,        c.position,
+                        c.chain_length, rep->stats(), rep->counters()};
       st.segments += ps.replica.segments;
       st.bytes += ps.replica.bytes;
       st.connections += ps.replica.publishers + ps.replica.subscribers + ps.replica.watchers +

@@ -16,6 +16,14 @@ control::TextRule host_port(bool allow_port_zero) {
   };
 }
 
+control::TextRule optional_host_port() {
+  return [](std::string_view s) -> std::string {
+    if (s.empty()) return {};
+    auto r = control::parse_host_port(s, /*allow_port_zero=*/true);
+    return r ? std::string() : r.error().message;
+  };
+}
+
 control::TextRule address_list() {
   return [](std::string_view s) -> std::string {
     auto r = control::parse_address_list(s);
@@ -56,6 +64,7 @@ const control::TomlSchema<Config>& schema() {
         .text("controller.address", &Config::controller, address_list())
         .text("controller.token_file", &Config::controller_token_file, token_file())
         .text("admin.listen", &Config::admin_listen, host_port(true))
+        .text("metrics.listen", &Config::metrics_listen, optional_host_port())
         .text("fabric.provider", &Config::provider, not_empty())
         .text("fabric.listen", &Config::fabric_listen)
         .integer("storage.segment_slots", &Config::slots, limits::kMinSegmentSlots, limits::kMaxSegmentSlots)

@@ -23,6 +23,7 @@ struct Config {
   // requires authentication (catena-controller --admin-token-file).
   std::string controller_token_file;
   std::string admin_listen = "127.0.0.1:0";  // [admin] listen
+  std::string metrics_listen;                // [metrics] listen: Prometheus host:port; empty: off
   std::string provider = "soft";             // [fabric] provider
   std::string
       fabric_listen;  // [fabric] listen; empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)

@@ -29,6 +29,7 @@
 #include <catena/broker/broker.hpp>
 #include <catena/broker/broker_admin_server.hpp>
 #include <catena/broker/join_rebalance.hpp>
+#include <catena/broker/metrics_server.hpp>
 #include <catena/broker/node_agent.hpp>
 #include <catena/control/address.hpp>
 #include <catena/control/controller_client.hpp>
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
   flag("--controller-token-file", &Config::controller_token_file,
        "file holding the controller's admin token (a controller run with --admin-token-file)");
   flag("--admin-listen", &Config::admin_listen, "BrokerAdmin Thrift host:port (port 0: any)");
+  flag("--metrics-addr", &Config::metrics_listen,
+       "serve Prometheus metrics on http://host:port/metrics (e.g. 127.0.0.1:9464; default: off)");
   flag("--provider", &Config::provider,
        "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>, verbs:<dev>,oob, dpdk:<port>");
   flag("--fabric-listen", &Config::fabric_listen,
@@ -156,6 +159,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string admin_addr = catena::control::HostPort{admin_hp->host, admin.port()}.to_string();
+  std::unique_ptr<catena::broker::MetricsServer> metrics;
+  if (!s.metrics_listen.empty()) {
+    auto m = catena::broker::MetricsServer::start(*broker.value(), s.metrics_listen);
+    if (!m) {
+      spdlog::error("{}", m.error().message);
+      return 1;
+    }
+    metrics = std::move(m.value());
+    spdlog::info("metrics on http://{}/metrics (port {})", s.metrics_listen, metrics->port());
+  }
   const std::string fabric_addr = broker.value()->fabric_address();
 
   std::string controller_token;
@@ -194,6 +207,7 @@ int main(int argc, char** argv) {
     if (s.join_rebalance) join_rebalance.start(agent.node_id(), g_stop);
   });
   spdlog::info("shutting down");
+  metrics.reset();  // before the broker it reads
   admin.stop();
   broker.value()->stop();
   return 0;

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <sys/socket.h>
 
+#include <catena/fabric/fabric.hpp>
 #include <catena/fabric/result.hpp>
 
 #include "verbs_handles.hpp"

@@ -227,6 +227,15 @@ int tenant_delete(const Common& c, const TenantCommands& o);
 int tenant_rotate(const Common& c, const TenantCommands& o);
 int tenant_alter(const Common& c, const TenantCommands& o);
 
+// `catena stat` (stat.cpp): a live view of the cluster from clusterStatus.
+struct StatOptions {
+  bool once = false;  // one frame (after one interval, for the rates), then exit
+  bool json = false;  // with --once: the frame as JSON
+  int interval_ms = 1000;
+};
+void add_stat_options(CLI::App& cmd, StatOptions& o);
+int cluster_stat(const Common& c, const StatOptions& o);
+
 // `catena chaos` (chaos.cpp).
 void add_chaos_options(CLI::App& app, ChaosOptions& o);
 int run_chaos(const Common& c, const ChaosOptions& o);

@@ -174,6 +174,9 @@ int main(int argc, char** argv) {
 
   auto* status = app.add_subcommand("status", "show the cluster's nodes and their state");
   auto* cluster_status_cmd = cluster->add_subcommand("status", "the same as `catena status`");
+  StatOptions stat_opts;
+  auto* stat = app.add_subcommand("stat", "live view of nodes and partitions (rates, lag), every second");
+  add_stat_options(*stat, stat_opts);
   const NodeCommands node_cmds = add_node_commands(app);
   const GroupCommands group_cmds = add_group_commands(app);
   const MirrorCommands mirror_cmds = add_mirror_commands(app);
@@ -209,6 +212,7 @@ int main(int argc, char** argv) {
   if (publish->parsed()) return publish_stdin(common, pub);
   if (subscribe->parsed()) return subscribe_stdout(common, sub);
   if (status->parsed() || cluster_status_cmd->parsed()) return cluster_status(common);
+  if (stat->parsed()) return cluster_stat(common, stat_opts);
   if (node_cmds.add->parsed()) return node_add(common, node_cmds);
   if (node_cmds.drain->parsed()) return node_drain(common, node_cmds);
   if (node_cmds.rebalance->parsed()) return rebalance(common, node_cmds);

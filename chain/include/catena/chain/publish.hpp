@@ -77,6 +77,7 @@
 #include <catena/chain/link.hpp>
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
+#include <catena/chain/replica_counters.hpp>
 #include <catena/chain/tenant_share.hpp>
 #include <catena/chain/wire.hpp>
 
@@ -198,7 +199,8 @@ struct PublishTarget {
   std::uint64_t now_ns = 0;
   bool sealed = false;
   std::uint64_t* corrupt_frames = nullptr;
-  RateBudget* rate = nullptr;  // the tenant's publish rate on this broker; nullptr: unlimited
+  RateBudget* rate = nullptr;           // the tenant's publish rate on this broker; nullptr: unlimited
+  ReplicaCounters* counters = nullptr;  // appends, back-pressure and gaps counted here, if set
 };
 
 class PublishServer {
@@ -213,7 +215,7 @@ class PublishServer {
   int consume(PublishTarget& target);
   // Acknowledges each publisher's runs the commit now covers (and refusals
   // queued behind them, in order). Returns the acks sent.
-  int acknowledge(std::uint64_t commit_offset, std::uint64_t epoch);
+  int acknowledge(std::uint64_t commit_offset, std::uint64_t epoch, ReplicaCounters* counters = nullptr);
 
   // Producers with an open session are in use however quiet they are.
   void touch_producers(ProducerState& producers, std::uint64_t now_ns) const;
@@ -237,6 +239,7 @@ class PublishServer {
       std::uint64_t first_seq;
       std::uint64_t first_offset;
       std::uint64_t consumed_after;  // ring bytes consumed once this run is processed
+      std::uint64_t bytes = 0;       // frame bytes of the run's records (ok runs: the acked bytes)
     };
     static constexpr std::uint32_t kMaxRuns = 4096;
     static constexpr std::uint64_t kUnknownOffset = ~0ull;
@@ -267,7 +270,7 @@ class PublishServer {
     }
   };
   int consume(Session& s, PublishTarget& target);
-  int acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch);
+  int acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch, ReplicaCounters* counters);
   std::vector<std::unique_ptr<Session>> sessions_;
   std::uint64_t opened_ = 0;
 };

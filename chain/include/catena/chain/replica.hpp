@@ -57,6 +57,7 @@
 #include <catena/chain/partition_log.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/publish.hpp>
+#include <catena/chain/replica_counters.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/clock.hpp>
 #include <catena/fabric/fabric.hpp>
@@ -293,6 +294,10 @@ class Replica {
   void attach_watcher(std::unique_ptr<Link> link, const wire::CommitWatchHello& hello);
 
   [[nodiscard]] ReplicaStats stats() const;
+  // Any thread: the counters this replica's data-plane thread keeps
+  // (replica_counters.hpp); shared, so a reader may keep them past the
+  // replica's end.
+  [[nodiscard]] std::shared_ptr<const ReplicaCounters> counters() const { return counters_; }
   // Neighbours this replica found unreachable since the last call (for
   // failure reports).
   std::vector<LinkFault> take_faults();
@@ -367,6 +372,7 @@ class Replica {
   CommitWatchServer watches_;  // the tail's commit watches (commit_watch.hpp)
   std::vector<LinkFault> faults_;
   std::uint64_t corrupt_frames_ = 0;
+  const std::shared_ptr<ReplicaCounters> counters_ = std::make_shared<ReplicaCounters>();
   std::uint64_t successor_epoch_ = 0;  // the route epoch of the last successor link attached (0: none yet)
   std::uint64_t successor_rebuilds_ = 0;
   SessionBudget own_budget_;

@@ -67,6 +67,9 @@ struct PartitionStats {
   std::uint32_t position = 0;
   std::uint32_t chain_length = 0;
   chain::ReplicaStats replica;
+  // The replica's live counters (any thread reads them; README "Metrics").
+  // Null for kept replicas no chain has claimed.
+  std::shared_ptr<const chain::ReplicaCounters> counters;
 };
 
 struct NodeStats {

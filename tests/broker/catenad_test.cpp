@@ -15,25 +15,13 @@
 #include <catena/broker/local_cluster.hpp>
 
 #include "../test_env.hpp"
+#include "run_command.hpp"
 
 namespace catena {
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-Outcome run(const std::string& command) {
-  Outcome r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) r.output += buf;
-  const int status = pclose(p);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  return r;
-}
+using test::Outcome;
+using test::run;
 
 TEST(Catenad, RefusesAVerbsListenAddressNoDeviceServesWithExitCode2) {
   const std::string spec = test::provider_spec();

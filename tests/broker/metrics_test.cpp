@@ -24,26 +24,15 @@
 
 #include <catena/broker/local_cluster.hpp>
 
+#include "run_command.hpp"
+
 namespace catena {
 namespace {
 
 using namespace std::chrono_literals;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-Outcome run(const std::string& command) {
-  Outcome r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) r.output += buf;
-  const int status = pclose(p);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  return r;
-}
+using test::Outcome;
+using test::run;
 
 // A loopback port free right now (bound, read, closed).
 int free_port() {

@@ -142,7 +142,7 @@ class BrokerCollectable : public prometheus::Collectable {
 }  // namespace
 
 struct MetricsServer::Impl {
-  std::shared_ptr<BrokerCollectable> collectable;
+  std::shared_ptr<prometheus::Collectable> collectable;
   std::unique_ptr<prometheus::Exposer> exposer;
 };
 

@@ -57,13 +57,6 @@ gcc_targets="catena catenad catena-controller catena_sdk catena-perf catena-fabr
   catena-fabric-conformance catena-broker-test catena-catenad-test catena-dpdk-provider-test
   catena_py catena-capi-test"
 stage "build" env NINJA_TARGETS="$(echo $gcc_targets)" ci/build.sh "${unity[@]}"
-# Install into a staging prefix, build examples/ against it (find_package
-# and pkg-config), run them on a local cluster of the staged binaries, and
-# build the .deb packages (~1 minute).
-stage "install and link (examples/, .debs)" ci/install-check.sh build
-# The C API and the Python module against a local cluster. Python only here:
-# the sanitizer builds do not build the module (python3 is uninstrumented).
-stage "C API and Python (ctest, GCC build)" ctest --test-dir build -R '^broker_(capi|python)$' --output-on-failure
 
 # The test stages leave the cores idle much of the time (tests wait on
 # timers, sockets and child processes), and the Clang builds and clang-tidy
@@ -106,6 +99,14 @@ collect() {  # collect KEY NAME: prints the stage's output, records its result; 
 ) &
 background_pid=$!
 trap 'pkill -TERM -P "$background_pid" 2>/dev/null || true' EXIT
+
+# Install into a staging prefix, build examples/ against it (find_package
+# and pkg-config), run them on a local cluster of the staged binaries, and
+# build the .deb packages (~1 minute; the Clang builds run beside it).
+stage "install and link (examples/, .debs)" ci/install-check.sh build
+# The C API and the Python module against a local cluster. Python only here:
+# the sanitizer builds do not build the module (python3 is uninstrumented).
+stage "C API and Python (ctest, GCC build)" ctest --test-dir build -R '^broker_(capi|python)$' --output-on-failure
 
 if [ -x ci/vm/run-in-vm.sh ]; then
   # The same fabric conformance suite and the same 3-broker chain test as on

@@ -77,13 +77,13 @@ std::span<const std::byte> bytes(const void* p, std::size_t n) {
 
 extern "C" {
 
-const char* catena_strerror(catena_err err) noexcept {
+const char* catena_strerror(int err) noexcept {
   if (err < CATENA_OK || err > kLastCode) return "unknown";
   // to_string's views are of string literals: NUL-terminated.
   return client::to_string(static_cast<client::ErrorCode>(err)).data();
 }
 
-int catena_err_retriable(catena_err err) noexcept {
+int catena_err_retriable(int err) noexcept {
   if (err <= CATENA_OK || err > kLastCode) return 0;
   return client::retriable(static_cast<client::ErrorCode>(err)) ? 1 : 0;
 }

@@ -52,10 +52,11 @@ typedef enum catena_err {
   CATENA_ERR_CORRUPT = 18
 } catena_err;
 
-/* "ok", "unknown_channel", ... (static strings; "unknown" for other values). */
-const char* catena_strerror(catena_err err) CATENA_NOEXCEPT;
+/* "ok", "unknown_channel", ... (static strings; "unknown" for other values).
+ * An int, so that any value may be asked about. */
+const char* catena_strerror(int err) CATENA_NOEXCEPT;
 /* 1 if the same call may succeed later, unchanged. */
-int catena_err_retriable(catena_err err) CATENA_NOEXCEPT;
+int catena_err_retriable(int err) CATENA_NOEXCEPT;
 /* The message of this thread's last failed call ("" if none); valid until
  * this thread's next call into the library. */
 const char* catena_last_error(void) CATENA_NOEXCEPT;

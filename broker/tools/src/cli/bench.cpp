@@ -71,14 +71,24 @@ struct Row {
   std::string note;
 };
 
+// A latency row's name: its .hgrm file's and its curve's in the plot.
+std::string row_name(const Row& r) {
+  if (r.system == "floor") return r.mode;  // floor, floor_chain: no payload
+  return r.system + "-" + r.mode + "-" + std::to_string(r.bytes) + "B";
+}
+
 struct Report {
   bool json = false;
   int cores = 1;
   std::string pinning;
   std::string provider;
+  BenchFiles* files = nullptr;
 
-  void emit(const Row& r) const {
-    if (json) {
+  // `samples`: a latency row's, written as <row>.hgrm in --out-dir.
+  void emit(const Row& r, const std::vector<std::uint64_t>* samples = nullptr) const {
+    std::string hgrm;
+    if (files != nullptr && samples != nullptr) hgrm = files->write_hgrm(row_name(r), *samples);
+    {
       nlohmann::json j{{"system", r.system},
                        {"replicas", r.replicas},
                        {"bytes", r.bytes},
@@ -96,9 +106,13 @@ struct Report {
                        {"loadavg_1m", load_average()}};
       if (r.mode != "throughput") j["floor_p50_ns"] = r.floor_p50_ns;
       if (!r.note.empty()) j["note"] = r.note;
-      std::printf("%s\n", j.dump().c_str());
-      std::fflush(stdout);
-      return;
+      if (!hgrm.empty()) j["hgrm"] = hgrm;
+      if (files != nullptr) files->append_json(j.dump());
+      if (json) {
+        std::printf("%s\n", j.dump().c_str());
+        std::fflush(stdout);
+        return;
+      }
     }
     auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e3; };
     if (r.mode == "throughput") {
@@ -166,6 +180,12 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--pin", o.pin, "none, spread (chain neighbours on different cores) or split (client alone)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
+  app.add_option(
+         "--out-dir", o.out_dir,
+         "directory (created if missing) for each latency row's HdrHistogram percentile distribution "
+         "(<row>.hgrm, microseconds) and the rows as JSON lines (bench.jsonl); relative to the current "
+         "directory")
+      ->capture_default_str();
   app.add_flag("--secure", o.secure,
                "the clusters it starts require an admin token, as `cluster up --secure`, in every mode "
                "(the measured publish and subscribe paths authenticate once per connection)");
@@ -265,6 +285,12 @@ int run_bench(const Common& c, const BenchOptions& o) {
   rep.cores = place->cpus;
   rep.pinning = place->describe();
   rep.provider = c.provider;
+  BenchFiles files;
+  if (const std::string err = files.open(o.out_dir); !err.empty()) {
+    std::fprintf(stderr, "catena: bench: %s\n", err.c_str());
+    return 2;
+  }
+  rep.files = &files;
   std::FILE* info = o.json ? stderr : stdout;
   std::fprintf(info, "catena bench: %d cores (%s), provider %s, %d replicas, load average %.2f\n",
                place->cpus, cpu_model().c_str(), c.provider.c_str(), o.replicas, load_average());
@@ -323,7 +349,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
         r.note = "token client -> head .. tail -> .. head -> client (" + std::to_string(shape->route.size()) +
                  " hand-offs, the path of a commit ack)";
       }
-      rep.emit(r);
+      rep.emit(r, &samples);
     }
     pin_self(-1);
   }
@@ -411,7 +437,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
         r.pct = bench::percentiles(s);
         r.msgs_per_s = rate(s.size(), dt);
         r.floor_p50_ns = floor_ring.p50;
-        rep.emit(r);
+        rep.emit(r, &s);
       }
     };
     commit_ack_rows(*pub.value(), "commit_ack_latency");
@@ -435,7 +461,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
       r.pct = bench::percentiles(s);
       r.msgs_per_s = rate(s.size(), dt);
       r.floor_p50_ns = floor_ring.p50;
-      rep.emit(r);
+      rep.emit(r, &s);
     }
     pub.value().reset();
 
@@ -474,6 +500,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
     rc = 1;
   }
   pin_self(-1);
+  std::fprintf(info, "  latency distributions: %s/<row>.hgrm\n", o.out_dir.c_str());
   if (!o.json && rc == 0 && !o.no_throughput && own_cluster && o.log_slots > 1) {
     // A slot is reused only after ttl (1 s) + the cluster's grace (1 s):
     // the other slots must hold that much traffic.

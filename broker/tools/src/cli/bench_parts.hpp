@@ -3,7 +3,8 @@
 // what a partition move sends (bench_move_bytes.cpp, for bench_move.cpp), a
 // subscriber group under alters (bench_rescale_group.cpp, for
 // bench_rescale.cpp), traffic through a fault (bench_traffic.cpp, for the
-// failover and recovery benches).
+// failover and recovery benches), the files left next to the JSON
+// (bench_report.cpp).
 // Private to the CLI.
 #pragma once
 
@@ -286,6 +287,25 @@ class HistoryTraffic {
   std::atomic<bool> stop_sub_{false}, stop_pub_{false}, pub_done_{false}, finished_{false};
   std::atomic<std::uint64_t> published_{0}, acked_{0}, acked_bytes_{0}, delivered_{0};
   std::thread sub_thread_, pub_thread_;
+};
+
+// --- the files next to the JSON (bench_report.cpp) ---------------------------
+
+// What `catena bench` leaves in --out-dir: each latency row's samples as
+// HdrHistogram's percentile distribution (<row>.hgrm, values in us) and
+// the rows' JSON lines (bench.jsonl). Used by the bench's thread only.
+class BenchFiles {
+ public:
+  // Creates `dir` if missing and starts bench.jsonl afresh; "" or why not.
+  std::string open(const std::string& dir);
+  [[nodiscard]] bool is_open() const { return !dir_.empty(); }
+  // Writes <name>.hgrm; its path, or "" if it could not be written (said
+  // on stderr: the run goes on).
+  std::string write_hgrm(const std::string& name, const std::vector<std::uint64_t>& samples_ns);
+  void append_json(const std::string& line);
+
+ private:
+  std::string dir_;
 };
 
 // --- recovery levels (bench_recovery.cpp, bench_recovery_partition.cpp) -----

@@ -96,6 +96,8 @@ struct BenchOptions {
   int members = 2;  // --rescale's subscriber group (0: none)
   std::string fault = "none";
   std::string dir = "catena-bench";
+  // Latency rows' .hgrm distributions and the JSON lines (bench_report.cpp).
+  std::string out_dir = "catena-bench-results";
 };
 
 struct ChaosOptions {

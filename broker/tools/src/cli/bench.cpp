@@ -183,9 +183,13 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option(
          "--out-dir", o.out_dir,
          "directory (created if missing) for each latency row's HdrHistogram percentile distribution "
-         "(<row>.hgrm, microseconds) and the rows as JSON lines (bench.jsonl); relative to the current "
-         "directory")
+         "(<row>.hgrm, microseconds), their plot (latency.svg) and the rows as JSON lines (bench.jsonl); "
+         "relative to the current directory")
       ->capture_default_str();
+  app.add_flag("--replot", o.replot,
+               "only redraw <out-dir>/latency.svg from every .hgrm there (other systems' too: "
+               "bench/peers/compare.sh adds NATS's), first turning each <name>.samples file (ns, one a line) "
+               "without a .hgrm into one");
   app.add_flag("--secure", o.secure,
                "the clusters it starts require an admin token, as `cluster up --secure`, in every mode "
                "(the measured publish and subscribe paths authenticate once per connection)");
@@ -248,6 +252,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
 }
 
 int run_bench(const Common& c, const BenchOptions& o) {
+  if (o.replot) return replot(o.out_dir);
   if (o.failover) return run_failover_bench(c, o);
   if (o.controller_failover) return run_controller_failover_bench(c, o);
   if (o.move) return run_move_bench(c, o);
@@ -500,7 +505,12 @@ int run_bench(const Common& c, const BenchOptions& o) {
     rc = 1;
   }
   pin_self(-1);
-  std::fprintf(info, "  latency distributions: %s/<row>.hgrm\n", o.out_dir.c_str());
+  if (const std::string svg = files.plot("catena bench: latency by percentile, " +
+                                         std::to_string(o.replicas) + " replicas, provider " + c.provider);
+      !svg.empty()) {
+    std::fprintf(info, "  latency distributions: %s/<row>.hgrm, plotted in %s\n", o.out_dir.c_str(),
+                 svg.c_str());
+  }
   if (!o.json && rc == 0 && !o.no_throughput && own_cluster && o.log_slots > 1) {
     // A slot is reused only after ttl (1 s) + the cluster's grace (1 s):
     // the other slots must hold that much traffic.

@@ -292,21 +292,32 @@ class HistoryTraffic {
 // --- the files next to the JSON (bench_report.cpp) ---------------------------
 
 // What `catena bench` leaves in --out-dir: each latency row's samples as
-// HdrHistogram's percentile distribution (<row>.hgrm, values in us) and
-// the rows' JSON lines (bench.jsonl). Used by the bench's thread only.
+// HdrHistogram's percentile distribution (<row>.hgrm, values in us), the
+// rows' JSON lines (bench.jsonl) and the latency-by-percentile plot of the
+// run's rows (latency.svg). Used by the bench's thread only.
 class BenchFiles {
  public:
   // Creates `dir` if missing and starts bench.jsonl afresh; "" or why not.
   std::string open(const std::string& dir);
   [[nodiscard]] bool is_open() const { return !dir_.empty(); }
-  // Writes <name>.hgrm; its path, or "" if it could not be written (said
-  // on stderr: the run goes on).
+  // Writes <name>.hgrm and remembers it for plot(); its path, or "" if it
+  // could not be written (said on stderr: the run goes on).
   std::string write_hgrm(const std::string& name, const std::vector<std::uint64_t>& samples_ns);
   void append_json(const std::string& line);
+  // Draws latency.svg from this run's .hgrm files; its path, or "" (said
+  // on stderr).
+  std::string plot(const std::string& title);
 
  private:
   std::string dir_;
+  std::vector<std::string> names_;
 };
+
+// `catena bench --replot --out-dir DIR`: every <name>.samples file there
+// (latency samples in ns, one a line: what bench/peers/nats_bench writes)
+// without a <name>.hgrm becomes one, then latency.svg is drawn from every
+// .hgrm in DIR, Catena's, the floor's and the peers'. Exit status.
+int replot(const std::string& dir);
 
 // --- recovery levels (bench_recovery.cpp, bench_recovery_partition.cpp) -----
 

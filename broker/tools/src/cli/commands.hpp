@@ -96,8 +96,10 @@ struct BenchOptions {
   int members = 2;  // --rescale's subscriber group (0: none)
   std::string fault = "none";
   std::string dir = "catena-bench";
-  // Latency rows' .hgrm distributions and the JSON lines (bench_report.cpp).
+  // Latency rows' .hgrm distributions, their plot and the JSON lines
+  // (bench_report.cpp); --replot redraws the plot from what is there.
   std::string out_dir = "catena-bench-results";
+  bool replot = false;
 };
 
 struct ChaosOptions {

@@ -12,7 +12,11 @@
 # usage: bench/peers/compare.sh [--build-dir DIR] [--iters N] [--seconds S]
 #                               [--sizes LIST] [--latency-sizes LIST]
 #                               [--window N] [--nats-pin-cpu N] [--keep-dir]
+#                               [--out-dir DIR]
 # --window: records awaiting their ack in throughput runs, for both systems.
+# --out-dir (default ./catena-compare): every latency row's HdrHistogram
+# distribution, Catena's, the floor's and NATS's (<row>.hgrm), and
+# latency.svg plotting them all.
 # Installs nats-server and libnats-dev with apt-get when they are missing
 # (needs root), and builds nats_bench if the build directory lacks it.
 set -euo pipefail
@@ -27,6 +31,7 @@ latency_sizes=64
 window=4096
 nats_pin=-1
 keep=0
+out_dir=$PWD/catena-compare
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -38,7 +43,8 @@ while [[ $# -gt 0 ]]; do
     --window) window=$2; shift 2 ;;
     --nats-pin-cpu) nats_pin=$2; shift 2 ;;
     --keep-dir) keep=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --out-dir) out_dir=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -82,9 +88,11 @@ cleanup() {
 trap cleanup EXIT
 
 # --- 1. Catena -----------------------------------------------------------------------
+mkdir -p "$out_dir"
+rm -f "$out_dir"/*.hgrm "$out_dir"/*.samples "$out_dir"/latency.svg
 say "catena bench (its own cluster in $work/catena)"
-"$bin/catena" bench --json --dir "$work/catena" --iters "$iters" --seconds "$seconds" --sizes "$sizes" \
-  --latency-sizes "$latency_sizes" --window "$window" >"$work/catena.jsonl" 2>"$work/catena.err" || {
+"$bin/catena" bench --json --dir "$work/catena" --out-dir "$out_dir" --iters "$iters" --seconds "$seconds" \
+  --sizes "$sizes" --latency-sizes "$latency_sizes" --window "$window" >"$work/catena.jsonl" 2>"$work/catena.err" || {
   cat "$work/catena.err" >&2
   exit 1
 }
@@ -157,7 +165,7 @@ for p in "${client_ports[@]}"; do servers+="nats://127.0.0.1:$p,"; done
 say "nats_bench (stream R=3, memory storage)"
 "$bin/nats_bench" --json --servers "nats://127.0.0.1:${client_ports[0]}" --replicas 3 --iters "$iters" \
   --seconds "$seconds" --sizes "$sizes" --latency-sizes "$latency_sizes" --pin-cpu "$nats_pin" --window "$window" \
-  --floor-p50-ns "${floor_p50:-0}" >"$work/nats.jsonl"
+  --floor-p50-ns "${floor_p50:-0}" --samples-dir "$out_dir" >"$work/nats.jsonl"
 
 for p in "${nats_pids[@]}"; do kill "$p" 2>/dev/null || true; done
 for p in "${nats_pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -203,5 +211,8 @@ for b in "${size_list[@]}"; do
   awk -v b="$b" -v c="$cm" -v n="$nm" 'BEGIN {
     printf "%-19s %6s B  catena %12.0f msg/s  nats %10.0f msg/s  catena/nats %7.2fx\n", "throughput", b, c, n, (n > 0 ? c/n : 0) }'
 done
+echo
+echo "## latency by percentile (HdrHistogram .hgrm, microseconds)"
+"$bin/catena" bench --replot --out-dir "$out_dir"
 echo
 echo "targets (reported, not asserted): commit-ack p50 <= 1.5x floor; >= 10x below NATS; throughput >= 20x NATS"

@@ -12,6 +12,11 @@
  * (system "nats"). The first 8 bytes of each payload carry the send time
  * (CLOCK_MONOTONIC ns): payloads must be at least 8 bytes.
  *
+ * --samples-dir DIR: each latency row's samples also go to
+ * DIR/nats-<mode>-<bytes>B.samples (ns, one a line), which
+ * `catena bench --replot --out-dir DIR` turns into .hgrm files and plots
+ * beside Catena's rows.
+ *
  * The harness waits like Catena's does: spin, then sched_yield, then sleep
  * with exponential back-off (1 us .. 1 ms), so neither side is favoured by
  * the way the benchmark itself idles.
@@ -51,6 +56,7 @@ typedef struct {
   int64_t floor_p50_ns;
   int64_t warm_bytes;
   int json;
+  const char *samples_dir;
 } Options;
 
 static uint64_t now_ns(void) {
@@ -224,6 +230,20 @@ static int lead_locally(natsConnection *nc, jsCtx *js, const Options *o) {
   return 0;
 }
 
+/* A latency row's samples, for --samples-dir. */
+static void write_samples(const Options *o, const char *mode, int bytes, const uint64_t *v, size_t n) {
+  if (o->samples_dir == NULL) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/nats-%s-%dB.samples", o->samples_dir, mode, bytes);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fprintf(stderr, "nats_bench: cannot write %s: %s\n", path, strerror(errno));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) fprintf(f, "%llu\n", (unsigned long long)v[i]);
+  if (fclose(f) != 0) fprintf(stderr, "nats_bench: cannot write %s: %s\n", path, strerror(errno));
+}
+
 /* --- measurements ---------------------------------------------------------------- */
 
 static void commit_ack_latency(jsCtx *js, const Options *o, int bytes) {
@@ -244,6 +264,7 @@ static void commit_ack_latency(jsCtx *js, const Options *o, int bytes) {
   }
   double rate = (double)n * 1e9 / (double)(now_ns() - start);
   emit(o, "commit_ack_latency", bytes, percentiles(lat, n), rate, "js_Publish, 1 in flight");
+  write_samples(o, "commit_ack_latency", bytes, lat, n);
   free(lat);
   free(buf);
 }
@@ -302,6 +323,7 @@ static void delivery_latency(jsCtx *js, const Options *o, int bytes) {
   natsSubscription_Destroy(sub);
   emit(o, "delivery_latency", bytes, percentiles(d.lat + o->warmup, (size_t)o->iters), rate,
        "push consumer, AckNone, 1 in flight");
+  write_samples(o, "delivery_latency", bytes, d.lat + o->warmup, (size_t)o->iters);
   free(d.lat);
   free(buf);
 }
@@ -382,13 +404,14 @@ static void usage(void) {
           "usage: nats_bench --servers URL[,URL...] [--replicas 3] [--iters 5000] [--warmup 500]\n"
           "                  [--latency-sizes 64] [--sizes 64,1024,16384,65536] [--seconds 2]\n"
           "                  [--window 4096] [--stream BENCH] [--pin-cpu N] [--floor-p50-ns N]\n"
-          "                  [--warm-bytes N (default: the stream's 256 MiB; 0: none)] [--json]\n");
+          "                  [--warm-bytes N (default: the stream's 256 MiB; 0: none)] [--json]\n"
+          "                  [--samples-dir DIR (latency samples as DIR/nats-<mode>-<bytes>B.samples)]\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   Options o = {"nats://127.0.0.1:4222", "BENCH", "64", "64,1024,16384,65536", 3, 5000, 500, 4096, 2.0, -1, 0,
-               kStreamBytes, 0};
+               kStreamBytes, 0, NULL};
   static struct option longopts[] = {{"servers", required_argument, 0, 's'},
                                      {"stream", required_argument, 0, 'S'},
                                      {"latency-sizes", required_argument, 0, 'L'},
@@ -402,6 +425,7 @@ int main(int argc, char **argv) {
                                      {"floor-p50-ns", required_argument, 0, 'f'},
                                      {"warm-bytes", required_argument, 0, 'b'},
                                      {"json", no_argument, 0, 'j'},
+                                     {"samples-dir", required_argument, 0, 'D'},
                                      {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -419,6 +443,7 @@ int main(int argc, char **argv) {
       case 'f': o.floor_p50_ns = atoll(optarg); break;
       case 'b': o.warm_bytes = atoll(optarg); break;
       case 'j': o.json = 1; break;
+      case 'D': o.samples_dir = optarg; break;
       default: usage();
     }
   }

@@ -7,8 +7,8 @@
 namespace catena::bench {
 namespace {
 
-constexpr double kWidth = 960, kHeight = 540;
-constexpr double kLeft = 80, kRight = 250, kTop = 50, kBottom = 60;
+constexpr double kWidth = 1060, kHeight = 540;
+constexpr double kLeft = 80, kRight = 330, kTop = 50, kBottom = 60;  // right: the legend
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                    "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 

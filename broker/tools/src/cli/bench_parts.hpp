@@ -299,7 +299,6 @@ class BenchFiles {
  public:
   // Creates `dir` if missing and starts bench.jsonl afresh; "" or why not.
   std::string open(const std::string& dir);
-  [[nodiscard]] bool is_open() const { return !dir_.empty(); }
   // Writes <name>.hgrm and remembers it for plot(); its path, or "" if it
   // could not be written (said on stderr: the run goes on).
   std::string write_hgrm(const std::string& name, const std::vector<std::uint64_t>& samples_ns);
@@ -316,7 +315,8 @@ class BenchFiles {
 // `catena bench --replot --out-dir DIR`: every <name>.samples file there
 // (latency samples in ns, one a line: what bench/peers/nats_bench writes)
 // without a <name>.hgrm becomes one, then latency.svg is drawn from every
-// .hgrm in DIR, Catena's, the floor's and the peers'. Exit status.
+// .hgrm in DIR, Catena's, the floor's and the peers'. Exit status: 1 if
+// a .samples file was not one (named on stderr; the rest is still drawn).
 int replot(const std::string& dir);
 
 // --- recovery levels (bench_recovery.cpp, bench_recovery_partition.cpp) -----

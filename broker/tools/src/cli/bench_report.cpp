@@ -106,6 +106,7 @@ int replot(const std::string& dir) {
     return 2;
   }
   std::vector<std::string> names;
+  int rc = 0;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().extension() != ".samples") continue;
     const fs::path hgrm = fs::path(e.path()).replace_extension(".hgrm");
@@ -128,7 +129,10 @@ int replot(const std::string& dir) {
         break;
       }
     }
-    if (bad) continue;
+    if (bad) {
+      rc = 1;  // the others are still plotted
+      continue;
+    }
     if (!write_file(hgrm, bench::hgrm_text(ns))) {
       std::fprintf(stderr, "catena: bench --replot: cannot write %s\n", hgrm.c_str());
       return 1;
@@ -150,7 +154,7 @@ int replot(const std::string& dir) {
   const std::string svg = draw(dir, names, "latency by percentile (" + dir + ")");
   if (svg.empty()) return 1;
   std::printf("%s (%zu curves)\n", svg.c_str(), names.size());
-  return 0;
+  return rc;
 }
 
 }  // namespace catena::cli::bench_detail

@@ -253,6 +253,9 @@ struct NodeStats {
   // Partition-level recovery: successor links this node rebuilt in place
   // (same route epoch, no controller involved) since it started.
   6: optional i64 link_rebuilds,
+  // Bytes of fabric memory the node has registered (segments, rings, link
+  // buffers: every region its provider still holds).
+  7: optional i64 registered_bytes,
 }
 
 struct HeartbeatRequest {

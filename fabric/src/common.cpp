@@ -82,6 +82,18 @@ Result<RemoteRegion> Endpoint::expose(const MemoryRegion& mr) {
   return expose_region(mr);
 }
 
+MemoryRegion::~MemoryRegion() {
+  if (registered_)
+    registered_->fetch_sub(static_cast<std::int64_t>(size_counted_), std::memory_order_relaxed);
+}
+
+void Provider::count_registered(MemoryRegion& r) noexcept {
+  if (r.registered_) return;
+  r.registered_ = registered_;
+  r.size_counted_ = r.size();
+  registered_->fetch_add(static_cast<std::int64_t>(r.size_counted_), std::memory_order_relaxed);
+}
+
 Result<KeptRegion> Provider::allocate_kept_region(std::string_view name, std::size_t size,
                                                   std::uint32_t access, DomainId domain) {
   (void)name;

@@ -30,6 +30,26 @@ TEST(ProviderOpen, UnknownVerbsOptionIsInvalidArgument) {
   EXPECT_TRUE(oob.code() == Errc::no_device || oob.code() == Errc::invalid_argument) << to_string(oob.code());
 }
 
+// What a node reports as its registered memory (NodeStats::registered_bytes).
+TEST(ProviderRegions, RegisteredBytesCountTheLiveRegionsOnly) {
+  auto p = Provider::open(provider_spec());
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  Provider& provider = *p.value();
+  const std::int64_t before = provider.registered_bytes();
+  auto a = provider.allocate(64 << 10, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto b = provider.allocate(4096, kLocalWrite);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  const auto a_bytes = static_cast<std::int64_t>(a.value()->size());
+  const auto b_bytes = static_cast<std::int64_t>(b.value()->size());
+  EXPECT_GE(a_bytes, 64 << 10);
+  EXPECT_EQ(provider.registered_bytes(), before + a_bytes + b_bytes);
+  a.value().reset();
+  EXPECT_EQ(provider.registered_bytes(), before + b_bytes);
+  b.value().reset();
+  EXPECT_EQ(provider.registered_bytes(), before);
+}
+
 TEST(ProviderOpen, ConnectToNobodyFailsInTime) {
   auto p = Provider::open(provider_spec());
   ASSERT_TRUE(p.ok()) << p.error().message;

@@ -90,6 +90,26 @@ TEST_F(SoftKept, ANamedRegionKeepsItsBytesThroughARestartAndEverythingElseIsZero
   EXPECT_TRUE(zero(*b.value().region));
 }
 
+// Kept regions are registered memory like any other; a fault provider
+// reports what the provider it wraps registered.
+TEST_F(SoftKept, KeptRegionsCountAsRegisteredAlsoThroughAFaultProvider) {
+  for (const std::string spec : {"soft", "fault:soft"}) {
+    auto p = open(spec);
+    ASSERT_NE(p, nullptr) << spec;
+    const std::int64_t before = p->registered_bytes();
+    auto kept = p->allocate_kept("seg", 8192, kRw);
+    ASSERT_TRUE(kept.ok()) << spec << ": " << kept.error().message;
+    auto plain = p->allocate(4096, kRw);
+    ASSERT_TRUE(plain.ok()) << spec << ": " << plain.error().message;
+    const auto total = static_cast<std::int64_t>(kept.value().region->size() + plain.value()->size());
+    EXPECT_EQ(p->registered_bytes(), before + total) << spec;
+    kept.value().region.reset();
+    plain.value().reset();
+    EXPECT_EQ(p->registered_bytes(), before) << spec;
+    p->discard_kept("seg");
+  }
+}
+
 TEST_F(SoftKept, ADiscardedNameIsGoneAfterARestart) {
   {
     auto p = open();

@@ -76,6 +76,7 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
   out.__set_connections(static_cast<std::int64_t>(st.connections));
   out.__set_zeroed_bytes(static_cast<std::int64_t>(st.zeroed_bytes));
   out.__set_link_rebuilds(static_cast<std::int64_t>(st.link_rebuilds));
+  out.__set_registered_bytes(static_cast<std::int64_t>(st.registered_bytes));
   std::vector<idl::PartitionProgress> partitions;
   partitions.reserve(st.partitions.size());
   for (const auto& p : st.partitions) {

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -170,6 +171,8 @@ class Broker::Impl {
     kept_stats_st(st);
     st.zeroed_bytes = zeroed_bytes_;
     st.link_rebuilds = link_rebuilds_;
+    st.registered_bytes =
+        static_cast<std::uint64_t>(std::max<std::int64_t>(provider_->registered_bytes(), 0));
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
   }
@@ -578,6 +581,8 @@ class Broker::Impl {
     kept_stats_st(st);
     st.zeroed_bytes = zeroed_bytes_;
     st.link_rebuilds = link_rebuilds_;
+    st.registered_bytes =
+        static_cast<std::uint64_t>(std::max<std::int64_t>(provider_->registered_bytes(), 0));
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
     for (auto& r : reports) link_reports_.push_back(std::move(r));

@@ -125,6 +125,8 @@ std::vector<MetricFamily> collect(const Broker& broker) {
        static_cast<double>(st.link_rebuilds));
   node("catena_node_zeroed_bytes_total", "Replica memory zeroed since start", counter,
        static_cast<double>(st.zeroed_bytes));
+  node("catena_node_registered_bytes", "Fabric memory registered (segments, rings, link buffers)", gauge,
+       static_cast<double>(st.registered_bytes));
   node("catena_node_data_plane_stalled_ms", "How long the data-plane thread has been silent (0: running)",
        gauge, static_cast<double>(broker.data_plane_stalled_ms()));
   return std::move(f.all);

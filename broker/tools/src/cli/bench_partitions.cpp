@@ -3,14 +3,14 @@
 // of --replicas) gets one channel of that many partitions; one publisher
 // sends --sizes' first payload size to every partition in turn (publish_to,
 // round robin) for --seconds, keeping up to --window records in flight.
-// One row per count: aggregate committed records/s and MB/s, and how many
-// chains each node heads and ends (from the channel's routes).
-//
-// Not reported: resident and registered memory per node. The brokers do not
-// report it (NodeStats has segments and bytes, not memory), so the bench
-// does not either.
+// One row per count: aggregate committed records/s and MB/s, how many
+// chains each node heads and ends (from the channel's routes), and each
+// node's memory after the run: resident (VmRSS in /proc/<pid>/status of its
+// catenad) and registered (the fabric regions its provider holds, from the
+// node stats its heartbeats carry: NodeStats.registered_bytes).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -49,6 +49,49 @@ int ring_for(const BenchOptions& o, int partitions) {
   std::int64_t r = o.ring_bytes;
   while (r > (64 << 10) && r * partitions > (std::int64_t{256} << 20)) r /= 2;
   return static_cast<int>(r);
+}
+
+// A process's resident memory (VmRSS), or -1 if /proc does not say.
+std::int64_t resident_bytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::istringstream f(line.substr(6));
+    std::int64_t kib = -1;
+    std::string unit;
+    if (f >> kib >> unit && unit == "kB") return kib * 1024;
+    return -1;
+  }
+  return -1;
+}
+
+// Each node's registered bytes from the controller's view of its last
+// heartbeat, once every node has reported some (at most 5 s); -1 where a
+// node did not.
+std::map<std::string, std::int64_t> registered_bytes(control::ControllerClient& admin,
+                                                     const std::vector<NodeProcess>& nodes) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& n : nodes) out[n.node_id] = -1;
+  bench_detail::wait_until(
+      [&] {
+        auto st = admin.cluster_status();
+        if (!st) return false;
+        for (const auto& n : st->nodes) {
+          if (n.stats.__isset.registered_bytes && out.count(n.info.node_id) != 0) {
+            out[n.info.node_id] = n.stats.registered_bytes;
+          }
+        }
+        return std::all_of(out.begin(), out.end(), [](const auto& kv) { return kv.second > 0; });
+      },
+      std::chrono::seconds(5));
+  return out;
+}
+
+std::string mib_text(std::int64_t bytes) {
+  if (bytes < 0) return "?";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return b;
 }
 
 }  // namespace
@@ -149,6 +192,10 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       rc = 1;
       continue;
     }
+    // Memory after the run, while every replica and session is still up.
+    std::map<std::string, std::int64_t> rss;
+    for (const auto& n : cluster.nodes()) rss[n.node_id] = resident_bytes(n.pid);
+    const auto registered = registered_bytes(admin, cluster.nodes());
     const double msgs =
         t.elapsed_ns == 0 ? 0 : static_cast<double>(t.acked) * 1e9 / static_cast<double>(t.elapsed_ns);
     const auto pct = bench::percentiles(std::move(t.ack_ns));
@@ -168,6 +215,8 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"ack_p99_ns", pct.p99},
                        {"heads_per_node", heads},
                        {"tails_per_node", tails},
+                       {"rss_bytes", rss},
+                       {"registered_bytes", registered},
                        {"provider", common.provider},
                        {"loadavg_1m", bench_detail::load_average()}};
       std::printf("%s\n", j.dump().c_str());
@@ -182,13 +231,17 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       std::printf("  %15s heads:%s  tails:%s\n", "", h.c_str(), tl.c_str());
       std::printf("  %15s setup %.0f ms (sessions, first records), publisher ring %d KiB\n", "", setup_ms,
                   ring >> 10);
+      for (const auto& [id, bytes] : rss) {
+        std::printf("  %15s %s: resident %s, registered %s\n", "", id.c_str(), mib_text(bytes).c_str(),
+                    mib_text(registered.count(id) != 0 ? registered.at(id) : -1).c_str());
+      }
     }
     std::fflush(stdout);
   }
   if (!o.json) {
     std::printf(
         "  (one publisher, round robin over the partitions, up to %d records in flight, linger %d us; "
-        "memory per node is not reported: the brokers do not report it)\n",
+        "resident: the catenad's VmRSS, registered: the fabric regions it holds, after the run)\n",
         o.window, o.linger_us);
   }
   return rc;

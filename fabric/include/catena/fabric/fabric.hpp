@@ -63,6 +63,7 @@
 // single-threaded (_st): one data-plane thread owns each endpoint.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -104,7 +105,9 @@ static_assert(sizeof(RemoteRegion) == 16, "RemoteRegion travels in wire messages
 // access reaches it.
 class MemoryRegion {
  public:
-  virtual ~MemoryRegion() = default;
+  // Leaves its provider's registered_bytes() (after the derived class has
+  // deregistered it).
+  virtual ~MemoryRegion();
   [[nodiscard]] virtual std::byte* data() const noexcept = 0;
   [[nodiscard]] virtual std::size_t size() const noexcept = 0;
   [[nodiscard]] virtual std::uint32_t lkey() const noexcept = 0;
@@ -116,7 +119,12 @@ class MemoryRegion {
   explicit MemoryRegion(DomainId domain = kDefaultDomain) noexcept : domain_(domain) {}
 
  private:
+  friend class Provider;
   DomainId domain_;
+  // The registered_bytes() of the provider that allocated it, which holds
+  // size() bytes for it; shared, as a region may outlive its provider.
+  std::shared_ptr<std::atomic<std::int64_t>> registered_;
+  std::size_t size_counted_ = 0;
 };
 
 // A local scatter/gather element: a span inside a registered region.
@@ -293,7 +301,9 @@ class Provider {
   // in protection domain `domain`.
   Result<std::unique_ptr<MemoryRegion>> allocate(std::size_t size, std::uint32_t access,
                                                  DomainId domain = kDefaultDomain) {
-    return allocate_region(size, access, domain);
+    auto r = allocate_region(size, access, domain);
+    if (r) count_registered(*r.value());
+    return r;
   }
 
   // --- kept memory (process-level recovery) ----------------------------------
@@ -306,7 +316,16 @@ class Provider {
   // no_device where the provider cannot keep memory.
   Result<KeptRegion> allocate_kept(std::string_view name, std::size_t size, std::uint32_t access,
                                    DomainId domain = kDefaultDomain) {
-    return allocate_kept_region(name, size, access, domain);
+    auto r = allocate_kept_region(name, size, access, domain);
+    if (r && r.value().region) count_registered(*r.value().region);
+    return r;
+  }
+
+  // Bytes of the regions allocated here (allocate, allocate_kept) that are
+  // still alive: the memory this process has pinned for the fabric. Counted
+  // when a region is allocated and destroyed, never on a post; any thread.
+  [[nodiscard]] virtual std::int64_t registered_bytes() const noexcept {
+    return registered_->load(std::memory_order_relaxed);
   }
   // The names that hold kept bytes (from this process or the last one).
   [[nodiscard]] virtual std::vector<std::string> kept_names() const { return {}; }
@@ -336,6 +355,13 @@ class Provider {
   // Default: no_device or invalid_argument (see allocate_kept).
   virtual Result<KeptRegion> allocate_kept_region(std::string_view name, std::size_t size,
                                                   std::uint32_t access, DomainId domain);
+
+ private:
+  // Adds `r` to registered_bytes() unless a provider this one wraps
+  // (fault:<inner>) counted it already.
+  void count_registered(MemoryRegion& r) noexcept;
+
+  std::shared_ptr<std::atomic<std::int64_t>> registered_ = std::make_shared<std::atomic<std::int64_t>>(0);
 };
 
 // Provider factories, used by Provider::open. Exposed for tests.

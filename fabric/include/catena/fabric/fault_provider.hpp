@@ -199,6 +199,8 @@ class FaultProvider final : public Provider {
       std::string_view address, const EndpointConfig& cfg = {},
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) override;
   void settle() override { inner_->settle(); }
+  // The inner provider allocates (and counts) every region.
+  [[nodiscard]] std::int64_t registered_bytes() const noexcept override { return inner_->registered_bytes(); }
 
  protected:
   Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,

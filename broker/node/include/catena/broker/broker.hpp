@@ -89,6 +89,9 @@ struct NodeStats {
   // Successor links this node rebuilt in place (same route epoch, without
   // the controller: partition-level recovery) since it started.
   std::uint64_t link_rebuilds = 0;
+  // Bytes of fabric memory the node has registered (every region its
+  // provider allocated and still holds: segments, rings, link buffers).
+  std::uint64_t registered_bytes = 0;
 };
 
 enum class ConfigureStatus : std::uint8_t { applied, stale_epoch, invalid, failed };

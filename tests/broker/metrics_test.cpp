@@ -176,6 +176,16 @@ TEST(Metrics, PerPartitionCountersMoveByWhatWasPublishedAndStatShowsThem) {
   wait_for("catena_replica_appended_records_total", "tail", kFirst);
   wait_for("catena_replica_commit_offset", "tail", kFirst);
   auto first = scrape_all();
+  // Each node registered its replica's segment slots (catenad's default 8
+  // of the channel's default 4 MiB) and more: a gauge of its fabric memory.
+  for (int port : ports) {
+    const std::string text = scrape(port);
+    EXPECT_NE(text.find("# TYPE catena_node_registered_bytes gauge"), std::string::npos) << text;
+    const std::string name = "\ncatena_node_registered_bytes ";
+    const auto at = text.find(name);
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_GE(std::stod(text.substr(at + name.size())), 8.0 * (4 << 20)) << text;
+  }
   const double head_bytes = value(first, "catena_replica_appended_bytes_total", "head").value_or(-1);
   // Every record is a frame of the same size: a header and the 13-byte payload.
   ASSERT_GT(head_bytes, 13.0 * kFirst);

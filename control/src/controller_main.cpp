@@ -1,6 +1,7 @@
 // catena-controller: the Catena control plane as a daemon.
 //
-//   catena-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR | --metadata zk://...] ...
+//   catena-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR |
+//   --metadata zk://...] ...
 //
 // Settings come from defaults, then the TOML file, then flags (see
 // catena/control/config.hpp for every key). SIGINT or SIGTERM stops it
@@ -21,9 +22,11 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -32,10 +35,12 @@
 #include <utility>
 #include <vector>
 
+#include <catena/control/address.hpp>
 #include <catena/control/config.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/controller_candidate.hpp>
 #include <catena/control/controller_server.hpp>
+#include <catena/control/daemon_settings.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
 #include <catena/version.hpp>
 
@@ -58,8 +63,10 @@ bool write_port_file(const std::string& path, std::uint16_t port) {
 void arm_crash_points(catena::control::Controller::Options& options) {
   const char* dir = std::getenv("CATENA_CONTROLLER_CRASH_DIR");
   if (dir == nullptr || *dir == '\0') return;
-  spdlog::warn("fault injection armed: a file in {} named after a crash point kills this controller there",
-               dir);
+  spdlog::warn(
+      "fault injection armed: a file in {} named after a crash point "
+      "kills this controller there",
+      dir);
   options.crash_point = [dir = std::string(dir)](std::string_view point) {
     const std::string armed = dir + "/" + std::string(point);
     if (::unlink(armed.c_str()) != 0) return false;
@@ -68,6 +75,30 @@ void arm_crash_points(catena::control::Controller::Options& options) {
     ::raise(SIGKILL);
     return true;
   };
+}
+
+// What a start would refuse that validate() does not see: --advertise, and
+// a data directory that is not one (it is created at start if missing).
+// Opens nothing.
+catena::control::Result<void> check_start(const ControllerConfig& config, const std::string& advertise) {
+  if (!advertise.empty()) {
+    if (!config.metadata.starts_with("zk://")) {
+      return catena::control::invalid_argument("advertise is only for zk:// metadata (several controllers)");
+    }
+    if (auto r = catena::control::parse_host_port(advertise,
+                                                  /*allow_port_zero=*/false);
+        !r) {
+      return catena::control::invalid_argument("advertise: " + r.error().message);
+    }
+  }
+  if (config.metadata.empty()) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(config.data_dir, ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_directory(st)) {
+      return catena::control::invalid_argument("data_dir " + config.data_dir + " is not a directory");
+    }
+  }
+  return {};
 }
 
 void wait_for_signal(sigset_t& signals) {
@@ -97,9 +128,11 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
     spdlog::critical("cannot start the controller: {}", candidate.error().describe());
     return 1;
   }
-  spdlog::info("catena-controller candidate {} listening on port {} (metadata on {}, {})",
-               (*candidate)->address(), (*candidate)->port(), config.metadata,
-               (*candidate)->controller() ? "leading" : "following");
+  spdlog::info(
+      "catena-controller candidate {} listening on port {} (metadata "
+      "on {}, {})",
+      (*candidate)->address(), (*candidate)->port(), config.metadata,
+      (*candidate)->controller() ? "leading" : "following");
   if (!port_file.empty() && !write_port_file(port_file, (*candidate)->port())) {
     spdlog::critical("cannot write port file {}", port_file);
     return 1;
@@ -118,19 +151,24 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", CATENA_VERSION);
   std::string config_path;
   std::string port_file;
+  std::string advertise;
   bool print_config = false;
-  ControllerConfig flags;
-  std::vector<std::pair<CLI::Option*, std::function<void(ControllerConfig&)>>> overrides;
-  auto flag = [&](const std::string& name, auto ControllerConfig::*field, const std::string& help) {
-    auto* opt = app.add_option(name, flags.*field, help)->capture_default_str();
-    overrides.emplace_back(opt, [field, &flags](ControllerConfig& c) { c.*field = flags.*field; });
+  bool check_config = false;
+  // Each setting is a flag and a CATENA_* variable (daemon_settings.hpp);
+  // only those given override the file. A flag's TOML key is its name with '_'.
+  catena::control::DaemonSettings<ControllerConfig> settings(app);
+  auto flag = [&](const std::string& names, auto ControllerConfig::*field, const std::string& help) {
+    std::string key = names.substr(names.rfind("--") + 2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    settings.setting(names, field, std::move(key), help);
   };
-  app.add_option("-c,--config", config_path, "TOML config file (keys as the long flags, with '_')")
+  settings.option("-c,--config", config_path, "TOML config file (keys as the long flags, with '_')")
       ->check(CLI::ExistingFile);
   flag("-l,--listen", &ControllerConfig::listen, "Thrift listen address host:port (port 0: any free port)");
   flag("-d,--data-dir", &ControllerConfig::data_dir, "metadata directory (WAL, snapshot)");
   flag("--metadata", &ControllerConfig::metadata,
-       "zk://host:port[,host:port...][/chroot]: keep the metadata on ZooKeeper instead of --data-dir");
+       "zk://host:port[,host:port...][/chroot]: keep the metadata on ZooKeeper "
+       "instead of --data-dir");
   flag("--heartbeat-interval-ms", &ControllerConfig::heartbeat_interval_ms,
        "heartbeat period told to brokers");
   flag("--heartbeat-timeout-ms", &ControllerConfig::heartbeat_timeout_ms, "silence before a node is SUSPECT");
@@ -139,9 +177,11 @@ int main(int argc, char** argv) {
   flag("--probe-timeout-ms", &ControllerConfig::probe_timeout_ms, "BrokerAdmin.ping timeout");
   flag("--probe-attempts", &ControllerConfig::probe_attempts, "failed probes in a row before DEAD");
   flag("--lease-ms", &ControllerConfig::lease_ms,
-       "brokers acknowledge and serve this long after a heartbeat (0: heartbeat timeout / 2)");
+       "brokers acknowledge and serve this long after a heartbeat (0: "
+       "heartbeat timeout / 2)");
   flag("--isolation-percent", &ControllerConfig::isolation_percent,
-       "more nodes than this % silent at once: assume the controller is cut off, evict nobody");
+       "more nodes than this % silent at once: assume the controller is cut "
+       "off, evict nobody");
   flag("--broker-connect-timeout-ms", &ControllerConfig::broker_connect_timeout_ms,
        "connect timeout to brokers");
   flag("--broker-rpc-timeout-ms", &ControllerConfig::broker_rpc_timeout_ms, "configureChain/fence timeout");
@@ -154,28 +194,46 @@ int main(int argc, char** argv) {
   flag("--snapshot-every-records", &ControllerConfig::snapshot_every_records,
        "WAL records between snapshots");
   flag("--group-session-timeout-ms", &ControllerConfig::group_session_timeout_ms,
-       "a subscriber-group member not heard from this long is dropped (its partitions move)");
+       "a subscriber-group member not heard from this long is dropped (its "
+       "partitions move)");
   flag("--group-heartbeat-interval-ms", &ControllerConfig::group_heartbeat_interval_ms,
        "heartbeat period told to subscriber-group members");
   flag("--zk-session-timeout-ms", &ControllerConfig::zk_session_timeout_ms,
-       "with zk:// metadata: each controller's ZooKeeper session; a dead leader is replaced after about "
+       "with zk:// metadata: each controller's ZooKeeper session; a dead "
+       "leader is replaced after about "
        "this long");
   flag("--replacement-delay-ms", &ControllerConfig::replacement_delay_ms,
-       "a chain that lost a member waits this long for it to come back with its data before placing "
+       "a chain that lost a member waits this long for it to come back with "
+       "its data before placing "
        "a replacement (0: at once)");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
   flag("--admin-token-file", &ControllerConfig::admin_token_file,
-       "file holding the admin token: every client must authenticate (tenants); unset: open cluster");
-  std::string advertise;
-  app.add_option("--advertise", advertise,
-                 "with zk:// metadata: the host:port other controllers name as the leader's "
-                 "(default: the bound listen address)");
-  app.add_option("--port-file", port_file, "write the bound port to this file once listening");
+       "file holding the admin token: every client must authenticate "
+       "(tenants); unset: open cluster");
+  settings.option("--advertise", advertise,
+                  "with zk:// metadata: the host:port other controllers name "
+                  "as the leader's "
+                  "(default: the bound listen address)");
+  settings.option("--port-file", port_file, "write the bound port to this file once listening");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
+  app.add_flag("--check-config", check_config,
+               "check the configuration (file, CATENA_* variables, flags) as a "
+               "start would, print it as TOML "
+               "and exit: 0 if it is good, 2 naming what is wrong; binds, "
+               "opens and starts nothing");
+  app.footer(
+      "Precedence: flag > environment (CATENA_<FLAG>, e.g. "
+      "CATENA_DATA_DIR for --data-dir) > --config "
+      "file > default.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is a bad configuration, as a bad file is
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is a bad
+                                      // configuration, as a bad file is
+  }
+  if (auto r = settings.read_environment(); !r) {
+    std::cerr << "catena-controller: " << r.error().message << "\n";
+    return 2;
   }
 
   ControllerConfig config;
@@ -185,15 +243,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  for (auto& [opt, apply] : overrides) {
-    if (opt->count() > 0) apply(config);
-  }
+  settings.apply(config);
   if (auto r = config.validate(); !r) {
-    std::cerr << "catena-controller: " << r.error().message << "\n";
+    std::cerr << "catena-controller: " << settings.explain(r.error().message) << "\n";
     return 2;
   }
   if (print_config) {
     std::cout << config.to_toml();
+    return 0;
+  }
+  if (auto r = check_start(config, advertise); !r) {
+    std::cerr << "catena-controller: " << settings.explain(r.error().message) << "\n";
+    return 2;
+  }
+  if (check_config) {
+    std::cout << catena::control::checked_config_header("catena-controller", settings.environment_used())
+              << config.to_toml();
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(config.log_level));
@@ -205,7 +270,8 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a peer closing mid-write is an error value, not a death
+  std::signal(SIGPIPE,
+              SIG_IGN);  // a peer closing mid-write is an error value, not a death
   catena::control::route_thrift_logs_to_spdlog();
 
   catena::SteadyClock clock;

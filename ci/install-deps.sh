@@ -7,7 +7,8 @@
 # server of their own (tests/control/zk_server.hpp). dpkg-dev and file:
 # cpack's .deb packages (dpkg-shlibdeps; ci/install-check.sh). pybind11-dev,
 # python3-dev: the Python module (broker/capi/python). prometheus-cpp-dev:
-# catenad's metrics endpoint (core + pull libraries).
+# the daemons' metrics endpoints (core + pull libraries). libsystemd-dev:
+# sd_notify, for the daemons' Type=notify units (service_notify.hpp).
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
@@ -19,7 +20,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libdpdk-dev zlib1g-dev
   libzookeeper-mt-dev libzookeeper-java default-jre-headless
-  prometheus-cpp-dev
+  prometheus-cpp-dev libsystemd-dev
   qemu-system-x86 busybox-static kmod cpio iproute2 procps
   systemd
 )

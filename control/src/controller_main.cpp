@@ -41,6 +41,7 @@
 #include <catena/control/controller_candidate.hpp>
 #include <catena/control/controller_server.hpp>
 #include <catena/control/daemon_settings.hpp>
+#include <catena/control/service_notify.hpp>
 #include <catena/control/thrift_broker_admin.hpp>
 #include <catena/version.hpp>
 
@@ -101,17 +102,43 @@ catena::control::Result<void> check_start(const ControllerConfig& config, const 
   return {};
 }
 
-void wait_for_signal(sigset_t& signals) {
-  int sig = 0;
-  while (sigwait(&signals, &sig) != 0) {
+// What the daemon tells systemd (service_notify.hpp) while it serves.
+struct Service {
+  catena::control::ServiceNotifier notify;
+};
+
+// Waits for SIGINT or SIGTERM. Meanwhile, every half watchdog period (at
+// most 500 ms), pings systemd's watchdog and sends `state()` as STATUS=
+// when it changed (a candidate elected, a leader named).
+void wait_for_signal(sigset_t& signals, Service& service, const std::function<std::string()>& state) {
+  using namespace std::chrono;
+  microseconds period = 500ms;
+  if (service.notify.watchdog_period().count() > 0)
+    period = std::min(period, service.notify.watchdog_period());
+  const auto s = duration_cast<seconds>(period);
+  const timespec wait{static_cast<time_t>(s.count()),
+                      static_cast<long>(duration_cast<nanoseconds>(period - s).count())};
+  std::string last = state();
+  for (;;) {
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM) {
+      spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      service.notify.stopping("stopping");
+      return;
+    }
+    service.notify.watchdog();
+    if (std::string now = state(); now != last) {
+      spdlog::info("{}", now);
+      service.notify.status(now);
+      last = std::move(now);
+    }
   }
-  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 // One of several controllers on a zk:// location (see the top).
 int run_candidate(const ControllerConfig& config, const std::string& advertise, const std::string& port_file,
-                  const catena::Clock& clock, catena::control::BrokerAdminClient& brokers,
-                  sigset_t& signals) {
+                  const catena::Clock& clock, catena::control::BrokerAdminClient& brokers, sigset_t& signals,
+                  Service& service) {
   catena::control::ControllerCandidate::Options options;
   options.controller = config.controller_options();
   arm_crash_points(options.controller);
@@ -128,16 +155,23 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
     spdlog::critical("cannot start the controller: {}", candidate.error().describe());
     return 1;
   }
+  const auto& c = **candidate;
   spdlog::info(
       "catena-controller candidate {} listening on port {} (metadata "
       "on {}, {})",
-      (*candidate)->address(), (*candidate)->port(), config.metadata,
-      (*candidate)->controller() ? "leading" : "following");
-  if (!port_file.empty() && !write_port_file(port_file, (*candidate)->port())) {
+      c.address(), c.port(), config.metadata, c.controller() ? "leading" : "following");
+  if (!port_file.empty() && !write_port_file(port_file, c.port())) {
     spdlog::critical("cannot write port file {}", port_file);
     return 1;
   }
-  wait_for_signal(signals);
+  auto state = [&c] {
+    if (c.controller()) return "leading: serving on " + c.address();
+    const std::string leader = c.leader_address();
+    return "standing by on " + c.address() + ": " +
+           (leader.empty() ? std::string("no leader elected yet") : "the leader is " + leader);
+  };
+  service.notify.ready(state());
+  wait_for_signal(signals, service, state);
   (*candidate)->stop();
   spdlog::info("stopped");
   return 0;
@@ -276,31 +310,35 @@ int main(int argc, char** argv) {
 
   catena::SteadyClock clock;
   catena::control::ThriftBrokerAdmin brokers(config.broker_admin_options());
+  Service service;
   if (config.metadata.starts_with("zk://")) {
-    return run_candidate(config, advertise, port_file, clock, brokers, signals);
+    return run_candidate(config, advertise, port_file, clock, brokers, signals, service);
   }
   auto controller_options = config.controller_options();
   arm_crash_points(controller_options);
-  auto controller = catena::control::Controller::open(std::move(controller_options), clock, brokers);
-  if (!controller) {
-    spdlog::critical("cannot open the controller: {}", controller.error().describe());
+  auto opened = catena::control::Controller::open(std::move(controller_options), clock, brokers);
+  if (!opened) {
+    spdlog::critical("cannot open the controller: {}", opened.error().describe());
     return 1;
   }
-  const auto server_options = config.server_options();
-  catena::control::ControllerServer server(**controller, server_options);
+  const std::shared_ptr<catena::control::Controller> controller = std::move(*opened);
+  auto server_options = config.server_options();
+  catena::control::ControllerServer server(*controller, server_options);
   if (auto r = server.start(); !r) {
     spdlog::critical("{}", r.error().message);
     return 1;
   }
+  const std::string where = config.metadata.empty() ? "in " + config.data_dir : "on " + config.metadata;
   spdlog::info("catena-controller listening on {}:{} (metadata {})", server_options.thrift.host,
-               server.port(), config.metadata.empty() ? "in " + config.data_dir : "on " + config.metadata);
+               server.port(), where);
   if (!port_file.empty() && !write_port_file(port_file, server.port())) {
     spdlog::critical("cannot write port file {}", port_file);
     server.stop();
     return 1;
   }
-
-  wait_for_signal(signals);
+  const std::string serving = "serving on " + server.address() + " (metadata " + where + ")";
+  service.notify.ready(serving);
+  wait_for_signal(signals, service, [&serving] { return serving; });
   server.stop();
   spdlog::info("stopped");
   return 0;

@@ -3,7 +3,10 @@
 // - CATENA_* variables set what flags set, below the flags and above the
 //   file, and a bad one is refused naming the variable;
 // - --check-config prints the effective configuration and exits 0, or 2
-//   naming what is wrong, binding and creating nothing.
+//   naming what is wrong, binding and creating nothing;
+// - sd_notify over a NOTIFY_SOCKET this test owns: READY=1 only once the
+//   daemon answers (the controller a Thrift call, catenad registered),
+//   WATCHDOG=1 while WATCHDOG_USEC is set, STOPPING=1 on SIGTERM.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,7 +32,9 @@
 #include <vector>
 
 #include <catena/broker/local_cluster.hpp>
+#include <catena/control/controller_client.hpp>
 
+#include "http_scrape.hpp"
 #include "run_command.hpp"
 
 extern char** environ;
@@ -71,6 +76,10 @@ std::string bin(const std::string& name) {
   return self_dir() + "/" + name;
 }
 
+bool ours(std::string_view var) {
+  return var.starts_with("CATENA_") || var.starts_with("NOTIFY_SOCKET=") || var.starts_with("WATCHDOG_");
+}
+
 // `env` clearing every CATENA_* variable this test inherited (CI sets
 // CATENA_PROVIDER), then setting `vars`: the command sees only ours.
 std::string env_prefix(const std::vector<std::string>& vars) {
@@ -104,6 +113,129 @@ struct HeldPort {
   HeldPort& operator=(const HeldPort&) = delete;
   [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port); }
 };
+
+// A daemon as a child process: our environment without CATENA_* and
+// NOTIFY_SOCKET/WATCHDOG_*, plus `vars`; output to `log`. Killed (SIGKILL)
+// if the test ends first.
+class Daemon {
+ public:
+  Daemon(std::vector<std::string> args, const std::vector<std::string>& vars, std::string log)
+      : log_(std::move(log)) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!ours(*e)) env.emplace_back(*e);
+    }
+    env.insert(env.end(), vars.begin(), vars.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (auto& v : env) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+    if (posix_spawn(&pid_, argv[0], &files, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&files);
+  }
+  ~Daemon() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+  }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  [[nodiscard]] bool spawned() const { return pid_ > 0; }
+  void signal(int sig) const { kill(pid_, sig); }
+  // Exit status (128 + signal if killed), or -1 if still running after
+  // `timeout`.
+  int wait_exit(std::chrono::milliseconds timeout = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return -1;
+  }
+  [[nodiscard]] std::string output() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+// The systemd end of sd_notify: a unix datagram socket whose path goes to
+// the daemon as NOTIFY_SOCKET.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& name) : path_(scratch() + "/" + name) {
+    std::filesystem::remove(path_);
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path_.c_str(), sizeof a.sun_path - 1);
+    bound_ = bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~NotifySocket() {
+    close(fd_);
+    std::filesystem::remove(path_);
+  }
+  NotifySocket(const NotifySocket&) = delete;
+  NotifySocket& operator=(const NotifySocket&) = delete;
+
+  [[nodiscard]] bool bound() const { return bound_; }
+  [[nodiscard]] std::string variable() const { return "NOTIFY_SOCKET=" + path_; }
+  // The next datagram, or nullopt after `timeout`.
+  std::optional<std::string> next(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) return std::nullopt;
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n < 0) return std::nullopt;
+    return std::string(buf, static_cast<std::size_t>(n));
+  }
+  // Datagrams until one holds `line` as a whole line (that one last), or
+  // nullopt after `timeout`; every one received goes to `seen`.
+  std::optional<std::string> until(const std::string& line, std::chrono::milliseconds timeout,
+                                   std::vector<std::string>* seen = nullptr) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      auto m = next(left);
+      if (!m) return std::nullopt;
+      if (seen != nullptr) seen->push_back(*m);
+      if (("\n" + *m + "\n").find("\n" + line + "\n") != std::string::npos) return m;
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+std::string read_port_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string port;
+  in >> port;
+  return port;
+}
 
 bool has_line(const std::string& text, const std::string& line) {
   return ("\n" + text + "\n").find("\n" + line + "\n") != std::string::npos;
@@ -253,6 +385,133 @@ TEST(CheckConfig, ControllerChecksWithoutBindingOrOpeningTheMetadata) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(r.output, "catena-controller: data_dir " + not_a_dir +
                           " is not a directory (data_dir from CATENA_DATA_DIR)\n");
+}
+
+// --- sd_notify ---
+
+TEST(Notify, ControllerIsReadyOnceItAnswersPingsTheWatchdogAndSaysStopping) {
+  NotifySocket notify("controller.notify");
+  ASSERT_TRUE(notify.bound());
+  const std::string port_file = scratch() + "/notify-controller.port";
+  Daemon controller({bin("catena-controller"), "--listen", "127.0.0.1:0", "--port-file", port_file,
+                     "--data-dir", scratch() + "/notify-controller-data", "--log-level", "warn"},
+                    {notify.variable(), "WATCHDOG_USEC=400000"}, scratch() + "/notify-controller.log");
+  ASSERT_TRUE(controller.spawned());
+  std::vector<std::string> seen;
+  auto ready = notify.until("READY=1", 15s, &seen);
+  ASSERT_TRUE(ready) << controller.output();
+  // At READY=1 it answers: the port is written and a call succeeds at once.
+  const std::string port = read_port_file(port_file);
+  ASSERT_FALSE(port.empty());
+  control::ControllerClient client({"127.0.0.1:" + port, 1000ms, 2000ms, ""});
+  auto channels = client.list_channels();
+  ASSERT_TRUE(channels.ok()) << channels.error().describe();
+  EXPECT_TRUE(channels->empty());
+  EXPECT_TRUE(has_line(*ready, "STATUS=serving on 127.0.0.1:" + port + " (metadata in " + scratch() +
+                                   "/notify-controller-data)"))
+      << *ready;
+  EXPECT_EQ(seen.size(), 1U) << "nothing before READY=1";
+  // WATCHDOG_USEC=400000: a ping at least every 200 ms.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(notify.until("WATCHDOG=1", 2s)) << "ping " << i;
+
+  controller.signal(SIGTERM);
+  auto stopping = notify.until("STOPPING=1", 10s);
+  ASSERT_TRUE(stopping) << controller.output();
+  EXPECT_EQ(controller.wait_exit(), 0) << controller.output();
+}
+
+TEST(Notify, CatenadIsReadyOnlyOnceRegisteredAndSaysStopping) {
+  NotifySocket notify("catenad.notify");
+  ASSERT_TRUE(notify.bound());
+  const int controller_port = test::free_port();
+  ASSERT_GT(controller_port, 0);
+  const std::string controller_addr = "127.0.0.1:" + std::to_string(controller_port);
+  const std::string ready_file = scratch() + "/notify-catenad.ready";
+  // catenad first: no controller yet, so it cannot register.
+  Daemon node({bin("catenad"), "--controller", controller_addr, "--provider", "soft", "--admin-listen",
+               "127.0.0.1:0", "--ready-file", ready_file, "--log-level", "warn"},
+              {notify.variable()}, scratch() + "/notify-catenad.log");
+  ASSERT_TRUE(node.spawned());
+  auto registering = notify.next(10s);
+  ASSERT_TRUE(registering) << node.output();
+  EXPECT_NE(registering->find("; registering with the controller at " + controller_addr), std::string::npos)
+      << *registering;
+  EXPECT_EQ(registering->find("READY=1"), std::string::npos) << *registering;
+  EXPECT_FALSE(notify.until("READY=1", 1500ms)) << "ready with no controller to register with";
+
+  Daemon controller(
+      {bin("catena-controller"), "--listen", controller_addr, "--data-dir",
+       scratch() + "/notify-catenad-controller", "--log-level", "warn", "--heartbeat-timeout-ms", "60000"},
+      {}, scratch() + "/notify-catenad-controller.log");
+  ASSERT_TRUE(controller.spawned());
+  auto ready = notify.until("READY=1", 20s);
+  ASSERT_TRUE(ready) << node.output() << controller.output();
+  // At READY=1 the controller knows the node, and the ready file names it.
+  std::ifstream in(ready_file);
+  std::string node_id;
+  in >> node_id;
+  ASSERT_FALSE(node_id.empty());
+  EXPECT_NE(ready->find("STATUS=serving as " + node_id + " (node epoch "), std::string::npos) << *ready;
+  control::ControllerClient client({controller_addr, 1000ms, 2000ms, ""});
+  auto status = client.cluster_status();
+  ASSERT_TRUE(status.ok()) << status.error().describe();
+  ASSERT_EQ(status->nodes.size(), 1U);
+  EXPECT_EQ(status->nodes[0].info.node_id, node_id);
+  EXPECT_EQ(status->nodes[0].state, control::idl::NodeState::ALIVE);
+
+  node.signal(SIGTERM);
+  EXPECT_TRUE(notify.until("STOPPING=1", 10s)) << node.output();
+  EXPECT_EQ(node.wait_exit(), 0) << node.output();
+}
+
+// Candidates on ZooKeeper: READY=1 once each serves, its STATUS= saying
+// whether it leads or stands by (and for whom); the survivor of a killed
+// leader says it leads once elected.
+TEST(Notify, ZooKeeperCandidatesSayWhetherTheyLeadOrStandBy) {
+  const char* classpath = std::getenv("CATENA_ZK_CLASSPATH");
+  if ((classpath == nullptr || *classpath == '\0') &&
+      !std::filesystem::exists("/usr/share/java/zookeeper.jar")) {
+    const char* require = std::getenv("CATENA_REQUIRE_ZK");
+    if (require != nullptr && std::string(require) == "1") FAIL() << "CATENA_REQUIRE_ZK=1: no jar";
+    GTEST_SKIP() << "needs ZooKeeper (the Debian zookeeper package)";
+  }
+  NotifySocket notify("candidates.notify");
+  ASSERT_TRUE(notify.bound());
+  ClusterOptions o;
+  o.nodes = 0;
+  o.controllers = 2;
+  o.zk_session_timeout_ms = 2000;
+  o.dir = scratch() + "/candidates";
+  o.quiet = true;
+  LocalCluster cluster(o);
+  // The cluster starts its candidates with this process's environment.
+  const std::string socket = notify.variable().substr(std::strlen("NOTIFY_SOCKET="));
+  setenv("NOTIFY_SOCKET", socket.c_str(), 1);
+  std::string err;
+  const bool started = cluster.start(&err);
+  unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(started) << err;
+
+  std::vector<std::string> ready;
+  while (ready.size() < 2) {
+    auto m = notify.until("READY=1", 20s);
+    ASSERT_TRUE(m) << "READY=1 from " << ready.size() << " of 2 candidates";
+    ready.push_back(*m);
+  }
+  const std::string lead = "READY=1\nSTATUS=leading: serving on ";
+  const std::size_t leader = ready[0].starts_with(lead) ? 0 : 1;
+  ASSERT_TRUE(ready[leader].starts_with(lead)) << ready[0] << "\n" << ready[1];
+  const std::string leader_addr = ready[leader].substr(lead.size());
+  const std::string standby = ready[1 - leader];
+  std::size_t leader_index = 0;
+  while (leader_index < 2 && cluster.controller_address(leader_index) != leader_addr) ++leader_index;
+  ASSERT_LT(leader_index, 2U) << leader_addr << " is not " << cluster.controller_address();
+  const std::string standby_addr = cluster.controller_address(1 - leader_index);
+  EXPECT_EQ(standby, "READY=1\nSTATUS=standing by on " + standby_addr + ": the leader is " + leader_addr);
+
+  ASSERT_TRUE(cluster.signal_controller(leader_index, SIGKILL));
+  EXPECT_TRUE(notify.until("STATUS=leading: serving on " + standby_addr, 20s))
+      << "the standby did not say it leads";
 }
 
 }  // namespace

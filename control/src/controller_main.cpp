@@ -1,7 +1,6 @@
 // catena-controller: the Catena control plane as a daemon.
 //
-//   catena-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR |
-//   --metadata zk://...] ...
+//   catena-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR | --metadata zk://...] ...
 //
 // Settings come from defaults, then the TOML file, then flags (see
 // catena/control/config.hpp for every key). SIGINT or SIGTERM stops it
@@ -39,6 +38,7 @@
 #include <catena/control/config.hpp>
 #include <catena/control/controller.hpp>
 #include <catena/control/controller_candidate.hpp>
+#include <catena/control/controller_metrics.hpp>
 #include <catena/control/controller_server.hpp>
 #include <catena/control/daemon_settings.hpp>
 #include <catena/control/service_notify.hpp>
@@ -64,10 +64,8 @@ bool write_port_file(const std::string& path, std::uint16_t port) {
 void arm_crash_points(catena::control::Controller::Options& options) {
   const char* dir = std::getenv("CATENA_CONTROLLER_CRASH_DIR");
   if (dir == nullptr || *dir == '\0') return;
-  spdlog::warn(
-      "fault injection armed: a file in {} named after a crash point "
-      "kills this controller there",
-      dir);
+  spdlog::warn("fault injection armed: a file in {} named after a crash point kills this controller there",
+               dir);
   options.crash_point = [dir = std::string(dir)](std::string_view point) {
     const std::string armed = dir + "/" + std::string(point);
     if (::unlink(armed.c_str()) != 0) return false;
@@ -86,9 +84,7 @@ catena::control::Result<void> check_start(const ControllerConfig& config, const 
     if (!config.metadata.starts_with("zk://")) {
       return catena::control::invalid_argument("advertise is only for zk:// metadata (several controllers)");
     }
-    if (auto r = catena::control::parse_host_port(advertise,
-                                                  /*allow_port_zero=*/false);
-        !r) {
+    if (auto r = catena::control::parse_host_port(advertise, /*allow_port_zero=*/false); !r) {
       return catena::control::invalid_argument("advertise: " + r.error().message);
     }
   }
@@ -102,10 +98,28 @@ catena::control::Result<void> check_start(const ControllerConfig& config, const 
   return {};
 }
 
-// What the daemon tells systemd (service_notify.hpp) while it serves.
+// What the daemon tells systemd (service_notify.hpp) and needs while it
+// serves: the notifier, the call counts the metrics endpoint reads.
 struct Service {
   catena::control::ServiceNotifier notify;
+  std::shared_ptr<catena::control::RpcStats> rpc = std::make_shared<catena::control::RpcStats>();
+  std::unique_ptr<catena::control::ControllerMetrics> metrics;
 };
+
+// Serves GET /metrics if the configuration says where; false (logged) if
+// it cannot bind.
+bool start_metrics(const ControllerConfig& config, Service& service,
+                   catena::control::ControllerMetrics::Leading leading) {
+  if (config.metrics_addr.empty()) return true;
+  auto m = catena::control::ControllerMetrics::start(config.metrics_addr, std::move(leading), service.rpc);
+  if (!m) {
+    spdlog::critical("{}", m.error().message);
+    return false;
+  }
+  service.metrics = std::move(*m);
+  spdlog::info("metrics on http://{}/metrics (port {})", config.metrics_addr, service.metrics->port());
+  return true;
+}
 
 // Waits for SIGINT or SIGTERM. Meanwhile, every half watchdog period (at
 // most 500 ms), pings systemd's watchdog and sends `state()` as STATUS=
@@ -143,6 +157,7 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
   options.controller = config.controller_options();
   arm_crash_points(options.controller);
   options.server = config.server_options();
+  options.server.rpc_stats = service.rpc;
   options.advertise = advertise;
   options.session_timeout = std::chrono::milliseconds(config.zk_session_timeout_ms);
   options.on_lost = [](const catena::control::ControlError& why) {
@@ -156,14 +171,13 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
     return 1;
   }
   const auto& c = **candidate;
-  spdlog::info(
-      "catena-controller candidate {} listening on port {} (metadata "
-      "on {}, {})",
-      c.address(), c.port(), config.metadata, c.controller() ? "leading" : "following");
+  spdlog::info("catena-controller candidate {} listening on port {} (metadata on {}, {})", c.address(),
+               c.port(), config.metadata, c.controller() ? "leading" : "following");
   if (!port_file.empty() && !write_port_file(port_file, c.port())) {
     spdlog::critical("cannot write port file {}", port_file);
     return 1;
   }
+  if (!start_metrics(config, service, [&c] { return c.controller(); })) return 1;
   auto state = [&c] {
     if (c.controller()) return "leading: serving on " + c.address();
     const std::string leader = c.leader_address();
@@ -172,6 +186,7 @@ int run_candidate(const ControllerConfig& config, const std::string& advertise, 
   };
   service.notify.ready(state());
   wait_for_signal(signals, service, state);
+  service.metrics.reset();
   (*candidate)->stop();
   spdlog::info("stopped");
   return 0;
@@ -201,8 +216,7 @@ int main(int argc, char** argv) {
   flag("-l,--listen", &ControllerConfig::listen, "Thrift listen address host:port (port 0: any free port)");
   flag("-d,--data-dir", &ControllerConfig::data_dir, "metadata directory (WAL, snapshot)");
   flag("--metadata", &ControllerConfig::metadata,
-       "zk://host:port[,host:port...][/chroot]: keep the metadata on ZooKeeper "
-       "instead of --data-dir");
+       "zk://host:port[,host:port...][/chroot]: keep the metadata on ZooKeeper instead of --data-dir");
   flag("--heartbeat-interval-ms", &ControllerConfig::heartbeat_interval_ms,
        "heartbeat period told to brokers");
   flag("--heartbeat-timeout-ms", &ControllerConfig::heartbeat_timeout_ms, "silence before a node is SUSPECT");
@@ -211,11 +225,9 @@ int main(int argc, char** argv) {
   flag("--probe-timeout-ms", &ControllerConfig::probe_timeout_ms, "BrokerAdmin.ping timeout");
   flag("--probe-attempts", &ControllerConfig::probe_attempts, "failed probes in a row before DEAD");
   flag("--lease-ms", &ControllerConfig::lease_ms,
-       "brokers acknowledge and serve this long after a heartbeat (0: "
-       "heartbeat timeout / 2)");
+       "brokers acknowledge and serve this long after a heartbeat (0: heartbeat timeout / 2)");
   flag("--isolation-percent", &ControllerConfig::isolation_percent,
-       "more nodes than this % silent at once: assume the controller is cut "
-       "off, evict nobody");
+       "more nodes than this % silent at once: assume the controller is cut off, evict nobody");
   flag("--broker-connect-timeout-ms", &ControllerConfig::broker_connect_timeout_ms,
        "connect timeout to brokers");
   flag("--broker-rpc-timeout-ms", &ControllerConfig::broker_rpc_timeout_ms, "configureChain/fence timeout");
@@ -228,42 +240,36 @@ int main(int argc, char** argv) {
   flag("--snapshot-every-records", &ControllerConfig::snapshot_every_records,
        "WAL records between snapshots");
   flag("--group-session-timeout-ms", &ControllerConfig::group_session_timeout_ms,
-       "a subscriber-group member not heard from this long is dropped (its "
-       "partitions move)");
+       "a subscriber-group member not heard from this long is dropped (its partitions move)");
   flag("--group-heartbeat-interval-ms", &ControllerConfig::group_heartbeat_interval_ms,
        "heartbeat period told to subscriber-group members");
   flag("--zk-session-timeout-ms", &ControllerConfig::zk_session_timeout_ms,
-       "with zk:// metadata: each controller's ZooKeeper session; a dead "
-       "leader is replaced after about "
+       "with zk:// metadata: each controller's ZooKeeper session; a dead leader is replaced after about "
        "this long");
   flag("--replacement-delay-ms", &ControllerConfig::replacement_delay_ms,
-       "a chain that lost a member waits this long for it to come back with "
-       "its data before placing "
+       "a chain that lost a member waits this long for it to come back with its data before placing "
        "a replacement (0: at once)");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
+  flag("--metrics-addr", &ControllerConfig::metrics_addr,
+       "serve Prometheus metrics on http://host:port/metrics (e.g. 127.0.0.1:9465; port 0: any; default: "
+       "off)");
   flag("--admin-token-file", &ControllerConfig::admin_token_file,
-       "file holding the admin token: every client must authenticate "
-       "(tenants); unset: open cluster");
+       "file holding the admin token: every client must authenticate (tenants); unset: open cluster");
   settings.option("--advertise", advertise,
-                  "with zk:// metadata: the host:port other controllers name "
-                  "as the leader's "
+                  "with zk:// metadata: the host:port other controllers name as the leader's "
                   "(default: the bound listen address)");
   settings.option("--port-file", port_file, "write the bound port to this file once listening");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
   app.add_flag("--check-config", check_config,
-               "check the configuration (file, CATENA_* variables, flags) as a "
-               "start would, print it as TOML "
-               "and exit: 0 if it is good, 2 naming what is wrong; binds, "
-               "opens and starts nothing");
+               "check the configuration (file, CATENA_* variables, flags) as a start would, print it as TOML "
+               "and exit: 0 if it is good, 2 naming what is wrong; binds, opens and starts nothing");
   app.footer(
-      "Precedence: flag > environment (CATENA_<FLAG>, e.g. "
-      "CATENA_DATA_DIR for --data-dir) > --config "
+      "Precedence: flag > environment (CATENA_<FLAG>, e.g. CATENA_DATA_DIR for --data-dir) > --config "
       "file > default.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is a bad
-                                      // configuration, as a bad file is
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is a bad configuration, as a bad file is
   }
   if (auto r = settings.read_environment(); !r) {
     std::cerr << "catena-controller: " << r.error().message << "\n";
@@ -304,8 +310,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE,
-              SIG_IGN);  // a peer closing mid-write is an error value, not a death
+  std::signal(SIGPIPE, SIG_IGN);  // a peer closing mid-write is an error value, not a death
   catena::control::route_thrift_logs_to_spdlog();
 
   catena::SteadyClock clock;
@@ -323,6 +328,7 @@ int main(int argc, char** argv) {
   }
   const std::shared_ptr<catena::control::Controller> controller = std::move(*opened);
   auto server_options = config.server_options();
+  server_options.rpc_stats = service.rpc;
   catena::control::ControllerServer server(*controller, server_options);
   if (auto r = server.start(); !r) {
     spdlog::critical("{}", r.error().message);
@@ -336,9 +342,14 @@ int main(int argc, char** argv) {
     server.stop();
     return 1;
   }
+  if (!start_metrics(config, service, [controller] { return controller; })) {
+    server.stop();
+    return 1;
+  }
   const std::string serving = "serving on " + server.address() + " (metadata " + where + ")";
   service.notify.ready(serving);
   wait_for_signal(signals, service, [&serving] { return serving; });
+  service.metrics.reset();
   server.stop();
   spdlog::info("stopped");
   return 0;

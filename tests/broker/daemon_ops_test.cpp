@@ -6,7 +6,9 @@
 //   naming what is wrong, binding and creating nothing;
 // - sd_notify over a NOTIFY_SOCKET this test owns: READY=1 only once the
 //   daemon answers (the controller a Thrift call, catenad registered),
-//   WATCHDOG=1 while WATCHDOG_USEC is set, STOPPING=1 on SIGTERM.
+//   WATCHDOG=1 while WATCHDOG_USEC is set, STOPPING=1 on SIGTERM;
+// - the controller's Prometheus endpoint, whose numbers move with what the
+//   controller does.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -151,8 +153,7 @@ class Daemon {
 
   [[nodiscard]] bool spawned() const { return pid_ > 0; }
   void signal(int sig) const { kill(pid_, sig); }
-  // Exit status (128 + signal if killed), or -1 if still running after
-  // `timeout`.
+  // Exit status (128 + signal if killed), or -1 if still running after `timeout`.
   int wait_exit(std::chrono::milliseconds timeout = 10s) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     int status = 0;
@@ -230,6 +231,15 @@ class NotifySocket {
   bool bound_ = false;
 };
 
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
 std::string read_port_file(const std::string& path) {
   std::ifstream in(path);
   std::string port;
@@ -252,11 +262,10 @@ TEST(DaemonEnv, CatenadTakesFlagThenVariableThenFileThenDefault) {
                       "CATENA_CONTROLLER=10.0.0.1:7400,10.0.0.2:7400", "CATENA_JOIN_REBALANCE=true"}) +
           bin("catenad") + " --config " + file + " --zone z-flag --check-config");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(
-      r.output.starts_with("# catenad: configuration OK; the effective settings, as TOML\n"
-                           "# (flag > environment > config file > default); from the environment: "
-                           "CATENA_DATACENTER, "
-                           "CATENA_CONTROLLER, CATENA_SEGMENT_SLOTS, CATENA_JOIN_REBALANCE\n"))
+  EXPECT_TRUE(r.output.starts_with(
+      "# catenad: configuration OK; the effective settings, as TOML\n"
+      "# (flag > environment > config file > default); from the environment: CATENA_DATACENTER, "
+      "CATENA_CONTROLLER, CATENA_SEGMENT_SLOTS, CATENA_JOIN_REBALANCE\n"))
       << r.output;
   for (const char* line :
        {"zone = 'z-flag'", "datacenter = 'dc-env'", "address = '10.0.0.1:7400,10.0.0.2:7400'",
@@ -270,19 +279,20 @@ TEST(DaemonEnv, ControllerTakesFlagThenVariableThenFileThenDefault) {
                                "heartbeat_interval_ms = 150\nprobe_attempts = 4\n"
                                "log_level = 'debug'\n");
   Outcome r = run(env_prefix({"CATENA_LISTEN=127.0.0.1:7555", "CATENA_DATA_DIR=" + scratch() + "/env-data",
-                              "CATENA_PROBE_ATTEMPTS=3", "CATENA_LOG_LEVEL=error"}) +
+                              "CATENA_PROBE_ATTEMPTS=3", "CATENA_LOG_LEVEL=error",
+                              "CATENA_METRICS_ADDR=127.0.0.1:9465"}) +
                   bin("catena-controller") + " --config " + file + " --log-level warn --check-config");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(
-      r.output.starts_with("# catena-controller: configuration OK; the effective settings, as TOML\n"
-                           "# (flag > environment > config file > default); from the environment: "
-                           "CATENA_LISTEN, "
-                           "CATENA_DATA_DIR, CATENA_PROBE_ATTEMPTS\n"))
+  EXPECT_TRUE(r.output.starts_with(
+      "# catena-controller: configuration OK; the effective settings, as TOML\n"
+      "# (flag > environment > config file > default); from the environment: CATENA_LISTEN, "
+      "CATENA_DATA_DIR, CATENA_PROBE_ATTEMPTS, CATENA_METRICS_ADDR\n"))
       << r.output;
-  for (const std::string& line : std::vector<std::string>{
-           "listen = '127.0.0.1:7555'", "data_dir = '" + scratch() + "/env-data'",
-           std::string("heartbeat_interval_ms = 150"), std::string("probe_attempts = 3"),
-           std::string("heartbeat_timeout_ms = 500"), std::string("log_level = 'warn'")}) {
+  for (const std::string& line :
+       std::vector<std::string>{"listen = '127.0.0.1:7555'", "data_dir = '" + scratch() + "/env-data'",
+                                std::string("heartbeat_interval_ms = 150"), std::string("probe_attempts = 3"),
+                                std::string("heartbeat_timeout_ms = 500"), std::string("log_level = 'warn'"),
+                                std::string("metrics_addr = '127.0.0.1:9465'")}) {
     EXPECT_TRUE(has_line(r.output, line)) << line << " in\n" << r.output;
   }
   EXPECT_FALSE(std::filesystem::exists(scratch() + "/env-data"))
@@ -297,8 +307,7 @@ TEST(DaemonEnv, ABadVariableIsRefusedNamingIt) {
   r = run(env_prefix({"CATENA_SEGMENT_SLOTS=64"}) + bin("catenad") + " --check-config");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(r.output,
-            "catenad: flags and environment: key "
-            "'storage.segment_slots': must be in 2..32, got 64 "
+            "catenad: flags and environment: key 'storage.segment_slots': must be in 2..32, got 64 "
             "(storage.segment_slots from CATENA_SEGMENT_SLOTS)\n");
   // The flag wins over the variable, so a good flag hides a bad variable.
   r = run(env_prefix({"CATENA_SEGMENT_SLOTS=64"}) + bin("catenad") + " --segment-slots 4 --check-config");
@@ -307,8 +316,7 @@ TEST(DaemonEnv, ABadVariableIsRefusedNamingIt) {
   r = run(env_prefix({"CATENA_HEARTBEAT_TIMEOUT_MS=100"}) + bin("catena-controller") + " --check-config");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(r.output,
-            "catena-controller: heartbeat_timeout_ms (100) must exceed "
-            "heartbeat_interval_ms (100) "
+            "catena-controller: heartbeat_timeout_ms (100) must exceed heartbeat_interval_ms (100) "
             "(heartbeat_timeout_ms from CATENA_HEARTBEAT_TIMEOUT_MS)\n");
   r = run(env_prefix({"CATENA_CONFIG=" + scratch() + "/no-such.toml"}) + bin("catena-controller") +
           " --check-config");
@@ -356,10 +364,12 @@ TEST(CheckConfig, CatenadChecksWithoutBindingOrRegistering) {
 
 TEST(CheckConfig, ControllerChecksWithoutBindingOrOpeningTheMetadata) {
   HeldPort listen;
+  HeldPort metrics;
   ASSERT_GT(listen.port, 0);
   const std::string data = scratch() + "/check-data";
   const auto file =
-      write_text("check-controller.toml", "listen = '" + listen.address() + "'\ndata_dir = '" + data + "'\n");
+      write_text("check-controller.toml", "listen = '" + listen.address() + "'\ndata_dir = '" + data +
+                                              "'\nmetrics_addr = '" + metrics.address() + "'\n");
   Outcome r = run("timeout 20 " + env_prefix({}) + bin("catena-controller") + " --config " + file +
                   " --check-config");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -375,8 +385,7 @@ TEST(CheckConfig, ControllerChecksWithoutBindingOrOpeningTheMetadata) {
   r = run(env_prefix({}) + bin("catena-controller") + " --isolation-percent 0 --check-config");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(r.output,
-            "catena-controller: isolation_percent must be in 1..100, "
-            "got 0 (isolation_percent from "
+            "catena-controller: isolation_percent must be in 1..100, got 0 (isolation_percent from "
             "--isolation-percent)\n");
 
   // What only a start used to find: a data directory that is a file.
@@ -512,6 +521,98 @@ TEST(Notify, ZooKeeperCandidatesSayWhetherTheyLeadOrStandBy) {
   ASSERT_TRUE(cluster.signal_controller(leader_index, SIGKILL));
   EXPECT_TRUE(notify.until("STATUS=leading: serving on " + standby_addr, 20s))
       << "the standby did not say it leads";
+}
+
+// --- the controller's metrics ---
+
+// The value of the sample `name` (with its labels, as printed), if present.
+std::optional<double> sample(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
+TEST(ControllerMetrics, NumbersMoveWithWhatTheControllerDoes) {
+  const int metrics_port = test::free_port();
+  ASSERT_GT(metrics_port, 0);
+  const std::string port_file = scratch() + "/metrics-controller.port";
+  Daemon controller({bin("catena-controller"), "--listen", "127.0.0.1:0", "--port-file", port_file,
+                     "--data-dir", scratch() + "/metrics-controller-data", "--log-level", "warn",
+                     "--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port)},
+                    {}, scratch() + "/metrics-controller.log");
+  ASSERT_TRUE(controller.spawned());
+  ASSERT_TRUE(eventually([&] { return !read_port_file(port_file).empty(); })) << controller.output();
+  const std::string addr = "127.0.0.1:" + read_port_file(port_file);
+  auto value = [&](const std::string& name) { return sample(test::scrape(metrics_port), name); };
+  auto wait_for = [&](const std::string& name, double want) {
+    std::optional<double> got;
+    const bool ok = eventually([&] {
+      got = value(name);
+      return got == want;
+    });
+    EXPECT_TRUE(ok) << name << " is " << (got ? std::to_string(*got) : "absent") << ", want " << want << "\n"
+                    << test::scrape(metrics_port);
+  };
+  wait_for("catena_controller_is_leader", 1);
+  EXPECT_EQ(value("catena_controller_channels"), 0);
+  EXPECT_EQ(value("catena_controller_nodes{state=\"alive\"}"), 0);
+
+  std::vector<std::unique_ptr<Daemon>> nodes;
+  for (int i = 1; i <= 2; ++i) {
+    nodes.push_back(std::make_unique<Daemon>(
+        std::vector<std::string>{bin("catenad"), "--controller", addr, "--provider", "soft", "--admin-listen",
+                                 "127.0.0.1:0", "--node-id", "node-" + std::to_string(i), "--log-level",
+                                 "warn"},
+        std::vector<std::string>{}, scratch() + "/metrics-node-" + std::to_string(i) + ".log"));
+    wait_for("catena_controller_nodes{state=\"alive\"}", i);
+  }
+
+  control::ControllerClient client({addr, 1000ms, 5000ms, ""});
+  auto create = [&](const std::string& name, int partitions, int replication) {
+    control::idl::ChannelConfig config;
+    config.__set_name(name);
+    config.__set_partitions(partitions);
+    config.__set_replication(replication);
+    config.__set_segment_bytes(std::int64_t{1} << 20);  // 8 slots x 1 MiB per replica
+    return client.create_channel(config);
+  };
+  ASSERT_TRUE(create("orders", 2, 2).ok());
+  ASSERT_TRUE(create("events", 3, 1).ok());
+  EXPECT_FALSE(create("orders", 2, 2).ok()) << "a second channel of the same name";
+  wait_for("catena_controller_channels", 2);
+  EXPECT_EQ(value("catena_controller_partitions"), 5);
+  EXPECT_EQ(value("catena_controller_rpcs_total{method=\"createChannel\"}"), 3);
+  EXPECT_EQ(value("catena_controller_rpc_errors_total{method=\"createChannel\"}"), 1);
+  EXPECT_EQ(value("catena_controller_evictions_total"), 0);
+  EXPECT_EQ(value("catena_controller_route_epoch_bumps_total"), 0);
+  auto epochs = [&] {
+    std::int64_t sum = 0;
+    auto list = client.list_channels();
+    EXPECT_TRUE(list.ok());
+    if (list) {
+      for (const auto& ch : *list) {
+        for (const auto& route : ch.routes) sum += route.epoch;
+      }
+    }
+    return sum;
+  };
+  const std::int64_t epochs_before = epochs();
+
+  // node-2 dies: evicted, and every chain it was in gets a new route epoch.
+  nodes[1].reset();
+  wait_for("catena_controller_evictions_total", 1);
+  wait_for("catena_controller_nodes{state=\"dead\"}", 1);
+  EXPECT_EQ(value("catena_controller_nodes{state=\"alive\"}"), 1);
+  const double bumps = value("catena_controller_route_epoch_bumps_total").value_or(-1);
+  EXPECT_GE(bumps, 2) << "both partitions of orders had node-2 in their chain";
+  EXPECT_EQ(bumps, static_cast<double>(epochs() - epochs_before));
+  EXPECT_GE(value("catena_controller_rpcs_total{method=\"registerNode\"}").value_or(0), 2);
+
+  controller.signal(SIGTERM);
+  EXPECT_EQ(controller.wait_exit(), 0) << controller.output();
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 # server of their own (tests/control/zk_server.hpp). dpkg-dev and file:
 # cpack's .deb packages (dpkg-shlibdeps; ci/install-check.sh). pybind11-dev,
 # python3-dev: the Python module (broker/capi/python). prometheus-cpp-dev:
-# catenad's metrics endpoint (core + pull libraries). libexpat1-dev: the
-# test that parses `catena bench`'s SVG plot as XML (tests/bench).
+# the daemons' metrics endpoints (core + pull libraries). libsystemd-dev:
+# sd_notify, for the daemons' Type=notify units (service_notify.hpp).
+# libexpat1-dev: the test that parses `catena bench`'s SVG plot as XML
+# (tests/bench).
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
@@ -20,7 +22,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libdpdk-dev zlib1g-dev
   libzookeeper-mt-dev libzookeeper-java default-jre-headless
-  prometheus-cpp-dev libexpat1-dev
+  prometheus-cpp-dev libsystemd-dev libexpat1-dev
   qemu-system-x86 busybox-static kmod cpio iproute2 procps
   systemd
 )

@@ -38,7 +38,8 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("zk_session_timeout_ms", &C::zk_session_timeout_ms)
         .integer("replacement_delay_ms", &C::replacement_delay_ms)
         .text("log_level", &C::log_level, log_level_rule())
-        .text("admin_token_file", &C::admin_token_file);
+        .text("admin_token_file", &C::admin_token_file)
+        .text("metrics_addr", &C::metrics_addr);
     return k;
   }();
   return s;
@@ -59,6 +60,11 @@ Result<void> ControllerConfig::validate() const {
     return invalid_argument(fmt::format("listen: {}", r.error().message));
   }
   if (data_dir.empty()) return invalid_argument("data_dir must not be empty");
+  if (!metrics_addr.empty()) {
+    if (auto r = parse_host_port(metrics_addr, /*allow_port_zero=*/true); !r) {
+      return invalid_argument(fmt::format("metrics_addr: {}", r.error().message));
+    }
+  }
   if (!metadata.empty()) {
     if (auto r = parse_zk_location(metadata); !r) return invalid_argument(r.error().message);
   }

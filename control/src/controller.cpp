@@ -127,6 +127,45 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
 
 namespace {
 
+// The store as the Controller sees it, counting what commits
+// (ControllerCounters): every write of the metadata passes here, so no
+// call site can forget to count.
+class CountingStore final : public MetadataStore {
+ public:
+  CountingStore(std::unique_ptr<MetadataStore> inner, std::shared_ptr<ControllerCounters> counters)
+      : inner_(std::move(inner)), counters_(std::move(counters)) {}
+  [[nodiscard]] const meta::MetaState& state() const noexcept override { return inner_->state(); }
+  [[nodiscard]] Result<void> commit(const meta::MetaRecord& record) override {
+    std::int64_t bumps = 0;
+    if (record.__isset.put_routes) {
+      const auto& channels = inner_->state().channels;
+      for (const auto& route : record.put_routes) {
+        const auto ch = channels.find(route.channel);
+        if (ch == channels.end()) continue;  // a new channel's first routes
+        const auto old =
+            std::find_if(ch->second.routes.begin(), ch->second.routes.end(),
+                         [&](const idl::PartitionRoute& r) { return r.partition == route.partition; });
+        if (old != ch->second.routes.end() && route.epoch > old->epoch) ++bumps;
+      }
+    }
+    auto r = inner_->commit(record);
+    if (!r) return r;
+    counters_->route_epoch_bumps.fetch_add(bumps, std::memory_order_relaxed);
+    if (record.__isset.begin_repair) counters_->evictions.fetch_add(1, std::memory_order_relaxed);
+    if (record.__isset.end_repair) counters_->repairs_completed.fetch_add(1, std::memory_order_relaxed);
+    return r;
+  }
+  [[nodiscard]] std::string describe() const override { return inner_->describe(); }
+  [[nodiscard]] bool connected() const override { return inner_->connected(); }
+  [[nodiscard]] Result<std::int64_t> take_controller_epoch() override {
+    return inner_->take_controller_epoch();
+  }
+
+ private:
+  std::unique_ptr<MetadataStore> inner_;
+  std::shared_ptr<ControllerCounters> counters_;
+};
+
 std::set<std::string> known_groups(const meta::MetaState& state) {
   std::set<std::string> out;
   for (const auto& [group, offsets] : state.group_offsets) out.insert(group);
@@ -140,7 +179,7 @@ Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& b
     : options_(std::move(options)),
       clock_(clock),
       brokers_(brokers),
-      store_(std::move(store)),
+      store_(std::make_unique<CountingStore>(std::move(store), counters_)),
       detector_(FailureDetector::Options{options_.heartbeat_timeout, options_.probe_attempts,
                                          options_.heartbeat_loss},
                 clock),

@@ -27,6 +27,15 @@ idl::ChannelInfo with_access(const Controller& c, idl::ChannelInfo info) {
   for (auto& r : info.routes) r = with_access(c, std::move(r));
   return info;
 }
+ThriftServer::Options with_rpc_stats(ThriftServer::Options thrift, std::shared_ptr<RpcStats> stats) {
+  if (stats) {
+    thrift.on_reply = [stats = std::move(stats)](std::string_view method, bool failed) {
+      stats->record(method, failed);
+    };
+  }
+  return thrift;
+}
+
 // What the connections of one server share: the role and, when the
 // cluster is closed, the admin token's SHA-256.
 struct Shared {
@@ -323,6 +332,19 @@ std::shared_ptr<Controller> ControllerRole::leading() const {
   return controller_;
 }
 
+void RpcStats::record(std::string_view method, bool failed) {
+  MutexLock lock(mu_);
+  auto it = counts_.find(method);
+  if (it == counts_.end()) it = counts_.emplace(std::string(method), Count{}).first;
+  ++it->second.calls;
+  if (failed) ++it->second.errors;
+}
+
+std::map<std::string, RpcStats::Count> RpcStats::snapshot() const {
+  MutexLock lock(mu_);
+  return {counts_.begin(), counts_.end()};
+}
+
 ControllerServer::ControllerServer(Controller& controller, Options options)
     : ControllerServer(leading_role(controller), std::move(options)) {}
 
@@ -333,7 +355,7 @@ ControllerServer::ControllerServer(std::shared_ptr<ControllerRole> role, Options
           std::make_shared<idl::ControllerProcessorFactory>(
               std::make_shared<HandlerFactory>(std::make_shared<const Shared>(Shared{
                   role_, options.admin_token.empty() ? std::string() : token_sha256(options.admin_token)}))),
-          std::move(options.thrift)) {}
+          with_rpc_stats(std::move(options.thrift), options.rpc_stats)) {}
 
 ControllerServer::~ControllerServer() {
   stop();

@@ -36,6 +36,33 @@ using asio::ip::tcp;
 using boost::system::error_code;
 using namespace std::chrono_literals;
 
+// The method a reply answers and whether it is an error: a
+// TApplicationException, or a result struct whose first field is not the
+// success field 0 (a declared exception). False for a reply that does not
+// decode, which the server never writes.
+bool decode_reply(std::uint8_t* reply, std::uint32_t size, std::string& method, bool& failed) {
+  try {
+    auto buffer = std::make_shared<TMemoryBuffer>(reply, size, TMemoryBuffer::OBSERVE);
+    TBinaryProtocol protocol(buffer);
+    apache::thrift::protocol::TMessageType type{};
+    std::int32_t seqid = 0;
+    protocol.readMessageBegin(method, type, seqid);
+    if (type == apache::thrift::protocol::T_EXCEPTION) {
+      failed = true;
+      return true;
+    }
+    std::string name;
+    protocol.readStructBegin(name);
+    apache::thrift::protocol::TType field_type{};
+    std::int16_t field_id = 0;
+    protocol.readFieldBegin(name, field_type, field_id);
+    failed = field_type != apache::thrift::protocol::T_STOP && field_id != 0;
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // A connection's buffers grow to its largest frame; past this they are
 // given back once the frame is served.
 constexpr std::uint32_t kKeptBufferBytes = 1U << 20;
@@ -239,6 +266,11 @@ class ThriftServer::Impl::Connection final : public std::enable_shared_from_this
     if (size == 0) {  // a oneway call
       read_length();
       return;
+    }
+    if (server_.options.on_reply) {
+      std::string method;
+      bool failed = false;
+      if (decode_reply(reply, size, method, failed)) server_.options.on_reply(method, failed);
     }
     reply_length_ = {static_cast<std::uint8_t>(size >> 24U), static_cast<std::uint8_t>(size >> 16U),
                      static_cast<std::uint8_t>(size >> 8U), static_cast<std::uint8_t>(size)};

@@ -24,6 +24,7 @@
 
 #include <catena/broker/local_cluster.hpp>
 
+#include "http_scrape.hpp"
 #include "run_command.hpp"
 
 namespace catena {
@@ -31,51 +32,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using test::free_port;
 using test::Outcome;
 using test::run;
-
-// A loopback port free right now (bound, read, closed).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// GET /metrics on 127.0.0.1:port; the body, or "" on any failure.
-std::string scrape(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return {};
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return {};
-  }
-  std::string resp;
-  char buf[4096];
-  ssize_t n = 0;
-  while ((n = read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<std::size_t>(n));
-  close(fd);
-  if (resp.rfind("HTTP/1.", 0) != 0 || resp.find(" 200 ") == std::string::npos) return {};
-  const auto body = resp.find("\r\n\r\n");
-  return body == std::string::npos ? std::string() : resp.substr(body + 4);
-}
+using test::scrape;
 
 // metric{labels...} value lines of one channel: name -> role -> value.
 using Samples = std::map<std::string, std::map<std::string, double>>;

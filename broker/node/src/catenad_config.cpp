@@ -89,7 +89,7 @@ control::Result<void> apply_toml_file(const std::filesystem::path& path, Config&
 }
 
 control::Result<void> validate(const Config& config) {
-  if (auto r = schema().check(config, "command line"); !r) return r;
+  if (auto r = schema().check(config, "flags and environment"); !r) return r;
   // Kept memory is found again by the node's id: an id the controller
   // assigns is another one after a restart.
   if (!config.keep_dir.empty() && config.node_id.empty()) {

@@ -33,6 +33,8 @@
 #include <catena/broker/node_agent.hpp>
 #include <catena/control/address.hpp>
 #include <catena/control/controller_client.hpp>
+#include <catena/control/daemon_settings.hpp>
+#include <catena/control/service_notify.hpp>
 #include <catena/control/tenants.hpp>
 #include <catena/fabric/listen_address.hpp>
 #include <catena/version.hpp>
@@ -55,53 +57,62 @@ int main(int argc, char** argv) {
   std::string config_file;
   std::string ready_file;
   bool print_config = false;
-  // Flags land in `flags`; only those given override the file (CLI11 leaves
-  // the others alone, and their count says which were given).
-  Config flags;
-  std::vector<std::pair<CLI::Option*, std::function<void(Config&)>>> overrides;
-  auto flag = [&](const std::string& name, auto Config::*field, const std::string& help) {
-    auto* opt = app.add_option(name, flags.*field, help)->capture_default_str();
-    overrides.emplace_back(opt, [field, &flags](Config& c) { c.*field = flags.*field; });
+  bool check_config = false;
+  // Each setting is a flag and a CATENA_* variable (daemon_settings.hpp);
+  // only those given override the file.
+  catena::control::DaemonSettings<Config> settings(app);
+  auto flag = [&](const std::string& name, auto Config::*field, const char* key, const std::string& help) {
+    settings.setting(name, field, key, help);
   };
-  app.add_option("--config", config_file,
-                 "TOML config file (flags override it; --print-config shows its layout)");
-  flag("--node-id", &Config::node_id, "node id (default: assigned by the controller)");
-  flag("--zone", &Config::zone, "zone label for replica placement");
-  flag("--datacenter", &Config::datacenter, "datacenter label");
-  flag("--controller", &Config::controller, "controller host:port, or several: host:port,host:port");
-  flag("--controller-token-file", &Config::controller_token_file,
+  settings.option(
+      "--config", config_file,
+      "TOML config file (flags and CATENA_* variables override it; --print-config shows its layout)");
+  flag("--node-id", &Config::node_id, "node.id", "node id (default: assigned by the controller)");
+  flag("--zone", &Config::zone, "node.zone", "zone label for replica placement");
+  flag("--datacenter", &Config::datacenter, "node.datacenter", "datacenter label");
+  flag("--controller", &Config::controller, "controller.address",
+       "controller host:port, or several: host:port,host:port");
+  flag("--controller-token-file", &Config::controller_token_file, "controller.token_file",
        "file holding the controller's admin token (a controller run with --admin-token-file)");
-  flag("--admin-listen", &Config::admin_listen, "BrokerAdmin Thrift host:port (port 0: any)");
-  flag("--metrics-addr", &Config::metrics_listen,
+  flag("--admin-listen", &Config::admin_listen, "admin.listen", "BrokerAdmin Thrift host:port (port 0: any)");
+  flag("--metrics-addr", &Config::metrics_listen, "metrics.listen",
        "serve Prometheus metrics on http://host:port/metrics (e.g. 127.0.0.1:9464; default: off)");
-  flag("--provider", &Config::provider,
+  flag("--provider", &Config::provider, "fabric.provider",
        "fabric provider: soft, soft:tcp, soft:shm, verbs:<dev>, verbs:<dev>,oob, dpdk:<port>");
-  flag("--fabric-listen", &Config::fabric_listen,
+  flag("--fabric-listen", &Config::fabric_listen, "fabric.listen",
        "data-plane host:port (port 0: any); default 127.0.0.1:0 for soft, the device's own address for "
        "verbs:<dev>, which must serve any address given here");
-  flag("--segment-slots", &Config::slots,
+  flag("--segment-slots", &Config::slots, "storage.segment_slots",
        "segment slots per partition replica (memory = slots x segment_bytes)");
-  flag("--grace-ms", &Config::grace_ms, "grace for lagging readers after a segment expires");
-  flag("--keep-dir", &Config::keep_dir,
+  flag("--grace-ms", &Config::grace_ms, "storage.grace_ms",
+       "grace for lagging readers after a segment expires");
+  flag("--keep-dir", &Config::keep_dir, "storage.keep_dir",
        "keep segments in this directory on a memory filesystem (e.g. /dev/shm/catena/node-1): a restarted "
        "catenad finds them and catches up only what it missed (soft provider; needs --node-id)");
-  flag("--session-memory-mb", &Config::session_memory_mb,
+  flag("--session-memory-mb", &Config::session_memory_mb, "limits.session_memory_mb",
        "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
        "are refused (resource_exhausted)");
-  flag("--pin-cpu", &Config::pin_cpu, "pin the data-plane thread to this CPU (-1: no)");
-  flag("--log-level", &Config::log_level, "trace, debug, info, warn, error, critical, off");
-  {
-    auto* opt = app.add_flag("--join-rebalance", flags.join_rebalance,
-                             "once registered, have the controller move partition roles onto this node "
-                             "(a rebalance by handoff, as `catena node add`); once per start, never fatal");
-    overrides.emplace_back(opt, [&flags](Config& c) { c.join_rebalance = flags.join_rebalance; });
-  }
-  app.add_option("--ready-file", ready_file, "write 'node_id admin_addr fabric_addr' here once registered");
+  flag("--pin-cpu", &Config::pin_cpu, "cpu.pin_data_plane", "pin the data-plane thread to this CPU (-1: no)");
+  flag("--log-level", &Config::log_level, "log.level", "trace, debug, info, warn, error, critical, off");
+  settings.switch_setting("--join-rebalance", &Config::join_rebalance, "node.join_rebalance",
+                          "once registered, have the controller move partition roles onto this node "
+                          "(a rebalance by handoff, as `catena node add`); once per start, never fatal");
+  settings.option("--ready-file", ready_file, "write 'node_id admin_addr fabric_addr' here once registered");
   app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
+  app.add_flag("--check-config", check_config,
+               "check the configuration (file, CATENA_* variables, flags) as a start would, print it as TOML "
+               "and exit: 0 if it is good, 2 naming what is wrong; binds and starts nothing");
+  app.footer(
+      "Precedence: flag > environment (CATENA_<FLAG>, e.g. CATENA_CONTROLLER for --controller) > "
+      "--config file > default.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is a bad configuration
+  }
+  if (auto r = settings.read_environment(); !r) {
+    std::fprintf(stderr, "catenad: %s\n", r.error().message.c_str());
+    return 2;
   }
 
   Config s;
@@ -111,14 +122,26 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  for (auto& [opt, apply] : overrides) {
-    if (opt->count() > 0) apply(s);
-  }
+  settings.apply(s);
   if (auto r = catena::catenad::validate(s); !r) {
-    std::fprintf(stderr, "catenad: %s\n", r.error().message.c_str());
+    std::fprintf(stderr, "catenad: %s\n", settings.explain(r.error().message).c_str());
     return 2;
   }
   if (print_config) {
+    std::fputs(catena::catenad::to_toml(s).c_str(), stdout);
+    return 0;
+  }
+  // A verbs listener on an address its device does not serve (127.0.0.1,
+  // another NIC) starts and registers, and then no peer can connect to it.
+  auto fabric_listen = catena::fabric::listen_address_for(s.provider, s.fabric_listen);
+  if (!fabric_listen) {
+    std::fprintf(stderr, "catenad: fabric listen address: %s\n",
+                 settings.explain(fabric_listen.error().message).c_str());
+    return 2;
+  }
+  if (check_config) {
+    std::fputs(catena::control::checked_config_header("catenad", settings.environment_used()).c_str(),
+               stdout);
     std::fputs(catena::catenad::to_toml(s).c_str(), stdout);
     return 0;
   }
@@ -126,14 +149,6 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
-
-  // A verbs listener on an address its device does not serve (127.0.0.1,
-  // another NIC) starts and registers, and then no peer can connect to it.
-  auto fabric_listen = catena::fabric::listen_address_for(s.provider, s.fabric_listen);
-  if (!fabric_listen) {
-    std::fprintf(stderr, "catenad: fabric listen address: %s\n", fabric_listen.error().message.c_str());
-    return 2;
-  }
 
   catena::broker::BrokerConfig bc;
   bc.node_id = s.node_id;
@@ -200,13 +215,36 @@ int main(int argc, char** argv) {
   catena::broker::JoinRebalance join_rebalance(
       [&join_controller](const std::string& id) { return join_controller.add_node(id, /*dry_run=*/false); },
       catena::SteadyClock::instance());
-  agent.run(g_stop, [&] {
-    if (!ready_file.empty()) {
-      std::ofstream(ready_file) << agent.node_id() << ' ' << admin_addr << ' ' << fabric_addr << '\n';
-    }
-    if (s.join_rebalance) join_rebalance.start(agent.node_id(), g_stop);
-  });
+  // systemd (Type=notify): READY=1 once registered, with the data plane and
+  // BrokerAdmin already listening; STATUS= when the controller fenced this
+  // node and it registered again; watchdog pings from the agent's loop.
+  catena::control::ServiceNotifier notify;
+  notify.status("data plane on " + fabric_addr + ", BrokerAdmin on " + admin_addr +
+                "; registering with the controller at " + s.controller);
+  std::int64_t epoch = 0;
+  auto serving = [&] {
+    return "serving as " + agent.node_id() + " (node epoch " + std::to_string(agent.node_epoch()) +
+           "): data plane on " + fabric_addr + ", BrokerAdmin on " + admin_addr;
+  };
+  agent.run(
+      g_stop,
+      [&] {
+        if (!ready_file.empty()) {
+          std::ofstream(ready_file) << agent.node_id() << ' ' << admin_addr << ' ' << fabric_addr << '\n';
+        }
+        if (s.join_rebalance) join_rebalance.start(agent.node_id(), g_stop);
+        epoch = agent.node_epoch();
+        notify.ready(serving());
+      },
+      [&] {
+        notify.watchdog();
+        if (epoch != 0 && agent.node_epoch() != epoch) {  // fenced, and registered again
+          epoch = agent.node_epoch();
+          notify.status(serving() + "; registered again after the controller fenced it");
+        }
+      });
   spdlog::info("shutting down");
+  notify.stopping("stopping");
   metrics.reset();  // before the broker it reads
   admin.stop();
   broker.value()->stop();

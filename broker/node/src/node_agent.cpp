@@ -127,13 +127,20 @@ void NodeAgent::send_link_reports() {
   }
 }
 
-void NodeAgent::run(const std::atomic<bool>& stop, const std::function<void()>& on_registered) {
+void NodeAgent::run(const std::atomic<bool>& stop, const std::function<void()>& on_registered,
+                    const std::function<void()>& on_pass) {
   // A restarted node with kept memory says what it kept from the first call.
-  while (!stop && !register_node(held())) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  while (!stop) {
+    const bool registered = register_node(held());
+    if (on_pass) on_pass();
+    if (registered) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (stop) return;
   if (on_registered) on_registered();
   while (!stop) {
     step();
+    if (on_pass) on_pass();
     std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms_));
   }
 }

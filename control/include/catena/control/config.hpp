@@ -50,6 +50,8 @@ struct ControllerConfig {
   // A file holding the admin token (README "Tenants"): set, every client
   // must authenticate; empty, the cluster is open (no authentication).
   std::string admin_token_file;
+  // host:port of the Prometheus endpoint (controller_metrics.hpp); empty: off.
+  std::string metrics_addr;
 
   [[nodiscard]] Result<void> validate() const;
   [[nodiscard]] std::string to_toml() const;

@@ -55,6 +55,7 @@
 // RPCs to brokers are never made while the controller's lock is held.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -82,6 +83,15 @@
 namespace catena::control {
 
 class RpcPool;  // src/rpc_pool.hpp
+
+// What a Controller has done since it opened its metadata (this process's
+// leadership), for the metrics endpoint. Counted when the record that does
+// it commits; relaxed atomics, read from any thread.
+struct ControllerCounters {
+  std::atomic<std::int64_t> evictions{0};          // nodes declared dead and fenced (a repair opened)
+  std::atomic<std::int64_t> repairs_completed{0};  // repairs closed: their chains back to full replication
+  std::atomic<std::int64_t> route_epoch_bumps{0};  // routes committed at a newer epoch than they had
+};
 
 class Controller {
  public:
@@ -262,6 +272,7 @@ class Controller {
   [[nodiscard]] Result<void> check_tenant(const std::string& tenant, const std::string& token_sha256) const;
 
   [[nodiscard]] bool halted() const;
+  [[nodiscard]] const ControllerCounters& counters() const noexcept { return *counters_; }
   // Copy of the durable state, for tests and diagnostics.
   [[nodiscard]] meta::MetaState metadata() const;
 
@@ -512,6 +523,9 @@ class Controller {
   Mutex move_mu_ ACQUIRED_BEFORE(mu_);   // one partition move at a time
   Mutex alter_mu_ ACQUIRED_BEFORE(mu_);  // one channel alter at a time
   mutable Mutex mu_;
+  // Shared with the store's counting wrapper (controller.cpp), which
+  // counts what commits.
+  std::shared_ptr<ControllerCounters> counters_ = std::make_shared<ControllerCounters>();
   std::unique_ptr<MetadataStore> store_ PT_GUARDED_BY(mu_);
   // Taken from the store at open: what this controller's BrokerAdmin calls
   // and heartbeat answers carry (brokers refuse older ones).

@@ -52,6 +52,12 @@ class ControllerCandidate {
   [[nodiscard]] std::uint16_t port() const noexcept { return server_->port(); }
   // The Controller while leading, else null.
   [[nodiscard]] std::shared_ptr<Controller> controller() const { return role_->leading(); }
+  // The leader this candidate names while it follows; "" while it leads or
+  // before any leader is elected.
+  [[nodiscard]] std::string leader_address() const {
+    auto serving = role_->serving();
+    return serving ? std::string() : serving.error().leader_address.value_or("");
+  }
   void stop();
 
  private:

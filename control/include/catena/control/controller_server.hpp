@@ -12,8 +12,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <catena/control/controller.hpp>
@@ -47,6 +50,23 @@ class ControllerRole {
   std::string halted_ GUARDED_BY(mu_);  // why, once halted
 };
 
+// Calls answered per Controller method, and how many of them were errors
+// (any CatenaError, NOT_LEADER included), for the metrics endpoint. Counted
+// on the connections' threads under one lock; read with snapshot().
+class RpcStats {
+ public:
+  struct Count {
+    std::int64_t calls = 0;
+    std::int64_t errors = 0;
+  };
+  void record(std::string_view method, bool failed) EXCLUDES(mu_);
+  [[nodiscard]] std::map<std::string, Count> snapshot() const EXCLUDES(mu_);
+
+ private:
+  mutable Mutex mu_;
+  std::map<std::string, Count, std::less<>> counts_ GUARDED_BY(mu_);
+};
+
 class ControllerServer {
  public:
   struct Options {
@@ -56,6 +76,8 @@ class ControllerServer {
     // admin's, or a tenant's) before any other call. Empty: open mode, a
     // connection that does not authenticate is the admin.
     std::string admin_token;
+    // Non-null: every call answered is counted here.
+    std::shared_ptr<RpcStats> rpc_stats;
   };
 
   // Always serves controller.

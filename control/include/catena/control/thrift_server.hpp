@@ -46,8 +46,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <catena/control/idl/BrokerAdmin.h>
 #include <catena/control/result.hpp>
@@ -75,6 +77,10 @@ class ThriftServer {
     // Threads that run handlers and the I/O, 1..1024. Not a connection
     // limit: it bounds how many calls run (and may block) at once.
     int threads = 16;
+    // Told of every call answered: the method and whether the reply is an
+    // error (a declared exception or a TApplicationException). Runs on the
+    // connection's thread after the handler; empty: nothing is told.
+    std::function<void(std::string_view method, bool failed)> on_reply = {};
   };
 
   ThriftServer(std::shared_ptr<apache::thrift::TProcessor> processor, Options options);

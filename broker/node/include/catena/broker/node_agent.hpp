@@ -83,8 +83,11 @@ class NodeAgent {
   // data plane stalls), re-register if fenced or unknown, send link reports.
   void step();
   // Registers (retrying every 200 ms), calls on_registered, then steps every
-  // heartbeat interval until `stop` is set.
-  void run(const std::atomic<bool>& stop, const std::function<void()>& on_registered = {});
+  // heartbeat interval until `stop` is set. on_pass runs after every
+  // registration attempt and every step (catenad pings systemd's watchdog
+  // there: a stuck loop stops the pings).
+  void run(const std::atomic<bool>& stop, const std::function<void()>& on_registered = {},
+           const std::function<void()>& on_pass = {});
 
   [[nodiscard]] const std::string& node_id() const { return options_.info.node_id; }
   [[nodiscard]] std::int64_t node_epoch() const { return node_epoch_; }

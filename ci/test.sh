@@ -37,12 +37,18 @@ stage() {  # stage NAME COMMAND...
 }
 
 stage "format (clang-format)" ci/format-check.sh
-# The three builds are unity builds (CMake batches 8 sources of a target into
-# one translation unit): the GCC build took 359-438 s on a clean clone
-# instead of 624 s (2026-12-01), the suite 45 minutes instead of 55. A
-# source that misses an include another source of its batch made passes
-# here; a build without batches (ci/build.sh's default) shows it.
-unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
+# The three builds are unity builds (CMake batches up to 16 sources of a
+# target into one translation unit): the GCC build took 359-438 s on a clean
+# clone instead of 624 s (2026-12-01), the suite 45 minutes instead of 55.
+# The suite is bound by the cores (three builds, clang-tidy, two VMs' TCG
+# and the tests: about 4,700 core-seconds of a 2-core machine's 4,560 in 38
+# minutes, 2026-12-03), and a batch's templates and headers are compiled
+# once however many sources share it: two of the control library's
+# 8-source batches took 50.5 s of CPU as one and 73.1 s apart (ASan+UBSan,
+# 2026-12-03), so batches of 16, not 8. A source that misses an include
+# another source of its batch made passes here; a build without batches
+# (ci/build.sh's default) shows it.
+unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16)
 # Line tables only (-g1), not full debug info: stack traces (sanitizer
 # reports, crashes) keep their files and lines, and a build takes about a
 # quarter less (one batch: 17.8 s against 23.7 s with -g, 2026-12-02).

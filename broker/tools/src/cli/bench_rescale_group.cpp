@@ -46,8 +46,8 @@ std::string RescaleGroup::join() {
     const control::ControllerClient::Options co = controller_;
     broker::ControllerRoutes routes(co, fmt::format("rescale-bench-member-{}", n));
     GroupSubscriberOptions go;
-    go.controller = controller_.address;
-    go.token = controller_.token;
+    go.controller = co.address;
+    go.token = co.token;
     go.group = kRescaleGroup;
     go.member_name = fmt::format("bench-{}", n);
     go.subscriber.provider = provider_;

@@ -167,6 +167,12 @@ int main(int argc, char** argv) {
                         "join this subscriber group as a member: consume the partitions it assigns, commit "
                         "positions (--from then says where a never-committed partition starts)");
   subscribe->add_option("--timeout-ms", sub.timeout_ms, "exit after this long without a record (0: never)");
+  subscribe
+      ->add_option("--format", sub.format,
+                   "how a record is printed: raw (its bytes), hex, base64, or json (one object a line: "
+                   "partition, offset, timestamp_ns, producer_id, sequence, payload or payload_base64)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"raw", "hex", "base64", "json"}));
   subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
   subscribe->add_flag(
       "--times", sub.show_times,
@@ -194,7 +200,22 @@ int main(int argc, char** argv) {
                                        "controller restart, publisher restart) and check the history");
   add_chaos_options(*chaos_cmd, chaos);
 
-  CLI11_PARSE(app, argc, argv);
+  // --json on every command that prints state: one JSON document on stdout.
+  for (CLI::App* cmd : {create, list, describe, alter, declare_lost, move, status, cluster_status_cmd,
+                        node_cmds.add, node_cmds.drain, node_cmds.rebalance, group_cmds.list,
+                        group_cmds.describe, mirror_cmds.status, tenant_cmds.list}) {
+    cmd->add_flag("--json", common.json,
+                  "print one JSON document on stdout instead of text (README \"Scripting the CLI\")");
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every mistake on the command line exits
+    // kExitUsage, whichever of CLI11's own codes it carries.
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
 
   copts.provider = common.provider;
   if (up->parsed()) {
@@ -229,5 +250,5 @@ int main(int argc, char** argv) {
   if (tenant_cmds.alter->parsed()) return tenant_alter(common, tenant_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
-  return 2;
+  return kExitUsage;
 }

@@ -313,5 +313,73 @@ TEST_F(CliScript, SubscribeFormatsPrintExactRecords) {
   EXPECT_EQ(r.output, "0:0 alpha\n0:1 beta gamma\n0:2 h\xc3\xa9llo \"q\"\n0:3 \xff\xfe\n");
 }
 
+TEST_F(CliScript, DeleteTakesTheChannelAndItsRecordsAndFreesTheName) {
+  ASSERT_EQ(run_apart(cli() + "tenant create shop --max-channels 2").exit_code, 0);
+  const json created = document("channel create shop.cart --partitions 2 --replication 2 --json");
+  std::multiset<std::pair<std::string, int>> chains;
+  std::int64_t top_epoch = 0;
+  for (const auto& r : created.at("routes")) {
+    for (const auto& id : chain_ids(r.at("chain"))) chains.insert({id, r.at("partition").get<int>()});
+    top_epoch = std::max(top_epoch, r.at("epoch").get<std::int64_t>());
+  }
+  ASSERT_EQ(chains.size(), 4U);
+  const std::string feed = "/tmp/catena-cli-delete-" + std::to_string(getpid());
+  {
+    FILE* f = std::fopen(feed.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("old-1\nold-2\nold-3\n", f);
+    std::fclose(f);
+  }
+  Outcome r = run_apart(cli() + "publish shop.cart --partition 0 < " + feed);
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "0:0\n0:1\n0:2\n");
+  EXPECT_EQ(tenant("shop").at("channels"), 1);
+  EXPECT_EQ(tenant("shop").at("partitions"), 2);
+  // Every replica is on the node its chain names (heartbeats trail a little).
+  for (int i = 0; i < 50 && reported("shop.cart") != chains; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(reported("shop.cart"), chains);
+
+  // Not from a script without --yes.
+  r = run_apart(cli() + "channel delete shop.cart < /dev/null");
+  EXPECT_EQ(r.exit_code, kUsage) << r.errors;
+  EXPECT_NE(r.errors.find("--yes"), std::string::npos) << r.errors;
+  ASSERT_EQ(run_apart(cli() + "channel describe shop.cart --json").exit_code, 0);
+
+  r = run_apart(cli() + "channel delete shop.cart --yes");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "channel shop.cart deleted\n");
+  r = run_apart(cli() + "channel describe shop.cart --json");
+  EXPECT_EQ(r.exit_code, kNotFound) << r.errors;
+  EXPECT_NE(r.errors.find("UNKNOWN_CHANNEL"), std::string::npos) << r.errors;
+  EXPECT_EQ(run_apart(cli() + "channel delete shop.cart --yes").exit_code, kNotFound);
+  r = run_apart(cli() + "subscribe shop.cart --count 1 --timeout-ms 2000");
+  EXPECT_EQ(r.exit_code, kNotFound) << r.errors;
+  EXPECT_EQ(tenant("shop").at("channels"), 0);
+  EXPECT_EQ(tenant("shop").at("partitions"), 0);
+  // The nodes dropped its partitions.
+  for (int i = 0; i < 50 && !reported("shop.cart").empty(); ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(reported("shop.cart").empty());
+
+  // The name again: a new channel, empty, its epochs above the old ones.
+  const json again = document("channel create shop.cart --partitions 1 --replication 2 --json");
+  ASSERT_EQ(again.at("routes").size(), 1U);
+  EXPECT_EQ(again.at("routes")[0].at("epoch"), top_epoch + 2);
+  EXPECT_EQ(again.at("routes")[0].at("start_offset"), 0);
+  {
+    FILE* f = std::fopen(feed.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("new-1\n", f);
+    std::fclose(f);
+  }
+  r = run_apart(cli() + "publish shop.cart < " + feed);
+  std::remove(feed.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "0:0\n");
+  r = run_apart(cli() + "subscribe shop.cart --count 1 --timeout-ms 10000 --offsets");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "0:0 new-1\n");
+  EXPECT_EQ(tenant("shop").at("channels"), 1);
+}
+
 }  // namespace
 }  // namespace catena

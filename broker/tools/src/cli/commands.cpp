@@ -258,6 +258,25 @@ int channel_alter(const Common& c, const std::string& name, std::int32_t partiti
   return 0;
 }
 
+int channel_delete(const Common& c, const std::string& name, bool yes) {
+  const std::string what = "channel delete " + name;
+  if (!yes) {
+    if (isatty(STDIN_FILENO) == 0) {
+      return fail(what, "--yes is needed when stdin is not a terminal: every record in it is deleted",
+                  kExitUsage);
+    }
+    std::fprintf(stderr,
+                 "delete channel %s and every record in it? type its name to confirm: ", name.c_str());
+    std::string answer;
+    if (!std::getline(std::cin, answer) || answer != name)
+      return fail(what, "not confirmed; nothing deleted");
+  }
+  control::ControllerClient client(client_options(c));
+  if (auto r = client.delete_channel(name); !r) return fail(what, r.error());
+  std::printf("channel %s deleted\n", name.c_str());
+  return 0;
+}
+
 int partition_declare_lost(const Common& c, const std::string& channel, std::int32_t partition) {
   control::ControllerClient client(client_options(c));
   auto r = client.declare_partition_lost(channel, partition);

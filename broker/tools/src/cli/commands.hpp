@@ -152,6 +152,9 @@ int channel_list(const Common& c);
 int channel_describe(const Common& c, const std::string& name);
 // Changes the partition count (Controller.alterChannel) and prints the channel.
 int channel_alter(const Common& c, const std::string& name, std::int32_t partitions);
+// Deletes the channel and its records (Controller.deleteChannel); without
+// yes, asks on a terminal and refuses elsewhere.
+int channel_delete(const Common& c, const std::string& name, bool yes);
 int partition_declare_lost(const Common& c, const std::string& channel, std::int32_t partition);
 // Tail-offset handoff to the chain `to` (node ids, head first).
 int partition_move(const Common& c, const std::string& channel, std::int32_t partition,

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   add_fabric_options(*demo_cmd);
 
   // channels -------------------------------------------------------------------
-  auto* channel = app.add_subcommand("channel", "create, list, describe and alter channels");
+  auto* channel = app.add_subcommand("channel", "create, list, describe, alter and delete channels");
   channel->require_subcommand(1);
   ChannelSpec spec;
   auto* create = channel->add_subcommand("create", "create a channel");
@@ -121,6 +121,13 @@ int main(int argc, char** argv) {
   alter->add_option("--partitions", alter_partitions, "the new partition count")
       ->required()
       ->check(CLI::PositiveNumber);
+
+  std::string delete_name;
+  bool delete_yes = false;
+  auto* remove = channel->add_subcommand(
+      "delete", "delete a channel and every record in it, on every node (the name may be used again)");
+  remove->add_option("name", delete_name, "channel name")->required();
+  remove->add_flag("--yes", delete_yes, "do not ask (needed when stdin is not a terminal)");
 
   // partitions -------------------------------------------------------------------
   auto* partition = app.add_subcommand("partition", "operator actions on one partition");
@@ -228,6 +235,7 @@ int main(int argc, char** argv) {
   if (list->parsed()) return channel_list(common);
   if (describe->parsed()) return channel_describe(common, describe_name);
   if (alter->parsed()) return channel_alter(common, alter_name, alter_partitions);
+  if (remove->parsed()) return channel_delete(common, delete_name, delete_yes);
   if (declare_lost->parsed()) return partition_declare_lost(common, lost_channel, lost_partition);
   if (move->parsed()) return partition_move(common, move_channel, move_partition, move_to);
   if (publish->parsed()) return publish_stdin(common, pub);

@@ -587,6 +587,24 @@ service Controller {
   // an alter that stopped half way is finished by tick() or by calling
   // alterChannel again with the same count.
   ChannelInfo alterChannel(1: string name, 2: i32 partitions) throws (1: CatenaError err),
+
+  // Deletes a channel: its routes, high-water marks, moves' and handoffs'
+  // state and every group's offsets in it go in one metadata record (its
+  // tenant's quota use with them); then, once pushes of its routes in flight
+  // have been answered, every node that held a role in it (chain, joining,
+  // sealed ranges) is sent a configureChain naming no replica at the next
+  // epoch, which drops the partition there (and its sealed ranges). Nodes
+  // that could not be reached are retried by tick(), and a node that later
+  // reports a partition of the deleted channel in a heartbeat (after a
+  // controller restart too) is sent its drop then. Clients get
+  // UNKNOWN_CHANNEL from then on. A channel created again under the name
+  // starts empty, at offset 0, its route epochs above every epoch the
+  // deleted one used; its pushes to a node wait for a drop still owed there.
+  // UNKNOWN_CHANNEL if there is none;
+  // UNAVAILABLE while one of its partitions is being moved, repaired or
+  // altered (retry); INVALID_ARGUMENT while a subscriber group has members
+  // reading it.
+  void deleteChannel(1: string name) throws (1: CatenaError err),
   // --- Subscriber groups (controller_groups.hpp; membership is held in the
   // controller's memory, offsets durably) ---
 
@@ -621,6 +639,7 @@ service Controller {
   // first (UNAUTHENTICATED). The admin may make every call; a tenant only
   // calls on names in its namespace ("<tenant>.<rest>"): createChannel,
   // listChannels (its own only), describeChannel, getRoute, alterChannel,
+  // deleteChannel,
   // reportFailure (naming its channel), commitOffset, fetchOffset,
   // initProducer, the group calls (listGroups: its own only). Anything else,
   // or a name outside its namespace, is PERMISSION_DENIED: the same answer

@@ -23,6 +23,10 @@ struct ChannelRecord {
   1: catena.ChannelConfig config,
   2: list<catena.PartitionRoute> routes,
   3: list<catena.ChannelGeneration> generations,   // see ChannelInfo
+  // The epoch its routes started at (channel_epoch_floor + 1 when it was
+  // created; 0 if created before deletes existed): a node reporting one of
+  // its partitions at an older epoch holds a deleted channel's copy.
+  4: i64 first_epoch = 0,
 }
 
 struct RouteKey {
@@ -122,6 +126,13 @@ struct MetaState {
   10: map<string, map<i32, Handoff>> handoffs,
   // Tenants by name.
   60: map<string, TenantRecord> tenants,
+  // One above the highest route epoch (sealed ranges' included) of any
+  // deleted channel, the epoch its partitions were dropped at: a channel
+  // created after a delete starts its routes above it (ChannelRecord.first_epoch),
+  // so that a broker still holding a partition of the deleted one (it could
+  // not be told to drop it) refuses nothing of the new one, and is known by
+  // the older epoch it reports and told to drop its copy first.
+  23: i64 channel_epoch_floor = 0,
   // The directory store's controller epoch: taken (+1) by every open, so a
   // restarted controller's BrokerAdmin calls outrank its predecessor's.
   // The ZooKeeper store keeps its own in <root>/controller_epoch.
@@ -152,6 +163,10 @@ struct MetaRecord {
   // Tenants: created or changed (a new token), or removed.
   60: optional TenantRecord put_tenant,
   61: optional string delete_tenant,
+  // A channel deleted (deleteChannel), with its routes, high-water marks,
+  // moves, handoffs and groups' offsets; raises channel_epoch_floor to one
+  // above its routes' highest epoch. Applied after everything else in the record.
+  62: optional string delete_channel,
 }
 
 // What the ZooKeeper store (zk_metadata_store.cpp) keeps in the znodes that
@@ -173,6 +188,7 @@ struct ZkCounters {
   3: i64 next_intent_id = 1,
   4: i64 producer_numbers_reserved = 0,
   5: binary link_key,
+  6: i64 channel_epoch_floor = 0,
 }
 
 // partition -> offset: a channel's high-water marks, or one group's

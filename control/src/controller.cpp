@@ -362,6 +362,7 @@ Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& r
   detector_.heartbeat(request.node_id);
   stats_[request.node_id] = request.stats;
   note_progress_locked(request.stats);
+  drop_strays_locked(request.node_id, request.stats);
   if (auto it = backoff_.find(request.node_id); it != backoff_.end()) {
     it->second.next_attempt = clock_.now();  // it is reachable again: retry its pushes next tick
   }
@@ -388,6 +389,7 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
     Placement placement(candidates_for_locked(config.name));  // within its tenant's zones
     meta::ChannelRecord channel;
     channel.__set_config(config);
+    channel.__set_first_epoch(store_->state().channel_epoch_floor + 1);
     for (std::int32_t p = 0; p < config.partitions; ++p) {
       auto route = place_route_locked(placement, config, p);
       if (!route) return route.error();
@@ -403,7 +405,9 @@ Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& co
     info = channel_info(channel);
   }
   // Durable first, then pushed: a failed push is retried by tick(), the
-  // route itself is never lost.
+  // route itself is never lost. Drops of a deleted channel of the same name
+  // go first.
+  retry_drops();
   run_pushes();
   await_channel_pushes(config.name);
   return info;
@@ -427,7 +431,9 @@ Result<idl::PartitionRoute> Controller::place_route_locked(Placement& placement,
   idl::PartitionRoute route;
   route.__set_channel(config.name);
   route.__set_partition(p);
-  route.__set_epoch(1);
+  // Above every epoch of a deleted channel: a node that still holds one of
+  // its partitions under this name refuses nothing of the new one.
+  route.__set_epoch(store_->state().channel_epoch_floor + 1);
   route.__set_start_offset(0);
   for (const auto& id : *chosen) route.replicas.push_back(replica_of(*node_locked(id)));
   route.__isset.replicas = true;

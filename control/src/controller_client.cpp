@@ -209,6 +209,10 @@ Result<idl::ChannelInfo> ControllerClient::alter_channel(const std::string& name
   return out;
 }
 
+Result<void> ControllerClient::delete_channel(const std::string& name) {
+  return call([&](idl::ControllerClient& c) { c.deleteChannel(name); });
+}
+
 Result<idl::ClusterStatus> ControllerClient::cluster_status() {
   idl::ClusterStatus out;
   if (auto r = call([&](idl::ControllerClient& c) { c.clusterStatus(out); }); !r) return r.error();

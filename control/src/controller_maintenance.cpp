@@ -37,6 +37,7 @@ void Controller::tick() {
     drop_expired_ranges_locked();
     groups_tick_locked();
   }
+  retry_drops();  // before the pushes that wait for them
   run_pushes();
   {
     MutexLock lock(mu_);

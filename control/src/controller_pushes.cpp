@@ -72,6 +72,12 @@ std::vector<Controller::PushJob> Controller::collect_pushes_locked() {
         if (node == nullptr || node->dead) continue;
         if (auto b = backoff_.find(replica.node_id); b != backoff_.end() && now < b->second.next_attempt)
           continue;
+        // A deleted channel's partition of the same name is dropped there
+        // first: owed (drops_), or found in the node's first heartbeat to
+        // this controller (drop_strays_locked), which a channel created after
+        // a delete waits for.
+        if (drop_pending_locked(replica.node_id, route.channel, route.partition)) continue;
+        if (ch.first_epoch > 1 && stats_.count(replica.node_id) == 0) continue;
         if (!pushing_.insert({replica.node_id, rid}).second) continue;  // another thread is on it
         idl::ChainAssignment a;
         a.__set_route(route_for_node(route, replica.node_id));

@@ -142,6 +142,10 @@ class ConnectionHandler final : public idl::ControllerIf {
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->alter_channel(name, partitions)));
   }
+  void deleteChannel(const std::string& name) override {
+    on_names("deleteChannel", {name});
+    if (auto r = c()->delete_channel(name); !r) throw r.error().to_thrift();
+  }
   void joinGroup(idl::GroupAssignment& out, const std::string& group, const std::string& channel,
                  const std::string& member_name, const std::vector<std::int32_t>& owned) override {
     on_names("joinGroup", {group, channel});

@@ -85,6 +85,28 @@ void apply_move(meta::MetaState& state, const meta::RouteMove& move) {
   route.__isset.sealed = true;
 }
 
+// deleteChannel: everything kept under the channel's name goes; the epoch
+// floor rises to the epoch its partitions are dropped at (one above the
+// highest it used), so a channel created again starts above the drops too.
+void erase_deleted_channel(meta::MetaState& state, const std::string& name) {
+  if (auto it = state.channels.find(name); it != state.channels.end()) {
+    std::int64_t top = 0;
+    for (const auto& route : it->second.routes) {
+      top = std::max(top, route.epoch);
+      for (const auto& range : route.sealed) top = std::max(top, range.epoch);
+    }
+    state.channel_epoch_floor = std::max(state.channel_epoch_floor, top + 1);
+    state.channels.erase(it);
+  }
+  state.high_water.erase(name);
+  state.moves.erase(name);
+  state.handoffs.erase(name);
+  for (auto g = state.group_offsets.begin(); g != state.group_offsets.end();) {
+    g->second.erase(name);
+    g = g->second.empty() ? state.group_offsets.erase(g) : std::next(g);
+  }
+}
+
 }  // namespace
 
 void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
@@ -152,6 +174,7 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
     state.__isset.tenants = true;
   }
   if (record.__isset.delete_tenant) state.tenants.erase(record.delete_tenant);
+  if (record.__isset.delete_channel) erase_deleted_channel(state, record.delete_channel);
 }
 
 Result<std::unique_ptr<DirMetadataStore>> DirMetadataStore::open(Options options) {

@@ -186,9 +186,29 @@ std::set<Key> keys_touched(const meta::MetaState& before, const meta::MetaRecord
   }
   if (record.__isset.put_tenant) keys.insert({Kind::tenant, record.put_tenant.name, {}, 0});
   if (record.__isset.delete_tenant) keys.insert({Kind::tenant, record.delete_tenant, {}, 0});
+  if (record.__isset.delete_channel) {
+    // Every znode under the channel's name, as the state holds them now.
+    const auto& name = record.delete_channel;
+    keys.insert({Kind::channel, name, {}, 0});
+    if (const auto* ch = find_in(before.channels, name)) {
+      for (std::size_t p = 0; p < ch->routes.size(); ++p)
+        keys.insert({Kind::route, name, {}, static_cast<std::int64_t>(p)});
+    }
+    keys.insert({Kind::high_water, name, {}, 0});
+    if (const auto* m = find_in(before.moves, name)) {
+      for (const auto& [p, move] : *m) keys.insert({Kind::move, name, {}, p});
+    }
+    if (const auto* h = find_in(before.handoffs, name)) {
+      for (const auto& [p, handoff] : *h) keys.insert({Kind::handoff, name, {}, p});
+    }
+    for (const auto& [group, channels] : before.group_offsets) {
+      if (channels.count(name) != 0) keys.insert({Kind::offsets, group, name, 0});
+    }
+  }
   if (record.__isset.next_node_seq || record.__isset.next_node_epoch || record.__isset.next_intent_id ||
-      record.__isset.producer_numbers_reserved || record.__isset.set_link_key) {
-    keys.insert({Kind::counters, {}, {}, 0});
+      record.__isset.producer_numbers_reserved || record.__isset.set_link_key ||
+      record.__isset.delete_channel) {
+    keys.insert({Kind::counters, {}, {}, 0});  // deleteChannel: the epoch floor
   }
   return keys;
 }
@@ -202,6 +222,7 @@ std::optional<std::string> encode_key(const meta::MetaState& state, const Key& k
       c.__set_next_intent_id(state.next_intent_id);
       c.__set_producer_numbers_reserved(state.producer_numbers_reserved);
       c.__set_link_key(state.link_key);
+      c.__set_channel_epoch_floor(state.channel_epoch_floor);
       return encoded(c);
     }
     case Kind::node:
@@ -212,6 +233,7 @@ std::optional<std::string> encode_key(const meta::MetaState& state, const Key& k
         meta::ChannelRecord bare;
         bare.__set_config(ch->config);
         bare.__set_generations(ch->generations);
+        bare.__set_first_epoch(ch->first_epoch);
         return encoded(bare);
       }
       return std::nullopt;
@@ -279,6 +301,7 @@ bool put_key(meta::MetaState& state, const Key& key, const std::optional<std::st
       state.next_intent_id = c.next_intent_id;
       state.producer_numbers_reserved = c.producer_numbers_reserved;
       state.link_key = c.link_key;
+      state.channel_epoch_floor = c.channel_epoch_floor;
       return true;
     }
     case Kind::node: {
@@ -302,6 +325,7 @@ bool put_key(meta::MetaState& state, const Key& key, const std::optional<std::st
       ch.config = std::move(bare.config);  // its routes are znodes of their own
       ch.generations = std::move(bare.generations);
       ch.__isset.generations = !ch.generations.empty();
+      ch.first_epoch = bare.first_epoch;
       return true;
     }
     case Kind::route: {
@@ -313,9 +337,13 @@ bool put_key(meta::MetaState& state, const Key& key, const std::optional<std::st
         if (it != state.channels.end() && p < it->second.routes.size()) it->second.routes.resize(p);
         return true;
       }
-      if (it == state.channels.end() || key.n < 0) return false;
+      if (key.n < 0) return false;
       idl::PartitionRoute route;
       if (!decode_into(*data, route)) return false;
+      // Undoing a refused deleteChannel puts its routes back before the
+      // channel's own znode (keys in reverse): the entry is made here and
+      // the channel's put fills in the rest.
+      if (it == state.channels.end()) it = state.channels.try_emplace(key.a).first;
       if (it->second.routes.size() <= p) it->second.routes.resize(p + 1);
       it->second.routes[p] = std::move(route);
       return true;

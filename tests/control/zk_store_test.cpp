@@ -168,7 +168,8 @@ void write_every_record_type(MetadataStore& store) {
   {
     meta::ChannelRecord ch;
     ch.config = testing::channel_config("a.b-c_d", 1, 1);
-    ch.routes.push_back(route_of("a.b-c_d", 0, 1, {"node-1"}));
+    ch.routes.push_back(route_of("a.b-c_d", 0, 4, {"node-1"}));
+    ch.__set_first_epoch(4);  // created after a delete
     meta::MetaRecord r;
     r.__set_put_channel(ch);
     commit(r);
@@ -196,6 +197,65 @@ void write_every_record_type(MetadataStore& store) {
     meta::MetaRecord gone;
     gone.__set_delete_tenant("team-a");
     commit(gone);
+  }
+  {
+    // A channel with something under every name it has (routes, a sealed
+    // range, high-water marks, a move, a handoff, two groups' offsets),
+    // deleted: nothing of it is left, and the epoch floor is one above its
+    // highest epoch (the sealed range's, 9). Another group's offsets stay.
+    meta::ChannelRecord ch;
+    ch.config = testing::channel_config("doomed", 2, 1);
+    ch.routes.push_back(route_of("doomed", 0, 3, {"node-1"}));
+    auto sealed = route_of("doomed", 1, 5, {"node-3"});
+    idl::SealedRange range;
+    range.__set_start_offset(0);
+    range.__set_end_offset(10);
+    range.__set_epoch(9);
+    range.__set_replicas(route_of("doomed", 1, 9, {"node-1"}).replicas);
+    sealed.__set_sealed({range});
+    ch.routes.push_back(sealed);
+    meta::MetaRecord r;
+    r.__set_put_channel(ch);
+    r.__set_raise_high_water({{"doomed", {{0, 12}}}});
+    commit(r);
+    meta::OffsetCommit c;
+    c.__set_group("billing");
+    c.__set_channel("doomed");
+    c.__set_partition(0);
+    c.__set_offset(3);
+    meta::OffsetCommit other = c;
+    other.__set_group("only-doomed");
+    meta::MetaRecord offsets;
+    offsets.__set_commit_offsets({c, other});
+    commit(offsets);
+    meta::MoveIntent m;
+    m.__set_channel("doomed");
+    m.__set_partition(1);
+    m.__set_from_epoch(5);
+    m.__set_to({"node-1"});
+    meta::MetaRecord begin;
+    begin.__set_begin_move(m);
+    meta::RouteKey key;
+    key.__set_channel("doomed");
+    key.__set_partition(0);
+    meta::Handoff h;
+    h.__set_epoch(3);
+    begin.__set_handoff_key(key);
+    begin.__set_set_handoff(h);
+    commit(begin);
+    meta::MetaRecord del;
+    del.__set_delete_channel("doomed");
+    commit(del);
+    const auto& st = store.state();
+    EXPECT_EQ(st.channels.count("doomed"), 0U);
+    EXPECT_EQ(st.high_water.count("doomed"), 0U);
+    EXPECT_EQ(st.moves.count("doomed"), 0U);
+    EXPECT_EQ(st.handoffs.count("doomed"), 0U);
+    EXPECT_EQ(st.group_offsets.count("only-doomed"), 0U);
+    ASSERT_EQ(st.group_offsets.count("billing"), 1U);
+    EXPECT_EQ(st.group_offsets.at("billing").count("doomed"), 0U);
+    EXPECT_EQ(st.group_offsets.at("billing").count("orders"), 1U);
+    EXPECT_EQ(st.channel_epoch_floor, 10);
   }
 }
 

@@ -20,6 +20,8 @@
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
 
+#include "output.hpp"
+
 namespace catena::cli {
 
 using namespace std::chrono_literals;
@@ -86,11 +88,6 @@ void print_channel(const control::idl::ChannelInfo& ch) {
 }
 
 }  // namespace
-
-int fail(const std::string& what, const std::string& why) {
-  std::fprintf(stderr, "catena: %s: %s\n", what.c_str(), why.c_str());
-  return 1;
-}
 
 std::string Common::controller_address() const {
   if (!controller.empty()) return controller;
@@ -207,15 +204,25 @@ int channel_create(const Common& c, const ChannelSpec& spec) {
   cfg.segment_bytes = spec.segment_bytes;
   cfg.ttl_ms = spec.ttl_ms;
   auto r = client.create_channel(cfg);
-  if (!r) return fail("channel create " + spec.name, r.error().describe());
-  print_channel(r.value());
+  if (!r) return fail("channel create " + spec.name, r.error());
+  if (c.json) {
+    print_json(channel_json(r.value()));
+  } else {
+    print_channel(r.value());
+  }
   return 0;
 }
 
 int channel_list(const Common& c) {
   control::ControllerClient client(client_options(c));
   auto r = client.list_channels();
-  if (!r) return fail("channel list", r.error().describe());
+  if (!r) return fail("channel list", r.error());
+  if (c.json) {
+    nlohmann::json channels = nlohmann::json::array();
+    for (const auto& ch : r.value()) channels.push_back(channel_json(ch));
+    print_json({{"channels", std::move(channels)}});
+    return 0;
+  }
   for (const auto& ch : r.value()) {
     std::printf("%-32s partitions %-4d replication %d\n", ch.config.name.c_str(), ch.config.partitions,
                 ch.config.replication);
@@ -227,8 +234,12 @@ int channel_list(const Common& c) {
 int channel_describe(const Common& c, const std::string& name) {
   control::ControllerClient client(client_options(c));
   auto r = client.describe_channel(name);
-  if (!r) return fail("channel describe " + name, r.error().describe());
-  print_channel(r.value());
+  if (!r) return fail("channel describe " + name, r.error());
+  if (c.json) {
+    print_json(channel_json(r.value()));
+  } else {
+    print_channel(r.value());
+  }
   return 0;
 }
 
@@ -238,15 +249,42 @@ int channel_alter(const Common& c, const std::string& name, std::int32_t partiti
   opts.rpc_timeout = std::max(opts.rpc_timeout, std::chrono::milliseconds(30000));
   control::ControllerClient client(opts);
   auto r = client.alter_channel(name, partitions);
-  if (!r) return fail("channel alter " + name, r.error().describe());
-  print_channel(r.value());
+  if (!r) return fail("channel alter " + name, r.error());
+  if (c.json) {
+    print_json(channel_json(r.value()));
+  } else {
+    print_channel(r.value());
+  }
+  return 0;
+}
+
+int channel_delete(const Common& c, const std::string& name, bool yes) {
+  const std::string what = "channel delete " + name;
+  if (!yes) {
+    if (isatty(STDIN_FILENO) == 0) {
+      return fail(what, "--yes is needed when stdin is not a terminal: every record in it is deleted",
+                  kExitUsage);
+    }
+    std::fprintf(stderr,
+                 "delete channel %s and every record in it? type its name to confirm: ", name.c_str());
+    std::string answer;
+    if (!std::getline(std::cin, answer) || answer != name)
+      return fail(what, "not confirmed; nothing deleted");
+  }
+  control::ControllerClient client(client_options(c));
+  if (auto r = client.delete_channel(name); !r) return fail(what, r.error());
+  std::printf("channel %s deleted\n", name.c_str());
   return 0;
 }
 
 int partition_declare_lost(const Common& c, const std::string& channel, std::int32_t partition) {
   control::ControllerClient client(client_options(c));
   auto r = client.declare_partition_lost(channel, partition);
-  if (!r) return fail("partition declare-lost " + channel, r.error().describe());
+  if (!r) return fail("partition declare-lost " + channel, r.error());
+  if (c.json) {
+    print_json(route_json(r.value()));
+    return 0;
+  }
   std::printf("%s/%d declared lost at epoch %lld: it is rebuilt above offset %lld as nodes allow\n",
               channel.c_str(), partition, static_cast<long long>(r->epoch),
               static_cast<long long>(r->start_offset));
@@ -260,7 +298,11 @@ int partition_move(const Common& c, const std::string& channel, std::int32_t par
       std::max(opts.rpc_timeout, std::chrono::milliseconds(30000));  // the move waits for commits
   control::ControllerClient client(opts);
   auto r = client.move_partition(channel, partition, to);
-  if (!r) return fail("partition move " + channel, r.error().describe());
+  if (!r) return fail("partition move " + channel, r.error());
+  if (c.json) {
+    print_json(route_json(r.value()));
+    return 0;
+  }
   std::string chain;
   for (const auto& rep : r->replicas) chain += (chain.empty() ? "" : " -> ") + rep.node_id;
   std::printf(
@@ -274,7 +316,11 @@ int partition_move(const Common& c, const std::string& channel, std::int32_t par
 int cluster_status(const Common& c) {
   control::ControllerClient client(client_options(c));
   auto r = client.cluster_status();
-  if (!r) return fail("status", r.error().describe());
+  if (!r) return fail("status", r.error());
+  if (c.json) {
+    print_json(cluster_status_json(r.value(), c.controller_address()));
+    return 0;
+  }
   std::printf("controller %s, %zu node(s), %d repair(s) in progress\n", c.controller_address().c_str(),
               r->nodes.size(), r->repairs_in_progress);
   for (const auto& n : r->nodes) {
@@ -312,7 +358,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
   PublisherOptions po;
   po.provider = c.provider;
   auto pub = Publisher::create(routes, o.channel, po);
-  if (!pub) return fail("publish " + o.channel, pub.error().message);
+  if (!pub) return fail("publish " + o.channel, pub.error());
   std::string line;
   std::uint64_t acked = 0, failed = 0, sent = 0;
   auto on_ack = [&](const PublishResult& r) {
@@ -333,7 +379,8 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
           o.partition >= 0 ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), payload, on_ack)
                            : pub.value()->publish(key, payload, on_ack);
       if (e == client::ErrorCode::ok) break;
-      if (e != client::ErrorCode::backpressure) return fail("publish", std::string(client::to_string(e)));
+      if (e != client::ErrorCode::backpressure)
+        return fail("publish", std::string(client::to_string(e)), exit_code_of(e));
       pub.value()->poll();
     }
     ++sent;
@@ -345,7 +392,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
   std::fprintf(stderr, "published %llu, acknowledged %llu, refused %llu\n",
                static_cast<unsigned long long>(sent), static_cast<unsigned long long>(acked),
                static_cast<unsigned long long>(failed));
-  return failed == 0 && acked == sent ? 0 : 1;
+  return failed == 0 && acked == sent ? kExitOk : kExitError;
 }
 
 // Polls until --count records, --timeout-ms of silence, or Ctrl-C.
@@ -378,7 +425,7 @@ int subscribe_group(const Common& c, const SubscribeOptions& o, SubscriberOption
   go.member_name = "catena-cli";
   if (so.start == Start::committed) so.start = Start::earliest;  // a member always starts at the commit
   if (so.start == Start::offset)
-    return fail("subscribe --group", "--from must be earliest or latest with --group");
+    return fail("subscribe --group", "--from must be earliest or latest with --group", kExitUsage);
   go.subscriber = so;
   // A position is committed only once its records are out of stdio's
   // buffer (before_commit runs before every commit, the ones a channel
@@ -387,7 +434,7 @@ int subscribe_group(const Common& c, const SubscribeOptions& o, SubscriberOption
   go.commit_interval = std::chrono::milliseconds(0);
   go.before_commit = [] { std::fflush(stdout); };
   auto sub = GroupSubscriber::create(routes, o.channel, go);
-  if (!sub) return fail("subscribe --group " + o.group, sub.error().message);
+  if (!sub) return fail("subscribe --group " + o.group, sub.error());
   auto next_commit = std::chrono::steady_clock::now() + 1s;
   std::uint64_t got = 0;
   poll_until_done(o, got, [&](int max) {
@@ -423,23 +470,53 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
       so.start = Start::offset;
       so.start_offset = std::stoull(o.from);
     } catch (const std::exception&) {
-      return fail("subscribe",
-                  "--from must be earliest, latest, committed or a number, not '" + o.from + "'");
+      return fail("subscribe", "--from must be earliest, latest, committed or a number, not '" + o.from + "'",
+                  kExitUsage);
     }
   }
+  enum class RecordFormat : std::uint8_t { raw, hex, base64, json };
+  RecordFormat format = RecordFormat::raw;
+  if (o.format == "hex") {
+    format = RecordFormat::hex;
+  } else if (o.format == "base64") {
+    format = RecordFormat::base64;
+  } else if (o.format == "json") {
+    format = RecordFormat::json;
+  } else if (o.format != "raw") {
+    return fail("subscribe", "--format must be raw, hex, base64 or json, not '" + o.format + "'", kExitUsage);
+  }
+  // JSON lines carry partition, offset and timestamp themselves.
+  if (format == RecordFormat::json && (o.show_offsets || o.show_times))
+    return fail("subscribe", "--offsets and --times do not go with --format json", kExitUsage);
   const auto print = [&](const Message& m) {
     if (o.show_times) {
       std::printf("%llu:%llu ", static_cast<unsigned long long>(m.timestamp_ns),
                   static_cast<unsigned long long>(wall_clock_ns()));
     }
     if (o.show_offsets) std::printf("%u:%llu ", m.partition, static_cast<unsigned long long>(m.offset));
-    std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+    switch (format) {
+      case RecordFormat::raw:
+        std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+        break;
+      case RecordFormat::hex:
+        std::fputs(hex(m.payload).c_str(), stdout);
+        break;
+      case RecordFormat::base64:
+        std::fputs(base64(m.payload).c_str(), stdout);
+        break;
+      case RecordFormat::json: {
+        const std::string line =
+            record_json(m).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        break;
+      }
+    }
     std::fputc('\n', stdout);
   };
   std::signal(SIGINT, on_interrupt);
   if (!o.group.empty()) return subscribe_group(c, o, so, routes, print);
   auto sub = Subscriber::create(routes, o.channel, so);
-  if (!sub) return fail("subscribe " + o.channel, sub.error().message);
+  if (!sub) return fail("subscribe " + o.channel, sub.error());
   sub.value()->on_notice([](const Notice& n) {
     std::fprintf(stderr, "catena: partition %u: %s, continuing at offset %llu\n", n.partition,
                  std::string(chain::wire::to_string(n.status)).c_str(),

@@ -1,10 +1,11 @@
-// The catena CLI's commands. Each returns a process exit code and prints
-// errors as `catena: <what>: <why>` on stderr.
+// The catena CLI's commands. Each returns a process exit code (ExitCode)
+// and prints errors as `catena: <what>: <why>` on stderr.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include <catena/broker/client_error.hpp>
 #include <catena/broker/local_cluster.hpp>
 #include <catena/control/controller_client.hpp>
 
@@ -17,7 +18,23 @@ namespace catena::cli {
 using catena::ClusterOptions;
 using catena::LocalCluster;
 
+// The CLI's exit codes, for scripts (README "Scripting the CLI"). Every
+// error is mapped here, from the controller's codes and the client API's,
+// in exit_code_of.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,        // the call failed for another reason (see stderr), or partly failed
+  kExitUsage = 2,        // bad arguments: the command line's, or refused as invalid by the cluster
+  kExitNotFound = 3,     // no such channel, group, tenant, node or mirror
+  kExitRefused = 4,      // unauthenticated, permission denied, or past a tenant's quota
+  kExitUnavailable = 5,  // the controller or a broker could not be reached, or timed out: retry
+  kExitExists = 6,       // it exists already (channel create)
+};
+[[nodiscard]] int exit_code_of(const control::ControlError& e) noexcept;
+[[nodiscard]] int exit_code_of(client::ErrorCode code) noexcept;
+
 struct Common {
+  bool json = false;       // --json: one JSON document on stdout instead of text
   std::string controller;  // empty: $CATENA_CONTROLLER, ./catena-cluster, 127.0.0.1:7400
   std::string provider = "soft";
   std::string token;  // empty: $CATENA_TOKEN, else none (README "Tenants")
@@ -45,6 +62,7 @@ struct PublishOptions {
 struct SubscribeOptions {
   std::string channel;
   std::string from = "earliest";
+  std::string format = "raw";  // raw, hex, base64, json (one object per record)
   std::uint64_t count = 0;
   std::string group;
   int timeout_ms = 0;
@@ -120,8 +138,11 @@ struct ChaosOptions {
   std::string cut = "broker";
 };
 
-// Prints `catena: <what>: <why>` on stderr; returns the exit code (1).
-int fail(const std::string& what, const std::string& why);
+// Prints `catena: <what>: <why>` on stderr; returns `code`.
+int fail(const std::string& what, const std::string& why, int code = kExitError);
+// The same for an error from the controller or the client API, with its exit code.
+int fail(const std::string& what, const control::ControlError& e);
+int fail(const std::string& what, const client::Error& e);
 
 // Where `cluster up` keeps brokers' memory by default: a directory in
 // /dev/shm named after the cluster's directory; empty where it cannot (not
@@ -135,6 +156,9 @@ int channel_list(const Common& c);
 int channel_describe(const Common& c, const std::string& name);
 // Changes the partition count (Controller.alterChannel) and prints the channel.
 int channel_alter(const Common& c, const std::string& name, std::int32_t partitions);
+// Deletes the channel and its records (Controller.deleteChannel); without
+// yes, asks on a terminal and refuses elsewhere.
+int channel_delete(const Common& c, const std::string& name, bool yes);
 int partition_declare_lost(const Common& c, const std::string& channel, std::int32_t partition);
 // Tail-offset handoff to the chain `to` (node ids, head first).
 int partition_move(const Common& c, const std::string& channel, std::int32_t partition,

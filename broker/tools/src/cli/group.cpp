@@ -2,12 +2,14 @@
 // their members, who consumes which partition (and what is being handed
 // over), committed offsets and lag.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include <catena/control/controller_client.hpp>
 
 #include "commands.hpp"
+#include "output.hpp"
 
 namespace catena::cli {
 namespace {
@@ -38,7 +40,11 @@ GroupCommands add_group_commands(CLI::App& app) {
 int group_list(const Common& c) {
   control::ControllerClient client(options_of(c));
   auto groups = client.list_groups();
-  if (!groups) return fail("group list", groups.error().describe());
+  if (!groups) return fail("group list", groups.error());
+  if (c.json) {
+    print_json({{"groups", *groups}});
+    return 0;
+  }
   for (const auto& g : *groups) std::printf("%s\n", g.c_str());
   return 0;
 }
@@ -46,7 +52,20 @@ int group_list(const Common& c) {
 int group_describe(const Common& c, const GroupCommands& o) {
   control::ControllerClient client(options_of(c));
   auto s = client.describe_group(o.group);
-  if (!s) return fail("group describe " + o.group, s.error().describe());
+  if (!s) {
+    // The controller answers INVALID_ARGUMENT for a group it does not know:
+    // say not found when the group list confirms it.
+    if (s.error().code == control::idl::ErrorCode::INVALID_ARGUMENT) {
+      auto groups = client.list_groups();
+      if (groups && std::find(groups->begin(), groups->end(), o.group) == groups->end())
+        return fail("group describe " + o.group, s.error().describe(), kExitNotFound);
+    }
+    return fail("group describe " + o.group, s.error());
+  }
+  if (c.json) {
+    print_json(group_json(*s));
+    return 0;
+  }
   std::printf("group %s  channel %s  generation %lld  members %zu\n", s->group.c_str(),
               s->channel.empty() ? "-" : s->channel.c_str(), static_cast<long long>(s->generation),
               s->members.size());

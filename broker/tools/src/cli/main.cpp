@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   add_fabric_options(*demo_cmd);
 
   // channels -------------------------------------------------------------------
-  auto* channel = app.add_subcommand("channel", "create, list, describe and alter channels");
+  auto* channel = app.add_subcommand("channel", "create, list, describe, alter and delete channels");
   channel->require_subcommand(1);
   ChannelSpec spec;
   auto* create = channel->add_subcommand("create", "create a channel");
@@ -121,6 +121,13 @@ int main(int argc, char** argv) {
   alter->add_option("--partitions", alter_partitions, "the new partition count")
       ->required()
       ->check(CLI::PositiveNumber);
+
+  std::string delete_name;
+  bool delete_yes = false;
+  auto* remove = channel->add_subcommand(
+      "delete", "delete a channel and every record in it, on every node (the name may be used again)");
+  remove->add_option("name", delete_name, "channel name")->required();
+  remove->add_flag("--yes", delete_yes, "do not ask (needed when stdin is not a terminal)");
 
   // partitions -------------------------------------------------------------------
   auto* partition = app.add_subcommand("partition", "operator actions on one partition");
@@ -167,6 +174,12 @@ int main(int argc, char** argv) {
                         "join this subscriber group as a member: consume the partitions it assigns, commit "
                         "positions (--from then says where a never-committed partition starts)");
   subscribe->add_option("--timeout-ms", sub.timeout_ms, "exit after this long without a record (0: never)");
+  subscribe
+      ->add_option("--format", sub.format,
+                   "how a record is printed: raw (its bytes), hex, base64, or json (one object a line: "
+                   "partition, offset, timestamp_ns, producer_id, sequence, payload or payload_base64)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"raw", "hex", "base64", "json"}));
   subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
   subscribe->add_flag(
       "--times", sub.show_times,
@@ -194,7 +207,22 @@ int main(int argc, char** argv) {
                                        "controller restart, publisher restart) and check the history");
   add_chaos_options(*chaos_cmd, chaos);
 
-  CLI11_PARSE(app, argc, argv);
+  // --json on every command that prints state: one JSON document on stdout.
+  for (CLI::App* cmd : {create, list, describe, alter, declare_lost, move, status, cluster_status_cmd,
+                        node_cmds.add, node_cmds.drain, node_cmds.rebalance, group_cmds.list,
+                        group_cmds.describe, mirror_cmds.status, tenant_cmds.list}) {
+    cmd->add_flag("--json", common.json,
+                  "print one JSON document on stdout instead of text (README \"Scripting the CLI\")");
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every mistake on the command line exits
+    // kExitUsage, whichever of CLI11's own codes it carries.
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
 
   copts.provider = common.provider;
   if (up->parsed()) {
@@ -207,6 +235,7 @@ int main(int argc, char** argv) {
   if (list->parsed()) return channel_list(common);
   if (describe->parsed()) return channel_describe(common, describe_name);
   if (alter->parsed()) return channel_alter(common, alter_name, alter_partitions);
+  if (remove->parsed()) return channel_delete(common, delete_name, delete_yes);
   if (declare_lost->parsed()) return partition_declare_lost(common, lost_channel, lost_partition);
   if (move->parsed()) return partition_move(common, move_channel, move_partition, move_to);
   if (publish->parsed()) return publish_stdin(common, pub);
@@ -229,5 +258,5 @@ int main(int argc, char** argv) {
   if (tenant_cmds.alter->parsed()) return tenant_alter(common, tenant_cmds);
   if (bench_cmd->parsed()) return run_bench(common, bench);
   if (chaos_cmd->parsed()) return run_chaos(common, chaos);
-  return 2;
+  return kExitUsage;
 }

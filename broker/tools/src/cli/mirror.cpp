@@ -16,6 +16,7 @@
 #include <catena/control/tenants.hpp>
 
 #include "commands.hpp"
+#include "output.hpp"
 
 namespace catena::cli {
 namespace {
@@ -56,7 +57,7 @@ std::optional<std::string> destination_token(const MirrorCommands& o) {
 
 int run_mirror(const Common& c, const MirrorCommands& o, const std::string& name) {
   const auto to_token = destination_token(o);
-  if (!to_token) return 2;
+  if (!to_token) return kExitUsage;
   MirrorOptions mo;
   mo.provider = c.provider;
   mo.source_token = c.token_value();
@@ -64,7 +65,7 @@ int run_mirror(const Common& c, const MirrorCommands& o, const std::string& name
   mo.state_dir = state_dir_of(o);
   mo.save_interval = std::chrono::milliseconds(o.save_interval_ms);
   auto m = Mirror::open(name, mo);
-  if (!m) return fail("mirror run " + name, m.error().describe());
+  if (!m) return fail("mirror run " + name, m.error());
   g_running.store(m->get());
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
@@ -73,7 +74,7 @@ int run_mirror(const Common& c, const MirrorCommands& o, const std::string& name
                st.source.c_str(), st.destination.c_str(), mirror_state_path(mo.state_dir, name).c_str());
   auto r = m.value()->run();
   g_running.store(nullptr);
-  if (!r) return fail("mirror run " + name, r.error().describe());
+  if (!r) return fail("mirror run " + name, r.error());
   return 0;
 }
 
@@ -99,8 +100,36 @@ std::vector<std::int64_t> source_ends(const MirrorState& st, const std::string& 
   return end;
 }
 
-void print_status(const MirrorState& st, const std::string& source_token) {
-  const auto ends = source_ends(st, source_token);
+// One mirror's status, as `mirror status --json` prints it in "mirrors".
+nlohmann::json status_json(const MirrorState& st, const std::vector<std::int64_t>& ends) {
+  const auto age = now_unix_ms() > st.updated_unix_ms ? now_unix_ms() - st.updated_unix_ms : 0;
+  nlohmann::json parts = nlohmann::json::array();
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < st.partitions.size(); ++i) {
+    const auto& p = st.partitions[i];
+    std::uint64_t end = p.source_end;
+    if (!ends.empty()) end = std::max(end, static_cast<std::uint64_t>(ends[i]));
+    const std::uint64_t lag = end > p.next.source ? end - p.next.source : 0;
+    total += lag;
+    nlohmann::json last_run = nullptr;
+    if (!p.runs.empty()) {
+      last_run = {{"source", p.runs.back().source}, {"destination", p.runs.back().destination}};
+    }
+    parts.push_back({{"partition", i},
+                     {"source_end", end},
+                     {"mirrored", p.next.source},
+                     {"destination_next", p.next.destination},
+                     {"lag", lag},
+                     {"lag_ms", lag > 0 ? p.lag_ms : 0},
+                     {"last_run", std::move(last_run)}});
+  }
+  return {{"name", st.name},     {"channel", st.channel},
+          {"source", st.source}, {"destination", st.destination},
+          {"state_age_ms", age}, {"source_reachable", !ends.empty()},
+          {"lag", total},        {"partitions", std::move(parts)}};
+}
+
+void print_status(const MirrorState& st, const std::vector<std::int64_t>& ends) {
   const auto age = now_unix_ms() > st.updated_unix_ms ? now_unix_ms() - st.updated_unix_ms : 0;
   std::printf("mirror %s  channel %s  %s -> %s  state saved %llu ms ago%s\n", st.name.c_str(),
               st.channel.c_str(), st.source.c_str(), st.destination.c_str(),
@@ -126,6 +155,13 @@ void print_status(const MirrorState& st, const std::string& source_token) {
   }
   std::printf("  lag %llu records: what losing the source now would lose (the recovery point)\n",
               static_cast<unsigned long long>(total));
+}
+
+// A mirror whose state file is missing is not found; one that cannot be
+// read is an error.
+int mirror_load_code(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  return std::filesystem::exists(mirror_state_path(dir, name), ec) ? kExitError : kExitNotFound;
 }
 
 }  // namespace
@@ -171,10 +207,10 @@ MirrorCommands add_mirror_commands(CLI::App& app) {
 int mirror_create(const Common& c, const MirrorCommands& o) {
   const std::string name = o.name.empty() ? o.channel : o.name;
   const auto to_token = destination_token(o);
-  if (!to_token) return 2;
+  if (!to_token) return kExitUsage;
   auto st = Mirror::create(name, o.channel, c.controller_address(), o.to, state_dir_of(o), c.token_value(),
                            *to_token);
-  if (!st) return fail("mirror create " + name, st.error().describe());
+  if (!st) return fail("mirror create " + name, st.error());
   std::printf("mirror %s: channel %s (%zu partitions) from %s to %s; state %s\n", name.c_str(),
               o.channel.c_str(), st->partitions.size(), st->source.c_str(), st->destination.c_str(),
               mirror_state_path(state_dir_of(o), name).c_str());
@@ -197,25 +233,33 @@ int mirror_status(const Common& c, const MirrorCommands& o) {
       if (e.path().extension() == ".mirror") names.push_back(e.path().stem().string());
     }
     std::sort(names.begin(), names.end());
-    if (names.empty()) return fail("mirror status", "no mirrors in " + dir);
+    if (names.empty()) return fail("mirror status", "no mirrors in " + dir, kExitNotFound);
   }
   int rc = 0;
+  nlohmann::json mirrors = nlohmann::json::array();
   for (const auto& n : names) {
     auto st = MirrorState::load(mirror_state_path(dir, n));
     if (!st) {
-      rc = fail("mirror status " + n, st.error().describe());
+      rc = fail("mirror status " + n, st.error().describe(), mirror_load_code(dir, n));
       continue;
     }
-    print_status(*st, c.token_value());
+    const auto ends = source_ends(*st, c.token_value());
+    if (c.json) {
+      mirrors.push_back(status_json(*st, ends));
+    } else {
+      print_status(*st, ends);
+    }
   }
+  if (c.json) print_json({{"mirrors", std::move(mirrors)}});
   return rc;
 }
 
 int mirror_map(const Common& /*c*/, const MirrorCommands& o) {
   auto st = MirrorState::load(mirror_state_path(state_dir_of(o), o.name));
-  if (!st) return fail("mirror map " + o.name, st.error().describe());
+  if (!st)
+    return fail("mirror map " + o.name, st.error().describe(), mirror_load_code(state_dir_of(o), o.name));
   if (static_cast<std::size_t>(o.partition) >= st->partitions.size())
-    return fail("mirror map " + o.name, "no partition " + std::to_string(o.partition));
+    return fail("mirror map " + o.name, "no partition " + std::to_string(o.partition), kExitNotFound);
   std::printf("%llu\n",
               static_cast<unsigned long long>(st->map(static_cast<std::uint32_t>(o.partition), o.offset)));
   return 0;

@@ -149,7 +149,7 @@ void add_stat_options(CLI::App& cmd, StatOptions& o) {
 }
 
 int cluster_stat(const Common& c, const StatOptions& o) {
-  if (o.json && !o.once) return fail("stat", "--json needs --once");
+  if (o.json && !o.once) return fail("stat", "--json needs --once", kExitUsage);
   control::ControllerClient client(c.client_options());
   Sample before;
   Sample now;

@@ -7,6 +7,7 @@
 #include <catena/control/controller_client.hpp>
 
 #include "commands.hpp"
+#include "output.hpp"
 
 namespace catena::cli {
 namespace {
@@ -59,6 +60,19 @@ void add_quota_options(CLI::App* cmd, TenantCommands& c) {
       ->delimiter(',');
 }
 
+// The controller answers INVALID_ARGUMENT for a tenant it does not know:
+// not found when the tenant list confirms it.
+int tenant_failure(control::ControllerClient& client, const std::string& what, const std::string& name,
+                   const control::ControlError& e) {
+  if (e.code == control::idl::ErrorCode::INVALID_ARGUMENT) {
+    auto tenants = client.list_tenants();
+    if (tenants && std::none_of(tenants->begin(), tenants->end(),
+                                [&](const control::idl::TenantInfo& t) { return t.name == name; }))
+      return fail(what + " " + name, e.describe(), kExitNotFound);
+  }
+  return fail(what + " " + name, e);
+}
+
 }  // namespace
 
 TenantCommands add_tenant_commands(CLI::App& app) {
@@ -101,7 +115,7 @@ int tenant_create(const Common& c, const TenantCommands& o) {
   q.__set_max_producer_ids_per_minute(o.max_producer_ids_per_minute);
   q.__set_zones(o.zones);
   auto token = client.create_tenant(o.name, q);
-  if (!token) return fail("tenant create " + o.name, token.error().describe());
+  if (!token) return fail("tenant create " + o.name, token.error());
   std::fprintf(stderr, "tenant %s created; its token (shown once):\n", o.name.c_str());
   std::printf("%s\n", token->c_str());
   return 0;
@@ -110,7 +124,13 @@ int tenant_create(const Common& c, const TenantCommands& o) {
 int tenant_list(const Common& c) {
   control::ControllerClient client(c.client_options());
   auto tenants = client.list_tenants();
-  if (!tenants) return fail("tenant list", tenants.error().describe());
+  if (!tenants) return fail("tenant list", tenants.error());
+  if (c.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : *tenants) out.push_back(tenant_json(t));
+    print_json({{"tenants", std::move(out)}});
+    return 0;
+  }
   std::printf("%-24s  %14s  %16s  %12s  %21s  %10s  %10s  %13s  %12s  %s\n", "tenant", "channels",
               "partitions", "groups", "segment MiB", "rings/node", "rate/node", "sessions/node",
               "producers/min", "zones");
@@ -134,7 +154,8 @@ int tenant_list(const Common& c) {
 
 int tenant_delete(const Common& c, const TenantCommands& o) {
   control::ControllerClient client(c.client_options());
-  if (auto r = client.delete_tenant(o.name); !r) return fail("tenant delete " + o.name, r.error().describe());
+  if (auto r = client.delete_tenant(o.name); !r)
+    return tenant_failure(client, "tenant delete", o.name, r.error());
   std::printf("tenant %s deleted\n", o.name.c_str());
   return 0;
 }
@@ -142,10 +163,11 @@ int tenant_delete(const Common& c, const TenantCommands& o) {
 int tenant_alter(const Common& c, const TenantCommands& o) {
   control::ControllerClient client(c.client_options());
   auto tenants = client.list_tenants();
-  if (!tenants) return fail("tenant alter " + o.name, tenants.error().describe());
+  if (!tenants) return fail("tenant alter " + o.name, tenants.error());
   const auto it = std::find_if(tenants->begin(), tenants->end(),
                                [&](const control::idl::TenantInfo& t) { return t.name == o.name; });
-  if (it == tenants->end()) return fail("tenant alter " + o.name, "no tenant '" + o.name + "'");
+  if (it == tenants->end())
+    return fail("tenant alter " + o.name, "no tenant '" + o.name + "'", kExitNotFound);
   control::idl::TenantQuotas q = it->quotas;
   const auto given = [&](const char* flag) { return o.alter->count(flag) > 0; };
   if (given("--max-channels")) q.__set_max_channels(o.max_channels);
@@ -159,8 +181,7 @@ int tenant_alter(const Common& c, const TenantCommands& o) {
     q.__set_max_producer_ids_per_minute(o.max_producer_ids_per_minute);
   if (given("--zones")) q.__set_zones(o.zones);
   if (o.any_zone) q.__set_zones({});
-  if (auto r = client.alter_tenant(o.name, q); !r)
-    return fail("tenant alter " + o.name, r.error().describe());
+  if (auto r = client.alter_tenant(o.name, q); !r) return fail("tenant alter " + o.name, r.error());
   std::printf("tenant %s altered\n", o.name.c_str());
   return 0;
 }
@@ -168,7 +189,7 @@ int tenant_alter(const Common& c, const TenantCommands& o) {
 int tenant_rotate(const Common& c, const TenantCommands& o) {
   control::ControllerClient client(c.client_options());
   auto token = client.rotate_tenant_token(o.name);
-  if (!token) return fail("tenant rotate-token " + o.name, token.error().describe());
+  if (!token) return tenant_failure(client, "tenant rotate-token", o.name, token.error());
   std::fprintf(stderr, "tenant %s: new token (shown once; the old one no longer works):\n", o.name.c_str());
   std::printf("%s\n", token->c_str());
   return 0;

@@ -5,7 +5,8 @@
 //
 // Epoch authority: the controller is the only component that creates epochs.
 // A node_epoch is handed out by registerNode (a cluster-wide counter); a
-// route epoch starts at 1 and grows by one with every change of the chain.
+// route epoch starts at 1 (above every epoch of a deleted channel:
+// channel_epoch_floor) and grows by one with every change of the chain.
 // Both are made durable before anyone hears of them, so no epoch is ever
 // issued twice, even across controller restarts.
 //
@@ -204,6 +205,8 @@ class Controller {
   // See alterChannel in catena.thrift (controller_rescale.cpp).
   [[nodiscard]] Result<idl::ChannelInfo> alter_channel(const std::string& name, std::int32_t partitions)
       EXCLUDES(alter_mu_, mu_);
+  // See deleteChannel in catena.thrift (controller_delete.cpp).
+  [[nodiscard]] Result<void> delete_channel(const std::string& name);
   // See drainNode in catena.thrift: checks and records the drain; tick()
   // replaces the node's replicas (controller_drain.cpp).
   [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);
@@ -538,6 +541,19 @@ class Controller {
   std::condition_variable pushes_done_;                     // run_pushes() took answers off pushing_
   std::map<std::string, Backoff> backoff_ GUARDED_BY(mu_);  // per node push back-off
   std::vector<FenceJob> fences_ GUARDED_BY(mu_);            // best-effort fences of evicted nodes
+  // Partitions of deleted channels still to drop on a node (a
+  // configureChain naming nobody): retried by run_pushes() until the node
+  // answers or is dead (controller_delete.cpp).
+  std::vector<PushJob> drops_ GUARDED_BY(mu_);
+  void retry_drops() EXCLUDES(mu_);  // from tick(): drops_ to the nodes out of their back-off
+  // A node reporting a replica of a channel that no longer exists, or older
+  // than the channel of that name (first_epoch), is sent the drop it missed
+  // (say across a controller restart).
+  void drop_strays_locked(const std::string& node_id, const idl::NodeStats& stats) REQUIRES(mu_);
+  // Whether a drop is still to be delivered to node_id for the partition: its
+  // pushes wait for it (the drop goes first).
+  [[nodiscard]] bool drop_pending_locked(const std::string& node_id, const std::string& channel,
+                                         std::int32_t partition) const REQUIRES(mu_);
   // Under-replicated, already logged.
   std::set<std::pair<RouteId, std::int64_t>> warned_short_ GUARDED_BY(mu_);
   // What recovery did since this controller opened (ClusterStatus.recoveries).

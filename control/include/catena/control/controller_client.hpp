@@ -73,6 +73,8 @@ class ControllerClient {
   // Waits for every marker (Controller.alterChannel): give the client an rpc
   // timeout of several seconds.
   [[nodiscard]] Result<idl::ChannelInfo> alter_channel(const std::string& name, std::int32_t partitions);
+  // Controller.deleteChannel: the channel and its data, on every node.
+  [[nodiscard]] Result<void> delete_channel(const std::string& name);
   // Starts a drain and returns (Controller.drainNode); poll cluster_status()
   // until the node is DRAINED.
   [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);

@@ -47,7 +47,7 @@ std::string RescaleGroup::join() {
     broker::ControllerRoutes routes(co, fmt::format("rescale-bench-member-{}", n));
     GroupSubscriberOptions go;
     go.controller = controller_.address;
-    go.token = controller_.token;
+    go.token = std::string(controller_.token);  // GCC 12 -O2: a false maybe-uninitialized on copy-assigning
     go.group = kRescaleGroup;
     go.member_name = fmt::format("bench-{}", n);
     go.subscriber.provider = provider_;

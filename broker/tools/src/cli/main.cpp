@@ -155,6 +155,9 @@ int main(int argc, char** argv) {
   auto* publish = app.add_subcommand("publish", "publish stdin, one record per line; prints offsets");
   publish->add_option("channel", pub.channel, "channel")->required();
   publish->add_option("--key", pub.key, "key (records with one key go to one partition)");
+  publish->add_option("--header", pub.headers,
+                      "name=value header carried by every record (repeatable); with any, the records also "
+                      "carry --key (subscribers see both)");
   publish->add_option("--partition", pub.partition, "explicit partition");
   publish->add_flag("--quiet", pub.quiet, "print only the summary");
   SubscribeOptions sub;
@@ -168,6 +171,8 @@ int main(int argc, char** argv) {
                         "positions (--from then says where a never-committed partition starts)");
   subscribe->add_option("--timeout-ms", sub.timeout_ms, "exit after this long without a record (0: never)");
   subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
+  subscribe->add_flag("--attributes", sub.show_attributes,
+                      "prefix each line with [key=K name=value ...] (records published with headers)");
   subscribe->add_flag(
       "--times", sub.show_times,
       "prefix each line with published_ns:delivered_ns (wall clock; before --offsets' prefix)");

@@ -127,7 +127,9 @@ class Publisher;
 // at the latest `unavailable` after PublisherOptions::retry_timeout), so no
 // other poll loop is needed. A future must not be waited on after its
 // Publisher is destroyed, except that one whose record the destroyed
-// publisher dropped unresolved answers `unavailable` without polling. One
+// publisher dropped unresolved answers `unavailable` without polling. Not
+// from inside a publish callback or an event handler (poll() is running
+// there; calling it again from within is not supported). One
 // shared state per record (an allocation): the callback form has none.
 class PublishFuture {
  public:

@@ -108,6 +108,8 @@ TEST_F(ChainE2E, PublishFutureOfAnUnreachablePartitionFailsAfterTheRetryTimeout)
   po.provider = provider_spec();
   po.retry_timeout = 400ms;
   po.connect_timeout = 200ms;
+  std::vector<ClientEvent> events;
+  po.on_event = [&](const ClientEvent& e) { events.push_back(e); };
   auto pub = Publisher::create(routes_, "unreach", po);
   ASSERT_TRUE(pub.ok()) << pub.error().message;
   ASSERT_EQ(pub.value()->publish({}, bytes("reached")).get().status, PublishStatus::ok);
@@ -125,6 +127,16 @@ TEST_F(ChainE2E, PublishFutureOfAnUnreachablePartitionFailsAfterTheRetryTimeout)
   EXPECT_EQ(r.error(), client::ErrorCode::unavailable);
   EXPECT_GE(took, 300ms);
   EXPECT_LT(took, 10s);
+  // The application was told, once: the partition became unavailable.
+  int unavailable = 0;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.partition, 0u);
+    if (e.kind == ClientEvent::Kind::partition_unavailable) {
+      ++unavailable;
+      EXPECT_NE(e.message.find("1 pending records failed"), std::string::npos) << e.message;
+    }
+  }
+  EXPECT_EQ(unavailable, 1);
 }
 
 // A future outliving its publisher with the record unresolved answers

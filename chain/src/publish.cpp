@@ -192,9 +192,21 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
       continue;
     }
     RecordHeader h;
-    if (check_frame(copy, f.bytes, &h) != FrameCheck::ok || h.flags != 0 || frame_size(h.length) != f.bytes ||
-        h.producer_id != s.producer_id || h.producer_epoch != s.producer_epoch) {
+    if (check_frame(copy, f.bytes, &h) != FrameCheck::ok || (h.flags & ~kFlagAttributes) != 0 ||
+        frame_size(h.length) != f.bytes || h.producer_id != s.producer_id ||
+        h.producer_epoch != s.producer_epoch) {
       return garbled();
+    }
+    // A well-framed record whose key and headers do not decode: refused
+    // with `corrupt` (nothing stored) so that no subscriber ever meets it;
+    // the session goes on, as after too_large.
+    DecodedRecord decoded;
+    if (const AttributesCheck ac = decode_record(h, {copy + sizeof h, h.length}, &decoded);
+        ac != AttributesCheck::ok) {
+      ring.consume_st(f);
+      push(wire::Status::corrupt, h.sequence, 0);
+      ++work;
+      continue;
     }
     std::uint64_t offset = 0;
     wire::Status status = wire::Status::ok;
@@ -326,6 +338,20 @@ fabric::Errc PublishClient::stage(const RecordHeader& producer, std::span<const 
   RecordHeader h = producer;
   h.sequence = next_seq_;
   write_frame(mirror_->data() + pos, h, payload);
+  pending_.push_back(Pending{next_seq_, fbytes, pos});
+  ++next_seq_;
+  return fabric::Errc::ok;
+}
+
+fabric::Errc PublishClient::stage(const RecordHeader& producer, const Attributes& a, std::size_t block,
+                                  std::span<const std::byte> payload) {
+  if (pending_.full()) return fabric::Errc::backpressure;
+  const auto fbytes = static_cast<std::uint32_t>(frame_size_with(block, payload.size()));
+  std::uint32_t pos = 0;
+  if (place(fbytes, &pos) != RingStatus::ok) return fabric::Errc::backpressure;  // wait for credit
+  RecordHeader h = producer;
+  h.sequence = next_seq_;
+  write_frame(mirror_->data() + pos, h, a, payload);
   pending_.push_back(Pending{next_seq_, fbytes, pos});
   ++next_seq_;
   return fabric::Errc::ok;

@@ -1,5 +1,7 @@
 #include <xxhash.h>
 
+#include <cstring>
+
 #include <catena/chain/record.hpp>
 
 namespace catena::chain {
@@ -70,6 +72,132 @@ bool decode_marker(const RecordHeader& h, std::span<const std::byte> payload, Ma
   if (m.from_partitions == 0 || m.to_partitions == 0) return false;
   *out = m;
   return true;
+}
+
+// --- attributes ----------------------------------------------------------------
+
+const char* describe(AttributesCheck c) noexcept {
+  switch (c) {
+    case AttributesCheck::ok:
+      return "ok";
+    case AttributesCheck::truncated:
+      return "the attributes block runs past the record";
+    case AttributesCheck::key_too_long:
+      return "the key is longer than 4096 bytes";
+    case AttributesCheck::too_many_headers:
+      return "more than 64 headers";
+    case AttributesCheck::empty_header_name:
+      return "a header without a name";
+    case AttributesCheck::header_name_too_long:
+      return "a header name longer than 256 bytes";
+    case AttributesCheck::header_value_too_long:
+      return "a header value longer than 8192 bytes";
+  }
+  return "?";
+}
+static_assert(limits::kMaxRecordKeyBytes == 4096 && limits::kMaxRecordHeaders == 64 &&
+                  limits::kMaxHeaderNameBytes == 256 && limits::kMaxHeaderValueBytes == 8192,
+              "describe(AttributesCheck) names the limits");
+static_assert(limits::kMaxRecordKeyBytes <= 0xffff && limits::kMaxRecordHeaders <= 0xffff &&
+                  limits::kMaxHeaderNameBytes <= 0xffff && limits::kMaxHeaderValueBytes <= 0xffff,
+              "attribute lengths travel in u16 fields");
+
+AttributesCheck attributes_size(const Attributes& a, std::size_t* out) noexcept {
+  if (a.key.size() > limits::kMaxRecordKeyBytes) return AttributesCheck::key_too_long;
+  if (a.headers.size() > limits::kMaxRecordHeaders) return AttributesCheck::too_many_headers;
+  std::size_t n = kAttributesFixedBytes + a.key.size();
+  for (const HeaderField& f : a.headers) {
+    if (f.name.empty()) return AttributesCheck::empty_header_name;
+    if (f.name.size() > limits::kMaxHeaderNameBytes) return AttributesCheck::header_name_too_long;
+    if (f.value.size() > limits::kMaxHeaderValueBytes) return AttributesCheck::header_value_too_long;
+    n += kHeaderFieldFixedBytes + f.name.size() + f.value.size();
+  }
+  *out = n;
+  return AttributesCheck::ok;
+}
+
+namespace {
+std::byte* put_u16(std::byte* at, std::size_t v) noexcept {
+  const auto u = static_cast<std::uint16_t>(v);
+  std::memcpy(at, &u, 2);  // little-endian hosts only, as every frame
+  return at + 2;
+}
+std::byte* put_bytes(std::byte* at, const void* p, std::size_t n) noexcept {
+  if (n != 0) std::memcpy(at, p, n);
+  return at + n;
+}
+std::uint16_t get_u16(const std::byte* at) noexcept {
+  std::uint16_t u = 0;
+  std::memcpy(&u, at, 2);
+  return u;
+}
+}  // namespace
+
+void encode_attributes(std::byte* at, const Attributes& a) noexcept {
+  at = put_u16(at, a.key.size());
+  at = put_u16(at, a.headers.size());
+  at = put_bytes(at, a.key.data(), a.key.size());
+  for (const HeaderField& f : a.headers) {
+    at = put_u16(at, f.name.size());
+    at = put_u16(at, f.value.size());
+    at = put_bytes(at, f.name.data(), f.name.size());
+    at = put_bytes(at, f.value.data(), f.value.size());
+  }
+}
+
+AttributesCheck decode_record(const RecordHeader& h, std::span<const std::byte> region,
+                              DecodedRecord* out) noexcept {
+  if ((h.flags & kFlagAttributes) == 0) {
+    *out = DecodedRecord{{}, {}, region};
+    return AttributesCheck::ok;
+  }
+  // Every length is checked against its limit and against what is left of
+  // the region before anything is read past it.
+  std::size_t left = region.size();
+  const std::byte* at = region.data();
+  if (left < kAttributesFixedBytes) return AttributesCheck::truncated;
+  const std::size_t key_len = get_u16(at);
+  const std::size_t count = get_u16(at + 2);
+  at += kAttributesFixedBytes;
+  left -= kAttributesFixedBytes;
+  if (key_len > limits::kMaxRecordKeyBytes) return AttributesCheck::key_too_long;
+  if (count > limits::kMaxRecordHeaders) return AttributesCheck::too_many_headers;
+  if (key_len > left) return AttributesCheck::truncated;
+  const std::span<const std::byte> key(at, key_len);
+  at += key_len;
+  left -= key_len;
+  const std::byte* headers = at;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (left < kHeaderFieldFixedBytes) return AttributesCheck::truncated;
+    const std::size_t name_len = get_u16(at);
+    const std::size_t value_len = get_u16(at + 2);
+    if (name_len == 0) return AttributesCheck::empty_header_name;
+    if (name_len > limits::kMaxHeaderNameBytes) return AttributesCheck::header_name_too_long;
+    if (value_len > limits::kMaxHeaderValueBytes) return AttributesCheck::header_value_too_long;
+    if (kHeaderFieldFixedBytes + name_len + value_len > left) return AttributesCheck::truncated;
+    at += kHeaderFieldFixedBytes + name_len + value_len;
+    left -= kHeaderFieldFixedBytes + name_len + value_len;
+  }
+  *out = DecodedRecord{key, HeaderFields(headers, static_cast<std::uint16_t>(count)), {at, left}};
+  return AttributesCheck::ok;
+}
+
+std::size_t write_frame(std::byte* at, RecordHeader h, const Attributes& a,
+                        std::span<const std::byte> payload) noexcept {
+  std::size_t block = 0;
+  (void)attributes_size(a, &block);  // the caller checked it
+  std::byte* region = at + sizeof h;
+  encode_attributes(region, a);
+  if (!payload.empty()) std::memcpy(region + block, payload.data(), payload.size());
+  const std::size_t length = block + payload.size();
+  const std::size_t pad = align_up(length) - length;
+  if (pad) std::memset(region + length, 0, pad);
+  h.flags |= kFlagAttributes;
+  h.length = static_cast<std::uint32_t>(length);
+  h.payload_crc = payload_checksum({region, length});
+  h.header_crc = header_checksum(h);
+  std::memcpy(at, &h, sizeof h);
+  return sizeof h + length + pad;
 }
 
 }  // namespace catena::chain

@@ -59,6 +59,19 @@ static void on_message(void* opaque, const catena_message* m) {
     return;
   }
   seen[i]++;
+  /* Odd records were published with catena_publish_record: key and one header. */
+  if (i % 2 == 1) {
+    char want_key[32], want_value[32];
+    snprintf(want_key, sizeof want_key, "key-%d", i % 8);
+    const int vlen = snprintf(want_value, sizeof want_value, "%d", i);
+    CHECK(m->key_len == strlen(want_key) && memcmp(m->key, want_key, m->key_len) == 0, "record %d: key", i);
+    CHECK(m->header_count == 1 && m->headers[0].name_len == 1 && memcmp(m->headers[0].name, "n", 1) == 0 &&
+              m->headers[0].value_len == (size_t)vlen && memcmp(m->headers[0].value, want_value, (size_t)vlen) == 0,
+          "record %d: %zu headers, not n=%s", i, m->header_count, want_value);
+  } else {
+    CHECK(m->key == NULL && m->key_len == 0 && m->headers == NULL && m->header_count == 0,
+          "record %d: a key or headers it was not published with", i);
+  }
   CHECK(m->partition == acks[i].partition && m->offset == acks[i].offset,
         "record %d delivered at %u:%llu, acknowledged at %u:%llu", i, m->partition,
         (unsigned long long)m->offset, acks[i].partition, (unsigned long long)acks[i].offset);
@@ -102,13 +115,23 @@ int main(int argc, char** argv) {
   catena_routes* sub_routes = NULL;
   CHECK(catena_connect(argv[1], NULL, &sub_routes) == CATENA_OK, "connect: %s", catena_last_error());
 
+  const catena_header nameless = {"", 0, "v", 1};
+  CHECK(catena_publish_record(pub, NULL, 0, &nameless, 1, "x", 1, NULL, NULL) == CATENA_ERR_INVALID_ARGUMENT,
+        "a header without a name was taken");
+  CHECK(strstr(catena_last_error(), "without a name") != NULL, "%s", catena_last_error());
+
   const double t0 = now_s();
   for (int i = 0; i < N; ++i) {
     char key[32], payload[32];
     snprintf(key, sizeof key, "key-%d", i % 8);
     const int len = snprintf(payload, sizeof payload, "record-%d", i);
+    char value[16];
+    const int vlen = snprintf(value, sizeof value, "%d", i);
+    const catena_header header = {"n", 1, value, (size_t)vlen};
     for (;;) {
-      e = catena_publish(pub, key, strlen(key), payload, (size_t)len, on_ack, &acks[i]);
+      e = i % 2 == 1 ? catena_publish_record(pub, key, strlen(key), &header, 1, payload, (size_t)len, on_ack,
+                                             &acks[i])
+                     : catena_publish(pub, key, strlen(key), payload, (size_t)len, on_ack, &acks[i]);
       if (e != CATENA_ERR_BACKPRESSURE) break;
       CHECK(catena_publisher_poll(pub) >= 0, "poll: %s", catena_last_error());
     }

@@ -3,6 +3,7 @@
 // failed after the retry timeout do not wedge the sequence, and the tail
 // acknowledges watchers (moving off a silent old tail).
 #include <chrono>
+#include <future>
 #include <gtest/gtest.h>
 #include <map>
 #include <string>
@@ -63,6 +64,251 @@ TEST_F(ChainE2E, RestartedPublisherWithTheSameIdIsNewDataAndFencesTheOldOne) {
   }
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(brokers_[2]->stats().partitions[0].replica.end_offset, 20u);
+}
+
+// publish(key, payload).get() drives the publisher itself: no poll() or
+// flush() anywhere, and each record gets the next offset.
+TEST_F(ChainE2E, PublishFutureGetPollsUntilTheAck) {
+  configure("fut", 0, 1, {0, 1, 2}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, "fut", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    const auto r = pub.value()->publish(bytes("k"), bytes("f" + std::to_string(i))).get();
+    ASSERT_EQ(r.status, PublishStatus::ok) << chain::wire::to_string(r.status);
+    EXPECT_EQ(r.offset, i);
+    EXPECT_EQ(r.sequence, i);
+    EXPECT_EQ(r.partition, 0u);
+  }
+  // Several in flight, waited for in reverse: get() on the last resolves
+  // the earlier ones on the way (ready() without polling).
+  std::vector<PublishFuture> futures;
+  for (int i = 10; i < 15; ++i) futures.push_back(pub.value()->publish({}, bytes("f" + std::to_string(i))));
+  EXPECT_EQ(futures.back().wait_for(10s), std::future_status::ready);
+  for (std::size_t i = futures.size(); i-- > 0;) {
+    ASSERT_TRUE(futures[i].ready()) << i;
+    const auto r = futures[i].get();
+    EXPECT_EQ(r.status, PublishStatus::ok);
+    EXPECT_EQ(r.offset, 10 + i);
+    EXPECT_FALSE(futures[i].valid());
+  }
+  EXPECT_EQ(PublishFuture().get().status, PublishStatus::bad_request);
+  const auto got = read_all(routes_, "fut", 15);
+  ASSERT_EQ(got.size(), 15u);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].second, "f" + std::to_string(i));
+}
+
+// A partition that cannot be reached: get() answers unavailable once the
+// retry timeout has passed instead of waiting forever; wait_for() before
+// then times out.
+TEST_F(ChainE2E, PublishFutureOfAnUnreachablePartitionFailsAfterTheRetryTimeout) {
+  configure("unreach", 0, 1, {0}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.retry_timeout = 400ms;
+  po.connect_timeout = 200ms;
+  std::vector<ClientEvent> events;
+  po.on_event = [&](const ClientEvent& e) { events.push_back(e); };
+  auto pub = Publisher::create(routes_, "unreach", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  ASSERT_EQ(pub.value()->publish({}, bytes("reached")).get().status, PublishStatus::ok);
+  // The route names a node nobody runs, and the head drops the partition.
+  Route ghost{"unreach", 0, 2, {{"ghost", "127.0.0.1:1"}}, 0, {}};
+  routes_.set(ghost, 1, kSegment);
+  ASSERT_EQ(brokers_[0]->fence("unreach", 0, 1).status, broker::ConfigureStatus::applied);
+  const auto start = std::chrono::steady_clock::now();
+  auto f = pub.value()->publish({}, bytes("lost"));
+  EXPECT_EQ(f.wait_for(50ms), std::future_status::timeout);
+  EXPECT_TRUE(f.valid());
+  const auto r = f.get();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, PublishStatus::unavailable) << chain::wire::to_string(r.status);
+  EXPECT_EQ(r.error(), client::ErrorCode::unavailable);
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 10s);
+  // The application was told, once: the partition became unavailable.
+  int unavailable = 0;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.partition, 0u);
+    if (e.kind == ClientEvent::Kind::partition_unavailable) {
+      ++unavailable;
+      EXPECT_NE(e.message.find("1 pending records failed"), std::string::npos) << e.message;
+    }
+  }
+  EXPECT_EQ(unavailable, 1);
+}
+
+// A future outliving its publisher with the record unresolved answers
+// unavailable without touching the destroyed publisher.
+TEST_F(ChainE2E, PublishFutureOrphanedByItsPublisherAnswersUnavailable) {
+  configure("orphan", 0, 1, {0}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.linger = std::chrono::seconds(10);  // nothing leaves before the publisher goes
+  po.max_batch_bytes = 1u << 20;
+  PublishFuture f;
+  {
+    auto pub = Publisher::create(routes_, "orphan", po);
+    ASSERT_TRUE(pub.ok()) << pub.error().message;
+    f = pub.value()->publish({}, bytes("never-sent"));
+    ASSERT_FALSE(f.ready());
+  }
+  EXPECT_EQ(f.wait_for(1s), std::future_status::ready);
+  EXPECT_EQ(f.get().status, PublishStatus::unavailable);
+}
+
+// Records published with a key and headers reach the subscriber with
+// exactly them, beside records published without (key and headers empty),
+// in order; a key or header over its limit is refused before anything is sent.
+TEST_F(ChainE2E, KeysAndHeadersReachTheSubscriberExactly) {
+  configure("attrs", 0, 1, {0, 1, 2}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, "attrs", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  struct Sent {
+    std::string key;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string payload;
+    bool with_attributes = false;
+  };
+  std::vector<Sent> sent;
+  for (int i = 0; i < 12; ++i) {
+    Sent r;
+    r.payload = "p" + std::to_string(i);
+    r.with_attributes = i % 3 != 2;
+    if (r.with_attributes) {
+      r.key = i % 4 == 0 ? "" : "key-" + std::to_string(i);
+      for (int j = 0; j < i % 4; ++j)
+        r.headers.emplace_back("h" + std::to_string(j), std::string(static_cast<std::size_t>(i), '\0') + "v");
+    }
+    sent.push_back(r);
+  }
+  sent[1].headers.emplace_back("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    const Sent& r = sent[i];
+    PublishResult res;
+    if (r.with_attributes) {
+      std::vector<HeaderField> hs;
+      for (const auto& [n, v] : r.headers) hs.push_back({n, v});
+      res = pub.value()->publish(Record{bytes(r.key), hs, bytes(r.payload)}).get();
+    } else {
+      res = pub.value()->publish(bytes("partition-key-not-stored"), bytes(r.payload)).get();
+    }
+    ASSERT_EQ(res.status, PublishStatus::ok) << i;
+    EXPECT_EQ(res.offset, i);
+  }
+  const std::string too_long(chain::limits::kMaxRecordKeyBytes + 1, 'k');
+  EXPECT_EQ(pub.value()->publish(Record{bytes(too_long), {}, bytes("x")}, nullptr),
+            client::ErrorCode::invalid_argument);
+  const HeaderField nameless[] = {{"", "v"}};
+  EXPECT_EQ(pub.value()->publish(Record{{}, nameless, bytes("x")}).get().status, PublishStatus::bad_request);
+
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  auto sub = Subscriber::create(routes_, "attrs", so);
+  ASSERT_TRUE(sub.ok()) << sub.error().message;
+  std::vector<Sent> got;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (got.size() < sent.size() && std::chrono::steady_clock::now() < deadline) {
+    sub.value()->poll([&](const Message& m) {
+      Sent r;
+      r.key.assign(reinterpret_cast<const char*>(m.key.data()), m.key.size());
+      for (const HeaderField& h : m.headers) r.headers.emplace_back(h.name, h.value);
+      r.payload.assign(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+      got.push_back(std::move(r));
+    });
+  }
+  ASSERT_EQ(got.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(got[i].payload, sent[i].payload) << i;
+    EXPECT_EQ(got[i].key, sent[i].key) << i;  // the plain form's key only partitions
+    EXPECT_EQ(got[i].headers, sent[i].headers) << i;
+  }
+}
+
+// The head's broker dies and the chain goes on without it at a new epoch:
+// the publisher and a subscriber reading from the head each tell the
+// application, for that partition, that the link went down, the route
+// changed and they reconnected (in that order), once each, and nothing
+// about the partition that did not change.
+TEST_F(ChainE2E, AHeadKillGivesDisconnectedRouteChangedAndReconnectedEvents) {
+  configure("ev", 0, 2, {0, 1, 2}, 1);
+  configure("ev", 1, 2, {1, 2}, 1);  // not on node 0: untouched by the kill
+  std::vector<ClientEvent> pub_events;
+  std::vector<ClientEvent> sub_events;
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.on_event = [&](const ClientEvent& e) { pub_events.push_back(e); };
+  auto pub = Publisher::create(routes_, "ev", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  so.read_from = SubscriberOptions::ReadFrom::head;
+  so.partitions = {0};
+  so.on_event = [&](const ClientEvent& e) { sub_events.push_back(e); };
+  auto sub = Subscriber::create(routes_, "ev", so);
+  ASSERT_TRUE(sub.ok()) << sub.error().message;
+  std::vector<std::string> got;
+  const auto read_until = [&](std::size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (got.size() < n && std::chrono::steady_clock::now() < deadline) {
+      sub.value()->poll([&](const Message& m) {
+        got.emplace_back(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+      });
+    }
+  };
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(pub.value()->publish_to(0, bytes("a" + std::to_string(i)), nullptr), client::ErrorCode::ok);
+  }
+  ASSERT_TRUE(pub.value()->flush(10s));
+  read_until(5);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_TRUE(pub_events.empty()) << "events before any change: " << pub_events.front().message;
+  EXPECT_TRUE(sub_events.empty()) << "events before any change: " << sub_events.front().message;
+
+  brokers_[0].reset();  // the head's process is gone
+  configure("ev", 0, 2, {1, 2}, 2);
+  int acked = 0;
+  for (int i = 5; i < 10; ++i) {
+    ASSERT_EQ(
+        pub.value()->publish_to(0, bytes("a" + std::to_string(i)),
+                                [&](const PublishResult& r) { acked += r.status == PublishStatus::ok; }),
+        client::ErrorCode::ok);
+  }
+  ASSERT_TRUE(pub.value()->flush(20s));
+  ASSERT_EQ(acked, 5);
+  read_until(10);
+  ASSERT_EQ(got.size(), 10u);
+  // One more poll each: a reconnect seen as the last records came is told there.
+  pub.value()->poll();
+  sub.value()->poll([](const Message&) {});
+
+  const auto kinds_of = [](const std::vector<ClientEvent>& events, std::uint32_t partition) {
+    std::vector<ClientEvent::Kind> kinds;
+    for (const auto& e : events) {
+      EXPECT_EQ(e.partition, partition) << "an event for a partition the kill did not touch: " << e.message;
+      EXPECT_FALSE(e.message.empty());
+      if (e.kind != ClientEvent::Kind::ack_stalled) kinds.push_back(e.kind);
+    }
+    return kinds;
+  };
+  using K = ClientEvent::Kind;
+  const std::vector<K> want = {K::disconnected, K::route_changed, K::reconnected};
+  std::string pub_text, sub_text;
+  for (const auto& e : pub_events) pub_text += std::string(to_string(e.kind)) + ": " + e.message + "\n";
+  for (const auto& e : sub_events) sub_text += std::string(to_string(e.kind)) + ": " + e.message + "\n";
+  EXPECT_EQ(kinds_of(pub_events, 0), want) << pub_text;
+  EXPECT_EQ(kinds_of(sub_events, 0), want) << sub_text;
+  for (const auto* events : {&pub_events, &sub_events}) {
+    for (const auto& e : *events) {
+      if (e.kind == K::route_changed) {
+        EXPECT_NE(e.message.find("1 -> 2"), std::string::npos) << e.message;
+      }
+    }
+  }
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], "a" + std::to_string(i));
 }
 
 // Records that failed after the retry timeout were never stored; the

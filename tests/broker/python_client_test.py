@@ -54,6 +54,28 @@ def main():
         assert sub.position(p) == last + 1, (p, sub.position(p), last)
     print("python: received %d, ok" % len(got), file=sys.stderr)
 
+    # Keys and headers (catena_publish_record), read back with attributes=True;
+    # the records above carry none (publish without headers= only places by key).
+    def hs(i):
+        return [(b"trace", b"t%d" % i), (b"bin", b"\x00\x01")]
+
+    extra = [pub.publish(b"attr-%d" % i, key=b"k%d" % i, headers=hs(i)) for i in range(3)]
+    plain = pub.publish(b"attr-plain", headers=[])
+    pub.flush(timeout_ms=15000)
+    assert all(r.ok for r in extra + [plain]), extra + [plain]
+    want = {(r.partition, r.offset): (b"attr-%d" % i, b"k%d" % i, hs(i)) for i, r in enumerate(extra)}
+    want[(plain.partition, plain.offset)] = (b"attr-plain", b"", [])
+    for (partition, offset), i in at.items():
+        want[(partition, offset)] = (b"record-%d" % i, b"", [])
+    sub2 = catena.Subscriber(routes, channel, start="earliest")
+    got2 = {}
+    deadline = time.monotonic() + 10
+    while len(got2) < len(want) and time.monotonic() < deadline:
+        for partition, offset, payload, key, headers in sub2.poll(max=64, timeout_ms=100, attributes=True):
+            got2[(partition, offset)] = (payload, key, headers)
+    assert got2 == want, [(k, got2.get(k), w) for k, w in want.items() if got2.get(k) != w][:5]
+    print("python: keys and headers of %d records, ok" % len(want), file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

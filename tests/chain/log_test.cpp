@@ -3,6 +3,7 @@
 // predecessor wrote, readers, idempotent producer state and wire decoding.
 #include <chrono>
 #include <gtest/gtest.h>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -76,6 +77,180 @@ TEST(RecordFrame, RandomBytesNeverPassAsAFrame) {
     accepted += check_frame(buf.data(), buf.size(), &out) == FrameCheck::ok;
   }
   EXPECT_EQ(accepted, 0);
+}
+
+// --- attributes (kFlagAttributes): a record's key and headers ---------------
+
+std::vector<std::byte> raw(std::initializer_list<int> v) {
+  std::vector<std::byte> out;
+  for (int b : v) out.push_back(static_cast<std::byte>(b));
+  return out;
+}
+
+TEST(RecordAttributes, EncodeExactBytesAndDecodeThemBack) {
+  const std::string key = "k1";
+  const HeaderField hs[] = {{"a", "xy"}, {"trace", ""}};
+  const Attributes a{bytes_of(key), hs};
+  std::size_t block = 0;
+  ASSERT_EQ(attributes_size(a, &block), AttributesCheck::ok);
+  EXPECT_EQ(block, 4u + 2 + (4 + 1 + 2) + (4 + 5));
+  std::vector<std::byte> buf(256, std::byte{0xee});
+  const std::string payload = "P";
+  const std::size_t n = write_frame(buf.data(), producer(7, 3), a, bytes_of(payload));
+  EXPECT_EQ(n, frame_size_with(block, payload.size()));
+  EXPECT_EQ(n, sizeof(RecordHeader) + 24);
+  RecordHeader h;
+  ASSERT_EQ(check_frame(buf.data(), n, &h), FrameCheck::ok);
+  EXPECT_EQ(h.flags, kFlagAttributes);
+  EXPECT_EQ(h.length, block + payload.size());
+  // The region, byte for byte (little-endian u16 lengths), then zero padding.
+  const auto want =
+      raw({2, 0, 2, 0, 'k', '1', 1, 0, 2, 0, 'a', 'x', 'y', 5, 0, 0, 0, 't', 'r', 'a', 'c', 'e', 'P', 0});
+  const std::vector<std::byte> region(buf.begin() + sizeof(RecordHeader),
+                                      buf.begin() + static_cast<std::ptrdiff_t>(n));
+  EXPECT_EQ(region, want);
+
+  DecodedRecord d;
+  ASSERT_EQ(decode_record(h, {buf.data() + sizeof h, h.length}, &d), AttributesCheck::ok);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(d.key.data()), d.key.size()), key);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), payload);
+  ASSERT_EQ(d.headers.size(), 2u);
+  std::vector<HeaderField> got(d.headers.begin(), d.headers.end());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], hs[0]);
+  EXPECT_EQ(got[1], hs[1]);
+  EXPECT_EQ(d.headers.find("trace"), std::optional<std::string_view>(""));
+  EXPECT_EQ(d.headers.find("a"), std::optional<std::string_view>("xy"));
+  EXPECT_FALSE(d.headers.find("b").has_value());
+}
+
+TEST(RecordAttributes, AFrameWithoutTheFlagIsAllPayloadAsBefore) {
+  std::vector<std::byte> buf(128);
+  const std::string payload = "\x02\x00\x00\x00plain";  // looks like a block: not read as one
+  const std::size_t n = write_frame(buf.data(), producer(1, 0), bytes_of(payload));
+  RecordHeader h;
+  ASSERT_EQ(check_frame(buf.data(), n, &h), FrameCheck::ok);
+  EXPECT_EQ(h.flags, 0u);
+  DecodedRecord d;
+  ASSERT_EQ(decode_record(h, {buf.data() + sizeof h, h.length}, &d), AttributesCheck::ok);
+  EXPECT_TRUE(d.key.empty());
+  EXPECT_TRUE(d.headers.empty());
+  EXPECT_EQ(d.headers.begin(), d.headers.end());
+  EXPECT_EQ(d.payload.size(), payload.size());
+  // Empty key and no headers still make a (4-byte) block when asked for.
+  const std::size_t m = write_frame(buf.data(), producer(1, 1), Attributes{}, bytes_of("x"));
+  ASSERT_EQ(check_frame(buf.data(), m, &h), FrameCheck::ok);
+  ASSERT_EQ(decode_record(h, {buf.data() + sizeof h, h.length}, &d), AttributesCheck::ok);
+  EXPECT_TRUE(d.key.empty());
+  EXPECT_EQ(d.payload.size(), 1u);
+}
+
+TEST(RecordAttributes, LimitsAreCheckedOnEncodeAndOnDecode) {
+  const std::string key_max(limits::kMaxRecordKeyBytes, 'k');
+  const std::string key_over(limits::kMaxRecordKeyBytes + 1, 'k');
+  const std::string name_max(limits::kMaxHeaderNameBytes, 'n');
+  const std::string name_over(limits::kMaxHeaderNameBytes + 1, 'n');
+  const std::string value_max(limits::kMaxHeaderValueBytes, 'v');
+  const std::string value_over(limits::kMaxHeaderValueBytes + 1, 'v');
+  std::vector<HeaderField> many(limits::kMaxRecordHeaders, HeaderField{name_max, value_max});
+  std::size_t block = 0;
+  const Attributes at_limits{bytes_of(key_max), many};
+  ASSERT_EQ(attributes_size(at_limits, &block), AttributesCheck::ok);
+  EXPECT_EQ(block, 4 + key_max.size() + many.size() * (4 + name_max.size() + value_max.size()));
+  std::vector<std::byte> buf(frame_size_with(block, 3));
+  const std::size_t n = write_frame(buf.data(), producer(1, 0), at_limits, bytes_of("end"));
+  RecordHeader h;
+  ASSERT_EQ(check_frame(buf.data(), n, &h), FrameCheck::ok);
+  DecodedRecord d;
+  ASSERT_EQ(decode_record(h, {buf.data() + sizeof h, h.length}, &d), AttributesCheck::ok);
+  EXPECT_EQ(d.key.size(), key_max.size());
+  EXPECT_EQ(d.headers.size(), limits::kMaxRecordHeaders);
+  std::size_t seen = 0;
+  for (const HeaderField& f : d.headers) seen += f.name == name_max && f.value == value_max;
+  EXPECT_EQ(seen, limits::kMaxRecordHeaders);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), "end");
+
+  EXPECT_EQ(attributes_size({bytes_of(key_over), {}}, &block), AttributesCheck::key_too_long);
+  many.push_back({"x", "y"});
+  EXPECT_EQ(attributes_size({{}, many}, &block), AttributesCheck::too_many_headers);
+  const HeaderField empty_name[] = {{"", "v"}};
+  EXPECT_EQ(attributes_size({{}, empty_name}, &block), AttributesCheck::empty_header_name);
+  const HeaderField long_name[] = {{name_over, "v"}};
+  EXPECT_EQ(attributes_size({{}, long_name}, &block), AttributesCheck::header_name_too_long);
+  const HeaderField long_value[] = {{"n", value_over}};
+  EXPECT_EQ(attributes_size({{}, long_value}, &block), AttributesCheck::header_value_too_long);
+
+  // The same limits on decode, from hand-made blocks.
+  RecordHeader flagged{};
+  flagged.flags = kFlagAttributes;
+  const auto decode = [&](const std::vector<std::byte>& region) {
+    DecodedRecord out;
+    return decode_record(flagged, region, &out);
+  };
+  EXPECT_EQ(decode(raw({0x01, 0x10, 0, 0})), AttributesCheck::key_too_long);  // 4097
+  EXPECT_EQ(decode(raw({0, 0, 65, 0})), AttributesCheck::too_many_headers);   // 65
+  EXPECT_EQ(decode(raw({0, 0, 1, 0, 0, 0, 1, 0, 'v'})), AttributesCheck::empty_header_name);
+  EXPECT_EQ(decode(raw({0, 0, 1, 0, 0x01, 0x01, 0, 0})), AttributesCheck::header_name_too_long);  // 257
+  EXPECT_EQ(decode(raw({0, 0, 1, 0, 1, 0, 0x01, 0x20, 'n'})), AttributesCheck::header_value_too_long);
+  EXPECT_EQ(decode(raw({0, 0})), AttributesCheck::truncated);
+  EXPECT_EQ(decode(raw({3, 0, 0, 0, 'a', 'b'})), AttributesCheck::truncated);         // key past the end
+  EXPECT_EQ(decode(raw({0, 0, 2, 0, 1, 0, 0, 0, 'a'})), AttributesCheck::truncated);  // second header missing
+  EXPECT_EQ(decode(raw({0, 0, 1, 0, 1, 0, 2, 0, 'a', 'b'})), AttributesCheck::truncated);  // value cut
+  EXPECT_EQ(decode(raw({0, 0, 0, 0})), AttributesCheck::ok);  // nothing, and an empty payload
+  for (auto c : {AttributesCheck::truncated, AttributesCheck::key_too_long, AttributesCheck::too_many_headers,
+                 AttributesCheck::empty_header_name, AttributesCheck::header_name_too_long,
+                 AttributesCheck::header_value_too_long}) {
+    EXPECT_STRNE(describe(c), "?");
+  }
+}
+
+// Garbage: every prefix of a valid block is refused or decodes within the
+// region, and random regions never decode to anything outside it (run under
+// ASan, a read past the region fails the test too).
+TEST(RecordAttributes, GarbageNeverDecodesOutsideTheRegion) {
+  const std::string key = "order-17";
+  const HeaderField hs[] = {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+                            {"schema-id", "42"}};
+  std::vector<std::byte> frame(512);
+  const std::size_t n = write_frame(frame.data(), producer(1, 0), Attributes{bytes_of(key), hs}, {});
+  RecordHeader h;
+  ASSERT_EQ(check_frame(frame.data(), n, &h), FrameCheck::ok);
+  const std::byte* region = frame.data() + sizeof h;
+  RecordHeader flagged{};
+  flagged.flags = kFlagAttributes;
+  for (std::size_t len = 0; len < h.length; ++len) {
+    std::vector<std::byte> cut(region, region + len);  // its own allocation: ASan sees its end
+    DecodedRecord d;
+    EXPECT_EQ(decode_record(flagged, cut, &d), AttributesCheck::truncated) << len;
+  }
+  std::mt19937_64 rng(7);
+  int decoded = 0;
+  for (int i = 0; i < 50000; ++i) {
+    const std::size_t len = rng() % 64;
+    std::vector<std::byte> g(len);
+    for (auto& b : g) b = std::byte(static_cast<std::uint8_t>(rng() % 4 == 0 ? rng() % 3 : rng()));
+    // Flip bytes of the valid block too: lengths that lie.
+    if (i % 2 == 0) {
+      g.assign(region, region + h.length);
+      g[rng() % g.size()] ^= std::byte(static_cast<std::uint8_t>(1u << (rng() % 8)));
+    }
+    DecodedRecord d;
+    if (decode_record(flagged, g, &d) != AttributesCheck::ok) continue;
+    ++decoded;
+    const std::byte* lo = g.data();
+    const std::byte* hi = g.data() + g.size();
+    ASSERT_TRUE(d.key.empty() || (d.key.data() >= lo && d.key.data() + d.key.size() <= hi));
+    ASSERT_EQ(d.payload.data() + d.payload.size(), hi);
+    std::size_t bytes = 4 + d.key.size() + d.payload.size();
+    for (const HeaderField& f : d.headers) {
+      ASSERT_FALSE(f.name.empty());
+      ASSERT_GE(reinterpret_cast<const std::byte*>(f.name.data()), lo);
+      ASSERT_LE(reinterpret_cast<const std::byte*>(f.value.data() + f.value.size()), hi);
+      bytes += 4 + f.name.size() + f.value.size();
+    }
+    ASSERT_EQ(bytes, g.size());  // every byte accounted for, none twice
+  }
+  EXPECT_GT(decoded, 0);  // the flips of payload-free value bytes still decode
 }
 
 class LogTest : public ::testing::Test {

@@ -141,6 +141,47 @@ TEST_F(PublishTest, RecordsAreAcknowledgedInOrderOnceTheCommitCoversTheirRun) {
   EXPECT_EQ(corrupt, 0u);
 }
 
+// A record's key and headers are stored with it; a record whose attributes
+// block does not decode is refused with `corrupt` and nothing is stored.
+TEST_F(PublishTest, TheHeadStoresAttributesAndRefusesAMalformedBlock) {
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  RecordHeader h{};
+  h.producer_id = kProducer;
+  h.producer_epoch = 1;
+  const std::string key = "user-9";
+  const std::string payload = "body";
+  const HeaderField hs[] = {{"schema", "3"}};
+  const Attributes a{{reinterpret_cast<const std::byte*>(key.data()), key.size()}, hs};
+  std::size_t block = 0;
+  ASSERT_EQ(attributes_size(a, &block), AttributesCheck::ok);
+  ASSERT_EQ(c.stage(h, a, block, {reinterpret_cast<const std::byte*>(payload.data()), payload.size()}),
+            fabric::Errc::ok);
+  // A frame that claims a block: a key of 9 bytes in a region of 6.
+  RecordHeader bad = h;
+  bad.flags = kFlagAttributes;
+  const std::string lying = "\x09\x00\x00\x00ab";
+  ASSERT_EQ(c.stage(bad, {reinterpret_cast<const std::byte*>(lying.data()), lying.size()}), fabric::Errc::ok);
+  PublishClient::Event ev{};
+  const auto r = run(c, 2, 100, &ev);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0], Resolved(0, wire::Status::ok, 0));
+  EXPECT_EQ(r[1], Resolved(1, wire::Status::corrupt, 0));
+  EXPECT_EQ(log.end_offset(), 1u);
+  EXPECT_EQ(corrupt, 0u);  // a refusal, not a garbled session
+  Cursor cur = log.seek(0);
+  ASSERT_TRUE(cur.valid);
+  const ReadResult rr = log.read(cur);
+  ASSERT_EQ(rr.status, ReadStatus::record);
+  DecodedRecord d;
+  ASSERT_EQ(decode_record(rr.header, {rr.frame + sizeof(RecordHeader), rr.header.length}, &d),
+            AttributesCheck::ok);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(d.key.data()), d.key.size()), key);
+  ASSERT_EQ(d.headers.size(), 1u);
+  EXPECT_EQ(*d.headers.begin(), hs[0]);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), payload);
+}
+
 TEST_F(PublishTest, RecordsResentToANewSessionGetTheirOriginalOffsets) {
   PublishClient c = make_client();
   ASSERT_EQ(open(c).status, wire::Status::ok);

@@ -413,7 +413,7 @@ TEST(TenantDataPlane, IsolationHoldsThroughEveryRecoveryOfTheChain) {
     po.retry_timeout = 20s;
     auto pub = Publisher::create(routes_a, "acme.orders", po);
     ASSERT_TRUE(pub.ok());
-    std::vector<std::future<PublishResult>> acks;
+    std::vector<PublishFuture> acks;
     for (int i = 0; i < n; ++i) {
       written.push_back("a-" + std::to_string(written.size()));
       acks.push_back(pub.value()->publish({}, as_bytes_of(written.back())));

@@ -7,6 +7,8 @@
 //   pub.flush()                                         # r.done, r.status == "ok", r.offset
 //   sub = catena.Subscriber(routes, "orders", start="earliest")
 //   for partition, offset, payload in sub.poll(timeout_ms=1000): ...
+//   pub.publish(b"x", key=b"k", headers=[(b"schema", b"3")])  # key and headers stored
+//   for p, o, payload, key, headers in sub.poll(attributes=True): ...
 //
 // Errors raise catena.Error (its .code is the catena_err name). Every call
 // that may wait (flush, publish under back-pressure, poll with a timeout)
@@ -104,9 +106,17 @@ class Publisher {
 
   // Queues one record; waits (polling, GIL released) while back-pressured,
   // up to timeout_ms.
-  PublishResult publish(const py::bytes& payload, const py::bytes& key, std::int64_t timeout_ms) {
+  // With `headers` (a list of (name, value) bytes pairs, [] too), the
+  // record carries its key and the headers (catena_publish_record).
+  PublishResult publish(const py::bytes& payload, const py::bytes& key, std::int64_t timeout_ms,
+                        const std::optional<std::vector<std::pair<std::string, std::string>>>& headers) {
     std::string p = payload;  // copies: the GIL is released below
     std::string k = key;
+    std::vector<catena_header> hs;
+    if (headers) {
+      for (const auto& [name, value] : *headers)
+        hs.push_back({name.data(), name.size(), value.data(), value.size()});
+    }
     auto state = std::make_shared<ResultState>();
     catena_err e;
     {
@@ -114,7 +124,9 @@ class Publisher {
       std::lock_guard lock(mu_);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
       for (;;) {
-        e = catena_publish(h_, k.data(), k.size(), p.data(), p.size(), on_ack, state.get());
+        e = headers ? catena_publish_record(h_, k.data(), k.size(), hs.data(), hs.size(), p.data(), p.size(),
+                                            on_ack, state.get())
+                    : catena_publish(h_, k.data(), k.size(), p.data(), p.size(), on_ack, state.get());
         if (e != CATENA_ERR_BACKPRESSURE || std::chrono::steady_clock::now() >= deadline) break;
         if (catena_publisher_poll(h_) < 0) break;
       }
@@ -163,11 +175,26 @@ class Publisher {
   std::vector<std::shared_ptr<ResultState>> pending_;
 };
 
-using Record = std::tuple<std::uint32_t, std::uint64_t, std::string>;
+struct Record {
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::string payload;
+  std::string key;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
 
 void on_message(void* opaque, const catena_message* m) {
-  static_cast<std::vector<Record>*>(opaque)->emplace_back(
-      m->partition, m->offset, std::string(static_cast<const char*>(m->payload), m->payload_len));
+  Record r{m->partition,
+           m->offset,
+           std::string(static_cast<const char*>(m->payload), m->payload_len),
+           m->key_len == 0 ? std::string() : std::string(static_cast<const char*>(m->key), m->key_len),
+           {}};
+  for (std::size_t i = 0; i < m->header_count; ++i) {
+    const catena_header& h = m->headers[i];
+    r.headers.emplace_back(std::string(static_cast<const char*>(h.name), h.name_len),
+                           std::string(static_cast<const char*>(h.value), h.value_len));
+  }
+  static_cast<std::vector<Record>*>(opaque)->push_back(std::move(r));
 }
 
 class Subscriber {
@@ -195,7 +222,8 @@ class Subscriber {
   }
 
   // Up to max records; waits (GIL released) up to timeout_ms for the first.
-  py::list poll(int max, std::int64_t timeout_ms) {
+  // attributes: (partition, offset, payload, key, [(name, value), ...]) tuples.
+  py::list poll(int max, std::int64_t timeout_ms, bool attributes) {
     std::vector<Record> got;
     int n = 0;
     {
@@ -210,8 +238,16 @@ class Subscriber {
     }
     if (n < 0) raise(CATENA_ERR_INTERNAL);
     py::list out;
-    for (auto& [partition, offset, payload] : got)
-      out.append(py::make_tuple(partition, offset, py::bytes(payload)));
+    for (const Record& r : got) {
+      if (!attributes) {
+        out.append(py::make_tuple(r.partition, r.offset, py::bytes(r.payload)));
+        continue;
+      }
+      py::list hs;
+      for (const auto& [name, value] : r.headers)
+        hs.append(py::make_tuple(py::bytes(name), py::bytes(value)));
+      out.append(py::make_tuple(r.partition, r.offset, py::bytes(r.payload), py::bytes(r.key), hs));
+    }
     return out;
   }
 
@@ -268,7 +304,7 @@ PYBIND11_MODULE(catena, m) {
   py::class_<Publisher>(m, "Publisher")
       .def(py::init<std::shared_ptr<Routes>, const std::string&>(), py::arg("routes"), py::arg("channel"))
       .def("publish", &Publisher::publish, py::arg("payload"), py::arg("key") = py::bytes(),
-           py::arg("timeout_ms") = 30000,
+           py::arg("timeout_ms") = 30000, py::arg("headers") = py::none(),
            "Queues one record (same key, same partition, in order); its result completes in poll()/flush()")
       .def("poll", &Publisher::poll, "Sends and takes acknowledgements; never waits")
       .def("flush", &Publisher::flush, py::arg("timeout_ms") = 30000,
@@ -279,6 +315,8 @@ PYBIND11_MODULE(catena, m) {
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::string&>(), py::arg("routes"),
            py::arg("channel"), py::arg("start") = "earliest")
       .def("poll", &Subscriber::poll, py::arg("max") = 1024, py::arg("timeout_ms") = 0,
-           "Up to max records as (partition, offset, payload) tuples; waits up to timeout_ms for the first")
+           py::arg("attributes") = false,
+           "Up to max records as (partition, offset, payload) tuples (attributes=True: (partition, offset, "
+           "payload, key, [(name, value), ...])); waits up to timeout_ms for the first")
       .def("position", &Subscriber::position, py::arg("partition"));
 }

@@ -2,6 +2,7 @@
 // the C++ objects, error codes and a per-thread message instead of
 // exceptions. Every entry point catches everything: nothing C++ crosses the
 // C boundary.
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -158,6 +159,49 @@ catena_err catena_publish(catena_publisher* pub, const void* key, std::size_t ke
   }
 }
 
+catena_err catena_publish_record(catena_publisher* pub, const void* key, std::size_t key_len,
+                                 const catena_header* headers, std::size_t header_count, const void* payload,
+                                 std::size_t payload_len, catena_publish_cb cb, void* opaque) noexcept {
+  if (pub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish_record: publisher is NULL");
+  if ((key == nullptr && key_len != 0) || (payload == nullptr && payload_len != 0) ||
+      (headers == nullptr && header_count != 0))
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                "catena_publish_record: NULL key, headers or payload with a length");
+  if (header_count > catena::chain::limits::kMaxRecordHeaders)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish_record: more than 64 headers");
+  // On the stack: no allocation for the headers' views.
+  std::array<catena::HeaderField, catena::chain::limits::kMaxRecordHeaders> fields;
+  for (std::size_t i = 0; i < header_count; ++i) {
+    const catena_header& h = headers[i];
+    if ((h.name == nullptr && h.name_len != 0) || (h.value == nullptr && h.value_len != 0))
+      return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish_record: a header with a NULL name or value");
+    fields[i] = {{static_cast<const char*>(h.name), h.name_len},
+                 {static_cast<const char*>(h.value), h.value_len}};
+  }
+  const catena::Record record{
+      bytes(key, key_len), {fields.data(), header_count}, bytes(payload, payload_len)};
+  std::size_t block = 0;
+  if (const auto ac = catena::chain::attributes_size({record.key, record.headers}, &block);
+      ac != catena::chain::AttributesCheck::ok) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                std::string("catena_publish_record: ") + catena::chain::describe(ac));
+  }
+  try {
+    catena::PublishCallback on_ack;
+    if (cb != nullptr) {
+      on_ack = [cb, opaque](const catena::PublishResult& r) {
+        const catena_publish_result c{to_c(r.error()), r.partition, r.offset, r.sequence};
+        cb(opaque, &c);
+      };
+    }
+    const auto e = pub->pub->publish(record, std::move(on_ack));
+    if (e != client::ErrorCode::ok) return fail(to_c(e), std::string(client::to_string(e)));
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
 int catena_publisher_poll(catena_publisher* pub) noexcept {
   if (pub == nullptr)
     return (fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_poll: publisher is NULL"), -1);
@@ -229,7 +273,22 @@ int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* o
   try {
     return sub->sub->poll(
         [cb, opaque](const catena::Message& m) {
-          const catena_message c{m.partition, m.offset, m.timestamp_ns, m.payload.data(), m.payload.size()};
+          // The headers' views on the stack (at most kMaxRecordHeaders): no allocation per message.
+          std::array<catena_header, catena::chain::limits::kMaxRecordHeaders> hs;
+          std::size_t n = 0;
+          for (const catena::HeaderField& h : m.headers) {
+            if (n == hs.size()) break;  // decode_record bounds the count: never taken
+            hs[n++] = catena_header{h.name.data(), h.name.size(), h.value.data(), h.value.size()};
+          }
+          const catena_message c{m.partition,
+                                 m.offset,
+                                 m.timestamp_ns,
+                                 m.payload.data(),
+                                 m.payload.size(),
+                                 m.key.empty() ? nullptr : m.key.data(),
+                                 m.key.size(),
+                                 n == 0 ? nullptr : hs.data(),
+                                 n};
           cb(opaque, &c);
         },
         max);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <catena/chain/domain.hpp>
@@ -64,6 +65,12 @@ client::Result<void> Publisher::Impl::init() {
     }
     if (attempting) idle.idle();
   }
+  // From here on, changes are events (PublisherOptions::on_event).
+  for (auto& s : sessions_) {
+    s->seen_epoch = s->route.epoch;
+    s->seen_link = s->head.connected() ? s->link_gen : 0;
+  }
+  events_ = true;
   return {};
 }
 
@@ -81,20 +88,20 @@ std::unique_ptr<PartitionSession> Publisher::Impl::new_session(fabric::Provider&
 }
 
 Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::byte> payload,
-                                 PublishCallback cb) {
+                                 PublishCallback cb, const chain::Attributes* attrs) {
   CATENA_ST_CHECK(owner_);
   if (partition >= partitions_) return Errc::invalid_argument;
   // A channel alter's switch: new records wait until the refused ones are
   // sent again (their order comes first).
   if (const Errc e = may_publish_st(partition); e != Errc::ok) return e;
   const PendingRecord how{{}, next_order_, 0, PendingRecord::Placement::explicit_};
-  const Errc e = stage_st(partition, how, payload, cb);
+  const Errc e = stage_st(partition, how, payload, cb, 0, attrs);
   if (e == Errc::ok) ++next_order_;
   return e;
 }
 
 Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<const std::byte> payload,
-                                    PublishCallback cb) {
+                                    PublishCallback cb, const chain::Attributes* attrs) {
   CATENA_ST_CHECK(owner_);
   if (remapping_) return Errc::backpressure;
   PendingRecord how{{}, next_order_, 0, PendingRecord::Placement::any};
@@ -108,7 +115,7 @@ Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<co
     partition = chain::partition_of_hash(how.key_hash, partitions_);
   }
   if (const Errc e = may_publish_st(partition); e != Errc::ok) return e;
-  const Errc e = stage_st(partition, how, payload, cb);
+  const Errc e = stage_st(partition, how, payload, cb, 0, attrs);
   if (e == Errc::ok) {
     ++next_order_;
     if (key.empty()) ++rr_;
@@ -118,18 +125,25 @@ Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<co
 
 Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how,
                                std::span<const std::byte> payload, PublishCallback& cb,
-                               std::uint64_t timestamp_ns) {
+                               std::uint64_t timestamp_ns, const chain::Attributes* attrs,
+                               std::uint32_t flags) {
   CATENA_ST_CHECK(owner_);
   PartitionSession& s = *sessions_[partition];
-  if (payload.size() > max_record_) return Errc::too_large;
+  std::size_t block = 0;
+  if (attrs != nullptr && chain::attributes_size(*attrs, &block) != chain::AttributesCheck::ok)
+    return Errc::invalid_argument;
+  const std::size_t region = block + payload.size();  // what the frame's length counts
+  if (region > max_record_) return Errc::too_large;
   if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
-  if (!s.head.fits(static_cast<std::uint32_t>(payload.size()))) return Errc::too_large;
+  if (!s.head.fits(static_cast<std::uint32_t>(region))) return Errc::too_large;
   const bool was_idle = s.head.pending() == 0 && s.head.unflushed() == 0;
   chain::RecordHeader h{};
+  h.flags = flags;
   h.producer_id = opts_.producer_id;
   h.producer_epoch = producer_epoch_;
   h.timestamp_ns = timestamp_ns != 0 ? timestamp_ns : catena::wall_clock_ns();
-  if (const Errc e = s.head.stage(h, payload); e != Errc::ok) return e;  // backpressure: wait for credit
+  const Errc staged = attrs != nullptr ? s.head.stage(h, *attrs, block, payload) : s.head.stage(h, payload);
+  if (staged != Errc::ok) return staged;  // backpressure: wait for credit
   if (was_idle) s.last_progress = s.linger_start = Clock::now();
   s.records.push_back(PendingRecord{std::move(cb), how.order, how.key_hash, how.placement});
   ++in_flight_;
@@ -145,9 +159,20 @@ int Publisher::Impl::poll() {
     PartitionSession& s = *sp;
     take_lookup_st(s, now);
     if (s.partition >= partitions_) continue;  // removed by a channel alter: idle
+    observe_st(s, now);
     if (!s.head.connected()) {
-      if (s.head.pending() > 0 && now - s.down_since > opts_.retry_timeout)
+      if (s.head.pending() > 0 && now - s.down_since > opts_.retry_timeout) {
+        if (events_ && opts_.on_event) {
+          emit_st(
+              ClientEvent::Kind::partition_unavailable, s,
+              fmt::format("{}/{}: unreachable for {} ms (retry_timeout): {} pending records failed "
+                          "with unavailable",
+                          channel_, s.partition,
+                          std::chrono::duration_cast<std::chrono::milliseconds>(now - s.down_since).count(),
+                          s.head.pending()));
+        }
         fail_all_st(s, wire::Status::unavailable);
+      }
       advance_connect_st(s, now, true);
       continue;
     }
@@ -266,22 +291,79 @@ client::ErrorCode Publisher::publish_to(std::uint32_t partition, std::span<const
   return client::from(impl_->publish_to(partition, payload, std::move(cb)));
 }
 
-std::future<PublishResult> Publisher::publish(std::span<const std::byte> key,
-                                              std::span<const std::byte> payload) {
-  auto promise = std::make_shared<std::promise<PublishResult>>();
-  auto fut = promise->get_future();
+client::ErrorCode Publisher::publish(const Record& record, PublishCallback cb) {
+  const chain::Attributes attrs{record.key, record.headers};
+  return client::from(impl_->publish_keyed(record.key, record.payload, std::move(cb), &attrs));
+}
+
+client::ErrorCode Publisher::publish_to(std::uint32_t partition, const Record& record, PublishCallback cb) {
+  const chain::Attributes attrs{record.key, record.headers};
+  return client::from(impl_->publish_to(partition, record.payload, std::move(cb), &attrs));
+}
+
+PublishFuture Publisher::publish(std::span<const std::byte> key, std::span<const std::byte> payload) {
+  return publish_future(key, payload, nullptr);
+}
+
+PublishFuture Publisher::publish(const Record& record) {
+  const chain::Attributes attrs{record.key, record.headers};
+  return publish_future(record.key, record.payload, &attrs);
+}
+
+PublishFuture Publisher::publish_future(std::span<const std::byte> key, std::span<const std::byte> payload,
+                                        const chain::Attributes* attrs) {
+  auto state = std::make_shared<PublishFuture::State>();
   fabric::BackoffIdle idle;
   for (;;) {
-    Errc e = impl_->publish_keyed(key, payload, [promise](const PublishResult& r) { promise->set_value(r); });
+    // The callback holds the state until the record resolves (or the
+    // publisher drops it, destroyed): PublishFuture::orphaned() counts on it.
+    Errc e = impl_->publish_keyed(
+        key, payload,
+        [state](const PublishResult& r) {
+          state->result = r;
+          state->done = true;
+        },
+        attrs);
     if (e == Errc::ok) break;
     if (e != Errc::backpressure) {
-      promise->set_value(PublishResult{
-          e == Errc::too_large ? PublishStatus::too_large : PublishStatus::unavailable, 0, 0, 0});
+      state->result.status = e == Errc::too_large          ? PublishStatus::too_large
+                             : e == Errc::invalid_argument ? PublishStatus::bad_request
+                                                           : PublishStatus::unavailable;
+      state->done = true;
       break;
     }
     idle.idle(impl_->poll());
   }
-  return fut;
+  return PublishFuture(this, std::move(state));
+}
+
+bool PublishFuture::ready() const noexcept {
+  return state_ != nullptr && state_->done;
+}
+
+PublishResult PublishFuture::get() {
+  if (!state_) {
+    PublishResult r;
+    r.status = PublishStatus::bad_request;
+    return r;
+  }
+  fabric::BackoffIdle idle;
+  while (!state_->done && !orphaned()) idle.idle(pub_->poll());
+  PublishResult r = state_->done ? state_->result : PublishResult{PublishStatus::unavailable, 0, 0, 0};
+  state_.reset();
+  return r;
+}
+
+std::future_status PublishFuture::wait_for(std::chrono::nanoseconds timeout) {
+  if (!state_) return std::future_status::ready;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  fabric::BackoffIdle idle;
+  while (!state_->done && !orphaned()) {
+    idle.idle(pub_->poll());
+    if (state_->done) break;
+    if (std::chrono::steady_clock::now() >= deadline) return std::future_status::timeout;
+  }
+  return std::future_status::ready;
 }
 
 int Publisher::poll() {

@@ -4,6 +4,7 @@
 // handshake polled once per pass).
 #include <algorithm>
 #include <cstring>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "publisher_impl.hpp"
@@ -296,6 +297,14 @@ bool Publisher::Impl::apply_route_st(PartitionSession& s, const client::Result<R
 
 void Publisher::Impl::start_stall_check_st(PartitionSession& s, Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
+  if (!s.stall_reported && events_ && opts_.on_event) {
+    s.stall_reported = true;  // once per stall, not per check
+    emit_st(
+        ClientEvent::Kind::ack_stalled, s,
+        fmt::format("{}/{}: {} records without an ack for {} ms; re-reading the route", channel_, s.partition,
+                    s.head.pending(),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_progress).count()));
+  }
   s.route_check_at = now + opts_.stall_check;
   start_lookup_st(s, Lookup::stall_check);
 }
@@ -359,10 +368,49 @@ void Publisher::Impl::drop_watch_st(PartitionSession& s) {
   s.watch_at = Clock::now() + std::chrono::milliseconds(100);
 }
 
+void Publisher::Impl::emit_st(ClientEvent::Kind kind, const PartitionSession& s, std::string message) {
+  CATENA_ST_CHECK(owner_);
+  if (!events_ || !opts_.on_event) return;
+  opts_.on_event(ClientEvent{kind, s.partition, std::move(message)});
+}
+
+void Publisher::Impl::observe_st(PartitionSession& s, Clock::time_point now) {
+  CATENA_ST_CHECK(owner_);
+  if (!events_ || !opts_.on_event) return;
+  const auto head_of = [](const Route& r) {
+    return r.replicas.empty() ? std::string("none")
+                              : (r.replicas.front().node_id.empty() ? r.replicas.front().fabric_addr
+                                                                    : r.replicas.front().node_id);
+  };
+  if (s.route.epoch != s.seen_epoch) {
+    const std::uint64_t was = s.seen_epoch;
+    s.seen_epoch = s.route.epoch;
+    if (was != 0) {
+      emit_st(ClientEvent::Kind::route_changed, s,
+              fmt::format("{}/{}: route epoch {} -> {}, head {}", channel_, s.partition, was, s.route.epoch,
+                          head_of(s.route)));
+    }
+  }
+  if (s.head.connected() && s.link_gen != s.seen_link) {
+    s.seen_link = s.link_gen;
+    emit_st(ClientEvent::Kind::reconnected, s,
+            fmt::format("{}/{}: publishing to head {} (route epoch {}), {} records pending", channel_,
+                        s.partition, head_of(s.route), s.route.epoch, s.head.pending()));
+  }
+  if (s.stall_reported && (s.head.pending() == 0 || now - s.last_progress < opts_.stall_check))
+    s.stall_reported = false;
+}
+
 void Publisher::Impl::lost_head_st(PartitionSession& s, const std::string& why) {
   CATENA_ST_CHECK(owner_);
   spdlog::debug("publisher {}/{}: {} ({} records pending); reconnecting", channel_, s.partition, why,
                 s.head.pending());
+  if (events_ && opts_.on_event) {
+    emit_st(ClientEvent::Kind::disconnected, s,
+            fmt::format("{}/{}: {} ({}; {} records pending); reconnecting", channel_, s.partition, why,
+                        s.route.replicas.empty() ? std::string("no head") : s.route.replicas.front().node_id,
+                        s.head.pending()));
+  }
   if (!s.route.replicas.empty()) report_st(s.route.replicas.front().node_id, s.route, why);
   go_down_st(s, Clock::now());
 }

@@ -98,6 +98,12 @@ struct PartitionSession {
   std::uint64_t chain_start = 0;
   bool chain_start_known = false;
 
+  // What the application was last told (PublisherOptions::on_event): the
+  // route epoch and head link it saw, and whether a stall was reported.
+  std::uint64_t seen_epoch = 0;
+  std::uint64_t seen_link = 0;
+  bool stall_reported = false;
+
   // --- reaching the head and the tail (publisher_connect.cpp) ---
   // Bumped whenever the head link is set or dropped: a stall check or watch
   // lookup answered for an earlier link is dropped.
@@ -129,14 +135,19 @@ class Publisher::Impl {
   Impl(RouteSource& routes, std::string channel, const PublisherOptions& opts);
 
   client::Result<void> init();
-  fabric::Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb);
+  fabric::Errc publish_to(std::uint32_t partition, std::span<const std::byte> payload, PublishCallback cb,
+                          const chain::Attributes* attrs = nullptr);
   // By the key's hash under the current generation (round-robin without a key).
+  // With `attrs`, the record carries its key and headers (kFlagAttributes).
   fabric::Errc publish_keyed(std::span<const std::byte> key, std::span<const std::byte> payload,
-                             PublishCallback cb);
+                             PublishCallback cb, const chain::Attributes* attrs = nullptr);
   // Stages one record (stamped `timestamp_ns`, 0: now) into its partition's
-  // ring; takes `cb` only if it was staged.
+  // ring; takes `cb` only if it was staged. With `attrs` the key and headers
+  // go ahead of the payload; otherwise the frame has `flags` (a resent
+  // record's kFlagAttributes, its block already in `payload`).
   fabric::Errc stage_st(std::uint32_t partition, const PendingRecord& how, std::span<const std::byte> payload,
-                        PublishCallback& cb, std::uint64_t timestamp_ns = 0);
+                        PublishCallback& cb, std::uint64_t timestamp_ns = 0,
+                        const chain::Attributes* attrs = nullptr, std::uint32_t flags = 0);
   [[nodiscard]] std::uint32_t partitions() const { return partitions_; }
   int poll();
   bool flush(std::chrono::milliseconds timeout);
@@ -178,6 +189,12 @@ class Publisher::Impl {
   int drain_resends_st();
   // The application's callback of the next record, resolved.
   void resolved_st(PartitionSession& s, std::uint64_t seq, chain::wire::Status st, std::uint64_t offset);
+
+  // What the application was last told (PublisherOptions::on_event): the
+  // route epoch and head link it saw, and whether a stall was reported.
+  std::uint64_t seen_epoch = 0;
+  std::uint64_t seen_link = 0;
+  bool stall_reported = false;
 
   // --- reaching the head and the tail (publisher_connect.cpp) ---
   // Starts an attempt to connect to the head: the route first.
@@ -224,8 +241,9 @@ class Publisher::Impl {
     std::uint64_t timestamp_ns = 0;  // when it was published
     std::size_t at = 0;              // its payload in resend_bytes_
     std::uint32_t bytes = 0;
-    std::uint32_t to = 0;  // where it goes by the new mapping
-    bool staged = false;   // sent again (or failed)
+    std::uint32_t flags = 0;  // kFlagAttributes: its key and headers lead the payload bytes
+    std::uint32_t to = 0;     // where it goes by the new mapping
+    bool staged = false;      // sent again (or failed)
   };
   std::vector<Resend> resends_;
   std::vector<std::byte> resend_bytes_;  // the refused records' payloads, one after another
@@ -245,6 +263,7 @@ class Publisher::Impl {
   client_detail::Call<Built> building_;
   std::optional<Built> built_;
   std::uint32_t window_ = 0;
+  bool events_ = false;  // create() is done: changes from here on are events
   // The polling thread: the first to call in after create() (which may run
   // on another thread and hands the publisher over unowned).
   fabric::ThreadOwner owner_;
@@ -256,6 +275,10 @@ class Publisher::Impl {
 
  private:
   void start_lookup_st(PartitionSession& s, PartitionSession::Lookup what);
+  // Events (PublisherOptions::on_event): emit_st calls the handler;
+  // observe_st compares a session with what was last told (once per poll).
+  void emit_st(ClientEvent::Kind kind, const PartitionSession& s, std::string message);
+  void observe_st(PartitionSession& s, Clock::time_point now);
   void report_st(const std::string& node_id, const Route& route, const std::string& reason);
   void on_connect_route_st(PartitionSession& s, client::Result<Route> route, Clock::time_point now);
   void dial_head_st(PartitionSession& s, ReplicaAddress head, std::uint64_t epoch);

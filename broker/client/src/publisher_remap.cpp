@@ -84,6 +84,7 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
       r.timestamp_ns = h.timestamp_ns;
       r.at = resend_bytes_.size();
       r.bytes = static_cast<std::uint32_t>(payload.size());
+      r.flags = h.flags & chain::kFlagAttributes;
       resend_bytes_.insert(resend_bytes_.end(), payload.begin(), payload.end());
       resends_.push_back(std::move(r));  // still in flight (flush() waits for it)
     };
@@ -217,7 +218,7 @@ int Publisher::Impl::drain_resends_st() {
       continue;
     }
     const std::span<const std::byte> payload(resend_bytes_.data() + r.at, r.bytes);
-    const Errc e = stage_st(r.to, r.how, payload, r.how.cb, r.timestamp_ns);
+    const Errc e = stage_st(r.to, r.how, payload, r.how.cb, r.timestamp_ns, nullptr, r.flags);
     if (e == Errc::backpressure) {
       blocked_[r.to] = 1;  // the rest of this partition waits for room
       continue;

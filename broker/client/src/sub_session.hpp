@@ -43,6 +43,11 @@ struct SubSession {
   std::chrono::steady_clock::time_point hint_since{};
   bool hint_first = false;  // the last route lookup failed: the hint goes first
 
+  // What the application was last told (SubscriberOptions::on_event).
+  std::uint64_t seen_epoch = 0;
+  bool seen_connected = false;
+  bool ever_connected = false;
+
   // Reaching a replica without poll() waiting: an attempt in states
   // (route lookup and connect on the subscriber's workers, then the
   // handshake as a Link::Dialing) while there is no link.

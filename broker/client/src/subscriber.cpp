@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <catena/broker/subscriber.hpp>
@@ -127,6 +128,16 @@ class Subscriber::Impl {
     }
   }
 
+  // The end of create(): what each partition's state is now is not news.
+  void start_events() {
+    for (auto& s : sessions_) {
+      s->seen_epoch = s->route.epoch;
+      s->seen_connected = s->delivery.connected();
+      s->ever_connected = s->seen_connected;
+    }
+    events_ = true;
+  }
+
   int poll(const Handler& on_message, int max) {
     CATENA_ST_CHECK(owner_);
     int delivered = 0;
@@ -134,6 +145,7 @@ class Subscriber::Impl {
     for (auto& sp : sessions_) {
       SubSession& s = *sp;
       take_lookup_st(s, now);
+      observe_st(s);
       if (!s.delivery.connected()) {
         advance_connect_st(s, now, true);
         continue;
@@ -171,10 +183,24 @@ class Subscriber::Impl {
             m.timestamp_ns = h.timestamp_ns;
             m.producer_id = h.producer_id;
             m.sequence = h.sequence;
-            m.payload = payload;
             m.marker = (h.flags & chain::kFlagMarker) != 0;
             s.next_offset = h.offset + 1;
             s.last_delivery = now;
+            chain::DecodedRecord decoded;
+            if (const auto ac = chain::decode_record(h, payload, &decoded);
+                ac != chain::AttributesCheck::ok) {
+              spdlog::warn(
+                  "subscriber {}/{}: the record at offset {} has a malformed attributes block ({}); "
+                  "skipped",
+                  channel_, s.partition, h.offset, chain::describe(ac));
+              ++skipped;
+              Notice n{s.partition, wire::Status::corrupt, h.offset + 1, h.offset};
+              notify(n);
+              return;
+            }
+            m.payload = decoded.payload;
+            m.key = decoded.key;
+            m.headers = decoded.headers;
             chain::MarkerSpec spec;
             if (m.marker && chain::decode_marker(h, payload, &spec)) {
               gate_->on_marker(s.index, spec);
@@ -278,6 +304,35 @@ class Subscriber::Impl {
     s.drop_link();  // resume at next_offset on the replica the route now prefers
     s.replica_pick = 0;
     s.retry_at = now;
+  }
+
+  // Compares a session with what the application was last told
+  // (SubscriberOptions::on_event): once per poll, formatting only on a change.
+  void observe_st(SubSession& s) {
+    CATENA_ST_CHECK(owner_);
+    if (!events_ || !opts_.on_event) return;
+    if (s.route.epoch != s.seen_epoch) {
+      const std::uint64_t was = s.seen_epoch;
+      s.seen_epoch = s.route.epoch;
+      if (was != 0) {
+        opts_.on_event(ClientEvent{ClientEvent::Kind::route_changed, s.partition,
+                                   fmt::format("{}/{}: route epoch {} -> {}, replicas {}", channel_,
+                                               s.partition, was, s.route.epoch, s.route.replicas.size())});
+      }
+    }
+    const bool connected = s.delivery.connected();
+    if (connected == s.seen_connected) return;
+    s.seen_connected = connected;
+    if (!connected) {
+      opts_.on_event(ClientEvent{ClientEvent::Kind::disconnected, s.partition,
+                                 fmt::format("{}/{}: stopped reading from {} at offset {}; reconnecting",
+                                             channel_, s.partition, s.reading_from, s.next_offset)});
+    } else if (s.ever_connected) {
+      opts_.on_event(ClientEvent{ClientEvent::Kind::reconnected, s.partition,
+                                 fmt::format("{}/{}: reading from {} (route epoch {}) at offset {}", channel_,
+                                             s.partition, s.reading_from, s.route.epoch, s.next_offset)});
+    }
+    s.ever_connected = true;
   }
 
   void notify(const Notice& n) {
@@ -487,6 +542,7 @@ class Subscriber::Impl {
   std::vector<std::unique_ptr<SubSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;
   NoticeHandler notice_;
+  bool events_ = false;  // create() is done: changes from here on are events
   // The partition's session, or null if it is not read here.
   const SubSession* session_of(std::uint32_t partition) const {
     for (const auto& s : sessions_) {
@@ -520,6 +576,7 @@ client::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& rout
   auto impl = std::make_unique<Impl>(routes, channel, opts);
   auto r = impl->init();
   if (!r) return r.error();
+  impl->start_events();
   impl->owner_.release();
   return std::unique_ptr<Subscriber>(new Subscriber(std::move(impl)));
 }

@@ -93,6 +93,21 @@ catena_err catena_publisher_create(catena_routes* routes, const char* channel,
  * CATENA_ERR_UNAVAILABLE... cb may be NULL. */
 catena_err catena_publish(catena_publisher* pub, const void* key, size_t key_len, const void* payload,
                           size_t payload_len, catena_publish_cb cb, void* opaque) CATENA_NOEXCEPT;
+/* A record's header: a name (1..256 bytes) and a value (up to 8192 bytes),
+ * byte strings. */
+typedef struct catena_header {
+  const void* name;
+  size_t name_len;
+  const void* value;
+  size_t value_len;
+} catena_header;
+/* Queues one record that carries its key and headers to subscribers
+ * (catena_message.key, .headers); the key places it as in catena_publish.
+ * Up to 64 headers, a key of up to 4096 bytes: beyond, or a header without
+ * a name, CATENA_ERR_INVALID_ARGUMENT. Copies everything. */
+catena_err catena_publish_record(catena_publisher* pub, const void* key, size_t key_len,
+                                 const catena_header* headers, size_t header_count, const void* payload,
+                                 size_t payload_len, catena_publish_cb cb, void* opaque) CATENA_NOEXCEPT;
 /* Sends, takes acknowledgements (running callbacks); never waits. Returns
  * the number of acknowledgements handled, or -1 (catena_last_error()). */
 int catena_publisher_poll(catena_publisher* pub) CATENA_NOEXCEPT;
@@ -113,6 +128,12 @@ typedef struct catena_message {
   uint64_t timestamp_ns; /* the publisher's wall clock */
   const void* payload;   /* valid during the callback only */
   size_t payload_len;
+  /* Published with catena_publish_record: its key and headers (else NULL/0).
+   * Valid during the callback only. */
+  const void* key;
+  size_t key_len;
+  const catena_header* headers;
+  size_t header_count;
 } catena_message;
 
 typedef void (*catena_message_cb)(void* opaque, const catena_message* message);

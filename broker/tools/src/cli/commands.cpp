@@ -372,12 +372,29 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
     }
   };
   const auto key = std::span(reinterpret_cast<const std::byte*>(o.key.data()), o.key.size());
+  std::vector<HeaderField> headers;
+  for (const std::string& h : o.headers) {
+    const auto eq = h.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail("publish", "--header takes name=value with a non-empty name, not '" + h + "'");
+    headers.push_back({std::string_view(h).substr(0, eq), std::string_view(h).substr(eq + 1)});
+  }
+  if (std::size_t block = 0; !headers.empty()) {
+    if (const auto ac = chain::attributes_size({key, headers}, &block); ac != chain::AttributesCheck::ok)
+      return fail("publish", chain::describe(ac));
+  }
   while (std::getline(std::cin, line)) {
     const auto payload = std::span(reinterpret_cast<const std::byte*>(line.data()), line.size());
+    const Record record{key, headers, payload};
     for (;;) {
       const client::ErrorCode e =
-          o.partition >= 0 ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), payload, on_ack)
-                           : pub.value()->publish(key, payload, on_ack);
+          headers.empty()
+              ? (o.partition >= 0
+                     ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), payload, on_ack)
+                     : pub.value()->publish(key, payload, on_ack))
+              : (o.partition >= 0
+                     ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), record, on_ack)
+                     : pub.value()->publish(record, on_ack));
       if (e == client::ErrorCode::ok) break;
       if (e != client::ErrorCode::backpressure)
         return fail("publish", std::string(client::to_string(e)), exit_code_of(e));
@@ -494,6 +511,17 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
                   static_cast<unsigned long long>(wall_clock_ns()));
     }
     if (o.show_offsets) std::printf("%u:%llu ", m.partition, static_cast<unsigned long long>(m.offset));
+    if (o.show_attributes && format != RecordFormat::json) {
+      std::fputs("[key=", stdout);
+      std::fwrite(m.key.data(), 1, m.key.size(), stdout);
+      for (const HeaderField& h : m.headers) {
+        std::fputc(' ', stdout);
+        std::fwrite(h.name.data(), 1, h.name.size(), stdout);
+        std::fputc('=', stdout);
+        std::fwrite(h.value.data(), 1, h.value.size(), stdout);
+      }
+      std::fputs("] ", stdout);
+    }
     switch (format) {
       case RecordFormat::raw:
         std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);

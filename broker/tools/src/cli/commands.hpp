@@ -55,6 +55,7 @@ struct ChannelSpec {
 struct PublishOptions {
   std::string channel;
   std::string key;
+  std::vector<std::string> headers;  // name=value; with any, records carry the key and these
   int partition = -1;
   bool quiet = false;
 };
@@ -67,7 +68,8 @@ struct SubscribeOptions {
   std::string group;
   int timeout_ms = 0;
   bool show_offsets = false;
-  bool show_times = false;  // prefix: published_ns:delivered_ns (wall clock)
+  bool show_times = false;       // prefix: published_ns:delivered_ns (wall clock)
+  bool show_attributes = false;  // prefix: [key=K name=value ...] (records published with --header)
 };
 
 struct DemoOptions {

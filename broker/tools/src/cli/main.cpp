@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
   auto* publish = app.add_subcommand("publish", "publish stdin, one record per line; prints offsets");
   publish->add_option("channel", pub.channel, "channel")->required();
   publish->add_option("--key", pub.key, "key (records with one key go to one partition)");
+  publish->add_option("--header", pub.headers,
+                      "name=value header carried by every record (repeatable); with any, the records also "
+                      "carry --key (subscribers see both)");
   publish->add_option("--partition", pub.partition, "explicit partition");
   publish->add_flag("--quiet", pub.quiet, "print only the summary");
   SubscribeOptions sub;
@@ -181,6 +184,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"raw", "hex", "base64", "json"}));
   subscribe->add_flag("--offsets", sub.show_offsets, "prefix each line with partition:offset");
+  subscribe->add_flag("--attributes", sub.show_attributes,
+                      "prefix each line with [key=K name=value ...] (records published with headers)");
   subscribe->add_flag(
       "--times", sub.show_times,
       "prefix each line with published_ns:delivered_ns (wall clock; before --offsets' prefix)");

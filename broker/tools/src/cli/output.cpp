@@ -313,6 +313,26 @@ json record_json(const Message& m) {
   } else {
     out["payload_base64"] = base64(m.payload);
   }
+  // The key and headers, when the record was published with them
+  // (publish(Record)): as text when valid UTF-8, else as base64.
+  const auto put = [](json& o, const char* name, std::span<const std::byte> bytes) {
+    if (valid_utf8(bytes)) {
+      o[name] = std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    } else {
+      o[std::string(name) + "_base64"] = base64(bytes);
+    }
+  };
+  if (!m.key.empty()) put(out, "key", m.key);
+  if (!m.headers.empty()) {
+    json headers = json::array();
+    for (const HeaderField& h : m.headers) {
+      json one;
+      put(one, "name", std::as_bytes(std::span(h.name)));
+      put(one, "value", std::as_bytes(std::span(h.value)));
+      headers.push_back(std::move(one));
+    }
+    out["headers"] = std::move(headers);
+  }
   return out;
 }
 

@@ -39,6 +39,15 @@ inline constexpr std::uint32_t kMaxSegmentSlots = 32;
 // (the head's welcome says what it takes).
 inline constexpr std::uint32_t kMaxRecordPayload = 16u << 20;
 
+// A record's attributes (record.hpp, kFlagAttributes): an optional key and
+// name/value headers (trace context, schema ids) carried ahead of the
+// payload. Lengths travel in u16 fields; the block counts toward
+// kMaxRecordPayload.
+inline constexpr std::size_t kMaxRecordKeyBytes = 4096;
+inline constexpr std::size_t kMaxRecordHeaders = 64;
+inline constexpr std::size_t kMaxHeaderNameBytes = 256;
+inline constexpr std::size_t kMaxHeaderValueBytes = 8192;
+
 // A publisher's staging ring at the head, as requested and as granted.
 inline constexpr std::uint32_t kMinPublisherRing = 64u << 10;
 inline constexpr std::uint32_t kMaxPublisherRing = 256u << 20;

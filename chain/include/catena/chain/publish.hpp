@@ -305,7 +305,13 @@ class PublishClient {
   // Writes the next record (sequence next_seq()) into the ring's image.
   // backpressure: the ring has no room until the head returns credit (or
   // full()). The head gets it with the next flush().
+  // The frame keeps producer.flags: a record sent again after a channel
+  // alter (kFlagAttributes with its block already in `payload`).
   fabric::Errc stage(const RecordHeader& producer, std::span<const std::byte> payload);
+  // Same, carrying a key and headers ahead of the payload (kFlagAttributes),
+  // encoded straight into the ring; `block` is attributes_size(a).
+  fabric::Errc stage(const RecordHeader& producer, const Attributes& a, std::size_t block,
+                     std::span<const std::byte> payload);
   // Bytes staged and not yet sent.
   [[nodiscard]] std::uint64_t unflushed() const { return writer_.written() - writer_.flushed(); }
   // Sends what is staged (stops where the send queue is full; call again).

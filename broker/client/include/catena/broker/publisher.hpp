@@ -35,7 +35,11 @@
 // frames the record straight into registered memory and, unless lingering,
 // hands it to the fabric at once; poll() (also called by flush() and
 // publish()) processes acknowledgements and runs callbacks on that thread.
-// Futures returned by publish() complete during poll()/flush(). create()
+// A PublishFuture (publish() without a callback) is resolved by poll() too;
+// its get() and wait_for() call poll() themselves until it is, so they
+// belong to the owner thread as well, and `pub.publish(k, v).get()` needs no
+// poll loop (it also resolves every other record the poll() calls reach:
+// their callbacks run inside get()). create()
 // may run on another thread: the first call after it takes ownership, and in
 // builds with CATENA_THREAD_CHECKS a call from any other thread aborts.
 //
@@ -78,7 +82,9 @@
 #include <string>
 
 #include <catena/broker/client_error.hpp>
+#include <catena/broker/client_event.hpp>
 #include <catena/broker/routes.hpp>
+#include <catena/chain/record.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
 
@@ -97,6 +103,63 @@ struct PublishResult {
 };
 
 using PublishCallback = std::function<void(const PublishResult&)>;
+
+using HeaderField = chain::HeaderField;
+
+// A record with attributes: its key (partitions it as publish(key, ...)
+// does, and is delivered with it) and headers (name/value byte strings:
+// trace context, schema ids), delivered as Message::key and
+// Message::headers. Limits: chain/limits.hpp (key up to 4096 bytes, up to
+// 64 headers, names 1..256 bytes, values up to 8192); the key and headers
+// count toward the record's size. Everything is copied into the ring by
+// publish(): the spans need only live through the call.
+struct Record {
+  std::span<const std::byte> key;
+  std::span<const HeaderField> headers;
+  std::span<const std::byte> payload;
+};
+
+class Publisher;
+
+// The result of one publish() without a callback. Like the publisher it is
+// used on the publisher's owner thread: get() and wait_for() drive the
+// publisher's poll() until the record is resolved (acknowledged, or failed:
+// at the latest `unavailable` after PublisherOptions::retry_timeout), so no
+// other poll loop is needed. A future must not be waited on after its
+// Publisher is destroyed, except that one whose record the destroyed
+// publisher dropped unresolved answers `unavailable` without polling. Not
+// from inside a publish callback or an event handler (poll() is running
+// there; calling it again from within is not supported). One
+// shared state per record (an allocation): the callback form has none.
+class PublishFuture {
+ public:
+  PublishFuture() = default;
+
+  // False for a default-constructed future and after get().
+  [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
+  // Resolved already (no polling: poll(), flush() or another future's wait
+  // resolves it too).
+  [[nodiscard]] bool ready() const noexcept;
+  // Polls the publisher until the record is resolved, then returns its
+  // result and leaves the future invalid. On an invalid future: bad_request.
+  PublishResult get();
+  // Polls for up to `timeout`: ready, or timeout (still pending). An invalid
+  // future answers ready at once (its get() says bad_request).
+  std::future_status wait_for(std::chrono::nanoseconds timeout);
+
+ private:
+  friend class Publisher;
+  struct State {
+    bool done = false;
+    PublishResult result;
+  };
+  PublishFuture(Publisher* pub, std::shared_ptr<State> state) : pub_(pub), state_(std::move(state)) {}
+  // The publisher dropped the record (destroyed with it unresolved).
+  [[nodiscard]] bool orphaned() const noexcept { return !state_->done && state_.use_count() == 1; }
+
+  Publisher* pub_ = nullptr;
+  std::shared_ptr<State> state_;
+};
 
 struct PublisherOptions {
   std::string provider = "soft";
@@ -127,6 +190,10 @@ struct PublisherOptions {
   // partition's route: a head cut off the network goes silent without
   // breaking the connection, and a new head in the route means moving on.
   std::chrono::milliseconds stall_check{250};
+  // Partition events (client_event.hpp): route_changed, disconnected,
+  // reconnected, ack_stalled, partition_unavailable; on this thread, from
+  // poll(), never per record. Empty: none.
+  ClientEventHandler on_event;
 };
 
 class Publisher {
@@ -142,11 +209,22 @@ class Publisher {
   // unavailable (partition unreachable past the retry timeout). The callback runs on this thread from poll().
   [[nodiscard]] client::ErrorCode publish(std::span<const std::byte> key, std::span<const std::byte> payload,
                                           PublishCallback cb);
+  // A record with a key and headers (Record), placed by its key as above.
+  // invalid_argument also when the key or a header exceeds its limit.
+  [[nodiscard]] client::ErrorCode publish(const Record& record, PublishCallback cb);
   // Same, to an explicit partition.
   [[nodiscard]] client::ErrorCode publish_to(std::uint32_t partition, std::span<const std::byte> payload,
                                              PublishCallback cb);
-  // Future flavour; waits (polling) while back-pressured.
-  std::future<PublishResult> publish(std::span<const std::byte> key, std::span<const std::byte> payload);
+  // A Record to an explicit partition (its key is carried, not used to place it).
+  [[nodiscard]] client::ErrorCode publish_to(std::uint32_t partition, const Record& record,
+                                             PublishCallback cb);
+  // Future flavour: waits (polling) while back-pressured, then returns a
+  // future whose get() polls until the ack, e.g.
+  //   auto r = pub.publish(key, payload).get();  // r.offset
+  // A record refused outright (too_large, unavailable) gives a future that
+  // is ready with that status.
+  [[nodiscard]] PublishFuture publish(std::span<const std::byte> key, std::span<const std::byte> payload);
+  [[nodiscard]] PublishFuture publish(const Record& record);
 
   // Sends lingering batches, processes acknowledgements, follows redirects
   // and reconnects, never waiting (see the bound above). Returns the number
@@ -165,6 +243,8 @@ class Publisher {
 
  private:
   explicit Publisher(std::unique_ptr<Impl> impl);
+  PublishFuture publish_future(std::span<const std::byte> key, std::span<const std::byte> payload,
+                               const chain::Attributes* attrs);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -48,11 +48,19 @@
 #include <vector>
 
 #include <catena/broker/client_error.hpp>
+#include <catena/broker/client_event.hpp>
 #include <catena/broker/routes.hpp>
+#include <catena/chain/record.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/fabric.hpp>
 
 namespace catena {
+
+// A record's header: a name and a value, byte strings (publisher.hpp's
+// Record carries them). Headers views them in the delivered frame: iterate
+// it (`for (const HeaderField& h : m.headers)`) or find(name).
+using HeaderField = chain::HeaderField;
+using Headers = chain::HeaderFields;
 
 struct Message {
   std::uint32_t partition = 0;
@@ -61,6 +69,11 @@ struct Message {
   std::uint64_t producer_id = 0;
   std::uint64_t sequence = 0;
   std::span<const std::byte> payload;  // valid during the handler only
+  // The key and headers the record was published with (publish(Record));
+  // empty for records published without (publish(key, payload) partitions
+  // by its key without storing it). Valid during the handler only.
+  std::span<const std::byte> key;
+  Headers headers;
   // A channel alter's marker (only with SubscriberOptions::control_records):
   // no payload, producer_id 0, sequence the channel generation it brings in.
   bool marker = false;
@@ -94,9 +107,17 @@ struct SubscriberOptions {
   // parents up to theirs). Otherwise the subscriber decides from the
   // partitions it reads itself.
   bool markers_released_by_caller = false;
+  // Partition events (client_event.hpp): route_changed, disconnected (the
+  // replica read from was lost or left the chain), reconnected (reading
+  // again, at the next offset); on this thread, from poll(), never per
+  // record. Empty: none.
+  ClientEventHandler on_event;
 };
 
-// Something the subscriber must know that is not a record.
+// Something the subscriber must know that is not a record. A record whose
+// key and headers do not decode (a malformed attributes block: heads refuse
+// them, so only a faulty or older broker could serve one) is skipped with a
+// `corrupt` notice: lost_from its offset, next_offset the one after.
 struct Notice {
   std::uint32_t partition = 0;
   // position_expired: records before next_offset passed their TTL.

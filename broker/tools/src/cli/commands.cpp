@@ -379,7 +379,10 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
       return fail("publish", "--header takes name=value with a non-empty name, not '" + h + "'");
     headers.push_back({std::string_view(h).substr(0, eq), std::string_view(h).substr(eq + 1)});
   }
-  if (std::size_t block = 0; !headers.empty()) {
+  // A key given on the command line is stored with the record (as Kafka's
+  // console producer does), not only used to pick the partition.
+  const bool attributes = !headers.empty() || !key.empty();
+  if (std::size_t block = 0; attributes) {
     if (const auto ac = chain::attributes_size({key, headers}, &block); ac != chain::AttributesCheck::ok)
       return fail("publish", chain::describe(ac));
   }
@@ -388,7 +391,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
     const Record record{key, headers, payload};
     for (;;) {
       const client::ErrorCode e =
-          headers.empty()
+          !attributes
               ? (o.partition >= 0
                      ? pub.value()->publish_to(static_cast<std::uint32_t>(o.partition), payload, on_ack)
                      : pub.value()->publish(key, payload, on_ack))

@@ -314,8 +314,9 @@ TEST_F(CliScript, SubscribeFormatsPrintExactRecords) {
 
   // A record with a key and headers: the JSON line carries them, in order;
   // --attributes prints them before the payload.
-  const Outcome keyed = run_apart("echo delta | " + cli() +
-                                  "publish feed --key user-7 --header traceparent=00-4bf9-01 --header schema=3");
+  const Outcome keyed =
+      run_apart("echo delta | " + cli() +
+                "publish feed --key user-7 --header traceparent=00-4bf9-01 --header schema=3");
   ASSERT_EQ(keyed.exit_code, 0) << keyed.errors;
   EXPECT_EQ(keyed.output, "0:4\n");
   r = run_apart(cli() + "subscribe feed --from 4 --count 1 --timeout-ms 10000 --format json");
@@ -324,7 +325,8 @@ TEST_F(CliScript, SubscribeFormatsPrintExactRecords) {
   EXPECT_EQ(k.at("offset"), 4);
   EXPECT_EQ(k.at("payload"), "delta");
   EXPECT_EQ(k.at("key"), "user-7");
-  EXPECT_EQ(k.at("headers"), json::parse(R"([{"name":"traceparent","value":"00-4bf9-01"},{"name":"schema","value":"3"}])"));
+  EXPECT_EQ(k.at("headers"),
+            json::parse(R"([{"name":"traceparent","value":"00-4bf9-01"},{"name":"schema","value":"3"}])"));
   r = run_apart(cli() + "subscribe feed --from 4 --count 1 --timeout-ms 10000 --attributes");
   ASSERT_EQ(r.exit_code, 0) << r.errors;
   EXPECT_EQ(r.output, "[key=user-7 traceparent=00-4bf9-01 schema=3] delta\n");

@@ -231,7 +231,7 @@ TEST_F(ChainE2E, KeysAndHeadersReachTheSubscriberExactly) {
 // The head's broker dies and the chain goes on without it at a new epoch:
 // the publisher and a subscriber reading from the head each tell the
 // application, for that partition, that the link went down, the route
-// changed and they reconnected (in that order), once each, and nothing
+// changed (those two in either order) and they reconnected, once each, and nothing
 // about the partition that did not change.
 TEST_F(ChainE2E, AHeadKillGivesDisconnectedRouteChangedAndReconnectedEvents) {
   configure("ev", 0, 2, {0, 1, 2}, 1);
@@ -295,12 +295,21 @@ TEST_F(ChainE2E, AHeadKillGivesDisconnectedRouteChangedAndReconnectedEvents) {
     return kinds;
   };
   using K = ClientEvent::Kind;
+  // The broken connection and the new route are two pieces of news that
+  // race: on soft the reset comes first, on verbs (rdma_rxe) the route can
+  // (a dead peer's queue pair errors only when a post or a timeout finds
+  // it). Either order, each once, and the reconnect after both.
+  const auto in_order = [](std::vector<K> kinds) {
+    if (kinds.size() == 3 && kinds[0] == K::route_changed && kinds[1] == K::disconnected)
+      std::swap(kinds[0], kinds[1]);
+    return kinds;
+  };
   const std::vector<K> want = {K::disconnected, K::route_changed, K::reconnected};
   std::string pub_text, sub_text;
   for (const auto& e : pub_events) pub_text += std::string(to_string(e.kind)) + ": " + e.message + "\n";
   for (const auto& e : sub_events) sub_text += std::string(to_string(e.kind)) + ": " + e.message + "\n";
-  EXPECT_EQ(kinds_of(pub_events, 0), want) << pub_text;
-  EXPECT_EQ(kinds_of(sub_events, 0), want) << sub_text;
+  EXPECT_EQ(in_order(kinds_of(pub_events, 0)), want) << pub_text;
+  EXPECT_EQ(in_order(kinds_of(sub_events, 0)), want) << sub_text;
   for (const auto* events : {&pub_events, &sub_events}) {
     for (const auto& e : *events) {
       if (e.kind == K::route_changed) {

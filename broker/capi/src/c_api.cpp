@@ -74,6 +74,15 @@ std::span<const std::byte> bytes(const void* p, std::size_t n) {
   return {static_cast<const std::byte*>(p), n};
 }
 
+// The C callback as the publisher's: none when cb is NULL.
+catena::PublishCallback ack_callback(catena_publish_cb cb, void* opaque) {
+  if (cb == nullptr) return {};
+  return [cb, opaque](const catena::PublishResult& r) {
+    const catena_publish_result c{to_c(r.error()), r.partition, r.offset, r.sequence};
+    cb(opaque, &c);
+  };
+}
+
 }  // namespace
 
 extern "C" {
@@ -144,13 +153,7 @@ catena_err catena_publish(catena_publisher* pub, const void* key, std::size_t ke
   if ((key == nullptr && key_len != 0) || (payload == nullptr && payload_len != 0))
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish: NULL key or payload with a length");
   try {
-    catena::PublishCallback on_ack;
-    if (cb != nullptr) {
-      on_ack = [cb, opaque](const catena::PublishResult& r) {
-        const catena_publish_result c{to_c(r.error()), r.partition, r.offset, r.sequence};
-        cb(opaque, &c);
-      };
-    }
+    catena::PublishCallback on_ack = ack_callback(cb, opaque);
     const auto e = pub->pub->publish(bytes(key, key_len), bytes(payload, payload_len), std::move(on_ack));
     if (e != client::ErrorCode::ok) return fail(to_c(e), std::string(client::to_string(e)));
     return CATENA_OK;
@@ -187,13 +190,7 @@ catena_err catena_publish_record(catena_publisher* pub, const void* key, std::si
                 std::string("catena_publish_record: ") + catena::chain::describe(ac));
   }
   try {
-    catena::PublishCallback on_ack;
-    if (cb != nullptr) {
-      on_ack = [cb, opaque](const catena::PublishResult& r) {
-        const catena_publish_result c{to_c(r.error()), r.partition, r.offset, r.sequence};
-        cb(opaque, &c);
-      };
-    }
+    catena::PublishCallback on_ack = ack_callback(cb, opaque);
     const auto e = pub->pub->publish(record, std::move(on_ack));
     if (e != client::ErrorCode::ok) return fail(to_c(e), std::string(client::to_string(e)));
     return CATENA_OK;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <catena/broker/mirror.hpp>
 #include <catena/control/controller_client.hpp>
@@ -100,6 +101,15 @@ std::vector<std::int64_t> source_ends(const MirrorState& st, const std::string& 
   return end;
 }
 
+// A partition's source end (the newer of the state's and the source's
+// commit offset, when the source answered) and how far the mirror is behind it.
+std::pair<std::uint64_t, std::uint64_t> end_and_lag(const MirrorPartition& p,
+                                                    const std::vector<std::int64_t>& ends, std::size_t i) {
+  std::uint64_t end = p.source_end;
+  if (!ends.empty()) end = std::max(end, static_cast<std::uint64_t>(ends[i]));
+  return {end, end > p.next.source ? end - p.next.source : 0};
+}
+
 // One mirror's status, as `mirror status --json` prints it in "mirrors".
 nlohmann::json status_json(const MirrorState& st, const std::vector<std::int64_t>& ends) {
   const auto age = now_unix_ms() > st.updated_unix_ms ? now_unix_ms() - st.updated_unix_ms : 0;
@@ -107,9 +117,7 @@ nlohmann::json status_json(const MirrorState& st, const std::vector<std::int64_t
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < st.partitions.size(); ++i) {
     const auto& p = st.partitions[i];
-    std::uint64_t end = p.source_end;
-    if (!ends.empty()) end = std::max(end, static_cast<std::uint64_t>(ends[i]));
-    const std::uint64_t lag = end > p.next.source ? end - p.next.source : 0;
+    const auto [end, lag] = end_and_lag(p, ends, i);
     total += lag;
     nlohmann::json last_run = nullptr;
     if (!p.runs.empty()) {
@@ -140,9 +148,7 @@ void print_status(const MirrorState& st, const std::vector<std::int64_t>& ends) 
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < st.partitions.size(); ++i) {
     const auto& p = st.partitions[i];
-    std::uint64_t end = p.source_end;
-    if (!ends.empty()) end = std::max(end, static_cast<std::uint64_t>(ends[i]));
-    const std::uint64_t lag = end > p.next.source ? end - p.next.source : 0;
+    const auto [end, lag] = end_and_lag(p, ends, i);
     total += lag;
     const MirrorPair run = p.runs.empty() ? MirrorPair{} : p.runs.back();
     std::printf("  %-9zu  %14llu  %14llu  %12llu  %10llu  %8llu  %llu -> %llu (next %llu -> %llu)\n", i,

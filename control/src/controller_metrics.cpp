@@ -1,13 +1,12 @@
-#include <exception>
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 #include <utility>
 #include <vector>
 
 #include <catena/control/controller_metrics.hpp>
+#include <catena/control/metrics_endpoint.hpp>
 
 namespace catena::control {
 namespace {
@@ -21,14 +20,7 @@ MetricFamily family(const char* name, const char* help, MetricType type) {
 }
 
 void sample(MetricFamily& f, std::vector<ClientMetric::Label> labels, double value) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  if (f.type == MetricType::Counter) {
-    m.counter.value = value;
-  } else {
-    m.gauge.value = value;
-  }
-  f.metric.push_back(std::move(m));
+  add_sample(f, std::move(labels), value);
 }
 
 std::vector<MetricFamily> collect(const Controller* leading, const RpcStats& rpc) {
@@ -115,33 +107,26 @@ class ControllerCollectable : public prometheus::Collectable {
 }  // namespace
 
 struct ControllerMetrics::Impl {
-  std::shared_ptr<prometheus::Collectable> collectable;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<MetricsEndpoint> endpoint;
 };
 
 Result<std::unique_ptr<ControllerMetrics>> ControllerMetrics::start(const std::string& listen,
                                                                     Leading leading,
                                                                     std::shared_ptr<const RpcStats> rpc) {
+  auto endpoint = MetricsEndpoint::start(
+      listen, std::make_shared<ControllerCollectable>(std::move(leading), std::move(rpc)));
+  if (!endpoint) return endpoint.error();
   auto impl = std::make_unique<Impl>();
-  impl->collectable = std::make_shared<ControllerCollectable>(std::move(leading), std::move(rpc));
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(listen, 1);
-  } catch (const std::exception& e) {
-    return invalid_argument("metrics endpoint on " + listen + ": " + e.what());
-  }
-  impl->exposer->RegisterCollectable(impl->collectable);
+  impl->endpoint = std::move(endpoint.value());
   return std::unique_ptr<ControllerMetrics>(new ControllerMetrics(std::move(impl)));
 }
 
 ControllerMetrics::ControllerMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-ControllerMetrics::~ControllerMetrics() {
-  if (impl_ && impl_->exposer) impl_->exposer->RemoveCollectable(impl_->collectable);
-}
+ControllerMetrics::~ControllerMetrics() = default;
 
 std::uint16_t ControllerMetrics::port() const {
-  const auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : static_cast<std::uint16_t>(ports.front());
+  return impl_->endpoint->port();
 }
 
 std::string controller_metrics_text(const Controller* leading, const RpcStats& rpc) {

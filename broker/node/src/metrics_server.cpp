@@ -1,13 +1,12 @@
-#include <exception>
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 #include <utility>
 #include <vector>
 
 #include <catena/broker/metrics_server.hpp>
+#include <catena/control/metrics_endpoint.hpp>
 
 namespace catena::broker {
 namespace {
@@ -32,14 +31,7 @@ struct Families {
     return all.size() - 1;
   }
   void sample(std::size_t family, std::vector<ClientMetric::Label> labels, double value) {
-    ClientMetric m;
-    m.label = std::move(labels);
-    if (all[family].type == MetricType::Counter) {
-      m.counter.value = value;
-    } else {
-      m.gauge.value = value;
-    }
-    all[family].metric.push_back(std::move(m));
+    control::add_sample(all[family], std::move(labels), value);
   }
 };
 
@@ -144,32 +136,24 @@ class BrokerCollectable : public prometheus::Collectable {
 }  // namespace
 
 struct MetricsServer::Impl {
-  std::shared_ptr<prometheus::Collectable> collectable;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<control::MetricsEndpoint> endpoint;
 };
 
 fabric::Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Broker& broker,
                                                                     const std::string& listen) {
+  auto endpoint = control::MetricsEndpoint::start(listen, std::make_shared<BrokerCollectable>(broker));
+  if (!endpoint) return fabric::make_error(fabric::Errc::io_error, endpoint.error().message);
   auto impl = std::make_unique<Impl>();
-  impl->collectable = std::make_shared<BrokerCollectable>(broker);
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(listen, 1);
-  } catch (const std::exception& e) {
-    return fabric::make_error(fabric::Errc::io_error, "metrics endpoint on " + listen + ": " + e.what());
-  }
-  impl->exposer->RegisterCollectable(impl->collectable);
+  impl->endpoint = std::move(endpoint.value());
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
 
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-MetricsServer::~MetricsServer() {
-  if (impl_ && impl_->exposer) impl_->exposer->RemoveCollectable(impl_->collectable);
-}
+MetricsServer::~MetricsServer() = default;
 
 std::uint16_t MetricsServer::port() const {
-  const auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : static_cast<std::uint16_t>(ports.front());
+  return impl_->endpoint->port();
 }
 
 std::string metrics_text(const Broker& broker) {

@@ -59,13 +59,20 @@ void Controller::run_probes() {
   }
   if (probes.empty()) return;
   // Probe in parallel: each may take up to the probe timeout.
-  std::vector<std::future<Result<idl::NodeStats>>> answers;
+  // A failed probe also asks whether the node's address refuses
+  // connections: a process that is gone, not a cut or a stall.
+  using Answer = std::pair<Result<idl::NodeStats>, bool>;  // the ping's, refused
+  std::vector<std::future<Answer>> answers;
   for (const auto& [probe, target] : probes) {
-    answers.push_back(rpc_pool_->submit([this, to = target] { return brokers_.ping(to); }));
+    answers.push_back(rpc_pool_->submit([this, to = target] {
+      auto answer = brokers_.ping(to);
+      const bool refused = !answer && brokers_.refuses_connections(to);
+      return Answer{std::move(answer), refused};
+    }));
   }
   // Every answer before the lock: heartbeats and requests are not held up
   // behind a probe that waits out its timeout.
-  std::vector<Result<idl::NodeStats>> results;
+  std::vector<Answer> results;
   results.reserve(answers.size());
   for (auto& a : answers) results.push_back(a.get());
   MutexLock lock(mu_);
@@ -76,7 +83,7 @@ void Controller::run_probes() {
   const bool isolated = isolated_locked();
   for (std::size_t i = 0; i < probes.size(); ++i) {
     const auto& [probe, target] = probes[i];
-    auto& answer = results[i];
+    auto& [answer, refused] = results[i];
     if (halted_) continue;
     if (!answer) {
       spdlog::warn("probe of {} at {} failed: {}", probe.node_id, target.admin_addr,
@@ -85,7 +92,7 @@ void Controller::run_probes() {
       stats_[probe.node_id] = *answer;
       note_progress_locked(*answer);
     }
-    const auto verdict = detector_.probe_result(probe.node_id, probe.node_epoch, answer.ok());
+    const auto verdict = detector_.probe_result(probe.node_id, probe.node_epoch, answer.ok(), refused);
     if (verdict == FailureDetector::Verdict::unheard) {
       // It answers us, we do not hear it: its lease lapsed long ago and its
       // chains stall until its heartbeats get through. Repair them instead.
@@ -94,6 +101,21 @@ void Controller::run_probes() {
       const auto reason = fmt::format(
           "answers probes but none of its heartbeats arrived for {} ms (its lease lapsed): an asymmetric cut",
           std::chrono::duration_cast<std::chrono::milliseconds>(heard).count());
+      if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
+        spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
+      }
+      continue;
+    }
+    if (verdict == FailureDetector::Verdict::crashed) {
+      // Reported by a peer, and nothing listens at its address: the process
+      // is gone and acknowledges nothing, so there is no lease to wait out.
+      // A chain without it holds every record it committed (README,
+      // "Failover"). Not while this controller may be the one cut off.
+      if (isolated) continue;
+      const auto reason = fmt::format(
+          "reported by a peer, its probe failed ({}) and its admin address refuses connections: the process "
+          "is gone",
+          answer.error().message);
       if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
         spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
       }

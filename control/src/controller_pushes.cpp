@@ -109,14 +109,26 @@ void Controller::run_pushes() {
     for (auto& job : collect_pushes_locked()) by_node[job.to.node_id].push_back(std::move(job));
     fences.swap(fences_);
   }
-  // Best-effort fences go first and are never retried: the node is dead to
-  // us either way, and its replicas' new epoch fences it on the data plane.
-  for (const auto& f : fences) {
-    if (auto r = brokers_.fence(f.to, f.channel, f.partition, f.epoch); !r) {
-      spdlog::debug("fence of evicted {} on {}/{} not delivered: {}", f.to.node_id, f.channel, f.partition,
-                    r.error().describe());
-    }
+  // Best-effort fences, never retried: the node is dead to us either way,
+  // and its replicas' new epoch fences it on the data plane. They run beside
+  // the pushes, not before them: a stopped node's fence waits out the whole
+  // RPC timeout, which held a silent head's new chain back by a second.
+  std::vector<std::future<void>> fenced;
+  for (auto& f : fences) {
+    fenced.push_back(rpc_pool_->submit([this, f = std::move(f)] {
+      if (auto r = brokers_.fence(f.to, f.channel, f.partition, f.epoch); !r) {
+        spdlog::debug("fence of evicted {} on {}/{} not delivered: {}", f.to.node_id, f.channel, f.partition,
+                      r.error().describe());
+      }
+    }));
   }
+  // Waited for at the end of the round, as they were.
+  struct WaitAll {
+    std::vector<std::future<void>>& futures;
+    ~WaitAll() {
+      for (auto& f : futures) f.wait();
+    }
+  } wait_fences{fenced};
   if (by_node.empty()) return;
 
   struct Outcome {

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <functional>
 #include <initializer_list>
 #include <spdlog/spdlog.h>
 #include <thrift/transport/TTransport.h>
@@ -41,6 +42,9 @@ ThriftServer::Options with_rpc_stats(ThriftServer::Options thrift, std::shared_p
 struct Shared {
   std::shared_ptr<const ControllerRole> role;
   std::string admin_sha256;  // empty: open mode
+  // Runs the maintenance tick now (a failure report: its probe should not
+  // wait for the next period).
+  std::function<void()> tick_now;
 };
 
 // Thin adapter: Thrift calls to Controller calls, errors to CatenaError.
@@ -92,6 +96,7 @@ class ConnectionHandler final : public idl::ControllerIf {
       if (e.current_route) e.current_route = with_access(*controller, std::move(*e.current_route));
       throw e.to_thrift();
     }
+    if (shared_->tick_now) shared_->tick_now();
   }
   void declarePartitionLost(idl::PartitionRoute& out, const std::string& channel,
                             std::int32_t partition) override {
@@ -355,11 +360,11 @@ ControllerServer::ControllerServer(Controller& controller, Options options)
 ControllerServer::ControllerServer(std::shared_ptr<ControllerRole> role, Options options)
     : role_(std::move(role)),
       tick_interval_(options.tick_interval),
-      server_(
-          std::make_shared<idl::ControllerProcessorFactory>(
-              std::make_shared<HandlerFactory>(std::make_shared<const Shared>(Shared{
-                  role_, options.admin_token.empty() ? std::string() : token_sha256(options.admin_token)}))),
-          with_rpc_stats(std::move(options.thrift), options.rpc_stats)) {}
+      server_(std::make_shared<idl::ControllerProcessorFactory>(
+                  std::make_shared<HandlerFactory>(std::make_shared<const Shared>(Shared{
+                      role_, options.admin_token.empty() ? std::string() : token_sha256(options.admin_token),
+                      [this] { tick_now(); }}))),
+              with_rpc_stats(std::move(options.thrift), options.rpc_stats)) {}
 
 ControllerServer::~ControllerServer() {
   stop();
@@ -379,13 +384,21 @@ void ControllerServer::maintenance_loop() {
     }
     if (auto c = role_->leading()) c->tick();
     UniqueLock lock(mu_);
-    if (lock.wait_for(wake_, tick_interval_, [this] {
-          mu_.assert_held();  // the wait holds it when it asks
-          return stopping_;
-        })) {
-      return;
-    }
+    (void)lock.wait_for(wake_, tick_interval_, [this] {
+      mu_.assert_held();  // the wait holds it when it asks
+      return stopping_ || tick_requested_;
+    });
+    if (stopping_) return;
+    tick_requested_ = false;
   }
+}
+
+void ControllerServer::tick_now() {
+  {
+    MutexLock lock(mu_);
+    tick_requested_ = true;
+  }
+  wake_.notify_all();
 }
 
 void ControllerServer::stop() {

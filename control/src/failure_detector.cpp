@@ -56,7 +56,7 @@ std::vector<FailureDetector::Probe> FailureDetector::due_probes() {
 }
 
 FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_id, std::int64_t node_epoch,
-                                                       bool answered) {
+                                                       bool answered, bool refused) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.node_epoch != node_epoch) return Verdict::ignored;
   auto& e = it->second;
@@ -73,7 +73,11 @@ FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_i
     e.last_heartbeat = clock_.now();  // a fresh window before it can be suspected again
     return Verdict::alive;
   }
-  if (++e.failed_probes >= options_.probe_attempts) return Verdict::dead;
+  ++e.failed_probes;
+  // A heartbeat timeout alone with a refused connection still takes every
+  // probe: only a peer's report says that the node failed just now.
+  if (refused && e.reported) return Verdict::crashed;
+  if (e.failed_probes >= options_.probe_attempts) return Verdict::dead;
   return Verdict::suspect;
 }
 

@@ -127,6 +127,11 @@ Result<void> InProcBrokerAdmin::fence(const BrokerTarget& to, const std::string&
   return send(call, &ignored);
 }
 
+bool InProcBrokerAdmin::refuses_connections(const BrokerTarget& to) {
+  MutexLock lock(mu_);
+  return brokers_.find(to.admin_addr) == brokers_.end();
+}
+
 Result<idl::NodeStats> InProcBrokerAdmin::ping(const BrokerTarget& to) {
   Call call;
   call.method = Method::ping;

@@ -121,6 +121,11 @@ Result<idl::MarkerReply> ThriftBrokerAdmin::append_marker(const BrokerTarget& to
   return reply;
 }
 
+bool ThriftBrokerAdmin::refuses_connections(const BrokerTarget& to) {
+  auto peer = parse_host_port(to.admin_addr);
+  return peer && detail::refuses_connections(*peer, options_.probe_timeout);
+}
+
 Result<idl::NodeStats> ThriftBrokerAdmin::ping(const BrokerTarget& to) {
   idl::NodeStats stats;
   auto r = call(to, options_.probe_timeout, options_.probe_timeout,

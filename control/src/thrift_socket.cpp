@@ -1,8 +1,14 @@
 #include "thrift_socket.hpp"
 
+#include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <fmt/format.h>
+#include <string>
+#include <sys/socket.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TTransportException.h>
@@ -57,6 +63,35 @@ Result<ThriftConnection> open_connection(const HostPort& peer, std::chrono::mill
     return make_error(idl::ErrorCode::UNAVAILABLE, fmt::format("connect {}: {}", peer.to_string(), e.what()));
   }
   return c;
+}
+
+bool refuses_connections(const HostPort& peer, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(peer.port);
+  if (::getaddrinfo(peer.host.c_str(), port.c_str(), &hints, &found) != 0 || found == nullptr) return false;
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int error = 0;
+  if (fd >= 0) {
+    if (::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
+      error = errno;
+      if (error == EINPROGRESS) {
+        pollfd pfd{};
+        pfd.fd = fd;
+        pfd.events = POLLOUT;
+        error = 0;
+        if (::poll(&pfd, 1, static_cast<int>(timeout.count())) == 1) {
+          socklen_t len = sizeof(error);
+          if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = 0;
+        }
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return error == ECONNREFUSED;
 }
 
 }  // namespace catena::control::detail

@@ -38,4 +38,10 @@ struct ThriftConnection {
                                                        std::chrono::milliseconds connect_timeout,
                                                        std::chrono::milliseconds rpc_timeout);
 
+// True only when connecting to peer is refused (ECONNREFUSED: nothing
+// listens at that address, on a live host). False when it connects, times
+// out, or fails in any other way. One connect, closed at once; bounded by
+// timeout.
+[[nodiscard]] bool refuses_connections(const HostPort& peer, std::chrono::milliseconds timeout);
+
 }  // namespace catena::control::detail

@@ -88,7 +88,10 @@ TEST_F(Detector, FlakyClientReportsDoNotEvictAHealthyNode) {
 // heartbeat, so its dead verdict waits until lease + heartbeat_interval
 // (350 ms) have passed, still well before the 500 ms timeout.
 TEST_F(Detector, ReportAboutAnUnreachableNodeEvictsItOnceItsLeaseLapsed) {
-  kill_broker("b");
+  // Cut off, not gone: every call to it is lost (a timeout), none refused.
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    return call.to.node_id == id("b") ? Fate::drop_request : Fate::deliver;
+  });
   idl::FailureReport report;
   report.__set_reporter("node-1");
   report.__set_suspect_node_id(id("b"));
@@ -103,6 +106,36 @@ TEST_F(Detector, ReportAboutAnUnreachableNodeEvictsItOnceItsLeaseLapsed) {
   run_for(100ms, {"b"});
   EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
 }
+
+// A crash: a peer reports b, and b's admin address refuses connections
+// (nothing listens: the process is gone). That is evidence enough: b is
+// evicted at the first failed probe, without waiting out its lease, and its
+// chains are repaired in the same tick.
+TEST_F(Detector, ReportedNodeWhoseAddressRefusesConnectionsIsEvictedAtTheFirstProbe) {
+  ASSERT_TRUE(controller_->create_channel(testing::channel_config("ch")).ok());
+  const auto before = route("ch");
+  kill_broker("b");
+  idl::FailureReport report;
+  report.__set_reporter("publisher");
+  report.__set_suspect_node_id(id("b"));
+  report.__set_channel("ch");
+  report.__set_partition(0);
+  report.__set_epoch(before.epoch);
+  report.__set_reason("connection to head lost");
+  ASSERT_TRUE(controller_->report_failure(report).ok());
+  EXPECT_EQ(state_of("b"), idl::NodeState::SUSPECT);
+  controller_->tick();  // no time passes: well inside b's lease
+  EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);
+  const auto after = route("ch");
+  EXPECT_GT(after.epoch, before.epoch);
+  for (const auto& r : after.replicas) EXPECT_NE(r.node_id, id("b"));
+  EXPECT_EQ(after.replicas.size(), before.replicas.size() - 1);
+}
+
+// Refused connections without a peer's report (only missed heartbeats)
+// still take every probe: SilentUnreachableNodeGoesSuspectThenDead. And a
+// report about a node that answers its probes evicts nobody:
+// FlakyClientReportsDoNotEvictAHealthyNode.
 
 TEST_F(Detector, ReportsAreCheckedAgainstTheRoute) {
   ASSERT_TRUE(controller_->create_channel(testing::channel_config("ch")).ok());

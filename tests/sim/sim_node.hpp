@@ -74,6 +74,9 @@ class SimAdmin final : public control::BrokerAdminClient {
   control::Result<void> fence(const control::BrokerTarget& to, const std::string& channel,
                               std::int32_t partition, std::int64_t epoch) override;
   control::Result<control::idl::NodeStats> ping(const control::BrokerTarget& to) override;
+  // Never: an unreachable node may be cut off rather than gone, so the
+  // controller takes every probe and waits out the lease, as for a cut.
+  bool refuses_connections(const control::BrokerTarget&) override { return false; }
   // The simulation moves no partition (Controller::move_partition is tested elsewhere).
   control::Result<control::idl::SealReply> seal(const control::BrokerTarget& to, const std::string& channel,
                                                 std::int32_t partition, std::int64_t epoch) override;

@@ -43,7 +43,8 @@ void Publisher::Impl::start_connect_st(PartitionSession& s, Clock::time_point no
   // usual back-off would make it a 50 ms pause. Bounded: a move that
   // takes longer is waited for like any other outage.
   s.attempt_follows_move = s.moved_epoch != 0 && now - s.moved_since < kMoveFollow;
-  s.retry_at = now + (s.attempt_follows_move ? kMoveRetry : std::chrono::milliseconds(50));
+  s.connect_backoff = std::clamp(s.connect_backoff * 2, kMoveRetry, std::chrono::milliseconds(50));
+  s.retry_at = now + (s.attempt_follows_move ? kMoveRetry : s.connect_backoff);
   if (!s.down) {
     s.down = true;
     s.down_since = now;
@@ -262,6 +263,7 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
   s.moved_epoch = 0;
   ++s.link_gen;
   s.down = false;
+  s.connect_backoff = std::chrono::milliseconds(0);
   s.watch.drop();
   s.watch_backoff = std::chrono::milliseconds(0);
   if (opts_.tail_acks && s.route.replicas.size() >= 2 && s.watch_dial.can_start()) {

@@ -274,6 +274,7 @@ bool LocalCluster::start_controller(std::size_t i, std::string* error) {
     args.insert(args.end(), {"--data-dir", opts_.dir + "/controller-data"});
   }
   if (opts_.secure) args.insert(args.end(), {"--admin-token-file", admin_token_file()});
+  args.insert(args.end(), opts_.controller_args.begin(), opts_.controller_args.end());
   if (opts_.group_session_timeout_ms > 0) {
     args.insert(args.end(),
                 {"--group-session-timeout-ms", std::to_string(opts_.group_session_timeout_ms),

@@ -213,6 +213,22 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->check(CLI::Range(1000, 120000));
   app.add_option("--timeout-ms", o.timeout_ms, "failure detector heartbeat timeout for --failover")
       ->capture_default_str();
+  app.add_option("--failover-kinds", o.failover_kinds,
+                 "--failover: which heads to fail, comma-separated: crash (SIGKILL: its neighbours see the "
+                 "connection close) and silent (SIGSTOP: only the detector's timeout notices)")
+      ->capture_default_str()
+      ->check([](const std::string& v) {
+        for (const auto& k : {std::string("crash,silent"), std::string("silent,crash"), std::string("crash"),
+                              std::string("silent")}) {
+          if (v == k) return std::string();
+        }
+        return std::string("expected crash, silent or crash,silent");
+      });
+  app.add_option("--hog", o.hog,
+                 "--failover: this many threads spin beside the cluster for the whole run (a CPU hog on "
+                 "the same cores); healthy nodes evicted meanwhile are counted as false_evictions")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app.add_flag("--move", o.move,
                "measure partition moves instead: move a partition N times under traffic (tail-offset "
                "handoff), the pause in acknowledgements and the bytes each move sends");

@@ -247,6 +247,7 @@ struct TrafficOptions {
   std::string client_name;  // the routes' client names: <client_name>-pub, <client_name>-sub
   std::string provider;
   std::chrono::milliseconds retry_timeout{0};  // 0: the publisher's default
+  std::chrono::milliseconds stall_check{0};    // 0: the publisher's default
   // The next record's size, given the bytes acknowledged so far.
   std::function<std::size_t(std::uint64_t acked_bytes)> record_bytes = [](std::uint64_t) { return 64; };
   // The publisher's pause after each record (a steady stream), given the same.

@@ -49,6 +49,7 @@ void HistoryTraffic::publish_loop(const control::ControllerClient::Options& cont
   PublisherOptions po;
   po.provider = options_.provider;
   if (options_.retry_timeout.count() > 0) po.retry_timeout = options_.retry_timeout;
+  if (options_.stall_check.count() > 0) po.stall_check = options_.stall_check;
   auto pub = Publisher::create(routes, options_.channel, po);
   if (!pub) {
     pub_done_ = true;

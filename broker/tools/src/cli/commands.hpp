@@ -103,6 +103,8 @@ struct BenchOptions {
   int kills = 5;
   int zk_session_timeout_ms = 1500;  // --controller-failover: the controllers' ZooKeeper sessions
   int timeout_ms = 50;
+  std::string failover_kinds = "crash,silent";  // --failover: SIGKILL and/or SIGSTOP rounds
+  int hog = 0;                                  // --failover: busy threads beside the cluster
   bool move = false;
   int moves = 5;
   int retained_mib = 4;

@@ -51,6 +51,10 @@ class BrokerAdminClient {
                                            std::int32_t partition, std::int64_t epoch) = 0;
   // Liveness probe. Implementations bound it by their probe timeout.
   [[nodiscard]] virtual Result<idl::NodeStats> ping(const BrokerTarget& to) = 0;
+  // After a failed ping: true only if the node's admin address refuses
+  // connections (nothing listens there: its process is gone), as opposed
+  // to a timeout or a cut. Bounded by the probe timeout.
+  [[nodiscard]] virtual bool refuses_connections(const BrokerTarget& to) = 0;
   // Partition handoff: seals the head (see BrokerAdmin.seal in catena.thrift).
   [[nodiscard]] virtual Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
                                                     std::int32_t partition, std::int64_t epoch) = 0;

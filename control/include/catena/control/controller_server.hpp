@@ -92,6 +92,9 @@ class ControllerServer {
   [[nodiscard]] std::uint16_t port() const noexcept { return server_.port(); }
   [[nodiscard]] std::string address() const { return server_.address(); }
   void stop();
+  // Runs the maintenance tick as soon as the one under way (if any) ends,
+  // not at the next period: a failure report's probe goes out at once.
+  void tick_now() EXCLUDES(mu_);
 
  private:
   void maintenance_loop() EXCLUDES(mu_);
@@ -103,6 +106,7 @@ class ControllerServer {
   Mutex mu_;
   std::condition_variable wake_;
   bool stopping_ GUARDED_BY(mu_) = false;
+  bool tick_requested_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace catena::control

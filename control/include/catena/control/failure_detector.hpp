@@ -47,7 +47,11 @@ class FailureDetector {
     std::int64_t node_epoch = 0;
   };
 
-  enum class Verdict { alive, suspect, dead, unheard, ignored };
+  // crashed: a peer reported the node and its admin address refuses
+  // connections (nothing listens there: the process is gone). Acted on at
+  // once, without more probes or waiting out its lease: a process that is
+  // gone acknowledges nothing.
+  enum class Verdict { alive, suspect, dead, crashed, unheard, ignored };
 
   FailureDetector(Options options, const Clock& clock) : options_(options), clock_(clock) {}
 
@@ -63,8 +67,10 @@ class FailureDetector {
   // Moves nodes whose heartbeats are overdue to SUSPECT and returns every
   // SUSPECT node without a probe in flight; marks them in flight.
   [[nodiscard]] std::vector<Probe> due_probes();
-  // The answer (or failure) of a probe from due_probes().
-  Verdict probe_result(const std::string& node_id, std::int64_t node_epoch, bool answered);
+  // The answer (or failure) of a probe from due_probes(). refused: the
+  // probe failed because the node's address refused the connection.
+  Verdict probe_result(const std::string& node_id, std::int64_t node_epoch, bool answered,
+                       bool refused = false);
   // Forgets every silence so far: each node is ALIVE (unless a peer reported
   // it) with a fresh timeout window, its failed probes and missed heartbeats
   // forgotten, and answers to probes in flight are ignored. For the end of

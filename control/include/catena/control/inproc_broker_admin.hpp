@@ -60,6 +60,8 @@ class InProcBrokerAdmin final : public BrokerAdminClient {
   [[nodiscard]] Result<void> fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
                                    std::int64_t epoch) override;
   [[nodiscard]] Result<idl::NodeStats> ping(const BrokerTarget& to) override;
+  // True when no handler is attached at to.admin_addr (a broker that is down).
+  [[nodiscard]] bool refuses_connections(const BrokerTarget& to) override;
   [[nodiscard]] Result<idl::SealReply> seal(const BrokerTarget& to, const std::string& channel,
                                             std::int32_t partition, std::int64_t epoch) override;
   [[nodiscard]] Result<idl::MarkerReply> append_marker(const BrokerTarget& to, const std::string& channel,

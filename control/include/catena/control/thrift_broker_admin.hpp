@@ -35,6 +35,7 @@ class ThriftBrokerAdmin final : public BrokerAdminClient {
   [[nodiscard]] Result<void> fence(const BrokerTarget& to, const std::string& channel, std::int32_t partition,
                                    std::int64_t epoch) override;
   [[nodiscard]] Result<idl::NodeStats> ping(const BrokerTarget& to) override;
+  [[nodiscard]] bool refuses_connections(const BrokerTarget& to) override;
   [[nodiscard]] Result<idl::MarkerReply> append_marker(const BrokerTarget& to, const std::string& channel,
                                                        std::int32_t partition, std::int64_t epoch,
                                                        const MarkerRequest& marker) override;

@@ -63,7 +63,10 @@ struct ClusterOptions {
   int heartbeat_timeout_ms = 500;
   int heartbeat_interval_ms = 100;
   int group_session_timeout_ms = 0;  // 0: the controller's default
-  std::string bin_dir;               // where catenad / catena-controller are (default: next to catena)
+  // More catena-controller flags, for every controller (e.g. the failover
+  // bench's {"--tick-interval-ms", "10", "--probe-timeout-ms", "25"}).
+  std::vector<std::string> controller_args;
+  std::string bin_dir;  // where catenad / catena-controller are (default: next to catena)
   // Kept memory (process-level recovery): broker i keeps its segments in
   // <keep_root>/node-<i> (catenad --keep-dir; keep_root on a memory
   // filesystem, e.g. under /dev/shm), so restart_node() brings it back with

@@ -533,7 +533,9 @@ TEST(Mirror, KeysAndHeadersAreMirroredByteExact) {
   };
   const std::string binary("\x00\xff\x01k\x00", 5);
   std::vector<Sent> sent{
-      {"order-1", {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, {"schema", "7"}}, "p0"},
+      {"order-1",
+       {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, {"schema", "7"}},
+       "p0"},
       {binary, {{"bin", binary}, {"empty", ""}, {"dup", "a"}, {"dup", "b"}}, std::string("\x00\x01", 2)},
       {"", {}, "plain"},
       {"only-key", {}, ""},
@@ -558,7 +560,8 @@ TEST(Mirror, KeysAndHeadersAreMirroredByteExact) {
     ASSERT_EQ(ok, static_cast<int>(sent.size()));
   }
 
-  auto created = Mirror::create("m", kChannel, src->controller_address(), dst->controller_address(), state_dir);
+  auto created =
+      Mirror::create("m", kChannel, src->controller_address(), dst->controller_address(), state_dir);
   ASSERT_TRUE(created.ok()) << created.error().describe();
   MirrorOptions mo;
   mo.state_dir = state_dir;
@@ -566,8 +569,7 @@ TEST(Mirror, KeysAndHeadersAreMirroredByteExact) {
   ASSERT_TRUE(mirror.ok()) << mirror.error().describe();
   client::Result<void> ran;
   std::thread run([&] { ran = mirror.value()->run(); });
-  ASSERT_TRUE(
-      wait_for([&] { return mirror.value()->state().partitions[0].next.source >= sent.size(); }, 15s))
+  ASSERT_TRUE(wait_for([&] { return mirror.value()->state().partitions[0].next.source >= sent.size(); }, 15s))
       << "the mirror made no progress";
   mirror.value()->stop();
   run.join();

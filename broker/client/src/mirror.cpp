@@ -536,8 +536,9 @@ client::Result<void> Mirror::run() {
               return;
             }
           }
-          Pending rec{m.partition, m.offset, m.timestamp_ns, keep(m.payload), keep(m.key),
-                      header_slices.size() / 2, m.headers.size()};
+          Pending rec{m.partition,     m.offset,    m.timestamp_ns,
+                      keep(m.payload), keep(m.key), header_slices.size() / 2,
+                      m.headers.size()};
           for (const HeaderField& h : m.headers) {
             header_slices.push_back(keep(std::as_bytes(std::span(h.name))));
             header_slices.push_back(keep(std::as_bytes(std::span(h.value))));

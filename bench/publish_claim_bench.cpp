@@ -9,6 +9,7 @@
 // not what is measured.
 //   catena-publish-claim-bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>

@@ -61,7 +61,7 @@ std::string pattern(std::size_t n, std::uint32_t seed) {
   return s;
 }
 
-void fill(Claim& c, const std::string& data) {
+void fill_claim(Claim& c, const std::string& data) {
   ASSERT_EQ(c.buffer().size(), data.size());
   if (!data.empty()) std::memcpy(c.buffer().data(), data.data(), data.size());
 }
@@ -71,7 +71,7 @@ Claim claim_filled(Publisher& pub, std::uint32_t partition, const std::string& d
   for (;;) {
     Claim c = pub.try_claim(partition, data.size());
     if (c) {
-      fill(c, data);
+      fill_claim(c, data);
       return c;
     }
     EXPECT_EQ(c.error(), client::ErrorCode::backpressure);
@@ -113,7 +113,7 @@ TEST_F(ChainE2E, ClaimedRecordsArriveByteExactInOrderWithPublishedOnes) {
   {
     Claim c = p.try_claim(bytes(key), headers, want.back().size());
     ASSERT_TRUE(c) << client::to_string(c.error());
-    fill(c, want.back());
+    fill_claim(c, want.back());
     ASSERT_EQ(p.commit(c, on_ack), client::ErrorCode::ok);
   }
   ASSERT_TRUE(p.flush(10s));
@@ -165,7 +165,7 @@ TEST_F(ChainE2E, AnAbortedClaimLeavesNoRecordAndNoGap) {
     // moved-from one is empty.
     Claim a = claim_filled(p, 0, "moved-then-replaced");
     Claim b = std::move(a);
-    EXPECT_FALSE(a);
+    EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): a moved-from claim is empty
     ASSERT_TRUE(b);
     b = Claim();
   }
@@ -225,7 +225,7 @@ TEST_F(ChainE2E, ClaimErrorsAreClearAndLoseNothing) {
   // Another partition's claim is its own.
   Claim other = claim_filled(p, 1, "other-partition");
   ASSERT_TRUE(other);
-  fill(open, "open-0-8");
+  fill_claim(open, "open-0-8");
   ASSERT_EQ(p.commit(open, on_ack), client::ErrorCode::ok);
   ASSERT_EQ(p.commit(other, on_ack), client::ErrorCode::ok);
   EXPECT_EQ(p.commit(other, on_ack), client::ErrorCode::invalid_argument);  // closed already
@@ -240,7 +240,7 @@ TEST_F(ChainE2E, ClaimErrorsAreClearAndLoseNothing) {
     Claim c = p.try_claim(0, 30u << 10);
     last = c.error();
     if (!c) break;
-    fill(c, pattern(30u << 10, static_cast<std::uint32_t>(i)));
+    fill_claim(c, pattern(30u << 10, static_cast<std::uint32_t>(i)));
     ASSERT_EQ(p.commit(c, on_ack), client::ErrorCode::ok);
     ++staged;
   }

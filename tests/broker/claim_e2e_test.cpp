@@ -404,5 +404,74 @@ TEST_F(ChainE2E, AHeadLostWhileAClaimIsOpenReconnectsAfterTheCommit) {
   EXPECT_EQ(got[2].payload, claimed);
 }
 
+// A channel alter (a shrink from 2 partitions to 1) while a claim is open:
+// the publisher learns of it and raises its barrier, but switches to the
+// new generation only once the claim is committed; the committed record,
+// refused at the old generation, is sent again and stored above partition
+// 0's marker, byte-exact.
+TEST_F(ChainE2E, AChannelAlterSwitchWaitsForAnOpenClaim) {
+  configure("calt", 1, 2, {1, 2}, 1);
+  configure("calt", 0, 2, {0, 1}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto created = Publisher::create(routes_, "calt", po);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Publisher& p = *created.value();
+  ASSERT_EQ(p.partitions(), 2u);
+  const chain::MarkerSpec spec{1, 2, 1};
+  const auto m0 = brokers_[0]->append_marker("calt", 0, 1, spec);
+  ASSERT_EQ(m0.status, broker::ConfigureStatus::applied) << m0.message;
+  const auto m1 = brokers_[1]->append_marker("calt", 1, 1, spec);
+  ASSERT_EQ(m1.status, broker::ConfigureStatus::applied) << m1.message;
+
+  const std::string claimed = pattern(2000, 5);
+  Claim c = p.try_claim(0, claimed.size());
+  ASSERT_TRUE(c) << client::to_string(c.error());
+  std::vector<PublishResult> gone;
+  ASSERT_EQ(p.publish_to(1, bytes("gone"), [&](const PublishResult& r) { gone.push_back(r); }),
+            client::ErrorCode::ok);
+  // Partition 1's head refuses it (remap): the barrier goes up...
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  client::ErrorCode other = client::ErrorCode::ok;
+  while (std::chrono::steady_clock::now() < deadline) {
+    p.poll();
+    Claim probe = p.try_claim(1, 8);
+    other = probe.error();
+    if (other == client::ErrorCode::backpressure) break;
+  }
+  ASSERT_EQ(other, client::ErrorCode::backpressure) << "no barrier";
+  // ...and stays up while the claim is open.
+  for (auto until = std::chrono::steady_clock::now() + 300ms; std::chrono::steady_clock::now() < until;)
+    p.poll();
+  EXPECT_EQ(p.partitions(), 2u) << "switched under an open claim";
+  EXPECT_TRUE(gone.empty());
+  fill_claim(c, claimed);
+  std::vector<PublishResult> acks;
+  ASSERT_EQ(p.commit(c, [&](const PublishResult& r) { acks.push_back(r); }), client::ErrorCode::ok);
+  ASSERT_TRUE(p.flush(20s));
+  EXPECT_EQ(p.partitions(), 1u);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].status, PublishStatus::bad_request);  // publish_to a removed partition
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].status, PublishStatus::ok) << chain::wire::to_string(acks[0].status);
+  EXPECT_EQ(acks[0].partition, 0u);
+  EXPECT_GT(acks[0].offset, m0.state.offset);
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  so.partitions = {0};
+  auto sub = Subscriber::create(routes_, "calt", so);
+  ASSERT_TRUE(sub.ok());
+  std::optional<std::string> at;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!at && std::chrono::steady_clock::now() < until) {
+    sub.value()->poll([&](const Message& m) {
+      if (m.offset == acks[0].offset)
+        at = std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+    });
+  }
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(*at, claimed);
+}
+
 }  // namespace
 }  // namespace catena::test

@@ -314,9 +314,8 @@ class PublishClient {
                      std::span<const std::byte> payload);
   // --- a zero-copy record (Publisher::try_claim): reserve, fill, commit ---
   // A frame reserved for the caller to fill in place: where it goes in the
-  // ring's image, and its size. Nothing is
-  // placed, numbered or sent until commit_reserved(); so dropping a
-  // reservation (an abort) leaves no trace. While one is open the caller
+  // ring's image, and its size. Nothing is placed, numbered or sent until
+  // commit_reserved(), so dropping a reservation (an abort) leaves no trace. While one is open the caller
   // stages nothing else into this ring (its frame would go where the
   // reservation is) and does not attach() (resend() lays the ring out again).
   struct Reservation {

@@ -357,6 +357,49 @@ fabric::Errc PublishClient::stage(const RecordHeader& producer, const Attributes
   return fabric::Errc::ok;
 }
 
+fabric::Errc PublishClient::reserve(std::uint32_t region_bytes, Reservation* out) {
+  if (pending_.full()) return fabric::Errc::backpressure;
+  const auto fbytes = static_cast<std::uint32_t>(frame_size(region_bytes));
+  // Placed on a copy of the writer: the real one moves at the commit, so an
+  // abort has nothing to undo. A pad written here lies beyond the written
+  // total (nothing reads or sends it); the commit writes it again.
+  FrameRingWriter trial = writer_;
+  std::uint32_t pos = 0;
+  if (trial.place_st(
+          fbytes,
+          [this](std::uint32_t at, const RecordHeader& pad) {
+            std::memcpy(mirror_->data() + at, &pad, sizeof pad);
+            return true;
+          },
+          &pos) != RingStatus::ok) {
+    return fabric::Errc::backpressure;  // wait for credit
+  }
+  *out = Reservation{pos, fbytes, region_bytes};
+  return fabric::Errc::ok;
+}
+
+fabric::Errc PublishClient::commit_reserved(const RecordHeader& producer, const Reservation& r) {
+  if (pending_.full()) return fabric::Errc::backpressure;
+  // The same written total gives the same place (credit only adds room);
+  // a ring that started over (fail_all) puts the frame at its start.
+  std::uint32_t pos = 0;
+  if (place(r.frame_bytes, &pos) != RingStatus::ok) return fabric::Errc::backpressure;
+  std::byte* at = mirror_->data() + pos;
+  if (pos != r.pos) std::memmove(at, mirror_->data() + r.pos, r.frame_bytes);
+  RecordHeader h = producer;
+  h.sequence = next_seq_;
+  h.length = r.region;
+  std::byte* region = at + sizeof h;
+  const std::size_t pad = align_up(r.region) - r.region;
+  if (pad != 0) std::memset(region + r.region, 0, pad);
+  h.payload_crc = payload_checksum({region, r.region});
+  h.header_crc = header_checksum(h);
+  std::memcpy(at, &h, sizeof h);
+  pending_.push_back(Pending{next_seq_, r.frame_bytes, pos});
+  ++next_seq_;
+  return fabric::Errc::ok;
+}
+
 void PublishClient::flush() {
   while (link_ && writer_.flushed() < writer_.written()) {
     const FrameRingWriter::Chunk c = writer_.next_chunk();

@@ -3,6 +3,7 @@
 // head's ring, the head's half appends them to a log and acknowledges what
 // the commit covers; no replica, broker or process.
 #include <chrono>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <string>
 #include <tuple>
@@ -180,6 +181,57 @@ TEST_F(PublishTest, TheHeadStoresAttributesAndRefusesAMalformedBlock) {
   ASSERT_EQ(d.headers.size(), 1u);
   EXPECT_EQ(*d.headers.begin(), hs[0]);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), payload);
+}
+
+// A reserved frame (Publisher::try_claim) is nothing until committed: not
+// sent, not numbered, and one dropped leaves no trace. Committed after the
+// ring started over (fail_all), it moves to the ring's start, and is
+// stored byte-exact once a new session resends it.
+TEST_F(PublishTest, AReservedFrameIsARecordOnlyOnceCommitted) {
+  PublishClient c = make_client();
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  stage(c, 2);
+  PublishClient::Reservation r;
+  ASSERT_EQ(c.reserve(100, &r), fabric::Errc::ok);
+  std::memset(c.region_at(r), 'z', 100);  // dropped: never a record
+  PublishClient::Event ev{};
+  ASSERT_EQ(run(c, 2, 100, &ev).size(), 2u);
+  EXPECT_EQ(log.end_offset(), 2u);
+  EXPECT_EQ(c.next_seq(), 2u);
+  stage(c, 1);  // takes the dropped reservation's place
+  ASSERT_EQ(c.reserve(3000, &r), fabric::Errc::ok);
+  EXPECT_GT(r.pos, 0u);
+  std::string want(3000, '\0');
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<char>('a' + i % 26);
+  std::memcpy(c.region_at(r), want.data(), want.size());
+  const auto failed = [&] {
+    std::vector<Resolved> out;
+    c.fail_all(wire::Status::unavailable, [&](std::uint64_t seq, wire::Status st, std::uint64_t off) {
+      out.emplace_back(seq, st, off);
+    });
+    return out;
+  }();
+  ASSERT_EQ(failed.size(), 1u);  // seq 2, never sent: the ring starts over
+  RecordHeader h{};
+  h.producer_id = kProducer;
+  h.producer_epoch = 1;
+  ASSERT_EQ(c.commit_reserved(h, r), fabric::Errc::ok);
+  EXPECT_EQ(c.pending(), 1u);
+  c.drop();
+  const auto w = open(c);  // the head expects 2: the claimed record is renumbered to it
+  ASSERT_EQ(w.status, wire::Status::ok);
+  EXPECT_EQ(w.next_sequence, 2u);
+  const auto done = run(c, 1, 100, &ev);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0], Resolved(2, wire::Status::ok, 2));
+  ASSERT_EQ(log.end_offset(), 3u);
+  Cursor cur = log.seek(2);
+  ASSERT_TRUE(cur.valid);
+  const ReadResult rr = log.read(cur);
+  ASSERT_EQ(rr.status, ReadStatus::record);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(rr.frame + sizeof(RecordHeader)), rr.header.length),
+            want);
+  EXPECT_EQ(corrupt, 0u);
 }
 
 TEST_F(PublishTest, RecordsResentToANewSessionGetTheirOriginalOffsets) {

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <catena/broker/client_error.hpp>
 #include <catena/broker/controller_routes.hpp>
@@ -26,6 +27,15 @@ struct catena_routes {
 struct catena_publisher {
   std::shared_ptr<catena::broker::ControllerRoutes> routes;  // outlives the publisher
   std::unique_ptr<catena::Publisher> pub;
+  // Open claims by partition, with the id handed out (catena_claim.id);
+  // destroyed (aborted) before the publisher. Grows at a claim on a
+  // partition not seen yet: per partition, never per claim.
+  struct OpenClaim {
+    catena::Claim claim;
+    std::uint64_t id = 0;
+  };
+  std::vector<OpenClaim> claims;
+  std::uint64_t next_claim = 1;
 };
 struct catena_subscriber {
   std::shared_ptr<catena::broker::ControllerRoutes> routes;
@@ -197,6 +207,58 @@ catena_err catena_publish_record(catena_publisher* pub, const void* key, std::si
   } catch (...) {
     return caught();
   }
+}
+
+catena_err catena_try_claim(catena_publisher* pub, std::uint32_t partition, std::size_t length,
+                            catena_claim* out) noexcept {
+  if (pub == nullptr || out == nullptr)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_try_claim: publisher or claim is NULL");
+  try {
+    catena::Claim c = pub->pub->try_claim(partition, length);
+    if (!c) return fail(to_c(c.error()), std::string(client::to_string(c.error())));
+    if (pub->claims.size() <= partition) pub->claims.resize(partition + 1);
+    auto& slot = pub->claims[partition];
+    slot.claim = std::move(c);  // the slot's was closed: try_claim refuses a second
+    slot.id = pub->next_claim++;
+    *out = catena_claim{slot.claim.buffer().data(), slot.claim.buffer().size(), partition, 0, slot.id};
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+namespace {
+catena_publisher::OpenClaim* open_claim(catena_publisher* pub, const catena_claim* claim) {
+  if (pub == nullptr || claim == nullptr || claim->id == 0 || claim->partition >= pub->claims.size())
+    return nullptr;
+  auto& slot = pub->claims[claim->partition];
+  return slot.id == claim->id && slot.claim ? &slot : nullptr;
+}
+}  // namespace
+
+catena_err catena_commit(catena_publisher* pub, catena_claim* claim, catena_publish_cb cb,
+                         void* opaque) noexcept {
+  auto* slot = open_claim(pub, claim);
+  if (slot == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_commit: the claim is not open");
+  try {
+    const auto e = pub->pub->commit(slot->claim, ack_callback(cb, opaque));
+    slot->id = 0;
+    claim->id = 0;
+    claim->buffer = nullptr;
+    if (e != client::ErrorCode::ok) return fail(to_c(e), std::string(client::to_string(e)));
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+void catena_abort(catena_publisher* pub, catena_claim* claim) noexcept {
+  auto* slot = open_claim(pub, claim);
+  if (slot == nullptr) return;
+  pub->pub->abort(slot->claim);
+  slot->id = 0;
+  claim->id = 0;
+  claim->buffer = nullptr;
 }
 
 int catena_publisher_poll(catena_publisher* pub) noexcept {

@@ -63,10 +63,6 @@ control::ControllerClient::Options controller_options(const std::string& address
   return o;
 }
 
-std::span<const std::byte> bytes_of(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
 }  // namespace
 
 std::string mirror_state_path(const std::string& state_dir, const std::string& name) {
@@ -363,13 +359,34 @@ client::Result<void> Mirror::run() {
     return make_error(sub.error().code, "source cluster " + st.source + ": " + sub.error().describe());
   for (std::uint32_t p = 0; p < st.partitions.size(); ++p) sub.value()->seek(p, st.partitions[p].next.source);
 
+  // A batch's records, their bytes (payload, key, header names and values)
+  // one after another in `arena`: cleared per batch, their capacity kept,
+  // so a steady stream allocates nothing per record.
+  struct Slice {
+    std::size_t at = 0;
+    std::size_t size = 0;
+  };
   struct Pending {
     std::uint32_t partition = 0;
     std::uint64_t offset = 0;
     std::uint64_t timestamp_ns = 0;
-    std::string payload;
+    Slice payload;
+    Slice key;
+    std::size_t first_header = 0;  // in header_slices (name, value pairs)
+    std::size_t headers = 0;
   };
   std::vector<Pending> batch;
+  std::string arena;
+  std::vector<Slice> header_slices;
+  std::vector<HeaderField> header_fields;
+  const auto keep = [&arena](std::span<const std::byte> b) {
+    const Slice sl{arena.size(), b.size()};
+    arena.append(reinterpret_cast<const char*>(b.data()), b.size());
+    return sl;
+  };
+  const auto view = [&arena](const Slice& sl) {
+    return std::span<const std::byte>(reinterpret_cast<const std::byte*>(arena.data()) + sl.at, sl.size);
+  };
   // Per partition: the next source offset of what was handed to the publisher.
   std::vector<std::uint64_t> handed(st.partitions.size());
   for (std::size_t p = 0; p < handed.size(); ++p) handed[p] = st.partitions[p].next.source;
@@ -435,14 +452,29 @@ client::Result<void> Mirror::run() {
       PublishResult result;
     };
     std::vector<Ack> acks(batch.size());
+    // The arena is complete: views into it stay put while the batch ships.
+    header_fields.clear();
+    for (std::size_t h = 0; h + 1 < header_slices.size(); h += 2) {
+      const auto name = view(header_slices[h]);
+      const auto value = view(header_slices[h + 1]);
+      header_fields.push_back({{reinterpret_cast<const char*>(name.data()), name.size()},
+                               {reinterpret_cast<const char*>(value.data()), value.size()}});
+    }
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto& rec = batch[i];
+      // The record's key and headers go with it (a record without either
+      // is published as it came, without an attributes block).
+      const Record record{view(rec.key),
+                          std::span<const HeaderField>(header_fields).subspan(rec.first_header, rec.headers),
+                          view(rec.payload)};
+      const bool attributes = !record.key.empty() || !record.headers.empty();
       for (;;) {
-        const auto e =
-            pub.value()->publish_to(rec.partition, bytes_of(rec.payload), [&acks, i](const PublishResult& r) {
-              acks[i].done = true;
-              acks[i].result = r;
-            });
+        auto on_ack = [&acks, i](const PublishResult& r) {
+          acks[i].done = true;
+          acks[i].result = r;
+        };
+        const auto e = attributes ? pub.value()->publish_to(rec.partition, record, on_ack)
+                                  : pub.value()->publish_to(rec.partition, record.payload, on_ack);
         if (e == ErrorCode::ok) break;
         if (e != ErrorCode::backpressure)
           return make_error(e, "destination cluster " + st.destination + ": publish refused");
@@ -474,10 +506,12 @@ client::Result<void> Mirror::run() {
       part.next.source = rec.offset + 1;
       part.next.destination += 1;
       part.mirrored_records += 1;
-      part.mirrored_bytes += rec.payload.size();
+      part.mirrored_bytes += rec.payload.size;
       part.last_timestamp_ns = std::max(part.last_timestamp_ns, rec.timestamp_ns);
     }
     batch.clear();
+    arena.clear();
+    header_slices.clear();
     return {};
   };
 
@@ -502,8 +536,14 @@ client::Result<void> Mirror::run() {
               return;
             }
           }
-          batch.push_back({m.partition, m.offset, m.timestamp_ns,
-                           std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size())});
+          Pending rec{m.partition,     m.offset,    m.timestamp_ns,
+                      keep(m.payload), keep(m.key), header_slices.size() / 2,
+                      m.headers.size()};
+          for (const HeaderField& h : m.headers) {
+            header_slices.push_back(keep(std::as_bytes(std::span(h.name))));
+            header_slices.push_back(keep(std::as_bytes(std::span(h.value))));
+          }
+          batch.push_back(rec);
           handed[m.partition] = m.offset + 1;
           auto& part = st.partitions[m.partition];
           part.source_end = std::max(part.source_end, m.offset + 1);

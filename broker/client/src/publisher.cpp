@@ -107,6 +107,8 @@ Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<co
   PendingRecord how{{}, next_order_, 0, PendingRecord::Placement::any};
   std::uint32_t partition = 0;
   if (key.empty()) {
+    // Round-robin over the partitions without an open claim (try_claim).
+    for (std::uint32_t i = 0; i + 1 < partitions_ && claim_open_st(rr_ % partitions_); ++i) ++rr_;
     partition = rr_ % partitions_;
   } else {
     how.placement = PendingRecord::Placement::keyed;
@@ -129,6 +131,7 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
                                std::uint32_t flags) {
   CATENA_ST_CHECK(owner_);
   PartitionSession& s = *sessions_[partition];
+  if (s.claim_ticket != 0) return Errc::invalid_argument;  // its frame goes where the claim is
   std::size_t block = 0;
   if (attrs != nullptr && chain::attributes_size(*attrs, &block) != chain::AttributesCheck::ok)
     return Errc::invalid_argument;

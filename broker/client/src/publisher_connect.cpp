@@ -85,6 +85,9 @@ void Publisher::Impl::advance_connect_st(PartitionSession& s, Clock::time_point 
     case Attempt::route:
       return;  // take_lookup_st goes on with the answer
     case Attempt::dial:
+      // An open claim's frame stays where it is: the welcome (attaching
+      // lays the ring out again) waits until the claim is closed.
+      if (s.claim_ticket != 0) return;
       if (auto d = s.dial.poll(now)) {
         s.attempt = Attempt::none;
         on_dialed_st(s, std::move(*d), now);

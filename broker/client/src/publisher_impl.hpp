@@ -108,6 +108,15 @@ struct PartitionSession {
   std::uint64_t seen_link = 0;
   bool stall_reported = false;
 
+  // An open claim (Publisher::try_claim, publisher_claim.cpp): its frame
+  // reserved in the ring, how its record is placed, its frame flags, and
+  // its ticket (0: none open). While one is open nothing else is staged
+  // here and a welcome is not taken (attaching lays the ring out again).
+  chain::PublishClient::Reservation claim;
+  PendingRecord claim_how;
+  std::uint32_t claim_flags = 0;
+  std::uint64_t claim_ticket = 0;
+
   // --- reaching the head and the tail (publisher_connect.cpp) ---
   // Bumped whenever the head link is set or dropped: a stall check or watch
   // lookup answered for an earlier link is dropped.
@@ -168,6 +177,21 @@ class Publisher::Impl {
   static std::unique_ptr<PartitionSession> new_session(fabric::Provider& provider, std::uint32_t partition,
                                                        std::uint32_t ring_bytes, std::uint32_t window,
                                                        fabric::DomainId domain);
+
+  // --- zero-copy publish (publisher_claim.cpp) ---
+  // Reserves a frame of `length` payload bytes (after the attributes block
+  // of `attrs`, encoded here) in `partition`'s ring: *buffer is where the
+  // payload goes, *ticket names the claim.
+  fabric::Errc claim_st(std::uint32_t partition, const PendingRecord& how, std::size_t length,
+                        const chain::Attributes* attrs, std::span<std::byte>* buffer, std::uint64_t* ticket);
+  // The claim becomes the partition's next record (closed either way).
+  fabric::Errc commit_claim_st(std::uint32_t partition, std::uint64_t ticket, PublishCallback& cb);
+  void abort_claim_st(std::uint32_t partition, std::uint64_t ticket) noexcept;
+  [[nodiscard]] bool claim_open_st(std::uint32_t partition) const {
+    return partition < sessions_.size() && sessions_[partition]->claim_ticket != 0;
+  }
+  std::uint32_t claims_open_ = 0;  // a channel alter's switch waits for none
+  std::uint64_t next_ticket_ = 1;
 
   // --- a channel alter (publisher_remap.cpp) ---
   // A head refused records with remap: the barrier is up until every

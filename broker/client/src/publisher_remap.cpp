@@ -57,8 +57,10 @@ void Publisher::Impl::start_remap_st(const PartitionSession& s) {
 bool Publisher::Impl::barrier_done_st() const {
   // A record not yet answered may still be stored before its partition's
   // marker; every record answered remap is waiting here, never stored.
-  return std::all_of(sessions_.begin(), sessions_.end(),
-                     [](const auto& s) { return s->head.pending() == s->head.refused(); });
+  // The switch lays rings out again: not under an open claim's frame.
+  return claims_open_ == 0 && std::all_of(sessions_.begin(), sessions_.end(), [](const auto& s) {
+           return s->head.pending() == s->head.refused();
+         });
 }
 
 void Publisher::Impl::switch_generation_st(Clock::time_point now) {

@@ -108,6 +108,30 @@ typedef struct catena_header {
 catena_err catena_publish_record(catena_publisher* pub, const void* key, size_t key_len,
                                  const catena_header* headers, size_t header_count, const void* payload,
                                  size_t payload_len, catena_publish_cb cb, void* opaque) CATENA_NOEXCEPT;
+/* Zero-copy publish: a frame claimed in a partition's staging ring, filled
+ * in place, then committed (a record exactly as catena_publish would make
+ * it) or aborted (no record, no gap). One claim per partition at a time:
+ * while it is open, another claim or a publish to that partition answers
+ * CATENA_ERR_INVALID_ARGUMENT. A claim belongs to its publisher's thread;
+ * catena_publisher_destroy aborts the open ones. */
+typedef struct catena_claim {
+  void* buffer; /* the record's payload: fill all `length` bytes */
+  size_t length;
+  uint32_t partition;
+  uint32_t reserved;
+  uint64_t id; /* which claim (internal) */
+} catena_claim;
+/* CATENA_OK (*out filled), CATENA_ERR_BACKPRESSURE (poll, then retry),
+ * CATENA_ERR_TOO_LARGE, CATENA_ERR_INVALID_ARGUMENT, CATENA_ERR_UNAVAILABLE. */
+catena_err catena_try_claim(catena_publisher* pub, uint32_t partition, size_t length,
+                            catena_claim* out) CATENA_NOEXCEPT;
+/* Commits the filled claim (cb as in catena_publish, may be NULL): CATENA_OK,
+ * CATENA_ERR_UNAVAILABLE, or CATENA_ERR_INVALID_ARGUMENT (not open). The
+ * claim is closed either way. */
+catena_err catena_commit(catena_publisher* pub, catena_claim* claim, catena_publish_cb cb,
+                         void* opaque) CATENA_NOEXCEPT;
+/* Closes the claim without a record; a closed one is left as it is. */
+void catena_abort(catena_publisher* pub, catena_claim* claim) CATENA_NOEXCEPT;
 /* Sends, takes acknowledgements (running callbacks); never waits. Returns
  * the number of acknowledgements handled, or -1 (catena_last_error()). */
 int catena_publisher_poll(catena_publisher* pub) CATENA_NOEXCEPT;

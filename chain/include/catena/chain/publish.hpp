@@ -312,6 +312,28 @@ class PublishClient {
   // encoded straight into the ring; `block` is attributes_size(a).
   fabric::Errc stage(const RecordHeader& producer, const Attributes& a, std::size_t block,
                      std::span<const std::byte> payload);
+  // --- a zero-copy record (Publisher::try_claim): reserve, fill, commit ---
+  // A frame reserved for the caller to fill in place: where it goes in the
+  // ring's image, and its size. Nothing is placed, numbered or sent until
+  // commit_reserved(), so dropping a reservation (an abort) leaves no trace. While one is open the caller
+  // stages nothing else into this ring (its frame would go where the
+  // reservation is) and does not attach() (resend() lays the ring out again).
+  struct Reservation {
+    std::uint32_t pos = 0;          // the frame's offset in the ring
+    std::uint32_t frame_bytes = 0;  // frame_size(region)
+    std::uint32_t region = 0;       // the payload region's bytes (what the frame's length counts)
+  };
+  // backpressure: no room (or full()) until the head returns credit. The
+  // region starts at region_at(r) and stays valid until the commit.
+  fabric::Errc reserve(std::uint32_t region_bytes, Reservation* out);
+  [[nodiscard]] std::byte* region_at(const Reservation& r) const {
+    return mirror_->data() + r.pos + sizeof(RecordHeader);
+  }
+  // Makes the filled reservation the next record (sequence next_seq()), as
+  // stage() would: checksummed in place, `producer.flags` kept. If the ring
+  // started over meanwhile (fail_all), the frame is moved to its new place.
+  fabric::Errc commit_reserved(const RecordHeader& producer, const Reservation& r);
+
   // Bytes staged and not yet sent.
   [[nodiscard]] std::uint64_t unflushed() const { return writer_.written() - writer_.flushed(); }
   // Sends what is staged (stops where the send queue is full; call again).

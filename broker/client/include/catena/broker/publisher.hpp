@@ -80,6 +80,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include <catena/broker/client_error.hpp>
 #include <catena/broker/client_event.hpp>
@@ -161,6 +162,41 @@ class PublishFuture {
   std::shared_ptr<State> state_;
 };
 
+// --- zero-copy publish: Publisher::try_claim / commit / abort ---------------
+// A frame claimed in a partition's staging ring (registered memory), for
+// the application to fill in place: no copy of the payload. Returned by
+// Publisher::try_claim(); `if (!claim)` it holds the error instead
+// (error()). commit() makes it a record exactly as publish() would; abort()
+// (or destroying an open claim) leaves no record, consumes no sequence and
+// sends nothing. Movable, not copyable; it must not outlive its Publisher
+// and belongs to the publisher's owner thread. buffer() is valid until the
+// claim is committed or aborted, across poll() calls.
+class Claim {
+ public:
+  Claim() = default;
+  Claim(Claim&& other) noexcept { *this = std::move(other); }
+  Claim& operator=(Claim&& other) noexcept;
+  Claim(const Claim&) = delete;
+  Claim& operator=(const Claim&) = delete;
+  ~Claim();
+
+  // Open: buffer() may be filled, then committed or aborted.
+  [[nodiscard]] explicit operator bool() const noexcept { return pub_ != nullptr; }
+  // Why try_claim() gave no claim (ok for an open one, or one closed since).
+  [[nodiscard]] client::ErrorCode error() const noexcept { return error_; }
+  // The record's payload, exactly `length` bytes (uninitialised: fill all of it).
+  [[nodiscard]] std::span<std::byte> buffer() const noexcept { return buffer_; }
+  [[nodiscard]] std::uint32_t partition() const noexcept { return partition_; }
+
+ private:
+  friend class Publisher;
+  Publisher* pub_ = nullptr;
+  std::span<std::byte> buffer_;
+  std::uint32_t partition_ = 0;
+  std::uint64_t ticket_ = 0;  // which claim of its partition
+  client::ErrorCode error_ = client::ErrorCode::ok;
+};
+
 struct PublisherOptions {
   std::string provider = "soft";
   // 0: the controller issues an id. Otherwise 1..2^62-1, e.g. an id that
@@ -225,6 +261,33 @@ class Publisher {
   // is ready with that status.
   [[nodiscard]] PublishFuture publish(std::span<const std::byte> key, std::span<const std::byte> payload);
   [[nodiscard]] PublishFuture publish(const Record& record);
+
+  // --- zero-copy publish (Claim, above) ---
+  // Claims `length` payload bytes in `partition`'s ring. At most one claim
+  // per partition is open at a time: while it is, try_claim, publish and
+  // publish_to to that partition answer invalid_argument (keyless records
+  // go round-robin over the other partitions). Errors as publish():
+  // backpressure (window or ring full, or a channel alter's switch: poll()
+  // and retry), too_large, invalid_argument (no such partition, or a claim
+  // open there), unavailable (unreachable past the retry timeout). No
+  // allocation, lock or system call.
+  [[nodiscard]] Claim try_claim(std::uint32_t partition, std::size_t length);
+  // The same, placed by `key` as publish(Record) does (round-robin without
+  // one), the key and headers carried with the record; buffer() is the
+  // payload after them. invalid_argument also when one exceeds its limit.
+  [[nodiscard]] Claim try_claim(std::span<const std::byte> key, std::span<const HeaderField> headers,
+                                std::size_t length);
+  // Makes the filled claim the partition's next record, with its sequence
+  // number, acknowledgement, retries and batching as publish() (stamped now).
+  // ok, or unavailable (the partition unreachable past the retry timeout:
+  // no record), or invalid_argument (the claim is not open). The claim is
+  // closed either way. While a claim is open, poll() goes on with its
+  // partition's acks, but a reconnect (resending its records to a new
+  // head) and a channel alter's switch wait until it is closed.
+  [[nodiscard]] client::ErrorCode commit(Claim& claim, PublishCallback cb);
+  // Closes the claim: no record, no sequence consumed, nothing sent. A
+  // closed or empty claim is left as it is.
+  void abort(Claim& claim) noexcept;
 
   // Sends lingering batches, processes acknowledgements, follows redirects
   // and reconnects, never waiting (see the bound above). Returns the number

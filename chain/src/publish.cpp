@@ -301,6 +301,16 @@ PublishClient::PublishClient(std::unique_ptr<fabric::MemoryRegion> mirror, std::
       writer_(ring_bytes, ring_bytes / 2),
       pending_(max_in_flight) {}
 
+bool PublishClient::replace_ring(std::unique_ptr<fabric::MemoryRegion> mirror, std::uint32_t ring_bytes) {
+  if (!pending_.empty()) return false;
+  link_.reset();
+  mirror_ = std::move(mirror);
+  writer_ = FrameRingWriter(ring_bytes, ring_bytes / 2);  // as the constructor's
+  ring_ = {};
+  refused_ = 0;
+  return true;
+}
+
 wire::PublisherHello PublishClient::hello(std::string_view channel, std::uint32_t partition,
                                           std::uint64_t epoch, std::uint64_t producer_id,
                                           std::uint64_t producer_epoch, std::uint32_t ring_bytes,

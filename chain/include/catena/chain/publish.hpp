@@ -296,6 +296,14 @@ class PublishClient {
                                                   std::uint64_t producer_epoch, std::uint32_t ring_bytes,
                                                   std::uint64_t generation = 0);
 
+  // The ring's size (0: default-constructed, no ring yet).
+  [[nodiscard]] std::uint32_t ring_bytes() const { return writer_.ring_bytes(); }
+  // A larger (or smaller) ring in place of this one, for a new session: the
+  // link is dropped, the sequence numbering goes on. Requires pending() == 0
+  // (every record resolved: nothing to lay out again); false otherwise, and
+  // nothing changes.
+  bool replace_ring(std::unique_ptr<fabric::MemoryRegion> mirror, std::uint32_t ring_bytes);
+
   // --- records ---
   // Whether a payload of this size can ever be a frame of this ring.
   [[nodiscard]] bool fits(std::uint32_t payload_bytes) const;

@@ -13,9 +13,7 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
                            const ProducerState& producers) {
   wire::PublisherWelcome w{};
   w.epoch = gate.epoch;
-  // A segment holds its header, the record and a seal.
-  w.max_record = std::min<std::uint32_t>(
-      kMaxRecordPayload, gate.segment_bytes - sizeof(SegmentHeader) - 2 * sizeof(RecordHeader));
+  w.max_record = max_record_for(gate.segment_bytes);
   wire::put_text(w.head_hint, gate.head_addr);
   const std::uint32_t ring_bytes = clamp_ring_bytes(hello.ring_bytes);
   const auto known = producers.entries().find(hello.producer_id);

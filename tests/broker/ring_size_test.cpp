@@ -34,7 +34,8 @@ std::string payload_of(std::size_t i, std::size_t size) {
 
 std::vector<std::int64_t> registered(const std::vector<std::unique_ptr<broker::Broker>>& brokers) {
   std::vector<std::int64_t> out;
-  for (const auto& b : brokers) out.push_back(b ? static_cast<std::int64_t>(b->stats().registered_bytes) : -1);
+  for (const auto& b : brokers)
+    out.push_back(b ? static_cast<std::int64_t>(b->stats().registered_bytes) : -1);
   return out;
 }
 
@@ -67,7 +68,8 @@ struct Sender {
     const std::size_t i = sent.size();
     const std::string p = payload_of(i, size);
     for (;;) {
-      const auto e = pub.publish_to(partition, bytes(p), [this, i](const PublishResult& r) { results[i] = r; });
+      const auto e =
+          pub.publish_to(partition, bytes(p), [this, i](const PublishResult& r) { results[i] = r; });
       EXPECT_LE(pub.ring_bytes_in_use(), budget);
       if (e == client::ErrorCode::ok) {
         sent.push_back(p);
@@ -95,8 +97,8 @@ void expect_log(StaticRoutes& routes, const std::string& channel, const std::vec
   ASSERT_EQ(got.size(), sent.size());
   for (std::size_t i = 0; i < sent.size(); ++i) {
     EXPECT_EQ(got[i].first, i);
-    EXPECT_TRUE(got[i].second == sent[i]) << "offset " << i << " holds record "
-                                          << got[i].second.substr(0, got[i].second.find(':'));
+    EXPECT_TRUE(got[i].second == sent[i])
+        << "offset " << i << " holds record " << got[i].second.substr(0, got[i].second.find(':'));
   }
 }
 
@@ -160,7 +162,8 @@ TEST_F(ChainE2E, ABurstGrowsTheRingAndEveryRecordArrivesOnceInOrder) {
   EXPECT_GE(pub.value()->ring_bytes_in_use(), 512u << 10);
   EXPECT_LE(pub.value()->ring_bytes_in_use(), po.ring_bytes);
   // Larger than half the largest ring: too_large, and nothing staged.
-  EXPECT_EQ(pub.value()->publish_to(0, bytes(payload_of(99, 600u << 10)), nullptr), client::ErrorCode::too_large);
+  EXPECT_EQ(pub.value()->publish_to(0, bytes(payload_of(99, 600u << 10)), nullptr),
+            client::ErrorCode::too_large);
 
   std::vector<std::size_t> all(s.sent.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -249,9 +252,8 @@ TEST_F(ChainE2E, RingsGrowAcrossHeadFailoversAndLoseNothing) {
   bool reconfigured = false;
   const auto t0 = std::chrono::steady_clock::now();
   for (;;) {
-    const auto e = pub.value()->publish_to(0, bytes(big), [&s, i = s.sent.size()](const PublishResult& r) {
-      s.results[i] = r;
-    });
+    const auto e = pub.value()->publish_to(
+        0, bytes(big), [&s, i = s.sent.size()](const PublishResult& r) { s.results[i] = r; });
     if (e == client::ErrorCode::ok) break;
     ASSERT_EQ(e, client::ErrorCode::backpressure);
     pub.value()->poll();
@@ -272,9 +274,8 @@ TEST_F(ChainE2E, RingsGrowAcrossHeadFailoversAndLoseNothing) {
   reconfigured = false;
   const auto t1 = std::chrono::steady_clock::now();
   for (;;) {
-    const auto e = pub.value()->publish_to(0, bytes(bigger), [&s, i = s.sent.size()](const PublishResult& r) {
-      s.results[i] = r;
-    });
+    const auto e = pub.value()->publish_to(
+        0, bytes(bigger), [&s, i = s.sent.size()](const PublishResult& r) { s.results[i] = r; });
     if (!reconfigured && std::chrono::steady_clock::now() - t1 > 100ms) {
       EXPECT_EQ(pub.value()->ring_bytes_in_use(), 1u << 20) << "the ring grows while no head is there";
       configure("fo", 0, 1, {2}, 3);

@@ -45,14 +45,19 @@ client::Result<void> Publisher::Impl::init() {
   if (std::uint64_t{layout->partitions} * chain::kMinRingBytes > ring_budget_) {
     return fabric::make_error(
         Errc::invalid_argument,
-        fmt::format("ring_budget_bytes {} is below the {} KiB ring each of the channel's {} partitions may need "
-                    "(at least {})",
-                    ring_budget_, chain::kMinRingBytes >> 10, layout->partitions,
-                    std::uint64_t{layout->partitions} * chain::kMinRingBytes));
+        fmt::format(
+            "ring_budget_bytes {} is below the {} KiB ring each of the channel's {} partitions may need "
+            "(at least {})",
+            ring_budget_, chain::kMinRingBytes >> 10, layout->partitions,
+            std::uint64_t{layout->partitions} * chain::kMinRingBytes));
   }
   window_ = std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow);
   generation_ = layout->generation;
   partitions_ = layout->partitions;
+  // What the heads take (each welcome says it again): a record too large
+  // for the channel's segments is refused before any session is up.
+  if (layout->segment_bytes != 0)
+    max_record_ = std::min(max_record_, chain::max_record_for(layout->segment_bytes));
   // No ring and no session yet: a partition gets them with its first
   // record (activate_st), so a publisher that uses few of many partitions
   // pins memory for those only, here and at their heads.
@@ -75,12 +80,17 @@ std::uint32_t Publisher::Impl::ring_for_st(std::uint32_t frame_bytes) const {
 }
 
 bool Publisher::Impl::budget_allows_st(std::uint64_t more, const PartitionSession& s) const {
-  // Not per record: when a partition gets its ring or asks for a larger one.
-  std::uint64_t reserve = 0;
-  for (const auto& o : sessions_) {
-    if (!o->active && o.get() != &s && o->partition < partitions_) reserve += chain::kMinRingBytes;
-  }
+  // The minimum kept for each partition of the generation without a ring
+  // (not `s`'s own: it is what `more` is for).
+  const std::uint64_t without = partitions_ - std::min(partitions_, active_in_gen_);
+  const std::uint64_t reserve =
+      (without - (!s.active && s.partition < partitions_ && without > 0 ? 1 : 0)) * chain::kMinRingBytes;
   return ring_used_ + more + reserve <= ring_budget_;
+}
+
+void Publisher::Impl::recount_active_st() {
+  active_in_gen_ = 0;
+  for (const auto& o : sessions_) active_in_gen_ += o->active && o->partition < partitions_ ? 1 : 0;
 }
 
 Errc Publisher::Impl::activate_st(PartitionSession& s, std::uint32_t ring, Clock::time_point now) {
@@ -102,6 +112,7 @@ Errc Publisher::Impl::activate_st(PartitionSession& s, std::uint32_t ring, Clock
   s.records = chain::BoundedFifo<PendingRecord>(window_);
   s.active = true;
   ring_used_ += ring;
+  if (s.partition < partitions_) ++active_in_gen_;
   // Its records wait in the ring until the head welcomes it (then they are
   // sent), retry_timeout at most.
   s.down = true;
@@ -138,13 +149,15 @@ void Publisher::Impl::grow_st(PartitionSession& s, Clock::time_point now) {
 void Publisher::Impl::grow_refused_st(PartitionSession& s, Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
   const std::uint32_t big = s.head.ring_bytes();
-  spdlog::warn("publisher {}/{}: head {} refused a {} KiB ring (resource_exhausted: its ring memory budget); "
-               "staying at {} KiB",
-               channel_, s.partition, s.dialled.node_id, big >> 10, s.grown_from >> 10);
+  spdlog::warn(
+      "publisher {}/{}: head {} refused a {} KiB ring (resource_exhausted: its ring memory budget); "
+      "staying at {} KiB",
+      channel_, s.partition, s.dialled.node_id, big >> 10, s.grown_from >> 10);
   s.growing = false;
   s.grow_refused = true;
   auto mirror = provider_->allocate(s.grown_from, fabric::kLocalWrite, chain::domain_of_channel(channel_));
-  if (mirror && s.head.replace_ring(std::move(mirror.value()), s.grown_from)) ring_used_ -= big - s.grown_from;
+  if (mirror && s.head.replace_ring(std::move(mirror.value()), s.grown_from))
+    ring_used_ -= big - s.grown_from;
   s.retry_at = now;
 }
 
@@ -222,7 +235,8 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
       s.head.ring_bytes() < ring_bytes_) {
     // The ring is full (not the window, and the head is there): twice the
     // ring, once the records in it are resolved, if the budget has room.
-    const auto to = static_cast<std::uint32_t>(std::min<std::uint64_t>(2ull * s.head.ring_bytes(), ring_bytes_));
+    const auto to =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(2ull * s.head.ring_bytes(), ring_bytes_));
     if (budget_allows_st(to - s.head.ring_bytes(), s)) s.grow_to = to;
   }
   if (staged != Errc::ok) return staged;  // backpressure: wait for credit

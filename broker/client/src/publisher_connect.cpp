@@ -163,7 +163,7 @@ void Publisher::Impl::dial_head_st(PartitionSession& s, ReplicaAddress head, std
   hello.producer_id = opts_.producer_id;
   hello.producer_epoch = producer_epoch_;
   hello.ring_bytes = s.head.ring_bytes();  // the partition's ring as it is now (it grows)
-  hello.generation = generation_;  // the head refuses it until its marker of this generation is in
+  hello.generation = generation_;          // the head refuses it until its marker of this generation is in
   std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
   s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout);
   s.attempt = Attempt::dial;

@@ -181,8 +181,11 @@ class Publisher::Impl {
   // ring_bytes_.
   [[nodiscard]] std::uint32_t ring_for_st(std::uint32_t frame_bytes) const;
   // Whether rings may take `more` bytes more and still leave the minimum
-  // for every other partition without one.
+  // for every other partition without one (no loop: a back-pressured
+  // publish may ask).
   [[nodiscard]] bool budget_allows_st(std::uint64_t more, const PartitionSession& s) const;
+  // active_in_gen_ again, for a new partition count (a channel alter).
+  void recount_active_st();
   // The first record to a partition: its ring of `ring` bytes, its FIFOs,
   // and the connect. ok, or resource_exhausted (no memory, or no room in
   // ring_budget_bytes: rings are kept while the publisher lives, so never).
@@ -248,9 +251,10 @@ class Publisher::Impl {
   PublisherOptions opts_;
   std::unique_ptr<fabric::Provider> provider_;
   std::vector<std::unique_ptr<PartitionSession>> sessions_;
-  std::uint32_t ring_bytes_ = 0;  // a partition's largest ring (PublisherOptions::ring_bytes)
-  std::uint64_t ring_budget_ = 0;  // PublisherOptions::ring_budget_bytes
-  std::uint64_t ring_used_ = 0;    // the rings' sum (ring_bytes_in_use())
+  std::uint32_t ring_bytes_ = 0;     // a partition's largest ring (PublisherOptions::ring_bytes)
+  std::uint64_t ring_budget_ = 0;    // PublisherOptions::ring_budget_bytes
+  std::uint64_t ring_used_ = 0;      // the rings' sum (ring_bytes_in_use())
+  std::uint32_t active_in_gen_ = 0;  // partitions below partitions_ that have a ring
   std::uint32_t max_record_ = chain::kMaxRecordPayload;
   std::uint64_t producer_epoch_ = 0;
   std::uint32_t rr_ = 0;

@@ -44,7 +44,8 @@ void Publisher::Impl::start_remap_st(const PartitionSession& s) {
   building_.start(builds_, [have, want] {
     Built b;
     b.from = have;
-    for (std::uint32_t p = have; p < want; ++p) b.sessions.push_back(new_session(p));  // its ring comes with its first record
+    for (std::uint32_t p = have; p < want; ++p)
+      b.sessions.push_back(new_session(p));  // its ring comes with its first record
     return b;
   });
 }
@@ -112,6 +113,7 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
       channel_, generation_, generation, partitions_, partitions, resends_.size() - resend_next_, in_band);
   generation_ = generation;
   partitions_ = partitions;
+  recount_active_st();  // what ring_budget_bytes keeps for partitions without a ring
   remapping_ = false;
   // Where each record goes now (those of an earlier switch not sent yet
   // too), in publish order.

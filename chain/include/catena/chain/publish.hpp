@@ -158,6 +158,14 @@ constexpr Kind kind_of<PublisherGeneration>() {
 
 }  // namespace wire
 
+// The largest record a head takes (its welcome's max_record) in a log of
+// `segment_bytes` segments: a segment holds its header, the record and a
+// seal. A publisher knows it from the channel's layout before any welcome.
+constexpr std::uint32_t max_record_for(std::uint32_t segment_bytes) {
+  constexpr std::uint32_t overhead = sizeof(SegmentHeader) + 2 * sizeof(RecordHeader);
+  return segment_bytes <= overhead ? 0 : std::min<std::uint32_t>(kMaxRecordPayload, segment_bytes - overhead);
+}
+
 // --- the head's half ---------------------------------------------------------
 
 // Registered memory that publishers' staging rings may pin on one broker,

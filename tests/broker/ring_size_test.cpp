@@ -300,5 +300,56 @@ TEST_F(ChainE2E, RingsGrowAcrossHeadFailoversAndLoseNothing) {
   EXPECT_EQ(tail.partitions[0].replica.end_offset, s.sent.size()) << "a record stored twice";
 }
 
+// A head whose ring budget (catenad --session-memory-mb) holds 192 KiB:
+// the ring grows to 128 KiB, the head refuses 256 KiB, and the partition
+// stays at 128 KiB: records that need more are too_large, the rest flow.
+TEST(RingSize, AHeadThatRefusesAGrownRingLeavesThePartitionOnTheSmallerOne) {
+  constexpr std::uint32_t kSegment = 512u << 10;
+  broker::BrokerConfig cfg;
+  cfg.node_id = "node-0";
+  cfg.provider = provider_spec();
+  cfg.fabric_listen = listen_address();
+  cfg.slot_count = 4;
+  cfg.grace_ms = 100;
+  cfg.session_memory_bytes = 3 * kMin;
+  auto b = broker::Broker::start(cfg);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  Route route{"tight", 0, 1, {{cfg.node_id, b.value()->fabric_address()}}, 0, {}};
+  chain::ReplicaConfig rc;
+  rc.channel = "tight";
+  rc.partition = 0;
+  rc.epoch = 1;
+  rc.position = 0;
+  rc.chain_length = 1;
+  rc.head_addr = route.replicas[0].fabric_addr;
+  rc.log.segment_bytes = kSegment;
+  rc.log.ttl_ns = 60'000'000'000ull;
+  ASSERT_EQ(b.value()->configure(rc).status, broker::ConfigureStatus::applied);
+  StaticRoutes routes;
+  routes.set(route, 1, kSegment);
+
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.ring_bytes = 1u << 20;
+  auto pub = Publisher::create(routes, "tight", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  Sender s(*pub.value());
+  // 40 KiB records need a 128 KiB ring; a full one asks for 256 KiB.
+  for (int i = 0; i < 12; ++i) ASSERT_EQ(s.send(0, 40u << 10), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(20s));
+  // 100 KiB needs 256 KiB, which the head refuses (if no full ring asked
+  // already): too_large, after the try.
+  EXPECT_EQ(s.send(0, 100u << 10), client::ErrorCode::too_large);
+  EXPECT_EQ(pub.value()->ring_bytes_in_use(), 2 * kMin);
+  for (int i = 0; i < 12; ++i) ASSERT_EQ(s.send(0, 40u << 10), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(20s));
+  EXPECT_EQ(pub.value()->ring_bytes_in_use(), 2 * kMin);
+
+  std::vector<std::size_t> all(s.sent.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  expect_contiguous(s, all, 0);
+  expect_log(routes, "tight", s.sent);
+}
+
 }  // namespace
 }  // namespace catena::test

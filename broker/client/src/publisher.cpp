@@ -93,10 +93,11 @@ void Publisher::Impl::recount_active_st() {
   for (const auto& o : sessions_) active_in_gen_ += o->active && o->partition < partitions_ ? 1 : 0;
 }
 
-Errc Publisher::Impl::activate_st(PartitionSession& s, std::uint32_t ring, Clock::time_point now) {
+Errc Publisher::Impl::activate_st(PartitionSession& s, Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
-  // More than the minimum only as a grow would have it.
-  if (ring > chain::kMinRingBytes && !budget_allows_st(ring, s)) ring = chain::kMinRingBytes;
+  // The minimum: a record that needs more grows it before the session is
+  // up, so that a head that refuses the larger ring leaves this one.
+  const std::uint32_t ring = chain::kMinRingBytes;
   if (ring_used_ + ring > ring_budget_) {
     spdlog::warn("publisher {}/{}: no room for a ring in ring_budget_bytes ({} of {} bytes in use)", channel_,
                  s.partition, ring_used_, ring_budget_);
@@ -212,7 +213,7 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
   const std::uint32_t need = ring_for_st(frame);
   if (frame > need / 2) return Errc::too_large;  // not even the largest ring holds it
   if (!s.active) {
-    if (const Errc e = activate_st(s, need, Clock::now()); e != Errc::ok) return e;
+    if (const Errc e = activate_st(s, Clock::now()); e != Errc::ok) return e;
   }
   if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
   // A larger ring is on its way: new records wait for it.

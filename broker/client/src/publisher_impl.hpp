@@ -186,10 +186,10 @@ class Publisher::Impl {
   [[nodiscard]] bool budget_allows_st(std::uint64_t more, const PartitionSession& s) const;
   // active_in_gen_ again, for a new partition count (a channel alter).
   void recount_active_st();
-  // The first record to a partition: its ring of `ring` bytes, its FIFOs,
+  // The first record to a partition: its ring (the minimum), its FIFOs,
   // and the connect. ok, or resource_exhausted (no memory, or no room in
   // ring_budget_bytes: rings are kept while the publisher lives, so never).
-  fabric::Errc activate_st(PartitionSession& s, std::uint32_t ring, Clock::time_point now);
+  fabric::Errc activate_st(PartitionSession& s, Clock::time_point now);
   // A grow asked for (grow_to) once every record is resolved: the larger
   // ring and a new session with the head.
   void grow_st(PartitionSession& s, Clock::time_point now);

@@ -151,7 +151,8 @@ void Publisher::Impl::grow_refused_st(PartitionSession& s, Clock::time_point now
   CATENA_ST_CHECK(owner_);
   const std::uint32_t big = s.head.ring_bytes();
   spdlog::warn(
-      "publisher {}/{}: head {} refused a {} KiB ring (resource_exhausted: its ring memory budget); "
+      "publisher {}/{}: head {} refused a {} KiB ring (resource_exhausted: its ring memory or session "
+      "limits); "
       "staying at {} KiB",
       channel_, s.partition, s.dialled.node_id, big >> 10, s.grown_from >> 10);
   s.growing = false;

@@ -67,8 +67,10 @@
 // lookup queues behind them). Calls of one worker run one at a time: a
 // connect that waits out connect_timeout delays other partitions'
 // reconnects (not their traffic), as the dials in poll() did. create()
-// still waits (setup): for the layout, the producer epoch and one connect
-// attempt per partition. ~Publisher waits for the worker calls in progress
+// still waits (setup) for the layout and the producer epoch; a partition's
+// session is started by its first record (which waits in the partition's
+// ring meanwhile) and brought up by poll(), like a reconnect (see
+// PublisherOptions::ring_bytes). ~Publisher waits for the worker calls in progress
 // (a connect: connect_timeout at most; a lookup: the RouteSource's own
 // timeout).
 #pragma once

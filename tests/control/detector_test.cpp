@@ -18,6 +18,20 @@ class Detector : public testing::ControllerFixture {
     add_node("b", "z2");
     add_node("c", "z3");
   }
+
+  // A report from `reporter` that `suspect` failed on partition 0 of
+  // `channel` at its current route epoch.
+  idl::FailureReport report_about(const std::string& suspect, const std::string& channel,
+                                  const std::string& reporter, const std::string& reason) {
+    idl::FailureReport report;
+    report.__set_reporter(reporter);
+    report.__set_suspect_node_id(id(suspect));
+    report.__set_channel(channel);
+    report.__set_partition(0);
+    report.__set_epoch(route(channel).epoch);
+    report.__set_reason(reason);
+    return report;
+  }
 };
 
 TEST_F(Detector, SilentUnreachableNodeGoesSuspectThenDead) {
@@ -67,13 +81,7 @@ TEST_F(Detector, OneLostProbeIsNotEnough) {
 TEST_F(Detector, FlakyClientReportsDoNotEvictAHealthyNode) {
   ASSERT_TRUE(controller_->create_channel(testing::channel_config("ch")).ok());
   const auto before = route("ch");
-  idl::FailureReport report;
-  report.__set_reporter("flaky-client");
-  report.__set_suspect_node_id(id("b"));
-  report.__set_channel("ch");
-  report.__set_partition(0);
-  report.__set_epoch(before.epoch);
-  report.__set_reason("read timed out");
+  const auto report = report_about("b", "ch", "flaky-client", "read timed out");
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(controller_->report_failure(report).ok());
     run_for(100ms);
@@ -115,14 +123,8 @@ TEST_F(Detector, ReportedNodeWhoseAddressRefusesConnectionsIsEvictedAtTheFirstPr
   ASSERT_TRUE(controller_->create_channel(testing::channel_config("ch")).ok());
   const auto before = route("ch");
   kill_broker("b");
-  idl::FailureReport report;
-  report.__set_reporter("publisher");
-  report.__set_suspect_node_id(id("b"));
-  report.__set_channel("ch");
-  report.__set_partition(0);
-  report.__set_epoch(before.epoch);
-  report.__set_reason("connection to head lost");
-  ASSERT_TRUE(controller_->report_failure(report).ok());
+  ASSERT_TRUE(
+      controller_->report_failure(report_about("b", "ch", "publisher", "connection to head lost")).ok());
   EXPECT_EQ(state_of("b"), idl::NodeState::SUSPECT);
   controller_->tick();  // no time passes: well inside b's lease
   EXPECT_EQ(state_of("b"), idl::NodeState::DEAD);

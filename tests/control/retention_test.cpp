@@ -41,7 +41,8 @@ TEST_F(Retention, ReachesEveryReplicaAtTheSameEpochAndSurvivesARestart) {
   ASSERT_TRUE(controller_->create_channel(channel_config("orders", 2, 3)).ok());
   const auto r0 = route("orders", 0);
   const auto r1 = route("orders", 1);
-  EXPECT_EQ(pushed_ttl("orders", 0, r0.epoch), (std::map<std::string, std::int64_t>{{"a", 60000}, {"b", 60000}, {"c", 60000}}));
+  EXPECT_EQ(pushed_ttl("orders", 0, r0.epoch),
+            (std::map<std::string, std::int64_t>{{"a", 60000}, {"b", 60000}, {"c", 60000}}));
 
   auto altered = controller_->alter_retention("orders", 5000);
   ASSERT_TRUE(altered.ok()) << altered.error().describe();

@@ -149,6 +149,12 @@ class PartitionLog {
   bool tick();
   // Head only: seals the open segment once it has been open for ttl.
   bool roll_if_aged();
+  // A new retention (the channel's ttl altered): from the next tick() every
+  // segment not yet expired expires by it, those sealed before included
+  // (counted from when each was sealed); one already expired stays expired.
+  // Readers of a segment that expires get `expired` as with any expiry, and
+  // its memory is reused only `grace` later, as before.
+  void set_ttl_ns(std::uint64_t ttl_ns) noexcept { cfg_.ttl_ns = ttl_ns; }
   // Seals the open segment now (handoff, shutdown). No-op if empty/none.
   void seal_open();
 

@@ -368,7 +368,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
     } else {
       ++failed;
       std::fprintf(stderr, "catena: publish: a record to partition %u failed: %s\n", r.partition,
-                   std::string(chain::wire::to_string(r.status)).c_str());
+                   std::string(client::to_string(r.status)).c_str());
     }
   };
   const auto key = std::span(reinterpret_cast<const std::byte*>(o.key.data()), o.key.size());
@@ -550,7 +550,7 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
   if (!sub) return fail("subscribe " + o.channel, sub.error());
   sub.value()->on_notice([](const Notice& n) {
     std::fprintf(stderr, "catena: partition %u: %s, continuing at offset %llu\n", n.partition,
-                 std::string(chain::wire::to_string(n.status)).c_str(),
+                 std::string(client::to_string(n.status)).c_str(),
                  static_cast<unsigned long long>(n.next_offset));
   });
   std::uint64_t got = 0;

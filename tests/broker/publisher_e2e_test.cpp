@@ -203,7 +203,8 @@ TEST_F(ChainE2E, KeysAndHeadersReachTheSubscriberExactly) {
   EXPECT_EQ(pub.value()->publish(Record{bytes(too_long), {}, bytes("x")}, nullptr),
             client::ErrorCode::invalid_argument);
   const HeaderField nameless[] = {{"", "v"}};
-  EXPECT_EQ(pub.value()->publish(Record{{}, nameless, bytes("x")}).get().status, PublishStatus::invalid_argument);
+  EXPECT_EQ(pub.value()->publish(Record{{}, nameless, bytes("x")}).get().status,
+            PublishStatus::invalid_argument);
 
   SubscriberOptions so;
   so.provider = provider_spec();

@@ -5,10 +5,9 @@
 // malformed controller list with invalid_argument; through connect(), a
 // Publisher's records (with a key and headers) are acknowledged and a
 // Subscriber reads exactly them back.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdint>
+#include <gtest/gtest.h>
 #include <map>
 #include <set>
 #include <string>
@@ -31,8 +30,8 @@ std::string text(std::span<const std::byte> b) {
 }
 
 TEST(Sdk, ConnectRefusesAMalformedControllerList) {
-  for (const std::string bad : {"", "localhost", "h1:7400,", ",h1:7400", "h1:port", "h1:7400,,h2:7400", "h1:70000",
-                                ":7400", "h1:0"}) {
+  for (const std::string bad : {"", "localhost", "h1:7400,", ",h1:7400", "h1:port", "h1:7400,,h2:7400",
+                                "h1:70000", ":7400", "h1:0"}) {
     auto r = catena::connect(bad);
     ASSERT_FALSE(r.ok()) << "'" << bad << "' was accepted";
     EXPECT_EQ(r.error().code, catena::client::ErrorCode::invalid_argument) << bad;
@@ -85,9 +84,9 @@ TEST(Sdk, PublishesAndSubscribesThroughConnect) {
     const catena::Record record{bytes(key), headers, bytes(payload)};
     catena::client::ErrorCode e;
     while ((e = pub.publish(record, [&acks, &failed, payload](const catena::PublishResult& r) {
-              if (r.status != catena::client::ErrorCode::ok) ++failed;
-              acks[payload] = r;
-            })) == catena::client::ErrorCode::backpressure) {
+             if (r.status != catena::client::ErrorCode::ok) ++failed;
+             acks[payload] = r;
+           })) == catena::client::ErrorCode::backpressure) {
       pub.poll();
     }
     ASSERT_EQ(e, catena::client::ErrorCode::ok) << catena::client::to_string(e);
@@ -104,7 +103,8 @@ TEST(Sdk, PublishesAndSubscribesThroughConnect) {
   std::set<std::pair<std::uint32_t, std::uint64_t>> positions;
   for (const auto& [payload, r] : acks) {
     EXPECT_EQ(r.status, catena::client::ErrorCode::ok) << payload;
-    EXPECT_TRUE(positions.insert({r.partition, r.offset}).second) << "two records at " << r.partition << ":" << r.offset;
+    EXPECT_TRUE(positions.insert({r.partition, r.offset}).second)
+        << "two records at " << r.partition << ":" << r.offset;
   }
 
   catena::SubscriberOptions so;

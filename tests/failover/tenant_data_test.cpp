@@ -74,9 +74,9 @@ PublishResult publish_one(RouteSource& routes, const std::string& channel, const
 // Reads partition 0 from the start for up to `wait`: the payloads, and the
 // first notice's status (ok if none).
 std::pair<std::vector<std::string>, client::ErrorCode> read_all(RouteSource& routes,
-                                                                  const std::string& channel,
-                                                                  std::size_t expect,
-                                                                  std::chrono::milliseconds wait) {
+                                                                const std::string& channel,
+                                                                std::size_t expect,
+                                                                std::chrono::milliseconds wait) {
   std::vector<std::string> got;
   client::ErrorCode notice = client::ErrorCode::ok;
   auto sub = Subscriber::create(routes, channel, {});

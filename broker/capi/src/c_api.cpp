@@ -13,8 +13,8 @@
 #include <utility>
 
 #include <catena/broker/client_error.hpp>
-#include <catena/broker/record_views.hpp>
 #include <catena/broker/publisher.hpp>
+#include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/catena.h>
 #include <catena/client/connect.hpp>
@@ -187,7 +187,8 @@ catena_err catena_publish_record(catena_publisher* pub, const void* key, std::si
   const catena::Record record{
       bytes(key, key_len), {fields.data(), header_count}, bytes(payload, payload_len)};
   std::size_t block = 0;
-  if (const auto ac = catena::chain::attributes_size({record.key, catena::chain_headers(record.headers)}, &block);
+  if (const auto ac =
+          catena::chain::attributes_size({record.key, catena::chain_headers(record.headers)}, &block);
       ac != catena::chain::AttributesCheck::ok) {
     return fail(CATENA_ERR_INVALID_ARGUMENT,
                 std::string("catena_publish_record: ") + catena::chain::describe(ac));

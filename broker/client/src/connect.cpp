@@ -26,7 +26,8 @@ client::Result<std::unique_ptr<RouteSource>> connect(const std::string& controll
   o.token = options.token;
   o.connect_timeout = options.connect_timeout;
   o.rpc_timeout = options.rpc_timeout;
-  return std::unique_ptr<RouteSource>(std::make_unique<broker::ControllerRoutes>(std::move(o), options.client_name));
+  return std::unique_ptr<RouteSource>(
+      std::make_unique<broker::ControllerRoutes>(std::move(o), options.client_name));
 }
 
 }  // namespace catena

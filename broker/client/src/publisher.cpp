@@ -5,14 +5,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <catena/broker/record_views.hpp>
 #include <catena/chain/domain.hpp>
 #include <catena/chain/key_map.hpp>
 #include <catena/chain/producer_state.hpp>
 #include <catena/chain/publish.hpp>
 #include <catena/fabric/clock.hpp>
 #include <catena/fabric/idle.hpp>
-
-#include <catena/broker/record_views.hpp>
 
 #include "publisher_impl.hpp"
 

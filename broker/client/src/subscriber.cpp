@@ -516,7 +516,8 @@ class CATENA_LOCAL Subscriber::Impl {
       spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id,
                     wire::to_string(w->status));
       if (w->status == wire::Status::bad_request || w->status == wire::Status::unauthenticated) {
-        notify(Notice{s.partition, client::from(w->status), s.next_offset});  // retrying will not change the answer
+        // Retrying will not change the answer.
+        notify(Notice{s.partition, client::from(w->status), s.next_offset});
       }
       ++s.replica_pick;
       return;

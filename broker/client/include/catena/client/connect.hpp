@@ -34,7 +34,7 @@ struct ConnectOptions {
 // `controllers`: "host:port[,host:port...]" ("[v6addr]:port" too). Errors:
 // invalid_argument for an empty or malformed list (the message names the
 // bad address).
-[[nodiscard]] CATENA_API client::Result<std::unique_ptr<RouteSource>> connect(const std::string& controllers,
-                                                                              const ConnectOptions& options = {});
+[[nodiscard]] CATENA_API client::Result<std::unique_ptr<RouteSource>> connect(
+    const std::string& controllers, const ConnectOptions& options = {});
 
 }  // namespace catena

@@ -16,6 +16,7 @@
 #include <catena/broker/controller_routes.hpp>
 #include <catena/broker/group_subscriber.hpp>
 #include <catena/broker/publisher.hpp>
+#include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
@@ -383,7 +384,8 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
   // console producer does), not only used to pick the partition.
   const bool attributes = !headers.empty() || !key.empty();
   if (std::size_t block = 0; attributes) {
-    if (const auto ac = chain::attributes_size({key, headers}, &block); ac != chain::AttributesCheck::ok)
+    if (const auto ac = chain::attributes_size({key, chain_headers(headers)}, &block);
+        ac != chain::AttributesCheck::ok)
       return fail("publish", chain::describe(ac));
   }
   while (std::getline(std::cin, line)) {

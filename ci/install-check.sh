@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # ci/install-check.sh BUILD_DIR: Catena as a user installs and links it.
 #   1. `cmake --install BUILD_DIR --prefix STAGE` (a staging prefix), and
-#      each binary's --version;
+#      each binary's --version; the SDK's boundary: every installed header
+#      compiles alone with only STAGE/include, and includes nothing of
+#      Thrift, Boost, chain, fabric or control; libcatena.so exports the
+#      SDK's symbols and the C API, and none of the internals';
 #   2. examples/ built against STAGE twice: CMake with find_package(Catena)
 #      (CMAKE_PREFIX_PATH=STAGE) and make with pkg-config (PKG_CONFIG_PATH);
 #   3. a local cluster of the staged binaries (`catena cluster up
@@ -40,7 +43,7 @@ step "cmake --install $build --prefix $stage"
 cmake --install "$build" --prefix "$stage" >/dev/null
 libdir=$(sed -n 's/^libdir=${prefix}\///p' "$build/broker/packaging/catena.pc")
 for f in bin/catena bin/catenad bin/catena-controller "$libdir/libcatena.so" include/catena/version.hpp \
-  include/catena/broker/publisher.hpp include/catena/control/idl/catena_types.h include/catena/catena.h \
+  include/catena/client.hpp include/catena/client/connect.hpp include/catena/broker/publisher.hpp include/catena/catena.h \
   "$libdir/cmake/Catena/CatenaConfig.cmake" "$libdir/cmake/Catena/CatenaConfigVersion.cmake" \
   "$libdir/pkgconfig/catena.pc"; do
   [ -e "$stage/$f" ] || fail "$f was not installed"
@@ -57,6 +60,40 @@ for b in catena catenad catena-controller; do
   help=$("$stage/bin/$b" --help) || fail "$b --help exits non-zero"
   case "${help%%$'\n'*}" in *"$b $version"*) ;; *) fail "$b --help does not say $version" ;; esac
 done
+
+step "the SDK's boundary: installed headers alone, libcatena.so's exported symbols"
+for d in chain fabric control; do
+  [ ! -e "$stage/include/catena/$d" ] || fail "include/catena/$d was installed (internal headers)"
+done
+headers=$(cd "$stage/include" && find catena -name '*.hpp' -o -name '*.h' | sort)
+for h in $headers; do
+  # Alone in a translation unit, with the stage's include directory only
+  # (no Thrift or Boost include path; they would be in /usr/include, so the
+  # dependency list is checked too).
+  printf '#include <%s>\n' "$h" | c++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -x c++ -I"$stage/include" - ||
+    fail "$h does not compile alone against $stage/include"
+  deps=$(printf '#include <%s>\n' "$h" | c++ -std=c++20 -M -x c++ -I"$stage/include" - | tr ' \\' '\n\n' | grep -v '^$')
+  bad=$(grep -E '/(thrift|boost)/|/catena/(chain|fabric|control)/' <<< "$deps" || true)
+  [ -z "$bad" ] || fail "$h includes internals: $bad"
+  outside=$(grep '/catena/' <<< "$deps" | grep -v "^$stage/include/" || true)
+  [ -z "$outside" ] || fail "$h includes Catena headers from outside the stage: $outside"
+done
+printf '#include <catena/catena.h>\nint main(void) { return 0; }\n' |
+  cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -x c -I"$stage/include" - || fail "catena.h does not compile as C"
+syms=$(nm -D --defined-only "$stage/$libdir/libcatena.so" | c++filt)
+for want in 'catena::connect(' 'catena::Publisher::create(' 'catena::Publisher::publish(' 'catena::PublishFuture::get(' \
+  'catena::Subscriber::create(' 'catena::Subscriber::poll(' 'catena::GroupSubscriber::create(' 'catena::client::to_string(' \
+  'catena::client::Error::describe' 'typeinfo for catena::RouteSource' ' catena_connect' ' catena_publish' \
+  ' catena_subscriber_poll' ' catena_version'; do
+  grep -qF -- "$want" <<< "$syms" || fail "libcatena.so does not export $want"
+done
+# A symbol of the internals' own (a std:: template instantiated for one of
+# their lambdas, e.g. a worker thread's state, may name them: weak, and
+# harmless).
+names=$(sed -E 's/^[0-9a-f]+ [A-Za-z] //; s/^(typeinfo name for|typeinfo for|vtable for|VTT for|guard variable for|construction vtable for) //' <<< "$syms")
+leaked=$(grep -E '^catena::((chain|fabric|control|broker|detail|client_detail)::|StaticRoutes|[A-Za-z]+::Impl::)|^(apache::thrift|boost)::' <<< "$names" || true)
+[ -z "$leaked" ] || fail "libcatena.so exports internals ($(grep -c . <<< "$leaked") symbols), e.g.: $(head -5 <<< "$leaked")"
+echo "install-check: $(wc -w <<< "$headers") public headers compile alone; libcatena.so exports $(grep -c ' [TWVBDRu] ' <<< "$syms") symbols, none internal"
 
 step "examples/ with CMake: find_package(Catena), CMAKE_PREFIX_PATH=$stage"
 cmake -S examples -B "$work/ex-cmake" -G Ninja -DCMAKE_PREFIX_PATH="$stage" \
@@ -119,6 +156,6 @@ check_deb "catena_${version}_*.deb" bin/catena bin/catenad bin/catena-controller
 dpkg-deb --fsys-tarfile "$work"/debs/catena_"${version}"_*.deb | tar -xO ./usr/lib/systemd/system/catenad.service |
   grep -q '^ExecStart=/usr/bin/catenad ' || fail "the packaged catenad.service does not start /usr/bin/catenad"
 check_deb "libcatena*_${version}_*.deb" "lib/libcatena.so.$version"
-check_deb "catena-dev_${version}_*.deb" lib/libcatena.so include/catena/broker/publisher.hpp include/catena/catena.h \
+check_deb "catena-dev_${version}_*.deb" lib/libcatena.so include/catena/client.hpp include/catena/broker/publisher.hpp include/catena/catena.h \
   include/catena/version.hpp lib/cmake/Catena/CatenaConfig.cmake lib/pkgconfig/catena.pc
 step "passed"

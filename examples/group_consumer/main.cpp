@@ -14,8 +14,7 @@
 #include <string>
 #include <thread>
 
-#include <catena/broker/controller_routes.hpp>
-#include <catena/broker/group_subscriber.hpp>
+#include <catena/client.hpp>  // the client SDK: connect, Publisher, Subscriber, GroupSubscriber
 
 int main(int argc, char** argv) {
   if (argc != 5) {
@@ -25,9 +24,16 @@ int main(int argc, char** argv) {
   const std::string channel = argv[2];
   const std::chrono::seconds run_for(std::strtoll(argv[4], nullptr, 10));
 
-  catena::control::ControllerClient::Options controller;
-  controller.address = argv[1];
-  catena::broker::ControllerRoutes routes(controller, "example-group-consumer");
+  // Routes (partition -> chain of replicas) come from the controllers:
+  // "host:port[,host:port...]" (a malformed list: invalid_argument).
+  catena::ConnectOptions connect_options;
+  connect_options.client_name = "example-group-consumer";
+  auto connected = catena::connect(argv[1], connect_options);
+  if (!connected) {
+    std::fprintf(stderr, "connect: %s\n", connected.error().describe().c_str());
+    return 1;
+  }
+  catena::RouteSource& routes = *connected.value();
 
   catena::GroupSubscriberOptions options;
   options.controller = argv[1];  // the group coordinator

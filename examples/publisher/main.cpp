@@ -12,9 +12,7 @@
 #include <span>
 #include <string>
 
-#include <catena/broker/controller_routes.hpp>
-#include <catena/broker/publisher.hpp>
-#include <catena/version.hpp>
+#include <catena/client.hpp>  // the client SDK: connect, Publisher, Subscriber, GroupSubscriber
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -25,10 +23,16 @@ int main(int argc, char** argv) {
   const std::uint64_t count = std::strtoull(argv[3], nullptr, 10);
   std::fprintf(stderr, "catena headers %s, library %s\n", CATENA_VERSION, catena_version());
 
-  // Routes (partition -> chain of replicas) come from the controller.
-  catena::control::ControllerClient::Options controller;
-  controller.address = argv[1];  // host:port[,host:port...]
-  catena::broker::ControllerRoutes routes(controller, "example-publisher");
+  // Routes (partition -> chain of replicas) come from the controllers:
+  // "host:port[,host:port...]" (a malformed list: invalid_argument).
+  catena::ConnectOptions connect_options;
+  connect_options.client_name = "example-publisher";
+  auto connected = catena::connect(argv[1], connect_options);
+  if (!connected) {
+    std::fprintf(stderr, "connect: %s\n", connected.error().describe().c_str());
+    return 1;
+  }
+  catena::RouteSource& routes = *connected.value();
 
   catena::PublisherOptions options;  // provider "soft": shared memory or TCP to the brokers
   auto publisher = catena::Publisher::create(routes, channel, options);
@@ -42,13 +46,13 @@ int main(int argc, char** argv) {
   std::uint64_t failed = 0;
   // Runs on this thread, inside poll() or flush().
   auto on_ack = [&](const catena::PublishResult& r) {
-    if (r.status == catena::PublishStatus::ok) {
+    if (r.status == catena::client::ErrorCode::ok) {
       ++acknowledged;
       std::printf("%u:%llu\n", r.partition, static_cast<unsigned long long>(r.offset));
     } else {
       ++failed;
       std::fprintf(stderr, "publisher: a record failed: %s\n",
-                   std::string(catena::client::to_string(r.error())).c_str());
+                   std::string(catena::client::to_string(r.status)).c_str());
     }
   };
 

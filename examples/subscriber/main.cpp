@@ -11,8 +11,7 @@
 #include <string>
 #include <thread>
 
-#include <catena/broker/controller_routes.hpp>
-#include <catena/broker/subscriber.hpp>
+#include <catena/client.hpp>  // the client SDK: connect, Publisher, Subscriber, GroupSubscriber
 
 int main(int argc, char** argv) {
   if (argc != 4 && argc != 5) {
@@ -23,9 +22,16 @@ int main(int argc, char** argv) {
   const std::uint64_t count = std::strtoull(argv[3], nullptr, 10);
   const std::chrono::milliseconds timeout(argc == 5 ? std::strtoll(argv[4], nullptr, 10) : 10000);
 
-  catena::control::ControllerClient::Options controller;
-  controller.address = argv[1];
-  catena::broker::ControllerRoutes routes(controller, "example-subscriber");
+  // Routes (partition -> chain of replicas) come from the controllers:
+  // "host:port[,host:port...]" (a malformed list: invalid_argument).
+  catena::ConnectOptions connect_options;
+  connect_options.client_name = "example-subscriber";
+  auto connected = catena::connect(argv[1], connect_options);
+  if (!connected) {
+    std::fprintf(stderr, "connect: %s\n", connected.error().describe().c_str());
+    return 1;
+  }
+  catena::RouteSource& routes = *connected.value();
 
   catena::SubscriberOptions options;
   options.start = catena::Start::earliest;  // or latest, offset, committed (with a group)

@@ -299,7 +299,7 @@ TEST_F(BadInput, ClientHellosWithoutThePartitionsAccessSecretAreRefused) {
     return f.get();
   };
   auto read_with = [&](const wire::AccessSecret& carried, std::vector<std::string>* out,
-                       std::vector<wire::Status>* notices) {
+                       std::vector<client::ErrorCode>* notices) {
     StaticRoutes routes;
     Route route{"locked", 0, 1, {{"solo", broker_->fabric_address()}}, 0, {}};
     route.access_secret = carried;
@@ -326,11 +326,11 @@ TEST_F(BadInput, ClientHellosWithoutThePartitionsAccessSecretAreRefused) {
   EXPECT_EQ(taken.offset, 0u) << "a refused publisher stored something";
 
   std::vector<std::string> got;
-  std::vector<wire::Status> notices;
+  std::vector<client::ErrorCode> notices;
   read_with(wire::AccessSecret{}, &got, &notices);
   EXPECT_TRUE(got.empty());
   ASSERT_FALSE(notices.empty());
-  EXPECT_EQ(notices.front(), wire::Status::unauthenticated);
+  EXPECT_EQ(notices.front(), client::ErrorCode::unauthenticated);
   got.clear();
   notices.clear();
   read_with(secret, &got, &notices);

@@ -118,7 +118,7 @@ TEST_F(ChainE2E, MiddleReplicaReplacedMidStreamLosesNothing) {
   auto sub = Subscriber::create(routes_, "repair", so);  // reads from the new tail
   ASSERT_TRUE(sub.ok());
   sub.value()->on_notice([](const Notice& n) {
-    ADD_FAILURE() << "notice " << chain::wire::to_string(n.status) << " at " << n.next_offset;
+    ADD_FAILURE() << "notice " << client::to_string(n.status) << " at " << n.next_offset;
   });
   std::uint64_t next = 0;
   auto deadline = std::chrono::steady_clock::now() + 20s;

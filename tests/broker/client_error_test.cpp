@@ -73,8 +73,10 @@ TEST(ClientError, WireStatusesMap) {
                    Status::position_expired, Status::data_lost, Status::unauthenticated}) {
     EXPECT_FALSE(client::retriable(client::from(s))) << chain::wire::to_string(s);
   }
+  // A publish result carries the mapped code (the client vocabulary only).
   PublishResult r;
-  r.status = Status::unavailable;
+  r.status = client::from(Status::unavailable);
+  EXPECT_EQ(r.status, ErrorCode::unavailable);
   EXPECT_EQ(r.error(), ErrorCode::unavailable);
   EXPECT_TRUE(client::retriable(r.error()));
 }

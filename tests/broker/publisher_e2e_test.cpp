@@ -32,7 +32,7 @@ TEST_F(ChainE2E, RestartedPublisherWithTheSameIdIsNewDataAndFencesTheOldOne) {
       auto f = pub.publish({}, bytes(prefix + std::to_string(i)));
       ASSERT_TRUE(pub.flush(10s));
       auto r = f.get();
-      ASSERT_EQ(r.status, PublishStatus::ok) << chain::wire::to_string(r.status);
+      ASSERT_EQ(r.status, PublishStatus::ok) << client::to_string(r.status);
       EXPECT_EQ(r.sequence, static_cast<std::uint64_t>(i));
       offsets->push_back(r.offset);
     }
@@ -76,7 +76,7 @@ TEST_F(ChainE2E, PublishFutureGetPollsUntilTheAck) {
   ASSERT_TRUE(pub.ok()) << pub.error().message;
   for (std::uint64_t i = 0; i < 10; ++i) {
     const auto r = pub.value()->publish(bytes("k"), bytes("f" + std::to_string(i))).get();
-    ASSERT_EQ(r.status, PublishStatus::ok) << chain::wire::to_string(r.status);
+    ASSERT_EQ(r.status, PublishStatus::ok) << client::to_string(r.status);
     EXPECT_EQ(r.offset, i);
     EXPECT_EQ(r.sequence, i);
     EXPECT_EQ(r.partition, 0u);
@@ -93,7 +93,7 @@ TEST_F(ChainE2E, PublishFutureGetPollsUntilTheAck) {
     EXPECT_EQ(r.offset, 10 + i);
     EXPECT_FALSE(futures[i].valid());
   }
-  EXPECT_EQ(PublishFuture().get().status, PublishStatus::bad_request);
+  EXPECT_EQ(PublishFuture().get().status, PublishStatus::invalid_argument);
   const auto got = read_all(routes_, "fut", 15);
   ASSERT_EQ(got.size(), 15u);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].second, "f" + std::to_string(i));
@@ -123,7 +123,7 @@ TEST_F(ChainE2E, PublishFutureOfAnUnreachablePartitionFailsAfterTheRetryTimeout)
   EXPECT_TRUE(f.valid());
   const auto r = f.get();
   const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(r.status, PublishStatus::unavailable) << chain::wire::to_string(r.status);
+  EXPECT_EQ(r.status, PublishStatus::unavailable) << client::to_string(r.status);
   EXPECT_EQ(r.error(), client::ErrorCode::unavailable);
   EXPECT_GE(took, 300ms);
   EXPECT_LT(took, 10s);
@@ -203,7 +203,8 @@ TEST_F(ChainE2E, KeysAndHeadersReachTheSubscriberExactly) {
   EXPECT_EQ(pub.value()->publish(Record{bytes(too_long), {}, bytes("x")}, nullptr),
             client::ErrorCode::invalid_argument);
   const HeaderField nameless[] = {{"", "v"}};
-  EXPECT_EQ(pub.value()->publish(Record{{}, nameless, bytes("x")}).get().status, PublishStatus::bad_request);
+  EXPECT_EQ(pub.value()->publish(Record{{}, nameless, bytes("x")}).get().status,
+            PublishStatus::invalid_argument);
 
   SubscriberOptions so;
   so.provider = provider_spec();

@@ -131,7 +131,7 @@ class Joining : public ::testing::Test {
       for (;;) {
         auto e = pub.publish_to(0, bytes(payload), [this, payload](const PublishResult& r) {
           if (r.status != PublishStatus::ok) {
-            if (failed_++ == 0) ADD_FAILURE() << "refused: " << chain::wire::to_string(r.status);
+            if (failed_++ == 0) ADD_FAILURE() << "refused: " << client::to_string(r.status);
             return;
           }
           EXPECT_TRUE(acked_.emplace(r.offset, payload).second) << "offset acknowledged twice: " << r.offset;
@@ -154,7 +154,7 @@ class Joining : public ::testing::Test {
     auto sub = Subscriber::create(routes, kChannel, so);
     ASSERT_TRUE(sub.ok()) << sub.error().message;
     sub.value()->on_notice([](const Notice& n) {
-      ADD_FAILURE() << "notice " << chain::wire::to_string(n.status) << " at " << n.next_offset;
+      ADD_FAILURE() << "notice " << client::to_string(n.status) << " at " << n.next_offset;
     });
     std::uint64_t next = 0;
     const auto deadline = std::chrono::steady_clock::now() + 20s;

@@ -100,7 +100,7 @@ TEST(Alter, PublisherFollowsAGrowthAtTheMarkersKeepingEachKeysOrder) {
       const auto& rs = results[static_cast<std::size_t>(i)];
       ASSERT_EQ(rs.size(), 1u) << "record " << i;
       const PublishResult& r = rs[0];
-      ASSERT_EQ(r.status, PublishStatus::ok) << "record " << i << ": " << chain::wire::to_string(r.status);
+      ASSERT_EQ(r.status, PublishStatus::ok) << "record " << i << ": " << client::to_string(r.status);
       EXPECT_TRUE(stored.emplace(std::make_pair(r.partition, r.offset), i).second) << "record " << i;
       const bool in_new = r.partition == new_p && r.offset > marker_at[r.partition];
       if (in_new) {

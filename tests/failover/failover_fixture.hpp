@@ -139,7 +139,7 @@ class Failover : public ::testing::Test {
           return;
         }
         sub.value()->on_notice([this, s](const Notice& n) {
-          if (n.status != chain::wire::Status::data_lost) return;
+          if (n.status != client::ErrorCode::data_lost) return;
           history_.declare_lost(s, n.partition, n.lost_from, n.next_offset);
           data_lost_notices_.fetch_add(1);
         });

@@ -66,7 +66,7 @@ TEST(Limits, LongestNodeIdsAndChannelNameCarryRecordsThroughAChain) {
     const std::string payload = "rec-" + std::to_string(i);
     for (;;) {
       auto e = pub.value()->publish_to(0, bytes(payload), [&](const PublishResult& r) {
-        EXPECT_EQ(r.status, PublishStatus::ok) << chain::wire::to_string(r.status);
+        EXPECT_EQ(r.status, PublishStatus::ok) << client::to_string(r.status);
         acked += r.status == PublishStatus::ok;
       });
       if (e == client::ErrorCode::ok) break;

@@ -63,7 +63,7 @@ PublishResult publish_one(RouteSource& routes, const std::string& channel, const
   auto pub = Publisher::create(routes, channel, po);
   if (!pub) {
     PublishResult r;
-    r.status = PublishStatus::bad_request;
+    r.status = PublishStatus::invalid_argument;
     return r;
   }
   auto f = pub.value()->publish({}, as_bytes_of(payload));
@@ -73,19 +73,19 @@ PublishResult publish_one(RouteSource& routes, const std::string& channel, const
 
 // Reads partition 0 from the start for up to `wait`: the payloads, and the
 // first notice's status (ok if none).
-std::pair<std::vector<std::string>, chain::wire::Status> read_all(RouteSource& routes,
-                                                                  const std::string& channel,
-                                                                  std::size_t expect,
-                                                                  std::chrono::milliseconds wait) {
+std::pair<std::vector<std::string>, client::ErrorCode> read_all(RouteSource& routes,
+                                                                const std::string& channel,
+                                                                std::size_t expect,
+                                                                std::chrono::milliseconds wait) {
   std::vector<std::string> got;
-  chain::wire::Status notice = chain::wire::Status::ok;
+  client::ErrorCode notice = client::ErrorCode::ok;
   auto sub = Subscriber::create(routes, channel, {});
-  if (!sub) return {got, chain::wire::Status::bad_request};
+  if (!sub) return {got, client::ErrorCode::invalid_argument};
   sub.value()->on_notice([&](const Notice& n) {
-    if (notice == chain::wire::Status::ok) notice = n.status;
+    if (notice == client::ErrorCode::ok) notice = n.status;
   });
   const auto deadline = Clock::now() + wait;
-  while (Clock::now() < deadline && got.size() < expect && notice == chain::wire::Status::ok) {
+  while (Clock::now() < deadline && got.size() < expect && notice == client::ErrorCode::ok) {
     if (sub.value()->poll([&](const Message& m) {
           got.emplace_back(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
         }) == 0) {
@@ -176,7 +176,7 @@ TEST(TenantDataPlane, AnotherTenantsClientIsRefusedByTheReplicasEvenWithTheRoute
     EXPECT_EQ(res.status, PublishStatus::unauthenticated) << what;
     const auto [got, notice] = read_all(by_hand, "acme.orders", 1, 3s);
     EXPECT_TRUE(got.empty()) << what << ": read " << got.size() << " of acme's records";
-    EXPECT_EQ(notice, chain::wire::Status::unauthenticated) << what;
+    EXPECT_EQ(notice, client::ErrorCode::unauthenticated) << what;
   }
 
   // A's real secret, stolen, on a connection of B's protection domain (or
@@ -198,7 +198,7 @@ TEST(TenantDataPlane, AnotherTenantsClientIsRefusedByTheReplicasEvenWithTheRoute
   ASSERT_EQ(a_second.status, PublishStatus::ok);
   EXPECT_EQ(a_second.offset, a_first.offset + 1) << "a refused publisher stored something";
   const auto [got, notice] = read_all(routes_a, "acme.orders", 2, 10s);
-  EXPECT_EQ(notice, chain::wire::Status::ok);
+  EXPECT_EQ(notice, client::ErrorCode::ok);
   EXPECT_EQ(got, (std::vector<std::string>{"a-0", "a-1"}));
 }
 
@@ -242,9 +242,9 @@ TEST(TenantDataPlane, RotatingATenantsTokenRevokesTheAccessSecretsGivenOutBefore
   auto thief = Subscriber::create(stolen, "acme.orders", {});
   ASSERT_TRUE(thief.ok());
   std::vector<std::string> thief_got;
-  chain::wire::Status thief_notice = chain::wire::Status::ok;
+  client::ErrorCode thief_notice = client::ErrorCode::ok;
   thief.value()->on_notice([&](const Notice& n) {
-    if (thief_notice == chain::wire::Status::ok) thief_notice = n.status;
+    if (thief_notice == client::ErrorCode::ok) thief_notice = n.status;
   });
   auto thief_poll = [&] {
     return thief.value()->poll([&](const Message& m) {
@@ -261,10 +261,10 @@ TEST(TenantDataPlane, RotatingATenantsTokenRevokesTheAccessSecretsGivenOutBefore
 
   // The open session is closed and its reconnection refused.
   for (auto deadline = Clock::now() + 10s;
-       Clock::now() < deadline && thief_notice == chain::wire::Status::ok;) {
+       Clock::now() < deadline && thief_notice == client::ErrorCode::ok;) {
     if (thief_poll() == 0) std::this_thread::sleep_for(1ms);
   }
-  EXPECT_EQ(thief_notice, chain::wire::Status::unauthenticated)
+  EXPECT_EQ(thief_notice, client::ErrorCode::unauthenticated)
       << "the session opened before rotation lives on";
   EXPECT_EQ(publish_one(stolen, "acme.orders", "intruder").status, PublishStatus::unauthenticated);
   auto old_route = control::ControllerClient(controller_as(address, *token)).get_route("acme.orders", 0, 0);
@@ -279,7 +279,7 @@ TEST(TenantDataPlane, RotatingATenantsTokenRevokesTheAccessSecretsGivenOutBefore
   for (int i = 0; i < 200; ++i) (void)thief_poll();
   EXPECT_EQ(thief_got, std::vector<std::string>{"a-0"}) << "the stolen route read past the rotation";
   const auto [got, notice] = read_all(routes_new, "acme.orders", 2, 10s);
-  EXPECT_EQ(notice, chain::wire::Status::ok);
+  EXPECT_EQ(notice, client::ErrorCode::ok);
   EXPECT_EQ(got, (std::vector<std::string>{"a-0", "a-1"}));
 }
 
@@ -368,7 +368,7 @@ TEST(TenantDataPlane, ATenantsPublishRateHoldsItBackAloneAndLosesNothing) {
   EXPECT_EQ(slow_n.failed, 0u);
   EXPECT_EQ(fast_n.failed, 0u);
   const auto [got, notice] = read_all(routes_slow, "slow.feed", slow_n.acked, 20s);
-  EXPECT_EQ(notice, chain::wire::Status::ok);
+  EXPECT_EQ(notice, client::ErrorCode::ok);
   EXPECT_EQ(got.size(), slow_n.acked) << "every acknowledged record, once";
 }
 
@@ -452,14 +452,14 @@ TEST(TenantDataPlane, IsolationHoldsThroughEveryRecoveryOfTheChain) {
         by_hand.set(*by, 1, 1 << 20);
         const auto [got, notice] = read_all(by_hand, "acme.orders", 1, 3s);
         EXPECT_TRUE(got.empty()) << r.node_id << ": bravo read " << got.size() << " of acme's records";
-        EXPECT_EQ(notice, chain::wire::Status::unauthenticated) << r.node_id;
+        EXPECT_EQ(notice, client::ErrorCode::unauthenticated) << r.node_id;
       }
     }
     StaticRoutes at_head;
     at_head.set(without_secret(route), 1, 1 << 20);
     EXPECT_EQ(publish_one(at_head, "acme.orders", "b-intruder").status, PublishStatus::unauthenticated);
     const auto [got, notice] = read_all(routes_a, "acme.orders", written.size(), 20s);
-    EXPECT_EQ(notice, chain::wire::Status::ok);
+    EXPECT_EQ(notice, client::ErrorCode::ok);
     EXPECT_EQ(got, written) << "acme's records, once, in order";
   };
   publish_some(50);
@@ -545,7 +545,7 @@ TEST(TenantDataPlane, ASecureLocalClusterRequiresItsOwnAdminToken) {
   broker::ControllerRoutes routes(controller_as(address, token), "secure-client");
   ASSERT_EQ(publish_one(routes, "secure.feed", "s-0").status, PublishStatus::ok);
   const auto [got, notice] = read_all(routes, "secure.feed", 1, 10s);
-  EXPECT_EQ(notice, chain::wire::Status::ok);
+  EXPECT_EQ(notice, client::ErrorCode::ok);
   EXPECT_EQ(got, std::vector<std::string>{"s-0"});
 
   // A second start writes a new token: the old one is refused.

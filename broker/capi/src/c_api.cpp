@@ -14,18 +14,19 @@
 #include <vector>
 
 #include <catena/broker/client_error.hpp>
-#include <catena/broker/controller_routes.hpp>
 #include <catena/broker/publisher.hpp>
+#include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/catena.h>
+#include <catena/client/connect.hpp>
 
 namespace client = catena::client;
 
 struct catena_routes {
-  std::shared_ptr<catena::broker::ControllerRoutes> routes;
+  std::shared_ptr<catena::RouteSource> routes;
 };
 struct catena_publisher {
-  std::shared_ptr<catena::broker::ControllerRoutes> routes;  // outlives the publisher
+  std::shared_ptr<catena::RouteSource> routes;  // outlives the publisher
   std::unique_ptr<catena::Publisher> pub;
   // Open claims by partition, with the id handed out (catena_claim.id);
   // destroyed (aborted) before the publisher. Grows at a claim on a
@@ -38,7 +39,7 @@ struct catena_publisher {
   std::uint64_t next_claim = 1;
 };
 struct catena_subscriber {
-  std::shared_ptr<catena::broker::ControllerRoutes> routes;
+  std::shared_ptr<catena::RouteSource> routes;
   std::unique_ptr<catena::Subscriber> sub;
 };
 
@@ -118,11 +119,13 @@ catena_err catena_connect(const char* controllers, const char* token, catena_rou
   if (controllers == nullptr || *controllers == '\0')
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_connect: no controller address");
   try {
-    catena::control::ControllerClient::Options options;
-    options.address = controllers;
+    catena::ConnectOptions options;
     if (token != nullptr) options.token = token;
+    options.client_name = "c-client";
+    auto connected = catena::connect(controllers, options);  // invalid_argument: a malformed list
+    if (!connected) return fail(connected.error());
     auto r = std::make_unique<catena_routes>();
-    r->routes = std::make_shared<catena::broker::ControllerRoutes>(std::move(options), "c-client");
+    r->routes = std::move(connected.value());
     *out = r.release();
     return CATENA_OK;
   } catch (...) {
@@ -194,7 +197,8 @@ catena_err catena_publish_record(catena_publisher* pub, const void* key, std::si
   const catena::Record record{
       bytes(key, key_len), {fields.data(), header_count}, bytes(payload, payload_len)};
   std::size_t block = 0;
-  if (const auto ac = catena::chain::attributes_size({record.key, record.headers}, &block);
+  if (const auto ac =
+          catena::chain::attributes_size({record.key, catena::chain_headers(record.headers)}, &block);
       ac != catena::chain::AttributesCheck::ok) {
     return fail(CATENA_ERR_INVALID_ARGUMENT,
                 std::string("catena_publish_record: ") + catena::chain::describe(ac));

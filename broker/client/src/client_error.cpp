@@ -144,7 +144,9 @@ ErrorCode from(chain::wire::Status status) noexcept {
   return ErrorCode::internal;
 }
 
-Error::Error(const fabric::Error& e) : code(from(e.code)), message(e.message) {}
+Error from(const fabric::Error& e) {
+  return Error{from(e.code), e.message};
+}
 
 std::string Error::describe() const {
   std::string out(to_string(code));

@@ -37,7 +37,7 @@ bool lost_membership(const control::ControlError& e) {
 
 }  // namespace
 
-class GroupSubscriber::Impl {
+class CATENA_LOCAL GroupSubscriber::Impl {
  public:
   Impl(RouteSource& routes, std::string channel, GroupSubscriberOptions opts)
       : routes_(routes),

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <catena/broker/record_views.hpp>
 #include <catena/chain/domain.hpp>
 #include <catena/chain/key_map.hpp>
 #include <catena/chain/producer_state.hpp>
@@ -368,7 +369,7 @@ void Publisher::Impl::resolved_st(PartitionSession& s, std::uint64_t seq, wire::
   s.records.pop_front();
   --in_flight_;
   PublishResult r;
-  r.status = st;
+  r.status = client::from(st);
   r.partition = s.partition;
   r.sequence = seq;
   r.offset = offset;
@@ -407,12 +408,12 @@ client::ErrorCode Publisher::publish_to(std::uint32_t partition, std::span<const
 }
 
 client::ErrorCode Publisher::publish(const Record& record, PublishCallback cb) {
-  const chain::Attributes attrs{record.key, record.headers};
+  const chain::Attributes attrs{record.key, chain_headers(record.headers)};
   return client::from(impl_->publish_keyed(record.key, record.payload, std::move(cb), &attrs));
 }
 
 client::ErrorCode Publisher::publish_to(std::uint32_t partition, const Record& record, PublishCallback cb) {
-  const chain::Attributes attrs{record.key, record.headers};
+  const chain::Attributes attrs{record.key, chain_headers(record.headers)};
   return client::from(impl_->publish_to(partition, record.payload, std::move(cb), &attrs));
 }
 
@@ -421,12 +422,14 @@ PublishFuture Publisher::publish(std::span<const std::byte> key, std::span<const
 }
 
 PublishFuture Publisher::publish(const Record& record) {
-  const chain::Attributes attrs{record.key, record.headers};
-  return publish_future(record.key, record.payload, &attrs);
+  return publish_future(record.key, record.payload, &record);
 }
 
 PublishFuture Publisher::publish_future(std::span<const std::byte> key, std::span<const std::byte> payload,
-                                        const chain::Attributes* attrs) {
+                                        const Record* record) {
+  chain::Attributes record_attrs;
+  if (record != nullptr) record_attrs = {record->key, chain_headers(record->headers)};
+  const chain::Attributes* attrs = record != nullptr ? &record_attrs : nullptr;
   auto state = std::make_shared<PublishFuture::State>();
   fabric::BackoffIdle idle;
   for (;;) {
@@ -442,7 +445,7 @@ PublishFuture Publisher::publish_future(std::span<const std::byte> key, std::spa
     if (e == Errc::ok) break;
     if (e != Errc::backpressure) {
       state->result.status = e == Errc::too_large          ? PublishStatus::too_large
-                             : e == Errc::invalid_argument ? PublishStatus::bad_request
+                             : e == Errc::invalid_argument ? PublishStatus::invalid_argument
                                                            : PublishStatus::unavailable;
       state->done = true;
       break;
@@ -459,7 +462,7 @@ bool PublishFuture::ready() const noexcept {
 PublishResult PublishFuture::get() {
   if (!state_) {
     PublishResult r;
-    r.status = PublishStatus::bad_request;
+    r.status = PublishStatus::invalid_argument;
     return r;
   }
   fabric::BackoffIdle idle;

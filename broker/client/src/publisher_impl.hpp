@@ -15,13 +15,16 @@
 #include <string>
 #include <vector>
 
+#include <catena/broker/client_error.hpp>
 #include <catena/broker/publisher.hpp>
+#include <catena/broker/routes.hpp>
 #include <catena/chain/bounded_fifo.hpp>
 #include <catena/chain/commit_watch.hpp>
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/chain/publish.hpp>
 #include <catena/chain/record.hpp>
+#include <catena/fabric/fabric.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
 #include "client_worker.hpp"
@@ -150,7 +153,7 @@ struct PartitionSession {
   client_detail::DialAttempt<chain::wire::CommitWatchHello, chain::wire::CommitWatchWelcome> watch_dial;
 };
 
-class Publisher::Impl {
+class CATENA_LOCAL Publisher::Impl {
  public:
   using Clock = std::chrono::steady_clock;
   // Following a partition move: how often the route and the new head are

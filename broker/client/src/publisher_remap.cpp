@@ -178,7 +178,7 @@ int Publisher::Impl::drain_resends_st() {
     done(r);
     --in_flight_;
     PublishResult res;
-    res.status = st;
+    res.status = client::from(st);
     res.partition = r.to;
     if (r.how.cb) r.how.cb(res);
   };

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <catena/broker/client_error.hpp>
+#include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/chain/delivery.hpp>
 #include <catena/chain/domain.hpp>
@@ -24,7 +26,7 @@ using Steady = std::chrono::steady_clock;
 using client_detail::Attempt;
 using client_detail::SubSession;
 
-class Subscriber::Impl {
+class CATENA_LOCAL Subscriber::Impl {
  public:
   // How long a `moved` answer's hint is tried (its chain may be told the
   // route a moment after the old one) before the controller is asked.
@@ -163,7 +165,7 @@ class Subscriber::Impl {
             spdlog::debug("subscriber {}/{}: notice {} from {}: next offset {}", channel_, s.partition,
                           wire::to_string(status), s.reading_from, next_offset);
             // A range's end is followed here, not the application's business.
-            if (status != wire::Status::moved) notify(Notice{s.partition, status, next_offset});
+            if (status != wire::Status::moved) notify(Notice{s.partition, client::from(status), next_offset});
             if (status == wire::Status::position_expired) {
               s.next_offset = next_offset;
               gate_->jumped(s.index, next_offset == 0);
@@ -194,13 +196,13 @@ class Subscriber::Impl {
                   "skipped",
                   channel_, s.partition, h.offset, chain::describe(ac));
               ++skipped;
-              Notice n{s.partition, wire::Status::corrupt, h.offset + 1, h.offset};
+              Notice n{s.partition, client::ErrorCode::corrupt, h.offset + 1, h.offset};
               notify(n);
               return;
             }
             m.payload = decoded.payload;
             m.key = decoded.key;
-            m.headers = decoded.headers;
+            m.headers = public_headers(decoded.headers);
             chain::MarkerSpec spec;
             if (m.marker && chain::decode_marker(h, payload, &spec)) {
               gate_->on_marker(s.index, spec);
@@ -450,7 +452,7 @@ class Subscriber::Impl {
       if (range == nullptr) {
         // The partition was rebuilt above our position: say what was lost,
         // never jump silently.
-        notify(Notice{s.partition, wire::Status::data_lost, s.route.start_offset, s.next_offset});
+        notify(Notice{s.partition, client::ErrorCode::data_lost, s.route.start_offset, s.next_offset});
         s.next_offset = s.route.start_offset;
         gate_->jumped(s.index, s.next_offset == 0);
       }
@@ -492,7 +494,7 @@ class Subscriber::Impl {
       return;
     }
     if (w->status == wire::Status::position_expired) {
-      notify(Notice{s.partition, w->status, w->start_offset});
+      notify(Notice{s.partition, client::from(w->status), w->start_offset});
       gate_->jumped(s.index, w->start_offset == 0);
       s.next_offset = w->start_offset;  // resume at the oldest retained record
       s.positioned = true;
@@ -514,7 +516,8 @@ class Subscriber::Impl {
       spdlog::debug("subscriber {}/{}: {} answered {}", channel_, s.partition, rep.node_id,
                     wire::to_string(w->status));
       if (w->status == wire::Status::bad_request || w->status == wire::Status::unauthenticated) {
-        notify(Notice{s.partition, w->status, s.next_offset});  // retrying will not change the answer
+        // Retrying will not change the answer.
+        notify(Notice{s.partition, client::from(w->status), s.next_offset});
       }
       ++s.replica_pick;
       return;

@@ -26,6 +26,10 @@ extern "C" {
 #else
 #define CATENA_NOEXCEPT
 #endif
+/* libcatena.so hides what it does not export: these are exported. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
+#endif
 
 /* The client's error vocabulary (catena::client::ErrorCode, same values). */
 typedef enum catena_err {
@@ -173,6 +177,9 @@ int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* o
 uint64_t catena_subscriber_position(const catena_subscriber* sub, uint32_t partition) CATENA_NOEXCEPT;
 void catena_subscriber_destroy(catena_subscriber* sub) CATENA_NOEXCEPT;
 
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -129,8 +129,7 @@ std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t byte
     if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
     idle.reset();
     while (!acked) idle.idle(pub.poll());
-    if (status != PublishStatus::ok)
-      throw Fail{"publish refused: " + std::string(chain::wire::to_string(status))};
+    if (status != PublishStatus::ok) throw Fail{"publish refused: " + std::string(client::to_string(status))};
     if (i >= warmup) samples.push_back(t1 - t0);
   }
   *elapsed = now_ns() - start;

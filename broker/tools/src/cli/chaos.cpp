@@ -214,7 +214,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
       auto sub = Subscriber::create(routes, kChaosChannel, so);
       if (!sub) return;
       sub.value()->on_notice([&, s](const Notice& n) {
-        if (n.status == chain::wire::Status::data_lost)
+        if (n.status == client::ErrorCode::data_lost)
           history.declare_lost(s, n.partition, n.lost_from, n.next_offset);
       });
       while (!stop_subs) {
@@ -373,7 +373,7 @@ int run_chaos(const Common& common, const ChaosOptions& o) {
     };
     if (reader) {
       reader.value()->on_notice([&](const Notice& n) {
-        if (n.status == chain::wire::Status::data_lost) {
+        if (n.status == client::ErrorCode::data_lost) {
           history.declare_lost(kLiveSubscribers, n.partition, n.lost_from, n.next_offset);
         }
       });

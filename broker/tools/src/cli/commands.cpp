@@ -16,6 +16,7 @@
 #include <catena/broker/controller_routes.hpp>
 #include <catena/broker/group_subscriber.hpp>
 #include <catena/broker/publisher.hpp>
+#include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
@@ -375,7 +376,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
     } else {
       ++failed;
       std::fprintf(stderr, "catena: publish: a record to partition %u failed: %s\n", r.partition,
-                   std::string(chain::wire::to_string(r.status)).c_str());
+                   std::string(client::to_string(r.status)).c_str());
     }
   };
   const auto key = std::span(reinterpret_cast<const std::byte*>(o.key.data()), o.key.size());
@@ -390,7 +391,8 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
   // console producer does), not only used to pick the partition.
   const bool attributes = !headers.empty() || !key.empty();
   if (std::size_t block = 0; attributes) {
-    if (const auto ac = chain::attributes_size({key, headers}, &block); ac != chain::AttributesCheck::ok)
+    if (const auto ac = chain::attributes_size({key, chain_headers(headers)}, &block);
+        ac != chain::AttributesCheck::ok)
       return fail("publish", chain::describe(ac));
   }
   while (std::getline(std::cin, line)) {
@@ -557,7 +559,7 @@ int subscribe_stdout(const Common& c, const SubscribeOptions& o) {
   if (!sub) return fail("subscribe " + o.channel, sub.error());
   sub.value()->on_notice([](const Notice& n) {
     std::fprintf(stderr, "catena: partition %u: %s, continuing at offset %llu\n", n.partition,
-                 std::string(chain::wire::to_string(n.status)).c_str(),
+                 std::string(client::to_string(n.status)).c_str(),
                  static_cast<unsigned long long>(n.next_offset));
   });
   std::uint64_t got = 0;

@@ -190,6 +190,9 @@ class HeaderFields {
   HeaderFields() = default;
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
+  // The first header's bytes in the block (the client's public Headers view
+  // reads the same block: broker/record_views.hpp).
+  [[nodiscard]] const std::byte* data() const noexcept { return at_; }
   [[nodiscard]] iterator begin() const noexcept { return {at_, count_}; }
   [[nodiscard]] iterator end() const noexcept { return {}; }
   // The value of the first header called `name`.

@@ -34,6 +34,8 @@
 // commits offsets in batches (one controller call for every partition).
 // create() waits for the first assignment; ~GroupSubscriber commits what
 // was delivered and leaves the group (waits on the controller).
+//
+// Public (client SDK): the standard library and the SDK's headers only.
 #pragma once
 
 #include <chrono>
@@ -74,7 +76,7 @@ struct GroupSubscriberOptions {
   std::chrono::milliseconds join_timeout{30000};
 };
 
-class GroupSubscriber {
+class CATENA_API GroupSubscriber {
  public:
   static client::Result<std::unique_ptr<GroupSubscriber>> create(RouteSource& routes,
                                                                  const std::string& channel,

@@ -73,6 +73,8 @@
 // PublisherOptions::ring_bytes). ~Publisher waits for the worker calls in progress
 // (a connect: connect_timeout at most; a lookup: the RouteSource's own
 // timeout).
+//
+// Public (client SDK): the standard library and the SDK's headers only.
 #pragma once
 
 #include <chrono>
@@ -84,16 +86,16 @@
 #include <string>
 #include <utility>
 
-#include <catena/broker/client_error.hpp>
 #include <catena/broker/client_event.hpp>
-#include <catena/broker/routes.hpp>
-#include <catena/chain/record.hpp>
-#include <catena/chain/wire.hpp>
-#include <catena/fabric/fabric.hpp>
+#include <catena/client/api.hpp>
+#include <catena/client/error.hpp>
+#include <catena/client/headers.hpp>
+#include <catena/client/routes.hpp>
 
 namespace catena {
 
-using PublishStatus = chain::wire::Status;
+// A record's outcome, in the client vocabulary (retriable(), to_string()).
+using PublishStatus = client::ErrorCode;
 
 struct PublishResult {
   PublishStatus status = PublishStatus::ok;
@@ -101,13 +103,11 @@ struct PublishResult {
   std::uint64_t offset = 0;  // valid when status == ok (~0: retried beyond the dedup window)
   std::uint64_t sequence = 0;
 
-  // The status in the client vocabulary (retriable(), to_string()).
-  [[nodiscard]] client::ErrorCode error() const noexcept { return client::from(status); }
+  // The status (the same value: kept for callers that used it).
+  [[nodiscard]] client::ErrorCode error() const noexcept { return status; }
 };
 
 using PublishCallback = std::function<void(const PublishResult&)>;
-
-using HeaderField = chain::HeaderField;
 
 // A record with attributes: its key (partitions it as publish(key, ...)
 // does, and is delivered with it) and headers (name/value byte strings:
@@ -134,7 +134,7 @@ class Publisher;
 // from inside a publish callback or an event handler (poll() is running
 // there; calling it again from within is not supported). One
 // shared state per record (an allocation): the callback form has none.
-class PublishFuture {
+class CATENA_API PublishFuture {
  public:
   PublishFuture() = default;
 
@@ -247,7 +247,7 @@ struct PublisherOptions {
   ClientEventHandler on_event;
 };
 
-class Publisher {
+class CATENA_API Publisher {
  public:
   // Errors: invalid_argument, unknown_channel (fix the call), or
   // controller_unavailable, unavailable... (retriable(): try again later).
@@ -326,7 +326,7 @@ class Publisher {
  private:
   explicit Publisher(std::unique_ptr<Impl> impl);
   PublishFuture publish_future(std::span<const std::byte> key, std::span<const std::byte> payload,
-                               const chain::Attributes* attrs);
+                               const Record* record);
   std::unique_ptr<Impl> impl_;
 };
 

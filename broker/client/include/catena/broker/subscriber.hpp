@@ -36,6 +36,8 @@
 // most one lookup and one connect queued or running, besides its failure
 // reports. create() and commit() still wait on the controller (setup, and
 // an explicit call); ~Subscriber waits for the worker calls in progress.
+//
+// Public (client SDK): the standard library and the SDK's headers only.
 #pragma once
 
 #include <chrono>
@@ -47,20 +49,15 @@
 #include <string>
 #include <vector>
 
-#include <catena/broker/client_error.hpp>
 #include <catena/broker/client_event.hpp>
-#include <catena/broker/routes.hpp>
-#include <catena/chain/record.hpp>
-#include <catena/chain/wire.hpp>
-#include <catena/fabric/fabric.hpp>
+#include <catena/client/api.hpp>
+#include <catena/client/error.hpp>
+#include <catena/client/headers.hpp>
+#include <catena/client/routes.hpp>
 
 namespace catena {
 
-// A record's header: a name and a value, byte strings (publisher.hpp's
-// Record carries them). Headers views them in the delivered frame: iterate
-// it (`for (const HeaderField& h : m.headers)`) or find(name).
-using HeaderField = chain::HeaderField;
-using Headers = chain::HeaderFields;
+// A record's headers: HeaderField and Headers (catena/client/headers.hpp).
 
 struct Message {
   std::uint32_t partition = 0;
@@ -123,15 +120,16 @@ struct Notice {
   // position_expired: records before next_offset passed their TTL.
   // data_lost: every replica of the partition failed at once and it was
   // rebuilt; records [lost_from, next_offset) are gone for good.
-  chain::wire::Status status = chain::wire::Status::ok;
+  // corrupt: a record skipped (see above).
+  client::ErrorCode status = client::ErrorCode::ok;
   std::uint64_t next_offset = 0;  // where delivery resumes
   std::uint64_t lost_from = 0;    // data_lost: the first offset lost
 
-  // The status in the client vocabulary (retriable(), to_string()).
-  [[nodiscard]] client::ErrorCode error() const noexcept { return client::from(status); }
+  // The status (the same value: kept for callers that used it).
+  [[nodiscard]] client::ErrorCode error() const noexcept { return status; }
 };
 
-class Subscriber {
+class CATENA_API Subscriber {
  public:
   using Handler = std::function<void(const Message&)>;
   using NoticeHandler = std::function<void(const Notice&)>;

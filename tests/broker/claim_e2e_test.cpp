@@ -390,7 +390,7 @@ TEST_F(ChainE2E, AHeadLostWhileAClaimIsOpenReconnectsAfterTheCommit) {
   ASSERT_TRUE(p.flush(20s));
   ASSERT_EQ(acks.size(), 3u);
   for (std::uint64_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(acks[i].status, PublishStatus::ok) << chain::wire::to_string(acks[i].status);
+    EXPECT_EQ(acks[i].status, PublishStatus::ok) << client::to_string(acks[i].status);
     EXPECT_EQ(acks[i].offset, i);
   }
   p.poll();
@@ -451,9 +451,9 @@ TEST_F(ChainE2E, AChannelAlterSwitchWaitsForAnOpenClaim) {
   ASSERT_TRUE(p.flush(20s));
   EXPECT_EQ(p.partitions(), 1u);
   ASSERT_EQ(gone.size(), 1u);
-  EXPECT_EQ(gone[0].status, PublishStatus::bad_request);  // publish_to a removed partition
+  EXPECT_EQ(gone[0].status, PublishStatus::invalid_argument);  // publish_to a removed partition
   ASSERT_EQ(acks.size(), 1u);
-  EXPECT_EQ(acks[0].status, PublishStatus::ok) << chain::wire::to_string(acks[0].status);
+  EXPECT_EQ(acks[0].status, PublishStatus::ok) << client::to_string(acks[0].status);
   EXPECT_EQ(acks[0].partition, 0u);
   EXPECT_GT(acks[0].offset, m0.state.offset);
   SubscriberOptions so;

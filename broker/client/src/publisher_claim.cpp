@@ -5,6 +5,7 @@
 // commit, so an abort has nothing to undo.
 #include <xxhash.h>
 
+#include <catena/broker/record_views.hpp>
 #include <catena/chain/key_map.hpp>
 #include <catena/chain/publish.hpp>
 #include <catena/fabric/clock.hpp>
@@ -127,7 +128,7 @@ Claim Publisher::try_claim(std::span<const std::byte> key, std::span<const Heade
     how.key_hash = XXH64(key.data(), key.size(), 0);
     c.partition_ = chain::partition_of_hash(how.key_hash, im.partitions_);
   }
-  const chain::Attributes attrs{key, headers};
+  const chain::Attributes attrs{key, chain_headers(headers)};
   const fabric::Errc e = im.claim_st(c.partition_, how, length, &attrs, &c.buffer_, &c.ticket_);
   c.error_ = client::from(e);
   if (e == fabric::Errc::ok) {

@@ -173,7 +173,7 @@ class CATENA_API PublishFuture {
 // sends nothing. Movable, not copyable; it must not outlive its Publisher
 // and belongs to the publisher's owner thread. buffer() is valid until the
 // claim is committed or aborted, across poll() calls.
-class Claim {
+class CATENA_API Claim {
  public:
   Claim() = default;
   Claim(Claim&& other) noexcept { *this = std::move(other); }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <gtest/gtest.h>
 #include <set>
+#include <thread>
 
 #include <catena/broker/client_error.hpp>
 #include <catena/broker/controller_routes.hpp>
@@ -137,6 +138,10 @@ TEST_F(ChainE2E, PublisherSwitchesToTheNewKeyMappingExactlyAtTheMarkers) {
     }
     return std::uint64_t{0};
   };
+  // The sessions open with each partition's first record (rings by need),
+  // and stats() is a snapshot the data-plane thread refreshes every few ms.
+  for (int i = 0; i < 400 && (sessions_opened(0) == 0 || sessions_opened(1) == 0); ++i)
+    std::this_thread::sleep_for(5ms);
   const std::uint64_t opened_before[2] = {sessions_opened(0), sessions_opened(1)};
   ASSERT_EQ(opened_before[0], 1u);
   ASSERT_EQ(opened_before[1], 1u);

@@ -220,6 +220,15 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
     ok = wait_until([&] { return in_chain(3); }, 120s);
     if (ok) {
       out.recovery_ms = static_cast<double>(steady_ns() - restarted_ns) / 1e6;
+      // The tail's counters come with its heartbeats: a rejoin quicker than
+      // one of them (a crash is now repaired in milliseconds) would show no
+      // copy yet.
+      (void)wait_until(
+          [&] {
+            const auto t = progress_on(admin, tail_id);
+            return t && t->forwarded_bytes > forwarded_before;
+          },
+          5s);
       const auto tail = progress_on(admin, tail_id);
       out.bytes_copied = tail ? tail->forwarded_bytes - forwarded_before : 0;
       if (const auto back = progress_on(admin, victim_id)) out.recovered_records = back->recovered_records;

@@ -38,13 +38,8 @@ Result<void> validate_channel_config(const idl::ChannelConfig& c) {
                                         kSegmentAlignment, kMinSegmentBytes, kMaxSegmentBytes,
                                         c.segment_bytes));
   }
-  return validate_ttl_ms(c.ttl_ms);
-}
-
-Result<void> validate_ttl_ms(std::int64_t ttl_ms) {
-  using namespace limits;
-  if (ttl_ms < kMinTtlMs || ttl_ms > kMaxTtlMs) {
-    return invalid_argument(fmt::format("ttl_ms must be {}..{}, got {}", kMinTtlMs, kMaxTtlMs, ttl_ms));
+  if (c.ttl_ms < kMinTtlMs) {
+    return invalid_argument(fmt::format("ttl_ms must be >= {}, got {}", kMinTtlMs, c.ttl_ms));
   }
   return {};
 }

@@ -47,7 +47,10 @@ bool write_config(const std::string& cfg, const std::string& data_dir, std::uint
   std::ofstream out(cfg, std::ios::trunc);
   out << "tickTime=500\ndataDir=" << data_dir << "\nclientPort=" << port
       << "\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n"
-      << "maxClientCnxns=0\n";
+      << "maxClientCnxns=0\n"
+      // Sessions up to 30 s (the default cap is 20 ticks, 10 s): a test may
+      // ask for sessions that outlast a JVM restart on busy cores.
+      << "maxSessionTimeout=30000\n";
   return static_cast<bool>(out.flush());
 }
 

@@ -59,14 +59,16 @@ void Controller::run_probes() {
   }
   if (probes.empty()) return;
   // Probe in parallel: each may take up to the probe timeout.
-  // A failed probe also asks whether the node's address refuses
-  // connections: a process that is gone, not a cut or a stall.
+  // A failed probe of a reported node also asks whether the node's address
+  // refuses connections: a process that is gone, not a cut or a stall (only
+  // a report makes that a verdict; for a cut node the check would wait out
+  // the probe timeout a second time).
   using Answer = std::pair<Result<idl::NodeStats>, bool>;  // the ping's, refused
   std::vector<std::future<Answer>> answers;
   for (const auto& [probe, target] : probes) {
-    answers.push_back(rpc_pool_->submit([this, to = target] {
+    answers.push_back(rpc_pool_->submit([this, to = target, reported = probe.reported] {
       auto answer = brokers_.ping(to);
-      const bool refused = !answer && brokers_.refuses_connections(to);
+      const bool refused = !answer && reported && brokers_.refuses_connections(to);
       return Answer{std::move(answer), refused};
     }));
   }

@@ -49,7 +49,7 @@ std::vector<FailureDetector::Probe> FailureDetector::due_probes() {
     }
     if (e.state == idl::NodeState::SUSPECT && !e.probing) {
       e.probing = true;
-      out.push_back(Probe{id, e.node_epoch});
+      out.push_back(Probe{id, e.node_epoch, e.reported});
     }
   }
   return out;

@@ -45,6 +45,7 @@ class FailureDetector {
   struct Probe {
     std::string node_id;
     std::int64_t node_epoch = 0;
+    bool reported = false;  // a peer reported it: a refused connection would be a crash
   };
 
   // crashed: a peer reported the node and its admin address refuses

@@ -162,6 +162,11 @@ TEST_F(Failover, HeadDataPlaneThreadStopsWhileItsAdminServerAnswers) {
 }
 
 TEST_F(Failover, PauseNodePastTimeoutThenResume) {
+  // Paced: at the default pace (64 records per 200 us) the head, alone once
+  // the paused middle is dropped, filled its 8 x 2 MiB log (139800 records of
+  // 120 B) within the 10-minute ttl before the fault ended, and every later
+  // publish waited on log_full: a stall of the test's making.
+  publish_pause_ = 2ms;
   run_with_fault([&] {
     const auto victim = static_cast<std::size_t>(node_at(1));
     ASSERT_TRUE(cluster_->signal_node(victim, SIGSTOP));

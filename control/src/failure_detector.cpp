@@ -23,7 +23,10 @@ void FailureDetector::heartbeat(const std::string& node_id) {
   if (e.state == idl::NodeState::SUSPECT && !e.reported) {
     spdlog::info("node {} is heartbeating again", node_id);
     e.state = idl::NodeState::ALIVE;
-    e.failed_probes = 0;
+  }
+  if (e.state == idl::NodeState::ALIVE) {
+    e.failed_probes = 0;  // an early probe that failed is forgotten with the silence
+    e.early_probed = false;
   }
 }
 
@@ -42,6 +45,13 @@ std::vector<FailureDetector::Probe> FailureDetector::due_probes() {
   const auto now = clock_.now();
   std::vector<Probe> out;
   for (auto& [id, e] : nodes_) {
+    if (e.state == idl::NodeState::ALIVE && options_.early_probe && !e.early_probed && !e.probing &&
+        now - e.last_heartbeat > options_.heartbeat_timeout / 2) {
+      e.early_probed = true;
+      e.probing = true;
+      out.push_back(Probe{id, e.node_epoch, e.reported});
+      continue;
+    }
     if (e.state == idl::NodeState::ALIVE && now - e.last_heartbeat > options_.heartbeat_timeout) {
       spdlog::warn("node {} missed heartbeats for {} ms: suspect, probing it", id,
                    std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last_heartbeat).count());
@@ -61,7 +71,15 @@ FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_i
   if (it == nodes_.end() || it->second.node_epoch != node_epoch) return Verdict::ignored;
   auto& e = it->second;
   e.probing = false;
-  if (e.state != idl::NodeState::SUSPECT) return Verdict::ignored;  // a heartbeat cleared it meanwhile
+  if (e.state == idl::NodeState::ALIVE) {
+    // An early probe (or one a heartbeat overtook): a failure counts toward
+    // the verdict only while the silence lasts (heartbeat() forgets it).
+    if (!answered && e.early_probed && clock_.now() - e.last_heartbeat > options_.heartbeat_timeout / 2) {
+      ++e.failed_probes;
+    }
+    return Verdict::ignored;
+  }
+  if (e.state != idl::NodeState::SUSPECT) return Verdict::ignored;
   if (answered) {
     const auto loss =
         options_.heartbeat_loss.count() > 0 ? options_.heartbeat_loss : 4 * options_.heartbeat_timeout;
@@ -86,6 +104,7 @@ void FailureDetector::restart_windows() {
   for (auto& [id, e] : nodes_) {
     e.last_heartbeat = e.heard = now;
     e.failed_probes = 0;
+    e.early_probed = false;
     if (!e.reported) e.state = idl::NodeState::ALIVE;
   }
 }

@@ -34,22 +34,65 @@ class Detector : public testing::ControllerFixture {
   }
 };
 
+// A silent node is probed once at half the timeout; that probe failing
+// counts toward the verdict, so the second failed probe (right at the
+// timeout) evicts it: about one probe timeout after the heartbeat timeout.
 TEST_F(Detector, SilentUnreachableNodeGoesSuspectThenDead) {
   kill_broker("c");
-  run_for(500ms, {"c"});  // exactly the timeout: not yet overdue
+  run_for(200ms, {"c"});  // under half the timeout: not probed yet
+  EXPECT_EQ(nodes_["c"].broker->pings(), 0);
+  run_for(300ms, {"c"});  // exactly the timeout: probed early, not yet overdue
   EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
   clock_.advance(1ms);
   heartbeat_all_but({"c"});
-  controller_->tick();  // overdue -> SUSPECT, first probe fails
-  EXPECT_EQ(state_of("c"), idl::NodeState::SUSPECT);
-  controller_->tick();  // second failed probe -> DEAD
+  controller_->tick();  // overdue -> SUSPECT, and its second failed probe -> DEAD
   EXPECT_EQ(state_of("c"), idl::NodeState::DEAD);
   EXPECT_EQ(state_of("a"), idl::NodeState::ALIVE);
   EXPECT_EQ(state_of("b"), idl::NodeState::ALIVE);
 }
 
+// The early probe alone never evicts: its failure is forgotten when a
+// heartbeat arrives, and the next silence starts counting from zero.
+TEST_F(Detector, AHeartbeatForgetsAFailedEarlyProbe) {
+  int pings = 0;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method == Method::ping && call.to.node_id == id("c") && pings++ == 0) return Fate::drop_request;
+    return Fate::deliver;
+  });
+  run_for(400ms, {"c"});  // the early probe (at 300 ms) is lost
+  EXPECT_EQ(pings, 1);
+  EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
+  run_for(100ms);  // c heartbeats again
+  run_for(600ms, {"c"});  // a new silence past the timeout: two answered probes
+  EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
+  EXPECT_GE(pings, 3);
+}
+
+// A node that answers its early probe is probed from scratch once it is
+// overdue: probe_attempts failures after the timeout, as without it.
+TEST_F(Detector, AnAnsweredEarlyProbeDoesNotCountAgainstTheNode) {
+  int pings = 0;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method == Method::ping && call.to.node_id == id("c") && pings++ > 0) return Fate::drop_request;
+    return Fate::deliver;
+  });
+  run_for(500ms, {"c"});  // the early probe answered
+  EXPECT_EQ(pings, 1);
+  clock_.advance(1ms);
+  heartbeat_all_but({"c"});
+  controller_->tick();  // overdue: SUSPECT, one failed probe
+  EXPECT_EQ(state_of("c"), idl::NodeState::SUSPECT);
+  controller_->tick();  // the second
+  EXPECT_EQ(state_of("c"), idl::NodeState::DEAD);
+}
+
 TEST_F(Detector, HeartbeatClearsATimeoutSuspicion) {
-  kill_broker("c");
+  // c answers its early probe, then every probe is lost: SUSPECT at 600 ms.
+  int pings = 0;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method == Method::ping && call.to.node_id == id("c") && pings++ > 0) return Fate::drop_request;
+    return Fate::deliver;
+  });
   run_for(600ms, {"c"});
   EXPECT_EQ(state_of("c"), idl::NodeState::SUSPECT);
   heartbeat("c");

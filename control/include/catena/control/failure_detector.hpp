@@ -3,6 +3,7 @@
 // controller asks due_probes(), pings those nodes through the BrokerAdmin
 // seam and feeds the answers back to probe_result().
 //
+//   ALIVE --(no heartbeat for heartbeat_timeout / 2)--> one early probe
 //   ALIVE --(no heartbeat for heartbeat_timeout)--> SUSPECT
 //   ALIVE --(report)------------------------------> SUSPECT (reported)
 //   SUSPECT --(probe answered)--------------------> ALIVE   (fresh timeout window)
@@ -13,6 +14,13 @@
 // The unheard verdict is the asymmetric cut: the controller reaches the node
 // but the node's heartbeats do not reach the controller, so its lease is
 // never renewed and its chains stall for as long as that lasts.
+//
+// The early probe overlaps the second half of the timeout: if it fails, it
+// counts as the first of the probe_attempts, so a silent node's dead verdict
+// comes about one probe timeout after its heartbeat timeout rather than
+// probe_attempts of them. It never makes a node SUSPECT by itself: the
+// verdict still waits for the whole timeout, and an answered early probe or
+// a heartbeat forgets it.
 //
 // A report alone never kills a node: only the controller's own failed probes
 // do, so one client with a bad link cannot evict a healthy broker. Dead nodes
@@ -40,6 +48,8 @@ class FailureDetector {
     // No heartbeat for this long although probes are answered: the unheard
     // verdict. Zero: 4 x heartbeat_timeout.
     Clock::duration heartbeat_loss{0};
+    // Probe a node once when it has been silent for half the timeout.
+    bool early_probe = true;
   };
 
   struct Probe {
@@ -66,7 +76,8 @@ class FailureDetector {
   void report(const std::string& node_id, const std::string& reason);
 
   // Moves nodes whose heartbeats are overdue to SUSPECT and returns every
-  // SUSPECT node without a probe in flight; marks them in flight.
+  // SUSPECT node without a probe in flight, and each ALIVE node silent for
+  // half the timeout not yet probed early in this silence; marks them in flight.
   [[nodiscard]] std::vector<Probe> due_probes();
   // The answer (or failure) of a probe from due_probes(). refused: the
   // probe failed because the node's address refused the connection.
@@ -97,6 +108,7 @@ class FailureDetector {
     Clock::time_point heard;           // the last heartbeat that arrived
     bool reported = false;             // SUSPECT because of a report: heartbeats do not clear it
     bool probing = false;
+    bool early_probed = false;  // in this silence (a heartbeat ends it)
     int failed_probes = 0;
   };
 

@@ -172,12 +172,19 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   set_access_secret_st(cfg.access_secret);
   cfg_.successor_addr = cfg.successor_addr;
   cfg_.head_addr = cfg.head_addr;
+  set_ttl_st(cfg.log.ttl_ns);
   log_->set_epoch(cfg.epoch);
   if (!cfg.is_joining()) log_->clear_recovered();  // a member: what it holds is the chain's
   syncing_ = false;                                // a joining successor is synced anew at each epoch
   held_sent_up_ = 0;                               // a joining replica reports again, at the new epoch
   if (cfg_.is_tail()) commit_as_tail_st();         // it holds all that anyone may ack
   return true;
+}
+
+void Replica::set_ttl_st(std::uint64_t ttl_ns) {
+  CATENA_ST_CHECK(owner_);
+  cfg_.log.ttl_ns = ttl_ns;
+  log_->set_ttl_ns(ttl_ns);
 }
 
 SealState Replica::seal_st() {

@@ -131,7 +131,7 @@ struct ChannelConfig {
   2: i32 partitions = 1,                // 1..1024
   3: i32 replication = 3,               // 1..7 (chain length R)
   4: i64 segment_bytes = 67108864,      // 4 KiB..512 MiB, a multiple of 4096
-  5: i64 ttl_ms = 3600000,              // >= 1000
+  5: i64 ttl_ms = 3600000,              // 1000..10^12 (alterRetention changes it)
 }
 
 // One key -> partition mapping of a channel (`catena channel alter`): a
@@ -588,6 +588,18 @@ service Controller {
   // alterChannel again with the same count.
   ChannelInfo alterChannel(1: string name, 2: i32 partitions) throws (1: CatenaError err),
 
+  // Changes the channel's retention (config.ttl_ms) live: one metadata
+  // record, then every replica of every partition (chain, joining, sealed
+  // ranges) is sent its assignment again at the same route epoch with the
+  // new ttl_ms (no client is disturbed), until each confirmed it; a node out
+  // of reach is retried by tick(), and a node that restarts or rejoins gets
+  // it with its assignment. On a node the new ttl applies to every segment
+  // not yet expired, sealed ones included (a shorter ttl expires old data
+  // at once); a segment already expired stays expired. Returns the channel.
+  // INVALID_ARGUMENT: ttl_ms out of the bounds of createChannel, or the same
+  // as now; UNAVAILABLE while the channel is being altered (partitions).
+  ChannelInfo alterRetention(1: string name, 2: i64 ttl_ms) throws (1: CatenaError err),
+
   // Deletes a channel: its routes, high-water marks, moves' and handoffs'
   // state and every group's offsets in it go in one metadata record (its
   // tenant's quota use with them); then, once pushes of its routes in flight
@@ -639,7 +651,7 @@ service Controller {
   // first (UNAUTHENTICATED). The admin may make every call; a tenant only
   // calls on names in its namespace ("<tenant>.<rest>"): createChannel,
   // listChannels (its own only), describeChannel, getRoute, alterChannel,
-  // deleteChannel,
+  // alterRetention, deleteChannel,
   // reportFailure (naming its channel), commitOffset, fetchOffset,
   // initProducer, the group calls (listGroups: its own only). Anything else,
   // or a name outside its namespace, is PERMISSION_DENIED: the same answer
@@ -733,7 +745,8 @@ service BrokerAdmin {
 
   // Install route for (route.channel, route.partition).
   //   route.epoch <  installed: throw STALE_EPOCH with the installed route.
-  //   route.epoch == installed: no-op success (the controller retries).
+  //   route.epoch == installed: success; only ttl_ms is taken (alterRetention),
+  //                             the rest is a no-op (the controller retries).
   //   route.epoch >  installed: adopt it; refuse data-plane traffic carrying
   //                             older epochs from now on.
   // The broker's role is its position in route.replicas (0: head, last:

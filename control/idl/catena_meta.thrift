@@ -99,6 +99,18 @@ struct TenantRecord {
   5: i64 access_generation = 0,
 }
 
+// A deleted channel's partition still to be dropped on a node (deleteChannel):
+// kept with the delete record until the node confirmed it, so that the
+// controller leading after a restart delivers it too. The link secret and
+// lineage are derived from link_key when it is sent.
+struct PendingDrop {
+  1: string node_id,
+  2: catena.PartitionRoute route,   // naming no replica, one epoch above the channel's
+  3: i64 segment_bytes,
+  4: i64 ttl_ms,
+  5: i32 channel_partitions,
+}
+
 struct MetaState {
   1: map<string, NodeRecord> nodes,
   2: map<string, ChannelRecord> channels,
@@ -137,6 +149,8 @@ struct MetaState {
   // restarted controller's BrokerAdmin calls outrank its predecessor's.
   // The ZooKeeper store keeps its own in <root>/controller_epoch.
   22: i64 controller_epoch = 0,
+  // Drops of deleted channels' partitions not yet confirmed by their node.
+  24: list<PendingDrop> pending_drops,
 }
 
 struct MetaRecord {
@@ -167,6 +181,11 @@ struct MetaRecord {
   // moves, handoffs and groups' offsets; raises channel_epoch_floor to one
   // above its routes' highest epoch. Applied after everything else in the record.
   62: optional string delete_channel,
+  // Drops owed (with delete_channel) and drops confirmed or given up (the
+  // node answered, or it was declared dead): matched by node, channel,
+  // partition and epoch.
+  63: optional list<PendingDrop> add_drops,
+  64: optional list<PendingDrop> end_drops,
 }
 
 // What the ZooKeeper store (zk_metadata_store.cpp) keeps in the znodes that
@@ -189,6 +208,7 @@ struct ZkCounters {
   4: i64 producer_numbers_reserved = 0,
   5: binary link_key,
   6: i64 channel_epoch_floor = 0,
+  7: list<PendingDrop> pending_drops,
 }
 
 // partition -> offset: a channel's high-water marks, or one group's

@@ -111,6 +111,18 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
     spdlog::info("resuming repair {} of {} ({})", id, intent.node_id, intent.reason);
     if (auto r = c->remove_from_routes_locked(intent, /*fence_evicted=*/false); !r) return r.error();
   }
+  // Drops of deleted channels a previous controller could not deliver.
+  std::vector<PushJob> to_the_dead;
+  for (const auto& drop : state.pending_drops) {
+    const auto* node = c->node_locked(drop.node_id);
+    // A node declared dead is told nothing more (retry_drops()).
+    (node == nullptr || node->dead ? to_the_dead : c->drops_).push_back(c->drop_job_locked(drop));
+  }
+  (void)c->forget_drops_locked(to_the_dead);
+  if (!state.pending_drops.empty()) {
+    spdlog::info("{} drop(s) of deleted channels' partitions still owed to nodes",
+                 state.pending_drops.size());
+  }
   // A move the previous run did not finish is given up: its old head may be
   // sealed, and the new epoch lets it take appends again.
   const auto moves = state.moves;

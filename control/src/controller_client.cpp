@@ -209,6 +209,14 @@ Result<idl::ChannelInfo> ControllerClient::alter_channel(const std::string& name
   return out;
 }
 
+Result<idl::ChannelInfo> ControllerClient::alter_retention(const std::string& name, std::int64_t ttl_ms) {
+  idl::ChannelInfo out;
+  if (auto r = call([&](idl::ControllerClient& c) { c.alterRetention(out, name, ttl_ms); }); !r) {
+    return r.error();
+  }
+  return out;
+}
+
 Result<void> ControllerClient::delete_channel(const std::string& name) {
   return call([&](idl::ControllerClient& c) { c.deleteChannel(name); });
 }

@@ -60,6 +60,7 @@ Result<void> Controller::delete_channel(const std::string& name) {
       }
     }
     // Who to tell: every node the routes name, alive or not yet known dead.
+    std::vector<meta::PendingDrop> owed;
     for (const auto& route : ch.routes) {
       idl::PartitionRoute none;
       none.__set_channel(name);
@@ -74,18 +75,19 @@ Result<void> Controller::delete_channel(const std::string& name) {
         if (!told.insert(replica->node_id).second) continue;
         const auto* node = node_locked(replica->node_id);
         if (node == nullptr || node->dead) continue;
-        idl::ChainAssignment a;
-        a.__set_route(none);
-        a.__set_segment_bytes(ch.config.segment_bytes);
-        a.__set_ttl_ms(ch.config.ttl_ms);
-        a.__set_channel_partitions(ch.config.partitions);
-        a.__set_link_secret(link_secret(state.link_key, name, route.partition, none.epoch));
-        a.__set_lineage(link_secret(state.link_key, name, route.partition, 0));
-        drops.push_back(PushJob{broker_target_locked(replica->node_id, node->info.admin_addr), std::move(a)});
+        meta::PendingDrop d;
+        d.__set_node_id(replica->node_id);
+        d.__set_route(none);
+        d.__set_segment_bytes(ch.config.segment_bytes);
+        d.__set_ttl_ms(ch.config.ttl_ms);
+        d.__set_channel_partitions(ch.config.partitions);
+        drops.push_back(drop_job_locked(d));
+        owed.push_back(std::move(d));
       }
     }
     meta::MetaRecord record;
     record.__set_delete_channel(name);
+    if (!owed.empty()) record.__set_add_drops(owed);  // durable until confirmed
     if (auto r = store_->commit(record); !r) return r.error();
     // What the controller remembered of its partitions.
     const auto of_channel = [&](const RouteId& rid) { return rid.first == name; };
@@ -106,18 +108,60 @@ Result<void> Controller::delete_channel(const std::string& name) {
   // channel is gone from the state the pushes are collected from).
   await_channel_pushes(name);
   std::vector<PushJob> undelivered;
+  std::vector<PushJob> delivered;
   for (auto& d : drops) {
     if (auto r = brokers_.configure_chain(d.to, d.assignment); !r) {
       spdlog::warn("drop of {}/{} on {} not delivered (retried): {}", name, d.assignment.route.partition,
                    d.to.node_id, r.error().describe());
       undelivered.push_back(std::move(d));
+    } else {
+      delivered.push_back(std::move(d));
     }
   }
-  if (!undelivered.empty()) {
-    MutexLock lock(mu_);
-    for (auto& d : undelivered) drops_.push_back(std::move(d));
+  if (drops.empty()) return {};
+  MutexLock lock(mu_);
+  if (!forget_drops_locked(delivered)) {
+    for (auto& d : delivered) undelivered.push_back(std::move(d));
   }
+  for (auto& d : undelivered) drops_.push_back(std::move(d));
   return {};
+}
+
+Controller::PushJob Controller::drop_job_locked(const meta::PendingDrop& drop) {
+  const auto& state = store_->state();
+  idl::ChainAssignment a;
+  a.__set_route(drop.route);
+  a.__set_segment_bytes(drop.segment_bytes);
+  a.__set_ttl_ms(drop.ttl_ms);
+  a.__set_channel_partitions(drop.channel_partitions);
+  a.__set_link_secret(
+      link_secret(state.link_key, drop.route.channel, drop.route.partition, drop.route.epoch));
+  a.__set_lineage(link_secret(state.link_key, drop.route.channel, drop.route.partition, 0));
+  const auto* node = node_locked(drop.node_id);
+  return PushJob{broker_target_locked(drop.node_id, node != nullptr ? node->info.admin_addr : std::string{}),
+                 std::move(a)};
+}
+
+bool Controller::forget_drops_locked(const std::vector<PushJob>& done) {
+  std::vector<meta::PendingDrop> ended;
+  for (const auto& job : done) {
+    const auto& route = job.assignment.route;
+    for (const auto& d : store_->state().pending_drops) {
+      if (d.node_id == job.to.node_id && d.route.channel == route.channel &&
+          d.route.partition == route.partition && d.route.epoch == route.epoch) {
+        ended.push_back(d);
+      }
+    }
+  }
+  if (ended.empty()) return true;
+  meta::MetaRecord record;
+  record.__set_end_drops(ended);
+  if (auto r = store_->commit(record); !r) {
+    spdlog::warn("could not record {} delivered drop(s) (sent again later): {}", ended.size(),
+                 r.error().describe());
+    return false;
+  }
+  return true;
 }
 
 bool Controller::drop_pending_locked(const std::string& node_id, const std::string& channel,
@@ -165,11 +209,15 @@ void Controller::retry_drops() {
     // A node declared dead since is told nothing more: a new incarnation
     // starts empty, and the epoch floor keeps any kept copy out of a channel
     // created again under the name.
+    std::vector<PushJob> given_up;
     std::erase_if(drops_, [&](const PushJob& d) {
       mu_.assert_held();  // the lambda runs under the lock taken above
       const auto* node = node_locked(d.to.node_id);
-      return node == nullptr || node->dead;
+      const bool gone = node == nullptr || node->dead;
+      if (gone) given_up.push_back(d);
+      return gone;
     });
+    (void)forget_drops_locked(given_up);  // if not written: dropped on the next open (dead then)
     // The nodes the pushes back off from (they did not answer lately) wait.
     const auto now = clock_.now();
     std::vector<PushJob> later;
@@ -180,16 +228,21 @@ void Controller::retry_drops() {
     drops_.swap(later);
   }
   std::vector<PushJob> undelivered;
+  std::vector<PushJob> delivered;
   for (auto& d : drops) {
     if (auto r = brokers_.configure_chain(d.to, d.assignment); !r) {
       undelivered.push_back(std::move(d));
     } else {
       spdlog::info("partition {}/{} of a deleted channel dropped on {}", d.assignment.route.channel,
                    d.assignment.route.partition, d.to.node_id);
+      delivered.push_back(std::move(d));
     }
   }
-  if (undelivered.empty()) return;
   MutexLock lock(mu_);
+  if (!forget_drops_locked(delivered)) {
+    for (auto& d : delivered) drops_.push_back(std::move(d));  // owed until recorded
+  }
+  if (undelivered.empty()) return;
   const auto now = clock_.now();
   for (auto& d : undelivered) {
     auto& b = backoff_[d.to.node_id];

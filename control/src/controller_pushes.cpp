@@ -139,6 +139,7 @@ void Controller::run_pushes() {
     bool attempted = false;
     std::string access_secret;  // what the push carried
     std::optional<idl::TenantNodeLimits> tenant;
+    std::int64_t ttl_ms = 0;
   };
   // One task per broker, so a slow broker only delays its own pushes. After
   // the first unreachable answer the rest of that broker's pushes wait for
@@ -153,7 +154,8 @@ void Controller::run_pushes() {
                 std::nullopt,
                 !unreachable,
                 job.assignment.access_secret,
-                job.assignment.__isset.tenant ? std::optional(job.assignment.tenant) : std::nullopt};
+                job.assignment.__isset.tenant ? std::optional(job.assignment.tenant) : std::nullopt,
+                job.assignment.ttl_ms};
       if (!unreachable) {
         auto r = brokers_.configure_chain(job.to, job.assignment);
         if (!r) {
@@ -184,8 +186,11 @@ void Controller::run_pushes() {
       // A push built before the tenant's token was rotated (or its quotas
       // altered) carried the old access secret (or limits): it is not the
       // confirmation those wait for (the next round pushes the new ones).
+      // So did one built before the channel's retention was altered.
+      const auto ch = store_->state().channels.find(o.rid.first);
       if (o.access_secret != access_secret_locked(o.rid.first, o.rid.second) ||
-          o.tenant != tenant_limits_locked(o.rid.first)) {
+          o.tenant != tenant_limits_locked(o.rid.first) ||
+          (ch != store_->state().channels.end() && ch->second.config.ttl_ms != o.ttl_ms)) {
         continue;
       }
       auto& ack = acks_[o.rid];

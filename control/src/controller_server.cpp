@@ -147,6 +147,11 @@ class ConnectionHandler final : public idl::ControllerIf {
     const auto controller = c();
     out = with_access(*controller, value_or_throw(controller->alter_channel(name, partitions)));
   }
+  void alterRetention(idl::ChannelInfo& out, const std::string& name, std::int64_t ttl_ms) override {
+    on_names("alterRetention", {name});
+    const auto controller = c();
+    out = with_access(*controller, value_or_throw(controller->alter_retention(name, ttl_ms)));
+  }
   void deleteChannel(const std::string& name) override {
     on_names("deleteChannel", {name});
     if (auto r = c()->delete_channel(name); !r) throw r.error().to_thrift();

@@ -175,6 +175,18 @@ void apply_record(meta::MetaState& state, const meta::MetaRecord& record) {
   }
   if (record.__isset.delete_tenant) state.tenants.erase(record.delete_tenant);
   if (record.__isset.delete_channel) erase_deleted_channel(state, record.delete_channel);
+  if (record.__isset.add_drops) {
+    state.pending_drops.insert(state.pending_drops.end(), record.add_drops.begin(), record.add_drops.end());
+    state.__isset.pending_drops = true;
+  }
+  if (record.__isset.end_drops) {
+    std::erase_if(state.pending_drops, [&](const meta::PendingDrop& d) {
+      return std::any_of(record.end_drops.begin(), record.end_drops.end(), [&](const meta::PendingDrop& e) {
+        return e.node_id == d.node_id && e.route.channel == d.route.channel &&
+               e.route.partition == d.route.partition && e.route.epoch == d.route.epoch;
+      });
+    });
+  }
 }
 
 Result<std::unique_ptr<DirMetadataStore>> DirMetadataStore::open(Options options) {

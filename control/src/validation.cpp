@@ -38,8 +38,13 @@ Result<void> validate_channel_config(const idl::ChannelConfig& c) {
                                         kSegmentAlignment, kMinSegmentBytes, kMaxSegmentBytes,
                                         c.segment_bytes));
   }
-  if (c.ttl_ms < kMinTtlMs) {
-    return invalid_argument(fmt::format("ttl_ms must be >= {}, got {}", kMinTtlMs, c.ttl_ms));
+  return validate_ttl_ms(c.ttl_ms);
+}
+
+Result<void> validate_ttl_ms(std::int64_t ttl_ms) {
+  using namespace limits;
+  if (ttl_ms < kMinTtlMs || ttl_ms > kMaxTtlMs) {
+    return invalid_argument(fmt::format("ttl_ms must be {}..{}, got {}", kMinTtlMs, kMaxTtlMs, ttl_ms));
   }
   return {};
 }

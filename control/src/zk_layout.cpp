@@ -207,8 +207,8 @@ std::set<Key> keys_touched(const meta::MetaState& before, const meta::MetaRecord
   }
   if (record.__isset.next_node_seq || record.__isset.next_node_epoch || record.__isset.next_intent_id ||
       record.__isset.producer_numbers_reserved || record.__isset.set_link_key ||
-      record.__isset.delete_channel) {
-    keys.insert({Kind::counters, {}, {}, 0});  // deleteChannel: the epoch floor
+      record.__isset.delete_channel || record.__isset.add_drops || record.__isset.end_drops) {
+    keys.insert({Kind::counters, {}, {}, 0});  // deleteChannel: the epoch floor and the drops owed
   }
   return keys;
 }
@@ -223,6 +223,7 @@ std::optional<std::string> encode_key(const meta::MetaState& state, const Key& k
       c.__set_producer_numbers_reserved(state.producer_numbers_reserved);
       c.__set_link_key(state.link_key);
       c.__set_channel_epoch_floor(state.channel_epoch_floor);
+      c.__set_pending_drops(state.pending_drops);
       return encoded(c);
     }
     case Kind::node:
@@ -302,6 +303,8 @@ bool put_key(meta::MetaState& state, const Key& key, const std::optional<std::st
       state.producer_numbers_reserved = c.producer_numbers_reserved;
       state.link_key = c.link_key;
       state.channel_epoch_floor = c.channel_epoch_floor;
+      state.pending_drops = std::move(c.pending_drops);
+      state.__isset.pending_drops = !state.pending_drops.empty();
       return true;
     }
     case Kind::node: {

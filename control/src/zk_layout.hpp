@@ -5,7 +5,7 @@
 //
 // Under the store's root (every payload Thrift binary):
 //   controller_epoch             meta::ZkControllerEpoch (the fence)
-//   counters                     meta::ZkCounters (MetaState's scalars)
+//   counters                     meta::ZkCounters (MetaState's scalars, the drops owed)
 //   nodes/<node id>              meta::NodeRecord
 //   channels/<channel>           meta::ChannelRecord without its routes
 //   channels/<channel>/<p>       idl::PartitionRoute of partition p

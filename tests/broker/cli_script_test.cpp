@@ -400,5 +400,111 @@ TEST_F(CliScript, DeleteTakesTheChannelAndItsRecordsAndFreesTheName) {
   EXPECT_EQ(tenant("shop").at("channels"), 1);
 }
 
+// `channel alter --ttl-ms` on real nodes, while the channel takes records:
+// a longer ttl keeps records the old one would have expired, a shorter one
+// expires records already stored (a subscriber from offset 0 is told
+// position_expired and continues after them), the route epoch does not
+// move, bad values get the documented exit codes, and a restarted
+// controller keeps the new ttl.
+TEST_F(CliScript, AlterTtlAppliesToRecordsAlreadyStored) {
+  const auto feed = [](const std::string& channel, const std::string& lines) {
+    const std::string path = "/tmp/catena-cli-ttl-" + std::to_string(getpid());
+    FILE* f = std::fopen(path.c_str(), "w");
+    EXPECT_NE(f, nullptr);
+    if (f == nullptr) return Outcome{};
+    std::fputs(lines.c_str(), f);
+    std::fclose(f);
+    Outcome r = run_apart(cli() + "publish " + channel + " < " + path);
+    std::remove(path.c_str());
+    return r;
+  };
+  // Lengthened: created with 2 s, made 10 min at once; its records outlive 2 s.
+  const json kept = document("channel create longer --partitions 1 --replication 2 --ttl-ms 2000 --json");
+  const auto longer_epoch = kept.at("routes")[0].at("epoch").get<std::int64_t>();
+  const auto longer_fed = std::chrono::steady_clock::now();
+  Outcome r = feed("longer", "l-1\nl-2\n");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  ASSERT_EQ(r.output, "0:0\n0:1\n");
+  const json lengthened = document("channel alter longer --ttl-ms 600000 --json");
+  EXPECT_EQ(lengthened.at("ttl_ms"), 600000);
+  EXPECT_EQ(lengthened.at("partitions"), 1);
+  EXPECT_EQ(lengthened.at("routes")[0].at("epoch"), longer_epoch);
+
+  // Shortened: 10 min made 1 s; the records stored before expire by it.
+  ASSERT_EQ(
+      document("channel create shorter --partitions 1 --replication 2 --ttl-ms 600000 --json").at("ttl_ms"),
+      600000);
+  r = feed("shorter", "s-1\ns-2\ns-3\n");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  ASSERT_EQ(r.output, "0:0\n0:1\n0:2\n");
+  r = run_apart(cli() + "subscribe shorter --count 3 --timeout-ms 10000 --offsets");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "0:0 s-1\n0:1 s-2\n0:2 s-3\n");
+  const auto shorter_epoch = document("channel describe shorter --json").at("routes")[0].at("epoch");
+  r = run_apart(cli() + "channel alter shorter --ttl-ms 1000");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output.rfind("shorter: 1 partition(s), replication 2, segment 4194304 bytes, ttl 1000 ms\n", 0),
+            0U)
+      << r.output;
+  // The open segment rolls once it has been open 1 s, and expires 1 s later:
+  // from then on offset 0 delivers nothing.
+  bool gone = false;
+  for (int i = 0; i < 20 && !gone; ++i) {
+    std::this_thread::sleep_for(250ms);
+    r = run_apart(cli() + "subscribe shorter --from 0 --count 1 --timeout-ms 1000 --offsets");
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
+    gone = r.output.empty();
+  }
+  ASSERT_TRUE(gone) << "offset 0 still readable with ttl 1000 ms: " << r.output;
+  // Records go on at offset 3, same epoch; a subscriber from offset 0 is
+  // moved past the expired ones (position_expired) to the first kept: 3.
+  r = feed("shorter", "s-4\n");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "0:3\n");
+  r = run_apart(cli() + "subscribe shorter --from 0 --count 1 --timeout-ms 10000 --offsets");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "0:3 s-4\n");
+  EXPECT_EQ(document("channel describe shorter --json").at("routes")[0].at("epoch"), shorter_epoch);
+
+  // The lengthened channel, past the 2 s + 2 s after which the old ttl would
+  // have sealed and expired its segment: every record still there.
+  std::this_thread::sleep_until(longer_fed + 5s);
+  r = run_apart(cli() + "subscribe longer --from 0 --count 2 --timeout-ms 10000 --offsets");
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "0:0 l-1\n0:1 l-2\n");
+  EXPECT_TRUE(r.errors.empty()) << r.errors;
+
+  // Refusals, nothing on stdout, the ttl unchanged.
+  const auto code = [](const std::string& args, const std::string& says) {
+    const Outcome o = run_apart(cli() + args);
+    EXPECT_TRUE(o.output.empty()) << args << ": " << o.output;
+    EXPECT_NE(o.errors.find(says), std::string::npos) << args << ": " << o.errors;
+    return o.exit_code;
+  };
+  EXPECT_EQ(code("channel alter shorter --ttl-ms 999 --json", "ttl_ms must be 1000..1000000000000, got 999"),
+            kUsage);
+  EXPECT_EQ(code("channel alter shorter --ttl-ms 1000 --json", "already has ttl_ms 1000"), kUsage);
+  EXPECT_EQ(code("channel alter nosuch --ttl-ms 5000 --json", "UNKNOWN_CHANNEL"), kNotFound);
+  EXPECT_EQ(code("channel alter shorter", "give --partitions, --ttl-ms or both"), kUsage);
+  EXPECT_EQ(code("channel alter shorter --ttl-ms soon", "--ttl-ms"), kUsage);
+  EXPECT_EQ(document("channel describe shorter --json").at("ttl_ms"), 1000);
+
+  // The controller restarted: the new ttls are what it holds.
+  std::string err;
+  ASSERT_TRUE(cluster_->restart_controller(&err)) << err;
+  json described;
+  for (int i = 0; i < 100; ++i) {
+    const Outcome o = run_apart(cli() + "channel describe longer --json");
+    if (o.exit_code == 0) {
+      described = json::parse(o.output);
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_FALSE(described.is_null()) << "the controller did not come back";
+  EXPECT_EQ(described.at("ttl_ms"), 600000);
+  EXPECT_EQ(document("channel describe shorter --json").at("ttl_ms"), 1000);
+}
+
 }  // namespace
 }  // namespace catena

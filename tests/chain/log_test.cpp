@@ -421,6 +421,49 @@ TEST_F(LogTest, OpenSegmentRollsWhenItsTtlPasses) {
   EXPECT_EQ(log.open_slot(), 1);
 }
 
+// The channel's ttl altered (PartitionLog::set_ttl_ns): segments sealed
+// before take the new ttl from when they were sealed, shorter or longer; a
+// segment already expired stays expired; no reader starts in an expired
+// segment, one already in it may finish it while its memory waits for grace.
+TEST_F(LogTest, ANewTtlAppliesToSegmentsSealedBeforeButNotToExpiredOnes) {
+  Slots s(4, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);  // ttl 10 s, grace 2 s
+  std::uint64_t off;
+  ASSERT_EQ(log.append(producer(1, 0), bytes_of("old"), &off), AppendStatus::ok);
+  log.seal_open();  // slot 0 sealed at t = 0
+  ASSERT_EQ(log.append(producer(1, 1), bytes_of("mid"), &off), AppendStatus::ok);
+  log.set_commit_offset(log.end_offset());
+  Cursor reader = log.seek(0);
+  ASSERT_TRUE(reader.valid);
+  clock.advance(3s);
+  log.seal_open();  // slot 1 sealed at t = 3 s
+  EXPECT_FALSE(log.tick());
+  // Shortened to 2 s: slot 0 (sealed 3 s ago) expires at once, slot 1 not yet.
+  log.set_ttl_ns(2'000'000'000ull);
+  EXPECT_TRUE(log.tick());
+  EXPECT_TRUE(log.slot_info(0).expired);
+  EXPECT_FALSE(log.slot_info(1).expired);
+  EXPECT_EQ(log.start_offset(), 1u);
+  // No new reader starts there; one already in it may finish it (the
+  // memory is reused only `grace` after the expiry at the earliest).
+  EXPECT_FALSE(log.seek(0).valid);
+  const ReadResult in_grace = log.read(reader);
+  ASSERT_EQ(in_grace.status, ReadStatus::record);
+  EXPECT_EQ(in_grace.header.offset, 0u);
+  // Lengthened to 60 s before slot 1's 2 s passed: it stays; slot 0 stays expired.
+  clock.advance(1s);
+  log.set_ttl_ns(60'000'000'000ull);
+  clock.advance(5s);
+  EXPECT_FALSE(log.tick());
+  EXPECT_TRUE(log.slot_info(0).expired);
+  EXPECT_FALSE(log.slot_info(1).expired);
+  Cursor mid = log.seek(1);
+  ASSERT_TRUE(mid.valid);
+  const ReadResult r = log.read(mid);
+  ASSERT_EQ(r.status, ReadStatus::record);
+  EXPECT_EQ(r.header.offset, 1u);
+}
+
 TEST_F(LogTest, TooLargeRecordIsRefused) {
   Slots s(2, kSeg);
   PartitionLog log(s.spans(), cfg, clock);

@@ -32,6 +32,14 @@ class DeleteChannel : public ControllerFixture {
     }
     return out;
   }
+  // Every BrokerAdmin request to the node is lost from now on (until
+  // admin_.set_hook({})); the node itself keeps what it holds.
+  void cut_off(const std::string& name) {
+    admin_.set_hook([addr = nodes_.at(name).admin_addr](const InProcBrokerAdmin::Call& call) {
+      return call.to.admin_addr == addr ? InProcBrokerAdmin::Fate::drop_request
+                                        : InProcBrokerAdmin::Fate::deliver;
+    });
+  }
 };
 
 TEST_F(DeleteChannel, DropsEveryPartitionOnItsNodesAndForgetsItDurably) {
@@ -86,11 +94,7 @@ TEST_F(DeleteChannel, ANodeThatMissedItsDropIsToldWhenItAnswersAgain) {
   ASSERT_TRUE(controller_->create_channel(channel_config("orders", 1, 3)).ok());
   const auto r = route("orders", 0);
   const std::string away = nodes_.begin()->first;
-  const std::string away_addr = nodes_.begin()->second.admin_addr;
-  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
-    return call.to.admin_addr == away_addr ? InProcBrokerAdmin::Fate::drop_request
-                                           : InProcBrokerAdmin::Fate::deliver;
-  });
+  cut_off(away);
   ASSERT_TRUE(controller_->delete_channel("orders").ok());
   EXPECT_EQ(nodes_.at(away).broker->installed("orders", 0)->epoch, r.epoch) << "not reached yet";
   admin_.set_hook({});
@@ -105,11 +109,7 @@ TEST_F(DeleteChannel, ACopyReportedAfterARestartIsDroppedAndANewChannelOfTheName
   ASSERT_TRUE(controller_->create_channel(channel_config("orders", 1, 3)).ok());
   const auto first = route("orders", 0);
   const std::string away = nodes_.begin()->first;
-  const std::string away_addr = nodes_.begin()->second.admin_addr;
-  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
-    return call.to.admin_addr == away_addr ? InProcBrokerAdmin::Fate::drop_request
-                                           : InProcBrokerAdmin::Fate::deliver;
-  });
+  cut_off(away);
   ASSERT_TRUE(controller_->delete_channel("orders").ok());
   // The controller that owed the drop is gone; the new one never heard of it.
   restart();
@@ -127,6 +127,34 @@ TEST_F(DeleteChannel, ACopyReportedAfterARestartIsDroppedAndANewChannelOfTheName
   ASSERT_TRUE(installed.has_value());
   EXPECT_EQ(installed->epoch, second);
   EXPECT_EQ(installed->replicas.size(), 3U);
+}
+
+TEST_F(DeleteChannel, ADropOwedBeforeARestartIsDeliveredByTheNextControllerWithoutAReport) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("orders", 2, 3)).ok());
+  const auto r0 = route("orders", 0);
+  const auto r1 = route("orders", 1);
+  const std::string away = nodes_.begin()->first;
+  cut_off(away);
+  ASSERT_TRUE(controller_->delete_channel("orders").ok());
+  EXPECT_EQ(nodes_.at(away).broker->installed("orders", 0)->epoch, r0.epoch) << "not reached yet";
+  // The controller that owed the drops is gone; the node is back in reach
+  // but sends no heartbeat (no report of what it holds) for as long as a
+  // node may stay quiet before it is suspected: only the owed drops, kept
+  // with the delete, can tell it.
+  restart();
+  admin_.set_hook({});
+  run_for(std::chrono::milliseconds(300), {away});
+  for (const auto& r : {r0, r1}) {
+    const auto installed = nodes_.at(away).broker->installed("orders", r.partition);
+    ASSERT_TRUE(installed.has_value());
+    EXPECT_EQ(installed->epoch, r.epoch + 1) << "partition " << r.partition;
+    EXPECT_TRUE(installed->replicas.empty());
+  }
+  // Delivered drops are forgotten durably: another restart sends none again.
+  const auto calls = nodes_.at(away).broker->configure_calls().size();
+  restart();
+  run_for(std::chrono::milliseconds(300), {away});
+  EXPECT_EQ(nodes_.at(away).broker->configure_calls().size(), calls);
 }
 
 TEST_F(DeleteChannel, IsRefusedWhileAGroupReadsIt) {

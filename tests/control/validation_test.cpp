@@ -59,7 +59,11 @@ TEST(Validation, Ttl) {
   c.__set_ttl_ms(1000);
   EXPECT_TRUE(validate_channel_config(c).ok());
   c.__set_ttl_ms(999);
-  expect_invalid(c, "ttl_ms must be >= 1000, got 999");
+  expect_invalid(c, "ttl_ms must be 1000..1000000000000, got 999");
+  c.__set_ttl_ms(1'000'000'000'000);
+  EXPECT_TRUE(validate_channel_config(c).ok());
+  c.__set_ttl_ms(1'000'000'000'001);
+  expect_invalid(c, "ttl_ms must be 1000..1000000000000, got 1000000000001");
 }
 
 TEST(Validation, IdlDefaultsAreValid) {

@@ -243,10 +243,28 @@ void write_every_record_type(MetadataStore& store) {
     begin.__set_handoff_key(key);
     begin.__set_set_handoff(h);
     commit(begin);
+    // Its drops owed to two nodes go with the delete; one confirmed later.
+    std::vector<meta::PendingDrop> drops;
+    for (const auto& [node, p] : {std::pair<std::string, int>{"node-1", 0}, {"node-3", 1}}) {
+      meta::PendingDrop d;
+      d.__set_node_id(node);
+      d.__set_route(route_of("doomed", p, 10, {}));
+      d.__set_segment_bytes(1 << 20);
+      d.__set_ttl_ms(60000);
+      d.__set_channel_partitions(2);
+      drops.push_back(d);
+    }
     meta::MetaRecord del;
     del.__set_delete_channel("doomed");
+    del.__set_add_drops(drops);
     commit(del);
+    ASSERT_EQ(store.state().pending_drops, drops);
+    meta::MetaRecord delivered;
+    delivered.__set_end_drops({drops[0]});
+    commit(delivered);
     const auto& st = store.state();
+    ASSERT_EQ(st.pending_drops.size(), 1U);
+    EXPECT_EQ(st.pending_drops[0], drops[1]);
     EXPECT_EQ(st.channels.count("doomed"), 0U);
     EXPECT_EQ(st.high_water.count("doomed"), 0U);
     EXPECT_EQ(st.moves.count("doomed"), 0U);
@@ -256,6 +274,18 @@ void write_every_record_type(MetadataStore& store) {
     EXPECT_EQ(st.group_offsets.at("billing").count("doomed"), 0U);
     EXPECT_EQ(st.group_offsets.at("billing").count("orders"), 1U);
     EXPECT_EQ(st.channel_epoch_floor, 10);
+  }
+  {
+    // alterRetention: the channel's record again, its ttl changed, its
+    // routes as they were.
+    meta::ChannelRecord ch = store.state().channels.at("orders");
+    const auto routes = ch.routes;
+    ch.config.__set_ttl_ms(1500);
+    meta::MetaRecord r;
+    r.__set_put_channel(ch);
+    commit(r);
+    EXPECT_EQ(store.state().channels.at("orders").config.ttl_ms, 1500);
+    EXPECT_EQ(store.state().channels.at("orders").routes, routes);
   }
 }
 

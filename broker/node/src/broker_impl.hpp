@@ -282,7 +282,16 @@ class Broker::Impl {
       return {ConfigureStatus::applied, cfg.epoch, ""};
     }
     chain::Replica& rep = *it->second;
-    if (cfg.epoch == rep.epoch()) return {ConfigureStatus::applied, cfg.epoch, "already at this epoch"};
+    if (cfg.epoch == rep.epoch()) {
+      // The controller pushes the route again at its epoch when the
+      // channel's retention changes (alterRetention): only the ttl is taken.
+      if (cfg.log.ttl_ns != rep.config().log.ttl_ns) {
+        spdlog::info("partition {}/{}: retention {} ms -> {} ms", cfg.channel, cfg.partition,
+                     rep.config().log.ttl_ns / 1'000'000, cfg.log.ttl_ns / 1'000'000);
+        rep.set_ttl_st(cfg.log.ttl_ns);
+      }
+      return {ConfigureStatus::applied, cfg.epoch, "already at this epoch"};
+    }
     if (!rep.reconfigure(cfg)) {
       return {ConfigureStatus::stale_epoch, rep.epoch(),
               "epoch " + std::to_string(cfg.epoch) + " is older than " + std::to_string(rep.epoch())};

@@ -244,12 +244,19 @@ int channel_describe(const Common& c, const std::string& name) {
   return 0;
 }
 
-int channel_alter(const Common& c, const std::string& name, std::int32_t partitions) {
+int channel_alter(const Common& c, const std::string& name, std::int32_t partitions,
+                  std::optional<std::int64_t> ttl_ms) {
   auto opts = client_options(c);
   // The alter waits for every marker to commit.
   opts.rpc_timeout = std::max(opts.rpc_timeout, std::chrono::milliseconds(30000));
   control::ControllerClient client(opts);
-  auto r = client.alter_channel(name, partitions);
+  control::Result<control::idl::ChannelInfo> r =
+      control::make_error(control::idl::ErrorCode::INVALID_ARGUMENT, "nothing to alter");
+  if (ttl_ms) {
+    r = client.alter_retention(name, *ttl_ms);
+    if (!r) return fail("channel alter " + name + " --ttl-ms", r.error());
+  }
+  if (partitions > 0) r = client.alter_channel(name, partitions);
   if (!r) return fail("channel alter " + name, r.error());
   if (c.json) {
     print_json(channel_json(r.value()));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <catena/broker/client_error.hpp>
@@ -158,8 +159,11 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
 int channel_create(const Common& c, const ChannelSpec& spec);
 int channel_list(const Common& c);
 int channel_describe(const Common& c, const std::string& name);
-// Changes the partition count (Controller.alterChannel) and prints the channel.
-int channel_alter(const Common& c, const std::string& name, std::int32_t partitions);
+// Changes the retention (Controller.alterRetention) if ttl_ms is set, then the
+// partition count (Controller.alterChannel) if partitions > 0, and prints
+// the channel.
+int channel_alter(const Common& c, const std::string& name, std::int32_t partitions,
+                  std::optional<std::int64_t> ttl_ms);
 // Deletes the channel and its records (Controller.deleteChannel); without
 // yes, asks on a terminal and refuses elsewhere.
 int channel_delete(const Common& c, const std::string& name, bool yes);

@@ -113,14 +113,22 @@ int main(int argc, char** argv) {
   describe->add_option("name", describe_name, "channel name")->required();
   std::string alter_name;
   std::int32_t alter_partitions = 0;
+  std::int64_t alter_ttl_ms = 0;
   auto* alter = channel->add_subcommand(
       "alter",
-      "change a channel's partition count live: a marker in every affected partition cuts "
-      "the old key mapping from the new one");
+      "change a channel live: its partition count (a marker in every affected partition cuts the old "
+      "key mapping from the new one) and/or its retention (--ttl-ms, applied to data already stored)");
   alter->add_option("name", alter_name, "channel name")->required();
-  alter->add_option("--partitions", alter_partitions, "the new partition count")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  auto* alter_partitions_opt = alter->add_option("--partitions", alter_partitions, "the new partition count")
+                                   ->check(CLI::PositiveNumber);
+  auto* alter_ttl_opt = alter->add_option(
+      "--ttl-ms", alter_ttl_ms,
+      "the new segment time-to-live in ms (1000..10^12): segments not yet expired expire by it, those "
+      "already sealed included");
+  alter->callback([alter_partitions_opt, alter_ttl_opt] {
+    if (alter_partitions_opt->count() == 0 && alter_ttl_opt->count() == 0)
+      throw CLI::ValidationError("channel alter", "give --partitions, --ttl-ms or both");
+  });
 
   std::string delete_name;
   bool delete_yes = false;
@@ -239,7 +247,10 @@ int main(int argc, char** argv) {
   if (create->parsed()) return channel_create(common, spec);
   if (list->parsed()) return channel_list(common);
   if (describe->parsed()) return channel_describe(common, describe_name);
-  if (alter->parsed()) return channel_alter(common, alter_name, alter_partitions);
+  if (alter->parsed()) {
+    return channel_alter(common, alter_name, alter_partitions,
+                         alter_ttl_opt->count() != 0 ? std::optional(alter_ttl_ms) : std::nullopt);
+  }
   if (remove->parsed()) return channel_delete(common, delete_name, delete_yes);
   if (declare_lost->parsed()) return partition_declare_lost(common, lost_channel, lost_partition);
   if (move->parsed()) return partition_move(common, move_channel, move_partition, move_to);

@@ -149,6 +149,13 @@ class PartitionLog {
   bool tick();
   // Head only: seals the open segment once it has been open for ttl.
   bool roll_if_aged();
+  // A new retention (the channel's ttl altered): from the next tick() every
+  // segment not yet expired expires by it, those sealed before included
+  // (counted from when each was sealed); one already expired stays expired.
+  // As with any expiry, no reader starts in an expired segment, and one
+  // already in it may finish it: its memory is reused `grace` later at the
+  // earliest (then the reader gets `expired`).
+  void set_ttl_ns(std::uint64_t ttl_ns) noexcept { cfg_.ttl_ns = ttl_ns; }
   // Seals the open segment now (handoff, shutdown). No-op if empty/none.
   void seal_open();
 

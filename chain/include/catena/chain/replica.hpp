@@ -205,6 +205,8 @@ class Replica {
   // Moves to a newer epoch. Returns false (and changes nothing) if cfg.epoch
   // is not newer than the current one. Ends a suspension.
   bool reconfigure(const ReplicaConfig& cfg);
+  // The channel's retention altered (at any epoch): PartitionLog::set_ttl_ns.
+  void set_ttl_st(std::uint64_t ttl_ns);
 
   // --- acting on the epoch -----------------------------------------------------
   // A replica acknowledges publishers (head), commit watches (tail) and

@@ -205,6 +205,9 @@ class Controller {
   // See alterChannel in catena.thrift (controller_rescale.cpp).
   [[nodiscard]] Result<idl::ChannelInfo> alter_channel(const std::string& name, std::int32_t partitions)
       EXCLUDES(alter_mu_, mu_);
+  // See alterRetention in catena.thrift (controller_retention.cpp).
+  [[nodiscard]] Result<idl::ChannelInfo> alter_retention(const std::string& name, std::int64_t ttl_ms)
+      EXCLUDES(alter_mu_, mu_);
   // See deleteChannel in catena.thrift (controller_delete.cpp).
   [[nodiscard]] Result<void> delete_channel(const std::string& name);
   // See drainNode in catena.thrift: checks and records the drain; tick()
@@ -543,9 +546,16 @@ class Controller {
   std::vector<FenceJob> fences_ GUARDED_BY(mu_);            // best-effort fences of evicted nodes
   // Partitions of deleted channels still to drop on a node (a
   // configureChain naming nobody): retried by run_pushes() until the node
-  // answers or is dead (controller_delete.cpp).
+  // answers or is dead (controller_delete.cpp). Those of a delete are also
+  // in the metadata (MetaState.pending_drops) until confirmed, and loaded
+  // by the next controller that opens it.
   std::vector<PushJob> drops_ GUARDED_BY(mu_);
   void retry_drops() EXCLUDES(mu_);  // from tick(): drops_ to the nodes out of their back-off
+  [[nodiscard]] PushJob drop_job_locked(const meta::PendingDrop& drop) REQUIRES(mu_);
+  // Takes delivered (or given up) drops out of the metadata; false if that
+  // could not be written (they stay owed and are sent again: a drop at an
+  // epoch the node holds is a no-op).
+  [[nodiscard]] bool forget_drops_locked(const std::vector<PushJob>& done) REQUIRES(mu_);
   // A node reporting a replica of a channel that no longer exists, or older
   // than the channel of that name (first_epoch), is sent the drop it missed
   // (say across a controller restart).

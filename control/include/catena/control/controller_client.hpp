@@ -73,6 +73,8 @@ class ControllerClient {
   // Waits for every marker (Controller.alterChannel): give the client an rpc
   // timeout of several seconds.
   [[nodiscard]] Result<idl::ChannelInfo> alter_channel(const std::string& name, std::int32_t partitions);
+  // Controller.alterRetention: the channel's ttl_ms, pushed to its replicas.
+  [[nodiscard]] Result<idl::ChannelInfo> alter_retention(const std::string& name, std::int64_t ttl_ms);
   // Controller.deleteChannel: the channel and its data, on every node.
   [[nodiscard]] Result<void> delete_channel(const std::string& name);
   // Starts a drain and returns (Controller.drainNode); poll cluster_status()

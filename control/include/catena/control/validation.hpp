@@ -22,6 +22,8 @@ inline constexpr std::size_t kMaxGroupNameLength = 128;
                                          std::size_t max_length);
 
 [[nodiscard]] Result<void> validate_channel_config(const idl::ChannelConfig& config);
+// A channel's ttl_ms (createChannel, alterRetention): kMinTtlMs..kMaxTtlMs.
+[[nodiscard]] Result<void> validate_ttl_ms(std::int64_t ttl_ms);
 
 [[nodiscard]] Result<void> validate_node_info(const idl::NodeInfo& info);
 

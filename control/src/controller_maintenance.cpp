@@ -77,6 +77,18 @@ void Controller::run_probes() {
   std::vector<Answer> results;
   results.reserve(answers.size());
   for (auto& a : answers) results.push_back(a.get());
+  // An early probe that failed may have ended past the node's timeout (the
+  // tick waited for it): its next probe goes out now, not a tick later.
+  bool again = false;
+  for (std::size_t i = 0; i < probes.size(); ++i)
+    again = again || (probes[i].first.early && !results[i].first);
+  apply_probe_results(probes, results);
+  if (again) run_probes();
+}
+
+void Controller::apply_probe_results(
+    const std::vector<std::pair<FailureDetector::Probe, BrokerTarget>>& probes,
+    std::vector<std::pair<Result<idl::NodeStats>, bool>>& results) {
   MutexLock lock(mu_);
   // Heartbeats that arrived while the probes ran may have ended an
   // isolation: decide that once, before any verdict, so the detector's

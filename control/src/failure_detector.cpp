@@ -49,7 +49,7 @@ std::vector<FailureDetector::Probe> FailureDetector::due_probes() {
         now - e.last_heartbeat > options_.heartbeat_timeout / 2) {
       e.early_probed = true;
       e.probing = true;
-      out.push_back(Probe{id, e.node_epoch, e.reported});
+      out.push_back(Probe{id, e.node_epoch, e.reported, /*early=*/true});
       continue;
     }
     if (e.state == idl::NodeState::ALIVE && now - e.last_heartbeat > options_.heartbeat_timeout) {

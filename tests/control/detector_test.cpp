@@ -62,10 +62,25 @@ TEST_F(Detector, AHeartbeatForgetsAFailedEarlyProbe) {
   run_for(400ms, {"c"});  // the early probe (at 300 ms) is lost
   EXPECT_EQ(pings, 1);
   EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
-  run_for(100ms);  // c heartbeats again
+  run_for(100ms);         // c heartbeats again
   run_for(600ms, {"c"});  // a new silence past the timeout: two answered probes
   EXPECT_EQ(state_of("c"), idl::NodeState::ALIVE);
   EXPECT_GE(pings, 3);
+}
+
+// An early probe that fails only once the node is overdue (it waited out a
+// long timeout) is followed by the next probe at once, in the same tick:
+// the dead verdict does not wait a tick more.
+TEST_F(Detector, AnEarlyProbeThatFailsPastTheTimeoutIsFollowedAtOnce) {
+  int pings = 0;
+  admin_.set_hook([&](const InProcBrokerAdmin::Call& call) {
+    if (call.method != Method::ping || call.to.node_id != id("c")) return Fate::deliver;
+    if (pings++ == 0) clock_.advance(250ms);  // the early probe times out late
+    return Fate::drop_request;
+  });
+  run_for(300ms, {"c"});  // the tick at 300 ms sends the early probe; it ends at 550 ms
+  EXPECT_EQ(pings, 2);
+  EXPECT_EQ(state_of("c"), idl::NodeState::DEAD);
 }
 
 // A node that answers its early probe is probed from scratch once it is

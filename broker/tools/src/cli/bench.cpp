@@ -213,6 +213,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->check(CLI::Range(1000, 120000));
   app.add_option("--timeout-ms", o.timeout_ms, "failure detector heartbeat timeout for --failover")
       ->capture_default_str();
+  app.add_option(
+         "--probe-timeout-ms", o.probe_timeout_ms,
+         "--failover: how long the controller's probe of a silent node waits (0: a quarter of --timeout-ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60000));
   app.add_option("--failover-kinds", o.failover_kinds,
                  "--failover: which heads to fail, comma-separated: crash (SIGKILL: its neighbours see the "
                  "connection close) and silent (SIGSTOP: only the detector's timeout notices)")

@@ -95,6 +95,10 @@ class CpuHog {
   std::vector<std::thread> threads_;
 };
 
+int probe_timeout_ms(const BenchOptions& o) {
+  return o.probe_timeout_ms > 0 ? o.probe_timeout_ms : std::max(5, o.timeout_ms / 4);
+}
+
 Round one_round(const Common& common, const BenchOptions& o, int round, int sig) {
   Round out;
   ClusterOptions co;
@@ -105,9 +109,10 @@ Round one_round(const Common& common, const BenchOptions& o, int round, int sig)
   co.heartbeat_interval_ms = std::max(5, o.timeout_ms / 5);
   // Detection scaled to the timeout (the controller's defaults suit its
   // 500 ms one): a maintenance tick every heartbeat interval, and probes
-  // that give up after half the timeout.
+  // that give up after a quarter of the timeout (the first goes out at half
+  // of it: FailureDetector's early probe).
   co.controller_args = {"--tick-interval-ms", std::to_string(co.heartbeat_interval_ms), "--probe-timeout-ms",
-                        std::to_string(std::max(5, o.timeout_ms / 2))};
+                        std::to_string(probe_timeout_ms(o))};
   co.quiet = true;
   co.secure = o.secure;
   LocalCluster cluster(co);
@@ -222,6 +227,7 @@ int run_failover_bench(const Common& common, const BenchOptions& o) {
                    {"mode", "failover"},
                    {"replicas", 3},
                    {"timeout_ms", o.timeout_ms},
+                   {"probe_timeout_ms", probe_timeout_ms(o)},
                    {"hog_threads", o.hog},
                    {"false_evictions", false_evictions},
                    {"lost", lost},

@@ -104,6 +104,7 @@ struct BenchOptions {
   int kills = 5;
   int zk_session_timeout_ms = 1500;  // --controller-failover: the controllers' ZooKeeper sessions
   int timeout_ms = 50;
+  int probe_timeout_ms = 0;  // --failover: the controller's probe timeout (0: timeout_ms / 4)
   std::string failover_kinds = "crash,silent";  // --failover: SIGKILL and/or SIGSTOP rounds
   int hog = 0;                                  // --failover: busy threads beside the cluster
   bool move = false;

@@ -497,6 +497,10 @@ class Controller {
       REQUIRES(mu_);
 
   void run_probes() EXCLUDES(mu_);
+  // The detector's verdicts on probes' answers (the ping's, and whether the
+  // address refused the connection), and what they lead to (evictions).
+  void apply_probe_results(const std::vector<std::pair<FailureDetector::Probe, BrokerTarget>>& probes,
+                           std::vector<std::pair<Result<idl::NodeStats>, bool>>& results) EXCLUDES(mu_);
   // Data-plane link faults (Options::link_fault_timeout): records a report
   // from a suspect's predecessor, and evicts where one has persisted.
   void note_link_fault_locked(const idl::FailureReport& report, const idl::PartitionRoute& route)

@@ -56,6 +56,7 @@ class FailureDetector {
     std::string node_id;
     std::int64_t node_epoch = 0;
     bool reported = false;  // a peer reported it: a refused connection would be a crash
+    bool early = false;     // the probe at half the timeout (the node is still ALIVE)
   };
 
   // crashed: a peer reported the node and its admin address refuses

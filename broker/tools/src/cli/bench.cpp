@@ -67,7 +67,8 @@ struct Row {
   std::uint32_t bytes = 64;
   Percentiles pct;
   double msgs_per_s = 0;
-  std::uint64_t floor_p50_ns = 0;  // latency rows
+  Percentiles floor;           // latency rows: the floor ring's, same run
+  double fabric_mb_per_s = 0;  // throughput rows: the fabric_bw row's at this size, same run
   std::string note;
 };
 
@@ -104,7 +105,15 @@ struct Report {
                        {"pinning", pinning},
                        {"provider", provider},
                        {"loadavg_1m", load_average()}};
-      if (r.mode != "throughput") j["floor_p50_ns"] = r.floor_p50_ns;
+      if (r.mode != "throughput" && r.mode != "fabric_bw") {
+        j["floor_p50_ns"] = r.floor.p50;
+        j["floor_p99_ns"] = r.floor.p99;
+        j["floor_p999_ns"] = r.floor.p999;
+      }
+      if (r.fabric_mb_per_s > 0) {
+        j["fabric_mb_per_s"] = r.fabric_mb_per_s;
+        j["fabric_ratio"] = r.msgs_per_s * r.bytes / 1e6 / r.fabric_mb_per_s;
+      }
       if (!r.note.empty()) j["note"] = r.note;
       if (!hgrm.empty()) j["hgrm"] = hgrm;
       if (files != nullptr) files->append_json(j.dump());
@@ -115,16 +124,27 @@ struct Report {
       }
     }
     auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e3; };
-    if (r.mode == "throughput") {
-      std::printf("  %-28s %6u B  %10.0f msg/s  %8.1f MB/s   ack latency p50 %8.1f us  p99 %9.1f us\n",
+    if (r.mode == "fabric_bw") {
+      std::printf("  %-28s %6u B  %10.0f msg/s  %8.1f MB/s\n", r.mode.c_str(), r.bytes, r.msgs_per_s,
+                  r.msgs_per_s * r.bytes / 1e6);
+    } else if (r.mode == "throughput") {
+      std::printf("  %-28s %6u B  %10.0f msg/s  %8.1f MB/s   ack latency p50 %8.1f us  p99 %9.1f us",
                   r.mode.c_str(), r.bytes, r.msgs_per_s, r.msgs_per_s * r.bytes / 1e6, us(r.pct.p50),
                   us(r.pct.p99));
+      if (r.fabric_mb_per_s > 0) {
+        std::printf("  = 1/%.0f of fabric_bw",
+                    r.fabric_mb_per_s / std::max(1e-9, r.msgs_per_s * r.bytes / 1e6));
+      }
+      std::printf("\n");
     } else {
       std::printf("  %-28s %6u B  p50 %7.1f us  p99 %7.1f us  p99.9 %8.1f us  max %8.1f us", r.mode.c_str(),
                   r.bytes, us(r.pct.p50), us(r.pct.p99), us(r.pct.p999), us(r.pct.max));
-      if (r.system != "floor" && r.floor_p50_ns > 0) {
-        std::printf("  = %.2fx floor p50",
-                    static_cast<double>(r.pct.p50) / static_cast<double>(r.floor_p50_ns));
+      if (r.system != "floor" && r.floor.p50 > 0) {
+        std::printf(
+            "  = %.2fx floor p50, %.2fx floor p99, %.2fx floor p99.9",
+            static_cast<double>(r.pct.p50) / static_cast<double>(r.floor.p50),
+            static_cast<double>(r.pct.p99) / static_cast<double>(std::max<std::uint64_t>(1, r.floor.p99)),
+            static_cast<double>(r.pct.p999) / static_cast<double>(std::max<std::uint64_t>(1, r.floor.p999)));
       }
       std::printf("\n");
     }
@@ -132,6 +152,52 @@ struct Report {
     std::fflush(stdout);
   }
 };
+
+// The fabric's own bandwidth for one-sided writes of `bytes` between two
+// processes, in MB/s: catena-perf (installed beside this binary) writing for
+// `seconds` on `provider`. 0, with *why set, if it is missing or failed.
+double fabric_bw_mb_per_s(const std::string& provider, std::uint32_t bytes, double seconds,
+                          std::string* why) {
+  const std::string perf = self_dir() + "/catena-perf";
+  if (access(perf.c_str(), X_OK) != 0) {
+    *why = perf + " not found";
+    return 0;
+  }
+  int fds[2];
+  if (pipe(fds) != 0) {
+    *why = "pipe failed";
+    return 0;
+  }
+  const std::vector<std::string> args{
+      perf,         "--provider",          provider,       "--lat-sizes",           "8",     "--iters", "100",
+      "--bw-sizes", std::to_string(bytes), "--bw-seconds", std::to_string(seconds), "--json"};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(perf.c_str(), argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("op", "") == "write_bw") return j.value("gbps", 0.0) * 1e3 / 8.0;
+  }
+  *why = "catena-perf " + std::string(pid < 0 ? "did not start" : "gave no write_bw line") +
+         " (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+  return 0;
+}
 
 double rate(std::size_t n, std::uint64_t elapsed_ns) {
   return elapsed_ns == 0 ? 0 : static_cast<double>(n) * 1e9 / static_cast<double>(elapsed_ns);
@@ -194,6 +260,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                "the clusters it starts require an admin token, as `cluster up --secure`, in every mode "
                "(the measured publish and subscribe paths authenticate once per connection)");
   app.add_flag("--no-floor", o.no_floor, "skip the floor measurement");
+  app.add_flag(
+      "--no-fabric-bw", o.no_fabric_bw,
+      "skip the fabric_bw rows (catena-perf's one-sided write bandwidth at each throughput size of 4 KiB "
+      "to 1 MiB, which each throughput row is compared with)");
   app.add_flag("--no-throughput", o.no_throughput, "latency rows only");
   app.add_flag(
       "--failover", o.failover,
@@ -365,7 +435,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
       r.replicas = o.replicas;
       r.pct = bench::percentiles(samples);
       r.msgs_per_s = rate(samples.size(), dt);
-      r.floor_p50_ns = r.pct.p50;
+      r.floor = r.pct;
       if (shape == &ring) {
         floor_ring = r.pct;
         r.note = "token client -> " + std::to_string(stages) + " stages -> client, " +
@@ -378,6 +448,31 @@ int run_bench(const Common& c, const BenchOptions& o) {
       rep.emit(r, &samples);
     }
     pin_self(-1);
+  }
+
+  // The fabric's bandwidth at each throughput size, before any broker runs:
+  // what the data path's MB/s compares with (one-sided writes, 2 processes).
+  std::map<std::uint32_t, double> fabric_mb;
+  if (!o.no_throughput && !o.no_fabric_bw) {
+    for (std::uint32_t bytes : tput_sizes) {
+      if (bytes < 4096 || bytes > (1u << 20)) continue;
+      std::string why;
+      const double mb = fabric_bw_mb_per_s(c.provider, bytes, 0.5, &why);
+      if (mb <= 0) {
+        std::fprintf(info, "  fabric_bw %u B: not measured: %s\n", bytes, why.c_str());
+        continue;
+      }
+      fabric_mb[bytes] = mb;
+      Row r;
+      r.system = "fabric";
+      r.mode = "fabric_bw";
+      r.replicas = 1;
+      r.bytes = bytes;
+      r.msgs_per_s = mb * 1e6 / bytes;
+      r.note =
+          "catena-perf: one-sided writes between 2 processes, " + c.provider + ", cpu0 -> cpu1, 64 in flight";
+      rep.emit(r);
+    }
   }
 
   // The cluster.
@@ -462,7 +557,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
         auto s = commit_ack_latency(p, bytes, o.iters, o.warmup, &dt);
         r.pct = bench::percentiles(s);
         r.msgs_per_s = rate(s.size(), dt);
-        r.floor_p50_ns = floor_ring.p50;
+        r.floor = floor_ring;
         rep.emit(r, &s);
       }
     };
@@ -486,7 +581,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
                                 bytes, o.iters, o.warmup, &dt);
       r.pct = bench::percentiles(s);
       r.msgs_per_s = rate(s.size(), dt);
-      r.floor_p50_ns = floor_ring.p50;
+      r.floor = floor_ring;
       rep.emit(r, &s);
     }
     pub.value().reset();
@@ -518,6 +613,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
         r.mode = "throughput";
         r.pct = bench::percentiles(std::move(t.ack_ns));
         r.msgs_per_s = rate(t.acked, t.elapsed_ns);
+        if (auto f = fabric_mb.find(bytes); f != fabric_mb.end()) r.fabric_mb_per_s = f->second;
         rep.emit(r);
       }
     }

@@ -98,6 +98,7 @@ struct BenchOptions {
   bool json = false;
   bool secure = false;  // its own cluster closed with an admin token (LocalCluster::secure)
   bool no_floor = false;
+  bool no_fabric_bw = false;  // skip catena-perf's write bandwidth rows
   bool no_throughput = false;
   bool failover = false;
   bool controller_failover = false;

@@ -158,6 +158,14 @@ constexpr Kind kind_of<PublisherGeneration>() {
 
 }  // namespace wire
 
+// The largest record a head takes (its welcome's max_record) in a log of
+// `segment_bytes` segments: a segment holds its header, the record and a
+// seal. A publisher knows it from the channel's layout before any welcome.
+constexpr std::uint32_t max_record_for(std::uint32_t segment_bytes) {
+  constexpr std::uint32_t overhead = sizeof(SegmentHeader) + 2 * sizeof(RecordHeader);
+  return segment_bytes <= overhead ? 0 : std::min<std::uint32_t>(kMaxRecordPayload, segment_bytes - overhead);
+}
+
 // --- the head's half ---------------------------------------------------------
 
 // Registered memory that publishers' staging rings may pin on one broker,
@@ -295,6 +303,14 @@ class PublishClient {
                                                   std::uint64_t epoch, std::uint64_t producer_id,
                                                   std::uint64_t producer_epoch, std::uint32_t ring_bytes,
                                                   std::uint64_t generation = 0);
+
+  // The ring's size (0: default-constructed, no ring yet).
+  [[nodiscard]] std::uint32_t ring_bytes() const { return writer_.ring_bytes(); }
+  // A larger (or smaller) ring in place of this one, for a new session: the
+  // link is dropped, the sequence numbering goes on. Requires pending() == 0
+  // (every record resolved: nothing to lay out again); false otherwise, and
+  // nothing changes.
+  bool replace_ring(std::unique_ptr<fabric::MemoryRegion> mirror, std::uint32_t ring_bytes);
 
   // --- records ---
   // Whether a payload of this size can ever be a frame of this ring.

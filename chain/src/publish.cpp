@@ -449,8 +449,9 @@ bool PublishClient::attach(std::unique_ptr<Link> link, const wire::PublisherWelc
 
 void PublishClient::resend() {
   // The new ring starts empty: lay the unacknowledged frames out again.
-  // They were all in the ring at once, so from offset 0 they fit. (Once
-  // per reconnect: the copy's allocation is not on the publishing path.)
+  // They were all in the ring at once (an ack that stored none of its run
+  // gives no room back: on_ack), so from offset 0 they fit. (Once per
+  // reconnect: the copy's allocation is not on the publishing path.)
   std::vector<std::byte> copy;
   for (std::uint32_t i = 0; i < pending_.size(); ++i) {
     const Pending& p = pending_[i];

@@ -383,11 +383,24 @@ class PublishClient {
   template <class OnResolved>
   int on_ack(const wire::PublishAck& ack, Event* event, OnResolved&& on_resolved) {
     ++acks_;
-    (void)writer_.credit_st(ack.ring_consumed);  // 0 from the commit watch: ignored
+    // A gap or a seal: none of the run was stored and its records stay
+    // pending for the next session, which the caller opens next. Their room
+    // in the ring is not given back: records staged meanwhile wait beside
+    // them, and together they still fit a ring from its start (resend()).
+    // Were it given back, up to a window of records could pile up behind
+    // them, more than one ring: the next session could not lay them out.
     if (ack.status == wire::Status::sequence_gap) {
       *event = Event::resync;
       return 0;
     }
+    if (ack.status == wire::Status::moved) {
+      // Sealed: none of these were stored (every record it did store was
+      // acknowledged before this); the next chain's head has this
+      // producer's state and takes them.
+      *event = Event::moved;
+      return 0;
+    }
+    (void)writer_.credit_st(ack.ring_consumed);  // 0 from the commit watch: ignored
     if (ack.status == wire::Status::remap) {
       // Nothing of the run was stored; the records stay pending (the last
       // refused() of them) until the caller maps them again (take_all).
@@ -397,13 +410,6 @@ class PublishClient {
         remap_partitions_ = ack.marker_partitions;
       }
       refused_ = std::min<std::uint64_t>(pending_.size(), refused_ + ack.count);
-      return 0;
-    }
-    if (ack.status == wire::Status::moved) {
-      // Sealed: none of these were stored (every record it did store was
-      // acknowledged before this); the next chain's head has this
-      // producer's state and takes them.
-      *event = Event::moved;
       return 0;
     }
     int resolved = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <catena/chain/frame_ring.hpp>
+#include <catena/chain/record.hpp>
 
 #include "chain_e2e_fixture.hpp"
 
@@ -298,6 +299,120 @@ TEST_F(ChainE2E, RingsGrowAcrossHeadFailoversAndLoseNothing) {
   const auto tail = brokers_[2]->stats();
   ASSERT_FALSE(tail.partitions.empty());
   EXPECT_EQ(tail.partitions[0].replica.end_offset, s.sent.size()) << "a record stored twice";
+}
+
+// Publishes record after record of `size` bytes to partition 0 for `how_long`
+// without waiting on backpressure (polling instead), as an application
+// does while the head is sealed; returns how many were taken.
+std::size_t publish_for(Publisher& pub, Sender& s, std::size_t size, std::chrono::milliseconds how_long) {
+  std::size_t taken = 0;
+  const auto until = std::chrono::steady_clock::now() + how_long;
+  while (std::chrono::steady_clock::now() < until) {
+    const std::size_t i = s.sent.size();
+    std::string p = payload_of(i, size);
+    const auto e = pub.publish_to(0, bytes(p), [&s, i](const PublishResult& r) { s.results[i] = r; });
+    if (e == client::ErrorCode::ok) {
+      s.sent.push_back(std::move(p));
+      ++taken;
+      continue;
+    }
+    EXPECT_EQ(e, client::ErrorCode::backpressure);
+    pub.poll();
+    std::this_thread::sleep_for(100us);
+  }
+  return taken;
+}
+
+// The head is sealed for a move while records keep coming: it reads every
+// frame of the full ring and answers `moved`, storing none. The move is then
+// given up (the same chain at a new epoch, which lifts the seal, as a new
+// controller leader does with a half-done move). What waited meanwhile is
+// at most one ring, and every record is stored once, in order.
+// (The rings merge was reverted for this: the ring's room came back with
+// the `moved` answers, a second ring's worth of records was staged behind
+// the first, the next session could not lay them out, and the head answered
+// sequence_gap to every resend, for good.)
+TEST_F(ChainE2E, ASealedHeadsFullRingWaitsForTheChainAndLosesNothing) {
+  configure("seal", 0, 1, {0, 1}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.ring_bytes = kMin;  // no grow: the ring stays full while the head is sealed
+  auto pub = Publisher::create(routes_, "seal", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  Sender s(*pub.value());
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(s.send(0, 1000), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(20s));
+
+  const auto sealed = brokers_[0]->seal("seal", 0, 1);
+  ASSERT_EQ(sealed.status, broker::ConfigureStatus::applied) << sealed.message;
+  const std::size_t before = s.sent.size();
+  const std::size_t waiting = publish_for(*pub.value(), s, 1000, 500ms);
+  EXPECT_GT(waiting, 0u);
+  // One ring holds what waits: frames of 1000 bytes and their headers.
+  EXPECT_LE(waiting * chain::frame_size(1000), kMin)
+      << waiting << " records wait in a " << kMin << " byte ring";
+  EXPECT_EQ(pub.value()->in_flight(), waiting);
+  for (std::size_t i = before; i < s.sent.size(); ++i) EXPECT_EQ(s.results.count(i), 0u) << "record " << i;
+
+  configure("seal", 0, 1, {0, 1}, 2);  // given up: the same chain, a newer epoch
+  ASSERT_TRUE(pub.value()->flush(20s)) << pub.value()->in_flight() << " records still in flight";
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(s.send(0, 1000), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(20s));
+  std::vector<std::size_t> all(s.sent.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  expect_contiguous(s, all, 0);
+  expect_log(routes_, "seal", s.sent);
+  ASSERT_TRUE(committed(*brokers_[1], s.sent.size()));
+  EXPECT_EQ(brokers_[1]->stats().partitions[0].replica.end_offset, s.sent.size()) << "a record stored twice";
+}
+
+// A grow racing a move: the record that needs a larger ring comes while the
+// head is sealed. Every record was resolved, so the ring grows at once; the
+// grown session meets the seal (`moved`) and follows the partition like any
+// other session, and takes the larger ring from the chain that takes
+// appends next. Records wait (backpressure) meanwhile; nothing is lost.
+TEST_F(ChainE2E, AGrowThatMeetsASealedHeadFinishesOnTheNextChain) {
+  configure("gseal", 0, 1, {0, 1}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.ring_bytes = 1u << 20;
+  auto pub = Publisher::create(routes_, "gseal", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  Sender s(*pub.value());
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(s.send(0, 1000), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(20s));
+  ASSERT_EQ(pub.value()->ring_bytes_in_use(), kMin);
+
+  const auto sealed = brokers_[0]->seal("gseal", 0, 1);
+  ASSERT_EQ(sealed.status, broker::ConfigureStatus::applied) << sealed.message;
+  // 200 KiB needs a 512 KiB ring: grown at once (nothing in flight), then
+  // waiting for a head that takes it.
+  const std::size_t big = s.sent.size();
+  const std::string p = payload_of(big, 200u << 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool reconfigured = false;
+  for (;;) {
+    const auto e =
+        pub.value()->publish_to(0, bytes(p), [&s, big](const PublishResult& r) { s.results[big] = r; });
+    if (e == client::ErrorCode::ok) break;
+    ASSERT_EQ(e, client::ErrorCode::backpressure);
+    pub.value()->poll();
+    if (!reconfigured && std::chrono::steady_clock::now() - t0 > 300ms) {
+      EXPECT_EQ(pub.value()->ring_bytes_in_use(), 512u << 10) << "the ring grows while the head is sealed";
+      configure("gseal", 0, 1, {0, 1}, 2);  // the move given up
+      reconfigured = true;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  }
+  EXPECT_TRUE(reconfigured) << "a sealed head took a record";
+  s.sent.push_back(p);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(s.send(0, 1000), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(20s));
+  EXPECT_EQ(pub.value()->ring_bytes_in_use(), 512u << 10);
+  std::vector<std::size_t> all(s.sent.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  expect_contiguous(s, all, 0);
+  expect_log(routes_, "gseal", s.sent);
 }
 
 // A head whose ring budget (catenad --session-memory-mb) holds 192 KiB:

@@ -145,7 +145,12 @@ void Publisher::Impl::grow_st(PartitionSession& s, Clock::time_point now) {
   s.grown_from = from;
   spdlog::debug("publisher {}/{}: ring {} KiB -> {} KiB; new session with the head", channel_, s.partition,
                 from >> 10, to >> 10);
+  // Down already (a head lost, a move followed): the outage goes on, and
+  // retry_timeout counts from its start, not from the grow.
+  const bool was_down = s.down;
+  const Clock::time_point down_since = s.down_since;
   go_down_st(s, now);
+  if (was_down) s.down_since = down_since;
 }
 
 void Publisher::Impl::grow_refused_st(PartitionSession& s, Clock::time_point now) {

@@ -13,9 +13,7 @@ void PublishServer::attach(fabric::Provider& provider, std::unique_ptr<Link> lin
                            const ProducerState& producers) {
   wire::PublisherWelcome w{};
   w.epoch = gate.epoch;
-  // A segment holds its header, the record and a seal.
-  w.max_record = std::min<std::uint32_t>(
-      kMaxRecordPayload, gate.segment_bytes - sizeof(SegmentHeader) - 2 * sizeof(RecordHeader));
+  w.max_record = max_record_for(gate.segment_bytes);
   wire::put_text(w.head_hint, gate.head_addr);
   const std::uint32_t ring_bytes = clamp_ring_bytes(hello.ring_bytes);
   const auto known = producers.entries().find(hello.producer_id);
@@ -301,6 +299,16 @@ PublishClient::PublishClient(std::unique_ptr<fabric::MemoryRegion> mirror, std::
       writer_(ring_bytes, ring_bytes / 2),
       pending_(max_in_flight) {}
 
+bool PublishClient::replace_ring(std::unique_ptr<fabric::MemoryRegion> mirror, std::uint32_t ring_bytes) {
+  if (!pending_.empty()) return false;
+  link_.reset();
+  mirror_ = std::move(mirror);
+  writer_ = FrameRingWriter(ring_bytes, ring_bytes / 2);  // as the constructor's
+  ring_ = {};
+  refused_ = 0;
+  return true;
+}
+
 wire::PublisherHello PublishClient::hello(std::string_view channel, std::uint32_t partition,
                                           std::uint64_t epoch, std::uint64_t producer_id,
                                           std::uint64_t producer_epoch, std::uint32_t ring_bytes,
@@ -441,8 +449,9 @@ bool PublishClient::attach(std::unique_ptr<Link> link, const wire::PublisherWelc
 
 void PublishClient::resend() {
   // The new ring starts empty: lay the unacknowledged frames out again.
-  // They were all in the ring at once, so from offset 0 they fit. (Once
-  // per reconnect: the copy's allocation is not on the publishing path.)
+  // They were all in the ring at once (an ack that stored none of its run
+  // gives no room back: on_ack), so from offset 0 they fit. (Once per
+  // reconnect: the copy's allocation is not on the publishing path.)
   std::vector<std::byte> copy;
   for (std::uint32_t i = 0; i < pending_.size(); ++i) {
     const Pending& p = pending_[i];

@@ -113,12 +113,15 @@ inline void publish_range(Publisher& pub, const std::string& prefix, int from, i
   }
 }
 
-// Waits until broker b's replica of the only partition committed `offset`.
-inline bool committed(broker::Broker& b, std::uint64_t offset) {
+// Waits until broker b's replica of the only partition committed `offset`,
+// polling `pub` meanwhile if given (a partition's session comes up from
+// poll(), with its first record).
+inline bool committed(broker::Broker& b, std::uint64_t offset, Publisher* pub = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (std::chrono::steady_clock::now() < deadline) {
     auto st = b.stats();
     if (!st.partitions.empty() && st.partitions[0].replica.commit_offset >= offset) return true;
+    if (pub != nullptr) pub->poll();
     std::this_thread::sleep_for(1ms);
   }
   return false;

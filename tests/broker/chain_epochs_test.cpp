@@ -38,7 +38,8 @@ TEST_F(ChainE2E, LapsedLeaseStallsAcksAndReadsUntilRenewed) {
 
   std::map<int, PublishResult> results;
   publish_range(*pub.value(), "l", 0, 100, &results);
-  ASSERT_TRUE(committed(*brokers_[2], 100)) << "the chain stopped replicating without a lease";
+  ASSERT_TRUE(committed(*brokers_[2], 100, pub.value().get()))
+      << "the chain stopped replicating without a lease";
   // The tail committed everything: without the gate the acks and the
   // deliveries would be on their way now. Give them every chance to arrive.
   for (int i = 0; i < 2000; ++i) {

@@ -409,9 +409,27 @@ TEST_F(ChainE2E, TailAcknowledgesWatchersWithTheHeadsOffsets) {
   PublisherOptions po;
   po.provider = provider_spec();
   po.producer_id = 777;
-  auto pub = Publisher::create(routes_, "watch", po);  // opens its own watch first
+  // A ring that never grows: a grow's new session opens a newer watch of
+  // producer 777, which would take the acks from ours.
+  po.ring_bytes = chain::kMinRingBytes;
+  auto pub = Publisher::create(routes_, "watch", po);
   ASSERT_TRUE(pub.ok()) << pub.error().message;
   producer_epoch = pub.value()->producer_epoch();
+  // Its first record brings up the partition's session, and then its own
+  // watch of the tail, before ours.
+  ASSERT_EQ(pub.value()->publish_to(0, bytes("first"), nullptr), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(10s));
+  const auto watched = [&] {
+    for (const auto& p : brokers_[2]->stats().partitions) {
+      if (p.channel == "watch") return p.replica.watchers;
+    }
+    return std::uint32_t{0};
+  };
+  for (const auto until = std::chrono::steady_clock::now() + 10s;
+       watched() == 0 && std::chrono::steady_clock::now() < until;) {
+    pub.value()->poll();
+  }
+  ASSERT_EQ(watched(), 1u) << "the publisher did not watch the tail";
   auto mine = watch(2, "watch", 1, 777);  // the newest watch of producer 777 gets the acks
   ASSERT_TRUE(mine.welcome.has_value()) << mine.error.message;
   ASSERT_EQ(mine.welcome->status, chain::wire::Status::ok);
@@ -490,6 +508,9 @@ TEST_F(ChainE2E, PublisherMovesItsWatchOffASilentOldTail) {
     }
     return watchers(node) == want;
   };
+  // The partition's session (and the watch) come up with its first record.
+  ASSERT_EQ(pub.value()->publish_to(0, bytes("first"), nullptr), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(10s));
   ASSERT_TRUE(wait_watchers(2, 1)) << "the publisher did not watch the tail";
   // Node 2 is dropped from the chain but never told: its sessions stay open.
   configure("moving", 0, 1, {0, 1}, 2);

@@ -309,6 +309,80 @@ TEST_F(PublishTest, ASealedHeadStoresNothingAndSaysMoved) {
   EXPECT_EQ(hinted.next.head_addr(), "10.0.0.9:7000");
 }
 
+// A sealed head reads every frame and answers `moved`: none is stored, so
+// each stays pending for the next head, and the ring's room is not given
+// back for them (the ring holds them again on the next session). Were it
+// given back, records staged meanwhile would take more than one ring, and
+// the next session could not lay them all out: a sequence gap on every
+// reconnect, nothing acknowledged again.
+TEST_F(PublishTest, RecordsAHeadAnsweredMovedKeepTheirRoomInTheRingUntilTheNextHeadStoresThem) {
+  PublishClient c = make_client(4096);
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  RecordHeader h{};
+  h.producer_id = kProducer;
+  h.producer_epoch = 1;
+  const std::string payload(64, 'm');
+  const std::span bytes(reinterpret_cast<const std::byte*>(payload.data()), payload.size());
+  std::uint64_t staged = 0;
+  while (c.stage(h, bytes) == fabric::Errc::ok) ++staged;  // the ring is full
+  ASSERT_GT(staged, 100u);
+  ASSERT_LT(staged, 4096u) << "the ring, not the window, must be what is full";
+  PublishClient::Event ev{};
+  EXPECT_TRUE(run(c, 1, 100000, &ev, 2000ms, /*sealed=*/true).empty());
+  ASSERT_EQ(ev, PublishClient::Event::moved);
+  EXPECT_EQ(log.end_offset(), 0u);
+  // Whatever the publisher stages while it follows the move waits in the
+  // ring beside them.
+  while (c.stage(h, bytes) == fabric::Errc::ok) ++staged;
+  EXPECT_EQ(c.pending(), staged);
+  EXPECT_EQ(c.next_seq(), staged);
+  c.drop();
+  // The chain takes appends again (the move given up): every record is
+  // stored once, in order.
+  const auto w = open(c);
+  ASSERT_EQ(w.status, wire::Status::ok);
+  EXPECT_EQ(w.next_sequence, 0u);
+  const auto r = run(c, staged, 100000, &ev);
+  EXPECT_EQ(ev, PublishClient::Event::none);
+  ASSERT_EQ(r.size(), staged);
+  for (std::uint64_t i = 0; i < staged; ++i) ASSERT_EQ(r[i], Resolved(i, wire::Status::ok, i)) << i;
+  EXPECT_EQ(log.end_offset(), staged);
+  EXPECT_EQ(corrupt, 0u);
+}
+
+// The same for a sequence gap: the head stored none of the run and the
+// publisher resends it on a new session; until then the ring keeps its room.
+TEST_F(PublishTest, RecordsAHeadAnsweredSequenceGapKeepTheirRoomInTheRing) {
+  PublishClient c = make_client(4096);
+  ASSERT_EQ(open(c).status, wire::Status::ok);
+  stage(c, 5);
+  PublishClient::Event ev{};
+  ASSERT_EQ(run(c, 5, 100000, &ev).size(), 5u);
+  producers = ProducerState();  // the head no longer knows this producer: 5 is a gap
+  RecordHeader h{};
+  h.producer_id = kProducer;
+  h.producer_epoch = 1;
+  const std::string payload(64, 'g');
+  const std::span bytes(reinterpret_cast<const std::byte*>(payload.data()), payload.size());
+  std::uint64_t staged = 0;
+  while (c.stage(h, bytes) == fabric::Errc::ok) ++staged;
+  ASSERT_GT(staged, 100u);
+  EXPECT_TRUE(run(c, 1, 100000, &ev).empty());
+  ASSERT_EQ(ev, PublishClient::Event::resync);
+  while (c.stage(h, bytes) == fabric::Errc::ok) ++staged;
+  EXPECT_EQ(c.pending(), staged);
+  c.drop();
+  // The head that answers next holds none of them: renumbered from 0.
+  const auto w = open(c);
+  ASSERT_EQ(w.status, wire::Status::ok);
+  EXPECT_EQ(w.next_sequence, 0u);
+  const auto r = run(c, staged, 100000, &ev);
+  EXPECT_EQ(ev, PublishClient::Event::none);
+  ASSERT_EQ(r.size(), staged);
+  for (std::uint64_t i = 0; i < staged; ++i) ASSERT_EQ(r[i], Resolved(i, wire::Status::ok, 5 + i)) << i;
+  EXPECT_EQ(log.end_offset(), 5 + staged);
+}
+
 TEST_F(PublishTest, AfterTheMarkerAStaleGenerationRunIsRefusedWithRemapAndNothingStored) {
   PublishClient c = make_client();
   ASSERT_EQ(open(c).status, wire::Status::ok);  // generation 0, as created

@@ -3,7 +3,8 @@
 // take records on every partition from one publisher; the 12 partitions'
 // routes give each broker 4 heads and 4 tails (issue 17: placement spreads
 // the roles), and every broker reports its resident and registered memory,
-// the registered memory growing with the partitions it holds.
+// the registered memory growing with the partitions it holds; the
+// publisher's rings come to 64 KiB to ring_bytes per partition.
 #include <algorithm>
 #include <gtest/gtest.h>
 #include <map>
@@ -51,6 +52,14 @@ TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegis
         EXPECT_GT(bytes.get<std::int64_t>(), 0) << partitions << " " << field << " " << node << ": " << out;
       }
     }
+  }
+  // The publisher's rings: one per partition, 64 KiB to start, each at
+  // most the row's ring_bytes (they grow only when full).
+  for (const auto& [partitions, row] : rows) {
+    const std::int64_t rings = row.value("publisher_ring_bytes", std::int64_t{-1});
+    EXPECT_GE(rings, std::int64_t{partitions} * (64 << 10)) << partitions << ": " << out;
+    EXPECT_LE(rings, std::int64_t{partitions} * row.value("ring_bytes", std::int64_t{0}))
+        << partitions << ": " << out;
   }
   // Every node holds one replica of the 1-partition channel and twelve of
   // the other (chains of 3 on 3 nodes), each with the same segment slots:

@@ -42,50 +42,131 @@ client::Result<void> Publisher::Impl::init() {
   opts_.producer_id = identity->producer_id;
   producer_epoch_ = identity->producer_epoch;
   ring_bytes_ = chain::clamp_ring_bytes(opts_.ring_bytes);
+  ring_budget_ = opts_.ring_budget_bytes;
+  if (std::uint64_t{layout->partitions} * chain::kMinRingBytes > ring_budget_) {
+    return fabric::make_error(
+        Errc::invalid_argument,
+        fmt::format(
+            "ring_budget_bytes {} is below the {} KiB ring each of the channel's {} partitions may need "
+            "(at least {})",
+            ring_budget_, chain::kMinRingBytes >> 10, layout->partitions,
+            std::uint64_t{layout->partitions} * chain::kMinRingBytes));
+  }
   window_ = std::clamp<std::uint32_t>(opts_.max_in_flight, 16, chain::ProducerState::kWindow);
   generation_ = layout->generation;
   partitions_ = layout->partitions;
-  for (std::uint32_t i = 0; i < layout->partitions; ++i) {
-    auto s = new_session(*provider_, i, ring_bytes_, window_, chain::domain_of_channel(channel_));
-    if (!s) return fabric::make_error(Errc::resource_exhausted, "cannot allocate a publisher ring");
-    sessions_.push_back(std::move(s));
-  }
-  // Connect eagerly so the first publish does not pay for it: one attempt
-  // per partition (and at the tail's watch, once the head answered), all at
-  // once, waited for here (setup). Failures are retried from poll().
-  for (auto& s : sessions_) start_connect_st(*s, Clock::now());
-  fabric::BackoffIdle idle;
-  for (bool attempting = true; attempting;) {
-    attempting = false;
-    const auto now = Clock::now();
-    for (auto& s : sessions_) {
-      take_lookup_st(*s, now);
-      advance_connect_st(*s, now, false);
-      if (s->head.connected() && s->watch_attempt != Attempt::none) advance_watch_st(*s, now);
-      attempting = attempting || s->attempt != Attempt::none || s->watch_attempt != Attempt::none;
-    }
-    if (attempting) idle.idle();
-  }
+  // What the heads take (each welcome says it again): a record too large
+  // for the channel's segments is refused before any session is up.
+  if (layout->segment_bytes != 0)
+    max_record_ = std::min(max_record_, chain::max_record_for(layout->segment_bytes));
+  // No ring and no session yet: a partition gets them with its first
+  // record (activate_st), so a publisher that uses few of many partitions
+  // pins memory for those only, here and at their heads.
+  for (std::uint32_t i = 0; i < layout->partitions; ++i) sessions_.push_back(new_session(i));
   // From here on, changes are events (PublisherOptions::on_event).
-  for (auto& s : sessions_) {
-    s->seen_epoch = s->route.epoch;
-    s->seen_link = s->head.connected() ? s->link_gen : 0;
-  }
   events_ = true;
   return {};
 }
 
-std::unique_ptr<PartitionSession> Publisher::Impl::new_session(fabric::Provider& provider,
-                                                               std::uint32_t partition,
-                                                               std::uint32_t ring_bytes, std::uint32_t window,
-                                                               fabric::DomainId domain) {
+std::unique_ptr<PartitionSession> Publisher::Impl::new_session(std::uint32_t partition) {
   auto s = std::make_unique<PartitionSession>();
   s->partition = partition;
-  auto mirror = provider.allocate(ring_bytes, fabric::kLocalWrite, domain);
-  if (!mirror) return nullptr;
-  s->head = chain::PublishClient(std::move(mirror.value()), ring_bytes, window);
-  s->records = chain::BoundedFifo<PendingRecord>(window);
   return s;
+}
+
+std::uint32_t Publisher::Impl::ring_for_st(std::uint32_t frame_bytes) const {
+  std::uint64_t r = chain::kMinRingBytes;
+  while (r < ring_bytes_ && frame_bytes > r / 2) r = std::min<std::uint64_t>(2 * r, ring_bytes_);
+  return static_cast<std::uint32_t>(r);
+}
+
+bool Publisher::Impl::budget_allows_st(std::uint64_t more, const PartitionSession& s) const {
+  // The minimum kept for each partition of the generation without a ring
+  // (not `s`'s own: it is what `more` is for).
+  const std::uint64_t without = partitions_ - std::min(partitions_, active_in_gen_);
+  const std::uint64_t reserve =
+      (without - (!s.active && s.partition < partitions_ && without > 0 ? 1 : 0)) * chain::kMinRingBytes;
+  return ring_used_ + more + reserve <= ring_budget_;
+}
+
+void Publisher::Impl::recount_active_st() {
+  active_in_gen_ = 0;
+  for (const auto& o : sessions_) active_in_gen_ += o->active && o->partition < partitions_ ? 1 : 0;
+}
+
+Errc Publisher::Impl::activate_st(PartitionSession& s, Clock::time_point now) {
+  CATENA_ST_CHECK(owner_);
+  // The minimum: a record that needs more grows it before the session is
+  // up, so that a head that refuses the larger ring leaves this one.
+  const std::uint32_t ring = chain::kMinRingBytes;
+  if (ring_used_ + ring > ring_budget_) {
+    spdlog::warn("publisher {}/{}: no room for a ring in ring_budget_bytes ({} of {} bytes in use)", channel_,
+                 s.partition, ring_used_, ring_budget_);
+    return Errc::resource_exhausted;
+  }
+  auto mirror = provider_->allocate(ring, fabric::kLocalWrite, chain::domain_of_channel(channel_));
+  if (!mirror) {
+    spdlog::warn("publisher {}/{}: cannot allocate a {} KiB ring: {}", channel_, s.partition, ring >> 10,
+                 mirror.error().message);
+    return Errc::resource_exhausted;
+  }
+  s.head = chain::PublishClient(std::move(mirror.value()), ring, window_);
+  s.records = chain::BoundedFifo<PendingRecord>(window_);
+  s.active = true;
+  ring_used_ += ring;
+  if (s.partition < partitions_) ++active_in_gen_;
+  // Its records wait in the ring until the head welcomes it (then they are
+  // sent), retry_timeout at most.
+  s.down = true;
+  s.down_since = now;
+  start_connect_st(s, now);
+  return Errc::ok;
+}
+
+void Publisher::Impl::grow_st(PartitionSession& s, Clock::time_point now) {
+  CATENA_ST_CHECK(owner_);
+  const std::uint32_t from = s.head.ring_bytes();
+  const std::uint32_t to = s.grow_to;
+  s.grow_to = 0;
+  if (to <= from || !budget_allows_st(to - from, s)) return;
+  auto mirror = provider_->allocate(to, fabric::kLocalWrite, chain::domain_of_channel(channel_));
+  if (!mirror) {
+    spdlog::warn("publisher {}/{}: cannot allocate a {} KiB ring; keeping {} KiB", channel_, s.partition,
+                 to >> 10, from >> 10);
+    s.grow_refused = true;
+    return;
+  }
+  // A dial in progress names the old ring: dropped with the session.
+  s.dial.cancel();
+  s.attempt = Attempt::none;
+  if (!s.head.replace_ring(std::move(mirror.value()), to)) return;  // records pending: cannot happen here
+  ring_used_ += to - from;
+  s.growing = true;
+  s.grown_from = from;
+  spdlog::debug("publisher {}/{}: ring {} KiB -> {} KiB; new session with the head", channel_, s.partition,
+                from >> 10, to >> 10);
+  // Down already (a head lost, a move followed): the outage goes on, and
+  // retry_timeout counts from its start, not from the grow.
+  const bool was_down = s.down;
+  const Clock::time_point down_since = s.down_since;
+  go_down_st(s, now);
+  if (was_down) s.down_since = down_since;
+}
+
+void Publisher::Impl::grow_refused_st(PartitionSession& s, Clock::time_point now) {
+  CATENA_ST_CHECK(owner_);
+  const std::uint32_t big = s.head.ring_bytes();
+  spdlog::warn(
+      "publisher {}/{}: head {} refused a {} KiB ring (resource_exhausted: its ring memory or session "
+      "limits); "
+      "staying at {} KiB",
+      channel_, s.partition, s.dialled.node_id, big >> 10, s.grown_from >> 10);
+  s.growing = false;
+  s.grow_refused = true;
+  auto mirror = provider_->allocate(s.grown_from, fabric::kLocalWrite, chain::domain_of_channel(channel_));
+  if (mirror && s.head.replace_ring(std::move(mirror.value()), s.grown_from))
+    ring_used_ -= big - s.grown_from;
+  s.retry_at = now;
 }
 
 Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::byte> payload,
@@ -126,6 +207,39 @@ Errc Publisher::Impl::publish_keyed(std::span<const std::byte> key, std::span<co
   return e;
 }
 
+Errc Publisher::Impl::room_for_st(PartitionSession& s, std::size_t region) {
+  CATENA_ST_CHECK(owner_);
+  if (region > max_record_) return Errc::too_large;
+  const auto frame = static_cast<std::uint32_t>(chain::frame_size(static_cast<std::uint32_t>(region)));
+  const std::uint32_t need = ring_for_st(frame);
+  if (frame > need / 2) return Errc::too_large;  // not even the largest ring holds it
+  if (!s.active) {
+    if (const Errc e = activate_st(s, Clock::now()); e != Errc::ok) return e;
+  }
+  if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
+  // A larger ring is on its way: new records wait for it.
+  if (s.grow_to != 0 || s.growing) return Errc::backpressure;
+  if (!s.head.fits(static_cast<std::uint32_t>(region))) {
+    if (!s.grow_refused && budget_allows_st(need - s.head.ring_bytes(), s)) {
+      s.grow_to = need;
+      return Errc::backpressure;
+    }
+    return Errc::too_large;  // the ring the budget (or the head) allows does not hold it
+  }
+  return Errc::ok;
+}
+
+void Publisher::Impl::ring_was_full_st(PartitionSession& s) {
+  CATENA_ST_CHECK(owner_);
+  if (!s.head.full() && s.head.connected() && !s.grow_refused && s.head.ring_bytes() < ring_bytes_) {
+    // The ring is full (not the window, and the head is there): twice the
+    // ring, once the records in it are resolved, if the budget has room.
+    const auto to =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(2ull * s.head.ring_bytes(), ring_bytes_));
+    if (budget_allows_st(to - s.head.ring_bytes(), s)) s.grow_to = to;
+  }
+}
+
 Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how,
                                std::span<const std::byte> payload, PublishCallback& cb,
                                std::uint64_t timestamp_ns, const chain::Attributes* attrs,
@@ -137,9 +251,7 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
   if (attrs != nullptr && chain::attributes_size(*attrs, &block) != chain::AttributesCheck::ok)
     return Errc::invalid_argument;
   const std::size_t region = block + payload.size();  // what the frame's length counts
-  if (region > max_record_) return Errc::too_large;
-  if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
-  if (!s.head.fits(static_cast<std::uint32_t>(region))) return Errc::too_large;
+  if (const Errc e = room_for_st(s, region); e != Errc::ok) return e;
   const bool was_idle = s.head.pending() == 0 && s.head.unflushed() == 0;
   chain::RecordHeader h{};
   h.flags = flags;
@@ -147,6 +259,7 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
   h.producer_epoch = producer_epoch_;
   h.timestamp_ns = timestamp_ns != 0 ? timestamp_ns : catena::wall_clock_ns();
   const Errc staged = attrs != nullptr ? s.head.stage(h, *attrs, block, payload) : s.head.stage(h, payload);
+  if (staged == Errc::backpressure) ring_was_full_st(s);
   if (staged != Errc::ok) return staged;  // backpressure: wait for credit
   if (was_idle) s.last_progress = s.linger_start = Clock::now();
   s.records.push_back(PendingRecord{std::move(cb), how.order, how.key_hash, how.placement});
@@ -162,7 +275,11 @@ int Publisher::Impl::poll() {
   for (auto& sp : sessions_) {
     PartitionSession& s = *sp;
     take_lookup_st(s, now);
-    if (s.partition >= partitions_) continue;  // removed by a channel alter: idle
+    if (s.partition >= partitions_ || !s.active) continue;  // removed by a channel alter, or not used yet
+    // A grow waits until every record in the ring is resolved (none to lay
+    // out again) and for no channel alter's switch.
+    // Nor while a claim is open: the caller is writing into this ring.
+    if (s.grow_to != 0 && s.head.pending() == 0 && !remapping_ && s.claim_ticket == 0) grow_st(s, now);
     observe_st(s, now);
     if (!s.head.connected()) {
       if (s.head.pending() > 0 && now - s.down_since > opts_.retry_timeout) {
@@ -386,6 +503,10 @@ std::uint64_t Publisher::producer_id() const {
 }
 std::uint64_t Publisher::producer_epoch() const {
   return impl_->producer_epoch_;
+}
+std::uint64_t Publisher::ring_bytes_in_use() const {
+  CATENA_ST_CHECK(impl_->owner_);
+  return impl_->ring_used_;
 }
 std::uint64_t Publisher::in_flight() const {
   CATENA_ST_CHECK(impl_->owner_);

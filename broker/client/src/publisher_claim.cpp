@@ -27,10 +27,12 @@ fabric::Errc Publisher::Impl::claim_st(std::uint32_t partition, const PendingRec
   if (attrs != nullptr && chain::attributes_size(*attrs, &block) != chain::AttributesCheck::ok)
     return Errc::invalid_argument;
   if (length > max_record_ || block + length > max_record_) return Errc::too_large;
+  // As stage_st: the ring comes with the first record, and grows for one
+  // that does not fit (the claim answers backpressure meanwhile).
+  if (const Errc e = room_for_st(s, block + length); e != Errc::ok) return e;
   const auto region = static_cast<std::uint32_t>(block + length);
-  if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
-  if (!s.head.fits(region)) return Errc::too_large;
   const Errc e = s.head.reserve(region, &s.claim);
+  if (e == Errc::backpressure) ring_was_full_st(s);
   if (e != Errc::ok) return e;  // backpressure: wait for credit
   std::byte* at = s.head.region_at(s.claim);
   if (attrs != nullptr) chain::encode_attributes(at, *attrs);

@@ -166,8 +166,8 @@ void Publisher::Impl::dial_head_st(PartitionSession& s, ReplicaAddress head, std
   hello.ref.set(channel_, s.partition, epoch);
   hello.producer_id = opts_.producer_id;
   hello.producer_epoch = producer_epoch_;
-  hello.ring_bytes = ring_bytes_;
-  hello.generation = generation_;  // the head refuses it until its marker of this generation is in
+  hello.ring_bytes = s.head.ring_bytes();  // the partition's ring as it is now (it grows)
+  hello.generation = generation_;          // the head refuses it until its marker of this generation is in
   std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
   s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout);
   s.attempt = Attempt::dial;
@@ -214,6 +214,10 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
     fail_all_st(s, wire::Status::unauthenticated);
     return;
   }
+  if (w && w->status == wire::Status::resource_exhausted && s.growing) {
+    grow_refused_st(s, now);  // the head's ring budget: the smaller ring again
+    return;
+  }
   if (w && w->status == wire::Status::moved) {
     on_moved_welcome_st(s, *w, now);
     return;
@@ -237,7 +241,7 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
                   head.fabric_addr, d.error.message);
     return;
   }
-  if (w->status != wire::Status::ok || w->ring_bytes != ring_bytes_ ||
+  if (w->status != wire::Status::ok || w->ring_bytes != s.head.ring_bytes() ||
       (s.attempt_hinted && w->epoch != s.hint_epoch)) {
     spdlog::debug("publisher {}/{}: head {} answered {}", channel_, s.partition, head.node_id,
                   wire::to_string(w->status));
@@ -265,6 +269,15 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
   max_record_ = std::min(max_record_, w->max_record);
   s.moved_epoch = 0;
   ++s.link_gen;
+  // Neither the partition's first session nor a grown ring's is a
+  // reconnection to tell the application about.
+  if (!s.connected_once || s.growing) s.seen_link = s.link_gen;
+  if (s.growing) {
+    spdlog::debug("publisher {}/{}: head {} took the {} KiB ring", channel_, s.partition, head.node_id,
+                  s.head.ring_bytes() >> 10);
+  }
+  s.connected_once = true;
+  s.growing = false;
   s.down = false;
   s.connect_backoff = std::chrono::milliseconds(0);
   s.watch.drop();

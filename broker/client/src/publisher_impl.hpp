@@ -56,6 +56,19 @@ struct PartitionSession {
   enum class Lookup : std::uint8_t { connect, stall_check, watch };
 
   std::uint32_t partition = 0;
+  // The ring (and the FIFOs) are allocated on the partition's first record
+  // (Publisher::Impl::activate_st); until then it has no session either.
+  bool active = false;
+  bool connected_once = false;  // its first connection is no `reconnected` event
+  // Growing its ring (PublisherOptions::ring_bytes): the size asked for,
+  // waiting until every record in flight is resolved (0: none); then, until
+  // the head welcomes the larger ring, `growing` (new records wait) and the
+  // size to go back to if it refuses it (its ring budget). grow_refused: a
+  // head refused once; this session does not ask again.
+  std::uint32_t grow_to = 0;
+  bool growing = false;
+  std::uint32_t grown_from = 0;
+  bool grow_refused = false;
   Route route;
   chain::PublishClient head;       // the records, their ring and the head's session (publish.hpp)
   chain::CommitWatchClient watch;  // the tail's early acks (chains of 2 or more)
@@ -173,13 +186,38 @@ class CATENA_LOCAL Publisher::Impl {
   // must be redialled (a resync or a move). Returns the records resolved.
   int on_ack_st(PartitionSession& s, const chain::wire::PublishAck& ack);
   void fail_all_st(PartitionSession& s, chain::wire::Status st);
-  // A partition's session, not connected: its ring's image and its FIFOs,
-  // allocated here once. Thread-safe (a Provider allocates from any
-  // thread): an alter's added partitions are built on a worker.
-  // `domain`: the channel's (chain/domain.hpp).
-  static std::unique_ptr<PartitionSession> new_session(fabric::Provider& provider, std::uint32_t partition,
-                                                       std::uint32_t ring_bytes, std::uint32_t window,
-                                                       fabric::DomainId domain);
+  // A partition's session, not connected and with no ring (activate_st
+  // allocates it on the first record). Thread-safe: an alter's added
+  // partitions are built on a worker.
+  static std::unique_ptr<PartitionSession> new_session(std::uint32_t partition);
+
+  // --- ring sizes (publisher.cpp) ---
+  // The ring a frame of `frame_bytes` needs: the smallest of the minimum
+  // doubled that holds it (a frame takes at most half a ring), at most
+  // ring_bytes_.
+  [[nodiscard]] std::uint32_t ring_for_st(std::uint32_t frame_bytes) const;
+  // Whether s can take a record whose frame counts `region` bytes now: its
+  // ring made (the first record), not growing, and large enough; or asks
+  // for a larger ring (backpressure) or answers too_large, disconnected.
+  [[nodiscard]] fabric::Errc room_for_st(PartitionSession& s, std::size_t region);
+  // A stage or reserve answered backpressure: a ring that was full (not the
+  // window) grows once its records are resolved, if the budget has room.
+  void ring_was_full_st(PartitionSession& s);
+  // Whether rings may take `more` bytes more and still leave the minimum
+  // for every other partition without one (no loop: a back-pressured
+  // publish may ask).
+  [[nodiscard]] bool budget_allows_st(std::uint64_t more, const PartitionSession& s) const;
+  // active_in_gen_ again, for a new partition count (a channel alter).
+  void recount_active_st();
+  // The first record to a partition: its ring (the minimum), its FIFOs,
+  // and the connect. ok, or resource_exhausted (no memory, or no room in
+  // ring_budget_bytes: rings are kept while the publisher lives, so never).
+  fabric::Errc activate_st(PartitionSession& s, Clock::time_point now);
+  // A grow asked for (grow_to) once every record is resolved: the larger
+  // ring and a new session with the head.
+  void grow_st(PartitionSession& s, Clock::time_point now);
+  // The head refused a grown ring: back to the size before, not asked again.
+  void grow_refused_st(PartitionSession& s, Clock::time_point now);
 
   // --- zero-copy publish (publisher_claim.cpp) ---
   // Reserves a frame of `length` payload bytes (after the attributes block
@@ -251,7 +289,10 @@ class CATENA_LOCAL Publisher::Impl {
   PublisherOptions opts_;
   std::unique_ptr<fabric::Provider> provider_;
   std::vector<std::unique_ptr<PartitionSession>> sessions_;
-  std::uint32_t ring_bytes_ = 0;
+  std::uint32_t ring_bytes_ = 0;     // a partition's largest ring (PublisherOptions::ring_bytes)
+  std::uint64_t ring_budget_ = 0;    // PublisherOptions::ring_budget_bytes
+  std::uint64_t ring_used_ = 0;      // the rings' sum (ring_bytes_in_use())
+  std::uint32_t active_in_gen_ = 0;  // partitions below partitions_ that have a ring
   std::uint32_t max_record_ = chain::kMaxRecordPayload;
   std::uint64_t producer_epoch_ = 0;
   std::uint32_t rr_ = 0;

@@ -41,15 +41,11 @@ void Publisher::Impl::start_remap_st(const PartitionSession& s) {
   // One build per switch: partitions a later refusal adds beyond it are
   // built when the sessions are adopted (adopt_sessions_st).
   if (want <= have || building_.busy() || built_) return;
-  building_.start(builds_, [provider = provider_.get(), have, want, ring = ring_bytes_, window = window_,
-                            domain = chain::domain_of_channel(channel_)] {
+  building_.start(builds_, [have, want] {
     Built b;
     b.from = have;
-    for (std::uint32_t p = have; p < want; ++p) {
-      auto session = new_session(*provider, p, ring, window, domain);
-      if (!session) break;  // no ring for it: tried again when adopted
-      b.sessions.push_back(std::move(session));
-    }
+    for (std::uint32_t p = have; p < want; ++p)
+      b.sessions.push_back(new_session(p));  // its ring comes with its first record
     return b;
   });
 }
@@ -78,6 +74,7 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
   std::size_t in_band = 0;
   for (auto& sp : sessions_) {
     PartitionSession& s = *sp;
+    if (!s.active) continue;  // never used: nothing to take, no session to switch
     auto take = [&](const chain::RecordHeader& h, std::span<const std::byte> payload) {
       Resend r;
       r.how = std::move(s.records.front());
@@ -118,6 +115,7 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
       channel_, generation_, generation, partitions_, partitions, resends_.size() - resend_next_, in_band);
   generation_ = generation;
   partitions_ = partitions;
+  recount_active_st();  // what ring_budget_bytes keeps for partitions without a ring
   remapping_ = false;
   // Where each record goes now (those of an earlier switch not sent yet
   // too), in publish order.
@@ -144,7 +142,7 @@ void Publisher::Impl::switch_generation_st(Clock::time_point now) {
   adopt_sessions_st(now);
 }
 
-void Publisher::Impl::adopt_sessions_st(Clock::time_point now) {
+void Publisher::Impl::adopt_sessions_st(Clock::time_point /*now*/) {
   CATENA_ST_CHECK(owner_);
   if (auto b = building_.take()) built_ = std::move(*b);
   if (remapping_ || building_.busy()) return;
@@ -154,17 +152,8 @@ void Publisher::Impl::adopt_sessions_st(Clock::time_point now) {
     std::unique_ptr<PartitionSession> s;
     if (built_ && p >= built_->from && p - built_->from < built_->sessions.size())
       s = std::move(built_->sessions[p - built_->from]);
-    if (!s) s = new_session(*provider_, p, ring_bytes_, window_, chain::domain_of_channel(channel_));
-    if (!s) {
-      // No ring for it: its records fail (drain_resends_st), and so does
-      // every publish to it.
-      spdlog::error("publisher {}: no memory for a ring of partition {}, added by an alter", channel_, p);
-      break;
-    }
-    s->down = true;  // connected from the next poll; its records wait retry_timeout at most
-    s->down_since = now;
-    s->retry_at = now;
-    sessions_.push_back(std::move(s));
+    if (!s) s = new_session(p);
+    sessions_.push_back(std::move(s));  // connected with its first record (activate_st)
   }
   built_.reset();
 }

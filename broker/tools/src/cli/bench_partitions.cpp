@@ -41,10 +41,12 @@ std::int64_t segment_for(const BenchOptions& o, int nodes, int partitions) {
   return s;
 }
 
-// The publisher's staging ring at each head: --ring-bytes, halved (to 64
-// KiB at least) until the rings of all partitions fit in 256 MiB. With 16
-// MiB rings, 256 partitions on 3 nodes had partitions whose sessions never
-// came up (records failed `unavailable` after the 30 s retry timeout).
+// The publisher's largest staging ring at each head: --ring-bytes, halved
+// (to 64 KiB at least) until the rings of all partitions fit in 256 MiB
+// (the publisher's ring_budget_bytes is that sum). With 16 MiB rings, 256
+// partitions on 3 nodes had partitions whose sessions never came up
+// (records failed `unavailable` after the 30 s retry timeout). Rings start
+// at 64 KiB and grow to this only when they fill (PublisherOptions).
 int ring_for(const BenchOptions& o, int partitions) {
   std::int64_t r = o.ring_bytes;
   while (r > (64 << 10) && r * partitions > (std::int64_t{256} << 20)) r /= 2;
@@ -168,6 +170,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
     }
     bench_detail::Throughput t;
     double setup_ms = 0;
+    std::uint64_t rings_in_use = 0;
     const int ring = ring_for(o, partitions);
     try {
       broker::ControllerRoutes routes(cco, "bench-partitions");
@@ -176,6 +179,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       po.linger = std::chrono::microseconds(o.linger_us);
       po.max_batch_bytes = o.max_batch_bytes;
       po.ring_bytes = ring;
+      po.ring_budget_bytes = static_cast<std::uint64_t>(ring) * static_cast<std::uint64_t>(partitions);
       po.max_in_flight = static_cast<std::uint32_t>(o.window);
       // Setup, not measured as throughput: the publisher's sessions with
       // every head and tail, then records to every partition in turn until
@@ -187,6 +191,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                                      static_cast<std::uint32_t>(partitions));
       setup_ms = static_cast<double>(bench_detail::steady_ns() - t0) / 1e6;
       t = bench_detail::throughput(*pub.value(), bytes, o.seconds, 0, static_cast<std::uint32_t>(partitions));
+      rings_in_use = pub.value()->ring_bytes_in_use();
     } catch (const Fail& f) {
       std::fprintf(stderr, "catena: bench --partitions: %d partitions: %s\n", partitions, f.what.c_str());
       rc = 1;
@@ -208,6 +213,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"bytes", bytes},
                        {"segment_bytes", cfg.segment_bytes},
                        {"ring_bytes", ring},
+                       {"publisher_ring_bytes", rings_in_use},
                        {"setup_ms", setup_ms},
                        {"msgs_per_s", msgs},
                        {"mb_per_s", msgs * bytes / 1e6},
@@ -229,8 +235,9 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       for (const auto& [id, n] : heads) h += " " + id + "=" + std::to_string(n);
       for (const auto& [id, n] : tails) tl += " " + id + "=" + std::to_string(n);
       std::printf("  %15s heads:%s  tails:%s\n", "", h.c_str(), tl.c_str());
-      std::printf("  %15s setup %.0f ms (sessions, first records), publisher ring %d KiB\n", "", setup_ms,
-                  ring >> 10);
+      std::printf(
+          "  %15s setup %.0f ms (sessions, first records), publisher rings %s (%d KiB at most each)\n", "",
+          setup_ms, mib_text(static_cast<std::int64_t>(rings_in_use)).c_str(), ring >> 10);
       for (const auto& [id, bytes] : rss) {
         std::printf("  %15s %s: resident %s, registered %s\n", "", id.c_str(), mib_text(bytes).c_str(),
                     mib_text(registered.count(id) != 0 ? registered.at(id) : -1).c_str());

@@ -158,6 +158,14 @@ constexpr Kind kind_of<PublisherGeneration>() {
 
 }  // namespace wire
 
+// The largest record a head takes (its welcome's max_record) in a log of
+// `segment_bytes` segments: a segment holds its header, the record and a
+// seal. A publisher knows it from the channel's layout before any welcome.
+constexpr std::uint32_t max_record_for(std::uint32_t segment_bytes) {
+  constexpr std::uint32_t overhead = sizeof(SegmentHeader) + 2 * sizeof(RecordHeader);
+  return segment_bytes <= overhead ? 0 : std::min<std::uint32_t>(kMaxRecordPayload, segment_bytes - overhead);
+}
+
 // --- the head's half ---------------------------------------------------------
 
 // Registered memory that publishers' staging rings may pin on one broker,
@@ -296,6 +304,14 @@ class PublishClient {
                                                   std::uint64_t producer_epoch, std::uint32_t ring_bytes,
                                                   std::uint64_t generation = 0);
 
+  // The ring's size (0: default-constructed, no ring yet).
+  [[nodiscard]] std::uint32_t ring_bytes() const { return writer_.ring_bytes(); }
+  // A larger (or smaller) ring in place of this one, for a new session: the
+  // link is dropped, the sequence numbering goes on. Requires pending() == 0
+  // (every record resolved: nothing to lay out again); false otherwise, and
+  // nothing changes.
+  bool replace_ring(std::unique_ptr<fabric::MemoryRegion> mirror, std::uint32_t ring_bytes);
+
   // --- records ---
   // Whether a payload of this size can ever be a frame of this ring.
   [[nodiscard]] bool fits(std::uint32_t payload_bytes) const;
@@ -367,11 +383,24 @@ class PublishClient {
   template <class OnResolved>
   int on_ack(const wire::PublishAck& ack, Event* event, OnResolved&& on_resolved) {
     ++acks_;
-    (void)writer_.credit_st(ack.ring_consumed);  // 0 from the commit watch: ignored
+    // A gap or a seal: none of the run was stored and its records stay
+    // pending for the next session, which the caller opens next. Their room
+    // in the ring is not given back: records staged meanwhile wait beside
+    // them, and together they still fit a ring from its start (resend()).
+    // Were it given back, up to a window of records could pile up behind
+    // them, more than one ring: the next session could not lay them out.
     if (ack.status == wire::Status::sequence_gap) {
       *event = Event::resync;
       return 0;
     }
+    if (ack.status == wire::Status::moved) {
+      // Sealed: none of these were stored (every record it did store was
+      // acknowledged before this); the next chain's head has this
+      // producer's state and takes them.
+      *event = Event::moved;
+      return 0;
+    }
+    (void)writer_.credit_st(ack.ring_consumed);  // 0 from the commit watch: ignored
     if (ack.status == wire::Status::remap) {
       // Nothing of the run was stored; the records stay pending (the last
       // refused() of them) until the caller maps them again (take_all).
@@ -381,13 +410,6 @@ class PublishClient {
         remap_partitions_ = ack.marker_partitions;
       }
       refused_ = std::min<std::uint64_t>(pending_.size(), refused_ + ack.count);
-      return 0;
-    }
-    if (ack.status == wire::Status::moved) {
-      // Sealed: none of these were stored (every record it did store was
-      // acknowledged before this); the next chain's head has this
-      // producer's state and takes them.
-      *event = Event::moved;
       return 0;
     }
     int resolved = 0;

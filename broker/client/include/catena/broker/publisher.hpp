@@ -67,8 +67,10 @@
 // lookup queues behind them). Calls of one worker run one at a time: a
 // connect that waits out connect_timeout delays other partitions'
 // reconnects (not their traffic), as the dials in poll() did. create()
-// still waits (setup): for the layout, the producer epoch and one connect
-// attempt per partition. ~Publisher waits for the worker calls in progress
+// still waits (setup) for the layout and the producer epoch; a partition's
+// session is started by its first record (which waits in the partition's
+// ring meanwhile) and brought up by poll(), like a reconnect (see
+// PublisherOptions::ring_bytes). ~Publisher waits for the worker calls in progress
 // (a connect: connect_timeout at most; a lookup: the RouteSource's own
 // timeout).
 //
@@ -202,7 +204,20 @@ struct PublisherOptions {
   // 0: the controller issues an id. Otherwise 1..2^62-1, e.g. an id that
   // stays the same across restarts; the epoch is issued either way.
   std::uint64_t producer_id = 0;
-  std::uint32_t ring_bytes = 4u << 20;  // staging ring at each head
+  // A partition's staging ring, at most (at the publisher, and registered
+  // at its head). No partition has one until its first record: it starts
+  // at 64 KiB (chain::kMinRingBytes; larger if that record needs it, a
+  // frame taking at most half a ring) and doubles, up to this, when records
+  // find it full, once its records in flight are acknowledged (a new
+  // session with the head, same producer id and epoch).
+  std::uint32_t ring_bytes = 4u << 20;
+  // The sum of this publisher's rings (ring_bytes_in_use()). A ring does not
+  // grow past it, and the growth of one leaves 64 KiB for every partition
+  // that has no ring yet; create() refuses (invalid_argument) a budget
+  // below 64 KiB per partition. A partition a channel alter adds whose
+  // 64 KiB do not fit answers resource_exhausted. A record too large for
+  // the ring the budget allows is too_large.
+  std::uint64_t ring_budget_bytes = 64ull << 20;
   // Batching: records published within `linger` are sent in one write, up to
   // max_batch_bytes. linger 0 sends each record at once (lowest latency).
   std::chrono::microseconds linger{0};
@@ -301,6 +316,10 @@ class CATENA_API Publisher {
   [[nodiscard]] std::uint64_t producer_id() const;
   [[nodiscard]] std::uint64_t producer_epoch() const;
   [[nodiscard]] std::uint64_t in_flight() const;
+  // Bytes of the partitions' staging rings (PublisherOptions::ring_bytes,
+  // ring_budget_bytes): the publisher's own; each head registers as much
+  // for the partitions it leads.
+  [[nodiscard]] std::uint64_t ring_bytes_in_use() const;
 
   class Impl;
 

@@ -326,9 +326,9 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   if (fabric_host.empty() && !verbs) fabric_host = host;
   // A restart keeps the node's id and addresses: a new incarnation of it.
   const std::string admin_listen = previous != nullptr ? previous->admin_addr : host + ":0";
-  args.insert(args.end(),
-              {opts_.bin_dir + "/catenad", "--controller", controller, "--provider", opts_.provider,
-               "--admin-listen", admin_listen, "--zone", zone, "--ready-file", ready, "--grace-ms", "1000"});
+  args.insert(args.end(), {opts_.bin_dir + "/catenad", "--controller", controller, "--provider",
+                           opts_.provider, "--admin-listen", admin_listen, "--zone", zone, "--ready-file",
+                           ready, "--grace-ms", std::to_string(opts_.grace_ms)});
   if (previous != nullptr) {
     args.insert(args.end(), {"--fabric-listen", previous->fabric_addr, "--node-id", previous->node_id});
   } else {
@@ -341,6 +341,7 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   }
   if (!opts_.keep_root.empty()) args.insert(args.end(), {"--keep-dir", opts_.keep_root + "/" + n.name});
   if (opts_.secure) args.insert(args.end(), {"--controller-token-file", admin_token_file()});
+  args.insert(args.end(), opts_.node_args.begin(), opts_.node_args.end());
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   n.pid = spawn(n.name, args);
   for (int i = 0; i < 300; ++i) {

@@ -40,6 +40,7 @@
 #include <catena/broker/controller_routes.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/chain/limits.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
 #include <catena/fabric/idle.hpp>
@@ -199,6 +200,39 @@ double fabric_bw_mb_per_s(const std::string& provider, std::uint32_t bytes, doub
   return 0;
 }
 
+// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
+std::uint64_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    std::uint64_t kib = 0;
+    in >> kib;
+    if (key == "MemAvailable:") return kib << 10;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+// The bench cluster's retention: a slot is reused only ttl (1 s, the
+// minimum) + grace after it was sealed, so the other slots hold what is
+// written meanwhile: slots - 1 of them per (ttl + grace) is the most a
+// replica can take sustained.
+constexpr int kBenchGraceMs = 250;
+constexpr double kRetentionSpanS = 1.0 + kBenchGraceMs / 1000.0;
+constexpr double kRetentionTargetBytesPerS = 2.5e9;
+
+int retention_slots(const BenchOptions& o, bool own_cluster) {
+  if (o.log_slots > 0) return o.log_slots;
+  if (!own_cluster || o.no_throughput) return 8;
+  double want = kRetentionTargetBytesPerS * kRetentionSpanS;
+  // Every replica of the throughput channel holds its slots (the soft
+  // provider's memory is shared memory): a third of what is free, at most.
+  if (const std::uint64_t avail = mem_available(); avail > 0) {
+    want = std::min(want, static_cast<double>(avail) / 3.0 / std::max(1, o.replicas));
+  }
+  const int slots = 1 + static_cast<int>(want / static_cast<double>(o.segment_bytes));
+  return std::clamp(slots, 8, static_cast<int>(chain::limits::kMaxSegmentSlots));
+}
+
 double rate(std::size_t n, std::uint64_t elapsed_ns) {
   return elapsed_ns == 0 ? 0 : static_cast<double>(n) * 1e9 / static_cast<double>(elapsed_ns);
 }
@@ -241,8 +275,14 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option(
          "--log-slots", o.log_slots,
-         "segment slots per replica (catenad --segment-slots) to warm up before measuring (0: measure cold)")
-      ->capture_default_str();
+         "segment slots per replica: the cluster the bench starts runs with them (catenad "
+         "--segment-slots), and all are warmed up before measuring; 0: as many as keep retention (ttl "
+         "1 s + grace) from capping the throughput rows at 2.5 GB/s, within a third of free memory (8 "
+         "with --controller)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, static_cast<int>(chain::limits::kMaxSegmentSlots)));
+  app.add_flag("--cold", o.cold,
+               "measure without warming the logs up first (first-touch page faults included)");
   app.add_option("--pin", o.pin, "none, spread (chain neighbours on different cores) or split (client alone)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
@@ -475,7 +515,16 @@ int run_bench(const Common& c, const BenchOptions& o) {
     }
   }
 
-  // The cluster.
+  // The cluster, with retention sized for the throughput rows.
+  const int slots = retention_slots(o, own_cluster);
+  const double retention_cap_mb = (slots - 1) * static_cast<double>(o.segment_bytes) / kRetentionSpanS / 1e6;
+  if (own_cluster) {
+    std::fprintf(info,
+                 "  retention: %d slots x %lld MiB per replica, ttl 1 s + grace %.2f s: at most %.0f MB/s "
+                 "sustained (--log-slots)\n",
+                 slots, static_cast<long long>(o.segment_bytes >> 20), kBenchGraceMs / 1000.0,
+                 retention_cap_mb);
+  }
   std::unique_ptr<LocalCluster> cluster;
   std::string controller = c.controller;
   if (own_cluster) {
@@ -485,6 +534,8 @@ int run_bench(const Common& c, const BenchOptions& o) {
     copts.dir = o.dir;
     copts.quiet = true;
     copts.secure = o.secure;
+    copts.grace_ms = kBenchGraceMs;
+    copts.node_args = {"--segment-slots", std::to_string(slots)};
     cluster = std::make_unique<LocalCluster>(copts);
     std::string err;
     if (!cluster->start(&err)) {
@@ -540,9 +591,9 @@ int run_bench(const Common& c, const BenchOptions& o) {
     po.provider = c.provider;
     auto pub = Publisher::create(routes, lat_ch->config.name, po);
     if (!pub) throw Fail{"publisher: " + pub.error().message};
-    if (o.log_slots > 0) {
+    if (!o.cold) {
       std::uint64_t bytes = 0;
-      const double mbs = warm_log(*pub.value(), o.log_slots, kLatencySegment, &bytes);
+      const double mbs = warm_log(*pub.value(), std::min(slots, 8), kLatencySegment, &bytes);
       std::fprintf(info,
                    "  warm-up of the latency log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
                    static_cast<unsigned long long>(bytes >> 20), mbs);
@@ -598,9 +649,9 @@ int run_bench(const Common& c, const BenchOptions& o) {
       tpo.max_in_flight = static_cast<std::uint32_t>(o.window);
       auto tpub = Publisher::create(routes, tput_ch->config.name, tpo);
       if (!tpub) throw Fail{"publisher: " + tpub.error().message};
-      if (o.log_slots > 0 && !tput_sizes.empty()) {
+      if (!o.cold && !tput_sizes.empty()) {
         std::uint64_t bytes = 0;
-        const double mbs = warm_log(*tpub.value(), o.log_slots, o.segment_bytes, &bytes);
+        const double mbs = warm_log(*tpub.value(), slots, o.segment_bytes, &bytes);
         std::fprintf(
             info, "  warm-up of the throughput log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
             static_cast<unsigned long long>(bytes >> 20), mbs);
@@ -614,6 +665,10 @@ int run_bench(const Common& c, const BenchOptions& o) {
         r.pct = bench::percentiles(std::move(t.ack_ns));
         r.msgs_per_s = rate(t.acked, t.elapsed_ns);
         if (auto f = fabric_mb.find(bytes); f != fabric_mb.end()) r.fabric_mb_per_s = f->second;
+        if (own_cluster) {
+          r.note = "retention (" + std::to_string(slots) + " slots) caps this at " +
+                   std::to_string(static_cast<long long>(retention_cap_mb)) + " MB/s of frames";
+        }
         rep.emit(r);
       }
     }
@@ -627,13 +682,6 @@ int run_bench(const Common& c, const BenchOptions& o) {
       !svg.empty()) {
     std::fprintf(info, "  latency distributions: %s/<row>.hgrm, plotted in %s\n", o.out_dir.c_str(),
                  svg.c_str());
-  }
-  if (!o.json && rc == 0 && !o.no_throughput && own_cluster && o.log_slots > 1) {
-    // A slot is reused only after ttl (1 s) + the cluster's grace (1 s):
-    // the other slots must hold that much traffic.
-    std::printf("  (retention caps sustained throughput at %d x %lld MiB per 2 s = %.0f MB/s of frames)\n",
-                o.log_slots - 1, static_cast<long long>(o.segment_bytes >> 20),
-                static_cast<double>(o.log_slots - 1) * static_cast<double>(o.segment_bytes) / 2e6);
   }
   if (!o.json && rc == 0) {
     std::printf(

@@ -37,7 +37,7 @@ std::int64_t segment_for(const BenchOptions& o, int nodes, int partitions) {
   const std::int64_t per_node = (std::int64_t{partitions} * o.replicas + nodes - 1) / nodes;
   const std::int64_t budget = std::int64_t{32} << 30;
   std::int64_t s = o.segment_bytes;
-  while (s > (1 << 20) && per_node * std::max(o.log_slots, 1) * s > budget) s /= 2;
+  while (s > (1 << 20) && per_node * (o.log_slots > 0 ? o.log_slots : 8) * s > budget) s /= 2;
   return s;
 }
 

@@ -91,9 +91,14 @@ struct BenchOptions {
   int window = 4096;
   int linger_us = 20;
   int max_batch_bytes = 256 << 10;
-  int ring_bytes = 16 << 20;
+  int ring_bytes = 64 << 20;  // the publisher ring's most (it grows to it): in-flight bytes for large records
   std::int64_t segment_bytes = 64 << 20;
-  int log_slots = 8;
+  // Segment slots per replica: the bench's own cluster runs with them
+  // (catenad --segment-slots), and all are warmed up before measuring.
+  // 0: sized so that retention does not cap the throughput rows (8 with a
+  // cluster it did not start).
+  int log_slots = 0;
+  bool cold = false;  // measure without warming the logs up first
   std::string pin = "spread";
   bool json = false;
   bool secure = false;  // its own cluster closed with an admin token (LocalCluster::secure)

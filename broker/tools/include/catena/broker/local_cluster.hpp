@@ -66,6 +66,10 @@ struct ClusterOptions {
   // More catena-controller flags, for every controller (e.g. the failover
   // bench's {"--tick-interval-ms", "10", "--probe-timeout-ms", "25"}).
   std::vector<std::string> controller_args;
+  // More catenad flags, for every broker (e.g. `catena bench`'s
+  // {"--segment-slots", "40"}).
+  std::vector<std::string> node_args;
+  int grace_ms = 1000;  // catenad --grace-ms: lagging readers' grace after a segment expires
   std::string bin_dir;  // where catenad / catena-controller are (default: next to catena)
   // Kept memory (process-level recovery): broker i keeps its segments in
   // <keep_root>/node-<i> (catenad --keep-dir; keep_root on a memory

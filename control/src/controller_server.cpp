@@ -387,13 +387,25 @@ void ControllerServer::maintenance_loop() {
       MutexLock lock(mu_);
       if (stopping_) return;
     }
+    const auto started = std::chrono::steady_clock::now();
     if (auto c = role_->leading()) c->tick();
+    ticks_.fetch_add(1, std::memory_order_relaxed);
     UniqueLock lock(mu_);
     (void)lock.wait_for(wake_, tick_interval_, [this] {
       mu_.assert_held();  // the wait holds it when it asks
       return stopping_ || tick_requested_;
     });
     if (stopping_) return;
+    if (tick_requested_) {
+      // Woken early (a failure report): at most once per min_gap_ after the
+      // last tick began, so a flood of reports cannot keep the controller
+      // ticking back to back.
+      (void)lock.wait_until(wake_, started + min_gap_, [this] {
+        mu_.assert_held();
+        return stopping_;
+      });
+      if (stopping_) return;
+    }
     tick_requested_ = false;
   }
 }

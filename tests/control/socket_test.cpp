@@ -219,6 +219,40 @@ TEST_F(SocketTest, ChannelsRoutesAndTypedErrorsOverThrift) {
   EXPECT_EQ(client_->init_producer(-3).code(), idl::ErrorCode::INVALID_ARGUMENT);
 }
 
+// Failure reports wake the maintenance loop early, but a flood of them (a
+// client reporting in a loop) gets one early tick per gap, not one per
+// report: the controller does not tick back to back.
+TEST_F(SocketTest, AFloodOfTickRequestsIsCoalescedIntoFewTicks) {
+  server_->stop();  // one maintenance loop on the controller at a time
+  ControllerServer::Options so;
+  so.thrift.port = 0;
+  so.tick_interval = 60s;  // no periodic tick during the test: only requested ones
+  ControllerServer server(*controller_, so);
+  ASSERT_TRUE(server.start().ok());
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (server.ticks() < 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(server.ticks(), 1u);  // the one at start
+  server.tick_now();
+  while (server.ticks() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(server.ticks(), 2u) << "a request was not served at once";
+  // 200 ms of requests, one every 100 us: with a gap of 6 s / 10 capped at
+  // 10 ms, at most ~21 more ticks; without the gap, hundreds.
+  const auto start = std::chrono::steady_clock::now();
+  int requests = 0;
+  while (std::chrono::steady_clock::now() - start < 200ms) {
+    server.tick_now();
+    ++requests;
+    std::this_thread::sleep_for(100us);
+  }
+  std::this_thread::sleep_for(50ms);  // the last requested tick runs
+  const auto elapsed =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  const std::uint64_t early = server.ticks() - 2;
+  EXPECT_GE(early, 1u);
+  EXPECT_LE(early, static_cast<std::uint64_t>(elapsed.count() / 10 + 2)) << requests << " requests";
+  server.stop();
+}
+
 TEST_F(SocketTest, GarbageOnThePortDoesNotHurtTheServer) {
   register_broker(0, "z0");
   register_broker(1, "z1");

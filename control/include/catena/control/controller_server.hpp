@@ -9,6 +9,8 @@
 // calls it). The Controller must outlive the server.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -93,14 +95,21 @@ class ControllerServer {
   [[nodiscard]] std::string address() const { return server_.address(); }
   void stop();
   // Runs the maintenance tick as soon as the one under way (if any) ends,
-  // not at the next period: a failure report's probe goes out at once.
+  // not at the next period: a failure report's probe goes out at once. At
+  // most one such early tick per min_gap (a tenth of the tick interval,
+  // 1..10 ms) after the previous one began: requests meanwhile share it.
   void tick_now() EXCLUDES(mu_);
+  // Maintenance ticks run so far.
+  [[nodiscard]] std::uint64_t ticks() const noexcept { return ticks_.load(std::memory_order_relaxed); }
 
  private:
   void maintenance_loop() EXCLUDES(mu_);
 
   std::shared_ptr<ControllerRole> role_;
   const std::chrono::milliseconds tick_interval_;
+  const std::chrono::microseconds min_gap_ = std::clamp<std::chrono::microseconds>(
+      tick_interval_ / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
+  std::atomic<std::uint64_t> ticks_{0};
   ThriftServer server_;
   std::thread maintenance_thread_;
   Mutex mu_;

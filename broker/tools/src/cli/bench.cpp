@@ -172,15 +172,15 @@ double fabric_bw_mb_per_s(const std::string& provider, std::uint32_t bytes, doub
   const std::vector<std::string> args{
       perf,         "--provider",          provider,       "--lat-sizes",           "8",     "--iters", "100",
       "--bw-sizes", std::to_string(bytes), "--bw-seconds", std::to_string(seconds), "--json"};
+  std::vector<char*> argv;  // built before the fork: the child only calls what is async-signal-safe
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
     close(fds[1]);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(perf.c_str(), argv.data());
+    execv(argv[0], argv.data());
     _exit(127);
   }
   close(fds[1]);

@@ -23,7 +23,8 @@ PartitionLog::PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cf
     : slots_(std::move(slots)), info_(slots_.size()), zero_(slots_.size(), false), cfg_(cfg), clock_(clock) {
   if (slots_.size() < 2) throw std::invalid_argument("a partition needs at least 2 segment slots");
   for (auto& s : slots_) {
-    if (s.size() != cfg_.segment_bytes) throw std::invalid_argument("segment slot size mismatch");
+    if (!s.empty() && s.size() != cfg_.segment_bytes)
+      throw std::invalid_argument("segment slot size mismatch");
   }
   if (cfg_.segment_bytes < limits::kMinSegmentBytes || cfg_.segment_bytes % kRecordAlign != 0) {
     throw std::invalid_argument("segment_bytes must be >= " + std::to_string(limits::kMinSegmentBytes) +
@@ -36,19 +37,32 @@ std::uint32_t PartitionLog::room_st(std::uint32_t s) const {
   return used >= cfg_.segment_bytes ? 0 : cfg_.segment_bytes - used;
 }
 
-bool PartitionLog::open_next_st(std::uint64_t epoch) {
+bool PartitionLog::ensure_memory_st(std::uint32_t s) {
+  if (!slots_[s].empty()) return true;
+  if (memory_ == nullptr) return false;
+  bool zeroed = false;
+  const std::span<std::byte> m = memory_->acquire(s, &zeroed);
+  if (m.empty()) return false;
+  if (m.size() != cfg_.segment_bytes) throw std::invalid_argument("segment slot size mismatch");
+  slots_[s] = m;
+  zero_[s] = zeroed;
+  return true;
+}
+
+AppendStatus PartitionLog::open_next_st(std::uint64_t epoch) {
   const std::uint32_t s = next_slot_;
   SlotInfo& in = info_[s];
-  if (in.state == SlotState::open) return false;
+  if (in.state == SlotState::open) return AppendStatus::log_full;
   if (in.state == SlotState::sealed) {
     // Reuse only once the segment expired, its grace period passed, and
     // every record in it is committed: a record the tail does not hold yet
     // (commits stalled by a dead successor) may still be acknowledged, and
     // this slot may be its only copy.
     const std::uint64_t now = clock_.now_ns();
-    if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return false;
-    if (in.next_offset > commit_offset_) return false;
+    if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return AppendStatus::log_full;
+    if (in.next_offset > commit_offset_) return AppendStatus::log_full;
   }
+  if (!ensure_memory_st(s)) return AppendStatus::no_memory;
   if (!zero_[s]) std::memset(slots_[s].data(), 0, slots_[s].size());
   zero_[s] = false;
   SegmentHeader h{};
@@ -68,7 +82,7 @@ bool PartitionLog::open_next_st(std::uint64_t epoch) {
   in.opened_ns = clock_.now_ns();
   open_ = static_cast<int>(s);
   next_slot_ = (s + 1) % slot_count();
-  return true;
+  return AppendStatus::ok;
 }
 
 void PartitionLog::seal_st(std::uint32_t s) {
@@ -90,7 +104,9 @@ AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::by
   }
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < need)
     seal_st(static_cast<std::uint32_t>(open_));
-  if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
+  if (open_ < 0) {
+    if (const AppendStatus o = open_next_st(epoch_); o != AppendStatus::ok) return o;
+  }
   RecordHeader r = h;
   r.flags = 0;
   return append_frame_st(r, payload, offset);
@@ -105,7 +121,9 @@ AppendStatus PartitionLog::append_marker(const MarkerSpec& m, std::uint64_t* off
   encode_marker(m, payload);
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_size(kMarkerPayload))
     seal_st(static_cast<std::uint32_t>(open_));
-  if (open_ < 0 && !open_next_st(epoch_)) return AppendStatus::log_full;
+  if (open_ < 0) {
+    if (const AppendStatus o = open_next_st(epoch_); o != AppendStatus::ok) return o;
+  }
   const AppendStatus s = append_frame_st(h, payload, offset);
   if (s == AppendStatus::ok) marker_ = Marker{m.generation, *offset, m.to_partitions};
   return s;
@@ -132,9 +150,11 @@ std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_bytes) {
     seal_st(static_cast<std::uint32_t>(open_));
   }
-  if (open_ < 0 && !open_next_st(epoch_)) {
-    *status = AppendStatus::log_full;
-    return nullptr;
+  if (open_ < 0) {
+    if (const AppendStatus o = open_next_st(epoch_); o != AppendStatus::ok) {
+      *status = o;
+      return nullptr;
+    }
   }
   const SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
   std::byte* at = slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end;
@@ -155,6 +175,8 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
   if (slot >= slot_count() || end > cfg_.segment_bytes || end % kRecordAlign != 0 || end < kFirstRecord) {
     return ValidateStatus::corrupt;
   }
+  // The predecessor writes only into slots it was granted, which have memory.
+  if (slots_[slot].empty()) return ValidateStatus::corrupt;
   SlotInfo& in = info_[slot];
   SegmentHeader sh;
   std::memcpy(&sh, slots_[slot].data(), sizeof sh);
@@ -247,6 +269,7 @@ PartitionLog::Recovered PartitionLog::recover_st(std::uint64_t commit_offset) {
   };
   std::vector<Found> found;
   for (std::uint32_t s = 0; s < slot_count(); ++s) {
+    if (slots_[s].empty()) continue;
     SegmentHeader sh;
     std::memcpy(&sh, slots_[s].data(), sizeof sh);
     if (sh.magic == kSegmentMagic && sh.header_crc == segment_header_crc(sh) && sh.slot == s &&
@@ -320,7 +343,25 @@ bool PartitionLog::tick() {
       changed = true;
     }
   }
+  if (memory_ != nullptr) changed = release_expired_st(now) || changed;
   return changed;
+}
+
+bool PartitionLog::release_expired_st(std::uint64_t now) {
+  bool released = false;
+  for (std::uint32_t s = 0; s < slot_count(); ++s) {
+    const SlotInfo& in = info_[s];
+    // As open_next_st() reuses a slot: expired, past its grace, committed.
+    if (slots_[s].empty() || in.state != SlotState::sealed || !in.expired ||
+        now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns || in.next_offset > commit_offset_) {
+      continue;
+    }
+    if (!memory_->release(s, in.generation)) continue;
+    slots_[s] = {};
+    zero_[s] = false;
+    released = true;
+  }
+  return released;
 }
 
 bool PartitionLog::roll_if_aged() {
@@ -342,8 +383,10 @@ void PartitionLog::set_start(std::uint64_t base_offset) noexcept {
 
 std::uint64_t PartitionLog::start_offset() const noexcept {
   std::uint64_t start = end_offset_;
-  for (const auto& in : info_) {
-    if (in.state != SlotState::free && !in.expired) start = std::min(start, in.base_offset);
+  for (std::uint32_t s = 0; s < slot_count(); ++s) {
+    const SlotInfo& in = info_[s];
+    if (in.state != SlotState::free && !in.expired && !slots_[s].empty())
+      start = std::min(start, in.base_offset);
   }
   return start;
 }
@@ -360,9 +403,16 @@ std::vector<std::uint32_t> PartitionLog::slots_in_order() const {
 
 std::uint64_t PartitionLog::bytes_used() const noexcept {
   std::uint64_t n = 0;
-  for (const auto& in : info_) {
-    if (in.state != SlotState::free) n += in.valid_end;
+  for (std::uint32_t s = 0; s < slot_count(); ++s) {
+    if (info_[s].state != SlotState::free && !slots_[s].empty()) n += info_[s].valid_end;
   }
+  return n;
+}
+
+std::uint32_t PartitionLog::segments_held() const noexcept {
+  std::uint32_t n = 0;
+  for (std::uint32_t s = 0; s < slot_count(); ++s)
+    n += info_[s].state != SlotState::free && !slots_[s].empty();
   return n;
 }
 
@@ -370,7 +420,7 @@ Cursor PartitionLog::seek(std::uint64_t offset) const {
   Cursor c;
   for (std::uint32_t s = 0; s < slot_count(); ++s) {
     const SlotInfo& in = info_[s];
-    if (in.state == SlotState::free || in.expired) continue;
+    if (in.state == SlotState::free || in.expired || slots_[s].empty()) continue;
     const bool inside =
         offset >= in.base_offset &&
         (offset < in.next_offset || (offset == in.next_offset && in.state == SlotState::open));
@@ -399,8 +449,8 @@ ReadResult PartitionLog::read(Cursor& c) const {
   if (!c.valid) return r;
   for (int hops = 0; hops < 2; ++hops) {
     const SlotInfo& in = info_[c.slot];
-    if (in.generation != c.generation || in.state == SlotState::free) {
-      r.status = ReadStatus::expired;
+    if (in.generation != c.generation || in.state == SlotState::free || slots_[c.slot].empty()) {
+      r.status = ReadStatus::expired;  // reused, or its memory given back
       return r;
     }
     if (c.position >= in.valid_end) return r;  // nothing new yet
@@ -413,6 +463,10 @@ ReadResult PartitionLog::read(Cursor& c) const {
       const SlotInfo& nx = info_[next];
       if (nx.state == SlotState::free || nx.generation <= in.generation || nx.base_offset != c.next_offset) {
         return r;  // not opened yet
+      }
+      if (slots_[next].empty()) {
+        r.status = ReadStatus::expired;
+        return r;
       }
       c.slot = next;
       c.generation = nx.generation;

@@ -179,8 +179,14 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
     }
     AppendStatus staged = AppendStatus::ok;
     const std::byte* copy = log.stage_frame(f.at, f.bytes, &staged);
-    if (staged == AppendStatus::log_full) {  // back-pressure: the ring stays full
-      if (target.counters != nullptr) ReplicaCounters::add(target.counters->log_full_events, 1);
+    if (staged == AppendStatus::log_full || staged == AppendStatus::no_memory) {
+      // Back-pressure: the ring stays full until retention or the node's
+      // segment budget frees a segment.
+      if (target.counters != nullptr) {
+        ReplicaCounters::add(staged == AppendStatus::log_full ? target.counters->log_full_events
+                                                              : target.counters->segment_memory_refusals,
+                             1);
+      }
       return work;
     }
     if (staged == AppendStatus::too_large) {

@@ -24,6 +24,9 @@ constexpr std::uint32_t kMaxForwardChunk = 1u << 20;
 constexpr std::uint32_t kWrLenShift = 8;
 constexpr std::uint64_t kWrLenMask = (1ull << 32) - 1;
 static_assert(wire::kMaxSlots <= (1u << kWrLenShift));
+// A successor that refused a slot for want of segment memory is asked again
+// this much later.
+constexpr std::uint64_t kAskAgainNs = 10'000'000;
 
 }  // namespace
 
@@ -62,12 +65,55 @@ fabric::Result<void> check_replica_config(const ReplicaConfig& cfg) {
 Replica::Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock)
     : provider_(provider), cfg_(cfg), clock_(clock) {}
 
-Replica::~Replica() = default;
+Replica::~Replica() {
+  SegmentBudget& b = segments_st();
+  b.used_bytes -= std::min(b.used_bytes, segment_bytes_held_);
+}
 
 std::uint64_t Replica::memory_bytes() const {
   std::uint64_t n = kept_meta_mr_ ? kept_meta_mr_->size() : 0;
-  for (const auto& mr : slot_mrs_) n += mr->size();
+  for (const auto& mr : slot_mrs_) n += mr ? mr->size() : 0;
   return n;
+}
+
+namespace {
+constexpr std::uint32_t kSlotAccess = fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead;
+}  // namespace
+
+std::span<std::byte> Replica::acquire_slot_st(std::uint32_t slot, bool* zeroed) {
+  CATENA_ST_CHECK(owner_);
+  SegmentBudget& b = segments_st();
+  const std::uint64_t bytes = cfg_.log.segment_bytes;
+  if (b.used_bytes + bytes > b.limit_bytes) {
+    ++b.refusals;
+    ReplicaCounters::add(counters_->segment_memory_refusals, 1);
+    return {};
+  }
+  auto mr = provider_.allocate(bytes, kSlotAccess, domain_of_channel(cfg_.channel));
+  if (!mr) {
+    ++b.refusals;  // the provider's memory is spent: as the budget is, for this segment
+    ReplicaCounters::add(counters_->segment_memory_refusals, 1);
+    return {};
+  }
+  slot_mrs_[slot] = std::move(mr.value());
+  b.used_bytes += bytes;
+  segment_bytes_held_ += bytes;
+  *zeroed = true;  // Provider::allocate zeroes what it hands out
+  return {slot_mrs_[slot]->data(), slot_mrs_[slot]->size()};
+}
+
+bool Replica::release_slot_st(std::uint32_t slot, std::uint64_t generation) {
+  CATENA_ST_CHECK(owner_);
+  // Kept memory stays the partition's (kept_replica.hpp); and a newer
+  // generation granted to the predecessor will be written here.
+  if (!cfg_.keep_name.empty() || granted_[slot] > generation || !slot_mrs_[slot]) return false;
+  const std::uint64_t bytes = slot_mrs_[slot]->size();
+  slot_mrs_[slot].reset();  // its keys die with it; the provider zeroes it
+  SegmentBudget& b = segments_st();
+  b.used_bytes -= std::min(b.used_bytes, bytes);
+  b.released_bytes += bytes;
+  segment_bytes_held_ -= std::min(segment_bytes_held_, bytes);
+  return true;
 }
 
 fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provider, const ReplicaConfig& cfg,
@@ -75,7 +121,6 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   if (auto r = check_replica_config(cfg); !r) return r.error();
   std::unique_ptr<Replica> r(new Replica(provider, cfg, clock));
   std::vector<std::span<std::byte>> spans;
-  constexpr std::uint32_t kSlotAccess = fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead;
   bool all_kept = !cfg.keep_name.empty();
   bool any_kept = false;
   // The tenant's protection domain (domain.hpp): its memory is reachable
@@ -90,12 +135,21 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
     any_kept = any_kept || k.value().kept;
     return std::move(k.value().region);
   };
+  // Kept memory holds every slot from the start (a restart finds them by
+  // name); otherwise a slot takes memory when a segment opens there.
   for (std::uint32_t s = 0; s < cfg.slot_count; ++s) {
+    if (cfg.keep_name.empty()) {
+      spans.emplace_back();
+      r->slot_mrs_.emplace_back();
+      continue;
+    }
     auto mr = allocate_slot(s);
     if (!mr) return mr.error();
     spans.emplace_back(mr.value()->data(), mr.value()->size());
     r->slot_mrs_.push_back(std::move(mr.value()));
+    r->segment_bytes_held_ += cfg.log.segment_bytes;
   }
+  r->segments_st().used_bytes += r->segment_bytes_held_;
   std::uint64_t commit_kept = 0;
   if (!cfg.keep_name.empty()) {
     auto meta =
@@ -122,6 +176,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   if (!sc) return sc.error();
   r->scratch_ = std::move(sc.value());
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);
+  if (cfg.keep_name.empty()) r->log_->set_slot_memory(&r->slot_memory_);
   r->log_->track_producers(&r->producers_);
   if (commit_kept != 0) r->recovered_ = r->log_->recover_st(commit_kept);
   if (r->recovered_.end == 0) {
@@ -282,8 +337,14 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
   }
   for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
     succ_slots_[s] = w.slots[s].region;
+    succ_granted_[s] = w.slots[s].region.length != 0 ? w.slots[s].generation : 0;
+    succ_asked_[s] = 0;
     const SlotInfo& in = log_->slot_info(s);
-    if (in.state != SlotState::free && w.slots[s].generation == in.generation) {
+    if (in.state != SlotState::free && !log_->has_memory(s)) {
+      // Expired past its grace and given back: nothing to send from it.
+      fwd_gen_[s] = in.generation;
+      fwd_end_[s] = in.valid_end;
+    } else if (in.state != SlotState::free && w.slots[s].generation == in.generation) {
       // The successor already holds a prefix of this segment: resend the rest.
       fwd_gen_[s] = in.generation;
       fwd_end_[s] = std::min(w.slots[s].valid_end, in.valid_end);
@@ -297,6 +358,7 @@ bool Replica::attach_successor(std::unique_ptr<Link> link, const wire::ReplicaWe
   }
   succ_ = std::move(link);
   succ_progress_ns_ = tick_ns_;
+  ask_again_ns_ = 0;
   fwd_in_flight_ = 0;
   if (successor_epoch_ == cfg_.epoch) ++successor_rebuilds_;
   successor_epoch_ = cfg_.epoch;
@@ -333,13 +395,16 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
     log_->slots_written_remotely_st();  // from the moment it has their keys
     for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
       const SlotInfo& in = log_->slot_info(s);
+      w.slots[s].generation = in.state == SlotState::free ? 0 : in.generation;
+      w.slots[s].valid_end = in.state == SlotState::free ? 0 : in.valid_end;
+      // Only a slot holding a segment in memory is exposed (for that
+      // generation); any other the predecessor asks for (the slot grant).
       // The segment's keys are this predecessor link's alone.
+      if (in.state == SlotState::free || !slot_mrs_[s]) continue;
       if (!expose_into(link->ep(), *slot_mrs_[s], w.slots[s].region)) {
         w.status = wire::Status::resource_exhausted;
         break;
       }
-      w.slots[s].generation = in.state == SlotState::free ? 0 : in.generation;
-      w.slots[s].valid_end = in.state == SlotState::free ? 0 : in.valid_end;
     }
   }
   if (link->send(w) != fabric::Errc::ok || w.status != wire::Status::ok) {
@@ -353,6 +418,7 @@ void Replica::attach_predecessor(std::unique_ptr<Link> link, const wire::Replica
   pred_commit_word_ = hello.commit_word;
   commit_sent_up_ = 0;
   held_sent_up_ = 0;
+  grant_asked_.fill(0);
 }
 
 int Replica::do_work() {
@@ -435,30 +501,43 @@ int Replica::pump_predecessor_st() {
   CATENA_ST_CHECK(owner_);
   if (!pred_) return 0;
   const std::uint64_t end_before = log_->end_offset();
-  int n = pred_->poll_recv([](const std::byte*, std::uint32_t) {},
-                           [&](std::uint32_t imm, std::uint32_t) {
-                             const std::uint32_t slot = imm >> kSlotShift;
-                             const std::uint32_t end = (imm & kEndMask) * 8;
-                             // The bytes this write added: from where the slot's valid
-                             // data ended, or from 0 in a segment newly opened in it.
-                             std::uint32_t valid_before = 0;
-                             std::uint64_t gen_before = 0;
-                             if (slot < cfg_.slot_count && log_->slot_info(slot).state != SlotState::free) {
-                               valid_before = log_->slot_info(slot).valid_end;
-                               gen_before = log_->slot_info(slot).generation;
-                             }
-                             if (log_->on_remote_data(slot, end) != ValidateStatus::ok) {
-                               ++corrupt_frames_;
-                               pred_->ep().disconnect();  // refuse a predecessor that writes garbage
-                             } else {
-                               const SlotInfo& now = log_->slot_info(slot);
-                               const std::uint32_t from = now.generation == gen_before ? valid_before : 0;
-                               if (now.valid_end > from)
-                                 ReplicaCounters::add(counters_->appended_bytes, now.valid_end - from);
-                             }
-                           });
+  bool garbled = false;
+  int n = pred_->poll_recv(
+      [&](const std::byte* m, std::uint32_t len) {
+        const auto rq = wire::decode<wire::ReplicaSlotRequest>(m, len);
+        if (!rq || rq->slot >= cfg_.slot_count || rq->generation == 0) {
+          garbled = true;
+          return;
+        }
+        grant_asked_[rq->slot] = std::max(grant_asked_[rq->slot], rq->generation);
+      },
+      [&](std::uint32_t imm, std::uint32_t) {
+        const std::uint32_t slot = imm >> kSlotShift;
+        const std::uint32_t end = (imm & kEndMask) * 8;
+        // The bytes this write added: from where the slot's valid
+        // data ended, or from 0 in a segment newly opened in it.
+        std::uint32_t valid_before = 0;
+        std::uint64_t gen_before = 0;
+        if (slot < cfg_.slot_count && log_->slot_info(slot).state != SlotState::free) {
+          valid_before = log_->slot_info(slot).valid_end;
+          gen_before = log_->slot_info(slot).generation;
+        }
+        if (log_->on_remote_data(slot, end) != ValidateStatus::ok) {
+          ++corrupt_frames_;
+          pred_->ep().disconnect();  // refuse a predecessor that writes garbage
+        } else {
+          const SlotInfo& now = log_->slot_info(slot);
+          const std::uint32_t from = now.generation == gen_before ? valid_before : 0;
+          if (now.valid_end > from) ReplicaCounters::add(counters_->appended_bytes, now.valid_end - from);
+        }
+      });
   if (log_->end_offset() > end_before)
     ReplicaCounters::add(counters_->appended_records, log_->end_offset() - end_before);
+  if (garbled) {
+    ++corrupt_frames_;
+    pred_->ep().disconnect();  // a predecessor that sends what is not a slot request
+  }
+  if (n >= 0 && !pred_->broken()) n += answer_grants_st();
   pred_->poll_send();
   if (n < 0 || pred_->broken()) {
     // Not a fault to report: the predecessor redials and resumes from what
@@ -470,6 +549,41 @@ int Replica::pump_predecessor_st() {
   return n;
 }
 
+int Replica::answer_grants_st() {
+  CATENA_ST_CHECK(owner_);
+  int work = 0;
+  for (std::uint32_t s = 0; s < cfg_.slot_count; ++s) {
+    const std::uint64_t generation = grant_asked_[s];
+    if (generation == 0) continue;
+    wire::ReplicaSlotGrant g{};
+    g.slot = s;
+    g.generation = generation;
+    const SlotInfo& in = log_->slot_info(s);
+    if (in.state != SlotState::free && generation < in.generation) {
+      g.status = wire::Status::bad_request;  // it would write over a newer segment
+    } else if (!log_->ensure_memory_st(s)) {
+      g.status = wire::Status::resource_exhausted;
+    } else if (!expose_into(pred_->ep(), *slot_mrs_[s], g.region)) {
+      g.status = wire::Status::resource_exhausted;
+    } else {
+      g.status = wire::Status::ok;
+      granted_[s] = std::max(granted_[s], generation);
+      log_->slots_written_remotely_st();
+    }
+    if (pred_->send(g) != fabric::Errc::ok) break;  // the send queue is full: answer next pass
+    grant_asked_[s] = 0;
+    ++work;
+  }
+  return work;
+}
+
+void Replica::ask_slot_st(std::uint32_t slot, std::uint64_t generation) {
+  CATENA_ST_CHECK(owner_);
+  if (succ_asked_[slot] == generation || tick_ns_ < ask_again_ns_) return;  // asked, or refused lately
+  const wire::ReplicaSlotRequest rq{slot, 0, generation};
+  if (succ_->send(rq) == fabric::Errc::ok) succ_asked_[slot] = generation;
+}
+
 int Replica::forward_st() {
   CATENA_ST_CHECK(owner_);
   if (!succ_) return 0;
@@ -479,10 +593,14 @@ int Replica::forward_st() {
   for (std::uint32_t i = 0; i < slots; ++i) {
     const std::uint32_t s = (log_->next_slot() + i) % slots;  // oldest segment first
     const SlotInfo& in = log_->slot_info(s);
-    if (in.state == SlotState::free) continue;
+    if (in.state == SlotState::free || !log_->has_memory(s)) continue;
     if (fwd_gen_[s] != in.generation) {
       fwd_gen_[s] = in.generation;
       fwd_end_[s] = 0;
+    }
+    if (fwd_end_[s] < in.valid_end && succ_granted_[s] != in.generation) {
+      ask_slot_st(s, in.generation);
+      return work;  // in order: nothing of a later segment before this one
     }
     while (fwd_end_[s] < in.valid_end) {
       const std::uint32_t len = std::min(in.valid_end - fwd_end_[s], max_msg);
@@ -511,7 +629,31 @@ int Replica::pump_successor_st() {
     if ((c.wr_id & kWrTagMask) != kWrData) return;
     fwd_in_flight_ -= std::min(fwd_in_flight_, (c.wr_id >> kWrLenShift) & kWrLenMask);
   });
-  succ_->poll_recv([](const std::byte*, std::uint32_t) {}, [](std::uint32_t, std::uint32_t) {});
+  bool garbled = false;
+  const int got = succ_->poll_recv(
+      [&](const std::byte* m, std::uint32_t len) {
+        const auto g = wire::decode<wire::ReplicaSlotGrant>(m, len);
+        if (!g || g->slot >= cfg_.slot_count) {
+          garbled = true;
+          return;
+        }
+        if (g->generation != succ_asked_[g->slot]) return;  // an answer to an older link's ask
+        if (g->status == wire::Status::ok && g->region.length >= cfg_.log.segment_bytes) {
+          succ_slots_[g->slot] = g->region;
+          succ_granted_[g->slot] = g->generation;
+        } else if (g->status == wire::Status::resource_exhausted) {
+          succ_asked_[g->slot] = 0;  // its segment budget is spent: ask again later
+          ask_again_ns_ = tick_ns_ + kAskAgainNs;
+        } else {
+          garbled = true;  // bad_request: this replica is confused; start over
+        }
+      },
+      [](std::uint32_t, std::uint32_t) {});
+  if (got < 0)
+    n = -1;
+  else if (n >= 0)
+    n += got;
+  if (garbled) succ_->ep().disconnect();
   if (n < 0 || succ_->broken()) {
     // Not reported yet: the broker redials at once and forwarding resumes
     // from what the successor holds; a link it cannot rebuild is reported
@@ -600,8 +742,7 @@ ReplicaStats Replica::stats() const {
   s.commit_offset = log_->commit_offset();
   s.start_offset = log_->start_offset();
   s.bytes = log_->bytes_used();
-  for (std::uint32_t i = 0; i < cfg_.slot_count; ++i)
-    s.segments += log_->slot_info(i).state != SlotState::free;
+  s.segments = log_->segments_held();
   s.publishers = static_cast<std::uint32_t>(publishes_.size());
   s.publisher_sessions_opened = publishes_.opened();
   s.subscribers = static_cast<std::uint32_t>(deliveries_.size());
@@ -624,7 +765,7 @@ std::uint64_t Replica::successor_backlog_st() const {
   std::uint64_t backlog = fwd_in_flight_;
   for (std::uint32_t i = 0; i < cfg_.slot_count; ++i) {
     const SlotInfo& in = log_->slot_info(i);
-    if (in.state == SlotState::free) continue;
+    if (in.state == SlotState::free || !log_->has_memory(i)) continue;
     // A slot of a generation not yet started is owed whole.
     const std::uint32_t sent = fwd_gen_[i] == in.generation ? std::min(fwd_end_[i], in.valid_end) : 0;
     backlog += in.valid_end - sent;

@@ -256,6 +256,9 @@ struct NodeStats {
   // Bytes of fabric memory the node has registered (segments, rings, link
   // buffers: every region its provider still holds).
   7: optional i64 registered_bytes,
+  // Of those, the segments' (taken as segments open, given back as they
+  // expire: what the node retains, in whole segments).
+  8: optional i64 segment_memory_bytes,
 }
 
 struct HeartbeatRequest {

@@ -136,15 +136,21 @@ TEST(Metrics, PerPartitionCountersMoveByWhatWasPublishedAndStatShowsThem) {
   wait_for("catena_replica_appended_records_total", "tail", kFirst);
   wait_for("catena_replica_commit_offset", "tail", kFirst);
   auto first = scrape_all();
-  // Each node registered its replica's segment slots (catenad's default 8
-  // of the channel's default 4 MiB) and more: a gauge of its fabric memory.
+  // Each node holds one segment of the channel's default 4 MiB for these few
+  // records (segment memory is taken as segments open), and registered it
+  // and more: gauges of its segment and fabric memory.
   for (int port : ports) {
     const std::string text = scrape(port);
-    EXPECT_NE(text.find("# TYPE catena_node_registered_bytes gauge"), std::string::npos) << text;
-    const std::string name = "\ncatena_node_registered_bytes ";
-    const auto at = text.find(name);
-    ASSERT_NE(at, std::string::npos) << text;
-    EXPECT_GE(std::stod(text.substr(at + name.size())), 8.0 * (4 << 20)) << text;
+    auto gauge = [&](const std::string& metric) {
+      EXPECT_NE(text.find("# TYPE " + metric + " gauge"), std::string::npos) << text;
+      const std::string name = "\n" + metric + " ";
+      const auto at = text.find(name);
+      return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size()));
+    };
+    const double segments = gauge("catena_node_segment_memory_bytes");
+    EXPECT_EQ(segments, 1.0 * (4 << 20)) << text;
+    EXPECT_GE(gauge("catena_node_registered_bytes"), segments) << text;
+    EXPECT_GT(gauge("catena_node_segment_memory_limit_bytes"), segments) << text;
   }
   const double head_bytes = value(first, "catena_replica_appended_bytes_total", "head").value_or(-1);
   // Every record is a frame of the same size: a header and the 13-byte payload.

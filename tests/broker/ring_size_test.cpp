@@ -33,10 +33,19 @@ std::string payload_of(std::size_t i, std::size_t size) {
   return p;
 }
 
+// Each node's registered memory other than its segments' (which follow
+// what it retains: partition_log.hpp): rings and link buffers.
 std::vector<std::int64_t> registered(const std::vector<std::unique_ptr<broker::Broker>>& brokers) {
   std::vector<std::int64_t> out;
-  for (const auto& b : brokers)
-    out.push_back(b ? static_cast<std::int64_t>(b->stats().registered_bytes) : -1);
+  for (const auto& b : brokers) {
+    if (!b) {
+      out.push_back(-1);
+      continue;
+    }
+    const auto st = b->stats();
+    out.push_back(static_cast<std::int64_t>(st.registered_bytes) -
+                  static_cast<std::int64_t>(st.segment_memory_bytes));
+  }
   return out;
 }
 

@@ -94,7 +94,7 @@ class Joining : public ::testing::Test {
     control::idl::ChainAssignment a;
     a.__set_route(route);
     a.__set_segment_bytes(kSegment);
-    a.__set_ttl_ms(600000);
+    a.__set_ttl_ms(ttl_ms_);
     a.__set_channel_partitions(1);
     if (!lineage_.empty()) a.__set_lineage(lineage_);
     for (int i : on) {
@@ -259,7 +259,8 @@ class Joining : public ::testing::Test {
   }
 
   std::vector<std::unique_ptr<broker::Broker>> brokers_;
-  std::string lineage_;  // ChainAssignment.lineage from now on (empty: none)
+  std::int64_t ttl_ms_ = 600000;  // ChainAssignment.ttl_ms
+  std::string lineage_;           // ChainAssignment.lineage from now on (empty: none)
   StaticRoutes routes_;
   Route client_route_;
   std::map<std::uint64_t, std::string> acked_;  // offset -> payload
@@ -428,6 +429,129 @@ TEST_F(Joining, ReplacementCopiesBehindTheTailWhileItCommitsAndHoldsEverythingOn
 // joining replica while it commits on its own.
 TEST_F(Joining, ReplacementJoinsBehindAChainOfOne) {
   join_and_promote({0}, 1);
+}
+
+// Segment memory follows what a node retains (issue 17): no segment memory
+// before a segment opens, a segment's worth for each segment a replica holds,
+// all of it given back once the segments expired past their grace; the
+// successors' slots are granted as segments open, again after a release.
+class SegmentMemory : public Joining {
+ protected:
+  // Restarts the three brokers with a grace of 100 ms and, if not 0, a
+  // segment budget of `segments` segments each.
+  void restart(std::uint64_t segments) {
+    for (int i = 0; i < 3; ++i) {
+      brokers_[static_cast<std::size_t>(i)].reset();
+      broker::BrokerConfig cfg;
+      cfg.node_id = "node-" + std::to_string(i);
+      cfg.provider = provider_spec();
+      cfg.fabric_listen = test::listen_address();
+      cfg.slot_count = 8;
+      cfg.grace_ms = 100;
+      cfg.segment_memory_bytes = segments * kSegment;
+      auto b = broker::Broker::start(cfg);
+      ASSERT_TRUE(b.ok()) << b.error().message;
+      brokers_[static_cast<std::size_t>(i)] = std::move(b.value());
+    }
+  }
+  broker::NodeStats node(int i) { return brokers_[static_cast<std::size_t>(i)]->stats(); }
+
+  // Reads [from, acked_.size()) from the tail and checks every payload.
+  void expect_tail_serves_from(std::uint64_t from) {
+    SubscriberOptions so;
+    so.provider = provider_spec();
+    so.read_from = SubscriberOptions::ReadFrom::tail;
+    so.start = Start::offset;
+    so.start_offset = from;
+    auto sub = Subscriber::create(routes_, kChannel, so);
+    ASSERT_TRUE(sub.ok()) << sub.error().message;
+    std::uint64_t next = from;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (next < acked_.size() && std::chrono::steady_clock::now() < deadline) {
+      if (sub.value()->poll([&](const Message& m) {
+            ASSERT_EQ(m.offset, next) << "delivery out of order or with a gap";
+            ASSERT_EQ(std::string(reinterpret_cast<const char*>(m.payload.data()), m.payload.size()),
+                      acked_[next]);
+            ++next;
+          }) == 0) {
+        std::this_thread::sleep_for(100us);
+      }
+    }
+    EXPECT_EQ(next, acked_.size());
+  }
+};
+
+TEST_F(SegmentMemory, ANodeHoldsMemoryForTheSegmentsItRetainsAndGivesItBackAsTheyExpire) {
+  restart(0);
+  ttl_ms_ = 400;
+  install(make_route(1, {0, 1, 2}, {}), {0, 1, 2});
+  std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(node(i).segment_memory_bytes, 0u) << "node " << i << " took memory before a segment opened";
+    EXPECT_GT(node(i).segment_memory_limit_bytes, 0u) << "the default budget: half the machine";
+  }
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, kChannel, po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  publish(*pub.value(), 0, 3000);  // about three 256 KiB segments
+  ASSERT_TRUE(eventually([&] { return stats_of(2).commit_offset == 3000; }));
+  for (int i = 0; i < 3; ++i) {
+    const auto st = node(i);
+    ASSERT_EQ(st.partitions.size(), 1u);
+    EXPECT_GE(st.partitions[0].replica.segments, 1u) << "node " << i;
+    EXPECT_EQ(st.segment_memory_bytes, st.partitions[0].replica.segments * std::uint64_t{kSegment})
+        << "node " << i << ": a segment's worth for each segment held";
+  }
+  // Quiet: the open segment rolls at its ttl, and every segment expires and
+  // gives its memory back after the grace, on every replica.
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (node(i).segment_memory_bytes != 0) return false;
+        }
+        return true;
+      },
+      10s))
+      << "held " << node(0).segment_memory_bytes << ", " << node(1).segment_memory_bytes << ", "
+      << node(2).segment_memory_bytes;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(node(i).segments, 0u) << "node " << i;
+    EXPECT_GE(node(i).zeroed_bytes, 2u * kSegment) << "node " << i << ": what it gave back was zeroed";
+  }
+  // Traffic again: segments open in slots whose memory went, on every
+  // replica (the successors grant them again), in order and whole.
+  publish(*pub.value(), 3000, 1500);
+  ASSERT_TRUE(eventually([&] { return stats_of(2).commit_offset == 4500; }));
+  for (int i = 0; i < 3; ++i) EXPECT_GT(node(i).segment_memory_bytes, 0u) << "node " << i;
+  expect_tail_serves_from(3000);
+}
+
+// Every node may hold two segments: the head waits to open a third, and a
+// successor refuses its predecessor a third slot, until retention gives one
+// back. Publishes are held back, never refused, lost or reordered.
+TEST_F(SegmentMemory, ASpentBudgetHoldsPublishesBackUntilRetentionGivesMemoryBack) {
+  restart(2);
+  ttl_ms_ = 300;
+  install(make_route(1, {0, 1, 2}, {}), {0, 1, 2});
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto pub = Publisher::create(routes_, kChannel, po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  publish(*pub.value(), 0, 6000);  // about six segments: three laps of the budget
+  ASSERT_TRUE(eventually([&] { return stats_of(2).commit_offset == 6000; }));
+  std::uint64_t refusals = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LE(node(i).segment_memory_bytes, 2u * kSegment) << "node " << i << " went past its budget";
+    refusals += node(i).segment_memory_refusals;
+  }
+  EXPECT_GT(node(0).segment_memory_refusals, 0u) << "the head waited for memory";
+  EXPECT_GT(refusals, 0u);
+  // acked_ holds offsets 0..5999 once each (publish() checks): nothing lost,
+  // nothing twice; the newest records are served whole and in order.
+  EXPECT_EQ(acked_.begin()->first, 0u);
+  EXPECT_EQ(acked_.rbegin()->first, 5999u);
+  expect_tail_serves_from(stats_of(2).start_offset);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Unit tests of the chain layer's building blocks: record framing, segment
 // rolling and expiry (with an injected clock), replica validation of bytes a
 // predecessor wrote, readers, idempotent producer state and wire decoding.
+#include <algorithm>
 #include <chrono>
 #include <gtest/gtest.h>
 #include <optional>
@@ -776,6 +777,127 @@ TEST(Wire, EncodesDecodesAndRefusesGarbage) {
     for (std::uint32_t j = 0; j < len; ++j) buf[j] = std::byte(static_cast<std::uint8_t>(rng()));
     ASSERT_FALSE(wire::peek(buf, len));
   }
+}
+
+// --- segment memory taken as segments open, given back when they expire ---
+
+// A SlotMemory over plain buffers with a budget of whole segments; it
+// refuses a release while `keep` says so (a newer generation granted).
+struct BudgetedSlots final : SlotMemory {
+  BudgetedSlots(std::size_t slots, std::size_t bytes, std::size_t budget)
+      : mem(slots, std::vector<std::byte>(bytes, std::byte{0x5a})), budget(budget) {}
+  std::span<std::byte> acquire(std::uint32_t slot, bool* zeroed) override {
+    ++acquires;
+    if (held == budget) return {};
+    ++held;
+    // Dirty on purpose when reused: the log must clear what it is not told is zero.
+    *zeroed = false;
+    return {mem[slot].data(), mem[slot].size()};
+  }
+  bool release(std::uint32_t slot, std::uint64_t) override {
+    if (keep) return false;
+    --held;
+    released.push_back(slot);
+    return true;
+  }
+  std::vector<std::span<std::byte>> none() const { return std::vector<std::span<std::byte>>(mem.size()); }
+  std::vector<std::vector<std::byte>> mem;
+  std::size_t budget;
+  std::size_t held = 0;
+  int acquires = 0;
+  bool keep = false;
+  std::vector<std::uint32_t> released;
+};
+
+TEST_F(LogTest, ASlotTakesMemoryWhenItsSegmentOpensAndTheBudgetBacksPressure) {
+  BudgetedSlots m(4, kSeg, 2);
+  PartitionLog log(m.none(), cfg, clock);
+  log.set_slot_memory(&m);
+  for (std::uint32_t s = 0; s < 4; ++s) EXPECT_FALSE(log.has_memory(s)) << s;
+  EXPECT_EQ(m.acquires, 0) << "nothing is taken before a segment opens";
+  std::string payload(1000, 'b');
+  std::uint64_t off = 0;
+  AppendStatus st = AppendStatus::ok;
+  int n = 0;
+  while ((st = log.append(producer(1, static_cast<std::uint32_t>(n)), bytes_of(payload), &off)) ==
+         AppendStatus::ok)
+    ++n;
+  // Two segments' memory, 3 records each; the third segment finds none.
+  EXPECT_EQ(st, AppendStatus::no_memory);
+  EXPECT_EQ(n, 6);
+  EXPECT_EQ(m.held, 2u);
+  EXPECT_EQ(log.segments_held(), 2u);
+  EXPECT_TRUE(log.has_memory(0));
+  EXPECT_TRUE(log.has_memory(1));
+  EXPECT_FALSE(log.has_memory(2));
+  // A segment given memory later (another partition gave some back) opens.
+  m.budget = 3;
+  ASSERT_EQ(log.append(producer(1, 6), bytes_of(payload), &off), AppendStatus::ok);
+  EXPECT_EQ(off, 6u);
+  RecordHeader h;
+  const std::byte* first = log.slot_memory(2).data() + sizeof(SegmentHeader);
+  ASSERT_EQ(check_frame(first, kSeg - sizeof(SegmentHeader), &h), FrameCheck::ok);
+  EXPECT_EQ(h.offset, 6u);
+  // The dirty memory was cleared before use: zeros after the frame.
+  const std::byte* after = first + frame_size(1000);
+  const std::byte* end = log.slot_memory(2).data() + kSeg;
+  EXPECT_EQ(std::count(after, end, std::byte{0}), end - after);
+}
+
+TEST_F(LogTest, AnExpiredCommittedSegmentGivesItsMemoryBackAfterItsGrace) {
+  BudgetedSlots m(4, kSeg, 4);
+  PartitionLog log(m.none(), cfg, clock);
+  log.set_slot_memory(&m);
+  std::string payload(1000, 'c');
+  std::uint64_t off = 0;
+  for (int i = 0; i < 7; ++i)
+    ASSERT_EQ(log.append(producer(1, i), bytes_of(payload), &off), AppendStatus::ok);
+  ASSERT_EQ(m.held, 3u);  // slots 0 and 1 sealed, 2 open
+  Cursor reader = log.seek(0);
+  ASSERT_TRUE(reader.valid);
+  clock.advance(10s);  // ttl: 0 and 1 expire
+  log.tick();
+  clock.advance(3s);  // past the grace, but nothing is committed yet
+  log.tick();
+  EXPECT_EQ(m.held, 3u) << "an uncommitted segment keeps its memory";
+  log.set_commit_offset(3);  // slot 0's records only
+  log.tick();
+  EXPECT_EQ(m.released, std::vector<std::uint32_t>{0});
+  EXPECT_FALSE(log.has_memory(0));
+  EXPECT_EQ(log.segments_held(), 2u);
+  EXPECT_EQ(log.start_offset(), 6u) << "expired or given back: no new reader starts there";
+  EXPECT_EQ(log.read(reader).status, ReadStatus::expired);
+  EXPECT_FALSE(log.seek(1).valid);
+  // While the slot's memory is wanted (a newer generation granted), it stays.
+  m.keep = true;
+  log.set_commit_offset(6);
+  log.tick();
+  EXPECT_TRUE(log.has_memory(1));
+  m.keep = false;
+  log.tick();
+  EXPECT_FALSE(log.has_memory(1));
+  // The open segment is never given back; the log goes on in order.
+  EXPECT_TRUE(log.has_memory(2));
+  for (int i = 7; i < 14; ++i)
+    ASSERT_EQ(log.append(producer(1, i), bytes_of(payload), &off), AppendStatus::ok) << i;
+  EXPECT_EQ(off, 13u);
+  log.set_commit_offset(log.end_offset());
+  Cursor c = log.seek(6);
+  ASSERT_TRUE(c.valid);
+  for (std::uint64_t want = 6; want < 14; ++want) {
+    const ReadResult r = log.read(c);
+    ASSERT_EQ(r.status, ReadStatus::record) << want;
+    EXPECT_EQ(r.header.offset, want);
+  }
+}
+
+TEST_F(LogTest, APredecessorsWriteIntoASlotWithoutMemoryIsCorrupt) {
+  BudgetedSlots m(4, kSeg, 4);
+  PartitionLog log(m.none(), cfg, clock);
+  log.set_slot_memory(&m);
+  EXPECT_EQ(log.on_remote_data(0, 256), ValidateStatus::corrupt);
+  ASSERT_TRUE(log.ensure_memory_st(0));  // granted
+  EXPECT_EQ(log.on_remote_data(0, 256), ValidateStatus::corrupt) << "no segment header was written";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -74,6 +75,15 @@ class Broker::Impl {
  public:
   Impl(const BrokerConfig& cfg, const catena::Clock& clock) : cfg_(cfg), clock_(clock) {
     budget_.ring_bytes_limit = cfg.session_memory_bytes;
+    segments_.limit_bytes = cfg.segment_memory_bytes != 0 ? cfg.segment_memory_bytes : half_of_memory();
+  }
+
+  // The default segment budget: half the machine's physical memory.
+  static std::uint64_t half_of_memory() {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return std::uint64_t{16} << 30;
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
   }
 
   fabric::Result<void> open(std::unique_ptr<fabric::Provider> provider) {
@@ -225,6 +235,7 @@ class Broker::Impl {
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
     cfg.limits = cfg_.limits;
     cfg.budget = &budget_;
+    cfg.segment_budget = &segments_;
     if (!cfg.tenant.empty()) {
       // One per tenant, never erased: replicas keep pointers to it.
       TenantShare& t = tenants_[cfg.tenant];
@@ -332,7 +343,12 @@ class Broker::Impl {
     const bool first = rep->log().marker().generation < generation;
     MarkerResult out{ConfigureStatus::applied, rep->epoch(), "", rep->append_marker_st(marker)};
     if (out.state.status != chain::AppendStatus::ok) {
-      return {ConfigureStatus::failed, rep->epoch(), "the log is full: try again", {}};
+      return {ConfigureStatus::failed,
+              rep->epoch(),
+              out.state.status == chain::AppendStatus::no_memory
+                  ? "the node's segment memory budget is spent: try again"
+                  : "the log is full: try again",
+              {}};
     }
     if (first) {
       spdlog::info("partition {}/{}: marker of generation {} at offset {}", channel, partition, generation,
@@ -588,10 +604,23 @@ class Broker::Impl {
       ++it;
     }
     kept_stats_st(st);
-    st.zeroed_bytes = zeroed_bytes_;
+    // Segments given back as they expired were zeroed too (by the provider).
+    st.zeroed_bytes = zeroed_bytes_ + segments_.released_bytes;
     st.link_rebuilds = link_rebuilds_;
     st.registered_bytes =
         static_cast<std::uint64_t>(std::max<std::int64_t>(provider_->registered_bytes(), 0));
+    st.segment_memory_bytes = segments_.used_bytes;
+    st.segment_memory_limit_bytes = segments_.limit_bytes;
+    st.segment_memory_refusals = segments_.refusals;
+    if (segments_.refusals > refusals_logged_ && now >= next_refusal_log_ns_) {
+      spdlog::warn(
+          "segment memory budget spent: {} of {} bytes held; {} segments refused since start "
+          "(heads wait to open a segment, predecessors for a slot): raise --segment-memory-mb or shorten "
+          "retention",
+          segments_.used_bytes, segments_.limit_bytes, segments_.refusals);
+      refusals_logged_ = segments_.refusals;
+      next_refusal_log_ns_ = now + 10'000'000'000ull;
+    }
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
     for (auto& r : reports) link_reports_.push_back(std::move(r));
@@ -707,6 +736,9 @@ class Broker::Impl {
   // Bytes of replica memory zeroed (release_replica_st, discard_kept_st):
   // take_inventory's, then the data-plane thread's; reported in the stats.
   std::uint64_t zeroed_bytes_ = 0;
+  chain::SegmentBudget segments_;  // every replica's segment memory (BrokerConfig::segment_memory_bytes)
+  std::uint64_t refusals_logged_ = 0;
+  std::uint64_t next_refusal_log_ns_ = 0;
   // Successor links rebuilt in place at the same epoch (partition-level
   // recovery), summed over every replica this node held.
   std::uint64_t link_rebuilds_ = 0;

@@ -33,8 +33,11 @@ struct Config {
   // that a restarted catenad finds the segments it held; needs [node] id.
   std::string keep_dir;
   std::uint64_t session_memory_mb = 1024;  // [limits] session_memory_mb
-  int pin_cpu = -1;                        // [cpu] pin_data_plane
-  std::string log_level = "info";          // [log] level
+  // [storage] segment_memory_mb: segment memory all replicas may hold (0:
+  // half the machine's memory).
+  std::uint64_t segment_memory_mb = 0;
+  int pin_cpu = -1;                // [cpu] pin_data_plane
+  std::string log_level = "info";  // [log] level
   // [node] join_rebalance: once registered, have the controller rebalance
   // partition roles onto this node (Controller.addNode), once per start.
   bool join_rebalance = false;

@@ -89,6 +89,10 @@ int main(int argc, char** argv) {
   flag("--keep-dir", &Config::keep_dir, "storage.keep_dir",
        "keep segments in this directory on a memory filesystem (e.g. /dev/shm/catena/node-1): a restarted "
        "catenad finds them and catches up only what it missed (soft provider; needs --node-id)");
+  flag("--segment-memory-mb", &Config::segment_memory_mb, "storage.segment_memory_mb",
+       "registered memory all partitions' segments may hold on this node (0: half the machine's memory); "
+       "a segment takes it when it opens and gives it back when it expires; beyond it heads wait "
+       "(back-pressure) and the node logs why");
   flag("--session-memory-mb", &Config::session_memory_mb, "limits.session_memory_mb",
        "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
        "are refused (resource_exhausted)");
@@ -158,6 +162,7 @@ int main(int argc, char** argv) {
   bc.grace_ms = s.grace_ms;
   bc.keep_dir = s.keep_dir;
   bc.session_memory_bytes = s.session_memory_mb << 20;
+  bc.segment_memory_bytes = s.segment_memory_mb << 20;
   bc.pin_cpu = s.pin_cpu;
   auto broker = catena::broker::Broker::start(bc);
   if (!broker) {

@@ -119,6 +119,13 @@ std::vector<MetricFamily> collect(const Broker& broker) {
        static_cast<double>(st.zeroed_bytes));
   node("catena_node_registered_bytes", "Fabric memory registered (segments, rings, link buffers)", gauge,
        static_cast<double>(st.registered_bytes));
+  node("catena_node_segment_memory_bytes", "Segment memory held by this node's replicas", gauge,
+       static_cast<double>(st.segment_memory_bytes));
+  node("catena_node_segment_memory_limit_bytes", "The node's segment memory budget (--segment-memory-mb)",
+       gauge, static_cast<double>(st.segment_memory_limit_bytes));
+  node("catena_node_segment_memory_refusals_total",
+       "Segments refused since start because the segment memory budget was spent", counter,
+       static_cast<double>(st.segment_memory_refusals));
   node("catena_node_data_plane_stalled_ms", "How long the data-plane thread has been silent (0: running)",
        gauge, static_cast<double>(broker.data_plane_stalled_ms()));
   return std::move(f.all);

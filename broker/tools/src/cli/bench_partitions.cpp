@@ -67,23 +67,31 @@ std::int64_t resident_bytes(pid_t pid) {
   return -1;
 }
 
-// Each node's registered bytes from the controller's view of its last
-// heartbeat, once every node has reported some (at most 5 s); -1 where a
-// node did not.
-std::map<std::string, std::int64_t> registered_bytes(control::ControllerClient& admin,
-                                                     const std::vector<NodeProcess>& nodes) {
-  std::map<std::string, std::int64_t> out;
-  for (const auto& n : nodes) out[n.node_id] = -1;
+// What each node said of its memory in its last heartbeat (the
+// controller's view), once every node has reported some (at most 5 s); -1
+// where a node did not.
+struct NodeMemory {
+  std::map<std::string, std::int64_t> registered;  // every region it registered
+  std::map<std::string, std::int64_t> segments;    // of which its segments' (taken as they open)
+  std::map<std::string, std::int64_t> retained;    // bytes of records its replicas hold
+};
+NodeMemory node_memory(control::ControllerClient& admin, const std::vector<NodeProcess>& nodes) {
+  NodeMemory out;
+  for (const auto& n : nodes)
+    out.registered[n.node_id] = out.segments[n.node_id] = out.retained[n.node_id] = -1;
   bench_detail::wait_until(
       [&] {
         auto st = admin.cluster_status();
         if (!st) return false;
         for (const auto& n : st->nodes) {
-          if (n.stats.__isset.registered_bytes && out.count(n.info.node_id) != 0) {
-            out[n.info.node_id] = n.stats.registered_bytes;
-          }
+          const std::string& id = n.info.node_id;
+          if (out.registered.count(id) == 0 || !n.stats.__isset.registered_bytes) continue;
+          out.registered[id] = n.stats.registered_bytes;
+          out.segments[id] = n.stats.__isset.segment_memory_bytes ? n.stats.segment_memory_bytes : -1;
+          out.retained[id] = n.stats.bytes;
         }
-        return std::all_of(out.begin(), out.end(), [](const auto& kv) { return kv.second > 0; });
+        return std::all_of(out.registered.begin(), out.registered.end(),
+                           [](const auto& kv) { return kv.second > 0; });
       },
       std::chrono::seconds(5));
   return out;
@@ -200,7 +208,15 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
     // Memory after the run, while every replica and session is still up.
     std::map<std::string, std::int64_t> rss;
     for (const auto& n : cluster.nodes()) rss[n.node_id] = resident_bytes(n.pid);
-    const auto registered = registered_bytes(admin, cluster.nodes());
+    const NodeMemory memory = node_memory(admin, cluster.nodes());
+    const auto& registered = memory.registered;
+    // What every slot of every replica would register if taken up front
+    // (catenad's default 8 slots: this bench does not pass --segment-slots).
+    constexpr std::int64_t slots = 8;
+    std::map<std::string, std::int64_t> all_slots;
+    for (const auto& r : ch->routes) {
+      for (const auto& rep : r.replicas) all_slots[rep.node_id] += slots * cfg.segment_bytes;
+    }
     const double msgs =
         t.elapsed_ns == 0 ? 0 : static_cast<double>(t.acked) * 1e9 / static_cast<double>(t.elapsed_ns);
     const auto pct = bench::percentiles(std::move(t.ack_ns));
@@ -223,6 +239,9 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"tails_per_node", tails},
                        {"rss_bytes", rss},
                        {"registered_bytes", registered},
+                       {"segment_memory_bytes", memory.segments},
+                       {"retained_bytes", memory.retained},
+                       {"all_slots_bytes", all_slots},
                        {"provider", common.provider},
                        {"loadavg_1m", bench_detail::load_average()}};
       std::printf("%s\n", j.dump().c_str());
@@ -238,9 +257,15 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       std::printf(
           "  %15s setup %.0f ms (sessions, first records), publisher rings %s (%d KiB at most each)\n", "",
           setup_ms, mib_text(static_cast<std::int64_t>(rings_in_use)).c_str(), ring >> 10);
+      auto at = [](const std::map<std::string, std::int64_t>& m, const std::string& id) {
+        return m.count(id) != 0 ? m.at(id) : std::int64_t{-1};
+      };
       for (const auto& [id, bytes] : rss) {
-        std::printf("  %15s %s: resident %s, registered %s\n", "", id.c_str(), mib_text(bytes).c_str(),
-                    mib_text(registered.count(id) != 0 ? registered.at(id) : -1).c_str());
+        std::printf(
+            "  %15s %s: resident %s, registered %s (segments %s for %s retained; all slots would be %s)\n",
+            "", id.c_str(), mib_text(bytes).c_str(), mib_text(at(registered, id)).c_str(),
+            mib_text(at(memory.segments, id)).c_str(), mib_text(at(memory.retained, id)).c_str(),
+            mib_text(at(all_slots, id)).c_str());
       }
     }
     std::fflush(stdout);

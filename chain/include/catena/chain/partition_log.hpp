@@ -25,6 +25,16 @@
 // what it validated, and stale bytes of the old segment beyond that stay in
 // its memory until the new segment overwrites them.
 //
+// Memory: with a SlotMemory (set_slot_memory), a slot has memory only while
+// it holds a segment. The head takes it when it opens a segment there
+// (AppendStatus::no_memory when none can be had: back-pressure, as
+// log_full); a replica's is taken before its predecessor writes there (the
+// slot grant, wire.hpp). A sealed segment that expired, whose grace passed
+// and that is committed gives its memory back at the next tick(); its slot
+// keeps what the log knew of it (sealed, expired) until a segment opens
+// there again, and reads there answer expired. Without a SlotMemory every
+// slot has its memory from the start and keeps it (kept replicas).
+//
 // Threading: owned by the partition's data-plane thread (_st).
 #pragma once
 
@@ -54,7 +64,9 @@ struct SegmentHeader {
 static_assert(sizeof(SegmentHeader) == 64);
 inline constexpr std::uint64_t kSegmentMagic = 0x4341544e41534547ull;  // "CATNASEG"
 
-enum class AppendStatus : std::uint8_t { ok, log_full, too_large };
+// no_memory: the next segment needs memory and the node's segment budget
+// has none now (SlotMemory); back-pressure, as log_full.
+enum class AppendStatus : std::uint8_t { ok, log_full, too_large, no_memory };
 
 enum class ValidateStatus : std::uint8_t { ok, corrupt, out_of_order };
 
@@ -95,10 +107,39 @@ struct LogConfig {
   std::uint64_t grace_ns = 5'000'000'000ull;
 };
 
+// Segment memory the replicas of one broker may hold (BrokerConfig::
+// segment_memory_bytes), shared by all of them: a slot is charged from when
+// it takes memory to when it gives it back. Data-plane thread only.
+struct SegmentBudget {
+  std::uint64_t limit_bytes = ~0ull;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t released_bytes = 0;  // given back since the start (the provider zeroes them)
+  std::uint64_t refusals = 0;        // segments refused for want of budget
+};
+
+// Where a log gets memory for a slot that has none, and gives it back.
+class SlotMemory {
+ public:
+  virtual ~SlotMemory() = default;
+  // segment_bytes of memory for `slot`, or an empty span when none can be
+  // had now. *zeroed: it holds only zeros.
+  virtual std::span<std::byte> acquire(std::uint32_t slot, bool* zeroed) = 0;
+  // The segment `generation` in `slot` expired, its grace passed and it is
+  // committed: its memory may go. Returns whether it went (it stays while
+  // a predecessor was granted a newer generation there).
+  virtual bool release(std::uint32_t slot, std::uint64_t generation) = 0;
+};
+
 class PartitionLog {
  public:
-  // `slots`: equal-sized spans of registered memory (segment_bytes each).
+  // `slots`: one per slot, each segment_bytes of registered memory or empty
+  // (none yet: a SlotMemory gives it).
   PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cfg, const Clock& clock);
+  // Where slots without memory get it (see the top of this file).
+  void set_slot_memory(SlotMemory* memory) noexcept { memory_ = memory; }
+  // Gives slot `s` memory if it has none; false when none can be had.
+  bool ensure_memory_st(std::uint32_t s);
+  [[nodiscard]] bool has_memory(std::uint32_t s) const { return !slots_[s].empty(); }
 
   // --- head side -----------------------------------------------------------
   // Appends a record with the next offset. `h` carries producer fields and the
@@ -202,7 +243,10 @@ class PartitionLog {
   // Slots in segment order, oldest first (those not free).
   [[nodiscard]] std::vector<std::uint32_t> slots_in_order() const;
   [[nodiscard]] const LogConfig& config() const noexcept { return cfg_; }
+  // Bytes of the segments the log holds in memory.
   [[nodiscard]] std::uint64_t bytes_used() const noexcept;
+  // Segments the log holds in memory.
+  [[nodiscard]] std::uint32_t segments_held() const noexcept;
   // Every slot's memory is zero (fresh from Provider::allocate): the first
   // segment opened in each needs no clearing.
   void slots_are_zero_st() { std::fill(zero_.begin(), zero_.end(), true); }
@@ -210,7 +254,9 @@ class PartitionLog {
   void slots_written_remotely_st() { std::fill(zero_.begin(), zero_.end(), false); }
 
  private:
-  bool open_next_st(std::uint64_t epoch);
+  AppendStatus open_next_st(std::uint64_t epoch);
+  // Gives back the memory of segments past their grace (SlotMemory).
+  bool release_expired_st(std::uint64_t now);
   // Checks the frames of `slot` from its valid end up to `end`, stopping
   // before the first record at or past stop_offset; seal_at_end: a seal
   // must be the last frame (what a predecessor wrote), else it ends the scan.
@@ -235,6 +281,7 @@ class PartitionLog {
   std::uint64_t commit_offset_ = 0;
   std::uint64_t epoch_ = 0;
   ProducerState* producers_ = nullptr;
+  SlotMemory* memory_ = nullptr;
   Marker marker_;
   bool recovered_ = false;
 };

@@ -114,6 +114,12 @@ struct ReplicaConfig {
   // (emulated VMs do) is not either.
   std::uint64_t link_stall_ns = 6'000'000'000;
   SessionBudget* budget = nullptr;  // the broker's; nullptr: this replica's own, with the default limit
+  // The node's segment memory (the broker's; nullptr: this replica's own,
+  // without a limit). A slot takes segment_bytes from it when a segment
+  // opens there (at the head) or its predecessor is granted it, and gives
+  // them back when the segment expired past its grace (partition_log.hpp).
+  // A kept replica (keep_name) holds and is charged every slot from the start.
+  SegmentBudget* segment_budget = nullptr;
   // The tenant whose namespace holds the channel (ChainAssignment.tenant;
   // empty: none). The broker points the two below at that tenant's.
   std::string tenant;
@@ -306,13 +312,36 @@ class Replica {
   [[nodiscard]] const PartitionLog& log() const { return *log_; }
   // What create() recovered from kept memory (end 0: nothing).
   [[nodiscard]] const PartitionLog::Recovered& recovered() const { return recovered_; }
-  // Bytes of its segment slots and kept meta page: what the provider zeroes
-  // once the replica is gone (Provider::allocate's regions when they are
-  // destroyed, kept ones when discard_kept drops their names).
+  // Bytes of its segment slots that hold memory and its kept meta page: what
+  // the provider zeroes once the replica is gone (Provider::allocate's
+  // regions when they are destroyed, kept ones when discard_kept drops
+  // their names).
   [[nodiscard]] std::uint64_t memory_bytes() const;
 
  private:
   Replica(fabric::Provider& provider, const ReplicaConfig& cfg, const Clock& clock);
+
+  // The log's SlotMemory: slots' memory from and back to the segment budget.
+  struct SlotMemoryOf final : SlotMemory {
+    explicit SlotMemoryOf(Replica& r) : replica(r) {}
+    std::span<std::byte> acquire(std::uint32_t slot, bool* zeroed) override {
+      return replica.acquire_slot_st(slot, zeroed);
+    }
+    bool release(std::uint32_t slot, std::uint64_t generation) override {
+      return replica.release_slot_st(slot, generation);
+    }
+    Replica& replica;
+  };
+  std::span<std::byte> acquire_slot_st(std::uint32_t slot, bool* zeroed);
+  bool release_slot_st(std::uint32_t slot, std::uint64_t generation);
+  SegmentBudget& segments_st() {
+    return cfg_.segment_budget != nullptr ? *cfg_.segment_budget : own_segments_;
+  }
+  // Successor side of the slot grant (wire.hpp): answers what the
+  // predecessor asked (grant_asked_).
+  int answer_grants_st();
+  // Predecessor side: asks the successor for slot `slot`'s generation.
+  void ask_slot_st(std::uint32_t slot, std::uint64_t generation);
 
   int pump_predecessor_st();
   int forward_st();
@@ -359,6 +388,12 @@ class Replica {
   std::array<fabric::RemoteRegion, wire::kMaxSlots> succ_slots_{};
   std::array<std::uint64_t, wire::kMaxSlots> fwd_gen_{};
   std::array<std::uint32_t, wire::kMaxSlots> fwd_end_{};
+  // Slot grants from the successor: the generation each slot's key in
+  // succ_slots_ is good for, the one asked for and not answered yet, and
+  // when to ask again after a refusal (the successor's budget was spent).
+  std::array<std::uint64_t, wire::kMaxSlots> succ_granted_{};
+  std::array<std::uint64_t, wire::kMaxSlots> succ_asked_{};
+  std::uint64_t ask_again_ns_ = 0;
   std::uint64_t fwd_in_flight_ = 0;  // bytes of data writes posted and not yet completed
   std::uint64_t succ_progress_ns_ =
       0;  // tick clock when the link last completed a write, or had none in flight
@@ -367,7 +402,12 @@ class Replica {
   fabric::RemoteRegion pred_commit_word_{};
   std::uint64_t commit_sent_up_ = 0;
   std::uint64_t held_sent_up_ = 0;  // a joining replica: the end it last wrote into the tail's held word
-  bool syncing_ = false;            // a tail counts its joining successor in its commit (this epoch)
+  // Slot grants to the predecessor: the newest generation granted in each
+  // slot (its memory stays until that one expired), and what it asked for
+  // that is not answered yet (0: nothing).
+  std::array<std::uint64_t, wire::kMaxSlots> granted_{};
+  std::array<std::uint64_t, wire::kMaxSlots> grant_asked_{};
+  bool syncing_ = false;  // a tail counts its joining successor in its commit (this epoch)
 
   PublishServer publishes_;    // publishers appending through this head (publish.hpp)
   DeliveryServer deliveries_;  // subscribers reading from this replica (delivery.hpp)
@@ -378,6 +418,9 @@ class Replica {
   std::uint64_t successor_epoch_ = 0;  // the route epoch of the last successor link attached (0: none yet)
   std::uint64_t successor_rebuilds_ = 0;
   SessionBudget own_budget_;
+  SegmentBudget own_segments_;
+  SlotMemoryOf slot_memory_{*this};
+  std::uint64_t segment_bytes_held_ = 0;      // charged to segments_st()
   std::uint64_t tick_ns_ = 0;                 // the clock at the last tick(): producer state's idle clock
   std::uint64_t next_expiry_ns_ = 0;          // when tick() next forgets idle producers
   std::uint64_t next_session_events_ns_ = 0;  // when tick() next polls client connections' events

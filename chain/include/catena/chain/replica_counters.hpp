@@ -26,6 +26,10 @@ struct ReplicaCounters {
   // was spent. Both are back-pressure: the frame waits in the ring.
   std::atomic<std::uint64_t> log_full_events{0};
   std::atomic<std::uint64_t> rate_limited_events{0};
+  // Segments this replica could not open (a head) or let its predecessor
+  // write (a slot grant refused) because the node's segment memory budget
+  // (BrokerConfig::segment_memory_bytes) was spent: back-pressure too.
+  std::atomic<std::uint64_t> segment_memory_refusals{0};
   // A head: frames refused sequence_gap (a producer skipped a sequence).
   std::atomic<std::uint64_t> sequence_gaps{0};
   // Bytes written to the successor.

@@ -29,8 +29,11 @@ inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
 // 6: a publisher's hello names the channel generation it maps keys by, and
 // a `remap` ack carries the head's newest marker (generation, partitions);
 // 7: a connected publisher switches its session's generation in band
-// (PublisherGeneration) instead of reconnecting
-inline constexpr std::uint16_t kVersion = 7;
+// (PublisherGeneration) instead of reconnecting;
+// 8: a successor's welcome exposes only the slots that hold a segment, and
+// the predecessor asks for each segment it opens (ReplicaSlotRequest /
+// ReplicaSlotGrant): segment memory is taken as segments open
+inline constexpr std::uint16_t kVersion = 8;
 inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.
 inline constexpr std::uint32_t kMaxMessage = 2048;
@@ -48,6 +51,8 @@ enum class Kind : std::uint16_t {
   commit_watch_hello = 10,
   commit_watch_welcome = 11,
   publisher_generation = 12,
+  replica_slot_request = 13,
+  replica_slot_grant = 14,
 };
 
 // Status codes carried on the wire (stable numbers).
@@ -189,6 +194,10 @@ struct SlotState {
   std::uint32_t reserved;
 };
 
+// What a welcome says of each slot. `region` is exposed only for a slot
+// that holds a segment (generation != 0) in memory: the predecessor may go
+// on writing that generation there. Every other generation it writes into a
+// slot, it asks for first (ReplicaSlotRequest).
 struct ReplicaWelcome {
   Status status;
   std::uint16_t reserved0;
@@ -199,6 +208,30 @@ struct ReplicaWelcome {
   std::uint64_t end_offset;  // first offset the successor does not hold
   std::uint64_t node_epoch;  // the successor's incarnation
   SlotState slots[kMaxSlots];
+};
+
+// Segment memory is taken as segments open (PartitionLog: SlotMemory) and
+// given back when they expire. Before a predecessor writes the first byte of
+// a new segment (generation) into slot `slot`, it asks its successor for it;
+// the successor takes memory for the slot if it has none (the node's segment
+// budget), exposes it on this link, and answers. The grant holds until the
+// successor has that generation sealed and expired: it never gives the
+// memory back while a newer generation than the one it holds was granted.
+// status: ok; resource_exhausted (the node's segment budget is spent: ask
+// again later); bad_request (a slot out of range, or an older generation
+// than the slot holds: the predecessor is confused, the link is dropped).
+struct ReplicaSlotRequest {
+  std::uint32_t slot;
+  std::uint32_t reserved;
+  std::uint64_t generation;
+};
+
+struct ReplicaSlotGrant {
+  Status status;
+  std::uint16_t reserved0;
+  std::uint32_t slot;
+  std::uint64_t generation;
+  fabric::RemoteRegion region;
 };
 
 // PublisherHello, PublisherWelcome, PublishAck: publish.hpp, with the protocol.
@@ -218,6 +251,14 @@ constexpr Kind kind_of<ReplicaHello>() {
 template <>
 constexpr Kind kind_of<ReplicaWelcome>() {
   return Kind::replica_welcome;
+}
+template <>
+constexpr Kind kind_of<ReplicaSlotRequest>() {
+  return Kind::replica_slot_request;
+}
+template <>
+constexpr Kind kind_of<ReplicaSlotGrant>() {
+  return Kind::replica_slot_grant;
 }
 // Writes header + body into `out` (at least kMaxMessage bytes); returns length.
 template <class T>

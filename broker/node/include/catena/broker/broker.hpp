@@ -34,6 +34,13 @@ struct BrokerConfig {
   // partition replica; publisher ring memory for the whole node.
   chain::SessionLimits limits;
   std::uint64_t session_memory_bytes = 1ull << 30;
+  // Segment memory all partition replicas on this node may hold (registered
+  // memory: pinned on verbs). A slot takes a segment's worth when a segment
+  // opens there and gives it back once the segment expired past its grace,
+  // so what a node holds follows what it retains. Spent: heads wait to open
+  // a segment (back-pressure, as a full log) and predecessors wait for a
+  // slot, and the node logs it. 0: half the machine's physical memory.
+  std::uint64_t segment_memory_bytes = 0;
   // The data-plane thread runs housekeeping every 2 ms. Silent this long, it
   // is stalled (stuck, or dead): the node stops heartbeating and fails the
   // controller's probes, so its chains are repaired without it.
@@ -92,6 +99,11 @@ struct NodeStats {
   // Bytes of fabric memory the node has registered (every region its
   // provider allocated and still holds: segments, rings, link buffers).
   std::uint64_t registered_bytes = 0;
+  // Segment memory held by replicas, its limit (BrokerConfig::
+  // segment_memory_bytes), and segments refused for want of it since start.
+  std::uint64_t segment_memory_bytes = 0;
+  std::uint64_t segment_memory_limit_bytes = 0;
+  std::uint64_t segment_memory_refusals = 0;
 };
 
 enum class ConfigureStatus : std::uint8_t { applied, stale_epoch, invalid, failed };

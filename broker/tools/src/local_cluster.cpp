@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -307,8 +308,9 @@ bool LocalCluster::start_node(int index, std::string* error, const NodeProcess* 
   n.name = "node-" + std::to_string(index);
   const std::string ready = opts_.dir + "/" + n.name + ".ready";
   fs::remove(ready);
-  // Three zones, round-robin, so placement has something to spread over.
-  const std::string zone = "zone-" + std::string(1, static_cast<char>('a' + index % 3));
+  // Zones round-robin (ClusterOptions::zones), so placement has something to spread over.
+  const int zones = std::clamp(opts_.zones, 1, 26);
+  const std::string zone = "zone-" + std::string(1, static_cast<char>('a' + index % zones));
   std::vector<std::string> args;
   std::string host = opts_.host;
   std::string fabric_host = opts_.fabric_host;

@@ -142,6 +142,10 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
   for (const int partitions : counts) {
     ClusterOptions co;
     co.nodes = nodes;
+    // Zones of equal size, so that spreading chains over zones keeps every
+    // node's share of replicas equal: three when they divide the brokers,
+    // else one per broker.
+    co.zones = nodes % 3 == 0 ? 3 : nodes;
     co.provider = common.provider;
     co.dir = o.dir + "/partitions-" + std::to_string(partitions);
     co.quiet = true;

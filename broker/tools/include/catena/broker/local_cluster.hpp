@@ -37,6 +37,11 @@ struct NodeLaunch {
 
 struct ClusterOptions {
   int nodes = 3;
+  // Broker i is in zone "zone-" + ('a' + i % zones), so placement has
+  // something to spread chains over. Zones of unequal size make placement
+  // put the lone node of a zone into every chain that spans them all (5
+  // brokers in 3 zones: node 2 in every chain of 3).
+  int zones = 3;
   std::string provider = "soft";
   std::string dir = "catena-cluster";
   std::string host = "127.0.0.1";

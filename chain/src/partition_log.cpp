@@ -30,26 +30,68 @@ PartitionLog::PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cf
     throw std::invalid_argument("segment_bytes must be >= " + std::to_string(limits::kMinSegmentBytes) +
                                 " and a multiple of 8");
   }
+  if (cfg_.min_segment_bytes != 0) {
+    cfg_.min_segment_bytes = std::clamp(cfg_.min_segment_bytes, limits::kMinSegmentBytes, cfg_.segment_bytes);
+    cfg_.min_segment_bytes -= cfg_.min_segment_bytes % kRecordAlign;
+  }
+  next_bytes_ = cfg_.min_segment_bytes != 0 ? cfg_.min_segment_bytes : cfg_.segment_bytes;
 }
 
 std::uint32_t PartitionLog::room_st(std::uint32_t s) const {
+  const std::uint32_t size = info_[s].bytes;
   std::uint32_t used = info_[s].valid_end + static_cast<std::uint32_t>(sizeof(RecordHeader));
-  return used >= cfg_.segment_bytes ? 0 : cfg_.segment_bytes - used;
+  return used >= size ? 0 : size - used;
 }
 
-bool PartitionLog::ensure_memory_st(std::uint32_t s) {
-  if (!slots_[s].empty()) return true;
-  if (memory_ == nullptr) return false;
+std::uint32_t PartitionLog::next_size_st(std::uint32_t need) const {
+  if (memory_ == nullptr || cfg_.min_segment_bytes == 0) return cfg_.segment_bytes;
+  // The frame and a seal after the segment header.
+  const std::uint64_t fit = std::uint64_t{need} + kFirstRecord + sizeof(RecordHeader);
+  std::uint64_t want = next_bytes_;
+  while (want < fit && want < cfg_.segment_bytes) want *= 2;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(want, cfg_.segment_bytes));
+}
+
+void PartitionLog::seal_full_st(std::uint32_t s) {
+  seal_st(s);
+  size_next_st(s, /*full=*/true);
+}
+
+void PartitionLog::size_next_st(std::uint32_t s, bool full) {
+  if (cfg_.min_segment_bytes == 0) return;
+  const SlotInfo& in = info_[s];
+  const double open_ns = static_cast<double>(std::max<std::uint64_t>(in.sealed_ns - in.opened_ns, 1000));
+  const double per_ttl = static_cast<double>(in.valid_end) * static_cast<double>(cfg_.ttl_ns) / open_ns;
+  double want = 2 * std::min(per_ttl, static_cast<double>(cfg_.segment_bytes));
+  if (full) want = std::max(want, 2.0 * static_cast<double>(in.bytes));
+  std::uint64_t size = cfg_.min_segment_bytes;
+  while (static_cast<double>(size) < want && size < cfg_.segment_bytes) size *= 2;
+  next_bytes_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(size, cfg_.segment_bytes));
+}
+
+bool PartitionLog::ensure_memory_st(std::uint32_t s, std::uint32_t bytes) {
+  if (bytes == 0) bytes = cfg_.segment_bytes;
+  if (!slots_[s].empty() && (slots_[s].size() == bytes || (memory_ == nullptr && slots_[s].size() >= bytes)))
+    return true;
+  if (memory_ == nullptr || open_ == static_cast<int>(s)) return false;
+  if (!slots_[s].empty()) {
+    // Memory of another size: what the slot held goes with it (a newer
+    // segment is about to be written there).
+    if (!memory_->release(s, ~0ull)) return false;
+    slots_[s] = {};
+    zero_[s] = false;
+    info_[s] = SlotInfo{};
+  }
   bool zeroed = false;
-  const std::span<std::byte> m = memory_->acquire(s, &zeroed);
+  const std::span<std::byte> m = memory_->acquire(s, bytes, &zeroed);
   if (m.empty()) return false;
-  if (m.size() != cfg_.segment_bytes) throw std::invalid_argument("segment slot size mismatch");
+  if (m.size() != bytes) throw std::invalid_argument("segment slot size mismatch");
   slots_[s] = m;
   zero_[s] = zeroed;
   return true;
 }
 
-AppendStatus PartitionLog::open_next_st(std::uint64_t epoch) {
+AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need) {
   const std::uint32_t s = next_slot_;
   SlotInfo& in = info_[s];
   if (in.state == SlotState::open) return AppendStatus::log_full;
@@ -62,7 +104,13 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch) {
     if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return AppendStatus::log_full;
     if (in.next_offset > commit_offset_) return AppendStatus::log_full;
   }
-  if (!ensure_memory_st(s)) return AppendStatus::no_memory;
+  const std::uint32_t size = next_size_st(need);
+  // Memory of another size than this segment's goes (the segment in it
+  // expired past its grace and is committed); if it cannot, the memory it
+  // has does if the frame fits.
+  if (!ensure_memory_st(s, size) && (slots_[s].empty() || slots_[s].size() < size)) {
+    return AppendStatus::no_memory;
+  }
   if (!zero_[s]) std::memset(slots_[s].data(), 0, slots_[s].size());
   zero_[s] = false;
   SegmentHeader h{};
@@ -71,6 +119,7 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch) {
   h.generation = ++generation_;
   h.epoch = epoch;
   h.slot = s;
+  h.bytes = static_cast<std::uint32_t>(slots_[s].size());
   h.header_crc = segment_header_crc(h);
   std::memcpy(slots_[s].data(), &h, sizeof h);
   in = SlotInfo{};
@@ -80,6 +129,7 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch) {
   in.next_offset = end_offset_;
   in.valid_end = kFirstRecord;
   in.opened_ns = clock_.now_ns();
+  in.bytes = h.bytes;
   open_ = static_cast<int>(s);
   next_slot_ = (s + 1) % slot_count();
   return AppendStatus::ok;
@@ -103,9 +153,10 @@ AppendStatus PartitionLog::append(const RecordHeader& h, std::span<const std::by
     return AppendStatus::too_large;
   }
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < need)
-    seal_st(static_cast<std::uint32_t>(open_));
+    seal_full_st(static_cast<std::uint32_t>(open_));
   if (open_ < 0) {
-    if (const AppendStatus o = open_next_st(epoch_); o != AppendStatus::ok) return o;
+    if (const AppendStatus o = open_next_st(epoch_, static_cast<std::uint32_t>(need)); o != AppendStatus::ok)
+      return o;
   }
   RecordHeader r = h;
   r.flags = 0;
@@ -120,9 +171,11 @@ AppendStatus PartitionLog::append_marker(const MarkerSpec& m, std::uint64_t* off
   std::array<std::byte, kMarkerPayload> payload{};
   encode_marker(m, payload);
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_size(kMarkerPayload))
-    seal_st(static_cast<std::uint32_t>(open_));
+    seal_full_st(static_cast<std::uint32_t>(open_));
   if (open_ < 0) {
-    if (const AppendStatus o = open_next_st(epoch_); o != AppendStatus::ok) return o;
+    if (const AppendStatus o = open_next_st(epoch_, static_cast<std::uint32_t>(frame_size(kMarkerPayload)));
+        o != AppendStatus::ok)
+      return o;
   }
   const AppendStatus s = append_frame_st(h, payload, offset);
   if (s == AppendStatus::ok) marker_ = Marker{m.generation, *offset, m.to_partitions};
@@ -148,10 +201,10 @@ std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame
     return nullptr;
   }
   if (open_ >= 0 && room_st(static_cast<std::uint32_t>(open_)) < frame_bytes) {
-    seal_st(static_cast<std::uint32_t>(open_));
+    seal_full_st(static_cast<std::uint32_t>(open_));
   }
   if (open_ < 0) {
-    if (const AppendStatus o = open_next_st(epoch_); o != AppendStatus::ok) {
+    if (const AppendStatus o = open_next_st(epoch_, frame_bytes); o != AppendStatus::ok) {
       *status = o;
       return nullptr;
     }
@@ -172,15 +225,15 @@ std::uint64_t PartitionLog::append_staged(std::uint32_t frame_bytes) {
 }
 
 ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t end) {
-  if (slot >= slot_count() || end > cfg_.segment_bytes || end % kRecordAlign != 0 || end < kFirstRecord) {
-    return ValidateStatus::corrupt;
-  }
-  // The predecessor writes only into slots it was granted, which have memory.
-  if (slots_[slot].empty()) return ValidateStatus::corrupt;
+  if (slot >= slot_count() || end % kRecordAlign != 0 || end < kFirstRecord) return ValidateStatus::corrupt;
+  // The predecessor writes only into slots it was granted, which have memory
+  // of the segment's size.
+  if (slots_[slot].empty() || end > slots_[slot].size()) return ValidateStatus::corrupt;
   SlotInfo& in = info_[slot];
   SegmentHeader sh;
   std::memcpy(&sh, slots_[slot].data(), sizeof sh);
-  if (sh.magic != kSegmentMagic || sh.header_crc != segment_header_crc(sh) || sh.slot != slot) {
+  if (sh.magic != kSegmentMagic || sh.header_crc != segment_header_crc(sh) || sh.slot != slot ||
+      sh.bytes > slots_[slot].size() || (sh.bytes != 0 && end > sh.bytes)) {
     return ValidateStatus::corrupt;
   }
   if (sh.generation != in.generation || in.state == SlotState::free) {
@@ -201,6 +254,7 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     in.next_offset = sh.base_offset;
     in.valid_end = kFirstRecord;
     in.opened_ns = clock_.now_ns();
+    in.bytes = sh.bytes != 0 ? sh.bytes : static_cast<std::uint32_t>(slots_[slot].size());
     generation_ = std::max(generation_, sh.generation);
     open_ = static_cast<int>(slot);
     next_slot_ = (slot + 1) % slot_count();
@@ -273,7 +327,7 @@ PartitionLog::Recovered PartitionLog::recover_st(std::uint64_t commit_offset) {
     SegmentHeader sh;
     std::memcpy(&sh, slots_[s].data(), sizeof sh);
     if (sh.magic == kSegmentMagic && sh.header_crc == segment_header_crc(sh) && sh.slot == s &&
-        sh.generation != 0 && sh.base_offset < commit_offset)
+        sh.bytes <= slots_[s].size() && sh.generation != 0 && sh.base_offset < commit_offset)
       found.push_back({s, sh});
   }
   std::sort(found.begin(), found.end(),
@@ -291,8 +345,9 @@ PartitionLog::Recovered PartitionLog::recover_st(std::uint64_t commit_offset) {
     in.next_offset = f.sh.base_offset;
     in.valid_end = kFirstRecord;
     in.opened_ns = clock_.now_ns();
+    in.bytes = f.sh.bytes != 0 ? f.sh.bytes : static_cast<std::uint32_t>(slots_[f.slot].size());
     open_ = static_cast<int>(f.slot);
-    (void)scan_frames_st(f.slot, cfg_.segment_bytes, commit_offset, /*seal_at_end=*/false);
+    (void)scan_frames_st(f.slot, in.bytes, commit_offset, /*seal_at_end=*/false);
   };
   // First pass, tracking nothing: the newest run of segments that continue
   // one another (each starts where the one before ended, sealed).
@@ -349,11 +404,13 @@ bool PartitionLog::tick() {
 
 bool PartitionLog::release_expired_st(std::uint64_t now) {
   bool released = false;
+  const std::uint64_t linger = memory_->linger_ns(now);
   for (std::uint32_t s = 0; s < slot_count(); ++s) {
     const SlotInfo& in = info_[s];
-    // As open_next_st() reuses a slot: expired, past its grace, committed.
+    // As open_next_st() reuses a slot (expired, past its grace, committed),
+    // and lingering unless memory is short.
     if (slots_[s].empty() || in.state != SlotState::sealed || !in.expired ||
-        now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns || in.next_offset > commit_offset_) {
+        now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns + linger || in.next_offset > commit_offset_) {
       continue;
     }
     if (!memory_->release(s, in.generation)) continue;
@@ -368,7 +425,9 @@ bool PartitionLog::roll_if_aged() {
   if (open_ < 0) return false;
   const SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
   if (in.next_offset == in.base_offset || clock_.now_ns() < in.opened_ns + cfg_.ttl_ns) return false;
-  seal_st(static_cast<std::uint32_t>(open_));
+  const auto s = static_cast<std::uint32_t>(open_);
+  seal_st(s);
+  size_next_st(s, /*full=*/false);  // rolled by age: about twice what it held
   return true;
 }
 

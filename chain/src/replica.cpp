@@ -80,21 +80,18 @@ namespace {
 constexpr std::uint32_t kSlotAccess = fabric::kLocalWrite | fabric::kRemoteWrite | fabric::kRemoteRead;
 }  // namespace
 
-std::span<std::byte> Replica::acquire_slot_st(std::uint32_t slot, bool* zeroed) {
+std::span<std::byte> Replica::acquire_slot_st(std::uint32_t slot, std::uint32_t bytes, bool* zeroed) {
   CATENA_ST_CHECK(owner_);
   SegmentBudget& b = segments_st();
-  const std::uint64_t bytes = cfg_.log.segment_bytes;
-  if (b.used_bytes + bytes > b.limit_bytes) {
+  auto refuse = [&] {
     ++b.refusals;
+    b.short_until_ns = tick_ns_ + 1'000'000'000;  // every log gives back what it may, at once
     ReplicaCounters::add(counters_->segment_memory_refusals, 1);
-    return {};
-  }
+    return std::span<std::byte>{};
+  };
+  if (b.used_bytes + bytes > b.limit_bytes) return refuse();
   auto mr = provider_.allocate(bytes, kSlotAccess, domain_of_channel(cfg_.channel));
-  if (!mr) {
-    ++b.refusals;  // the provider's memory is spent: as the budget is, for this segment
-    ReplicaCounters::add(counters_->segment_memory_refusals, 1);
-    return {};
-  }
+  if (!mr) return refuse();  // the provider's memory is spent: as the budget is, for this segment
   slot_mrs_[slot] = std::move(mr.value());
   b.used_bytes += bytes;
   segment_bytes_held_ += bytes;
@@ -175,7 +172,10 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   auto sc = ScratchRing::create(provider, domain);
   if (!sc) return sc.error();
   r->scratch_ = std::move(sc.value());
-  r->log_ = std::make_unique<PartitionLog>(std::move(spans), cfg.log, clock);
+  LogConfig log = cfg.log;
+  if (!cfg.keep_name.empty()) log.min_segment_bytes = 0;  // kept slots are whole segments, found by name
+  r->linger_ns_ = std::max<std::uint64_t>(cfg.log.grace_ns, 1'000'000'000);
+  r->log_ = std::make_unique<PartitionLog>(std::move(spans), log, clock);
   if (cfg.keep_name.empty()) r->log_->set_slot_memory(&r->slot_memory_);
   r->log_->track_producers(&r->producers_);
   if (commit_kept != 0) r->recovered_ = r->log_->recover_st(commit_kept);
@@ -509,7 +509,10 @@ int Replica::pump_predecessor_st() {
           garbled = true;
           return;
         }
-        grant_asked_[rq->slot] = std::max(grant_asked_[rq->slot], rq->generation);
+        if (rq->generation >= grant_asked_[rq->slot]) {
+          grant_asked_[rq->slot] = rq->generation;
+          grant_bytes_[rq->slot] = rq->bytes;
+        }
       },
       [&](std::uint32_t imm, std::uint32_t) {
         const std::uint32_t slot = imm >> kSlotShift;
@@ -558,10 +561,15 @@ int Replica::answer_grants_st() {
     wire::ReplicaSlotGrant g{};
     g.slot = s;
     g.generation = generation;
+    const std::uint32_t bytes = grant_bytes_[s];
+    g.bytes = bytes;
     const SlotInfo& in = log_->slot_info(s);
-    if (in.state != SlotState::free && generation < in.generation) {
-      g.status = wire::Status::bad_request;  // it would write over a newer segment
-    } else if (!log_->ensure_memory_st(s)) {
+    if ((in.state != SlotState::free && generation < in.generation) ||
+        (in.state == SlotState::open && generation != in.generation) || bytes < limits::kMinSegmentBytes ||
+        bytes > cfg_.log.segment_bytes || bytes % kRecordAlign != 0) {
+      // It would write over a newer segment or the open one, or its size is not one.
+      g.status = wire::Status::bad_request;
+    } else if (!log_->ensure_memory_st(s, bytes)) {
       g.status = wire::Status::resource_exhausted;
     } else if (!expose_into(pred_->ep(), *slot_mrs_[s], g.region)) {
       g.status = wire::Status::resource_exhausted;
@@ -580,7 +588,7 @@ int Replica::answer_grants_st() {
 void Replica::ask_slot_st(std::uint32_t slot, std::uint64_t generation) {
   CATENA_ST_CHECK(owner_);
   if (succ_asked_[slot] == generation || tick_ns_ < ask_again_ns_) return;  // asked, or refused lately
-  const wire::ReplicaSlotRequest rq{slot, 0, generation};
+  const wire::ReplicaSlotRequest rq{slot, log_->slot_info(slot).bytes, generation};
   if (succ_->send(rq) == fabric::Errc::ok) succ_asked_[slot] = generation;
 }
 
@@ -638,7 +646,8 @@ int Replica::pump_successor_st() {
           return;
         }
         if (g->generation != succ_asked_[g->slot]) return;  // an answer to an older link's ask
-        if (g->status == wire::Status::ok && g->region.length >= cfg_.log.segment_bytes) {
+        if (g->status == wire::Status::ok && g->bytes == log_->slot_info(g->slot).bytes &&
+            g->region.length >= g->bytes) {
           succ_slots_[g->slot] = g->region;
           succ_granted_[g->slot] = g->generation;
         } else if (g->status == wire::Status::resource_exhausted) {

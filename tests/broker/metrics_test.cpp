@@ -136,9 +136,10 @@ TEST(Metrics, PerPartitionCountersMoveByWhatWasPublishedAndStatShowsThem) {
   wait_for("catena_replica_appended_records_total", "tail", kFirst);
   wait_for("catena_replica_commit_offset", "tail", kFirst);
   auto first = scrape_all();
-  // Each node holds one segment of the channel's default 4 MiB for these few
-  // records (segment memory is taken as segments open), and registered it
-  // and more: gauges of its segment and fabric memory.
+  // Each node holds one segment for these few records, of the smallest size
+  // (64 KiB, not the channel's 4 MiB: segments are sized by need and their
+  // memory taken as they open), and registered it and more: gauges of its
+  // segment and fabric memory.
   for (int port : ports) {
     const std::string text = scrape(port);
     auto gauge = [&](const std::string& metric) {
@@ -148,7 +149,7 @@ TEST(Metrics, PerPartitionCountersMoveByWhatWasPublishedAndStatShowsThem) {
       return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size()));
     };
     const double segments = gauge("catena_node_segment_memory_bytes");
-    EXPECT_EQ(segments, 1.0 * (4 << 20)) << text;
+    EXPECT_EQ(segments, 1.0 * (64 << 10)) << text;
     EXPECT_GE(gauge("catena_node_registered_bytes"), segments) << text;
     EXPECT_GT(gauge("catena_node_segment_memory_limit_bytes"), segments) << text;
   }

@@ -400,7 +400,9 @@ TEST_F(KeptJoining, ADamagedKeptRecordEndsWhatIsKeptAndTheTailSendsTheRest) {
     while (dir >> offset >> bytes >> name && name != std::string(kChannel) + "#0#1#s0") {
     }
     std::fstream arena(keep_ / "arena", std::ios::in | std::ios::out | std::ios::binary);
-    const std::uint64_t at = offset + 128 * 1024;  // a record's bytes in the middle of slot 0
+    // A record's bytes in the middle of slot 0's segment: the partition's
+    // first, of the smallest size (64 KiB: BrokerConfig::min_segment_bytes).
+    const std::uint64_t at = offset + 32 * 1024;
     arena.seekg(static_cast<std::streamoff>(at));
     char c = 0;
     arena.read(&c, 1);
@@ -500,8 +502,10 @@ TEST_F(SegmentMemory, ANodeHoldsMemoryForTheSegmentsItRetainsAndGivesItBackAsThe
     const auto st = node(i);
     ASSERT_EQ(st.partitions.size(), 1u);
     EXPECT_GE(st.partitions[0].replica.segments, 1u) << "node " << i;
-    EXPECT_EQ(st.segment_memory_bytes, st.partitions[0].replica.segments * std::uint64_t{kSegment})
-        << "node " << i << ": a segment's worth for each segment held";
+    // Segments are sized by need (64 KiB and up), at most kSegment each.
+    EXPECT_GT(st.segment_memory_bytes, 0u) << "node " << i;
+    EXPECT_LE(st.segment_memory_bytes, st.partitions[0].replica.segments * std::uint64_t{kSegment})
+        << "node " << i << ": at most a segment's worth for each segment held";
   }
   // Quiet: the open segment rolls at its ttl, and every segment expires and
   // gives its memory back after the grace, on every replica.
@@ -517,7 +521,7 @@ TEST_F(SegmentMemory, ANodeHoldsMemoryForTheSegmentsItRetainsAndGivesItBackAsThe
       << node(2).segment_memory_bytes;
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(node(i).segments, 0u) << "node " << i;
-    EXPECT_GE(node(i).zeroed_bytes, 2u * kSegment) << "node " << i << ": what it gave back was zeroed";
+    EXPECT_GE(node(i).zeroed_bytes, 3000u * 200) << "node " << i << ": what it gave back was zeroed";
   }
   // Traffic again: segments open in slots whose memory went, on every
   // replica (the successors grant them again), in order and whole.

@@ -786,14 +786,16 @@ TEST(Wire, EncodesDecodesAndRefusesGarbage) {
 struct BudgetedSlots final : SlotMemory {
   BudgetedSlots(std::size_t slots, std::size_t bytes, std::size_t budget)
       : mem(slots, std::vector<std::byte>(bytes, std::byte{0x5a})), budget(budget) {}
-  std::span<std::byte> acquire(std::uint32_t slot, bool* zeroed) override {
+  std::span<std::byte> acquire(std::uint32_t slot, std::uint32_t bytes, bool* zeroed) override {
     ++acquires;
-    if (held == budget) return {};
+    sizes.push_back(bytes);
+    if (held == budget || bytes > mem[slot].size()) return {};
     ++held;
     // Dirty on purpose when reused: the log must clear what it is not told is zero.
     *zeroed = false;
-    return {mem[slot].data(), mem[slot].size()};
+    return {mem[slot].data(), bytes};
   }
+  std::uint64_t linger_ns(std::uint64_t) override { return linger; }
   bool release(std::uint32_t slot, std::uint64_t) override {
     if (keep) return false;
     --held;
@@ -805,6 +807,8 @@ struct BudgetedSlots final : SlotMemory {
   std::size_t budget;
   std::size_t held = 0;
   int acquires = 0;
+  std::vector<std::uint32_t> sizes;  // asked for, in order
+  std::uint64_t linger = 0;
   bool keep = false;
   std::vector<std::uint32_t> released;
 };
@@ -885,6 +889,53 @@ TEST_F(LogTest, AnExpiredCommittedSegmentGivesItsMemoryBackAfterItsGrace) {
   Cursor c = log.seek(6);
   ASSERT_TRUE(c.valid);
   for (std::uint64_t want = 6; want < 14; ++want) {
+    const ReadResult r = log.read(c);
+    ASSERT_EQ(r.status, ReadStatus::record) << want;
+    EXPECT_EQ(r.header.offset, want);
+  }
+}
+
+// Segments sized by what the partition takes in: the first is the smallest;
+// one that fills fast makes the next the largest; one that rolls by age
+// with little in it makes the next about twice that; a record larger than
+// the next size gets a segment it fits.
+TEST_F(LogTest, SegmentsAreSizedByTheRateTheirPartitionFillsThem) {
+  constexpr std::uint32_t kMax = 64 << 10;
+  BudgetedSlots m(8, kMax, 8);
+  LogConfig sized = cfg;
+  sized.segment_bytes = kMax;
+  sized.min_segment_bytes = 4096;
+  PartitionLog log(m.none(), sized, clock);
+  log.set_slot_memory(&m);
+  std::string payload(1000, 'd');
+  std::uint64_t off = 0;
+  int seq = 0;
+  // A burst: the first segment (4 KiB) fills at once.
+  while (m.sizes.size() < 2)
+    ASSERT_EQ(log.append(producer(1, seq++), bytes_of(payload), &off), AppendStatus::ok);
+  EXPECT_EQ(m.sizes[0], 4096u);
+  EXPECT_EQ(m.sizes[1], kMax) << "a segment that filled in no time: the next one is the largest";
+  // Quiet: three records over a ttl, then the segment rolls by age.
+  clock.advance(10s);
+  ASSERT_TRUE(log.roll_if_aged());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(log.append(producer(1, seq++), bytes_of(payload), &off), AppendStatus::ok);
+  clock.advance(10s);
+  ASSERT_TRUE(log.roll_if_aged());
+  ASSERT_EQ(log.append(producer(1, seq++), bytes_of(payload), &off), AppendStatus::ok);
+  ASSERT_GE(m.sizes.size(), 4u);
+  // 3 records and a header (about 3.1 KiB) over a ttl: twice that, in powers of two from 4 KiB.
+  EXPECT_EQ(m.sizes.back(), 8192u);
+  EXPECT_EQ(log.slot_memory(static_cast<std::uint32_t>(log.open_slot())).size(), 8192u);
+  // A record larger than the next segment: a segment it fits.
+  clock.advance(10s);
+  ASSERT_TRUE(log.roll_if_aged());
+  std::string large(20000, 'e');
+  ASSERT_EQ(log.append(producer(1, seq++), bytes_of(large), &off), AppendStatus::ok);
+  EXPECT_EQ(m.sizes.back(), 32768u);
+  log.set_commit_offset(log.end_offset());
+  Cursor c = log.seek(0);
+  for (std::uint64_t want = 0; want < log.end_offset(); ++want) {
     const ReadResult r = log.read(c);
     ASSERT_EQ(r.status, ReadStatus::record) << want;
     EXPECT_EQ(r.header.offset, want);

@@ -71,6 +71,7 @@ const control::TomlSchema<Config>& schema() {
         .integer("storage.grace_ms", &Config::grace_ms, 0, std::int64_t{1} << 31)
         .text("storage.keep_dir", &Config::keep_dir)
         .integer("storage.segment_memory_mb", &Config::segment_memory_mb, 0, std::int64_t{1} << 30)
+        .integer("storage.min_segment_kb", &Config::min_segment_kb, 0, limits::kMaxSegmentBytes >> 10)
         .integer("limits.session_memory_mb", &Config::session_memory_mb, 1, std::int64_t{1} << 24)
         .integer("cpu.pin_data_plane", &Config::pin_cpu, -1, 4095)
         .text("log.level", &Config::log_level, control::log_level_rule());

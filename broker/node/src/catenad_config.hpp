@@ -36,6 +36,10 @@ struct Config {
   // [storage] segment_memory_mb: segment memory all replicas may hold (0:
   // half the machine's memory).
   std::uint64_t segment_memory_mb = 0;
+  // [storage] min_segment_kb: the smallest segment a head opens (segments
+  // are sized by what the partition takes in); 0: every segment is the
+  // channel's segment_bytes.
+  std::uint64_t min_segment_kb = 64;
   int pin_cpu = -1;                // [cpu] pin_data_plane
   std::string log_level = "info";  // [log] level
   // [node] join_rebalance: once registered, have the controller rebalance

@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
        "registered memory all partitions' segments may hold on this node (0: half the machine's memory); "
        "a segment takes it when it opens and gives it back when it expires; beyond it heads wait "
        "(back-pressure) and the node logs why");
+  flag("--min-segment-kb", &Config::min_segment_kb, "storage.min_segment_kb",
+       "the smallest segment a head opens: segments are sized by what a partition takes in, from this up "
+       "to the channel's segment_bytes (0: every segment is segment_bytes)");
   flag("--session-memory-mb", &Config::session_memory_mb, "limits.session_memory_mb",
        "registered memory all publishers' staging rings may pin on this node; beyond it new publishers "
        "are refused (resource_exhausted)");
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
   bc.keep_dir = s.keep_dir;
   bc.session_memory_bytes = s.session_memory_mb << 20;
   bc.segment_memory_bytes = s.segment_memory_mb << 20;
+  bc.min_segment_bytes = static_cast<std::uint32_t>(s.min_segment_kb << 10);
   bc.pin_cpu = s.pin_cpu;
   auto broker = catena::broker::Broker::start(bc);
   if (!broker) {

@@ -223,6 +223,10 @@ int run_move_bench(const Common& common, const BenchOptions& o) {
   co.dir = o.dir + "/move";
   co.quiet = true;
   co.secure = o.secure;
+  // Segments of segment_bytes only: what a move copies is measured from the
+  // nodes' held bytes less the records and segment headers they appended,
+  // which a segment sealed early (sized by need) would add seal frames to.
+  co.node_args = {"--min-segment-kb", "0"};
   LocalCluster cluster(co);
   std::string err;
   if (!cluster.start(&err)) {

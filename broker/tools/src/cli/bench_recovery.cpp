@@ -231,6 +231,13 @@ LevelResult one_level(const Common& common, const BenchOptions& o, Level level) 
           5s);
       const auto tail = progress_on(admin, tail_id);
       out.bytes_copied = tail ? tail->forwarded_bytes - forwarded_before : 0;
+      // Its heartbeat may not have said what it recovered yet, either.
+      (void)wait_until(
+          [&] {
+            const auto back = progress_on(admin, victim_id);
+            return back && back->recovered_records > 0;
+          },
+          5s);
       if (const auto back = progress_on(admin, victim_id)) out.recovered_records = back->recovered_records;
     } else {
       out.error = "the restarted node was not back in its chain within 120 s";

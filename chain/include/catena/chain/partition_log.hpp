@@ -56,7 +56,7 @@ struct SegmentHeader {
   std::uint64_t generation;   // bumps on every reuse of any slot of this partition
   std::uint64_t epoch;        // chain epoch when the segment was opened
   std::uint32_t slot;
-  std::uint32_t reserved0;
+  std::uint32_t bytes;  // the segment's size (its slot's memory); 0: LogConfig::segment_bytes
   std::uint64_t reserved1[2];
   std::uint32_t reserved2;
   std::uint32_t header_crc;
@@ -80,6 +80,7 @@ struct SlotInfo {
   std::uint32_t valid_end = 0;    // bytes validated from position 0
   std::uint64_t opened_ns = 0;
   std::uint64_t sealed_ns = 0;
+  std::uint32_t bytes = 0;  // the segment's size (its slot's memory may be larger: kept memory)
   bool expired = false;
 };
 
@@ -102,9 +103,19 @@ struct ReadResult {
 };
 
 struct LogConfig {
+  // The largest segment; a record must fit one.
   std::uint32_t segment_bytes = 1u << 20;
   std::uint64_t ttl_ns = 60'000'000'000ull;
   std::uint64_t grace_ns = 5'000'000'000ull;
+  // With a SlotMemory, the smallest segment a head opens (0: every segment
+  // is segment_bytes). A head sizes each new segment by the rate the one
+  // before filled at: twice what that rate brings in over a ttl (at least
+  // twice the one before when it filled), in powers of two from here;
+  // always enough for the record that opens it, never more than
+  // segment_bytes. A partition's segments then hold about what it takes in
+  // per ttl, so its memory follows its rate, not segment_bytes; a burst
+  // reaches segment_bytes after one small segment.
+  std::uint32_t min_segment_bytes = 0;
 };
 
 // Segment memory the replicas of one broker may hold (BrokerConfig::
@@ -115,19 +126,24 @@ struct SegmentBudget {
   std::uint64_t used_bytes = 0;
   std::uint64_t released_bytes = 0;  // given back since the start (the provider zeroes them)
   std::uint64_t refusals = 0;        // segments refused for want of budget
+  std::uint64_t short_until_ns = 0;  // after a refusal: segments give memory back without lingering
 };
 
 // Where a log gets memory for a slot that has none, and gives it back.
 class SlotMemory {
  public:
   virtual ~SlotMemory() = default;
-  // segment_bytes of memory for `slot`, or an empty span when none can be
-  // had now. *zeroed: it holds only zeros.
-  virtual std::span<std::byte> acquire(std::uint32_t slot, bool* zeroed) = 0;
+  // `bytes` of memory for `slot`, or an empty span when none can be had
+  // now. *zeroed: it holds only zeros.
+  virtual std::span<std::byte> acquire(std::uint32_t slot, std::uint32_t bytes, bool* zeroed) = 0;
   // The segment `generation` in `slot` expired, its grace passed and it is
   // committed: its memory may go. Returns whether it went (it stays while
   // a predecessor was granted a newer generation there).
   virtual bool release(std::uint32_t slot, std::uint64_t generation) = 0;
+  // How long past its grace a segment keeps its memory: a busy partition
+  // reuses it in place (no new registration, no page faults); an idle one
+  // gives it back. 0 while memory is short (a segment was refused lately).
+  virtual std::uint64_t linger_ns(std::uint64_t now_ns) = 0;
 };
 
 class PartitionLog {
@@ -137,8 +153,12 @@ class PartitionLog {
   PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cfg, const Clock& clock);
   // Where slots without memory get it (see the top of this file).
   void set_slot_memory(SlotMemory* memory) noexcept { memory_ = memory; }
-  // Gives slot `s` memory if it has none; false when none can be had.
-  bool ensure_memory_st(std::uint32_t s);
+  // Gives slot `s` `bytes` of memory (0: segment_bytes) if it has none, or
+  // memory of another size, which goes, with what the slot held (it is
+  // free after this: a predecessor is about to write a newer segment
+  // there). Without a SlotMemory, memory at least that large will do.
+  // False when none can be had, or when `s` is the open segment.
+  bool ensure_memory_st(std::uint32_t s, std::uint32_t bytes = 0);
   [[nodiscard]] bool has_memory(std::uint32_t s) const { return !slots_[s].empty(); }
 
   // --- head side -----------------------------------------------------------
@@ -254,7 +274,14 @@ class PartitionLog {
   void slots_written_remotely_st() { std::fill(zero_.begin(), zero_.end(), false); }
 
  private:
-  AppendStatus open_next_st(std::uint64_t epoch);
+  AppendStatus open_next_st(std::uint64_t epoch, std::uint32_t need);
+  // The size of the next segment for a frame of `need` bytes.
+  std::uint32_t next_size_st(std::uint32_t need) const;
+  // Seals the open segment, and sizes the next one by how it ended.
+  void seal_full_st(std::uint32_t s);
+  // The next segment's size from how the one in `s` filled (full or not):
+  // twice what it would take in over a ttl at the rate it filled.
+  void size_next_st(std::uint32_t s, bool full);
   // Gives back the memory of segments past their grace (SlotMemory).
   bool release_expired_st(std::uint64_t now);
   // Checks the frames of `slot` from its valid end up to `end`, stopping
@@ -282,6 +309,7 @@ class PartitionLog {
   std::uint64_t epoch_ = 0;
   ProducerState* producers_ = nullptr;
   SlotMemory* memory_ = nullptr;
+  std::uint32_t next_bytes_ = 0;  // the next segment's size before need (min_segment_bytes and up)
   Marker marker_;
   bool recovered_ = false;
 };

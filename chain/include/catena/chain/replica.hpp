@@ -118,7 +118,8 @@ struct ReplicaConfig {
   // without a limit). A slot takes segment_bytes from it when a segment
   // opens there (at the head) or its predecessor is granted it, and gives
   // them back when the segment expired past its grace (partition_log.hpp).
-  // A kept replica (keep_name) holds and is charged every slot from the start.
+  // A kept replica (keep_name) holds and is charged every slot from the start,
+  // of segment_bytes each (log.min_segment_bytes does not apply to it).
   SegmentBudget* segment_budget = nullptr;
   // The tenant whose namespace holds the channel (ChainAssignment.tenant;
   // empty: none). The broker points the two below at that tenant's.
@@ -324,15 +325,18 @@ class Replica {
   // The log's SlotMemory: slots' memory from and back to the segment budget.
   struct SlotMemoryOf final : SlotMemory {
     explicit SlotMemoryOf(Replica& r) : replica(r) {}
-    std::span<std::byte> acquire(std::uint32_t slot, bool* zeroed) override {
-      return replica.acquire_slot_st(slot, zeroed);
+    std::span<std::byte> acquire(std::uint32_t slot, std::uint32_t bytes, bool* zeroed) override {
+      return replica.acquire_slot_st(slot, bytes, zeroed);
     }
     bool release(std::uint32_t slot, std::uint64_t generation) override {
       return replica.release_slot_st(slot, generation);
     }
+    std::uint64_t linger_ns(std::uint64_t now_ns) override {
+      return now_ns < replica.segments_st().short_until_ns ? 0 : replica.linger_ns_;
+    }
     Replica& replica;
   };
-  std::span<std::byte> acquire_slot_st(std::uint32_t slot, bool* zeroed);
+  std::span<std::byte> acquire_slot_st(std::uint32_t slot, std::uint32_t bytes, bool* zeroed);
   bool release_slot_st(std::uint32_t slot, std::uint64_t generation);
   SegmentBudget& segments_st() {
     return cfg_.segment_budget != nullptr ? *cfg_.segment_budget : own_segments_;
@@ -407,6 +411,7 @@ class Replica {
   // that is not answered yet (0: nothing).
   std::array<std::uint64_t, wire::kMaxSlots> granted_{};
   std::array<std::uint64_t, wire::kMaxSlots> grant_asked_{};
+  std::array<std::uint32_t, wire::kMaxSlots> grant_bytes_{};  // the size asked with it
   bool syncing_ = false;  // a tail counts its joining successor in its commit (this epoch)
 
   PublishServer publishes_;    // publishers appending through this head (publish.hpp)
@@ -420,6 +425,7 @@ class Replica {
   SessionBudget own_budget_;
   SegmentBudget own_segments_;
   SlotMemoryOf slot_memory_{*this};
+  std::uint64_t linger_ns_ = 0;               // SlotMemory::linger_ns: the grace, at least 1 s
   std::uint64_t segment_bytes_held_ = 0;      // charged to segments_st()
   std::uint64_t tick_ns_ = 0;                 // the clock at the last tick(): producer state's idle clock
   std::uint64_t next_expiry_ns_ = 0;          // when tick() next forgets idle producers

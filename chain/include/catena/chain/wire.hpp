@@ -213,16 +213,19 @@ struct ReplicaWelcome {
 // Segment memory is taken as segments open (PartitionLog: SlotMemory) and
 // given back when they expire. Before a predecessor writes the first byte of
 // a new segment (generation) into slot `slot`, it asks its successor for it;
-// the successor takes memory for the slot if it has none (the node's segment
-// budget), exposes it on this link, and answers. The grant holds until the
+// the successor takes memory of that size for the slot if it has none (the
+// node's segment budget), exposes it on this link, and answers. The grant holds until the
 // successor has that generation sealed and expired: it never gives the
 // memory back while a newer generation than the one it holds was granted.
 // status: ok; resource_exhausted (the node's segment budget is spent: ask
 // again later); bad_request (a slot out of range, or an older generation
 // than the slot holds: the predecessor is confused, the link is dropped).
+// `bytes`: the segment's size (segments are sized by need, partition_log.hpp);
+// a slot whose memory is of another size gets memory of this one, and what
+// it held goes.
 struct ReplicaSlotRequest {
   std::uint32_t slot;
-  std::uint32_t reserved;
+  std::uint32_t bytes;
   std::uint64_t generation;
 };
 
@@ -231,6 +234,8 @@ struct ReplicaSlotGrant {
   std::uint16_t reserved0;
   std::uint32_t slot;
   std::uint64_t generation;
+  std::uint32_t bytes;
+  std::uint32_t reserved1;
   fabric::RemoteRegion region;
 };
 

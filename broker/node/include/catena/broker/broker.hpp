@@ -41,6 +41,10 @@ struct BrokerConfig {
   // a segment (back-pressure, as a full log) and predecessors wait for a
   // slot, and the node logs it. 0: half the machine's physical memory.
   std::uint64_t segment_memory_bytes = 0;
+  // The smallest segment a head opens (chain::LogConfig::min_segment_bytes:
+  // segments are sized by what the partition takes in, up to the channel's
+  // segment_bytes). 0: every segment is segment_bytes.
+  std::uint32_t min_segment_bytes = 64u << 10;
   // The data-plane thread runs housekeeping every 2 ms. Silent this long, it
   // is stalled (stuck, or dead): the node stops heartbeating and fails the
   // controller's probes, so its chains are repaired without it.

@@ -564,9 +564,13 @@ int Replica::answer_grants_st() {
     const std::uint32_t bytes = grant_bytes_[s];
     g.bytes = bytes;
     const SlotInfo& in = log_->slot_info(s);
-    if ((in.state != SlotState::free && generation < in.generation) ||
-        (in.state == SlotState::open && generation != in.generation) || bytes < limits::kMinSegmentBytes ||
-        bytes > cfg_.log.segment_bytes || bytes % kRecordAlign != 0) {
+    // Segments a restart kept (recovered(), kept memory) are no reason to
+    // refuse: what the chain does not continue is dropped when the
+    // predecessor's bytes land (PartitionLog::on_remote_data).
+    const bool clashes = !log_->recovered() && ((in.state != SlotState::free && generation < in.generation) ||
+                                                (in.state == SlotState::open && generation != in.generation));
+    if (clashes || bytes < limits::kMinSegmentBytes || bytes > cfg_.log.segment_bytes ||
+        bytes % kRecordAlign != 0) {
       // It would write over a newer segment or the open one, or its size is not one.
       g.status = wire::Status::bad_request;
     } else if (!log_->ensure_memory_st(s, bytes)) {

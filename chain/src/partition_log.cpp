@@ -104,13 +104,9 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need)
     if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return AppendStatus::log_full;
     if (in.next_offset > commit_offset_) return AppendStatus::log_full;
   }
-  const std::uint32_t size = next_size_st(need);
   // Memory of another size than this segment's goes (the segment in it
-  // expired past its grace and is committed); if it cannot, the memory it
-  // has does if the frame fits.
-  if (!ensure_memory_st(s, size) && (slots_[s].empty() || slots_[s].size() < size)) {
-    return AppendStatus::no_memory;
-  }
+  // expired past its grace and is committed).
+  if (!ensure_memory_st(s, next_size_st(need))) return AppendStatus::no_memory;
   if (!zero_[s]) std::memset(slots_[s].data(), 0, slots_[s].size());
   zero_[s] = false;
   SegmentHeader h{};

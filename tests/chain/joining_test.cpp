@@ -44,29 +44,33 @@ class Joining : public ::testing::Test {
   static constexpr const char* kChannel = "join";
 
   void SetUp() override {
-    for (int i = 0; i < 3; ++i) {
-      broker::BrokerConfig cfg;
-      cfg.node_id = "node-" + std::to_string(i);
-      cfg.provider = provider_spec();
-      cfg.fabric_listen = test::listen_address();
-      cfg.slot_count = 8;
-      auto b = broker::Broker::start(cfg);
-      ASSERT_TRUE(b.ok()) << b.error().message;
-      brokers_.push_back(std::move(b.value()));
-    }
+    brokers_.resize(3);
+    for (int i = 0; i < 3; ++i) start_broker(i, config(i));
   }
 
-  // (Re)starts broker i, with kept memory in `keep_dir` if not empty.
-  void start_broker(int i, const std::string& keep_dir) {
+  // Broker i's configuration: 8 slots, the defaults otherwise.
+  static broker::BrokerConfig config(int i) {
     broker::BrokerConfig cfg;
     cfg.node_id = "node-" + std::to_string(i);
     cfg.provider = provider_spec();
     cfg.fabric_listen = test::listen_address();
     cfg.slot_count = 8;
-    cfg.keep_dir = keep_dir;
+    return cfg;
+  }
+
+  // (Re)starts broker i with `cfg`.
+  void start_broker(int i, const broker::BrokerConfig& cfg) {
+    brokers_[static_cast<std::size_t>(i)].reset();
     auto b = broker::Broker::start(cfg);
     ASSERT_TRUE(b.ok()) << b.error().message;
     brokers_[static_cast<std::size_t>(i)] = std::move(b.value());
+  }
+
+  // (Re)starts broker i, with kept memory in `keep_dir` if not empty.
+  void start_broker(int i, const std::string& keep_dir) {
+    broker::BrokerConfig cfg = config(i);
+    cfg.keep_dir = keep_dir;
+    start_broker(i, cfg);
   }
 
   control::idl::Replica replica(int i) {
@@ -443,17 +447,10 @@ class SegmentMemory : public Joining {
   // segment budget of `segments` segments each.
   void restart(std::uint64_t segments) {
     for (int i = 0; i < 3; ++i) {
-      brokers_[static_cast<std::size_t>(i)].reset();
-      broker::BrokerConfig cfg;
-      cfg.node_id = "node-" + std::to_string(i);
-      cfg.provider = provider_spec();
-      cfg.fabric_listen = test::listen_address();
-      cfg.slot_count = 8;
+      broker::BrokerConfig cfg = config(i);
       cfg.grace_ms = 100;
       cfg.segment_memory_bytes = segments * kSegment;
-      auto b = broker::Broker::start(cfg);
-      ASSERT_TRUE(b.ok()) << b.error().message;
-      brokers_[static_cast<std::size_t>(i)] = std::move(b.value());
+      start_broker(i, cfg);
     }
   }
   broker::NodeStats node(int i) { return brokers_[static_cast<std::size_t>(i)]->stats(); }

@@ -78,7 +78,7 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
         "probe_attempts >= 1, 0 < push_retry_initial <= push_retry_max, snapshot_every_records > 0");
   }
   auto store = open_metadata_store(options.metadata, {options.data_dir, options.snapshot_every_records},
-                                   options.zk_session_timeout);
+                                   options.zk_session_timeout, options.zk_connect_timeout);
   if (!store) return store.error();
 
   std::unique_ptr<Controller> c(new Controller(std::move(options), clock, brokers, std::move(*store)));
@@ -169,6 +169,7 @@ class CountingStore final : public MetadataStore {
   }
   [[nodiscard]] std::string describe() const override { return inner_->describe(); }
   [[nodiscard]] bool connected() const override { return inner_->connected(); }
+  [[nodiscard]] bool failed() const noexcept override { return inner_->failed(); }
   [[nodiscard]] Result<std::int64_t> take_controller_epoch() override {
     return inner_->take_controller_epoch();
   }
@@ -185,6 +186,11 @@ std::set<std::string> known_groups(const meta::MetaState& state) {
 }
 
 }  // namespace
+
+// store_ is set once, by the constructor, and failed() is safe on any thread.
+bool Controller::metadata_failed() const noexcept NO_THREAD_SAFETY_ANALYSIS {
+  return store_->failed();
+}
 
 Controller::Controller(Options options, const Clock& clock, BrokerAdminClient& brokers,
                        std::unique_ptr<MetadataStore> store)

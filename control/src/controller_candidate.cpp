@@ -42,6 +42,18 @@ Result<std::unique_ptr<ControllerCandidate>> ControllerCandidate::start(Options 
     self->decided();
     if (self->options_.on_lost) self->options_.on_lost(why);
   };
+  // A leader whose metadata store failed (a commit whose outcome it could
+  // not learn while ZooKeeper was away, a fence) can commit nothing more:
+  // it stops serving and goes to the end of the election, so another
+  // candidate (or this one, later, with the metadata read afresh) leads.
+  cb.must_resign = [self] {
+    auto c = self->role_->leading();
+    return c != nullptr && c->metadata_failed();
+  };
+  cb.resign = [self] {
+    spdlog::warn("controller {} resigns: its metadata store failed; another candidate leads", self->address_);
+    self->role_->follow({});
+  };
   auto election = ZkElection::join(std::move(eo), std::move(cb));
   if (!election) return election.error();
   c->election_ = std::move(*election);

@@ -314,6 +314,7 @@ void ControllerRole::lead(std::shared_ptr<Controller> c) {
 
 void ControllerRole::follow(std::string leader_address) {
   MutexLock lock(mu_);
+  controller_.reset();  // a leader that resigned
   leader_ = std::move(leader_address);
 }
 

@@ -6,7 +6,8 @@ namespace catena::control {
 
 Result<std::unique_ptr<MetadataStore>> open_metadata_store(std::string_view location,
                                                            DirMetadataStore::Options dir,
-                                                           std::chrono::milliseconds zk_session_timeout) {
+                                                           std::chrono::milliseconds zk_session_timeout,
+                                                           std::chrono::milliseconds zk_connect_timeout) {
   if (location.empty()) {
     auto store = DirMetadataStore::open(std::move(dir));
     if (!store) return store.error();
@@ -17,6 +18,7 @@ Result<std::unique_ptr<MetadataStore>> open_metadata_store(std::string_view loca
   ZkMetadataStore::Options options;
   options.location = std::move(*zk);
   options.session_timeout = zk_session_timeout;
+  options.connect_timeout = zk_connect_timeout;
   auto store = ZkMetadataStore::open(std::move(options));
   if (!store) return store.error();
   return std::unique_ptr<MetadataStore>(std::move(*store));

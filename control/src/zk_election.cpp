@@ -42,19 +42,24 @@ Result<std::unique_ptr<ZkElection>> ZkElection::join(Options options, Callbacks 
     if (auto r = e->session_->create(e->dir_.substr(0, at), {}); !r) return r.error();
   }
   if (auto r = e->session_->create(e->dir_, {}); !r) return r.error();
-  const std::string prefix = fmt::format("{}/{}", e->dir_, kCandidatePrefix);
-  std::array<char, 512> created{};
-  const std::string& address = e->options_.address;
-  const int rc = zoo_create(e->session_->handle(), prefix.c_str(), address.data(),
-                            static_cast<int>(address.size()), zk::open_acl(), ZOO_EPHEMERAL | ZOO_SEQUENCE,
-                            created.data(), static_cast<int>(created.size()));
   // A lost connection leaves it unknown whether the znode exists; the
   // caller starts again (a stray znode goes with this session).
-  if (rc != ZOK) return e->session_->error(rc, fmt::format("joining the election under {}", e->dir_));
-  e->znode_ = created.data();
-  spdlog::info("controller election: {} is candidate {}", address, e->znode_);
+  if (auto r = e->create_znode(); !r) return r.error();
   e->thread_ = std::thread([raw = e.get()] { raw->run(); });
   return e;
+}
+
+Result<void> ZkElection::create_znode() {
+  const std::string prefix = fmt::format("{}/{}", dir_, kCandidatePrefix);
+  std::array<char, 512> created{};
+  const std::string& address = options_.address;
+  const int rc = zoo_create(session_->handle(), prefix.c_str(), address.data(),
+                            static_cast<int>(address.size()), zk::open_acl(), ZOO_EPHEMERAL | ZOO_SEQUENCE,
+                            created.data(), static_cast<int>(created.size()));
+  if (rc != ZOK) return session_->error(rc, fmt::format("joining the election under {}", dir_));
+  znode_ = created.data();
+  spdlog::info("controller election: {} is candidate {}", address, znode_);
+  return {};
 }
 
 ZkElection::~ZkElection() {
@@ -79,6 +84,7 @@ void ZkElection::run() {
   bool leading = false;
   std::string told = "(none)";  // the leader address follow() was last given
   bool again = false;           // look again after the next wait, watch or not
+  bool resigned = false;        // resign() was called; leaving the election
   for (;;) {
     {
       UniqueLock lock(mu_);
@@ -87,7 +93,7 @@ void ZkElection::run() {
         return changed_ || stopping_;
       });
       if (stopping_) return;
-      if (!changed_ && !again && !session_->lost_for(options_.session_timeout)) continue;
+      if (!changed_ && !again && !leading && !session_->lost_for(options_.session_timeout)) continue;
       changed_ = false;
       again = false;
     }
@@ -98,7 +104,32 @@ void ZkElection::run() {
                                  options_.location.hosts, options_.session_timeout.count())));
       return;
     }
-    if (leading) continue;  // a leader only watches its session
+    if (leading) {
+      // A leader watches its session, and whether it must resign. It
+      // resigns once connected, so that the others can take over at once.
+      if (!callbacks_.must_resign || !callbacks_.must_resign() || !session_->connected()) continue;
+      if (!resigned) callbacks_.resign();
+      resigned = true;
+      const int rc = zoo_delete(session_->handle(), znode_.c_str(), -1);
+      // ZNONODE: a delete whose answer was lost went through.
+      if (rc != ZOK && rc != ZNONODE) {
+        spdlog::warn("controller election: {}",
+                     session_->error(rc, fmt::format("leaving the election ({})", znode_)).message);
+        continue;  // again in 50 ms
+      }
+      if (auto r = create_znode(); !r) {
+        // Unknown whether a new znode exists: a stray one would lead with
+        // nobody behind it. Out of the election, as with a lost session.
+        callbacks_.lost(r.error());
+        return;
+      }
+      leading = false;
+      resigned = false;
+      told = "(none)";
+      spdlog::warn("controller election: {} resigned; candidate again as {}", options_.address, znode_);
+      again = true;
+      continue;
+    }
     std::string leader;
     ControlError why;
     switch (look(leader, why)) {

@@ -224,6 +224,13 @@ ControlError ZkMetadataStore::fenced_error() {
                                 epoch_, session_->hosts(), options_.location.root, now));
 }
 
+ControlError ZkMetadataStore::fail(ControlError why) {
+  spdlog::error("metadata store {} failed: {}", options_.location.root, why.describe());
+  broken_ = why;
+  failed_.store(true, std::memory_order_release);
+  return why;
+}
+
 ZkMetadataStore::Outcome ZkMetadataStore::resolve_lost_commit() {
   // The library may still say "connected" for a moment after the loss, and
   // a read can be lost as the change was: ask until the deadline.
@@ -337,8 +344,7 @@ Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
     }
     if (rc == ZBADVERSION && results[0].err == ZBADVERSION) {
       undo();
-      broken_ = fenced_error();
-      return *broken_;
+      return fail(fenced_error());
     }
     if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
       switch (resolve_lost_commit()) {
@@ -352,21 +358,18 @@ Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
           return session_->error(rc, "committing a metadata change (not applied; try again)");
         case Outcome::fenced:
           undo();
-          broken_ = fenced_error();
-          return *broken_;
+          return fail(fenced_error());
         case Outcome::unknown:
           break;
       }
       undo();
-      broken_ = session_->error(rc,
-                                "committing a metadata change, whose outcome is unknown: this controller "
-                                "must reopen its metadata (restart it)");
-      return *broken_;
+      return fail(session_->error(rc,
+                                  "committing a metadata change, whose outcome is unknown: this controller "
+                                  "must reopen its metadata"));
     }
     undo();
     if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || session_->expired()) {
-      broken_ = session_->error(rc, "committing a metadata change");
-      return *broken_;
+      return fail(session_->error(rc, "committing a metadata change"));
     }
     // Any other refusal means ZooKeeper's znodes differ from this store's
     // copy of them, which only another writer (which the fence keeps out)
@@ -378,11 +381,10 @@ Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
         break;
       }
     }
-    broken_ =
+    return fail(
         internal(fmt::format("ZooKeeper refused a metadata change ({}; {}): its znodes differ from this "
                              "controller's copy",
-                             zerror(rc), which));
-    return *broken_;
+                             zerror(rc), which)));
   }
 }
 

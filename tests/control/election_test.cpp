@@ -74,8 +74,10 @@ class ElectionTest : public ::testing::Test {
     o.controller.lease = 200ms;
     o.server.thrift.port = 0;
     o.server.tick_interval = 20ms;
-    o.session_timeout = 2000ms;  // the test server's least is 2 x tickTime (500 ms)
+    o.session_timeout = session_timeout_;  // the test server's least is 2 x tickTime (500 ms)
     o.connect_timeout = 5000ms;
+    o.controller.zk_session_timeout = session_timeout_;
+    o.controller.zk_connect_timeout = store_connect_timeout_;
     o.on_lost = [this](const ControlError& why) {
       MutexLock lock(mu_);
       lost_.push_back(why.message);
@@ -128,6 +130,8 @@ class ElectionTest : public ::testing::Test {
   }
 
   std::string metadata_;
+  std::chrono::milliseconds session_timeout_{2000};
+  std::chrono::milliseconds store_connect_timeout_{10000};
   SteadyClock clock_;
   std::vector<std::shared_ptr<FakeBroker>> fakes_;
   std::vector<std::unique_ptr<ThriftServer>> broker_servers_;
@@ -260,6 +264,55 @@ TEST_F(ElectionTest, ALeaderThatLosesItsSessionHalts) {
   MutexLock lock(mu_);
   ASSERT_EQ(lost_.size(), 1u);
   EXPECT_NE(lost_.front().find("ZooKeeper session"), std::string::npos) << lost_.front();
+}
+
+TEST_F(ElectionTest, ALeaderWhoseStoreFailedResignsAndAnotherLeads) {
+  // ZooKeeper away for longer than the store's connect timeout while the
+  // leader commits: the leader cannot learn whether its change was applied,
+  // so its store fails for good. Seen in CI (ZkEnsemble, a ZooKeeper restart
+  // slowed by a loaded machine): the leader stayed leader, refusing every
+  // write and every lease, for as long as the test waited. It must resign
+  // once ZooKeeper is back: another candidate leads with the metadata read
+  // afresh, and this one stays a candidate.
+  std::string why;
+  auto zk = testing::ZkServer::start(&why);
+  ZK_OR_SKIP(zk.get(), why);
+  metadata_ = zk->uri(testing::unique_chroot("resign"));
+  session_timeout_ = 15000ms;  // outlives the outage
+  store_connect_timeout_ = 500ms;
+  for (int i = 0; i < 2; ++i) start_candidate();
+  ASSERT_EQ(leaders(), std::vector<std::size_t>{0});
+  ControllerClient client({all_addresses(), 1000ms, 5000ms, {}});
+  register_brokers(client);
+  ASSERT_TRUE(client.create_channel(channel_config("before", 1, 3)).ok());
+
+  zk->kill();
+  auto first = candidates_[0]->controller();
+  auto lost = first->create_channel(channel_config("during", 1, 3));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.code(), idl::ErrorCode::UNAVAILABLE) << lost.error().describe();
+  EXPECT_NE(lost.error().message.find("outcome is unknown"), std::string::npos) << lost.error().message;
+  EXPECT_TRUE(first->metadata_failed());
+  ASSERT_TRUE(zk->restart(&why)) << why;
+
+  bool created = false;
+  EXPECT_TRUE(eventually(
+      [&] { return created = created || client.create_channel(channel_config("after", 1, 3)).ok(); }, 15s))
+      << "no controller wrote after ZooKeeper was back";
+  EXPECT_EQ(leaders(), std::vector<std::size_t>{1});
+  EXPECT_EQ(client.address(), candidates_[1]->address());
+  EXPECT_TRUE(client.describe_channel("before").ok());
+  {
+    MutexLock lock(mu_);
+    EXPECT_TRUE(lost_.empty()) << lost_.front();
+  }
+  // The first is a candidate still, behind the second: it leads again,
+  // with what the second wrote, once the second goes.
+  EXPECT_TRUE(eventually([&] { return candidates_[0]->leader_address() == candidates_[1]->address(); }, 5s));
+  candidates_[1]->stop();
+  ASSERT_TRUE(eventually([&] { return leaders() == std::vector<std::size_t>{0}; }, 10s));
+  EXPECT_TRUE(candidates_[0]->controller()->describe_channel("after").ok());
+  EXPECT_FALSE(candidates_[0]->controller()->metadata_failed());
 }
 
 TEST(ElectionBinary, ASigkilledLeaderIsReplacedOnceItsSessionTimesOut) {

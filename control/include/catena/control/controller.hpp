@@ -162,6 +162,9 @@ class Controller {
     std::chrono::milliseconds group_heartbeat_interval{1000};
     // The ZooKeeper session of a zk:// store (ControllerConfig::zk_session_timeout_ms).
     std::chrono::milliseconds zk_session_timeout{10000};
+    // How long a zk:// store waits to connect, and a commit that lost its
+    // connection waits for it to come back before the store fails.
+    std::chrono::milliseconds zk_connect_timeout{10000};
     // A chain that lost a member to an eviction waits this long (from the
     // eviction, on this controller's clock; a restart waits again) for that
     // node to register again with the data it kept (it then rejoins behind
@@ -281,6 +284,10 @@ class Controller {
   [[nodiscard]] const ControllerCounters& counters() const noexcept { return *counters_; }
   // Copy of the durable state, for tests and diagnostics.
   [[nodiscard]] meta::MetaState metadata() const;
+  // Whether the metadata store failed for good (MetadataStore::failed()):
+  // this Controller can commit nothing more and must stop leading. Any
+  // thread, without the controller's lock.
+  [[nodiscard]] bool metadata_failed() const noexcept;
 
  private:
   using RouteId = std::pair<std::string, std::int32_t>;

@@ -34,7 +34,8 @@ class ControllerRole {
  public:
   // Serve c from now on.
   void lead(std::shared_ptr<Controller> c) EXCLUDES(mu_);
-  // Answer NOT_LEADER naming leader_address (empty: no leader known yet).
+  // Answer NOT_LEADER naming leader_address (empty: no leader known yet),
+  // leading no more.
   void follow(std::string leader_address) EXCLUDES(mu_);
   // Stop serving for good (the leader lost its ZooKeeper session):
   // NOT_LEADER without a leader, and no tick().

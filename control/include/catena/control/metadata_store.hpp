@@ -56,6 +56,11 @@ class MetadataStore {
   // connect timeout), under the controller's lock. Commits that can wait
   // (the high-water marks) are put off instead.
   [[nodiscard]] virtual bool connected() const { return true; }
+  // Whether a commit left this store unable to go on: every later commit
+  // fails (the ZooKeeper store after an outcome it could not learn, a
+  // fence, or its session's end). Its holder must stop leading and open the
+  // metadata again. Unlike the rest, any thread may ask.
+  [[nodiscard]] virtual bool failed() const noexcept { return false; }
 
   // The controller epoch its holder commands brokers with
   // (BrokerAdmin.authenticate): newer than any holder's before. The
@@ -110,10 +115,12 @@ class DirMetadataStore final : public MetadataStore {
 
 // Opens the store location names: empty for a DirMetadataStore in
 // dir.dir, `zk://host:port[,host:port...][/chroot]` for a ZkMetadataStore
-// (chroot /catena when none is given), with a session of zk_session_timeout.
+// (chroot /catena when none is given), with a session of zk_session_timeout
+// and a connect timeout of zk_connect_timeout.
 // Anything else is INVALID_ARGUMENT.
 [[nodiscard]] Result<std::unique_ptr<MetadataStore>> open_metadata_store(
     std::string_view location, DirMetadataStore::Options dir,
-    std::chrono::milliseconds zk_session_timeout = std::chrono::milliseconds(10000));
+    std::chrono::milliseconds zk_session_timeout = std::chrono::milliseconds(10000),
+    std::chrono::milliseconds zk_connect_timeout = std::chrono::milliseconds(10000));
 
 }  // namespace catena::control

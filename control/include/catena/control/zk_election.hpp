@@ -13,9 +13,13 @@
 // the lowest, lost(error) once when its session expired, was without a
 // connection for a whole session timeout, or its znode is gone; after
 // lost() this candidate is out of the election for good (a new join() is
-// the only way back). The destructor leaves the election: it closes the
-// session, so the znode goes at once and the next candidate takes over
-// without waiting for the session timeout.
+// the only way back). While it leads, the thread asks must_resign() every
+// 50 ms: once it says yes (the leader's metadata store failed) and the
+// session is connected, resign() is called, then the candidate leaves the
+// election and joins again at its end (a new znode): the next candidate
+// leads, and this one is elected() again only after every other. The destructor leaves the election: it
+// closes the session, so the znode goes at once and the next candidate takes over without waiting for the
+// session timeout.
 //
 // Threads: the callbacks run on the election thread, one at a time; they
 // may block (elected() opens the metadata store) but must not destroy the
@@ -51,15 +55,16 @@ class ZkElection {
     std::function<void()> elected;
     std::function<void(const std::string& leader_address)> follow;
     std::function<void(const ControlError& why)> lost;
+    // Optional: whether the leader must stop leading (asked while leading).
+    std::function<bool()> must_resign;
+    // Called before the candidate leaves the election to resign.
+    std::function<void()> resign;
   };
 
   [[nodiscard]] static Result<std::unique_ptr<ZkElection>> join(Options options, Callbacks callbacks);
   ~ZkElection();
   ZkElection(const ZkElection&) = delete;
   ZkElection& operator=(const ZkElection&) = delete;
-
-  // This candidate's znode (absolute path).
-  [[nodiscard]] const std::string& znode() const noexcept { return znode_; }
 
  private:
   enum class Step { follow, elected, retry, lost };
@@ -68,13 +73,15 @@ class ZkElection {
   void run() EXCLUDES(mu_);
   // One look at the candidates: who leads, and watches on what decides.
   [[nodiscard]] Step look(std::string& leader_address, ControlError& why);
+  // A new ephemeral sequential znode for this session: znode_.
+  [[nodiscard]] Result<void> create_znode();
   friend struct ZkElectionWatch;  // the ZooKeeper watcher: wakes the thread
   void wake() EXCLUDES(mu_);
 
   const Options options_;
   const Callbacks callbacks_;
   std::string dir_;    // <root>/election
-  std::string znode_;  // ours
+  std::string znode_;  // ours (the election thread's, once it runs)
   Mutex mu_;
   std::condition_variable cv_;
   bool changed_ GUARDED_BY(mu_) = true;

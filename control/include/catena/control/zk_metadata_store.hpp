@@ -21,6 +21,7 @@
 // lock. The ZooKeeper client's own threads never touch the state.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -63,6 +64,7 @@ class ZkMetadataStore final : public MetadataStore {
   [[nodiscard]] Result<void> commit(const meta::MetaRecord& record) override;
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] bool connected() const override;
+  [[nodiscard]] bool failed() const noexcept override { return failed_.load(std::memory_order_acquire); }
   [[nodiscard]] Result<std::int64_t> take_controller_epoch() override { return epoch_; }
 
   // The controller epoch this store took when it opened.
@@ -82,6 +84,8 @@ class ZkMetadataStore final : public MetadataStore {
   // epoch znode past epoch_version_ happen?
   [[nodiscard]] Outcome resolve_lost_commit();
   [[nodiscard]] ControlError fenced_error();
+  // Breaks the store for good with why (broken_, failed_); returns why.
+  ControlError fail(ControlError why);
   [[nodiscard]] std::string abs(std::string_view relative) const;
 
   Options options_;
@@ -93,6 +97,7 @@ class ZkMetadataStore final : public MetadataStore {
   std::int64_t transactions_ = 0;   // committed under epoch_
   std::size_t znodes_loaded_ = 0;
   std::optional<ControlError> broken_;
+  std::atomic<bool> failed_{false};  // broken_ is set: for failed(), on any thread
 };
 
 }  // namespace catena::control

@@ -167,7 +167,11 @@ void Arena::free_channel_range(std::uint64_t offset, std::uint64_t bytes) {
 
 void Arena::free_range(std::uint64_t offset, std::uint64_t bytes) {
   bytes = round_up_pages(bytes == 0 ? 1 : bytes);
-  zero_range(offset, bytes);
+  if (bytes <= kWarmRangeBytes) {
+    std::memset(view_.base + offset, 0, bytes);
+  } else {
+    zero_range(offset, bytes);
+  }
   std::lock_guard lock(mu_);
   auto next = free_ranges_.lower_bound(offset);
   if (next != free_ranges_.end() && next->first == offset + bytes) {

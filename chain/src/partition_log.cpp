@@ -212,9 +212,22 @@ std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame
   return at;
 }
 
+void PartitionLog::trace_st(const RecordHeader& h) {
+  // The publisher's clock: a stamp from the future (another host's clock)
+  // counts as 0.
+  const std::uint64_t now = wall_clock_ns();
+  stages_->record(stage_position_, now > h.timestamp_ns ? now - h.timestamp_ns : 0);
+}
+
 std::uint64_t PartitionLog::append_staged(std::uint32_t frame_bytes) {
   SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
-  restamp_offset(slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end, end_offset_);
+  std::byte* frame = slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end;
+  restamp_offset(frame, end_offset_);
+  if (stages_ != nullptr) {
+    RecordHeader h;
+    std::memcpy(&h, frame, sizeof h);
+    if ((h.flags & kFlagTrace) != 0) trace_st(h);
+  }
   in.valid_end += frame_bytes;
   in.next_offset = end_offset_ + 1;
   return end_offset_++;
@@ -294,6 +307,7 @@ ValidateStatus PartitionLog::scan_frames_st(std::uint32_t slot, std::uint32_t en
     } else if (producers_ != nullptr) {
       producers_->record(h.producer_id, h.producer_epoch, h.sequence, h.offset, now);
     }
+    if (stages_ != nullptr && (h.flags & kFlagTrace) != 0) trace_st(h);
   }
   return ValidateStatus::ok;
 }

@@ -196,9 +196,9 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
       continue;
     }
     RecordHeader h;
-    if (check_frame(copy, f.bytes, &h) != FrameCheck::ok || (h.flags & ~kFlagAttributes) != 0 ||
-        frame_size(h.length) != f.bytes || h.producer_id != s.producer_id ||
-        h.producer_epoch != s.producer_epoch) {
+    if (check_frame(copy, f.bytes, &h) != FrameCheck::ok ||
+        (h.flags & ~(kFlagAttributes | kFlagTrace)) != 0 || frame_size(h.length) != f.bytes ||
+        h.producer_id != s.producer_id || h.producer_epoch != s.producer_epoch) {
       return garbled();
     }
     // A well-framed record whose key and headers do not decode: refused

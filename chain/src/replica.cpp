@@ -178,6 +178,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), log, clock);
   if (cfg.keep_name.empty()) r->log_->set_slot_memory(&r->slot_memory_);
   r->log_->track_producers(&r->producers_);
+  r->log_->trace_stages(cfg.stage_latency, cfg.position);
   if (commit_kept != 0) r->recovered_ = r->log_->recover_st(commit_kept);
   if (r->recovered_.end == 0) {
     if (!any_kept) {
@@ -217,6 +218,7 @@ bool Replica::reconfigure(const ReplicaConfig& cfg) {
   if (!cfg.is_tail() || cfg.chain_length < 2) watches_.drop_all();  // what it holds is no longer committed
   cfg_.epoch = cfg.epoch;
   cfg_.position = cfg.position;
+  log_->trace_stages(cfg_.stage_latency, cfg.position);
   cfg_.chain_length = cfg.chain_length;
   cfg_.node_epoch = cfg.node_epoch;
   cfg_.predecessor_node = cfg.predecessor_node;

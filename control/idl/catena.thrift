@@ -240,6 +240,19 @@ struct PartitionProgress {
   10: i64 recovered_bytes = 0,
 }
 
+// How long traced records took from their publish (the publisher's wall
+// clock) until they reached one chain position on a node: appended at the
+// head (position 0), received k hops down (position k). Percentiles are
+// bucket edges, within 6%.
+struct StageLatency {
+  1: i32 position,
+  2: i64 count,
+  3: i64 p50_ns,
+  4: i64 p99_ns,
+  5: i64 p999_ns,
+  6: i64 max_ns,
+}
+
 struct NodeStats {
   1: i64 segments,
   2: i64 bytes,
@@ -259,6 +272,9 @@ struct NodeStats {
   // Of those, the segments' (taken as segments open, given back as they
   // expire: what the node retains, in whole segments).
   8: optional i64 segment_memory_bytes,
+  // Traced records' latency from publish to each chain position a replica
+  // of this node holds (PublisherOptions::trace_stages), since it started.
+  9: optional list<StageLatency> stage_latency,
 }
 
 struct HeartbeatRequest {

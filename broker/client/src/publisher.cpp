@@ -254,7 +254,7 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
   if (const Errc e = room_for_st(s, region); e != Errc::ok) return e;
   const bool was_idle = s.head.pending() == 0 && s.head.unflushed() == 0;
   chain::RecordHeader h{};
-  h.flags = flags;
+  h.flags = flags | (opts_.trace_stages ? chain::kFlagTrace : 0u);
   h.producer_id = opts_.producer_id;
   h.producer_epoch = producer_epoch_;
   h.timestamp_ns = timestamp_ns != 0 ? timestamp_ns : catena::wall_clock_ns();

@@ -58,7 +58,7 @@ fabric::Errc Publisher::Impl::commit_claim_st(std::uint32_t partition, std::uint
   if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
   const bool was_idle = s.head.pending() == 0 && s.head.unflushed() == 0;
   chain::RecordHeader h{};
-  h.flags = s.claim_flags;
+  h.flags = s.claim_flags | (opts_.trace_stages ? chain::kFlagTrace : 0u);
   h.producer_id = opts_.producer_id;
   h.producer_epoch = producer_epoch_;
   h.timestamp_ns = catena::wall_clock_ns();

@@ -78,6 +78,20 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
   out.__set_link_rebuilds(static_cast<std::int64_t>(st.link_rebuilds));
   out.__set_registered_bytes(static_cast<std::int64_t>(st.registered_bytes));
   out.__set_segment_memory_bytes(static_cast<std::int64_t>(st.segment_memory_bytes));
+  if (!st.stage_latency.empty()) {
+    std::vector<idl::StageLatency> stages;
+    for (const auto& sl : st.stage_latency) {
+      idl::StageLatency x;
+      x.__set_position(static_cast<std::int32_t>(sl.position));
+      x.__set_count(static_cast<std::int64_t>(sl.latency.count));
+      x.__set_p50_ns(static_cast<std::int64_t>(sl.latency.p50_ns));
+      x.__set_p99_ns(static_cast<std::int64_t>(sl.latency.p99_ns));
+      x.__set_p999_ns(static_cast<std::int64_t>(sl.latency.p999_ns));
+      x.__set_max_ns(static_cast<std::int64_t>(sl.latency.max_ns));
+      stages.push_back(x);
+    }
+    out.__set_stage_latency(stages);
+  }
   std::vector<idl::PartitionProgress> partitions;
   partitions.reserve(st.partitions.size());
   for (const auto& p : st.partitions) {

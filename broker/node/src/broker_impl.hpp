@@ -237,6 +237,7 @@ class Broker::Impl {
     cfg.limits = cfg_.limits;
     cfg.budget = &budget_;
     cfg.segment_budget = &segments_;
+    cfg.stage_latency = &stages_;
     if (!cfg.tenant.empty()) {
       // One per tenant, never erased: replicas keep pointers to it.
       TenantShare& t = tenants_[cfg.tenant];
@@ -613,6 +614,10 @@ class Broker::Impl {
     st.segment_memory_bytes = segments_.used_bytes;
     st.segment_memory_limit_bytes = segments_.limit_bytes;
     st.segment_memory_refusals = segments_.refusals;
+    for (std::uint32_t p = 0; p < chain::StageLatency::kPositions; ++p) {
+      const chain::StageLatency::Summary sum = stages_.summary(p);
+      if (sum.count != 0) st.stage_latency.push_back(NodeStats::Stage{p, sum});
+    }
     if (segments_.refusals > refusals_logged_ && now >= next_refusal_log_ns_) {
       spdlog::warn(
           "segment memory budget spent: {} of {} bytes held; {} segments refused since start "
@@ -738,6 +743,7 @@ class Broker::Impl {
   // take_inventory's, then the data-plane thread's; reported in the stats.
   std::uint64_t zeroed_bytes_ = 0;
   chain::SegmentBudget segments_;  // every replica's segment memory (BrokerConfig::segment_memory_bytes)
+  chain::StageLatency stages_;     // traced records' latency to each chain position (NodeStats)
   std::uint64_t refusals_logged_ = 0;
   std::uint64_t next_refusal_log_ns_ = 0;
   // Successor links rebuilt in place at the same epoch (partition-level

@@ -154,6 +154,52 @@ struct Report {
   }
 };
 
+// Where the commit-ack rows' time went: for each position of the latency
+// channel's chain, the age of the traced records as they reached it (from
+// the node that holds it, NodeStats.stage_latency, once its heartbeat
+// counted all `traced`, at most 5 s). Cumulative from the publish: position
+// 0 is appended at the head, k received k hops down; the commit-ack row
+// adds the tail's ack back to the publisher. Warm-up records included.
+std::vector<Row> stage_rows(control::ControllerClient& admin, const control::idl::ChannelInfo& ch,
+                            std::uint64_t traced) {
+  std::vector<Row> rows;
+  if (ch.routes.empty()) return rows;
+  const auto& reps = ch.routes[0].replicas;
+  std::vector<std::optional<control::idl::StageLatency>> at(reps.size());
+  bench_detail::wait_until(
+      [&] {
+        auto st = admin.cluster_status();
+        if (!st) return false;
+        for (std::size_t k = 0; k < reps.size(); ++k) {
+          for (const auto& n : st->nodes) {
+            if (n.info.node_id != reps[k].node_id || !n.stats.__isset.stage_latency) continue;
+            for (const auto& sl : n.stats.stage_latency) {
+              if (sl.position == static_cast<std::int32_t>(k)) at[k] = sl;
+            }
+          }
+        }
+        return std::all_of(at.begin(), at.end(),
+                           [&](const auto& a) { return a && a->count >= static_cast<std::int64_t>(traced); });
+      },
+      std::chrono::seconds(5));
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    if (!at[k]) continue;
+    Row r;
+    r.replicas = static_cast<int>(reps.size());
+    r.mode = "commit_ack_at_position_" + std::to_string(k);
+    r.pct.p50 = static_cast<std::uint64_t>(at[k]->p50_ns);
+    r.pct.p99 = static_cast<std::uint64_t>(at[k]->p99_ns);
+    r.pct.p999 = static_cast<std::uint64_t>(at[k]->p999_ns);
+    r.pct.max = static_cast<std::uint64_t>(at[k]->max_ns);
+    r.pct.count = static_cast<std::size_t>(at[k]->count);
+    r.note = std::string(k == 0 ? "publish -> appended at the head"
+                                : "publish -> received at position " + std::to_string(k)) +
+             " (" + reps[k].node_id + "; traced records, every latency size, warm-up included; within 6%)";
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 // The fabric's own bandwidth for one-sided writes of `bytes` between two
 // processes, in MB/s: catena-perf (installed beside this binary) writing for
 // `seconds` on `provider`. 0, with *why set, if it is missing or failed.
@@ -612,7 +658,17 @@ int run_bench(const Common& c, const BenchOptions& o) {
         rep.emit(r, &s);
       }
     };
-    commit_ack_rows(*pub.value(), "commit_ack_latency");
+    {
+      // Traced (PublisherOptions::trace_stages): every replica adds each
+      // record's age to its position's histogram, reported below.
+      PublisherOptions tpo = po;
+      tpo.trace_stages = true;
+      auto tpub = Publisher::create(routes, lat_ch->config.name, tpo);
+      if (!tpub) throw Fail{"publisher: " + tpub.error().message};
+      commit_ack_rows(*tpub.value(), "commit_ack_latency");
+      const auto traced = static_cast<std::uint64_t>(o.iters + o.warmup) * lat_sizes.size();
+      for (const Row& r : stage_rows(admin, *lat_ch, traced)) rep.emit(r);
+    }
     if (o.replicas >= 2) {
       // The same path with only the head acknowledging (the commit travels
       // back up the chain first): what the tail's direct acks save.

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include <catena/chain/record.hpp>
+#include <catena/chain/stage_latency.hpp>
 #include <catena/fabric/clock.hpp>
 
 namespace catena::chain {
@@ -260,6 +261,12 @@ class PartitionLog {
   // Replicas rebuild idempotent-producer state from the records they
   // validate, so a replica promoted to head knows every stored sequence.
   void track_producers(ProducerState* ps) noexcept { producers_ = ps; }
+  // Traced records (kFlagTrace) add their age to `stages` at `position` as
+  // they are appended here (head) or arrive from the predecessor.
+  void trace_stages(StageLatency* stages, std::uint32_t position) noexcept {
+    stages_ = stages;
+    stage_position_ = position;
+  }
   // Slots in segment order, oldest first (those not free).
   [[nodiscard]] std::vector<std::uint32_t> slots_in_order() const;
   [[nodiscard]] const LogConfig& config() const noexcept { return cfg_; }
@@ -291,6 +298,8 @@ class PartitionLog {
                                 bool seal_at_end);
   // Drops everything (a recovered prefix the predecessor does not continue).
   void reset_st();
+  // Adds a traced record's age to stages_.
+  void trace_st(const RecordHeader& h);
   void seal_st(std::uint32_t s);
   std::uint32_t room_st(std::uint32_t s) const;
   AppendStatus append_frame_st(const RecordHeader& r, std::span<const std::byte> payload,
@@ -308,6 +317,8 @@ class PartitionLog {
   std::uint64_t commit_offset_ = 0;
   std::uint64_t epoch_ = 0;
   ProducerState* producers_ = nullptr;
+  StageLatency* stages_ = nullptr;
+  std::uint32_t stage_position_ = 0;
   SlotMemory* memory_ = nullptr;
   std::uint32_t next_bytes_ = 0;  // the next segment's size before need (min_segment_bytes and up)
   Marker marker_;

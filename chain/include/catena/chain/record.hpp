@@ -71,7 +71,12 @@ inline constexpr std::uint32_t kFlagPad = 1u << 1;
 inline constexpr std::uint32_t kFlagMarker = 1u << 2;
 // The payload region begins with an attributes block (see the top).
 inline constexpr std::uint32_t kFlagAttributes = 1u << 3;
-inline constexpr std::uint32_t kKnownFlags = kFlagSeal | kFlagPad | kFlagMarker | kFlagAttributes;
+// Traced: every replica adds this record's age to its position's stage
+// latency as the record reaches it (stage_latency.hpp). Set by a publisher
+// with PublisherOptions::trace_stages; changes nothing else.
+inline constexpr std::uint32_t kFlagTrace = 1u << 4;
+inline constexpr std::uint32_t kKnownFlags =
+    kFlagSeal | kFlagPad | kFlagMarker | kFlagAttributes | kFlagTrace;
 
 // What a marker says: its sequence is the generation it opens; its payload
 // (kMarkerPayload bytes, little-endian u32s) the partition counts the

@@ -121,6 +121,9 @@ struct ReplicaConfig {
   // A kept replica (keep_name) holds and is charged every slot from the start,
   // of segment_bytes each (log.min_segment_bytes does not apply to it).
   SegmentBudget* segment_budget = nullptr;
+  // Where traced records' stage latencies go (the node's; null: nowhere),
+  // at this replica's position.
+  StageLatency* stage_latency = nullptr;
   // The tenant whose namespace holds the channel (ChainAssignment.tenant;
   // empty: none). The broker points the two below at that tenant's.
   std::string tenant;

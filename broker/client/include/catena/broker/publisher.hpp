@@ -229,6 +229,12 @@ struct PublisherOptions {
   // records as soon as it holds them (two hand-offs sooner than the head).
   // Off: only the head acknowledges.
   bool tail_acks = true;
+  // Mark every record for stage tracing: each replica adds the record's age
+  // (from its publish, this host's wall clock) to its node's histogram for
+  // its chain position, which NodeStats.stage_latency reports (catena bench
+  // does this for its commit-ack rows). Costs a clock read per record at
+  // each replica.
+  bool trace_stages = false;
   std::chrono::milliseconds connect_timeout{3000};
   // How long a partition may stay unreachable before its pending records
   // fail with `unavailable`. Such a record may or may not have been stored

@@ -108,6 +108,13 @@ struct NodeStats {
   std::uint64_t segment_memory_bytes = 0;
   std::uint64_t segment_memory_limit_bytes = 0;
   std::uint64_t segment_memory_refusals = 0;
+  // Traced records (PublisherOptions::trace_stages): their latency from
+  // publish to each chain position a replica here holds, since start.
+  struct Stage {
+    std::uint32_t position = 0;  // 0: appended at the head; k: received k hops down
+    chain::StageLatency::Summary latency;
+  };
+  std::vector<Stage> stage_latency;
 };
 
 enum class ConfigureStatus : std::uint8_t { applied, stale_epoch, invalid, failed };

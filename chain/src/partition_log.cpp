@@ -91,22 +91,48 @@ bool PartitionLog::ensure_memory_st(std::uint32_t s, std::uint32_t bytes) {
   return true;
 }
 
-AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need) {
-  const std::uint32_t s = next_slot_;
-  SlotInfo& in = info_[s];
-  if (in.state == SlotState::open) return AppendStatus::log_full;
-  if (in.state == SlotState::sealed) {
-    // Reuse only once the segment expired, its grace period passed, and
-    // every record in it is committed: a record the tail does not hold yet
-    // (commits stalled by a dead successor) may still be acknowledged, and
-    // this slot may be its only copy.
-    const std::uint64_t now = clock_.now_ns();
-    if (now < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns) return AppendStatus::log_full;
-    if (in.next_offset > commit_offset_) return AppendStatus::log_full;
+int PartitionLog::pick_slot_st(std::uint32_t bytes) const {
+  const std::uint64_t now = clock_.now_ns();
+  // Reuse only once the segment expired, its grace period passed, and
+  // every record in it is committed: a record the tail does not hold yet
+  // (commits stalled by a dead successor) may still be acknowledged, and
+  // this slot may be its only copy.
+  auto may_go = [&](const SlotInfo& in) {
+    if (in.state == SlotState::free) return true;
+    return in.state == SlotState::sealed && now >= in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns &&
+           in.next_offset <= commit_offset_;
+  };
+  // First the oldest slot whose memory fits: reused in place, with no
+  // allocation, registration or page faults, so a partition cycles through
+  // as many slots as its rate fills in a ttl and the rest give their memory
+  // back. Then a slot without memory (in ring order from the last one
+  // opened), then one whose memory is of another size.
+  int warm = -1, empty = -1, other = -1;
+  for (std::uint32_t i = 0; i < slot_count(); ++i) {
+    const std::uint32_t s = (next_slot_ + i) % slot_count();
+    const SlotInfo& in = info_[s];
+    if (!may_go(in)) continue;
+    if (slots_[s].empty()) {
+      if (empty < 0) empty = static_cast<int>(s);
+    } else if (slots_[s].size() == bytes || memory_ == nullptr) {
+      if (warm < 0 || in.generation < info_[static_cast<std::uint32_t>(warm)].generation)
+        warm = static_cast<int>(s);
+    } else if (other < 0) {
+      other = static_cast<int>(s);
+    }
   }
+  return warm >= 0 ? warm : empty >= 0 ? empty : other;
+}
+
+AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need) {
+  const std::uint32_t bytes = next_size_st(need);
+  const int pick = pick_slot_st(bytes);
+  if (pick < 0) return AppendStatus::log_full;
+  const auto s = static_cast<std::uint32_t>(pick);
+  SlotInfo& in = info_[s];
   // Memory of another size than this segment's goes (the segment in it
   // expired past its grace and is committed).
-  if (!ensure_memory_st(s, next_size_st(need))) return AppendStatus::no_memory;
+  if (!ensure_memory_st(s, bytes)) return AppendStatus::no_memory;
   if (!zero_[s]) std::memset(slots_[s].data(), 0, slots_[s].size());
   zero_[s] = false;
   SegmentHeader h{};
@@ -125,6 +151,7 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need)
   in.next_offset = end_offset_;
   in.valid_end = kFirstRecord;
   in.opened_ns = clock_.now_ns();
+  note_open_st(in.opened_ns);
   in.bytes = h.bytes;
   open_ = static_cast<int>(s);
   next_slot_ = (s + 1) % slot_count();
@@ -263,6 +290,7 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     in.next_offset = sh.base_offset;
     in.valid_end = kFirstRecord;
     in.opened_ns = clock_.now_ns();
+    note_open_st(in.opened_ns);
     in.bytes = sh.bytes != 0 ? sh.bytes : static_cast<std::uint32_t>(slots_[slot].size());
     generation_ = std::max(generation_, sh.generation);
     open_ = static_cast<int>(slot);
@@ -412,9 +440,18 @@ bool PartitionLog::tick() {
   return changed;
 }
 
+void PartitionLog::note_open_st(std::uint64_t now) {
+  if (last_open_ns_ != 0) open_interval_ns_ = now - last_open_ns_;
+  last_open_ns_ = now;
+}
+
 bool PartitionLog::release_expired_st(std::uint64_t now) {
   bool released = false;
-  const std::uint64_t linger = memory_->linger_ns(now);
+  // A segment that may go keeps its memory while the partition would reuse
+  // it (the next segment opens about an interval from now): past the
+  // SlotMemory's linger and twice that interval. None while memory is short.
+  std::uint64_t linger = memory_->linger_ns(now);
+  if (linger != 0) linger = std::max(linger, 2 * open_interval_ns_);
   for (std::uint32_t s = 0; s < slot_count(); ++s) {
     const SlotInfo& in = info_[s];
     // As open_next_st() reuses a slot (expired, past its grace, committed),
@@ -527,12 +564,19 @@ ReadResult PartitionLog::read(Cursor& c) const {
     const std::byte* frame = slots_[c.slot].data() + c.position;
     std::memcpy(&h, frame, sizeof h);
     if (h.flags & kFlagSeal) {
-      // Continue in the next segment, which must start where this one ended.
-      const std::uint32_t next = (c.slot + 1) % slot_count();
-      const SlotInfo& nx = info_[next];
-      if (nx.state == SlotState::free || nx.generation <= in.generation || nx.base_offset != c.next_offset) {
-        return r;  // not opened yet
+      // Continue in the next segment, which must start where this one ended
+      // (in any slot: see the top of partition_log.hpp).
+      int found = -1;
+      for (std::uint32_t s = 0; s < slot_count(); ++s) {
+        const SlotInfo& nx = info_[s];
+        if (nx.state != SlotState::free && nx.generation > in.generation && nx.base_offset == c.next_offset &&
+            (found < 0 || nx.generation < info_[static_cast<std::uint32_t>(found)].generation)) {
+          found = static_cast<int>(s);
+        }
       }
+      if (found < 0) return r;  // not opened yet
+      const auto next = static_cast<std::uint32_t>(found);
+      const SlotInfo& nx = info_[next];
       if (slots_[next].empty()) {
         r.status = ReadStatus::expired;
         return r;

@@ -604,15 +604,26 @@ int Replica::forward_st() {
   int work = 0;
   const std::uint32_t slots = cfg_.slot_count;
   const std::uint32_t max_msg = std::min(kMaxForwardChunk, succ_->ep().caps().max_message_size);
-  for (std::uint32_t i = 0; i < slots; ++i) {
-    const std::uint32_t s = (log_->next_slot() + i) % slots;  // oldest segment first
-    const SlotInfo& in = log_->slot_info(s);
-    if (in.state == SlotState::free || !log_->has_memory(s)) continue;
-    if (fwd_gen_[s] != in.generation) {
-      fwd_gen_[s] = in.generation;
-      fwd_end_[s] = 0;
+  for (;;) {
+    // The oldest segment with bytes to forward: the successor takes
+    // segments in order, and they are not in slot order (partition_log.hpp).
+    int oldest = -1;
+    for (std::uint32_t i = 0; i < slots; ++i) {
+      const SlotInfo& in = log_->slot_info(i);
+      if (in.state == SlotState::free || !log_->has_memory(i)) continue;
+      if (fwd_gen_[i] != in.generation) {
+        fwd_gen_[i] = in.generation;
+        fwd_end_[i] = 0;
+      }
+      if (fwd_end_[i] < in.valid_end &&
+          (oldest < 0 || in.generation < log_->slot_info(static_cast<std::uint32_t>(oldest)).generation)) {
+        oldest = static_cast<int>(i);
+      }
     }
-    if (fwd_end_[s] < in.valid_end && succ_granted_[s] != in.generation) {
+    if (oldest < 0) return work;
+    const auto s = static_cast<std::uint32_t>(oldest);
+    const SlotInfo& in = log_->slot_info(s);
+    if (succ_granted_[s] != in.generation) {
       ask_slot_st(s, in.generation);
       return work;  // in order: nothing of a later segment before this one
     }
@@ -633,7 +644,6 @@ int Replica::forward_st() {
       ++work;
     }
   }
-  return work;
 }
 
 int Replica::pump_successor_st() {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -893,6 +894,51 @@ TEST_F(LogTest, AnExpiredCommittedSegmentGivesItsMemoryBackAfterItsGrace) {
     ASSERT_EQ(r.status, ReadStatus::record) << want;
     EXPECT_EQ(r.header.offset, want);
   }
+}
+
+// A partition that fills a segment every 5 s, with a ttl plus grace of 12 s,
+// needs about 4 segments in memory, not its 8 slots: the head opens each
+// segment in the oldest slot that may go and still has memory, so that
+// memory is reused in place (no allocation, registration or page faults)
+// and slots it does not need stay without memory. Before, slots went
+// round-robin: a lap of 8 x 5 s outlasted ttl + grace + linger, so every
+// segment gave its memory back and took it again (allocation and page
+// faults on every segment; on this machine 64 KiB records committed at a
+// third of the rate). A reader follows the segments out of slot order.
+TEST_F(LogTest, ABusyPartitionReusesTheMemoryOfItsOldestSegmentInPlace) {
+  BudgetedSlots m(8, kSeg, 8);
+  m.linger = 1'000'000'000;  // 1 s
+  PartitionLog log(m.none(), cfg, clock);
+  log.set_slot_memory(&m);
+  std::string payload(1000, 'w');
+  std::uint64_t off = 0;
+  Cursor reader = log.seek(0);
+  std::uint64_t next_read = 0;
+  std::vector<std::uint32_t> opened;
+  for (std::uint32_t i = 0; i < 120; ++i) {  // 3 records a segment: 40 segments
+    ASSERT_EQ(log.append(producer(1, i), bytes_of(payload), &off), AppendStatus::ok) << i;
+    ASSERT_EQ(off, i);
+    if (opened.empty() || static_cast<std::uint32_t>(log.open_slot()) != opened.back())
+      opened.push_back(static_cast<std::uint32_t>(log.open_slot()));
+    log.set_commit_offset(log.end_offset());
+    if (!reader.valid) reader = log.seek(next_read);
+    for (ReadResult r = log.read(reader); r.status == ReadStatus::record; r = log.read(reader)) {
+      ASSERT_EQ(r.header.offset, next_read) << "in order across segments in any slot";
+      ++next_read;
+    }
+    if (i % 3 == 2) {
+      clock.advance(5s);
+      log.tick();
+    }
+  }
+  EXPECT_EQ(next_read, 120u);
+  EXPECT_EQ(opened.size(), 40u);
+  EXPECT_LE(m.acquires, 4) << "memory taken once per slot in use, then reused";
+  EXPECT_LE(m.held, 4u);
+  EXPECT_TRUE(m.released.empty());
+  std::set<std::uint32_t> used(opened.begin(), opened.end());
+  EXPECT_LE(used.size(), 4u);
+  for (std::uint32_t s = 0; s < 8; ++s) EXPECT_EQ(log.has_memory(s), used.count(s) == 1) << s;
 }
 
 // Segments sized by what the partition takes in: the first is the smallest;

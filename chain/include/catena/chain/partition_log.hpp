@@ -10,10 +10,15 @@
 // predecessor wrote) -> sealed (when full, or after `ttl` open) -> expired
 // (`ttl` after sealing: no new reader may start there) -> free again `grace`
 // later (lagging readers get `expired`), but only once every record in it is
-// committed. Slots are used round-robin, so the oldest segment is always the
-// next slot. A record is therefore kept at least `ttl`, and never dropped
-// before the tail holds it. If the next slot is not yet free, the head
-// refuses appends with log_full (back-pressure) instead of dropping data.
+// committed. The head opens a segment in the oldest slot that may go and
+// whose memory fits, else in one without memory: a partition cycles through
+// as many slots as it fills in a ttl plus grace, reusing their memory in
+// place, and the others give theirs back (see Memory). Segments are
+// therefore not in slot order: their generations and base offsets order
+// them (a reader finds the next segment by its base offset, a predecessor
+// forwards the oldest first). A record is kept at least `ttl`, and never
+// dropped before the tail holds it. If no slot may go yet, the head refuses
+// appends with log_full (back-pressure) instead of dropping data.
 //
 // Zeroing: the head zeroes a slot before it reuses it, and before its first
 // use unless the slots are known to be zero still (slots_are_zero_st(): fresh
@@ -282,6 +287,10 @@ class PartitionLog {
 
  private:
   AppendStatus open_next_st(std::uint64_t epoch, std::uint32_t need);
+  // The slot the next segment (of `bytes`) opens in, or -1 (log full).
+  int pick_slot_st(std::uint32_t bytes) const;
+  // A segment opened at `now`: how often this partition opens one.
+  void note_open_st(std::uint64_t now);
   // The size of the next segment for a frame of `need` bytes.
   std::uint32_t next_size_st(std::uint32_t need) const;
   // Seals the open segment, and sizes the next one by how it ended.
@@ -313,6 +322,8 @@ class PartitionLog {
   int open_ = -1;
   std::uint32_t next_slot_ = 0;
   std::uint64_t generation_ = 0;
+  std::uint64_t last_open_ns_ = 0;      // when the last segment opened
+  std::uint64_t open_interval_ns_ = 0;  // between the last two openings
   std::uint64_t end_offset_ = 0;
   std::uint64_t commit_offset_ = 0;
   std::uint64_t epoch_ = 0;

@@ -17,7 +17,7 @@ PKGS=(
   dpkg-dev file
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
   thrift-compiler libthrift-dev libssl-dev libboost-dev libevent-dev
-  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev
+  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev libisal-dev
   pybind11-dev python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libdpdk-dev zlib1g-dev

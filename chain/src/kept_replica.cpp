@@ -35,7 +35,7 @@ void init_kept_meta(KeptReplicaMeta& m, const std::string& channel, std::uint32_
                     std::span<const std::uint8_t, 16> lineage) {
   std::memset(&m, 0, sizeof m);
   m.magic = kKeptMetaMagic;
-  m.version = 1;
+  m.version = kKeptMetaVersion;
   m.partition = partition;
   m.slot_count = slot_count;
   m.segment_bytes = segment_bytes;
@@ -47,7 +47,7 @@ void init_kept_meta(KeptReplicaMeta& m, const std::string& channel, std::uint32_
 }
 
 bool kept_meta_valid(const KeptReplicaMeta& m) {
-  return m.magic == kKeptMetaMagic && m.version == 1 && m.check == meta_check(m) &&
+  return m.magic == kKeptMetaMagic && m.version == kKeptMetaVersion && m.check == meta_check(m) &&
          m.channel[sizeof m.channel - 1] == '\0';
 }
 

@@ -1,17 +1,30 @@
-#include <xxhash.h>
-
 #include <cstring>
+#include <isa-l/crc.h>
 
 #include <catena/chain/record.hpp>
 
 namespace catena::chain {
 
+namespace {
+
+// CRC-32C (Castagnoli, as iSCSI, ext4 and Kafka's record batches): isa-l
+// picks the fastest code this CPU runs (tens of GB/s with PCLMULQDQ), where
+// XXH32 ran at 4 GB/s and took a third of the cluster's cycles for 64 KiB
+// records (four checksums a byte at R=3).
+std::uint32_t crc32c(const void* data, std::size_t bytes) noexcept {
+  // isa-l takes an int length; a record's payload is far below 2 GiB.
+  static_assert(kMaxRecordPayload < (1u << 31));
+  return ~crc32_iscsi(static_cast<unsigned char*>(const_cast<void*>(data)), static_cast<int>(bytes), ~0u);
+}
+
+}  // namespace
+
 std::uint32_t payload_checksum(std::span<const std::byte> payload) noexcept {
-  return XXH32(payload.data(), payload.size(), 0x43415445u);
+  return crc32c(payload.data(), payload.size());
 }
 
 std::uint32_t header_checksum(const RecordHeader& h) noexcept {
-  return XXH32(&h, offsetof(RecordHeader, header_crc), 0x4e414843u);
+  return crc32c(&h, offsetof(RecordHeader, header_crc));
 }
 
 FrameCheck check_frame(const std::byte* at, std::size_t valid, RecordHeader* out) noexcept {

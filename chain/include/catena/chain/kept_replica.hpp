@@ -36,6 +36,9 @@ struct KeptReplicaMeta {
   std::uint64_t commit_inverse;
 };
 inline constexpr std::uint64_t kKeptMetaMagic = 0x4154454d5450454bull;  // "KEPTMETA"
+// 2: frames checked with CRC-32C (record.hpp). Kept memory of another
+// version is not trusted: the replica starts empty and its chain refills it.
+inline constexpr std::uint32_t kKeptMetaVersion = 2;
 inline constexpr std::size_t kKeptMetaBytes = 4096;
 static_assert(sizeof(KeptReplicaMeta) <= kKeptMetaBytes);
 

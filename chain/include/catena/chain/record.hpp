@@ -19,9 +19,9 @@
 //                          64 bits so it never wraps (2^32 records take
 //                          35 minutes at 2 M/s)
 //  40  u64 timestamp_ns    wall clock at the publisher
-//  48  u32 payload_crc     XXH32 of the payload, computed by the publisher:
+//  48  u32 payload_crc     CRC-32C of the payload, computed by the publisher:
 //                          end-to-end integrity up to the subscriber
-//  52  u32 header_crc      XXH32 of bytes 0..51 (catches torn/garbage frames)
+//  52  u32 header_crc      CRC-32C of bytes 0..51 (catches torn/garbage frames)
 //  56  payload, then zero padding to the next multiple of 8
 //
 // The attributes block (kFlagAttributes), little-endian, unaligned:

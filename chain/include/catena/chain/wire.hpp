@@ -32,8 +32,10 @@ inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
 // (PublisherGeneration) instead of reconnecting;
 // 8: a successor's welcome exposes only the slots that hold a segment, and
 // the predecessor asks for each segment it opens (ReplicaSlotRequest /
-// ReplicaSlotGrant): segment memory is taken as segments open
-inline constexpr std::uint16_t kVersion = 8;
+// ReplicaSlotGrant): segment memory is taken as segments open;
+// 9: record frames carry CRC-32C checksums (record.hpp), where they carried
+// XXH32, and segments open in any slot (partition_log.hpp)
+inline constexpr std::uint16_t kVersion = 9;
 inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.
 inline constexpr std::uint32_t kMaxMessage = 2048;

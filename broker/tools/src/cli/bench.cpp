@@ -706,11 +706,12 @@ int run_bench(const Common& c, const BenchOptions& o) {
       auto tpub = Publisher::create(routes, tput_ch->config.name, tpo);
       if (!tpub) throw Fail{"publisher: " + tpub.error().message};
       if (!o.cold && !tput_sizes.empty()) {
-        std::uint64_t bytes = 0;
-        const double mbs = warm_log(*tpub.value(), slots, o.segment_bytes, &bytes);
-        std::fprintf(
-            info, "  warm-up of the throughput log: %llu MiB at %.0f MB/s (cold: first-touch page faults)\n",
-            static_cast<unsigned long long>(bytes >> 20), mbs);
+        // Rounds of twice ttl + grace: each cycles the slots in use twice.
+        const WarmUp w = warm_until_steady(*tpub.value(), 2 * (1.0 + kBenchGraceMs / 1000.0), 6);
+        std::fprintf(info,
+                     "  warm-up of the throughput log: %llu MiB in %.1f s, %d rounds, the last at %.0f MB/s "
+                     "(first-touch page faults of the slots in use)\n",
+                     static_cast<unsigned long long>(w.bytes >> 20), w.seconds, w.rounds, w.last_mb_per_s);
       }
       for (std::uint32_t bytes : tput_sizes) {
         Throughput t = throughput(*tpub.value(), bytes, o.seconds);

@@ -102,6 +102,23 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
          static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
 }
 
+WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds) {
+  const std::uint32_t wb = 64u << 10;
+  WarmUp out;
+  double before = 0;
+  while (out.rounds < max_rounds) {
+    const Throughput w = throughput(pub, wb, round_seconds);
+    ++out.rounds;
+    out.bytes += w.acked * wb;
+    out.seconds += static_cast<double>(w.elapsed_ns) / 1e9;
+    out.last_mb_per_s = static_cast<double>(w.acked * wb) * 1e3 /
+                        static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
+    if (out.rounds > 1 && out.last_mb_per_s < before * 1.1) break;
+    before = out.last_mb_per_s;
+  }
+  return out;
+}
+
 // publish -> commit ack, one record in flight.
 std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
                                               std::uint64_t* elapsed) {

@@ -140,6 +140,19 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
 // One lap through every segment slot of a channel's log (first touches of
 // its pages are page faults a long-running broker pays once). MB/s of it.
 double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint64_t* bytes_out);
+// A log warmed at full rate: a partition reuses the memory of the segments
+// it cycles through (as many as it fills in a ttl plus grace), so the
+// pages to touch first are those of the slots it uses at the rate it will
+// run at, which grows as they warm. Rounds of `round_seconds` of 64 KiB
+// records until one is less than 1.1x faster than the one before, at most
+// `max_rounds`.
+struct WarmUp {
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+  double last_mb_per_s = 0;  // of the last round
+  int rounds = 0;
+};
+WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds);
 // publish -> commit ack, one record in flight.
 std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
                                               std::uint64_t* elapsed);

@@ -48,10 +48,17 @@ std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload
 Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records,
                       std::uint32_t partitions) {
   const auto payload = make_payload(bytes);
-  Throughput out;
+  // What the acks update, behind one pointer: the callback (this and the
+  // publish time) fits std::function's inline storage (16 bytes with
+  // libstdc++), so a publish allocates nothing (a larger capture cost a
+  // malloc and a free per record, 7% of the publisher's cycles).
+  struct Acks {
+    Throughput out;
+    std::uint64_t failed = 0;
+    std::string first_failure;
+  } acks;
+  Throughput& out = acks.out;
   out.ack_ns.reserve(1u << 20);
-  std::uint64_t failed = 0;
-  std::string first_failure;
   fabric::BackoffIdle idle;
   const std::uint64_t start = now_ns();
   const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
@@ -60,18 +67,17 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
   while (now < end && (max_records == 0 || out.acked < max_records)) {
     int work = 0;
     for (int k = 0; k < 256; ++k) {
-      const auto e =
-          pub.publish_to(next, payload, [&out, &failed, &first_failure, t0 = now](const PublishResult& r) {
-            if (r.status != PublishStatus::ok) {
-              if (failed++ == 0) {
-                first_failure = "partition " + std::to_string(r.partition) + ": " +
-                                std::string(client::to_string(r.error()));
-              }
-              return;
-            }
-            ++out.acked;
-            if (out.ack_ns.size() < out.ack_ns.capacity()) out.ack_ns.push_back(now_ns() - t0);
-          });
+      const auto e = pub.publish_to(next, payload, [a = &acks, t0 = now](const PublishResult& r) {
+        if (r.status != PublishStatus::ok) {
+          if (a->failed++ == 0) {
+            a->first_failure =
+                "partition " + std::to_string(r.partition) + ": " + std::string(client::to_string(r.error()));
+          }
+          return;
+        }
+        ++a->out.acked;
+        if (a->out.ack_ns.size() < a->out.ack_ns.capacity()) a->out.ack_ns.push_back(now_ns() - t0);
+      });
       if (e == client::ErrorCode::backpressure) break;
       if (e != client::ErrorCode::ok) throw Fail{"publish: " + std::string(client::to_string(e))};
       ++work;
@@ -83,8 +89,9 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
   }
   if (!pub.flush(30s)) throw Fail{"flush timed out"};
   out.elapsed_ns = now_ns() - start;
-  if (failed > 0) throw Fail{std::to_string(failed) + " records refused, the first " + first_failure};
-  return out;
+  if (acks.failed > 0)
+    throw Fail{std::to_string(acks.failed) + " records refused, the first " + acks.first_failure};
+  return std::move(out);
 }
 
 // One lap through every segment slot of a channel's log, pipelined. Until a
@@ -105,7 +112,7 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds) {
   const std::uint32_t wb = 64u << 10;
   WarmUp out;
-  double before = 0;
+  double best = 0;
   while (out.rounds < max_rounds) {
     const Throughput w = throughput(pub, wb, round_seconds);
     ++out.rounds;
@@ -113,8 +120,8 @@ WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds) {
     out.seconds += static_cast<double>(w.elapsed_ns) / 1e9;
     out.last_mb_per_s = static_cast<double>(w.acked * wb) * 1e3 /
                         static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
-    if (out.rounds > 1 && out.last_mb_per_s < before * 1.1) break;
-    before = out.last_mb_per_s;
+    if (out.rounds >= 3 && out.last_mb_per_s < best * 1.05) break;
+    best = std::max(best, out.last_mb_per_s);
   }
   return out;
 }

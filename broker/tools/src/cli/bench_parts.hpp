@@ -144,8 +144,8 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
 // it cycles through (as many as it fills in a ttl plus grace), so the
 // pages to touch first are those of the slots it uses at the rate it will
 // run at, which grows as they warm. Rounds of `round_seconds` of 64 KiB
-// records until one is less than 1.1x faster than the one before, at most
-// `max_rounds`.
+// records, at least 3, until one is less than 1.05x faster than the best
+// before it, at most `max_rounds`.
 struct WarmUp {
   std::uint64_t bytes = 0;
   double seconds = 0;

@@ -449,9 +449,12 @@ bool PartitionLog::release_expired_st(std::uint64_t now) {
   bool released = false;
   // A segment that may go keeps its memory while the partition would reuse
   // it (the next segment opens about an interval from now): past the
-  // SlotMemory's linger and twice that interval. None while memory is short.
+  // SlotMemory's linger and twice that interval, up to 10 s (a partition
+  // that opens segments more rarely gains little from keeping them). None
+  // while memory is short.
+  constexpr std::uint64_t kReuseLingerCapNs = 10'000'000'000;
   std::uint64_t linger = memory_->linger_ns(now);
-  if (linger != 0) linger = std::max(linger, 2 * open_interval_ns_);
+  if (linger != 0) linger = std::max(linger, std::min(2 * open_interval_ns_, kReuseLingerCapNs));
   for (std::uint32_t s = 0; s < slot_count(); ++s) {
     const SlotInfo& in = info_[s];
     // As open_next_st() reuses a slot (expired, past its grace, committed),

@@ -261,8 +261,8 @@ class PartitionLog {
   [[nodiscard]] const SlotInfo& slot_info(std::uint32_t s) const { return info_[s]; }
   [[nodiscard]] std::span<std::byte> slot_memory(std::uint32_t s) const { return slots_[s]; }
   [[nodiscard]] int open_slot() const noexcept { return open_; }
-  // The slot after the one the last segment opened in, where the search for
-  // the next segment's slot starts (pick_slot_st); not the oldest segment's.
+  // The slot after the one the last segment opened in: where the next
+  // segment opens (pick_slot_st, round-robin).
   [[nodiscard]] std::uint32_t next_slot() const noexcept { return next_slot_; }
   // Replicas rebuild idempotent-producer state from the records they
   // validate, so a replica promoted to head knows every stored sequence.

@@ -10,13 +10,11 @@
 // predecessor wrote) -> sealed (when full, or after `ttl` open) -> expired
 // (`ttl` after sealing: no new reader may start there) -> free again `grace`
 // later (lagging readers get `expired`), but only once every record in it is
-// committed. The head opens a segment in the oldest slot that may go and
-// whose memory fits, else in one without memory: a partition cycles through
-// as many slots as it fills in a ttl plus grace, reusing their memory in
-// place, and the others give theirs back (see Memory). Segments are
-// therefore not in slot order: their generations and base offsets order
-// them (a reader finds the next segment by its base offset, a predecessor
-// forwards the oldest first). A record is kept at least `ttl`, and never
+// committed. The head opens segments round-robin (pick_slot_st; opening in
+// the oldest slot whose memory fits is off for now). Readers and forwarding
+// do not rely on slot order: their generations and base offsets order
+// segments (a reader finds the next segment by its base offset, a
+// predecessor forwards the oldest first). A record is kept at least `ttl`, and never
 // dropped before the tail holds it. If no slot may go yet, the head refuses
 // appends with log_full (back-pressure) instead of dropping data.
 //

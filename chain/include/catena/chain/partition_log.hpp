@@ -10,14 +10,15 @@
 // predecessor wrote) -> sealed (when full, or after `ttl` open) -> expired
 // (`ttl` after sealing: no new reader may start there) -> free again `grace`
 // later (lagging readers get `expired`), but only once every record in it is
-// committed. The head opens segments round-robin (pick_slot_st; opening in
-// the oldest slot whose memory fits is off for now). Readers and forwarding
-// do not rely on slot order: their generations and base offsets order
-// segments (a reader finds the next segment by its base offset, a
-// predecessor forwards the oldest first). A record is kept at least `ttl`,
-// and never dropped before the tail holds it. If the next slot may not go
-// yet, the head refuses appends with log_full (back-pressure) instead of
-// dropping data.
+// committed. The head opens a segment in the oldest slot that may go and
+// whose memory fits, else in one without memory: a partition cycles through
+// as many slots as it fills in a ttl plus grace, reusing their memory in
+// place, and the others give theirs back (see Memory). Segments are
+// therefore not in slot order: their generations and base offsets order
+// them (a reader finds the next segment by its base offset, a predecessor
+// forwards the oldest first). A record is kept at least `ttl`, and never
+// dropped before the tail holds it. If no slot may go yet, the head refuses
+// appends with log_full (back-pressure) instead of dropping data.
 //
 // Zeroing: the head zeroes a slot before it reuses it, and before its first
 // use unless the slots are known to be zero still (slots_are_zero_st(): fresh
@@ -260,8 +261,8 @@ class PartitionLog {
   [[nodiscard]] const SlotInfo& slot_info(std::uint32_t s) const { return info_[s]; }
   [[nodiscard]] std::span<std::byte> slot_memory(std::uint32_t s) const { return slots_[s]; }
   [[nodiscard]] int open_slot() const noexcept { return open_; }
-  // The slot after the one the last segment opened in: where the next
-  // segment opens (pick_slot_st, round-robin).
+  // The slot after the one the last segment opened in, where the search for
+  // the next segment's slot starts (pick_slot_st); not the oldest segment's.
   [[nodiscard]] std::uint32_t next_slot() const noexcept { return next_slot_; }
   // Replicas rebuild idempotent-producer state from the records they
   // validate, so a replica promoted to head knows every stored sequence.

@@ -34,8 +34,7 @@ inline constexpr std::uint32_t kMagic = 0x43544e41;  // "CTNA"
 // the predecessor asks for each segment it opens (ReplicaSlotRequest /
 // ReplicaSlotGrant): segment memory is taken as segments open;
 // 9: record frames carry CRC-32C checksums (record.hpp), where they carried
-// XXH32, and a predecessor forwards segments by generation, not slot
-// order (partition_log.hpp)
+// XXH32, and segments open in any slot (partition_log.hpp)
 inline constexpr std::uint16_t kVersion = 9;
 inline constexpr std::uint32_t kMaxSlots = limits::kMaxSegmentSlots;
 // Every control message fits in one receive buffer of this size.

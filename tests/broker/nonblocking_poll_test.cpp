@@ -52,8 +52,11 @@ class SilentListener {
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     address_ = host + ":" + std::to_string(ntohs(a.sin_port));
   }
-  ~SilentListener() {
+  ~SilentListener() { close(); }
+  // Stops listening: connections waiting in its backlog are reset.
+  void close() {
     if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
   }
   SilentListener(const SilentListener&) = delete;
   SilentListener& operator=(const SilentListener&) = delete;
@@ -273,6 +276,57 @@ TEST_F(NonBlockingPoll, SubscriberKeepsDeliveringOtherPartitionsWhileOneCannotBe
     ASSERT_EQ(got[p].size(), n) << "partition " << p;
     for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(got[p][i], i) << "partition " << p;
   }
+}
+
+// A head stopped (SIGSTOP) while a publisher dials it answers nothing; its
+// connect would wait out connect_timeout (seconds) although the controller
+// names a new head within milliseconds. A dial that takes longer than
+// stall_check re-reads the route, and one that names another head is left
+// for it: the records are acknowledged long before the first dial's
+// timeout, each once, in order.
+TEST_F(NonBlockingPoll, PublisherLeavesAHeadThatDoesNotAnswerWhenTheRouteNamesAnother) {
+  route_partition0_to_silence(1);
+  constexpr auto kLongConnect = 30s;  // the dial to the silent head would wait this long
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.connect_timeout = kLongConnect;
+  po.retry_timeout = 60s;
+  auto created = Publisher::create(routes_, "nb", po);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Publisher& pub = *created.value();
+  std::map<std::uint64_t, int> acked;  // offset -> times acknowledged
+  int failed = 0;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(pub.publish_to(0, bytes("p0-" + std::to_string(i)),
+                             [&](const PublishResult& r) {
+                               if (r.status == PublishStatus::ok) {
+                                 ++acked[r.offset];
+                               } else {
+                                 ++failed;
+                               }
+                             }),
+              client::ErrorCode::ok);
+  }
+  // The dial to the silent head is under way (and stays so).
+  auto end = Clock::now() + 500ms;
+  while (Clock::now() < end) pub.poll();
+  EXPECT_TRUE(acked.empty());
+
+  route_partition0_to_node0(2);  // the controller names a new head
+  const auto rerouted = Clock::now();
+  const auto deadline = rerouted + kLongConnect / 3;
+  while (pub.in_flight() > 0 && Clock::now() < deadline) pub.poll();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - rerouted);
+  silent_.close();  // ends the connect still waiting on it
+  EXPECT_EQ(pub.in_flight(), 0u) << "still waiting for the silent head after " << took.count() << " ms";
+  EXPECT_EQ(failed, 0);
+  ASSERT_EQ(acked.size(), 5u);
+  std::uint64_t expect = 0;
+  for (const auto& [offset, times] : acked) {
+    EXPECT_EQ(offset, expect++);
+    EXPECT_EQ(times, 1) << "offset " << offset << " acknowledged " << times << " times";
+  }
+  ASSERT_TRUE(committed(*brokers_[0], 5));
 }
 
 }  // namespace

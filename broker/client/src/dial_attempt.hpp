@@ -4,7 +4,10 @@
 // thread (Link::Dialing) until a deadline. The publisher's head session and
 // commit watch and the subscriber's session each hold one, so the rules of
 // an attempt (what times out when, what a dropped attempt leaves behind) are
-// written once, here. poll() never waits.
+// written once, here. poll() never waits. A dropped attempt is over at once:
+// a connect still running is abandoned (its endpoint, if it comes, is
+// closed on the worker), so the next attempt, to another peer, need not
+// wait for it (the worker runs it on another thread).
 //
 // Threading: the owner thread of the client, like the session holding it.
 #pragma once
@@ -37,13 +40,8 @@ class DialAttempt {
   [[nodiscard]] Step step() const { return step_; }
   [[nodiscard]] bool idle() const { return step_ == Step::idle; }
 
-  // Idle, and no answer of a dropped attempt's connect still to come: start()
-  // may be called. (A client never abandons a call: the answer of a connect
-  // dropped meanwhile is taken, here, and closed.)
-  [[nodiscard]] bool can_start() {
-    drain();
-    return step_ == Step::idle && !connecting_.busy();
-  }
+  // Idle: start() may be called.
+  [[nodiscard]] bool can_start() const { return step_ == Step::idle; }
 
   // Connects to `addr` on `worker` (bounded by `timeout`), then grants and
   // sends `hello` and waits up to `timeout` more for the welcome.
@@ -67,7 +65,6 @@ class DialAttempt {
   std::optional<Dialed> poll(Clock::time_point now) {
     switch (step_) {
       case Step::idle:
-        drain();
         return std::nullopt;
       case Step::connecting: {
         auto ep = connecting_.take();
@@ -100,18 +97,14 @@ class DialAttempt {
     return std::nullopt;
   }
 
-  // Drops the attempt: a handshake at once, a connect still running when it
-  // answers.
+  // Drops the attempt, at once (a connect still running is abandoned).
   void cancel() {
+    connecting_.abandon();
     dialing_.reset();
     step_ = Step::idle;
   }
 
  private:
-  void drain() {
-    if (step_ == Step::idle && connecting_.busy()) (void)connecting_.take();
-  }
-
   Step step_ = Step::idle;
   fabric::Provider* provider_ = nullptr;
   Hello hello_{};

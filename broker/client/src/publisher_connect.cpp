@@ -20,10 +20,18 @@ namespace wire = chain::wire;
 using Lookup = PartitionSession::Lookup;
 using client_detail::Attempt;
 
+// Whether two addresses name the same head (one reached by a hint has no
+// node id: its address says).
+static bool same_head(const ReplicaAddress& a, const ReplicaAddress& b) {
+  if (!a.node_id.empty() && !b.node_id.empty()) return a.node_id == b.node_id;
+  return a.fabric_addr == b.fabric_addr;
+}
+
 void Publisher::Impl::start_lookup_st(PartitionSession& s, Lookup what) {
   CATENA_ST_CHECK(owner_);
   s.lookup_for = what;
   s.lookup_link = s.link_gen;
+  s.lookup_dial = s.dial_gen;
   s.lookup.start(lookups_, [&routes = routes_, channel = channel_, partition = s.partition,
                             epoch = s.route.epoch] { return routes.route(channel, partition, epoch); });
 }
@@ -85,6 +93,12 @@ void Publisher::Impl::advance_connect_st(PartitionSession& s, Clock::time_point 
     case Attempt::route:
       return;  // take_lookup_st goes on with the answer
     case Attempt::dial:
+      // A head that answers nothing for stall_check may have been replaced:
+      // the route says (take_lookup_st), every stall_check.
+      if (now - s.dial_started >= opts_.stall_check && now >= s.route_check_at && !s.lookup.busy()) {
+        s.route_check_at = now + opts_.stall_check;
+        start_lookup_st(s, Lookup::dial_check);
+      }
       // An open claim's frame stays where it is: the welcome (attaching
       // lays the ring out again) waits until the claim is closed.
       if (s.claim_ticket != 0) return;
@@ -117,6 +131,29 @@ void Publisher::Impl::take_lookup_st(PartitionSession& s, Clock::time_point now)
         return;
       }
       dial_watch_st(s, now);
+      return;
+    case Lookup::dial_check:
+      if (s.attempt != Attempt::dial || s.lookup_dial != s.dial_gen) return;  // that dial is over
+      if (!r->ok() || (*r)->epoch <= s.route.epoch || (*r)->replicas.empty() ||
+          same_head((*r)->replicas.front(), s.dialled)) {
+        return;  // no other head (yet): the dial goes on
+      }
+      // The dialled head was replaced: its answer, if it ever comes, is of
+      // no use. The new head is dialled at once.
+      spdlog::debug(
+          "publisher {}/{}: head {} at {} has not answered for {} ms and the route names {}; "
+          "dialling it instead",
+          channel_, s.partition, s.dialled.node_id, s.dialled.fabric_addr,
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - s.dial_started).count(),
+          (*r)->replicas.front().node_id);
+      s.dial.cancel();
+      if (s.attempt_hinted) {
+        s.hint_failed = s.hint_epoch;
+        s.hint_epoch = 0;
+        s.attempt_hinted = false;
+      }
+      s.attempt = Attempt::route;
+      on_connect_route_st(s, std::move(*r), now);
       return;
   }
 }
@@ -162,6 +199,8 @@ void Publisher::Impl::on_connect_route_st(PartitionSession& s, client::Result<Ro
 void Publisher::Impl::dial_head_st(PartitionSession& s, ReplicaAddress head, std::uint64_t epoch) {
   CATENA_ST_CHECK(owner_);
   s.dialled = std::move(head);
+  ++s.dial_gen;
+  s.dial_started = Clock::now();
   wire::PublisherHello hello{};
   hello.ref.set(channel_, s.partition, epoch);
   hello.producer_id = opts_.producer_id;
@@ -295,13 +334,7 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
 bool Publisher::Impl::apply_route_st(PartitionSession& s, const client::Result<Route>& r) {
   CATENA_ST_CHECK(owner_);
   if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return true;
-  // A head reached by a hint has no node id: its address says it is the same.
-  const ReplicaAddress& now_head = r->replicas.front();
-  const ReplicaAddress& our_head = s.route.replicas.front();
-  if (now_head.node_id != our_head.node_id &&
-      (!our_head.node_id.empty() || now_head.fabric_addr != our_head.fabric_addr)) {
-    return false;
-  }
+  if (!same_head(r->replicas.front(), s.route.replicas.front())) return false;
   if (r->replicas.back().node_id != s.route.replicas.back().node_id) {
     if (s.watch.connected()) drop_watch_st(s);
     if (s.watch_attempt == Attempt::dial) {  // dialling the old tail

@@ -53,7 +53,9 @@ struct PendingRecord {
 struct PartitionSession {
   using Clock = std::chrono::steady_clock;
   // What the route lookup in progress is for.
-  enum class Lookup : std::uint8_t { connect, stall_check, watch };
+  // dial_check: a head dial has waited stall_check for its answer (a head
+  // stopped or cut off answers nothing until connect_timeout).
+  enum class Lookup : std::uint8_t { connect, stall_check, watch, dial_check };
 
   std::uint32_t partition = 0;
   // The ring (and the FIFOs) are allocated on the partition's first record
@@ -146,6 +148,11 @@ struct PartitionSession {
   bool attempt_follows_move = false;
   bool attempt_hinted = false;  // dialling the hint, not the route's head
   ReplicaAddress dialled;       // the head being dialled (no node id when hinted)
+  // Bumped at each head dial: a dial check answered for an earlier dial is
+  // dropped. dial_started: when the dial in progress began.
+  std::uint64_t dial_gen = 0;
+  std::uint64_t lookup_dial = 0;  // dial_gen when it was asked
+  Clock::time_point dial_started{};
   client_detail::DialAttempt<chain::wire::PublisherHello, chain::wire::PublisherWelcome> dial;
   // The tail's commit watch: an attempt runs while the head link is up and
   // there is no watch.
@@ -341,8 +348,8 @@ class CATENA_LOCAL Publisher::Impl {
   fabric::ThreadOwner owner_;
   // Last: destroyed (joined) first, while the provider, the sessions and
   // the route source their calls use are still there.
-  client_detail::ClientWorker lookups_{"catena-pub-rt"};  // RouteSource calls
-  client_detail::ClientWorker dials_{"catena-pub-dial"};  // Provider::connect
+  client_detail::ClientWorker lookups_{"catena-pub-rt"};                               // RouteSource calls
+  client_detail::ClientWorker dials_{"catena-pub-dial", client_detail::kDialThreads};  // Provider::connect
   client_detail::ClientWorker builds_{"catena-pub-mem"};  // sessions an alter adds
 
  private:

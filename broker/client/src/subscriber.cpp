@@ -566,8 +566,8 @@ class CATENA_LOCAL Subscriber::Impl {
   fabric::ThreadOwner owner_;
   // Last: destroyed (joined) first, while the provider, the sessions and
   // the route source their calls use are still there.
-  client_detail::ClientWorker lookups_{"catena-sub-rt"};  // RouteSource calls
-  client_detail::ClientWorker dials_{"catena-sub-dial"};  // Provider::connect
+  client_detail::ClientWorker lookups_{"catena-sub-rt"};                               // RouteSource calls
+  client_detail::ClientWorker dials_{"catena-sub-dial", client_detail::kDialThreads};  // Provider::connect
 };
 
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

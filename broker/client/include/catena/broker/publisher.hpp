@@ -62,11 +62,13 @@
 // RouteSource, because they also use its provider and must be joined
 // before it goes (and a RouteSource may serve clients of several threads
 // that should not queue behind each other). Each partition has at most one
-// lookup and two connects (head and watch) queued or running, besides the
+// lookup and two connects (head and watch) in progress, besides the
 // failure reports it queued (one per lost head or failed connect; its next
-// lookup queues behind them). Calls of one worker run one at a time: a
-// connect that waits out connect_timeout delays other partitions'
-// reconnects (not their traffic), as the dials in poll() did. create()
+// lookup queues behind them). Lookups run one at a time; connects run on
+// up to 8 threads, so one that waits out connect_timeout on a head that
+// answers nothing holds up no other. A head dial that waited stall_check
+// re-reads the route, and leaves the dial (abandoned on its thread) for the
+// route's new head if it names one. create()
 // still waits (setup) for the layout and the producer epoch; a partition's
 // session is started by its first record (which waits in the partition's
 // ring meanwhile) and brought up by poll(), like a reconnect (see
@@ -246,6 +248,8 @@ struct PublisherOptions {
   // While records await their ack and none came for this long, re-read the
   // partition's route: a head cut off the network goes silent without
   // breaking the connection, and a new head in the route means moving on.
+  // Likewise while a head dial has waited this long for its answer (again
+  // every stall_check): a new head in the route ends the dial.
   std::chrono::milliseconds stall_check{250};
   // Partition events (client_event.hpp): route_changed, disconnected,
   // reconnected, ack_stalled, partition_unavailable; on this thread, from

@@ -32,8 +32,8 @@
 // comes up, its setup (Link buffers, the ring's key, the hello). Route
 // lookups and failure reports run on one worker thread the subscriber owns,
 // Provider::connect (up to connect_timeout for a replica that is cut off)
-// on another, for the reasons given in publisher.hpp; each partition has at
-// most one lookup and one connect queued or running, besides its failure
+// on up to 8 others, for the reasons given in publisher.hpp; each partition
+// has at most one lookup and one connect in progress, besides its failure
 // reports. create() and commit() still wait on the controller (setup, and
 // an explicit call); ~Subscriber waits for the worker calls in progress.
 //

@@ -707,11 +707,26 @@ int run_bench(const Common& c, const BenchOptions& o) {
       if (!tpub) throw Fail{"publisher: " + tpub.error().message};
       if (!o.cold && !tput_sizes.empty()) {
         // Rounds of twice ttl + grace: each cycles the slots in use twice.
-        const WarmUp w = warm_until_steady(*tpub.value(), 2 * (1.0 + kBenchGraceMs / 1000.0), 6);
+        // The segment memory the nodes have taken so far (what they hold and
+        // what they gave back): a round that took none touched no new page.
+        auto taken = [&]() -> std::int64_t {
+          auto st = admin.cluster_status();
+          if (!st) return -1;
+          std::int64_t sum = 0;
+          for (const auto& n : st->nodes) {
+            if (!n.stats.__isset.segment_memory_bytes) return -1;
+            sum += n.stats.segment_memory_bytes + (n.stats.__isset.zeroed_bytes ? n.stats.zeroed_bytes : 0);
+          }
+          return sum;
+        };
+        const WarmUp w = warm_until_steady(*tpub.value(), 2 * (1.0 + kBenchGraceMs / 1000.0), 10, taken);
         std::fprintf(info,
                      "  warm-up of the throughput log: %llu MiB in %.1f s, %d rounds, the last at %.0f MB/s "
-                     "(first-touch page faults of the slots in use)\n",
-                     static_cast<unsigned long long>(w.bytes >> 20), w.seconds, w.rounds, w.last_mb_per_s);
+                     "(first-touch page faults of the slots in use; %s)\n",
+                     static_cast<unsigned long long>(w.bytes >> 20), w.seconds, w.rounds, w.last_mb_per_s,
+                     !w.steady               ? "still taking memory at the last round"
+                     : w.segment_memory >= 0 ? "the last round took no new segment memory"
+                                             : "the rate stopped rising");
       }
       for (std::uint32_t bytes : tput_sizes) {
         Throughput t = throughput(*tpub.value(), bytes, o.seconds);

@@ -109,10 +109,12 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
          static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
 }
 
-WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds) {
+WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
+                         const std::function<std::int64_t()>& segment_memory) {
   const std::uint32_t wb = 64u << 10;
   WarmUp out;
   double best = 0;
+  std::int64_t held = segment_memory();
   while (out.rounds < max_rounds) {
     const Throughput w = throughput(pub, wb, round_seconds);
     ++out.rounds;
@@ -120,7 +122,18 @@ WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds) {
     out.seconds += static_cast<double>(w.elapsed_ns) / 1e9;
     out.last_mb_per_s = static_cast<double>(w.acked * wb) * 1e3 /
                         static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
-    if (out.rounds >= 3 && out.last_mb_per_s < best * 1.05) break;
+    const std::int64_t before = held;
+    held = segment_memory();
+    out.segment_memory = held;
+    if (held >= 0 && before >= 0) {
+      if (out.rounds >= 2 && held <= before) {
+        out.steady = true;
+        break;
+      }
+    } else if (out.rounds >= 3 && out.last_mb_per_s < best * 1.05) {
+      out.steady = true;
+      break;
+    }
     best = std::max(best, out.last_mb_per_s);
   }
   return out;

@@ -105,12 +105,14 @@ Errc ShmEndpoint::post_locked(Opcode op, std::uint64_t wr_id, LocalBuffer local,
   if (pending_.empty()) {
     if (!connected()) {
       finish_locked(w, Outcome::closed, WcStatus::flushed);
+      note_queued_locked();
       return Errc::ok;
     }
     WcStatus status = WcStatus::success;
     Outcome o = execute_locked(w, &status);
     if (o != Outcome::rnr) {
       finish_locked(w, o, status);
+      note_queued_locked();
       return Errc::ok;
     }
   }
@@ -120,6 +122,7 @@ Errc ShmEndpoint::post_locked(Opcode op, std::uint64_t wr_id, LocalBuffer local,
     std::memcpy(p.inline_data, w.local, w.len);
     p.wr.local = p.inline_data;
   }
+  note_queued_locked();
   return Errc::ok;
 }
 
@@ -239,6 +242,9 @@ void ShmEndpoint::drain_locked() {
 }
 
 int ShmEndpoint::poll_send(Completion* out, int max) {
+  // Nothing waiting and no completion to hand out: no lock taken (the
+  // data-plane thread polls every endpoint it owns on every pass).
+  if (queued_.load(std::memory_order_acquire) == 0) return 0;
   std::lock_guard guard(lock_);
   if (!pending_.empty()) {
     drain_locked();
@@ -248,6 +254,7 @@ int ShmEndpoint::poll_send(Completion* out, int max) {
     out[n++] = scq_.front();
     scq_.pop();
   }
+  note_queued_locked();
   return n;
 }
 

@@ -94,6 +94,10 @@ class ShmEndpoint final : public Endpoint, private Watcher {
   [[nodiscard]] bool connected() const noexcept {
     return state_.load(std::memory_order_relaxed) == static_cast<std::uint8_t>(EndpointState::connected);
   }
+  // After a change to scq_ or pending_: what poll_send() checks unlocked.
+  void note_queued_locked() noexcept {
+    queued_.store(static_cast<std::uint32_t>(scq_.size() + pending_.size()), std::memory_order_release);
+  }
   void enter_peer_locked() noexcept { own_block_->busy.store(++busy_seq_, std::memory_order_seq_cst); }
   void leave_peer_locked() noexcept { own_block_->busy.store(++busy_seq_, std::memory_order_release); }
 
@@ -131,6 +135,9 @@ class ShmEndpoint final : public Endpoint, private Watcher {
   std::vector<std::uint32_t> rq_len_;
   Ring<PendingWr> pending_;
   Ring<Completion> scq_;
+  // scq_.size() + pending_.size() as of the last change (written under
+  // lock_): 0 means poll_send() has nothing to do.
+  std::atomic<std::uint32_t> queued_{0};
   std::atomic<bool> peer_fenced_{false};
   bool event_reported_ = false;
 };

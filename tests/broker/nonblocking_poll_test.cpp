@@ -286,7 +286,9 @@ TEST_F(NonBlockingPoll, SubscriberKeepsDeliveringOtherPartitionsWhileOneCannotBe
 // timeout, each once, in order.
 TEST_F(NonBlockingPoll, PublisherLeavesAHeadThatDoesNotAnswerWhenTheRouteNamesAnother) {
   route_partition0_to_silence(1);
-  constexpr auto kLongConnect = 30s;  // the dial to the silent head would wait this long
+  // The dial to the silent head would wait this long (and ~Publisher waits
+  // for the connect it abandons at most as long).
+  constexpr auto kLongConnect = 8s;
   PublisherOptions po;
   po.provider = provider_spec();
   po.connect_timeout = kLongConnect;
@@ -314,10 +316,10 @@ TEST_F(NonBlockingPoll, PublisherLeavesAHeadThatDoesNotAnswerWhenTheRouteNamesAn
 
   route_partition0_to_node0(2);  // the controller names a new head
   const auto rerouted = Clock::now();
-  const auto deadline = rerouted + kLongConnect / 3;
+  const auto deadline = rerouted + kLongConnect / 2;
   while (pub.in_flight() > 0 && Clock::now() < deadline) pub.poll();
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - rerouted);
-  silent_.close();  // ends the connect still waiting on it
+  silent_.close();  // may end the connect still waiting on it sooner
   EXPECT_EQ(pub.in_flight(), 0u) << "still waiting for the silent head after " << took.count() << " ms";
   EXPECT_EQ(failed, 0);
   ASSERT_EQ(acked.size(), 5u);
@@ -327,6 +329,49 @@ TEST_F(NonBlockingPoll, PublisherLeavesAHeadThatDoesNotAnswerWhenTheRouteNamesAn
     EXPECT_EQ(times, 1) << "offset " << offset << " acknowledged " << times << " times";
   }
   ASSERT_TRUE(committed(*brokers_[0], 5));
+}
+
+// The same for a subscriber: a replica that accepts its dial and answers
+// nothing is left once the route names others, long before connect_timeout.
+TEST_F(NonBlockingPoll, SubscriberLeavesAReplicaThatDoesNotAnswerWhenTheRouteNamesAnother) {
+  PublisherOptions po;
+  po.provider = provider_spec();
+  auto created_pub = Publisher::create(routes_, "nb", po);
+  ASSERT_TRUE(created_pub.ok()) << created_pub.error().message;
+  Publisher& pub = *created_pub.value();
+  for (int i = 0; i < 50; ++i) {
+    while (pub.publish_to(0, bytes("0-" + std::to_string(i)), nullptr) != client::ErrorCode::ok) pub.poll();
+  }
+  ASSERT_TRUE(pub.flush(10s));
+
+  route_partition0_to_silence(3);
+  // The dial to the silent replica would wait this long (and ~Subscriber
+  // waits for the connect it abandons at most as long).
+  constexpr auto kLongConnect = 8s;
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  so.connect_timeout = kLongConnect;
+  so.stall_check = 200ms;
+  auto created = Subscriber::create(routes_, "nb", so);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Subscriber& sub = *created.value();
+  std::vector<std::uint64_t> got;
+  auto on_message = [&](const Message& m) {
+    if (m.partition == 0) got.push_back(m.offset);
+  };
+  // The dial to the silent replica is under way (and stays so).
+  auto end = Clock::now() + 500ms;
+  while (Clock::now() < end) sub.poll(on_message);
+  EXPECT_TRUE(got.empty());
+
+  route_partition0_to_node0(4);
+  const auto rerouted = Clock::now();
+  const auto deadline = rerouted + kLongConnect / 2;
+  while (got.size() < 50 && Clock::now() < deadline) sub.poll(on_message);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - rerouted);
+  silent_.close();  // may end the connect still waiting on it sooner
+  ASSERT_EQ(got.size(), 50u) << "still waiting for the silent replica after " << took.count() << " ms";
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i);
 }
 
 }  // namespace

@@ -54,7 +54,11 @@ struct SubSession {
   std::uint64_t link_gen = 0;  // bumped whenever the link is dropped
   RouteCall lookup;            // one at a time: an attempt's, or a stall check's
   bool lookup_for_attempt = false;
+  bool lookup_for_dial = false;   // a dial waited stall_check: does the route still name its replica?
   std::uint64_t lookup_link = 0;  // link_gen when a stall check asked
+  std::uint64_t dial_gen = 0;     // bumped at each dial
+  std::uint64_t lookup_dial = 0;  // dial_gen when a dial check asked
+  std::chrono::steady_clock::time_point dial_started{};
   Attempt attempt = Attempt::none;
   bool attempt_hinted = false;           // dialling the hint, not a replica of the route
   ReplicaAddress dialled;                // no node id when hinted

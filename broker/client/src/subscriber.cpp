@@ -264,6 +264,19 @@ class CATENA_LOCAL Subscriber::Impl {
     return delivered;
   }
 
+  // Whether `route` names `rep` anywhere (its chain or a sealed range's);
+  // one reached by a hint has no node id: its address says.
+  static bool names_replica(const Route& route, const ReplicaAddress& rep) {
+    auto same = [&](const ReplicaAddress& a) {
+      return !rep.node_id.empty() && !a.node_id.empty() ? a.node_id == rep.node_id
+                                                        : a.fabric_addr == rep.fabric_addr;
+    };
+    if (std::any_of(route.replicas.begin(), route.replicas.end(), same)) return true;
+    return std::any_of(route.sealed.begin(), route.sealed.end(), [&](const RouteRange& range) {
+      return std::any_of(range.replicas.begin(), range.replicas.end(), same);
+    });
+  }
+
   // A stall check's answer: whether our replica left the chain.
   bool replica_left_chain_st(SubSession& s, const client::Result<Route>& r) {
     CATENA_ST_CHECK(owner_);
@@ -277,10 +290,12 @@ class CATENA_LOCAL Subscriber::Impl {
                         [&](const ReplicaAddress& a) { return a.node_id == s.reading_from; });
   }
 
-  void start_lookup_st(SubSession& s, bool for_attempt) {
+  void start_lookup_st(SubSession& s, bool for_attempt, bool for_dial = false) {
     CATENA_ST_CHECK(owner_);
     s.lookup_for_attempt = for_attempt;
+    s.lookup_for_dial = for_dial;
     s.lookup_link = s.link_gen;
+    s.lookup_dial = s.dial_gen;
     s.lookup.start(lookups_, [&routes = routes_, channel = channel_, partition = s.partition,
                               epoch = s.route.epoch] { return routes.route(channel, partition, epoch); });
   }
@@ -299,6 +314,28 @@ class CATENA_LOCAL Subscriber::Impl {
     if (!r) return;
     if (s.lookup_for_attempt) {
       if (s.attempt == Attempt::route) on_route_st(s, std::move(*r), now);
+      return;
+    }
+    if (s.lookup_for_dial) {
+      if (s.attempt != Attempt::dial || s.lookup_dial != s.dial_gen) return;             // that dial is over
+      if (!*r || (*r)->epoch <= s.route.epoch || names_replica(**r, s.dialled)) return;  // it goes on
+      // The replica being dialled left the partition's route: its answer,
+      // if it ever comes, is of no use. A replica of the new route is
+      // dialled at once.
+      spdlog::debug(
+          "subscriber {}/{}: {} at {} has not answered for {} ms and left the route; dialling "
+          "another replica",
+          channel_, s.partition, s.dialled.node_id, s.dialled.fabric_addr,
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - s.dial_started).count());
+      s.dial.cancel();
+      if (s.attempt_hinted) {
+        s.hint_failed = s.hint_epoch;
+        s.hint_epoch = 0;
+        s.attempt_hinted = false;
+      }
+      s.replica_pick = 0;
+      s.attempt = Attempt::route;
+      on_route_st(s, std::move(*r), now);
       return;
     }
     if (!s.delivery.connected() || s.lookup_link != s.link_gen || !replica_left_chain_st(s, *r)) return;
@@ -388,6 +425,8 @@ class CATENA_LOCAL Subscriber::Impl {
                std::uint64_t range_start) {
     CATENA_ST_CHECK(owner_);
     s.dialled = std::move(rep);
+    ++s.dial_gen;
+    s.dial_started = Steady::now();
     const wire::StartMode mode = s.positioned                   ? wire::StartMode::offset
                                  : opts_.start == Start::latest ? wire::StartMode::latest
                                                                 : wire::StartMode::earliest;
@@ -416,6 +455,13 @@ class CATENA_LOCAL Subscriber::Impl {
       case Attempt::route:
         return;  // take_lookup_st goes on with the answer
       case Attempt::dial:
+        // A replica that answers nothing for stall_check may have left the
+        // chain (stopped, cut off): the route says (take_lookup_st), every
+        // stall_check.
+        if (now - s.dial_started >= opts_.stall_check && now >= s.route_check_at && !s.lookup.busy()) {
+          s.route_check_at = now + opts_.stall_check;
+          start_lookup_st(s, false, true);
+        }
         if (auto d = s.dial.poll(now)) {
           s.attempt = Attempt::none;
           on_dialed_st(s, std::move(*d), now);

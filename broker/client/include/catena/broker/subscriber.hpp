@@ -89,7 +89,9 @@ struct SubscriberOptions {
   std::chrono::milliseconds connect_timeout{3000};
   // With nothing delivered for this long, re-read the route: a replica cut
   // off the network goes silent without breaking the connection, and one
-  // that left the chain means reading from another.
+  // that left the chain means reading from another. Likewise while a dial
+  // has waited this long for its answer (again every stall_check): a route
+  // that no longer names the replica ends the dial.
   std::chrono::milliseconds stall_check{1000};
   // A replica that said records up to some offset are committed and has
   // delivered none of them for this long is not serving this subscriber

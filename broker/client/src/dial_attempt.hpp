@@ -19,6 +19,7 @@
 #include <string>
 #include <utility>
 
+#include <catena/broker/routes.hpp>
 #include <catena/chain/domain.hpp>
 #include <catena/chain/link.hpp>
 #include <catena/fabric/fabric.hpp>
@@ -26,6 +27,13 @@
 #include "client_worker.hpp"
 
 namespace catena::client_detail {
+
+// Whether two addresses name the same replica. One reached by a hint (a
+// sealed head's wire::NextChainHint) has no node id: its address says.
+inline bool same_replica(const ReplicaAddress& a, const ReplicaAddress& b) {
+  if (!a.node_id.empty() && !b.node_id.empty()) return a.node_id == b.node_id;
+  return a.fabric_addr == b.fabric_addr;
+}
 
 template <class Hello, class Welcome>
 class DialAttempt {

@@ -19,13 +19,7 @@ using fabric::Errc;
 namespace wire = chain::wire;
 using Lookup = PartitionSession::Lookup;
 using client_detail::Attempt;
-
-// Whether two addresses name the same head (one reached by a hint has no
-// node id: its address says).
-static bool same_head(const ReplicaAddress& a, const ReplicaAddress& b) {
-  if (!a.node_id.empty() && !b.node_id.empty()) return a.node_id == b.node_id;
-  return a.fabric_addr == b.fabric_addr;
-}
+using client_detail::same_replica;
 
 void Publisher::Impl::start_lookup_st(PartitionSession& s, Lookup what) {
   CATENA_ST_CHECK(owner_);
@@ -135,7 +129,7 @@ void Publisher::Impl::take_lookup_st(PartitionSession& s, Clock::time_point now)
     case Lookup::dial_check:
       if (s.attempt != Attempt::dial || s.lookup_dial != s.dial_gen) return;  // that dial is over
       if (!r->ok() || (*r)->epoch <= s.route.epoch || (*r)->replicas.empty() ||
-          same_head((*r)->replicas.front(), s.dialled)) {
+          same_replica((*r)->replicas.front(), s.dialled)) {
         return;  // no other head (yet): the dial goes on
       }
       // The dialled head was replaced: its answer, if it ever comes, is of
@@ -334,7 +328,7 @@ void Publisher::Impl::on_dialed_st(PartitionSession& s, Link::Dialed<wire::Publi
 bool Publisher::Impl::apply_route_st(PartitionSession& s, const client::Result<Route>& r) {
   CATENA_ST_CHECK(owner_);
   if (!r || r->epoch <= s.route.epoch || r->replicas.empty() || s.route.replicas.empty()) return true;
-  if (!same_head(r->replicas.front(), s.route.replicas.front())) return false;
+  if (!same_replica(r->replicas.front(), s.route.replicas.front())) return false;
   if (r->replicas.back().node_id != s.route.replicas.back().node_id) {
     if (s.watch.connected()) drop_watch_st(s);
     if (s.watch_attempt == Attempt::dial) {  // dialling the old tail

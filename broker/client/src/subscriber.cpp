@@ -264,13 +264,9 @@ class CATENA_LOCAL Subscriber::Impl {
     return delivered;
   }
 
-  // Whether `route` names `rep` anywhere (its chain or a sealed range's);
-  // one reached by a hint has no node id: its address says.
+  // Whether `route` names `rep` anywhere (its chain or a sealed range's).
   static bool names_replica(const Route& route, const ReplicaAddress& rep) {
-    auto same = [&](const ReplicaAddress& a) {
-      return !rep.node_id.empty() && !a.node_id.empty() ? a.node_id == rep.node_id
-                                                        : a.fabric_addr == rep.fabric_addr;
-    };
+    auto same = [&](const ReplicaAddress& a) { return client_detail::same_replica(a, rep); };
     if (std::any_of(route.replicas.begin(), route.replicas.end(), same)) return true;
     return std::any_of(route.sealed.begin(), route.sealed.end(), [&](const RouteRange& range) {
       return std::any_of(range.replicas.begin(), range.replicas.end(), same);

@@ -139,6 +139,43 @@ TEST_F(ChainE2E, PublishFutureOfAnUnreachablePartitionFailsAfterTheRetryTimeout)
   EXPECT_EQ(unavailable, 1);
 }
 
+// A record published while earlier ones still await their acks lingers
+// like one published on an idle partition: from its own arrival, not from
+// the first record of the partition's busy spell (a publisher under load is
+// never idle, and every poll sent what one publish had staged: one write per
+// record per partition, whatever the linger).
+TEST_F(ChainE2E, ARecordPublishedWhileOthersAwaitAcksStillLingers) {
+  configure("linger", 0, 1, {0, 1, 2}, 1);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.linger = std::chrono::milliseconds(300);
+  po.max_batch_bytes = 1024;  // a record this large goes out at once
+  auto created = Publisher::create(routes_, "linger", po);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Publisher& pub = *created.value();
+  // The first record connects the partition; it and its ack out of the way,
+  // the next big record is sent as it is staged, and stays unacknowledged
+  // until the publisher polls.
+  ASSERT_EQ(pub.publish({}, bytes(std::string(2048, 'w'))).get().status, PublishStatus::ok);
+  auto big = pub.publish({}, bytes(std::string(2048, 'a')));
+  std::this_thread::sleep_for(400ms);  // longer than the linger since `big`
+  const auto staged = std::chrono::steady_clock::now();
+  auto small = pub.publish({}, bytes("b"));
+  // For the next 150 ms of polling, `big` is acknowledged and `small` waits.
+  while (std::chrono::steady_clock::now() - staged < 150ms) {
+    pub.poll();
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(big.ready());
+  EXPECT_FALSE(small.ready()) << "sent before its linger, on the first poll";
+  const auto r = small.get();
+  const auto waited = std::chrono::steady_clock::now() - staged;
+  ASSERT_EQ(r.status, PublishStatus::ok);
+  EXPECT_EQ(r.offset, 2u);
+  EXPECT_GE(waited, 300ms);
+  EXPECT_EQ(big.get().offset, 1u);
+}
+
 // A future outliving its publisher with the record unresolved answers
 // unavailable without touching the destroyed publisher.
 TEST_F(ChainE2E, PublishFutureOrphanedByItsPublisherAnswersUnavailable) {

@@ -252,7 +252,10 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
     return Errc::invalid_argument;
   const std::size_t region = block + payload.size();  // what the frame's length counts
   if (const Errc e = room_for_st(s, region); e != Errc::ok) return e;
-  const bool was_idle = s.head.pending() == 0 && s.head.unflushed() == 0;
+  // A batch lingers from its first record, however many earlier ones
+  // still await their acks (under load a partition is never idle).
+  const bool opens_batch = s.head.unflushed() == 0;
+  const bool was_idle = s.head.pending() == 0 && opens_batch;
   chain::RecordHeader h{};
   h.flags = flags | (opts_.trace_stages ? chain::kFlagTrace : 0u);
   h.producer_id = opts_.producer_id;
@@ -261,7 +264,10 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
   const Errc staged = attrs != nullptr ? s.head.stage(h, *attrs, block, payload) : s.head.stage(h, payload);
   if (staged == Errc::backpressure) ring_was_full_st(s);
   if (staged != Errc::ok) return staged;  // backpressure: wait for credit
-  if (was_idle) s.last_progress = s.linger_start = Clock::now();
+  if (opens_batch) {
+    s.linger_start = Clock::now();
+    if (was_idle) s.last_progress = s.linger_start;
+  }
   s.records.push_back(PendingRecord{std::move(cb), how.order, how.key_hash, how.placement});
   ++in_flight_;
   if (opts_.linger.count() == 0 || s.head.unflushed() >= opts_.max_batch_bytes) s.head.flush();

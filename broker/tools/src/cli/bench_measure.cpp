@@ -44,7 +44,12 @@ std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload
 }
 
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,
-// if not 0), then waits for the last acks.
+// if not 0), then waits for the last acks. Between two polls it publishes
+// up to 8 rounds over the partitions (at least 256 records), as an
+// application with records queued for many partitions would: a poll visits
+// every partition's session, and with one record per partition per poll
+// (256 partitions) that visit cost as much as the record and every flush
+// sent one record.
 Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records,
                       std::uint32_t partitions) {
   const auto payload = make_payload(bytes);
@@ -64,9 +69,10 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
   const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
   std::uint64_t now = start;
   std::uint32_t next = 0;  // the partition of the next record
+  const std::uint32_t per_poll = std::max<std::uint32_t>(256, 8 * std::max<std::uint32_t>(partitions, 1));
   while (now < end && (max_records == 0 || out.acked < max_records)) {
     int work = 0;
-    for (int k = 0; k < 256; ++k) {
+    for (std::uint32_t k = 0; k < per_poll; ++k) {
       const auto e = pub.publish_to(next, payload, [a = &acks, t0 = now](const PublishResult& r) {
         if (r.status != PublishStatus::ok) {
           if (a->failed++ == 0) {

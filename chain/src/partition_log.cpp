@@ -20,7 +20,11 @@ constexpr std::uint32_t kFirstRecord = sizeof(SegmentHeader);
 }  // namespace
 
 PartitionLog::PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cfg, const Clock& clock)
-    : slots_(std::move(slots)), info_(slots_.size()), zero_(slots_.size(), false), cfg_(cfg), clock_(clock) {
+    : slots_(std::move(slots)),
+      info_(slots_.size()),
+      dirty_(slots_.size(), kAllDirty),
+      cfg_(cfg),
+      clock_(clock) {
   if (slots_.size() < 2) throw std::invalid_argument("a partition needs at least 2 segment slots");
   for (auto& s : slots_) {
     if (!s.empty() && s.size() != cfg_.segment_bytes)
@@ -79,7 +83,7 @@ bool PartitionLog::ensure_memory_st(std::uint32_t s, std::uint32_t bytes) {
     // segment is about to be written there).
     if (!memory_->release(s, ~0ull)) return false;
     slots_[s] = {};
-    zero_[s] = false;
+    dirty_[s] = kAllDirty;
     info_[s] = SlotInfo{};
   }
   bool zeroed = false;
@@ -87,7 +91,7 @@ bool PartitionLog::ensure_memory_st(std::uint32_t s, std::uint32_t bytes) {
   if (m.empty()) return false;
   if (m.size() != bytes) throw std::invalid_argument("segment slot size mismatch");
   slots_[s] = m;
-  zero_[s] = zeroed;
+  dirty_[s] = zeroed ? 0 : kAllDirty;
   return true;
 }
 
@@ -133,8 +137,12 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need)
   // Memory of another size than this segment's goes (the segment in it
   // expired past its grace and is committed).
   if (!ensure_memory_st(s, bytes)) return AppendStatus::no_memory;
-  if (!zero_[s]) std::memset(slots_[s].data(), 0, slots_[s].size());
-  zero_[s] = false;
+  // Only what may be non-zero: a head that wrote the slot's last segment
+  // itself clears what it wrote (a segment rolled by age, or sized for a
+  // faster rate, used a part), not pages it never touched: clearing those
+  // would fault each one in just to write zeros over the kernel's.
+  if (dirty_[s] != 0) std::memset(slots_[s].data(), 0, std::min<std::size_t>(dirty_[s], slots_[s].size()));
+  dirty_[s] = 0;
   SegmentHeader h{};
   h.magic = kSegmentMagic;
   h.base_offset = end_offset_;
@@ -144,6 +152,7 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need)
   h.bytes = static_cast<std::uint32_t>(slots_[s].size());
   h.header_crc = segment_header_crc(h);
   std::memcpy(slots_[s].data(), &h, sizeof h);
+  note_written_st(s, sizeof h);
   in = SlotInfo{};
   in.state = SlotState::open;
   in.generation = h.generation;
@@ -164,6 +173,7 @@ void PartitionLog::seal_st(std::uint32_t s) {
   seal.flags = kFlagSeal;
   seal.offset = in.next_offset;
   in.valid_end += static_cast<std::uint32_t>(write_frame(slots_[s].data() + in.valid_end, seal, {}));
+  note_written_st(s, in.valid_end);
   in.state = SlotState::sealed;
   in.sealed_ns = clock_.now_ns();
   if (open_ == static_cast<int>(s)) open_ = -1;
@@ -212,6 +222,7 @@ AppendStatus PartitionLog::append_frame_st(const RecordHeader& h, std::span<cons
   r.offset = end_offset_;
   in.valid_end += static_cast<std::uint32_t>(
       write_frame(slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end, r, payload));
+  note_written_st(static_cast<std::uint32_t>(open_), in.valid_end);
   *offset = end_offset_;
   in.next_offset = ++end_offset_;
   return AppendStatus::ok;
@@ -235,6 +246,8 @@ std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame
   const SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
   std::byte* at = slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end;
   std::memcpy(at, frame, frame_bytes);
+  // Written whether or not it is appended (a frame that fails its check stays).
+  note_written_st(static_cast<std::uint32_t>(open_), in.valid_end + frame_bytes);
   *status = AppendStatus::ok;
   return at;
 }
@@ -342,7 +355,7 @@ ValidateStatus PartitionLog::scan_frames_st(std::uint32_t slot, std::uint32_t en
 
 void PartitionLog::reset_st() {
   std::fill(info_.begin(), info_.end(), SlotInfo{});
-  std::fill(zero_.begin(), zero_.end(), false);
+  std::fill(dirty_.begin(), dirty_.end(), kAllDirty);
   open_ = -1;
   next_slot_ = 0;
   generation_ = 0;
@@ -370,7 +383,7 @@ PartitionLog::Recovered PartitionLog::recover_st(std::uint64_t commit_offset) {
   }
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.sh.generation < b.sh.generation; });
-  std::fill(zero_.begin(), zero_.end(), false);
+  std::fill(dirty_.begin(), dirty_.end(), kAllDirty);
   // Scans one segment up to the first frame that does not check (the rest
   // of the slot is an older segment's bytes, or zeros), never past the
   // commit offset.
@@ -465,7 +478,7 @@ bool PartitionLog::release_expired_st(std::uint64_t now) {
     }
     if (!memory_->release(s, in.generation)) continue;
     slots_[s] = {};
-    zero_[s] = false;
+    dirty_[s] = kAllDirty;
     released = true;
   }
   return released;

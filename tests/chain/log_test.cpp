@@ -332,6 +332,51 @@ TEST_F(LogTest, SlotsKnownToBeZeroAreNotClearedAgainOthersAre) {
   EXPECT_EQ(s.mem[1][kSeg - 1], std::byte{0});
 }
 
+// A head reusing a slot that only it wrote clears what it wrote there, a
+// frame it staged and never appended included, and leaves the rest alone
+// (zero since the slot was last cleared): clearing all of a segment it had
+// filled a part of (rolled by age, or sized for a faster rate) faulted in
+// every page it never touched, 5% of a broker's cycles with 256 partitions.
+TEST_F(LogTest, AReusedSlotIsClearedAsFarAsTheHeadWroteIt) {
+  Slots s(2, kSeg);
+  PartitionLog log(s.spans(), cfg, clock);
+  log.slots_are_zero_st();
+  std::uint64_t off = 0;
+  ASSERT_EQ(log.append(producer(1, 0), bytes_of("a"), &off), AppendStatus::ok);
+  // Staged after it and never appended (a frame whose check failed).
+  std::vector<std::byte> frame(frame_size(100));
+  write_frame(frame.data(), producer(1, 1), bytes_of(std::string(100, 'x')));
+  AppendStatus st = AppendStatus::ok;
+  const std::byte* staged = log.stage_frame(frame.data(), static_cast<std::uint32_t>(frame.size()), &st);
+  ASSERT_EQ(st, AppendStatus::ok);
+  const auto staged_at = static_cast<std::size_t>(staged - s.mem[0].data());
+  const std::size_t staged_end = staged_at + frame.size();
+  s.mem[0][kSeg - 1] = std::byte{0x5a};  // past anything the log wrote
+  log.seal_open();
+  ASSERT_EQ(log.append(producer(1, 1), bytes_of("b"), &off), AppendStatus::ok);
+  ASSERT_EQ(log.open_slot(), 1);
+  log.seal_open();
+  log.set_commit_offset(log.end_offset());
+  clock.advance(13s);  // past ttl and grace
+  log.tick();
+  ASSERT_EQ(log.append(producer(1, 2), bytes_of("c"), &off), AppendStatus::ok);
+  ASSERT_EQ(log.open_slot(), 0);
+  const std::size_t used = log.slot_info(0).valid_end;
+  ASSERT_LE(used, staged_at);
+  for (std::size_t i = used; i < staged_end; ++i) ASSERT_EQ(s.mem[0][i], std::byte{0}) << i;
+  EXPECT_EQ(s.mem[0][kSeg - 1], std::byte{0x5a}) << "cleared bytes the head never wrote";
+  // Once a predecessor may have written there, all of it is cleared again.
+  log.slots_written_remotely_st();
+  s.mem[1][kSeg - 1] = std::byte{0x5a};
+  log.seal_open();
+  log.set_commit_offset(log.end_offset());
+  clock.advance(13s);
+  log.tick();
+  ASSERT_EQ(log.append(producer(1, 3), bytes_of("d"), &off), AppendStatus::ok);
+  ASSERT_EQ(log.open_slot(), 1);
+  EXPECT_EQ(s.mem[1][kSeg - 1], std::byte{0});
+}
+
 // Commits stalled past TTL + grace (a dead successor nobody repaired yet):
 // the head must not reuse a slot whose records never reached the tail, or
 // it would overwrite the only copy of records it may yet acknowledge.

@@ -20,9 +20,11 @@
 // dropped before the tail holds it. If no slot may go yet, the head refuses
 // appends with log_full (back-pressure) instead of dropping data.
 //
-// Zeroing: the head zeroes a slot before it reuses it, and before its first
-// use unless the slots are known to be zero still (slots_are_zero_st(): fresh
-// from Provider::allocate, which zeroes, and never exposed to a predecessor):
+// Zeroing: the head zeroes a slot before it reuses it (what it wrote there
+// itself, or all of it once a predecessor may have written there), and
+// before its first use unless the slots are known to be zero still
+// (slots_are_zero_st(): fresh from Provider::allocate, which zeroes, and
+// never exposed to a predecessor):
 // a new chain's head would otherwise touch every page of a segment at its
 // first append, a pause of tens of ms for a 64 MiB segment. A replica does not:
 // its predecessor may be writing the new segment's next bytes while it
@@ -282,9 +284,9 @@ class PartitionLog {
   [[nodiscard]] std::uint32_t segments_held() const noexcept;
   // Every slot's memory is zero (fresh from Provider::allocate): the first
   // segment opened in each needs no clearing.
-  void slots_are_zero_st() { std::fill(zero_.begin(), zero_.end(), true); }
+  void slots_are_zero_st() { std::fill(dirty_.begin(), dirty_.end(), 0u); }
   // A predecessor may write into every slot from now on: clear before use.
-  void slots_written_remotely_st() { std::fill(zero_.begin(), zero_.end(), false); }
+  void slots_written_remotely_st() { std::fill(dirty_.begin(), dirty_.end(), kAllDirty); }
 
  private:
   AppendStatus open_next_st(std::uint64_t epoch, std::uint32_t need);
@@ -317,7 +319,14 @@ class PartitionLog {
 
   std::vector<std::span<std::byte>> slots_;
   std::vector<SlotInfo> info_;
-  std::vector<bool> zero_;  // by slot: known to hold only zeros
+  // By slot: the bytes from its start that may be non-zero (all of them,
+  // kAllDirty, once a predecessor may have written there or the memory's
+  // past is unknown); the rest is known to hold only zeros.
+  static constexpr std::uint32_t kAllDirty = ~0u;
+  std::vector<std::uint32_t> dirty_;
+  void note_written_st(std::uint32_t s, std::uint64_t end) {
+    if (dirty_[s] < end) dirty_[s] = static_cast<std::uint32_t>(std::min<std::uint64_t>(end, kAllDirty));
+  }
   LogConfig cfg_;
   const Clock& clock_;
   int open_ = -1;

@@ -495,6 +495,18 @@ TEST_F(SegmentMemory, ANodeHoldsMemoryForTheSegmentsItRetainsAndGivesItBackAsThe
   ASSERT_TRUE(pub.ok()) << pub.error().message;
   publish(*pub.value(), 0, 3000);  // about three 256 KiB segments
   ASSERT_TRUE(eventually([&] { return stats_of(2).commit_offset == 3000; }));
+  // A successor grants the slot for the next segment as the head opens it,
+  // a moment before its own replica counts that segment: sample once the
+  // counts have caught up with the memory (they must, with traffic stopped).
+  const auto held_within_segments = [&] {
+    for (int i = 0; i < 3; ++i) {
+      const auto st = node(i);
+      if (st.partitions.size() != 1) return false;
+      if (st.segment_memory_bytes > st.partitions[0].replica.segments * std::uint64_t{kSegment}) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(eventually(held_within_segments, 2s));
   for (int i = 0; i < 3; ++i) {
     const auto st = node(i);
     ASSERT_EQ(st.partitions.size(), 1u);

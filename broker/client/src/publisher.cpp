@@ -256,22 +256,31 @@ Errc Publisher::Impl::stage_st(std::uint32_t partition, const PendingRecord& how
   // still await their acks (under load a partition is never idle).
   const bool opens_batch = s.head.unflushed() == 0;
   const bool was_idle = s.head.pending() == 0 && opens_batch;
+  const chain::RecordHeader h = record_header_st(flags, timestamp_ns);
+  const Errc staged = attrs != nullptr ? s.head.stage(h, *attrs, block, payload) : s.head.stage(h, payload);
+  if (staged == Errc::backpressure) ring_was_full_st(s);
+  if (staged != Errc::ok) return staged;  // backpressure: wait for credit
+  staged_st(s, opens_batch, was_idle, PendingRecord{std::move(cb), how.order, how.key_hash, how.placement});
+  return Errc::ok;
+}
+
+chain::RecordHeader Publisher::Impl::record_header_st(std::uint32_t flags, std::uint64_t timestamp_ns) const {
   chain::RecordHeader h{};
   h.flags = flags | (opts_.trace_stages ? chain::kFlagTrace : 0u);
   h.producer_id = opts_.producer_id;
   h.producer_epoch = producer_epoch_;
   h.timestamp_ns = timestamp_ns != 0 ? timestamp_ns : catena::wall_clock_ns();
-  const Errc staged = attrs != nullptr ? s.head.stage(h, *attrs, block, payload) : s.head.stage(h, payload);
-  if (staged == Errc::backpressure) ring_was_full_st(s);
-  if (staged != Errc::ok) return staged;  // backpressure: wait for credit
+  return h;
+}
+
+void Publisher::Impl::staged_st(PartitionSession& s, bool opens_batch, bool was_idle, PendingRecord rec) {
   if (opens_batch) {
     s.linger_start = Clock::now();
     if (was_idle) s.last_progress = s.linger_start;
   }
-  s.records.push_back(PendingRecord{std::move(cb), how.order, how.key_hash, how.placement});
+  s.records.push_back(std::move(rec));
   ++in_flight_;
   if (opts_.linger.count() == 0 || s.head.unflushed() >= opts_.max_batch_bytes) s.head.flush();
-  return Errc::ok;
 }
 
 int Publisher::Impl::poll() {

@@ -60,23 +60,12 @@ fabric::Errc Publisher::Impl::commit_claim_st(std::uint32_t partition, std::uint
   // still await their acks (under load a partition is never idle).
   const bool opens_batch = s.head.unflushed() == 0;
   const bool was_idle = s.head.pending() == 0 && opens_batch;
-  chain::RecordHeader h{};
-  h.flags = s.claim_flags | (opts_.trace_stages ? chain::kFlagTrace : 0u);
-  h.producer_id = opts_.producer_id;
-  h.producer_epoch = producer_epoch_;
-  h.timestamp_ns = catena::wall_clock_ns();
   // The reservation kept its room and the window its place: nothing else
   // was staged here while the claim was open, and acks only free more.
-  const Errc e = s.head.commit_reserved(h, s.claim);
+  const Errc e = s.head.commit_reserved(record_header_st(s.claim_flags, 0), s.claim);
   if (e != Errc::ok) return e;
-  if (opens_batch) {
-    s.linger_start = Clock::now();
-    if (was_idle) s.last_progress = s.linger_start;
-  }
-  s.records.push_back(
-      PendingRecord{std::move(cb), next_order_++, s.claim_how.key_hash, s.claim_how.placement});
-  ++in_flight_;
-  if (opts_.linger.count() == 0 || s.head.unflushed() >= opts_.max_batch_bytes) s.head.flush();
+  staged_st(s, opens_batch, was_idle,
+            PendingRecord{std::move(cb), next_order_++, s.claim_how.key_hash, s.claim_how.placement});
   return Errc::ok;
 }
 

@@ -184,6 +184,14 @@ class CATENA_LOCAL Publisher::Impl {
   fabric::Errc stage_st(std::uint32_t partition, const PendingRecord& how, std::span<const std::byte> payload,
                         PublishCallback& cb, std::uint64_t timestamp_ns = 0,
                         const chain::Attributes* attrs = nullptr, std::uint32_t flags = 0);
+  // The header of this publisher's next record: `flags` (and kFlagTrace
+  // when tracing stages), stamped `timestamp_ns` (0: now).
+  [[nodiscard]] chain::RecordHeader record_header_st(std::uint32_t flags, std::uint64_t timestamp_ns) const;
+  // A record just went into s's ring (by stage_st or commit_claim_st):
+  // takes `rec`, starts the linger if it opened a batch (and the stall
+  // check if the partition was idle), flushes by the linger rule.
+  // `opens_batch` and `was_idle` describe the ring before the record.
+  void staged_st(PartitionSession& s, bool opens_batch, bool was_idle, PendingRecord rec);
   [[nodiscard]] std::uint32_t partitions() const { return partitions_; }
   int poll();
   bool flush(std::chrono::milliseconds timeout);

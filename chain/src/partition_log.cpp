@@ -70,6 +70,15 @@ void PartitionLog::size_next_st(std::uint32_t s, bool full) {
   if (full) want = std::max(want, 2.0 * static_cast<double>(in.bytes));
   std::uint64_t size = cfg_.min_segment_bytes;
   while (static_cast<double>(size) < want && size < cfg_.segment_bytes) size *= 2;
+  // Rolled by age, a segment within [3/4, 2] of that size stays the size:
+  // only a rate that moved by more than about 2x resizes. Without the band
+  // a rate near a boundary flipped sizes every roll, and every flip gave a
+  // warm slot back and faulted fresh pages into another (where the segment
+  // would have been reused in place).
+  if (!full && in.bytes >= cfg_.min_segment_bytes && in.bytes <= cfg_.segment_bytes &&
+      static_cast<double>(in.bytes) >= 0.75 * want && static_cast<double>(in.bytes) <= 2 * want) {
+    size = in.bytes;
+  }
   next_bytes_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(size, cfg_.segment_bytes));
 }
 
@@ -109,9 +118,14 @@ int PartitionLog::pick_slot_st(std::uint32_t bytes) const {
   // First the oldest slot whose memory fits: reused in place, with no
   // allocation, registration or page faults, so a partition cycles through
   // as many slots as its rate fills in a ttl and the rest give their memory
-  // back. Then a slot without memory (in ring order from the last one
-  // opened), then one whose memory is of another size.
-  int warm = -1, empty = -1, other = -1;
+  // back. Then the oldest whose memory is larger, up to twice the size (the
+  // segment takes the slot's size: open_next_st). Then a slot without
+  // memory (in ring order from the last one opened), then one whose memory
+  // is of another size.
+  int warm = -1, larger = -1, empty = -1, other = -1;
+  auto older = [&](int pick, std::uint32_t s) {
+    return pick < 0 || info_[s].generation < info_[static_cast<std::uint32_t>(pick)].generation;
+  };
   for (std::uint32_t i = 0; i < slot_count(); ++i) {
     const std::uint32_t s = (next_slot_ + i) % slot_count();
     const SlotInfo& in = info_[s];
@@ -119,20 +133,24 @@ int PartitionLog::pick_slot_st(std::uint32_t bytes) const {
     if (slots_[s].empty()) {
       if (empty < 0) empty = static_cast<int>(s);
     } else if (slots_[s].size() == bytes || memory_ == nullptr) {
-      if (warm < 0 || in.generation < info_[static_cast<std::uint32_t>(warm)].generation)
-        warm = static_cast<int>(s);
+      if (older(warm, s)) warm = static_cast<int>(s);
+    } else if (slots_[s].size() > bytes && slots_[s].size() <= 2ull * bytes) {
+      if (older(larger, s)) larger = static_cast<int>(s);
     } else if (other < 0) {
       other = static_cast<int>(s);
     }
   }
-  return warm >= 0 ? warm : empty >= 0 ? empty : other;
+  return warm >= 0 ? warm : larger >= 0 ? larger : empty >= 0 ? empty : other;
 }
 
 AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need) {
-  const std::uint32_t bytes = next_size_st(need);
+  std::uint32_t bytes = next_size_st(need);
   const int pick = pick_slot_st(bytes);
   if (pick < 0) return AppendStatus::log_full;
   const auto s = static_cast<std::uint32_t>(pick);
+  // A warm slot up to twice the size: the segment is the slot's size.
+  if (memory_ != nullptr && slots_[s].size() > bytes && slots_[s].size() <= 2ull * bytes)
+    bytes = static_cast<std::uint32_t>(slots_[s].size());
   SlotInfo& in = info_[s];
   // Memory of another size than this segment's goes (the segment in it
   // expired past its grace and is committed).

@@ -116,13 +116,14 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
 }
 
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
-                         const std::function<std::int64_t()>& segment_memory) {
-  const std::uint32_t wb = 64u << 10;
+                         const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes,
+                         std::uint32_t partitions) {
+  const std::uint32_t wb = bytes;
   WarmUp out;
   double best = 0;
   std::int64_t held = segment_memory();
   while (out.rounds < max_rounds) {
-    const Throughput w = throughput(pub, wb, round_seconds);
+    const Throughput w = throughput(pub, wb, round_seconds, 0, partitions);
     ++out.rounds;
     out.bytes += w.acked * wb;
     out.seconds += static_cast<double>(w.elapsed_ns) / 1e9;

@@ -2,7 +2,9 @@
 // partitions. For each count a fresh local cluster (--nodes brokers, chains
 // of --replicas) gets one channel of that many partitions; one publisher
 // sends --sizes' first payload size to every partition in turn (publish_to,
-// round robin) for --seconds, keeping up to --window records in flight.
+// round robin) for --seconds, keeping up to --window records in flight,
+// after a warm-up at that rate until segments are reused in place (unless
+// --cold).
 // One row per count: aggregate committed records/s and MB/s, how many
 // chains each node heads and ends (from the channel's routes), and each
 // node's memory after the run: resident (VmRSS in /proc/<pid>/status of its
@@ -182,6 +184,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
     }
     bench_detail::Throughput t;
     double setup_ms = 0;
+    bench_detail::WarmUp warm;
     std::uint64_t rings_in_use = 0;
     const int ring = ring_for(o, partitions);
     try {
@@ -202,6 +205,25 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       (void)bench_detail::throughput(*pub.value(), bytes, 60.0, static_cast<std::uint64_t>(partitions),
                                      static_cast<std::uint32_t>(partitions));
       setup_ms = static_cast<double>(bench_detail::steady_ns() - t0) / 1e6;
+      if (!o.cold) {
+        // Until segments are reused in place: every slot a partition cycles
+        // through at this rate has had its first-touch page faults (which a
+        // long-running node pays once), and segment sizes follow the rate.
+        // Rounds of twice ttl + grace; a round that took no segment memory
+        // (held or given back) touched no new page.
+        auto taken = [&]() -> std::int64_t {
+          auto st = admin.cluster_status();
+          if (!st) return -1;
+          std::int64_t sum = 0;
+          for (const auto& n : st->nodes) {
+            if (!n.stats.__isset.segment_memory_bytes) return -1;
+            sum += n.stats.segment_memory_bytes + (n.stats.__isset.zeroed_bytes ? n.stats.zeroed_bytes : 0);
+          }
+          return sum;
+        };
+        warm = bench_detail::warm_until_steady(*pub.value(), 2 * (cfg.ttl_ms + co.grace_ms) / 1000.0, 6,
+                                               taken, bytes, static_cast<std::uint32_t>(partitions));
+      }
       t = bench_detail::throughput(*pub.value(), bytes, o.seconds, 0, static_cast<std::uint32_t>(partitions));
       rings_in_use = pub.value()->ring_bytes_in_use();
     } catch (const Fail& f) {
@@ -235,6 +257,8 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"ring_bytes", ring},
                        {"publisher_ring_bytes", rings_in_use},
                        {"setup_ms", setup_ms},
+                       {"warmup_s", warm.seconds},
+                       {"warmup_steady", warm.steady},
                        {"msgs_per_s", msgs},
                        {"mb_per_s", msgs * bytes / 1e6},
                        {"ack_p50_ns", pct.p50},
@@ -261,6 +285,11 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       std::printf(
           "  %15s setup %.0f ms (sessions, first records), publisher rings %s (%d KiB at most each)\n", "",
           setup_ms, mib_text(static_cast<std::int64_t>(rings_in_use)).c_str(), ring >> 10);
+      if (!o.cold) {
+        std::printf("  %15s warm-up %.1f s, %d rounds (%s)\n", "", warm.seconds, warm.rounds,
+                    warm.steady ? "the last round took no new segment memory"
+                                : "still taking memory at the last round");
+      }
       auto at = [](const std::map<std::string, std::int64_t>& m, const std::string& id) {
         return m.count(id) != 0 ? m.at(id) : std::int64_t{-1};
       };

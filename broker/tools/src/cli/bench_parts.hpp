@@ -143,8 +143,9 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
 // A log warmed at full rate: a partition reuses the memory of the segments
 // it cycles through (as many as it fills in a ttl plus grace), so the
 // pages to touch first are those of the slots it uses at the rate it will
-// run at, which grows as they warm. Rounds of `round_seconds` of 64 KiB
-// records, at least 2, until the nodes took no segment memory in a round
+// run at, which grows as they warm. Rounds of `round_seconds` of `bytes`
+// records (round robin over `partitions`, 0: by the publisher), at least
+// 2, until the nodes took no segment memory in a round
 // (`segment_memory`: the bytes of segment memory the nodes hold, -1 if
 // unknown; a round that needed none touched only warm pages), or, without
 // it, until a round is less than 1.05x faster than the best before it (at
@@ -158,7 +159,8 @@ struct WarmUp {
   bool steady = false;               // stopped by the rule, not by max_rounds
 };
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
-                         const std::function<std::int64_t()>& segment_memory);
+                         const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes = 64u << 10,
+                         std::uint32_t partitions = 0);
 // publish -> commit ack, one record in flight.
 std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
                                               std::uint64_t* elapsed);

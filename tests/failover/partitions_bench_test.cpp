@@ -6,7 +6,9 @@
 // its segment memory following what it retains; the publisher's rings come
 // to 64 KiB to ring_bytes per partition.
 #include <algorithm>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -91,6 +93,37 @@ TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegis
       EXPECT_GE(row["registered_bytes"][node].get<std::int64_t>(), seg) << partitions << " " << node;
     }
   }
+}
+
+// The default run (latency rows, then the throughput rows after warming
+// the throughput log up), small: two 4 MiB slots so that the warm-up is
+// steady after its two rounds. The warm-up once published to partitions
+// past the channel's one and the run ended with `publish: invalid_argument`
+// and no throughput row.
+TEST(ThroughputBench, AWarmedUpRunReportsItsThroughputRow) {
+  std::string out;
+  int status = 0;
+  const std::string log = "throughput-bench.log";
+  (void)test::run_bench_json(
+      "--sizes 1024 --latency-sizes 64 --iters 200 --warmup 50 --seconds 0.3 --no-floor --no-fabric-bw "
+      "--log-slots 2 --segment-bytes 4194304 --dir throughput-bench",
+      log, &status, &out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << "; see " << log;
+  int throughput_rows = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line << "; see " << log;
+    if (j.value("mode", "") != "throughput") continue;
+    ++throughput_rows;
+    EXPECT_EQ(j.value("bytes", 0), 1024) << line;
+    EXPECT_GT(j.value("msgs_per_s", 0.0), 0.0) << line;
+    EXPECT_GT(j.value("samples", 0), 0) << line;
+  }
+  EXPECT_EQ(throughput_rows, 1) << out << "; see " << log;
+  std::ifstream err(log);
+  const std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("warm-up of the throughput log"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -706,20 +706,10 @@ int run_bench(const Common& c, const BenchOptions& o) {
       auto tpub = Publisher::create(routes, tput_ch->config.name, tpo);
       if (!tpub) throw Fail{"publisher: " + tpub.error().message};
       if (!o.cold && !tput_sizes.empty()) {
-        // Rounds of twice ttl + grace: each cycles the slots in use twice.
-        // The segment memory the nodes have taken so far (what they hold and
-        // what they gave back): a round that took none touched no new page.
-        auto taken = [&]() -> std::int64_t {
-          auto st = admin.cluster_status();
-          if (!st) return -1;
-          std::int64_t sum = 0;
-          for (const auto& n : st->nodes) {
-            if (!n.stats.__isset.segment_memory_bytes) return -1;
-            sum += n.stats.segment_memory_bytes + (n.stats.__isset.zeroed_bytes ? n.stats.zeroed_bytes : 0);
-          }
-          return sum;
-        };
-        const WarmUp w = warm_until_steady(*tpub.value(), 2 * (1.0 + kBenchGraceMs / 1000.0), 10, taken);
+        // Rounds of twice ttl + grace: each cycles the slots in use twice,
+        // until a round took no new segment memory.
+        const WarmUp w = warm_until_steady(*tpub.value(), 2 * (1.0 + kBenchGraceMs / 1000.0), 10,
+                                           [&] { return segment_memory_taken(admin); });
         std::fprintf(info,
                      "  warm-up of the throughput log: %llu MiB in %.1f s, %d rounds, the last at %.0f MB/s "
                      "(first-touch page faults of the slots in use; %s)\n",

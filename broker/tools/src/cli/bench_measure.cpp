@@ -115,6 +115,17 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
          static_cast<double>(std::max<std::uint64_t>(w.elapsed_ns, 1));
 }
 
+std::int64_t segment_memory_taken(control::ControllerClient& admin) {
+  auto st = admin.cluster_status();
+  if (!st) return -1;
+  std::int64_t sum = 0;
+  for (const auto& n : st->nodes) {
+    if (!n.stats.__isset.segment_memory_bytes) return -1;
+    sum += n.stats.segment_memory_bytes + (n.stats.__isset.zeroed_bytes ? n.stats.zeroed_bytes : 0);
+  }
+  return sum;
+}
+
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
                          const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes,
                          std::uint32_t partitions) {

@@ -209,20 +209,12 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
         // Until segments are reused in place: every slot a partition cycles
         // through at this rate has had its first-touch page faults (which a
         // long-running node pays once), and segment sizes follow the rate.
-        // Rounds of twice ttl + grace; a round that took no segment memory
-        // (held or given back) touched no new page.
-        auto taken = [&]() -> std::int64_t {
-          auto st = admin.cluster_status();
-          if (!st) return -1;
-          std::int64_t sum = 0;
-          for (const auto& n : st->nodes) {
-            if (!n.stats.__isset.segment_memory_bytes) return -1;
-            sum += n.stats.segment_memory_bytes + (n.stats.__isset.zeroed_bytes ? n.stats.zeroed_bytes : 0);
-          }
-          return sum;
-        };
-        warm = bench_detail::warm_until_steady(*pub.value(), 2 * (cfg.ttl_ms + co.grace_ms) / 1000.0, 6,
-                                               taken, bytes, static_cast<std::uint32_t>(partitions));
+        // Rounds of twice ttl + grace, until a round took no new segment
+        // memory.
+        warm = bench_detail::warm_until_steady(
+            *pub.value(), 2 * (cfg.ttl_ms + co.grace_ms) / 1000.0, 6,
+            [&] { return bench_detail::segment_memory_taken(admin); }, bytes,
+            static_cast<std::uint32_t>(partitions));
       }
       t = bench_detail::throughput(*pub.value(), bytes, o.seconds, 0, static_cast<std::uint32_t>(partitions));
       rings_in_use = pub.value()->ring_bytes_in_use();

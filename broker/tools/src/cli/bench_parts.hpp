@@ -144,7 +144,7 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
 // it cycles through (as many as it fills in a ttl plus grace), so the
 // pages to touch first are those of the slots it uses at the rate it will
 // run at, which grows as they warm. Rounds of `round_seconds` of `bytes`
-// records (round robin over `partitions`, 0: by the publisher), at least
+// records (round robin over partitions 0 .. `partitions`-1), at least
 // 2, until the nodes took no segment memory in a round
 // (`segment_memory`: the bytes of segment memory the nodes hold, -1 if
 // unknown; a round that needed none touched only warm pages), or, without
@@ -158,9 +158,13 @@ struct WarmUp {
   std::int64_t segment_memory = -1;  // after the last round
   bool steady = false;               // stopped by the rule, not by max_rounds
 };
+// The segment memory a cluster's nodes have taken so far (what they hold
+// and what they gave back, from their node stats; -1 if unknown): a round
+// of traffic that took none touched no new page.
+std::int64_t segment_memory_taken(control::ControllerClient& admin);
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
                          const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes = 64u << 10,
-                         std::uint32_t partitions = 0);
+                         std::uint32_t partitions = 1);
 // publish -> commit ack, one record in flight.
 std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
                                               std::uint64_t* elapsed);

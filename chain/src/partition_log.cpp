@@ -134,7 +134,7 @@ int PartitionLog::pick_slot_st(std::uint32_t bytes) const {
       if (empty < 0) empty = static_cast<int>(s);
     } else if (slots_[s].size() == bytes || memory_ == nullptr) {
       if (older(warm, s)) warm = static_cast<int>(s);
-    } else if (slots_[s].size() > bytes && slots_[s].size() <= 2ull * bytes) {
+    } else if (warm_and_larger_st(s, bytes)) {
       if (older(larger, s)) larger = static_cast<int>(s);
     } else if (other < 0) {
       other = static_cast<int>(s);
@@ -149,8 +149,7 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need)
   if (pick < 0) return AppendStatus::log_full;
   const auto s = static_cast<std::uint32_t>(pick);
   // A warm slot up to twice the size: the segment is the slot's size.
-  if (memory_ != nullptr && slots_[s].size() > bytes && slots_[s].size() <= 2ull * bytes)
-    bytes = static_cast<std::uint32_t>(slots_[s].size());
+  if (warm_and_larger_st(s, bytes)) bytes = static_cast<std::uint32_t>(slots_[s].size());
   SlotInfo& in = info_[s];
   // Memory of another size than this segment's goes (the segment in it
   // expired past its grace and is committed).

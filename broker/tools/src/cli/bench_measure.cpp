@@ -52,6 +52,7 @@ std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload
 // sent one record.
 Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records,
                       std::uint32_t partitions) {
+  if (partitions == 0) throw Fail{"throughput: a channel has at least one partition"};
   const auto payload = make_payload(bytes);
   // What the acks update, behind one pointer: the callback (this and the
   // publish time) fits std::function's inline storage (16 bytes with
@@ -69,7 +70,7 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
   const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
   std::uint64_t now = start;
   std::uint32_t next = 0;  // the partition of the next record
-  const std::uint32_t per_poll = std::max<std::uint32_t>(256, 8 * std::max<std::uint32_t>(partitions, 1));
+  const std::uint32_t per_poll = std::max<std::uint32_t>(256, 8 * partitions);
   while (now < end && (max_records == 0 || out.acked < max_records)) {
     int work = 0;
     for (std::uint32_t k = 0; k < per_poll; ++k) {

@@ -134,7 +134,7 @@ std::string tagged_record(std::string_view tag, std::uint64_t id, std::size_t by
 std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload);
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,
 // if not 0), then waits for the last acks. Records go to partitions 0 ..
-// partitions-1 in turn.
+// partitions-1 in turn (0 partitions: Fail).
 Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records = 0,
                       std::uint32_t partitions = 1);
 // One lap through every segment slot of a channel's log (first touches of

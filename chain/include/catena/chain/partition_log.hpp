@@ -292,6 +292,11 @@ class PartitionLog {
   AppendStatus open_next_st(std::uint64_t epoch, std::uint32_t need);
   // The slot the next segment (of `bytes`) opens in, or -1 (log full).
   int pick_slot_st(std::uint32_t bytes) const;
+  // Slot s holds memory larger than a segment of `bytes`, up to twice that:
+  // reused warm, the segment takes the slot's size (open_next_st).
+  [[nodiscard]] bool warm_and_larger_st(std::uint32_t s, std::uint32_t bytes) const {
+    return memory_ != nullptr && slots_[s].size() > bytes && slots_[s].size() <= 2ull * bytes;
+  }
   // A segment opened at `now`: how often this partition opens one.
   void note_open_st(std::uint64_t now);
   // The size of the next segment for a frame of `need` bytes.

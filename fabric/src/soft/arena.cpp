@@ -70,6 +70,7 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::stri
     }
     a->view_.base = static_cast<std::byte*>(base);
     a->view_.size = size;
+    a->populator_ = std::make_unique<Populator>(a->view_.base);
   }
   std::byte* base = a->view_.base;
   a->id_.size = size;
@@ -103,6 +104,7 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::stri
 }
 
 Arena::~Arena() {
+  populator_.reset();  // its thread touches the mapping
   if (view_.base != nullptr) {
     munmap(view_.base, view_.size);
   }
@@ -136,7 +138,18 @@ Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes) {
   return off;
 }
 
+void Arena::prefault(std::uint64_t offset, std::uint64_t bytes) {
+  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  if (populator_ != nullptr && bytes > kWarmRangeBytes) populator_->add(offset, bytes);
+}
+
+std::uint64_t Arena::prefaulted_bytes() const {
+  return populator_ != nullptr ? populator_->populated_bytes() : 0;
+}
+
 void Arena::zero_range(std::uint64_t offset, std::uint64_t bytes) {
+  // No populate may fault these pages back in after they are dropped.
+  if (populator_ != nullptr) populator_->forget(offset, bytes);
   // Dropping the pages both zeroes the range for its next owner and returns
   // the memory; if the kernel cannot punch, zero by hand.
   if (fallocate(id_.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),

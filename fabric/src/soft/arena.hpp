@@ -28,6 +28,8 @@
 
 #include <catena/fabric/result.hpp>
 
+#include "soft/populator.hpp"
+
 namespace catena::fabric::soft {
 
 inline constexpr std::uint64_t kPageSize = 4096;
@@ -157,6 +159,12 @@ class Arena {
   // Returns a range: its pages are dropped (so it reads as zeros again) and
   // it becomes reusable. The caller has made sure nobody accesses it.
   void free_range(std::uint64_t offset, std::uint64_t bytes);
+  // A range just handed out as a region: larger than kWarmRangeBytes, its
+  // pages are faulted in on the populator's thread (populator.hpp), not by
+  // the first writer. Not in kept mode (those ranges hold bytes already).
+  void prefault(std::uint64_t offset, std::uint64_t bytes);
+  // Bytes the populator faulted in so far (0 without one).
+  [[nodiscard]] std::uint64_t prefaulted_bytes() const;
 
   // Channel blocks (shm_channel.hpp) are recycled only as channel blocks of
   // the same size, zeroed: a peer that still watches a block's busy word
@@ -217,6 +225,8 @@ class Arena {
   // Kept mode: the directory, and name -> range (guarded by keep_mu_; taken
   // before mu_ where both are).
   std::string keep_dir_;
+  // memfd arenas only; stopped before the mapping goes.
+  std::unique_ptr<Populator> populator_;
   mutable std::mutex keep_mu_;
   struct Named {
     std::uint64_t offset = 0;

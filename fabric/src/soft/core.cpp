@@ -149,6 +149,7 @@ Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint
     arena_->free_range(off.value(), size);
     return key.error();
   }
+  arena_->prefault(off.value(), size);
   return std::unique_ptr<MemoryRegion>(
       std::make_unique<SoftMemoryRegion>(shared_from_this(), off.value(), size, key.value(), access, domain));
 }

@@ -1,0 +1,110 @@
+#include "soft/populator.hpp"
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack the name
+#endif
+
+namespace catena::fabric::soft {
+
+Populator::~Populator() {
+  std::thread t;
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+    t = std::move(thread_);
+  }
+  work_cv_.notify_all();
+  if (t.joinable()) t.join();
+}
+
+void Populator::add(std::uint64_t offset, std::uint64_t bytes) {
+  if (bytes == 0) return;
+  {
+    MutexLock lock(mu_);
+    if (unsupported_ || stop_) return;
+    jobs_.push_back({offset, bytes});
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "catena-prefault");
+        run();
+      });
+    }
+  }
+  work_cv_.notify_one();
+}
+
+void Populator::forget(std::uint64_t offset, std::uint64_t bytes) {
+  const std::uint64_t end = offset + bytes;
+  UniqueLock lock(mu_);
+  // What is queued: the part of each job outside [offset, end) stays.
+  std::deque<Range> kept;
+  for (const Range& j : jobs_) {
+    const std::uint64_t jend = j.offset + j.bytes;
+    if (jend <= offset || j.offset >= end) {
+      kept.push_back(j);
+      continue;
+    }
+    if (j.offset < offset) kept.push_back({j.offset, offset - j.offset});
+    if (jend > end) kept.push_back({end, jend - end});
+  }
+  jobs_.swap(kept);
+  // What runs: wait for the chunk to finish (2 MiB, about a millisecond).
+  lock.wait(idle_cv_, [&] {
+    mu_.assert_held();  // the wait holds it when it asks
+    return working_.bytes == 0 || working_.offset + working_.bytes <= offset || working_.offset >= end;
+  });
+}
+
+std::uint64_t Populator::populated_bytes() const {
+  MutexLock lock(mu_);
+  return populated_;
+}
+
+bool Populator::unsupported() const {
+  MutexLock lock(mu_);
+  return unsupported_;
+}
+
+void Populator::run() {
+  for (;;) {
+    Range chunk;
+    {
+      UniqueLock lock(mu_);
+      lock.wait(work_cv_, [&] {
+        mu_.assert_held();
+        return stop_ || !jobs_.empty();
+      });
+      if (stop_) return;
+      Range& front = jobs_.front();
+      chunk = {front.offset, std::min(front.bytes, kChunkBytes)};
+      front.offset += chunk.bytes;
+      front.bytes -= chunk.bytes;
+      if (front.bytes == 0) jobs_.pop_front();
+      working_ = chunk;  // forget() of these bytes waits until it is done
+    }
+    const int rc = madvise(base_ + chunk.offset, chunk.bytes, MADV_POPULATE_WRITE);
+    const int err = errno;
+    {
+      MutexLock lock(mu_);
+      if (rc == 0) {
+        populated_ += chunk.bytes;
+      } else if (err == EINVAL) {
+        // The kernel does not know the advice: first touches fault as before.
+        unsupported_ = true;
+        jobs_.clear();
+      }
+      // Other failures (ENOMEM: the memory is not there now) skip the chunk:
+      // its pages fault in when they are written.
+      working_ = {};
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+}  // namespace catena::fabric::soft

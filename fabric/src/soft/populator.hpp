@@ -1,0 +1,69 @@
+// Faults in the pages of freshly allocated arena ranges on a thread of its
+// own, so that the data-plane thread that writes a new segment (or ring)
+// next finds its pages present instead of taking a page fault every 4 KiB.
+//
+// A fresh range has no pages: the arena hands out punched (zeroed) memory,
+// and each first touch allocates, zeroes and maps a page, ~36 ms per 64 MiB
+// on this kind of VM, paid by whichever thread touches it first: without
+// this, the thread that serves every partition of the node, in the middle
+// of a segment. MADV_POPULATE_WRITE (Linux 5.14) does the same work ahead,
+// 2 MiB at a time, from the start of the range (where the writer starts).
+// Where the kernel lacks it the populator turns itself off and pages fault
+// in as before.
+//
+// Thread safety: add() and forget() from any thread. The populator's thread
+// starts with the first add().
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <thread>
+
+#include <catena/fabric/thread_annotations.hpp>
+
+namespace catena::fabric::soft {
+
+class Populator {
+ public:
+  // Ranges are offsets into the mapping at `base`, which outlives this.
+  explicit Populator(std::byte* base) : base_(base) {}
+  ~Populator();
+  Populator(const Populator&) = delete;
+  Populator& operator=(const Populator&) = delete;
+
+  // Populates [offset, offset + bytes) in the background, in order of adds.
+  void add(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
+  // Before a range's pages are dropped: on return no populate of any byte
+  // of it runs, and none will (a populate after the drop would fault the
+  // pages back in and hold memory the arena gave back).
+  void forget(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
+  // Bytes populated so far (chunks that completed).
+  [[nodiscard]] std::uint64_t populated_bytes() const EXCLUDES(mu_);
+  // Whether the kernel refused MADV_POPULATE_WRITE (older than 5.14): the
+  // populator does nothing from then on.
+  [[nodiscard]] bool unsupported() const EXCLUDES(mu_);
+
+  static constexpr std::uint64_t kChunkBytes = 2ull << 20;
+
+ private:
+  struct Range {
+    std::uint64_t offset = 0;
+    std::uint64_t bytes = 0;
+  };
+  void run() EXCLUDES(mu_);
+
+  std::byte* const base_;
+  mutable Mutex mu_;
+  std::condition_variable work_cv_;  // a job was added, or stop
+  std::condition_variable idle_cv_;  // a chunk finished
+  std::deque<Range> jobs_ GUARDED_BY(mu_);
+  Range working_ GUARDED_BY(mu_){};  // the chunk being populated (bytes 0: none)
+  std::uint64_t populated_ GUARDED_BY(mu_) = 0;
+  bool unsupported_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::thread thread_ GUARDED_BY(mu_);
+};
+
+}  // namespace catena::fabric::soft

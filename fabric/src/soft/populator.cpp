@@ -1,10 +1,10 @@
 #include "soft/populator.hpp"
 
 #include <pthread.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <sys/mman.h>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack the name

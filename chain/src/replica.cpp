@@ -174,7 +174,7 @@ fabric::Result<std::unique_ptr<Replica>> Replica::create(fabric::Provider& provi
   r->scratch_ = std::move(sc.value());
   LogConfig log = cfg.log;
   if (!cfg.keep_name.empty()) log.min_segment_bytes = 0;  // kept slots are whole segments, found by name
-  r->linger_ns_ = std::max<std::uint64_t>(cfg.log.grace_ns, 1'000'000'000);
+  r->linger_ns_ = std::max<std::uint64_t>(cfg.log.grace_ns, cfg.log.linger_ns);
   r->log_ = std::make_unique<PartitionLog>(std::move(spans), log, clock);
   if (cfg.keep_name.empty()) r->log_->set_slot_memory(&r->slot_memory_);
   r->log_->track_producers(&r->producers_);

@@ -233,6 +233,7 @@ class Broker::Impl {
     cfg.node_id = cfg_.node_id;
     cfg.slot_count = cfg_.slot_count;
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
+    cfg.log.linger_ns = cfg_.segment_linger_ms * 1'000'000ull;
     cfg.log.min_segment_bytes = cfg_.min_segment_bytes;
     cfg.limits = cfg_.limits;
     cfg.budget = &budget_;

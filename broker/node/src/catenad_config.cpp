@@ -69,6 +69,7 @@ const control::TomlSchema<Config>& schema() {
         .text("fabric.listen", &Config::fabric_listen)
         .integer("storage.segment_slots", &Config::slots, limits::kMinSegmentSlots, limits::kMaxSegmentSlots)
         .integer("storage.grace_ms", &Config::grace_ms, 0, std::int64_t{1} << 31)
+        .integer("storage.segment_linger_ms", &Config::segment_linger_ms, 0, 3'600'000)
         .text("storage.keep_dir", &Config::keep_dir)
         .integer("storage.segment_memory_mb", &Config::segment_memory_mb, 0, std::int64_t{1} << 30)
         .integer("storage.min_segment_kb", &Config::min_segment_kb, 0, limits::kMaxSegmentBytes >> 10)

@@ -27,8 +27,9 @@ struct Config {
   std::string provider = "soft";             // [fabric] provider
   std::string
       fabric_listen;  // [fabric] listen; empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
-  std::uint32_t slots = 8;        // [storage] segment_slots
-  std::uint64_t grace_ms = 5000;  // [storage] grace_ms
+  std::uint32_t slots = 8;                 // [storage] segment_slots
+  std::uint64_t grace_ms = 5000;           // [storage] grace_ms
+  std::uint64_t segment_linger_ms = 1000;  // [storage] segment_linger_ms
   // [storage] keep_dir: kept memory (a memory filesystem: /dev/shm/...), so
   // that a restarted catenad finds the segments it held; needs [node] id.
   std::string keep_dir;

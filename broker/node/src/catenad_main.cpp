@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
        "segment slots per partition replica (memory = slots x segment_bytes)");
   flag("--grace-ms", &Config::grace_ms, "storage.grace_ms",
        "grace for lagging readers after a segment expires");
+  flag("--segment-linger-ms", &Config::segment_linger_ms, "storage.segment_linger_ms",
+       "an expired segment keeps its memory this long past its grace (at least the grace) for its "
+       "partition to reuse in place; shorter gives memory back sooner, at the cost of fresh memory "
+       "(page faults, zeroing) when the rate swings back");
   flag("--keep-dir", &Config::keep_dir, "storage.keep_dir",
        "keep segments in this directory on a memory filesystem (e.g. /dev/shm/catena/node-1): a restarted "
        "catenad finds them and catches up only what it missed (soft provider; needs --node-id)");
@@ -163,6 +167,7 @@ int main(int argc, char** argv) {
   bc.fabric_listen = fabric_listen.value();
   bc.slot_count = s.slots;
   bc.grace_ms = s.grace_ms;
+  bc.segment_linger_ms = s.segment_linger_ms;
   bc.keep_dir = s.keep_dir;
   bc.session_memory_bytes = s.session_memory_mb << 20;
   bc.segment_memory_bytes = s.segment_memory_mb << 20;

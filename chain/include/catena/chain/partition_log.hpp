@@ -115,6 +115,13 @@ struct LogConfig {
   std::uint32_t segment_bytes = 1u << 20;
   std::uint64_t ttl_ns = 60'000'000'000ull;
   std::uint64_t grace_ns = 5'000'000'000ull;
+  // How long, at least, a segment that may go keeps its memory past its
+  // grace for the partition to reuse in place (the replica takes the larger
+  // of this and the grace; a partition that opens segments rarely keeps it
+  // longer, PartitionLog::release_expired_st). Shorter, memory follows the
+  // rate more closely, and a rate that swings takes and zeroes fresh
+  // memory on every swing.
+  std::uint64_t linger_ns = 1'000'000'000ull;
   // With a SlotMemory, the smallest segment a head opens (0: every segment
   // is segment_bytes). A head sizes each new segment by the rate the one
   // before filled at: twice what that rate brings in over a ttl (at least

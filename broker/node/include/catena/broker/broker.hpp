@@ -29,7 +29,10 @@ struct BrokerConfig {
   std::string fabric_listen = "127.0.0.1:0";
   std::uint32_t slot_count = 8;   // segment slots per partition replica
   std::uint64_t grace_ms = 5000;  // lagging readers' grace after expiry
-  int pin_cpu = -1;               // pin the data-plane thread (-1: no)
+  // An expired segment keeps its memory for reuse in place at least this
+  // long past its grace (and at least the grace): chain::LogConfig::linger_ns.
+  std::uint64_t segment_linger_ms = 1000;
+  int pin_cpu = -1;  // pin the data-plane thread (-1: no)
   // What clients may hold on this node: sessions and producers per
   // partition replica; publisher ring memory for the whole node.
   chain::SessionLimits limits;

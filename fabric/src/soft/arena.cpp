@@ -143,10 +143,6 @@ void Arena::prefault(std::uint64_t offset, std::uint64_t bytes) {
   if (populator_ != nullptr && bytes > kWarmRangeBytes) populator_->add(offset, bytes);
 }
 
-std::uint64_t Arena::prefaulted_bytes() const {
-  return populator_ != nullptr ? populator_->populated_bytes() : 0;
-}
-
 void Arena::zero_range(std::uint64_t offset, std::uint64_t bytes) {
   // No populate may fault these pages back in after they are dropped.
   if (populator_ != nullptr) populator_->forget(offset, bytes);

@@ -163,8 +163,6 @@ class Arena {
   // pages are faulted in on the populator's thread (populator.hpp), not by
   // the first writer. Not in kept mode (those ranges hold bytes already).
   void prefault(std::uint64_t offset, std::uint64_t bytes);
-  // Bytes the populator faulted in so far (0 without one).
-  [[nodiscard]] std::uint64_t prefaulted_bytes() const;
 
   // Channel blocks (shm_channel.hpp) are recycled only as channel blocks of
   // the same size, zeroed: a peer that still watches a block's busy word

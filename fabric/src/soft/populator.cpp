@@ -41,34 +41,27 @@ void Populator::add(std::uint64_t offset, std::uint64_t bytes) {
 
 void Populator::forget(std::uint64_t offset, std::uint64_t bytes) {
   const std::uint64_t end = offset + bytes;
+  auto overlaps = [&](const Range& r) { return r.offset < end && r.offset + r.bytes > offset; };
   UniqueLock lock(mu_);
-  // What is queued: the part of each job outside [offset, end) stays.
-  std::deque<Range> kept;
-  for (const Range& j : jobs_) {
-    const std::uint64_t jend = j.offset + j.bytes;
-    if (jend <= offset || j.offset >= end) {
-      kept.push_back(j);
-      continue;
+  // What is queued: the part of each job outside [offset, end) stays (a
+  // range is usually freed long after its populate finished: nothing to do).
+  if (std::any_of(jobs_.begin(), jobs_.end(), overlaps)) {
+    std::deque<Range> kept;
+    for (const Range& j : jobs_) {
+      if (!overlaps(j)) {
+        kept.push_back(j);
+        continue;
+      }
+      if (j.offset < offset) kept.push_back({j.offset, offset - j.offset});
+      if (j.offset + j.bytes > end) kept.push_back({end, j.offset + j.bytes - end});
     }
-    if (j.offset < offset) kept.push_back({j.offset, offset - j.offset});
-    if (jend > end) kept.push_back({end, jend - end});
+    jobs_.swap(kept);
   }
-  jobs_.swap(kept);
   // What runs: wait for the chunk to finish (2 MiB, about a millisecond).
   lock.wait(idle_cv_, [&] {
     mu_.assert_held();  // the wait holds it when it asks
-    return working_.bytes == 0 || working_.offset + working_.bytes <= offset || working_.offset >= end;
+    return working_.bytes == 0 || !overlaps(working_);
   });
-}
-
-std::uint64_t Populator::populated_bytes() const {
-  MutexLock lock(mu_);
-  return populated_;
-}
-
-bool Populator::unsupported() const {
-  MutexLock lock(mu_);
-  return unsupported_;
 }
 
 void Populator::run() {
@@ -92,9 +85,7 @@ void Populator::run() {
     const int err = errno;
     {
       MutexLock lock(mu_);
-      if (rc == 0) {
-        populated_ += chunk.bytes;
-      } else if (err == EINVAL) {
+      if (rc != 0 && err == EINVAL) {
         // The kernel does not know the advice: first touches fault as before.
         unsupported_ = true;
         jobs_.clear();

@@ -39,11 +39,6 @@ class Populator {
   // of it runs, and none will (a populate after the drop would fault the
   // pages back in and hold memory the arena gave back).
   void forget(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
-  // Bytes populated so far (chunks that completed).
-  [[nodiscard]] std::uint64_t populated_bytes() const EXCLUDES(mu_);
-  // Whether the kernel refused MADV_POPULATE_WRITE (older than 5.14): the
-  // populator does nothing from then on.
-  [[nodiscard]] bool unsupported() const EXCLUDES(mu_);
 
   static constexpr std::uint64_t kChunkBytes = 2ull << 20;
 
@@ -59,9 +54,8 @@ class Populator {
   std::condition_variable work_cv_;  // a job was added, or stop
   std::condition_variable idle_cv_;  // a chunk finished
   std::deque<Range> jobs_ GUARDED_BY(mu_);
-  Range working_ GUARDED_BY(mu_){};  // the chunk being populated (bytes 0: none)
-  std::uint64_t populated_ GUARDED_BY(mu_) = 0;
-  bool unsupported_ GUARDED_BY(mu_) = false;
+  Range working_ GUARDED_BY(mu_){};           // the chunk being populated (bytes 0: none)
+  bool unsupported_ GUARDED_BY(mu_) = false;  // the kernel refused the advice (before 5.14)
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_ GUARDED_BY(mu_);
 };

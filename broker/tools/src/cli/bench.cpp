@@ -715,7 +715,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
       if (!o.cold && !tput_sizes.empty()) {
         // Rounds of twice ttl + grace: each cycles the slots in use twice,
         // until a round took no new segment memory.
-        const WarmUp w = warm_until_steady(*tpub.value(), 2 * (1.0 + kBenchGraceMs / 1000.0), 10,
+        const WarmUp w = warm_until_steady(*tpub.value(), 2 * kRetentionSpanS, 10,
                                            [&] { return segment_memory_taken(admin); });
         std::fprintf(info,
                      "  warm-up of the throughput log: %llu MiB in %.1f s, %d rounds, the last at %.0f MB/s "

@@ -490,7 +490,7 @@ TEST_F(CliScript, AlterTtlAppliesToRecordsAlreadyStored) {
     EXPECT_NE(o.errors.find(says), std::string::npos) << args << ": " << o.errors;
     return o.exit_code;
   };
-  EXPECT_EQ(code("channel alter shorter --ttl-ms 999 --json", "ttl_ms must be 1000..1000000000000, got 999"),
+  EXPECT_EQ(code("channel alter shorter --ttl-ms 99 --json", "ttl_ms must be 100..1000000000000, got 99"),
             kUsage);
   EXPECT_EQ(code("channel alter shorter --ttl-ms 300000 --json", "already has ttl_ms 300000"), kUsage);
   EXPECT_EQ(code("channel alter nosuch --ttl-ms 5000 --json", "UNKNOWN_CHANNEL"), kNotFound);

@@ -56,14 +56,14 @@ TEST(Validation, SegmentBytes) {
 
 TEST(Validation, Ttl) {
   auto c = channel_config("c");
-  c.__set_ttl_ms(1000);
+  c.__set_ttl_ms(100);
   EXPECT_TRUE(validate_channel_config(c).ok());
-  c.__set_ttl_ms(999);
-  expect_invalid(c, "ttl_ms must be 1000..1000000000000, got 999");
+  c.__set_ttl_ms(99);
+  expect_invalid(c, "ttl_ms must be 100..1000000000000, got 99");
   c.__set_ttl_ms(1'000'000'000'000);
   EXPECT_TRUE(validate_channel_config(c).ok());
   c.__set_ttl_ms(1'000'000'000'001);
-  expect_invalid(c, "ttl_ms must be 1000..1000000000000, got 1000000000001");
+  expect_invalid(c, "ttl_ms must be 100..1000000000000, got 1000000000001");
 }
 
 TEST(Validation, IdlDefaultsAreValid) {

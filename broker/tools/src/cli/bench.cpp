@@ -258,10 +258,12 @@ std::uint64_t mem_available() {
   return 0;
 }
 
-// The bench cluster's retention: a slot is reused only ttl (1 s, the
-// minimum) + grace after it was sealed, so the other slots hold what is
-// written meanwhile: slots - 1 of them per (ttl + grace) is the most a
-// replica can take sustained.
+// The bench cluster's retention: a slot is reused only ttl + grace after
+// it was sealed, so the other slots hold what is written meanwhile: slots -
+// 1 of them per (ttl + grace) is the most a replica can take sustained.
+// Short, so that the slots catenad takes (at most 32) and a third of free
+// memory are not what the throughput rows measure.
+constexpr int kBenchTtlMs = 250;
 constexpr int kBenchGraceMs = 250;
 // How long an expired segment keeps its memory past the grace: catenad's
 // own default grace (5 s) makes it 5 s; with the bench's short grace it
@@ -269,8 +271,8 @@ constexpr int kBenchGraceMs = 250;
 // warm-up's rounds, gave memory back and took it fresh (page faults and
 // zeroing) on every swing.
 constexpr int kBenchLingerMs = 5000;
-constexpr double kRetentionSpanS = 1.0 + kBenchGraceMs / 1000.0;
-constexpr double kRetentionTargetBytesPerS = 2.5e9;
+constexpr double kRetentionSpanS = (kBenchTtlMs + kBenchGraceMs) / 1000.0;
+constexpr double kRetentionTargetBytesPerS = 4e9;
 
 int retention_slots(const BenchOptions& o, bool own_cluster) {
   if (o.log_slots > 0) return o.log_slots;
@@ -329,7 +331,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
          "--log-slots", o.log_slots,
          "segment slots per replica: the cluster the bench starts runs with them (catenad "
          "--segment-slots), and all are warmed up before measuring; 0: as many as keep retention (ttl "
-         "1 s + grace) from capping the throughput rows at 2.5 GB/s, within a third of free memory (8 "
+         "0.25 s + grace 0.25 s) from capping the throughput rows at 4 GB/s, within a third of free memory "
+         "(8 "
          "with --controller)")
       ->capture_default_str()
       ->check(CLI::Range(0, static_cast<int>(chain::limits::kMaxSegmentSlots)));
@@ -572,10 +575,10 @@ int run_bench(const Common& c, const BenchOptions& o) {
   const double retention_cap_mb = (slots - 1) * static_cast<double>(o.segment_bytes) / kRetentionSpanS / 1e6;
   if (own_cluster) {
     std::fprintf(info,
-                 "  retention: %d slots x %lld MiB per replica, ttl 1 s + grace %.2f s: at most %.0f MB/s "
+                 "  retention: %d slots x %lld MiB per replica, ttl %.2f s + grace %.2f s: at most %.0f MB/s "
                  "sustained (--log-slots); expired segments keep their memory %.0f s for reuse\n",
-                 slots, static_cast<long long>(o.segment_bytes >> 20), kBenchGraceMs / 1000.0,
-                 retention_cap_mb, kBenchLingerMs / 1000.0);
+                 slots, static_cast<long long>(o.segment_bytes >> 20), kBenchTtlMs / 1000.0,
+                 kBenchGraceMs / 1000.0, retention_cap_mb, kBenchLingerMs / 1000.0);
   }
   std::unique_ptr<LocalCluster> cluster;
   std::string controller = c.controller;
@@ -610,7 +613,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
     cfg.partitions = 1;
     cfg.replication = o.replicas;
     cfg.segment_bytes = segment_bytes;
-    cfg.ttl_ms = 1000;  // the minimum: throughput runs recycle segments
+    cfg.ttl_ms = kBenchTtlMs;  // throughput runs recycle segments
     auto ch = admin.create_channel(cfg);
     if (!ch) {
       std::fprintf(stderr, "catena: bench: create channel %s: %s\n", name.c_str(),
@@ -755,8 +758,8 @@ int run_bench(const Common& c, const BenchOptions& o) {
   if (!o.json && rc == 0) {
     std::printf(
         "  (latency rows: one record in flight; throughput: up to %d in flight, linger %d us, batches up to "
-        "%d bytes, segments of %lld bytes with a 1 s ttl)\n",
-        o.window, o.linger_us, o.max_batch_bytes, static_cast<long long>(o.segment_bytes));
+        "%d bytes, segments of %lld bytes with a %d ms ttl)\n",
+        o.window, o.linger_us, o.max_batch_bytes, static_cast<long long>(o.segment_bytes), kBenchTtlMs);
   }
   return rc;
 }

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
                                    ->check(CLI::PositiveNumber);
   auto* alter_ttl_opt = alter->add_option(
       "--ttl-ms", alter_ttl_ms,
-      "the new segment time-to-live in ms (1000..10^12): segments not yet expired expire by it, those "
+      "the new segment time-to-live in ms (100..10^12): segments not yet expired expire by it, those "
       "already sealed included");
   alter->callback([alter_partitions_opt, alter_ttl_opt] {
     if (alter_partitions_opt->count() == 0 && alter_ttl_opt->count() == 0)

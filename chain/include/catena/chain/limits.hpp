@@ -52,7 +52,7 @@ inline constexpr std::size_t kMaxHeaderValueBytes = 8192;
 inline constexpr std::uint32_t kMinPublisherRing = 64u << 10;
 inline constexpr std::uint32_t kMaxPublisherRing = 256u << 20;
 
-inline constexpr std::int64_t kMinTtlMs = 1000;
+inline constexpr std::int64_t kMinTtlMs = 100;
 // About 31 years; ttl_ms * 10^6 (the data plane's ns) must fit 64 bits.
 inline constexpr std::int64_t kMaxTtlMs = 1'000'000'000'000;
 // A tenant's publish rate on one node (TenantQuotas.max_publish_bytes_per_sec).

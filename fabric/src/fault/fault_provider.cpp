@@ -87,6 +87,9 @@ class FaultEndpoint final : public Endpoint {
     return inner_->post_recv(wr_id, dst);
   }
 
+  void hold_posts() noexcept override { inner_->hold_posts(); }
+  void release_posts() noexcept override { inner_->release_posts(); }
+
   int poll_send(Completion* out, int max) override {
     return poll(held_send_, out, max, [this](Completion* c, int m) { return inner_->poll_send(c, m); });
   }

@@ -187,6 +187,7 @@ Result<RemoteRegion> VerbsEndpoint::expose_region(const MemoryRegion& mr) {
   if (rights == 0) {
     return RemoteRegion{length, 0, 0};  // nothing to grant: every access fails
   }
+  post_held();  // the bind goes after what was posted before it
   if (state_ != EndpointState::connected) {
     return make_error(Errc::not_connected, "cannot expose a region on a connection in error");
   }
@@ -269,11 +270,16 @@ Errc VerbsEndpoint::post_send_queue(std::uint64_t wr_id, Opcode opcode, ibv_wr_o
     send_ring_.push(wr_id, opcode, false);
     return Errc::ok;
   }
-  ibv_sge sge{};
-  ibv_send_wr wr{};
+  ibv_sge stack_sge{};
+  ibv_send_wr stack_wr{};
+  const bool hold = holding_;
+  ibv_sge& sge = hold ? held_sge_[held_] : stack_sge;
+  ibv_send_wr& wr = hold ? held_wr_[held_] : stack_wr;
+  sge = ibv_sge{};
+  wr = ibv_send_wr{};
   wr.wr_id = send_ring_.next_seq();
   wr.opcode = verb;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.send_flags = hold ? 0 : IBV_SEND_SIGNALED;  // post_held() signals a batch's last
   if (buf.length > 0) {
     sge.addr = reinterpret_cast<std::uint64_t>(buf.mr->data() + buf.offset);
     sge.length = buf.length;
@@ -291,12 +297,43 @@ Errc VerbsEndpoint::post_send_queue(std::uint64_t wr_id, Opcode opcode, ibv_wr_o
   if (verb == IBV_WR_RDMA_WRITE_WITH_IMM) {
     wr.imm_data = htonl(imm);
   }
+  if (hold) {
+    send_ring_.push(wr_id, opcode, true);
+    if (++held_ == kMaxHeldPosts) post_held();
+    return Errc::ok;
+  }
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(conn_.qp.get(), &wr, &bad); rc != 0) {
     return post_failure(rc);
   }
   send_ring_.push(wr_id, opcode, true);
   return Errc::ok;
+}
+
+void VerbsEndpoint::post_held() noexcept {
+  if (held_ == 0) return;
+  const int n = held_;
+  held_ = 0;
+  if (state_ != EndpointState::connected) {
+    // Some providers (soft-RoCE) never complete work posted to a QP in
+    // error: these complete as never posted, with what followed them.
+    send_ring_.unpost_last(static_cast<std::uint64_t>(n));
+    return;
+  }
+  for (int i = 0; i + 1 < n; ++i) held_wr_[i].next = &held_wr_[i + 1];
+  held_wr_[n - 1].next = nullptr;
+  held_wr_[n - 1].send_flags |= IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(conn_.qp.get(), held_wr_, &bad); rc != 0) {
+    // The NIC took the requests before `bad`, unsignalled: moving the QP to
+    // error flushes them (a flush completes every request); those from
+    // `bad` on complete as never posted, after them.
+    const int taken =
+        bad != nullptr && bad >= held_wr_ && bad < held_wr_ + n ? static_cast<int>(bad - held_wr_) : 0;
+    send_ring_.unpost_last(static_cast<std::uint64_t>(n - taken));
+    shut_down_connection();
+    enter_error();
+  }
 }
 
 Errc VerbsEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
@@ -329,6 +366,7 @@ Errc VerbsEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
 }
 
 int VerbsEndpoint::poll_send(Completion* out, int max) {
+  post_held();
   int n = 0;
   if (early_head_ < early_send_.size()) {
     while (n < max && early_head_ < early_send_.size()) {
@@ -347,11 +385,12 @@ int VerbsEndpoint::poll_recv(Completion* out, int max) {
 }
 
 int VerbsEndpoint::drain(ibv_cq* cq, WrRing& ring, bool receive_side, Completion* out, int max) {
-  int n = 0;
+  int n = emit(ring, out, max);
   ibv_wc wc[kPollBatch];
   while (n < max && ring.in_hardware() > 0) {
-    const int want = std::min(max - n, kPollBatch);
-    const int got = ibv_poll_cq(cq, want, wc);
+    // The completions are kept in the ring, so a batch may take more than
+    // `max` (a signalled request completes the unsignalled ones before it).
+    const int got = ibv_poll_cq(cq, kPollBatch, wc);
     if (got < 0) {
       enter_error();
       break;
@@ -359,46 +398,57 @@ int VerbsEndpoint::drain(ibv_cq* cq, WrRing& ring, bool receive_side, Completion
     // Every completion's status is checked, not just the batch's first.
     for (int i = 0; i < got; ++i) {
       const ibv_wc& w = wc[i];
-      const WrRing::Slot& slot = ring.complete_hardware(w.wr_id);
-      if (slot.internal) {
-        ++binds_done_;
-        if (w.status != IBV_WC_SUCCESS) {
-          bind_failed_ = true;
-          enter_error();  // the key never worked; the caller's work after it flushes
-        }
-        continue;
-      }
-      Completion& c = out[n++];
-      c = Completion{};
-      c.wr_id = slot.wr_id;
-      c.opcode = slot.opcode;
-      c.status = to_wc_status(w.status);
-      if (c.status != WcStatus::success) {
-        enter_error();
-        continue;
-      }
-      if (receive_side) {
-        c.opcode = w.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::recv_write_imm : Opcode::recv;
-        c.byte_len = w.byte_len;
-        if (w.wc_flags & IBV_WC_WITH_IMM) {
-          c.has_imm = true;
-          c.imm = ntohl(w.imm_data);
-        }
+      WrRing::Slot& slot = ring.complete_through(w.wr_id);
+      slot.status = to_wc_status(w.status);
+      if (receive_side && slot.status == WcStatus::success) {
+        slot.opcode = w.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::recv_write_imm : Opcode::recv;
+        slot.byte_len = w.byte_len;
+        slot.has_imm = (w.wc_flags & IBV_WC_WITH_IMM) != 0;
+        slot.imm = slot.has_imm ? ntohl(w.imm_data) : 0;
       }
     }
-    if (got < want) {
+    n += emit(ring, out + n, max - n);
+    if (got < kPollBatch) {
       break;
     }
   }
   // Work posted after the endpoint left the connected state never reached
   // the NIC; it completes once everything the NIC still owes has.
-  while (n < max && ring.in_hardware() == 0 && !ring.empty()) {
+  while (n < max && ring.in_hardware() == 0 && !ring.has_done() && ring.has_unposted()) {
     const WrRing::Slot& slot = ring.pop_unposted();
     Completion& c = out[n++];
     c = Completion{};
     c.wr_id = slot.wr_id;
     c.opcode = slot.opcode;
     c.status = WcStatus::flushed;
+  }
+  return n;
+}
+
+int VerbsEndpoint::emit(WrRing& ring, Completion* out, int max) noexcept {
+  int n = 0;
+  while (n < max && ring.has_done()) {
+    const WrRing::Slot& slot = ring.pop_done();
+    if (slot.internal) {
+      ++binds_done_;
+      if (slot.status != WcStatus::success) {
+        bind_failed_ = true;
+        enter_error();  // the key never worked; the caller's work after it flushes
+      }
+      continue;
+    }
+    Completion& c = out[n++];
+    c = Completion{};
+    c.wr_id = slot.wr_id;
+    c.opcode = slot.opcode;
+    c.status = slot.status;
+    if (c.status != WcStatus::success) {
+      enter_error();
+      continue;
+    }
+    c.byte_len = slot.byte_len;
+    c.has_imm = slot.has_imm;
+    c.imm = slot.imm;
   }
   return n;
 }
@@ -472,6 +522,10 @@ void VerbsEndpoint::shut_down_connection() noexcept {
     return;
   }
   shut_down_ = true;
+  if (held_ > 0) {  // never handed to the NIC: they complete as flushed
+    send_ring_.unpost_last(static_cast<std::uint64_t>(held_));
+    held_ = 0;
+  }
   if (int rc = qp_to_error(conn_.qp.get()); rc != 0) {
     report_destroy_failure("ibv_modify_qp to ERR", rc);
   }

@@ -220,6 +220,17 @@ class Endpoint {
   [[nodiscard]] virtual Errc post_send(std::uint64_t wr_id, LocalBuffer src) = 0;
   [[nodiscard]] virtual Errc post_recv(std::uint64_t wr_id, LocalBuffer dst) = 0;
 
+  // Doorbell batching: posts made after hold_posts() may be held back and
+  // handed to the device together by release_posts() (verbs: one
+  // ibv_post_send for the chain, and only its last request signalled; the
+  // others complete with it, in posting order, and each still yields its
+  // own Completion). A held post returns ok once queued; if the device then
+  // refuses it, it completes as flushed and the endpoint is in error.
+  // poll_send() releases first, so held work never waits for a poll. Use
+  // PostBatch below. Providers with no doorbell to save ignore both.
+  virtual void hold_posts() noexcept {}
+  virtual void release_posts() noexcept {}
+
   // Initiator-side completions (write, write_imm, read, send).
   virtual int poll_send(Completion* out, int max) = 0;
   // Target-side completions (recv, recv_write_imm).
@@ -246,6 +257,19 @@ class Endpoint {
 
  private:
   DomainId domain_;
+};
+
+// Holds an endpoint's posts for the scope and releases them together at
+// its end (Endpoint::hold_posts).
+class PostBatch {
+ public:
+  explicit PostBatch(Endpoint& ep) noexcept : ep_(ep) { ep_.hold_posts(); }
+  ~PostBatch() { ep_.release_posts(); }
+  PostBatch(const PostBatch&) = delete;
+  PostBatch& operator=(const PostBatch&) = delete;
+
+ private:
+  Endpoint& ep_;
 };
 
 class Listener {

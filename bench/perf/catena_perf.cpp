@@ -49,6 +49,7 @@ struct Options {
   std::vector<std::uint32_t> lat_sizes{64};
   std::vector<std::uint32_t> bw_sizes{4096, 65536, 1u << 20};
   double bw_seconds = 1.0;
+  std::vector<std::uint32_t> bw_batches{1};
   bool json = false;
   bool pin = true;
   int ib_gid_index = -1;  // for ib_write_lat on RoCE (-x); -1: its default
@@ -160,7 +161,9 @@ Percentiles latency(Session& s, std::uint32_t bytes, int iters) {
   return percentiles(std::move(samples));
 }
 
-double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds) {
+// `batch` writes per doorbell (Endpoint::hold_posts; 1: each write posted
+// alone and signalled, as perftest's ib_write_bw does by default).
+double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds, std::uint32_t batch) {
   const std::uint32_t window = std::min<std::uint32_t>(64, s.ep->caps().send_queue_depth - 1);
   std::uint32_t outstanding = 0;
   std::uint64_t done_bytes = 0;
@@ -168,11 +171,19 @@ double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds) {
   const std::uint64_t until = t0 + static_cast<std::uint64_t>(seconds * 1e9);
   Completion c[32];
   while (now_ns() < until) {
-    while (outstanding < window) {
-      Errc e = s.ep->post_write(2, {s.region.get(), 0, bytes}, {s.peer, 0});
-      if (e == Errc::backpressure) break;
-      must_post(e, "write");
-      ++outstanding;
+    bool room = true;
+    while (room && outstanding < window) {
+      if (batch > 1) s.ep->hold_posts();
+      for (std::uint32_t i = 0; i < batch && outstanding < window; ++i) {
+        Errc e = s.ep->post_write(2, {s.region.get(), 0, bytes}, {s.peer, 0});
+        if (e == Errc::backpressure) {
+          room = false;
+          break;
+        }
+        must_post(e, "write");
+        ++outstanding;
+      }
+      if (batch > 1) s.ep->release_posts();
     }
     int n = s.ep->poll_send(c, 32);
     for (int i = 0; i < n; ++i) {
@@ -298,13 +309,16 @@ void run_provider(const Options& o, const std::string& spec) {
     }
   }
   for (std::uint32_t bytes : o.bw_sizes) {
-    double gbps = bandwidth_gbps(s, bytes, o.bw_seconds);
-    if (o.json) {
-      nlohmann::json j{{"provider", spec}, {"op", "write_bw"}, {"bytes", bytes},
-                       {"gbps", gbps},     {"cores", cores},   {"pinning", pinning}};
-      std::cout << j.dump() << std::endl;
-    } else {
-      std::printf("%-10s write bandwidth %9u B: %8.2f Gb/s\n", spec.c_str(), bytes, gbps);
+    for (std::uint32_t batch : o.bw_batches) {
+      double gbps = bandwidth_gbps(s, bytes, o.bw_seconds, batch);
+      if (o.json) {
+        nlohmann::json j{{"provider", spec}, {"op", "write_bw"}, {"bytes", bytes},    {"gbps", gbps},
+                         {"batch", batch},   {"cores", cores},   {"pinning", pinning}};
+        std::cout << j.dump() << std::endl;
+      } else {
+        std::printf("%-10s write bandwidth %9u B, %2u per doorbell: %8.2f Gb/s\n", spec.c_str(), bytes, batch,
+                    gbps);
+      }
     }
   }
   // The responder exits on `stop`, possibly before acknowledging it: its
@@ -336,6 +350,11 @@ int main(int argc, char** argv) {
   app.add_option("--bw-sizes", o.bw_sizes, "bandwidth message sizes in bytes")
       ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--bw-seconds", o.bw_seconds, "seconds per bandwidth size")->capture_default_str();
+  app.add_option("--bw-batch", o.bw_batches,
+                 "writes per doorbell in the bandwidth runs, one run each (e.g. 1,16: alone and signalled, "
+                 "then 16 per ibv_post_send with the last signalled)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 64u));
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
   app.add_option("--ib-gid-index", o.ib_gid_index,
                  "GID index for ib_write_lat, the floor of verbs providers (RoCE/soft-RoCE: usually 1)");

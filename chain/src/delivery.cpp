@@ -126,6 +126,7 @@ int DeliveryServer::deliver(Session& s, const DeliverySource& src) {
            fabric::Errc::ok;
   };
   std::uint32_t budget = kBudget;
+  const fabric::PostBatch batch(s.link->ep());  // the pass's pads and runs: one doorbell
   while (budget > 0) {
     // Gather a run of frames that are contiguous in one slot and in the ring.
     Cursor run_start = s.cursor;

@@ -415,7 +415,9 @@ fabric::Errc PublishClient::commit_reserved(const RecordHeader& producer, const 
 }
 
 void PublishClient::flush() {
-  while (link_ && writer_.flushed() < writer_.written()) {
+  if (!link_) return;
+  const fabric::PostBatch batch(link_->ep());  // a wrapped ring's two chunks: one doorbell
+  while (writer_.flushed() < writer_.written()) {
     const FrameRingWriter::Chunk c = writer_.next_chunk();
     fabric::LocalBuffer src{mirror_.get(), c.pos, c.bytes};
     fabric::RemoteAddress dst{ring_, c.pos};

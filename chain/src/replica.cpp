@@ -602,6 +602,8 @@ int Replica::forward_st() {
   CATENA_ST_CHECK(owner_);
   if (!succ_) return 0;
   int work = 0;
+  // One doorbell for the pass's writes (verbs), the last one signalled.
+  const fabric::PostBatch batch(succ_->ep());
   const std::uint32_t slots = cfg_.slot_count;
   const std::uint32_t max_msg = std::min(kMaxForwardChunk, succ_->ep().caps().max_message_size);
   for (;;) {

@@ -117,8 +117,14 @@ Errc TcpEndpoint::post_locked(FrameOp fop, Opcode op, std::uint64_t wr_id, Local
   f.guard_key = 0;
   f.guard_addr = 0;
   ++issued_;
-  flush_tx_locked();
+  if (!holding_) flush_tx_locked();
   return Errc::ok;
+}
+
+void TcpEndpoint::release_posts() noexcept {
+  holding_ = false;
+  std::lock_guard g(lock_);
+  flush_tx_locked();
 }
 
 Errc TcpEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
@@ -145,6 +151,7 @@ Errc TcpEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
 // ---------------------------------------------------------------- polling
 
 int TcpEndpoint::poll_send(Completion* out, int max) {
+  if (holding_) release_posts();
   if (!lock_.try_lock()) {
     note_poll();
     return 0;  // the connection manager is making progress for us

@@ -50,6 +50,10 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   Errc post_read(std::uint64_t wr_id, LocalBuffer dst, RemoteAddress src) override;
   Errc post_send(std::uint64_t wr_id, LocalBuffer src) override;
   Errc post_recv(std::uint64_t wr_id, LocalBuffer dst) override;
+  // Held posts queue their frames; release_posts() writes them with one
+  // sendmsg (up to the iovec limit) instead of one per post.
+  void hold_posts() noexcept override { holding_ = true; }
+  void release_posts() noexcept override;
   int poll_send(Completion* out, int max) override;
   int poll_recv(Completion* out, int max) override;
   EndpointEvent poll_event() override;
@@ -157,6 +161,7 @@ class TcpEndpoint final : public Endpoint, private Watcher {
   GuardRegistration guard_;
 
   SpinLock lock_;
+  bool holding_ = false;  // the owner thread's, between hold and release
   std::atomic<std::uint8_t> state_{static_cast<std::uint8_t>(EndpointState::connected)};
   std::atomic<bool> link_down_{false};
   std::atomic<std::uint64_t> polls_{0};

@@ -121,6 +121,28 @@ void BM_SendRecv(benchmark::State& state) {
 }
 BENCHMARK(BM_SendRecv)->Arg(8)->Arg(64)->Arg(512)->Arg(4096);
 
+// Allocate (zeroed, registered on verbs) and free one region of `bytes`:
+// what a partition pays when a segment takes fresh memory.
+void BM_AllocateRegion(benchmark::State& state) {
+  static std::unique_ptr<Provider> provider = [] {
+    const char* spec = std::getenv("CATENA_PROVIDER");
+    auto prov = Provider::open(spec && *spec ? spec : "soft");
+    if (!prov) throw std::runtime_error(prov.error().message);
+    return std::move(prov.value());
+  }();
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    auto mr = provider->allocate(bytes, kLocalWrite | kRemoteWrite | kRemoteRead);
+    if (!mr) {
+      state.SkipWithError(mr.error().message.c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(mr.value()->data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_AllocateRegion)->Arg(64 << 10)->Arg(2 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace catena::fabric
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/mman.h>
 #include <utility>
 
 namespace catena::fabric::verbs {
@@ -12,6 +13,7 @@ namespace catena::fabric::verbs {
 namespace {
 
 constexpr std::size_t kPageSize = 4096;
+constexpr std::size_t kHugePageSize = std::size_t{2} << 20;
 constexpr std::uint32_t kAllAccess = kLocalWrite | kRemoteWrite | kRemoteRead;
 
 }  // namespace
@@ -220,11 +222,18 @@ Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_pt
     return make_error(Errc::too_large, "region of " + std::to_string(size) + " bytes exceeds the device's " +
                                            std::to_string(device->attr.max_mr_size) + "-byte limit");
   }
-  const std::size_t rounded = (size + kPageSize - 1) / kPageSize * kPageSize;
-  AlignedBuffer memory(static_cast<std::byte*>(std::aligned_alloc(kPageSize, rounded)));
+  // A region of a huge page or more is aligned to one and asks for
+  // transparent huge pages (THP "always" or "madvise"; otherwise the advice
+  // is refused and 4 KiB pages serve): 512 times fewer pages to fault in,
+  // pin and translate (the NIC's translation table, the CPU's TLB).
+  const std::size_t align = size >= kHugePageSize ? kHugePageSize : kPageSize;
+  const std::size_t rounded = (size + align - 1) / align * align;
+  AlignedBuffer memory(static_cast<std::byte*>(std::aligned_alloc(align, rounded)));
   if (!memory) {
     return make_error(Errc::resource_exhausted, "cannot allocate " + std::to_string(size) + " bytes");
   }
+  if (align == kHugePageSize) (void)madvise(memory.get(), rounded, MADV_HUGEPAGE);
+  // Faults every page in now, before registration pins them.
   std::memset(memory.get(), 0, rounded);
   auto pd = device->domain_pd(domain);
   if (!pd) return pd.error();

@@ -717,16 +717,17 @@ int run_bench(const Common& c, const BenchOptions& o) {
       if (!tpub) throw Fail{"publisher: " + tpub.error().message};
       if (!o.cold && !tput_sizes.empty()) {
         // Rounds of twice ttl + grace: each cycles the slots in use twice,
-        // until a round took no new segment memory.
+        // until the rate stopped rising and a round took no new memory.
         const WarmUp w = warm_until_steady(*tpub.value(), 2 * kRetentionSpanS, 10,
                                            [&] { return segment_memory_taken(admin); });
         std::fprintf(info,
                      "  warm-up of the throughput log: %llu MiB in %.1f s, %d rounds, the last at %.0f MB/s "
                      "(first-touch page faults of the slots in use; %s)\n",
                      static_cast<unsigned long long>(w.bytes >> 20), w.seconds, w.rounds, w.last_mb_per_s,
-                     !w.steady               ? "still taking memory at the last round"
-                     : w.segment_memory >= 0 ? "the last round took no new segment memory"
-                                             : "the rate stopped rising");
+                     !w.steady ? "still taking memory at the last round"
+                     : w.segment_memory >= 0
+                         ? "the rate stopped rising and the last round took no new segment memory"
+                         : "the rate stopped rising");
       }
       for (std::uint32_t bytes : tput_sizes) {
         Throughput t = throughput(*tpub.value(), bytes, o.seconds);

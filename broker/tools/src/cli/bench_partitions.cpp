@@ -279,7 +279,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
           setup_ms, mib_text(static_cast<std::int64_t>(rings_in_use)).c_str(), ring >> 10);
       if (!o.cold) {
         std::printf("  %15s warm-up %.1f s, %d rounds (%s)\n", "", warm.seconds, warm.rounds,
-                    warm.steady ? "the last round took no new segment memory"
+                    warm.steady ? "the rate stopped rising and the last round took no new segment memory"
                                 : "still taking memory at the last round");
       }
       auto at = [](const std::map<std::string, std::int64_t>& m, const std::string& id) {

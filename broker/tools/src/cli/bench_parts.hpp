@@ -144,12 +144,11 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
 // it cycles through (as many as it fills in a ttl plus grace), so the
 // pages to touch first are those of the slots it uses at the rate it will
 // run at, which grows as they warm. Rounds of `round_seconds` of `bytes`
-// records (round robin over partitions 0 .. `partitions`-1), at least
-// 2, until the nodes took no segment memory in a round
-// (`segment_memory`: the bytes of segment memory the nodes hold, -1 if
-// unknown; a round that needed none touched only warm pages), or, without
-// it, until a round is less than 1.05x faster than the best before it (at
-// least 3); at most `max_rounds`.
+// records (round robin over partitions 0 .. `partitions`-1), at least 3,
+// until a round is less than 1.05x faster than the best before it and
+// (when `segment_memory` knows: the bytes of segment memory the nodes
+// hold, -1 if unknown) the nodes took no segment memory in it: it touched
+// only warm pages at the rate the run will reach. At most `max_rounds`.
 struct WarmUp {
   std::uint64_t bytes = 0;
   double seconds = 0;

@@ -332,8 +332,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
          "segment slots per replica: the cluster the bench starts runs with them (catenad "
          "--segment-slots), and all are warmed up before measuring; 0: as many as keep retention (ttl "
          "0.25 s + grace 0.25 s) from capping the throughput rows at 4 GB/s, within a third of free memory "
-         "(8 "
-         "with --controller)")
+         "(8 with --controller)")
       ->capture_default_str()
       ->check(CLI::Range(0, static_cast<int>(chain::limits::kMaxSegmentSlots)));
   app.add_flag("--cold", o.cold,

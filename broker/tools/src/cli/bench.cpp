@@ -723,7 +723,7 @@ int run_bench(const Common& c, const BenchOptions& o) {
                      "  warm-up of the throughput log: %llu MiB in %.1f s, %d rounds, the last at %.0f MB/s "
                      "(first-touch page faults of the slots in use; %s)\n",
                      static_cast<unsigned long long>(w.bytes >> 20), w.seconds, w.rounds, w.last_mb_per_s,
-                     !w.steady ? "still taking memory at the last round"
+                     !w.steady ? ("not settled: " + w.unsettled + " at the last round").c_str()
                      : w.segment_memory >= 0
                          ? "the rate stopped rising and the last round took no new segment memory"
                          : "the rate stopped rising");

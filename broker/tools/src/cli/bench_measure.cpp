@@ -149,10 +149,15 @@ WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
     // measured run) reaches further ones, cold (the 64 KiB row measured
     // 987 MB/s after a warm-up that stopped at 841, against 1.7-1.8 GB/s).
     const bool rate_flat = out.rounds >= 3 && out.last_mb_per_s < best * 1.05;
-    if (rate_flat && (held < 0 || before < 0 || held <= before)) {
+    const bool memory_flat = held < 0 || before < 0 || held <= before;
+    if (rate_flat && memory_flat) {
       out.steady = true;
       break;
     }
+    // What keeps it going, for the report if max_rounds ends it.
+    out.unsettled = !rate_flat && !memory_flat ? "the rate still rising and still taking segment memory"
+                    : !memory_flat             ? "still taking segment memory"
+                                               : "the rate still rising";
     best = std::max(best, out.last_mb_per_s);
   }
   return out;

@@ -251,6 +251,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"setup_ms", setup_ms},
                        {"warmup_s", warm.seconds},
                        {"warmup_steady", warm.steady},
+                       {"warmup_unsettled", warm.unsettled},
                        {"msgs_per_s", msgs},
                        {"mb_per_s", msgs * bytes / 1e6},
                        {"ack_p50_ns", pct.p50},
@@ -280,7 +281,9 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       if (!o.cold) {
         std::printf("  %15s warm-up %.1f s, %d rounds (%s)\n", "", warm.seconds, warm.rounds,
                     warm.steady ? "the rate stopped rising and the last round took no new segment memory"
-                                : "still taking memory at the last round");
+                                : ("not settled: " + warm.unsettled +
+                                   " at the last round; a longer --seconds measures past it")
+                                      .c_str());
       }
       auto at = [](const std::map<std::string, std::int64_t>& m, const std::string& id) {
         return m.count(id) != 0 ? m.at(id) : std::int64_t{-1};

@@ -156,6 +156,7 @@ struct WarmUp {
   int rounds = 0;
   std::int64_t segment_memory = -1;  // after the last round
   bool steady = false;               // stopped by the rule, not by max_rounds
+  std::string unsettled;             // if not steady: what the last round still did
 };
 // The segment memory a cluster's nodes have taken so far (what they hold
 // and what they gave back, from their node stats; -1 if unknown): a round

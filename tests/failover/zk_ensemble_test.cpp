@@ -173,6 +173,14 @@ class ZkEnsemble : public Failover {
            std::to_string(w.longest_gap.count()) + " ms (from " + std::to_string(w.gap_at.count()) + " ms)";
   }
 
+  // When the leading controller took the lead (RecoveryCounts.since_ms; -1
+  // if the status does not say): it changes when a leader resigns, even if
+  // the same candidate wins the next election.
+  std::int64_t leading_since_ms() {
+    auto st = admin_->cluster_status();
+    return st.ok() && st->__isset.recoveries ? st->recoveries.since_ms : -1;
+  }
+
   // Every broker still a member, every channel where it was.
   void expect_cluster_whole(const std::vector<std::string>& channels) {
     auto st = admin_->cluster_status();
@@ -248,6 +256,8 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
   Clock::time_point killed_at, write_at, restarting_at, serving_at, written_at;
   std::optional<control::Result<control::idl::ChannelInfo>> during;
   Clock::time_point after_at, created_after_at;
+  const std::int64_t leading_before = leading_since_ms();
+  ASSERT_GE(leading_before, 0) << "the cluster status names no leader's start";
   run_with_fault([&] {
     start_sampling();
     std::this_thread::sleep_for(1000ms);  // the pace before
@@ -309,15 +319,38 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
   // than the client's RPC timeout (5 s), the client gave up with
   // UNAVAILABLE while the leader went on and made the channel anyway:
   // whichever, the channel exists afterwards, once.
+  // Unless the write waited more than the store's 10 s for ZooKeeper (a
+  // slow restart: once in CI under ASan on a freshly booted machine, 5 s
+  // away and acknowledgements again only 12.5 s after it served): then the
+  // leader cannot learn whether it was applied and resigns once ZooKeeper
+  // is back (README), so a create answered UNAVAILABLE may or may not have
+  // been made, and a retry makes it or finds it. An acknowledged create
+  // must exist in every case.
+  const std::int64_t leading_after = leading_since_ms();
+  const bool resigned = leading_after != leading_before;
+  std::printf("  the leader %s (leading since %lld ms, before %lld ms)\n",
+              resigned ? "resigned: another term leads" : "led throughout",
+              static_cast<long long>(leading_after), static_cast<long long>(leading_before));
   if (!during->ok()) {
     EXPECT_EQ(during->error().code, control::idl::ErrorCode::UNAVAILABLE) << during->error().describe();
   }
   EXPECT_GE(written_at, restarting_at);
-  EXPECT_TRUE(wait_for([&] { return admin_->describe_channel("during-zk-outage").ok(); }, 20s,
-                       "the channel created during the outage"));
-  auto again = admin_->create_channel(channel("during-zk-outage"));
-  ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.error().code, control::idl::ErrorCode::CHANNEL_EXISTS) << again.error().describe();
+  if (during->ok() || !resigned) {
+    EXPECT_TRUE(wait_for([&] { return admin_->describe_channel("during-zk-outage").ok(); }, 20s,
+                         "the channel created during the outage"));
+    auto again = admin_->create_channel(channel("during-zk-outage"));
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code, control::idl::ErrorCode::CHANNEL_EXISTS) << again.error().describe();
+  } else {
+    auto again = admin_->create_channel(channel("during-zk-outage"));
+    EXPECT_TRUE(again.ok() || again.error().code == control::idl::ErrorCode::CHANNEL_EXISTS)
+        << again.error().describe();
+    std::printf("  the create answered UNAVAILABLE was %s\n",
+                again.ok() ? "not made (the retry made it)" : "made (the retry found it)");
+    auto twice = admin_->create_channel(channel("during-zk-outage"));
+    ASSERT_FALSE(twice.ok());
+    EXPECT_EQ(twice.error().code, control::idl::ErrorCode::CHANNEL_EXISTS) << twice.error().describe();
+  }
   // Steady state without ZooKeeper: acknowledgements at their pace from the
   // kill until the test's metadata write (2.5 s: two high-water rounds at least, each of which used to stall
   // it for the rest of the outage).
@@ -328,7 +361,9 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
   // within the store's connect timeout (10 s; the client library retries a
   // lost server with a back-off, so not at once).
   EXPECT_GT(absent.acks, 0u) << describe(absent);
-  EXPECT_LT(*resumed - serving_at, 10s);
+  // A resigning leader's successor reads the metadata afresh and renews the
+  // brokers' leases on its own term: longer, but still bounded.
+  EXPECT_LT(*resumed - serving_at, resigned ? 30s : 10s);
   expect_controllers_running();
   expect_cluster_whole({"f", "during-zk-outage", "after-zk-restart"});
   expect_fresh_reader_sees_every_ack();

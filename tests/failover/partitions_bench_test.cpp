@@ -4,7 +4,10 @@
 // routes give each broker 4 heads and 4 tails (issue 17: placement spreads
 // the roles), and every broker reports its resident and registered memory,
 // its segment memory following what it retains; the publisher's rings come
-// to 64 KiB to ring_bytes per partition.
+// to 64 KiB to ring_bytes per partition; and each row says what a record
+// cost the brokers and the publisher in CPU over the measured run.
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -59,6 +62,17 @@ TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegis
         EXPECT_GT(bytes.get<std::int64_t>(), 0) << partitions << " " << field << " " << node << ": " << out;
       }
     }
+  }
+  // CPU per record: the brokers' (from /proc) and the publisher's (its
+  // process), both spent; together no more cores than the machine has
+  // (plus the clock ticks' granularity).
+  const double online = static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  for (const auto& [partitions, row] : rows) {
+    EXPECT_GT(row.value("broker_cpu_us_per_msg", -1.0), 0.0) << partitions << ": " << out;
+    EXPECT_GT(row.value("publisher_cpu_us_per_msg", -1.0), 0.0) << partitions << ": " << out;
+    const double busy = row.value("cores_busy", -1.0);
+    EXPECT_GT(busy, 0.0) << partitions << ": " << out;
+    EXPECT_LE(busy, online * 1.1 + 0.2) << partitions << ": " << out;
   }
   // The publisher's rings: one per partition, 64 KiB to start, each at
   // most the row's ring_bytes (they grow only when full).

@@ -9,13 +9,19 @@
 // chains each node heads and ends (from the channel's routes), and each
 // node's memory after the run: resident (VmRSS in /proc/<pid>/status of its
 // catenad) and registered (the fabric regions its provider holds, from the
-// node stats its heartbeats carry: NodeStats.registered_bytes).
+// node stats its heartbeats carry: NodeStats.registered_bytes); and the CPU
+// each record cost over the measured run: the catenads' (utime + stime in
+// /proc/<pid>/stat) and this process's, where the publisher runs
+// (getrusage), divided by the records acknowledged.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <sys/resource.h>
 
 #include <catena/broker/controller_routes.hpp>
 #include <catena/control/controller_client.hpp>
@@ -67,6 +73,54 @@ std::int64_t resident_bytes(pid_t pid) {
     return -1;
   }
   return -1;
+}
+
+// CPU time a process has used (user + system, ns), or -1 if /proc does
+// not say. The fields after the command name (which may hold spaces and
+// parentheses) start after its last ')': utime and stime are the 12th and
+// 13th of them, in clock ticks.
+std::int64_t cpu_ns_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = all.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream f(all.substr(close + 1));
+  std::string field;
+  std::int64_t utime = -1, stime = -1;
+  for (int i = 1; i <= 13 && f >> field; ++i) {
+    if (i == 12) utime = std::atoll(field.c_str());
+    if (i == 13) stime = std::atoll(field.c_str());
+  }
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (utime < 0 || stime < 0 || hz <= 0) return -1;
+  return (utime + stime) * (1'000'000'000 / hz);
+}
+
+// This process's CPU time (every thread: the publisher's and the bench's).
+std::int64_t own_cpu_ns() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return -1;
+  auto ns = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_usec * 1000; };
+  return ns(u.ru_utime) + ns(u.ru_stime);
+}
+
+// The CPU the brokers and the publisher spent over a measured run.
+struct CpuUse {
+  std::int64_t brokers_ns = 0;
+  std::int64_t publisher_ns = 0;
+  bool known = true;
+};
+
+CpuUse cpu_now(const LocalCluster& cluster) {
+  CpuUse c;
+  for (const auto& n : cluster.nodes()) {
+    const std::int64_t ns = cpu_ns_of(n.pid);
+    if (ns < 0) c.known = false;
+    c.brokers_ns += ns;
+  }
+  c.publisher_ns = own_cpu_ns();
+  if (c.publisher_ns < 0) c.known = false;
+  return c;
 }
 
 // What each node said of its memory in its last heartbeat (the
@@ -186,6 +240,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
     double setup_ms = 0;
     bench_detail::WarmUp warm;
     std::uint64_t rings_in_use = 0;
+    CpuUse cpu_before, cpu_after;
     const int ring = ring_for(o, partitions);
     try {
       broker::ControllerRoutes routes(cco, "bench-partitions");
@@ -216,7 +271,9 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
             [&] { return bench_detail::segment_memory_taken(admin); }, bytes,
             static_cast<std::uint32_t>(partitions));
       }
+      cpu_before = cpu_now(cluster);
       t = bench_detail::throughput(*pub.value(), bytes, o.seconds, 0, static_cast<std::uint32_t>(partitions));
+      cpu_after = cpu_now(cluster);
       rings_in_use = pub.value()->ring_bytes_in_use();
     } catch (const Fail& f) {
       std::fprintf(stderr, "catena: bench --partitions: %d partitions: %s\n", partitions, f.what.c_str());
@@ -238,6 +295,18 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
     const double msgs =
         t.elapsed_ns == 0 ? 0 : static_cast<double>(t.acked) * 1e9 / static_cast<double>(t.elapsed_ns);
     const auto pct = bench::percentiles(std::move(t.ack_ns));
+    // CPU per acknowledged record, in us; -1 where /proc did not say.
+    const bool cpu_known = cpu_before.known && cpu_after.known && t.acked > 0;
+    auto per_record_us = [&](std::int64_t before, std::int64_t after) {
+      return cpu_known ? static_cast<double>(after - before) / 1e3 / static_cast<double>(t.acked) : -1.0;
+    };
+    const double broker_cpu_us = per_record_us(cpu_before.brokers_ns, cpu_after.brokers_ns);
+    const double publisher_cpu_us = per_record_us(cpu_before.publisher_ns, cpu_after.publisher_ns);
+    const double cores_busy = cpu_known && t.elapsed_ns > 0
+                                  ? static_cast<double>(cpu_after.brokers_ns - cpu_before.brokers_ns +
+                                                        cpu_after.publisher_ns - cpu_before.publisher_ns) /
+                                        static_cast<double>(t.elapsed_ns)
+                                  : -1.0;
     if (o.json) {
       nlohmann::json j{{"system", "catena"},
                        {"mode", "partitions"},
@@ -256,6 +325,9 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"mb_per_s", msgs * bytes / 1e6},
                        {"ack_p50_ns", pct.p50},
                        {"ack_p99_ns", pct.p99},
+                       {"broker_cpu_us_per_msg", broker_cpu_us},
+                       {"publisher_cpu_us_per_msg", publisher_cpu_us},
+                       {"cores_busy", cores_busy},
                        {"heads_per_node", heads},
                        {"tails_per_node", tails},
                        {"rss_bytes", rss},
@@ -275,6 +347,11 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       for (const auto& [id, n] : heads) h += " " + id + "=" + std::to_string(n);
       for (const auto& [id, n] : tails) tl += " " + id + "=" + std::to_string(n);
       std::printf("  %15s heads:%s  tails:%s\n", "", h.c_str(), tl.c_str());
+      if (cpu_known) {
+        std::printf(
+            "  %15s cpu per record: brokers %.2f us, publisher %.2f us (%.2f cores busy of %ld online)\n", "",
+            broker_cpu_us, publisher_cpu_us, cores_busy, sysconf(_SC_NPROCESSORS_ONLN));
+      }
       std::printf(
           "  %15s setup %.0f ms (sessions, first records), publisher rings %s (%d KiB at most each)\n", "",
           setup_ms, mib_text(static_cast<std::int64_t>(rings_in_use)).c_str(), ring >> 10);

@@ -231,6 +231,108 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   std::filesystem::remove_all(keep_dir);
 }
 
+// Freeing a region waits only for the peers that can reach it: those its
+// keys were given to, or every peer if it held receive buffers (a send lands
+// in one under the region's own key). A node lets a segment go every few
+// seconds per partition, and waiting on all of its hundreds of connections
+// stalled its data-plane thread. Here a peer is stopped inside a write into
+// one region (its connection's); a region given only to another connection
+// is freed at once, one that held a receive waits the stopped peer out.
+TEST(StoppedPeerElsewhere, AFreeWaitsOnlyForPeersThatCanReachTheRegion) {
+  auto p = open_or_fail("soft:shm");
+  auto q = open_or_fail("soft:shm");
+  ASSERT_TRUE(p && q);
+  auto listener = p->listen(listen_address());
+  ASSERT_TRUE(listener.ok()) << listener.error().message;
+  const std::string addr = listener.value()->address();
+  constexpr std::uint32_t kSize = 64u << 20;
+  int keys[2];
+  ASSERT_EQ(pipe(keys), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The peer: writes 64 MiB at a time into the parent's region, forever.
+    close(keys[1]);
+    auto cp = Provider::open("soft:shm");
+    if (!cp) _exit(10);
+    auto ep = cp.value()->connect(addr);
+    if (!ep) _exit(11);
+    auto src = cp.value()->allocate(kSize, kLocalWrite);
+    if (!src) _exit(12);
+    std::memset(src.value()->data(), 0x77, kSize);
+    RemoteRegion rr{};
+    if (read(keys[0], &rr, sizeof rr) != static_cast<ssize_t>(sizeof rr)) _exit(13);
+    for (std::uint64_t i = 0;; ++i) {
+      if (ep.value()->post_write(i, {src.value().get(), 0, kSize}, {rr, 0}) != Errc::ok) _exit(14);
+      Completion c{};
+      while (ep.value()->poll_send(&c, 1) == 0) {
+      }
+      if (c.status != WcStatus::success) _exit(0);
+    }
+  }
+  close(keys[0]);
+  auto writer_side = listener.value()->accept(20000ms);
+  ASSERT_TRUE(writer_side.ok()) << writer_side.error().message;
+  auto target = p->allocate(kSize, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(target.ok());
+  auto rr = writer_side.value()->expose(*target.value());
+  ASSERT_TRUE(rr.ok());
+  ASSERT_EQ(write(keys[1], &rr.value(), sizeof rr.value()), static_cast<ssize_t>(sizeof rr.value()));
+  // A second connection, from a peer in this process that stays idle.
+  std::unique_ptr<Endpoint> other_client;
+  std::thread dial([&] {
+    auto c = q->connect(addr);
+    if (c) other_client = std::move(c.value());
+  });
+  auto other = listener.value()->accept(20000ms);
+  dial.join();
+  ASSERT_TRUE(other.ok() && other_client) << (other.ok() ? "" : other.error().message);
+  ASSERT_TRUE(is_shm(*other.value()));
+  auto last_byte = [&] { return std::atomic_ref<std::byte>(target.value()->data()[kSize - 1]).load(); };
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (last_byte() != std::byte{0x77} && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(last_byte(), std::byte{0x77}) << "the peer never wrote";
+  bool stopped_inside = false;
+  for (int attempt = 0; attempt < 5 && !stopped_inside; ++attempt) {
+    auto exposed = p->allocate(1 << 20, kLocalWrite | kRemoteWrite);
+    auto receives = p->allocate(4096, kLocalWrite);
+    ASSERT_TRUE(exposed.ok() && receives.ok());
+    ASSERT_TRUE(other.value()->expose(*exposed.value()).ok());
+    ASSERT_EQ(
+        other.value()->post_recv(static_cast<std::uint64_t>(attempt), {receives.value().get(), 0, 4096}),
+        Errc::ok);
+    std::this_thread::sleep_for(3ms);  // into one of its next writes
+    ASSERT_EQ(kill(pid, SIGSTOP), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
+    ASSERT_TRUE(WIFSTOPPED(status));
+    auto t0 = std::chrono::steady_clock::now();
+    exposed.value().reset();
+    const auto took_exposed = std::chrono::steady_clock::now() - t0;
+    t0 = std::chrono::steady_clock::now();
+    receives.value().reset();
+    const auto took_receives = std::chrono::steady_clock::now() - t0;
+    // Stopped between two writes, nothing waits: stop it again.
+    stopped_inside = took_receives >= soft::kRevokeWait - 100ms;
+    if (stopped_inside) {
+      EXPECT_LT(took_exposed, soft::kRevokeWait / 4)
+          << "freeing a region no stopped peer holds a key to waited for it";
+      EXPECT_LT(took_receives, soft::kRevokeWait + 2s);
+    } else {
+      EXPECT_LT(took_exposed, soft::kRevokeWait / 4);
+      ASSERT_EQ(kill(pid, SIGCONT), 0);
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  EXPECT_TRUE(stopped_inside) << "the peer was never stopped inside a write in 5 tries";
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(keys[1]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Soft, StoppedPeer,
                          ::testing::Values(Revoke::region, Revoke::connection, Revoke::kept_region),
                          [](const auto& info) {

@@ -70,7 +70,10 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::stri
     }
     a->view_.base = static_cast<std::byte*>(base);
     a->view_.size = size;
-    a->populator_ = std::make_unique<Populator>(a->view_.base);
+    Arena* self = a.get();
+    a->populator_ = std::make_unique<Populator>(
+        a->view_.base,
+        [self](std::uint64_t offset, std::uint64_t bytes) { self->finish_free(offset, bytes); });
   }
   std::byte* base = a->view_.base;
   a->id_.size = size;
@@ -176,6 +179,13 @@ void Arena::free_channel_range(std::uint64_t offset, std::uint64_t bytes) {
 
 void Arena::free_range(std::uint64_t offset, std::uint64_t bytes) {
   bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  // Zeroing is the slow part (page table work in every process that maps
+  // the range): the populator's thread does it, then frees the range.
+  if (populator_ != nullptr && populator_->free_later(offset, bytes)) return;
+  finish_free(offset, bytes);
+}
+
+void Arena::finish_free(std::uint64_t offset, std::uint64_t bytes) {
   if (bytes <= kWarmRangeBytes) {
     std::memset(view_.base + offset, 0, bytes);
   } else {

@@ -157,7 +157,8 @@ class Arena {
   // arena offset.
   Result<std::uint64_t> allocate_range(std::uint64_t bytes);
   // Returns a range: its pages are dropped (so it reads as zeros again) and
-  // it becomes reusable. The caller has made sure nobody accesses it.
+  // it becomes reusable, on the populator's thread where there is one (not
+  // allocatable until then). The caller has made sure nobody accesses it.
   void free_range(std::uint64_t offset, std::uint64_t bytes);
   // A range just handed out as a region: larger than kWarmRangeBytes, its
   // pages are faulted in on the populator's thread (populator.hpp), not by
@@ -200,6 +201,8 @@ class Arena {
  private:
   Arena() = default;
   void zero_range(std::uint64_t offset, std::uint64_t bytes);
+  // free_range's work: zero, then back into free_ranges_.
+  void finish_free(std::uint64_t offset, std::uint64_t bytes);
   // A freed range this small is zeroed in place and keeps its pages, for
   // the next allocation (first fit: soon) to use without page faults in
   // every process that maps it; a larger one gives its pages back.

@@ -178,39 +178,52 @@ Result<KeptRegion> Core::allocate_kept(std::string_view name, std::size_t size, 
 }
 
 void Core::free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key, bool kept) {
-  std::vector<std::uint32_t> keys = take_exposures(offset, 0);
-  keys.push_back(key);
-  for (std::uint32_t k : keys) {
-    arena_->revoke_key(k);
+  std::vector<Exposure> exposed = take_exposures(offset, 0);
+  exposed.push_back(Exposure{0, key});
+  for (const Exposure& e : exposed) {
+    arena_->revoke_key(e.key);
   }
+  // Who can be inside an access to this region: the peers of the
+  // connections its keys went to; any peer if it held receive buffers (a
+  // send lands in one under the region's own key). Waiting for the guards
+  // of every connection instead took ~1 ms a segment with 154 replicas a
+  // node (a peer among hundreds was always inside an access, or preempted
+  // in one, on shared cores).
+  std::atomic<std::uint8_t>& receives = receives_[key & (kRegionTableCapacity - 1)];
+  std::vector<std::uint64_t> conns;
+  for (const Exposure& e : exposed) {
+    if (e.conn != 0) conns.push_back(e.conn);
+  }
+  const bool quiet = quiesce(receives.load(std::memory_order_relaxed) != 0 ? nullptr : &conns);
   if (kept) {
     // The bytes stay for the name (Arena::discard_kept frees them). A peer
     // still inside an access after the wait may yet land its bytes there:
     // then the range is never handed out again once its name goes.
-    if (!quiesce()) arena_->taint_kept(offset);
-  } else if (quiesce()) {
+    if (!quiet) arena_->taint_kept(offset);
+  } else if (quiet) {
     arena_->free_range(offset, length);
   } else {
     arena_->quarantine_range(offset, length);
   }
-  for (std::uint32_t k : keys) {
-    arena_->release_key(k);
+  receives.store(0, std::memory_order_relaxed);  // before the slot may take another region
+  for (const Exposure& e : exposed) {
+    arena_->release_key(e.key);
   }
 }
 
 // Removes and returns the keys of one region (conn 0) or of one connection
 // (region_offset 0; no region starts at 0, the arena header does).
-std::vector<std::uint32_t> Core::take_exposures(std::uint64_t region_offset, std::uint64_t conn) {
-  std::vector<std::uint32_t> keys;
+std::vector<Core::Exposure> Core::take_exposures(std::uint64_t region_offset, std::uint64_t conn) {
+  std::vector<Exposure> out;
   std::lock_guard lock(exposures_mu_);
   std::erase_if(exposures_, [&](const auto& kv) {
     const bool match = region_offset != 0 ? kv.first.first == region_offset : kv.first.second == conn;
     if (match) {
-      keys.push_back(kv.second);
+      out.push_back(Exposure{kv.first.second, kv.second});
     }
     return match;
   });
-  return keys;
+  return out;
 }
 
 std::uint64_t Core::new_connection_tag() {
@@ -243,9 +256,9 @@ Result<RemoteRegion> Core::expose(const MemoryRegion& mr, std::uint64_t conn) {
 void Core::forget_connection(std::uint64_t conn) {
   // No wait: the regions stay allocated, so an access that resolved a key
   // before its revocation still lands in memory its owner expects it in.
-  for (std::uint32_t k : take_exposures(0, conn)) {
-    arena_->revoke_key(k);
-    arena_->release_key(k);
+  for (const Exposure& e : take_exposures(0, conn)) {
+    arena_->revoke_key(e.key);
+    arena_->release_key(e.key);
   }
 }
 
@@ -264,11 +277,13 @@ void Core::remove_guard(std::unique_ptr<AccessGuard> g, std::shared_ptr<const vo
   }
 }
 
-bool Core::quiesce() {
+bool Core::quiesce(const std::vector<std::uint64_t>* conns) {
   const auto deadline = std::chrono::steady_clock::now() + kRevokeWait;
   bool quiet = true;
   std::lock_guard lock(guards_mu_);
   for (AccessGuard* g : guards_) {
+    if (conns != nullptr && g->conn != 0 && std::find(conns->begin(), conns->end(), g->conn) == conns->end())
+      continue;  // that peer holds no key to what was revoked
     quiet = wait_quiescent(*g, deadline) && quiet;
   }
   // Peers cut off earlier: still inside (no wait, they were given up on),

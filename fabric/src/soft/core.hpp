@@ -58,9 +58,13 @@ Result<Options> parse_options(std::string_view text);
 inline constexpr std::chrono::milliseconds kRevokeWait{1000};
 
 struct AccessGuard {
-  AccessGuard(const std::atomic<std::uint64_t>* b, pid_t pid) : busy(b), peer_pid(pid) {}
+  AccessGuard(const std::atomic<std::uint64_t>* b, pid_t pid, std::uint64_t c)
+      : busy(b), peer_pid(pid), conn(c) {}
   const std::atomic<std::uint64_t>* busy;
   pid_t peer_pid;  // accessor's process if it is a peer (0: a thread of ours)
+  // The connection whose tag the accessor's keys carry (a same-host peer's:
+  // our channel's token), or 0: it may reach any region (our TCP progress).
+  std::uint64_t conn;
   // The busy value a revocation gave up waiting on (0: none): the peer is
   // cut off, and later revocations do not wait for that access again.
   std::atomic<std::uint64_t> stalled{0};
@@ -95,8 +99,11 @@ class Core : public std::enable_shared_from_this<Core> {
   void remove_guard(std::unique_ptr<AccessGuard> g, std::shared_ptr<const void> keep_alive);
   // Waits until no guard is inside an access section it may have entered
   // before the caller's revocation, for at most kRevokeWait. False if one
-  // still is: the caller must not reuse what it revoked.
-  [[nodiscard]] bool quiesce();
+  // still is: the caller must not reuse what it revoked. With `conns`, only
+  // the guards of those connections, those of no one connection (conn 0)
+  // and the stalled ones: what can reach a region whose keys went to those
+  // connections alone.
+  [[nodiscard]] bool quiesce(const std::vector<std::uint64_t>* conns = nullptr);
 
   // A fresh random tag naming one connection in the keys given to its peer.
   static std::uint64_t new_connection_tag();
@@ -106,6 +113,15 @@ class Core : public std::enable_shared_from_this<Core> {
   // Revokes every key given to connection `conn` (its endpoint is going).
   void forget_connection(std::uint64_t conn);
 
+  // A receive was posted into the region whose own key is `key`: a peer's
+  // send lands there under that key, which names no connection, so freeing
+  // it waits for every guard. Once per region in effect (a byte per region
+  // table slot, looked at first); on the data path.
+  void note_receives(std::uint32_t key) noexcept {
+    std::atomic<std::uint8_t>& f = receives_[key & (kRegionTableCapacity - 1)];
+    if (f.load(std::memory_order_relaxed) == 0) f.store(1, std::memory_order_relaxed);
+  }
+
   // Maps a same-host peer's arena, or shares an existing mapping of it.
   Result<std::shared_ptr<PeerArena>> peer_arena(const ArenaIdentity& id);
 
@@ -113,7 +129,11 @@ class Core : public std::enable_shared_from_this<Core> {
   friend class SoftMemoryRegion;
   Core() = default;
   void free_region(std::uint64_t offset, std::uint64_t length, std::uint32_t key, bool kept);
-  std::vector<std::uint32_t> take_exposures(std::uint64_t region_offset, std::uint64_t conn);
+  struct Exposure {
+    std::uint64_t conn;
+    std::uint32_t key;
+  };
+  std::vector<Exposure> take_exposures(std::uint64_t region_offset, std::uint64_t conn);
 
   // Declared in creation order: the manager thread stops before the arena
   // it may still be touching through a handshake is unmapped.
@@ -130,6 +150,10 @@ class Core : public std::enable_shared_from_this<Core> {
   };
   std::vector<StalledGuard> stalled_;  // unregistered, peer still inside
 
+  // By region table slot: the region there held receive buffers.
+  std::unique_ptr<std::atomic<std::uint8_t>[]> receives_ =
+      std::make_unique<std::atomic<std::uint8_t>[]>(kRegionTableCapacity);
+
   // (region offset, connection tag) -> key given to that connection.
   std::mutex exposures_mu_;
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint32_t> exposures_;
@@ -144,10 +168,10 @@ class Core : public std::enable_shared_from_this<Core> {
 // (Core::remove_guard) and must stay readable.
 class GuardRegistration {
  public:
-  GuardRegistration(Core& core, const std::atomic<std::uint64_t>* busy, pid_t peer_pid,
+  GuardRegistration(Core& core, const std::atomic<std::uint64_t>* busy, pid_t peer_pid, std::uint64_t conn,
                     std::shared_ptr<const void> keep_alive = {})
       : core_(core),
-        guard_(std::make_unique<AccessGuard>(busy, peer_pid)),
+        guard_(std::make_unique<AccessGuard>(busy, peer_pid, conn)),
         keep_alive_(std::move(keep_alive)) {
     core_.add_guard(guard_.get());
   }

@@ -74,8 +74,9 @@ ArenaIdentity identity_of(const HandshakeMsg& m) {
 }
 
 // Maps the peer's arena and checks its announced channel; on success `peer`
-// is ready for a ShmEndpoint and guards our frees against its accesses.
-Result<void> attach_peer(Core& core, const HandshakeMsg& m, ShmPeer& peer) {
+// is ready for a ShmEndpoint and guards our frees against its accesses,
+// which carry `own_token` (our channel's: the tag of the keys it gets).
+Result<void> attach_peer(Core& core, const HandshakeMsg& m, ShmPeer& peer, std::uint64_t own_token) {
   auto arena = core.peer_arena(identity_of(m));
   if (!arena) {
     return arena.error();
@@ -89,7 +90,8 @@ Result<void> attach_peer(Core& core, const HandshakeMsg& m, ShmPeer& peer) {
   peer.channel_capacity = m.channel_capacity;
   peer.token = m.channel_token;
   auto* block = reinterpret_cast<ChannelBlock*>(peer.arena->view().base + m.channel_offset);
-  peer.guard = std::make_unique<GuardRegistration>(core, &block->busy, static_cast<pid_t>(m.pid), peer.arena);
+  peer.guard = std::make_unique<GuardRegistration>(core, &block->busy, static_cast<pid_t>(m.pid), own_token,
+                                                   peer.arena);
   return {};
 }
 
@@ -137,7 +139,7 @@ Result<std::unique_ptr<Endpoint>> client_handshake(const std::shared_ptr<Core>& 
   std::string why_not_shm;
   bool use_shm = reply.can_map != 0 && own.valid() && theirs != Mode::tcp && same_host;
   if (use_shm) {
-    if (auto r = attach_peer(*core, reply, peer); !r) {
+    if (auto r = attach_peer(*core, reply, peer, own.token()); !r) {
       use_shm = false;
       why_not_shm = r.error().message;
     }
@@ -246,7 +248,8 @@ void ServerHandshake::on_hello() {
     refusal = host_mismatch(*core_, hello_);
   } else if (shm_allowed) {
     auto own = OwnChannel::allocate(core_, std::bit_ceil(caps_.recv_queue_depth));
-    Result<void> attached = own ? attach_peer(*core_, hello_, peer_) : Result<void>(own.error());
+    Result<void> attached =
+        own ? attach_peer(*core_, hello_, peer_, own.value().token()) : Result<void>(own.error());
     if (attached) {
       own_ = std::move(own.value());
       reply.can_map = 1;

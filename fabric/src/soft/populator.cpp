@@ -29,14 +29,29 @@ void Populator::add(std::uint64_t offset, std::uint64_t bytes) {
     MutexLock lock(mu_);
     if (unsupported_ || stop_) return;
     jobs_.push_back({offset, bytes});
-    if (!thread_.joinable()) {
-      thread_ = std::thread([this] {
-        pthread_setname_np(pthread_self(), "catena-prefault");
-        run();
-      });
-    }
+    start_locked();
   }
   work_cv_.notify_one();
+}
+
+bool Populator::free_later(std::uint64_t offset, std::uint64_t bytes) {
+  {
+    MutexLock lock(mu_);
+    if (stop_) return false;
+    frees_.push_back({offset, bytes});
+    start_locked();
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+void Populator::start_locked() {
+  if (!thread_.joinable()) {
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "catena-prefault");
+      run();
+    });
+  }
 }
 
 void Populator::forget(std::uint64_t offset, std::uint64_t bytes) {
@@ -67,19 +82,30 @@ void Populator::forget(std::uint64_t offset, std::uint64_t bytes) {
 void Populator::run() {
   for (;;) {
     Range chunk;
+    Range freed;  // bytes 0: a populate chunk instead
     {
       UniqueLock lock(mu_);
       lock.wait(work_cv_, [&] {
         mu_.assert_held();
-        return stop_ || !jobs_.empty();
+        return stop_ || !jobs_.empty() || !frees_.empty();
       });
       if (stop_) return;
-      Range& front = jobs_.front();
-      chunk = {front.offset, std::min(front.bytes, kChunkBytes)};
-      front.offset += chunk.bytes;
-      front.bytes -= chunk.bytes;
-      if (front.bytes == 0) jobs_.pop_front();
-      working_ = chunk;  // forget() of these bytes waits until it is done
+      if (!frees_.empty()) {
+        // Memory given back first: the next segment may be waiting for it.
+        freed = frees_.front();
+        frees_.pop_front();
+      } else {
+        Range& front = jobs_.front();
+        chunk = {front.offset, std::min(front.bytes, kChunkBytes)};
+        front.offset += chunk.bytes;
+        front.bytes -= chunk.bytes;
+        if (front.bytes == 0) jobs_.pop_front();
+        working_ = chunk;  // forget() of these bytes waits until it is done
+      }
+    }
+    if (freed.bytes != 0) {
+      free_(freed.offset, freed.bytes);  // takes mu_ itself (forget())
+      continue;
     }
     const int rc = madvise(base_ + chunk.offset, chunk.bytes, MADV_POPULATE_WRITE);
     const int err = errno;

@@ -268,6 +268,7 @@ Errc ShmEndpoint::post_recv(std::uint64_t wr_id, LocalBuffer dst) {
   if (Errc e = resolve_local(own_view_, domain(), dst, &p); e != Errc::ok) {
     return e;
   }
+  if (p != nullptr) core_->note_receives(dst.mr->lkey());
   const std::uint64_t i = rq_posted_ & own_mask_;
   RecvSlot& slot = own_slots_[i];
   slot.buf_addr = dst.offset;

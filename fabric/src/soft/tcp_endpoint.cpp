@@ -36,7 +36,7 @@ TcpEndpoint::TcpEndpoint(std::shared_ptr<Core> core, UniqueFd fd, const Endpoint
       peer_address_(peer_name(fd_.get())),
       own_view_(core_->view()),
       conn_tag_(core_->new_connection_tag()),
-      guard_(*core_, &busy_, 0),
+      guard_(*core_, &busy_, 0, 0),  // our progress thread: it may reach any region
       out_(caps.send_queue_depth),
       scq_(caps.send_queue_depth),
       rq_(caps.recv_queue_depth),

@@ -129,6 +129,35 @@ TEST(SoftArena, PeersMapTheHeaderAndRegionTableReadOnly) {
 // the stopped peer may still write into is never handed out again).
 // kept_region: a kept region (allocate_kept) freed, then its name
 // discarded: the range must not be handed out again either.
+// A child process that connects to `addr` and writes `size` bytes of 0x77
+// at a time into the region whose key it reads from the pipe `keys`,
+// forever (until a write fails). Returns its pid (-1: fork failed); the
+// pipe's read end is closed here.
+pid_t fork_writer(const std::string& addr, const int keys[2], std::uint32_t size) {
+  const pid_t pid = fork();
+  if (pid != 0) {
+    close(keys[0]);
+    return pid;
+  }
+  close(keys[1]);
+  auto cp = Provider::open("soft:shm");
+  if (!cp) _exit(10);
+  auto ep = cp.value()->connect(addr);
+  if (!ep) _exit(11);
+  auto src = cp.value()->allocate(size, kLocalWrite);
+  if (!src) _exit(12);
+  std::memset(src.value()->data(), 0x77, size);
+  RemoteRegion rr{};
+  if (read(keys[0], &rr, sizeof rr) != static_cast<ssize_t>(sizeof rr)) _exit(13);
+  for (std::uint64_t i = 0;; ++i) {
+    if (ep.value()->post_write(i, {src.value().get(), 0, size}, {rr, 0}) != Errc::ok) _exit(14);
+    Completion c{};
+    while (ep.value()->poll_send(&c, 1) == 0) {
+    }
+    if (c.status != WcStatus::success) _exit(0);
+  }
+}
+
 enum class Revoke { region, connection, kept_region };
 
 class StoppedPeer : public ::testing::TestWithParam<Revoke> {};
@@ -153,29 +182,8 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   constexpr std::uint32_t kSize = 64u << 20;
   int keys[2];
   ASSERT_EQ(pipe(keys), 0);
-  pid_t pid = fork();
+  const pid_t pid = fork_writer(addr, keys, kSize);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    // The peer: writes 64 MiB at a time into the parent's region, forever.
-    close(keys[1]);
-    auto cp = Provider::open("soft:shm");
-    if (!cp) _exit(10);
-    auto ep = cp.value()->connect(addr);
-    if (!ep) _exit(11);
-    auto src = cp.value()->allocate(kSize, kLocalWrite);
-    if (!src) _exit(12);
-    std::memset(src.value()->data(), 0x77, kSize);
-    RemoteRegion rr{};
-    if (read(keys[0], &rr, sizeof rr) != static_cast<ssize_t>(sizeof rr)) _exit(13);
-    for (std::uint64_t i = 0;; ++i) {
-      if (ep.value()->post_write(i, {src.value().get(), 0, kSize}, {rr, 0}) != Errc::ok) _exit(14);
-      Completion c{};
-      while (ep.value()->poll_send(&c, 1) == 0) {
-      }
-      if (c.status != WcStatus::success) _exit(0);
-    }
-  }
-  close(keys[0]);
   auto server = listener.value()->accept(20000ms);
   ASSERT_TRUE(server.ok()) << server.error().message;
   ASSERT_TRUE(is_shm(*server.value()));
@@ -248,29 +256,8 @@ TEST(StoppedPeerElsewhere, AFreeWaitsOnlyForPeersThatCanReachTheRegion) {
   constexpr std::uint32_t kSize = 64u << 20;
   int keys[2];
   ASSERT_EQ(pipe(keys), 0);
-  pid_t pid = fork();
+  const pid_t pid = fork_writer(addr, keys, kSize);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    // The peer: writes 64 MiB at a time into the parent's region, forever.
-    close(keys[1]);
-    auto cp = Provider::open("soft:shm");
-    if (!cp) _exit(10);
-    auto ep = cp.value()->connect(addr);
-    if (!ep) _exit(11);
-    auto src = cp.value()->allocate(kSize, kLocalWrite);
-    if (!src) _exit(12);
-    std::memset(src.value()->data(), 0x77, kSize);
-    RemoteRegion rr{};
-    if (read(keys[0], &rr, sizeof rr) != static_cast<ssize_t>(sizeof rr)) _exit(13);
-    for (std::uint64_t i = 0;; ++i) {
-      if (ep.value()->post_write(i, {src.value().get(), 0, kSize}, {rr, 0}) != Errc::ok) _exit(14);
-      Completion c{};
-      while (ep.value()->poll_send(&c, 1) == 0) {
-      }
-      if (c.status != WcStatus::success) _exit(0);
-    }
-  }
-  close(keys[0]);
   auto writer_side = listener.value()->accept(20000ms);
   ASSERT_TRUE(writer_side.ok()) << writer_side.error().message;
   auto target = p->allocate(kSize, kLocalWrite | kRemoteWrite);

@@ -107,7 +107,10 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::stri
 }
 
 Arena::~Arena() {
-  populator_.reset();  // its thread touches the mapping
+  // Its thread touches the mapping, and frees ranges through this (which
+  // reads populator_): stopped first, then destroyed.
+  if (populator_ != nullptr) populator_->stop();
+  populator_.reset();
   if (view_.base != nullptr) {
     munmap(view_.base, view_.size);
   }

@@ -13,6 +13,10 @@
 namespace catena::fabric::soft {
 
 Populator::~Populator() {
+  stop();
+}
+
+void Populator::stop() {
   std::thread t;
   {
     MutexLock lock(mu_);

@@ -52,6 +52,10 @@ class Populator {
   // when this is destroyed is never freed (the arena is going too).
   bool free_later(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
 
+  // Stops the thread (what is queued is dropped) and joins it; idempotent.
+  // The owner calls it before anything the FreeFn reads goes.
+  void stop() EXCLUDES(mu_);
+
   static constexpr std::uint64_t kChunkBytes = 2ull << 20;
 
  private:

@@ -123,12 +123,6 @@ TEST(SoftArena, PeersMapTheHeaderAndRegionTableReadOnly) {
   EXPECT_EQ(dst.value()->data()[4095], std::byte{0x5c});
 }
 
-// A peer stopped (SIGSTOP) in the middle of a write into our region cannot
-// hold up revocation: freeing the region, or closing the connection, returns
-// within a bound, the peer is cut off, and the provider keeps working (what
-// the stopped peer may still write into is never handed out again).
-// kept_region: a kept region (allocate_kept) freed, then its name
-// discarded: the range must not be handed out again either.
 // A child process that connects to `addr` and writes `size` bytes of 0x77
 // at a time into the region whose key it reads from the pipe `keys`,
 // forever (until a write fails). Returns its pid (-1: fork failed); the
@@ -158,6 +152,64 @@ pid_t fork_writer(const std::string& addr, const int keys[2], std::uint32_t size
   }
 }
 
+// The test's side of a fork_writer() child: the listener it dialled, our
+// endpoint of its connection, and the pipe that gives it a key.
+struct WriterPeer {
+  std::unique_ptr<Listener> listener;
+  std::string addr;
+  pid_t pid = -1;
+  int key_fd = -1;  // the pipe's write end
+  std::unique_ptr<Endpoint> ep;
+
+  [[nodiscard]] bool give(const RemoteRegion& rr) const {
+    return write(key_fd, &rr, sizeof rr) == static_cast<ssize_t>(sizeof rr);
+  }
+  // Until the last byte of `region` (`size` bytes) is the child's, at most 20 s.
+  [[nodiscard]] bool wrote(const MemoryRegion& region, std::uint32_t size) const {
+    auto last_byte = [&] { return std::atomic_ref<std::byte>(region.data()[size - 1]).load(); };
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (last_byte() != std::byte{0x77} && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    return last_byte() == std::byte{0x77};
+  }
+  // SIGSTOP, and until the child is stopped.
+  [[nodiscard]] bool stop() const {
+    int status = 0;
+    return kill(pid, SIGSTOP) == 0 && waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status);
+  }
+  void kill_and_reap() const {
+    int status = 0;
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    close(key_fd);
+  }
+};
+
+// Listens on `p`, starts a writer of `size` bytes at a time and accepts its
+// connection.
+::testing::AssertionResult start_writer(Provider& p, std::uint32_t size, WriterPeer* w) {
+  auto listener = p.listen(listen_address());
+  if (!listener) return ::testing::AssertionFailure() << listener.error().message;
+  w->listener = std::move(listener.value());
+  w->addr = w->listener->address();
+  int keys[2];
+  if (pipe(keys) != 0) return ::testing::AssertionFailure() << "pipe: " << std::strerror(errno);
+  w->pid = fork_writer(w->addr, keys, size);
+  w->key_fd = keys[1];
+  if (w->pid < 0) return ::testing::AssertionFailure() << "fork: " << std::strerror(errno);
+  auto ep = w->listener->accept(20000ms);
+  if (!ep) return ::testing::AssertionFailure() << ep.error().message;
+  w->ep = std::move(ep.value());
+  return ::testing::AssertionSuccess();
+}
+
+// A peer stopped (SIGSTOP) in the middle of a write into our region cannot
+// hold up revocation: freeing the region, or closing the connection, returns
+// within a bound, the peer is cut off, and the provider keeps working (what
+// the stopped peer may still write into is never handed out again).
+// kept_region: a kept region (allocate_kept) freed, then its name
+// discarded: the range must not be handed out again either.
 enum class Revoke { region, connection, kept_region };
 
 class StoppedPeer : public ::testing::TestWithParam<Revoke> {};
@@ -176,17 +228,11 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
     p = open_or_fail("soft:shm");
   }
   ASSERT_TRUE(p);
-  auto listener = p->listen(listen_address());
-  ASSERT_TRUE(listener.ok()) << listener.error().message;
-  const std::string addr = listener.value()->address();
   constexpr std::uint32_t kSize = 64u << 20;
-  int keys[2];
-  ASSERT_EQ(pipe(keys), 0);
-  const pid_t pid = fork_writer(addr, keys, kSize);
-  ASSERT_GE(pid, 0);
-  auto server = listener.value()->accept(20000ms);
-  ASSERT_TRUE(server.ok()) << server.error().message;
-  ASSERT_TRUE(is_shm(*server.value()));
+  WriterPeer writer;
+  ASSERT_TRUE(start_writer(*p, kSize, &writer));
+  std::unique_ptr<Endpoint>& server = writer.ep;
+  ASSERT_TRUE(is_shm(*server));
   auto dst = kept ? [&]() -> Result<std::unique_ptr<MemoryRegion>> {
     auto k = p->allocate_kept("stopped", kSize, kLocalWrite | kRemoteWrite);
     if (!k) return k.error();
@@ -194,31 +240,23 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   }()
       : p->allocate(kSize, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(dst.ok());
-  auto rr = server.value()->expose(*dst.value());
+  auto rr = server->expose(*dst.value());
   ASSERT_TRUE(rr.ok());
-  ASSERT_EQ(write(keys[1], &rr.value(), sizeof rr.value()), static_cast<ssize_t>(sizeof rr.value()));
-  auto last_byte = [&] { return std::atomic_ref<std::byte>(dst.value()->data()[kSize - 1]).load(); };
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (last_byte() != std::byte{0x77} && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_EQ(last_byte(), std::byte{0x77}) << "the peer never wrote";
+  ASSERT_TRUE(writer.give(rr.value()));
+  ASSERT_TRUE(writer.wrote(*dst.value(), kSize)) << "the peer never wrote";
   std::this_thread::sleep_for(3ms);  // into one of its next writes
-  ASSERT_EQ(kill(pid, SIGSTOP), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
-  ASSERT_TRUE(WIFSTOPPED(status));
+  ASSERT_TRUE(writer.stop());
   const auto start = std::chrono::steady_clock::now();
   if (GetParam() != Revoke::connection) {
     dst.value().reset();
   } else {
-    server.value().reset();
+    server.reset();
   }
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, soft::kRevokeWait + 2s) << "revocation waited on a stopped peer";
   if (GetParam() != Revoke::connection && took >= soft::kRevokeWait) {
     // It was stopped inside the write: its connection is cut.
-    EXPECT_TRUE(wait_event(*server.value(), nullptr, 2s));
+    EXPECT_TRUE(wait_event(*server, nullptr, 2s));
   }
   // Whatever it was writing into is never handed out again, even once its
   // connection is gone: free the region too, take memory of the same size,
@@ -227,13 +265,11 @@ TEST_P(StoppedPeer, RevocationReturnsInBoundedTime) {
   if (kept) p->discard_kept("stopped");  // its bytes are not wanted: the range is let go
   auto fresh = p->allocate(kSize, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(fresh.ok());
-  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  ASSERT_EQ(kill(writer.pid, SIGCONT), 0);
   std::this_thread::sleep_for(300ms);
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  close(keys[1]);
+  writer.kill_and_reap();
   EXPECT_TRUE(all_zero(*fresh.value())) << "a stopped peer's late write landed in reused memory";
-  server.value().reset();
+  server.reset();
   fresh.value().reset();
   p.reset();
   std::filesystem::remove_all(keep_dir);
@@ -250,37 +286,25 @@ TEST(StoppedPeerElsewhere, AFreeWaitsOnlyForPeersThatCanReachTheRegion) {
   auto p = open_or_fail("soft:shm");
   auto q = open_or_fail("soft:shm");
   ASSERT_TRUE(p && q);
-  auto listener = p->listen(listen_address());
-  ASSERT_TRUE(listener.ok()) << listener.error().message;
-  const std::string addr = listener.value()->address();
   constexpr std::uint32_t kSize = 64u << 20;
-  int keys[2];
-  ASSERT_EQ(pipe(keys), 0);
-  const pid_t pid = fork_writer(addr, keys, kSize);
-  ASSERT_GE(pid, 0);
-  auto writer_side = listener.value()->accept(20000ms);
-  ASSERT_TRUE(writer_side.ok()) << writer_side.error().message;
+  WriterPeer writer;
+  ASSERT_TRUE(start_writer(*p, kSize, &writer));
   auto target = p->allocate(kSize, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(target.ok());
-  auto rr = writer_side.value()->expose(*target.value());
+  auto rr = writer.ep->expose(*target.value());
   ASSERT_TRUE(rr.ok());
-  ASSERT_EQ(write(keys[1], &rr.value(), sizeof rr.value()), static_cast<ssize_t>(sizeof rr.value()));
+  ASSERT_TRUE(writer.give(rr.value()));
   // A second connection, from a peer in this process that stays idle.
   std::unique_ptr<Endpoint> other_client;
   std::thread dial([&] {
-    auto c = q->connect(addr);
+    auto c = q->connect(writer.addr);
     if (c) other_client = std::move(c.value());
   });
-  auto other = listener.value()->accept(20000ms);
+  auto other = writer.listener->accept(20000ms);
   dial.join();
   ASSERT_TRUE(other.ok() && other_client) << (other.ok() ? "" : other.error().message);
   ASSERT_TRUE(is_shm(*other.value()));
-  auto last_byte = [&] { return std::atomic_ref<std::byte>(target.value()->data()[kSize - 1]).load(); };
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (last_byte() != std::byte{0x77} && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_EQ(last_byte(), std::byte{0x77}) << "the peer never wrote";
+  ASSERT_TRUE(writer.wrote(*target.value(), kSize)) << "the peer never wrote";
   bool stopped_inside = false;
   for (int attempt = 0; attempt < 5 && !stopped_inside; ++attempt) {
     auto exposed = p->allocate(1 << 20, kLocalWrite | kRemoteWrite);
@@ -291,10 +315,7 @@ TEST(StoppedPeerElsewhere, AFreeWaitsOnlyForPeersThatCanReachTheRegion) {
         other.value()->post_recv(static_cast<std::uint64_t>(attempt), {receives.value().get(), 0, 4096}),
         Errc::ok);
     std::this_thread::sleep_for(3ms);  // into one of its next writes
-    ASSERT_EQ(kill(pid, SIGSTOP), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
-    ASSERT_TRUE(WIFSTOPPED(status));
+    ASSERT_TRUE(writer.stop());
     auto t0 = std::chrono::steady_clock::now();
     exposed.value().reset();
     const auto took_exposed = std::chrono::steady_clock::now() - t0;
@@ -309,15 +330,12 @@ TEST(StoppedPeerElsewhere, AFreeWaitsOnlyForPeersThatCanReachTheRegion) {
       EXPECT_LT(took_receives, soft::kRevokeWait + 2s);
     } else {
       EXPECT_LT(took_exposed, soft::kRevokeWait / 4);
-      ASSERT_EQ(kill(pid, SIGCONT), 0);
+      ASSERT_EQ(kill(writer.pid, SIGCONT), 0);
       std::this_thread::sleep_for(20ms);
     }
   }
   EXPECT_TRUE(stopped_inside) << "the peer was never stopped inside a write in 5 tries";
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  close(keys[1]);
+  writer.kill_and_reap();
 }
 
 INSTANTIATE_TEST_SUITE_P(Soft, StoppedPeer,

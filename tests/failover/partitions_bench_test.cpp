@@ -23,6 +23,19 @@
 namespace catena {
 namespace {
 
+// What each node holds open while the publisher is up: chain links (two per
+// chain of 3, each counted at both ends) and one publisher session per
+// partition at its head, and with tail acks up to one commit watch per
+// partition at its tail; --head-acks-only opens none.
+std::int64_t connections_of(const nlohmann::json& row) {
+  std::int64_t sum = 0;
+  for (const auto& [node, n] : row["connections_per_node"].items()) {
+    EXPECT_GE(n.get<std::int64_t>(), 0) << node << ": the controller had no stats of it";
+    sum += n.get<std::int64_t>();
+  }
+  return sum;
+}
+
 TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegisterMoreMemory) {
   std::string out;
   int status = 0;
@@ -44,6 +57,19 @@ TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegis
   ASSERT_TRUE(rows.count(1) != 0 && rows.count(12) != 0) << out;
   for (const auto& [partitions, row] : rows)
     EXPECT_EQ(row.value("warmup_s", -1.0), 0.0) << partitions << ": --cold measures without a warm-up";
+  // Tail acks by default: commit watches besides the links and the
+  // publisher sessions (opened as the records flow, so not necessarily all
+  // of them yet).
+  std::int64_t watches = 0;
+  for (const auto& [partitions, row] : rows) {
+    EXPECT_EQ(row.value("tail_acks", false), true) << out;
+    ASSERT_TRUE(row.contains("connections_per_node") && row["connections_per_node"].size() == 3u) << out;
+    const std::int64_t beyond = connections_of(row) - (partitions * 2 * 2 + partitions);
+    EXPECT_GE(beyond, 0) << partitions << ": links or publisher sessions missing: " << out;
+    EXPECT_LE(beyond, partitions) << partitions << ": more than a watch per partition: " << out;
+    watches += beyond;
+  }
+  EXPECT_GT(watches, 0) << "no commit watch in either row: " << out;
 
   const auto& j = rows[12];
   EXPECT_EQ(j.value("nodes", -1), 3) << out;
@@ -107,6 +133,22 @@ TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegis
       EXPECT_GE(row["registered_bytes"][node].get<std::int64_t>(), seg) << partitions << " " << node;
     }
   }
+}
+
+TEST(PartitionsBench, HeadAcksOnlyOpensNoCommitWatch) {
+  std::string out;
+  int status = 0;
+  const std::string log = "partitions-bench-head-acks.log";
+  (void)test::run_bench_json(
+      "--partitions 4 --nodes 3 --seconds 0.3 --cold --head-acks-only --dir partitions-bench-head-acks", log,
+      &status, &out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << "; see " << log;
+  const auto j = nlohmann::json::parse(out.substr(0, out.find('\n')), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out << "; see " << log;
+  EXPECT_EQ(j.value("tail_acks", true), false) << out;
+  EXPECT_GT(j.value("msgs_per_s", 0.0), 0.0) << out;
+  ASSERT_TRUE(j.contains("connections_per_node") && j["connections_per_node"].size() == 3u) << out;
+  EXPECT_EQ(connections_of(j), 4 * 2 * 2 + 4) << out;
 }
 
 // The default run (latency rows, then the throughput rows after warming

@@ -420,6 +420,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "partition counts (comma-separated, 1..1024): measure each on a fresh cluster (aggregate "
                  "throughput from one publisher over all partitions, heads and tails per node); with "
                  "--rescale: one count, the partitions before the first alter (default 2)");
+  app.add_flag(
+      "--head-acks-only", o.head_acks_only,
+      "for --partitions: the publisher takes its acks from the heads only (PublisherOptions::tail_acks "
+      "off, no commit watch with the tails): less work per record, each ack later by the commit's "
+      "way back up the chain");
   app.add_option("--alters", o.alters, "partition counts to alter to in turn, for --rescale")
       ->capture_default_str();
   app.add_option("--fault", o.fault,

@@ -153,6 +153,21 @@ NodeMemory node_memory(control::ControllerClient& admin, const std::vector<NodeP
   return out;
 }
 
+// What each node holds open (NodeStats.connections: publisher, subscriber
+// and commit-watch sessions, and chain links counted at both ends), as the
+// controller last heard it; -1 where it has not said.
+std::map<std::string, std::int64_t> node_connections(control::ControllerClient& admin,
+                                                     const std::vector<NodeProcess>& nodes) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& n : nodes) out[n.node_id] = -1;
+  auto st = admin.cluster_status();
+  if (!st) return out;
+  for (const auto& n : st->nodes) {
+    if (out.count(n.info.node_id) != 0) out[n.info.node_id] = n.stats.connections;
+  }
+  return out;
+}
+
 std::string mib_text(std::int64_t bytes) {
   if (bytes < 0) return "?";
   char b[32];
@@ -240,6 +255,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
     double setup_ms = 0;
     bench_detail::WarmUp warm;
     std::uint64_t rings_in_use = 0;
+    std::map<std::string, std::int64_t> connections;  // while the publisher is up
     CpuUse cpu_before, cpu_after;
     const int ring = ring_for(o, partitions);
     try {
@@ -251,6 +267,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       po.ring_bytes = ring;
       po.ring_budget_bytes = static_cast<std::uint64_t>(ring) * static_cast<std::uint64_t>(partitions);
       po.max_in_flight = static_cast<std::uint32_t>(o.window);
+      po.tail_acks = !o.head_acks_only;
       // Setup, not measured as throughput: the publisher's sessions with
       // every head and tail, then records to every partition in turn until
       // as many are committed as there are partitions.
@@ -275,6 +292,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       t = bench_detail::throughput(*pub.value(), bytes, o.seconds, 0, static_cast<std::uint32_t>(partitions));
       cpu_after = cpu_now(cluster);
       rings_in_use = pub.value()->ring_bytes_in_use();
+      connections = node_connections(admin, cluster.nodes());
     } catch (const Fail& f) {
       std::fprintf(stderr, "catena: bench --partitions: %d partitions: %s\n", partitions, f.what.c_str());
       rc = 1;
@@ -328,6 +346,8 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"broker_cpu_us_per_msg", broker_cpu_us},
                        {"publisher_cpu_us_per_msg", publisher_cpu_us},
                        {"cores_busy", cores_busy},
+                       {"tail_acks", !o.head_acks_only},
+                       {"connections_per_node", connections},
                        {"heads_per_node", heads},
                        {"tails_per_node", tails},
                        {"rss_bytes", rss},
@@ -377,9 +397,10 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
   }
   if (!o.json) {
     std::printf(
-        "  (one publisher, round robin over the partitions, up to %d records in flight, linger %d us; "
-        "resident: the catenad's VmRSS, registered: the fabric regions it holds, after the run)\n",
-        o.window, o.linger_us);
+        "  (one publisher, round robin over the partitions, up to %d records in flight, linger %d us, acks "
+        "from %s; resident: the catenad's VmRSS, registered: the fabric regions it holds, after the run)\n",
+        o.window, o.linger_us,
+        o.head_acks_only ? "the heads only" : "the tails' commit watches and the heads");
   }
   return rc;
 }

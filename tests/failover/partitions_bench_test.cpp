@@ -24,8 +24,9 @@ namespace catena {
 namespace {
 
 // What each node holds open while the publisher is up: chain links (two per
-// chain of 3, each counted at both ends) and one publisher session per
-// partition at its head, and with tail acks up to one commit watch per
+// chain of 3, each counted at both ends), one publisher session per
+// partition at its head (but for a moment while its ring grows: the
+// session is replaced), and with tail acks up to one commit watch per
 // partition at its tail; --head-acks-only opens none.
 std::int64_t connections_of(const nlohmann::json& row) {
   std::int64_t sum = 0;
@@ -60,16 +61,16 @@ TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegis
   // Tail acks by default: commit watches besides the links and the
   // publisher sessions (opened as the records flow, so not necessarily all
   // of them yet).
-  std::int64_t watches = 0;
+  std::int64_t beyond_sessions = 0;  // summed over both rows: the watches, less sessions mid-grow
   for (const auto& [partitions, row] : rows) {
     EXPECT_EQ(row.value("tail_acks", false), true) << out;
     ASSERT_TRUE(row.contains("connections_per_node") && row["connections_per_node"].size() == 3u) << out;
-    const std::int64_t beyond = connections_of(row) - (partitions * 2 * 2 + partitions);
-    EXPECT_GE(beyond, 0) << partitions << ": links or publisher sessions missing: " << out;
-    EXPECT_LE(beyond, partitions) << partitions << ": more than a watch per partition: " << out;
-    watches += beyond;
+    const std::int64_t links = partitions * 2 * 2;
+    EXPECT_GE(connections_of(row), links) << partitions << ": chain links missing: " << out;
+    EXPECT_LE(connections_of(row), links + 2 * partitions) << partitions << ": " << out;
+    beyond_sessions += connections_of(row) - links - partitions;
   }
-  EXPECT_GT(watches, 0) << "no commit watch in either row: " << out;
+  EXPECT_GT(beyond_sessions, 0) << "no commit watch in either row: " << out;
 
   const auto& j = rows[12];
   EXPECT_EQ(j.value("nodes", -1), 3) << out;
@@ -148,7 +149,8 @@ TEST(PartitionsBench, HeadAcksOnlyOpensNoCommitWatch) {
   EXPECT_EQ(j.value("tail_acks", true), false) << out;
   EXPECT_GT(j.value("msgs_per_s", 0.0), 0.0) << out;
   ASSERT_TRUE(j.contains("connections_per_node") && j["connections_per_node"].size() == 3u) << out;
-  EXPECT_EQ(connections_of(j), 4 * 2 * 2 + 4) << out;
+  EXPECT_GE(connections_of(j), 4 * 2 * 2) << "chain links missing: " << out;
+  EXPECT_LE(connections_of(j), 4 * 2 * 2 + 4) << "more than links and publisher sessions: " << out;
 }
 
 // The default run (latency rows, then the throughput rows after warming

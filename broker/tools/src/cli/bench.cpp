@@ -425,6 +425,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       "for --partitions: the publisher takes its acks from the heads only (PublisherOptions::tail_acks "
       "off, no commit watch with the tails): less work per record, each ack later by the commit's "
       "way back up the chain");
+  app.add_option("--rounds", o.rounds,
+                 "for --partitions: records published to each partition between two polls of the publisher, "
+                 "at most (a poll flushes each partition's batch and visits every partition's session)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   app.add_option("--alters", o.alters, "partition counts to alter to in turn, for --rescale")
       ->capture_default_str();
   app.add_option("--fault", o.fault,

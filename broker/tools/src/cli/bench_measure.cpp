@@ -45,13 +45,13 @@ std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload
 
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,
 // if not 0), then waits for the last acks. Between two polls it publishes
-// up to 8 rounds over the partitions (at least 256 records), as an
+// up to `rounds` rounds over the partitions (at least 256 records), as an
 // application with records queued for many partitions would: a poll visits
 // every partition's session, and with one record per partition per poll
 // (256 partitions) that visit cost as much as the record and every flush
 // sent one record.
 Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records,
-                      std::uint32_t partitions) {
+                      std::uint32_t partitions, std::uint32_t rounds) {
   if (partitions == 0) throw Fail{"throughput: a channel has at least one partition"};
   const auto payload = make_payload(bytes);
   // What the acks update, behind one pointer: the callback (this and the
@@ -70,7 +70,8 @@ Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::
   const std::uint64_t end = start + static_cast<std::uint64_t>(seconds * 1e9);
   std::uint64_t now = start;
   std::uint32_t next = 0;  // the partition of the next record
-  const std::uint32_t per_poll = std::max<std::uint32_t>(256, 8 * partitions);
+  const std::uint32_t per_poll =
+      std::max<std::uint32_t>(256, std::max<std::uint32_t>(rounds, 1) * partitions);
   while (now < end && (max_records == 0 || out.acked < max_records)) {
     int work = 0;
     for (std::uint32_t k = 0; k < per_poll; ++k) {
@@ -129,13 +130,13 @@ std::int64_t segment_memory_taken(control::ControllerClient& admin) {
 
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
                          const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes,
-                         std::uint32_t partitions) {
+                         std::uint32_t partitions, std::uint32_t rounds) {
   const std::uint32_t wb = bytes;
   WarmUp out;
   double best = 0;
   std::int64_t held = segment_memory();
   while (out.rounds < max_rounds) {
-    const Throughput w = throughput(pub, wb, round_seconds, 0, partitions);
+    const Throughput w = throughput(pub, wb, round_seconds, 0, partitions, rounds);
     ++out.rounds;
     out.bytes += w.acked * wb;
     out.seconds += static_cast<double>(w.elapsed_ns) / 1e9;

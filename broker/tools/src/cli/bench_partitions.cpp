@@ -153,18 +153,29 @@ NodeMemory node_memory(control::ControllerClient& admin, const std::vector<NodeP
   return out;
 }
 
-// What each node holds open (NodeStats.connections: publisher, subscriber
-// and commit-watch sessions, and chain links counted at both ends), as the
-// controller last heard it; -1 where it has not said.
+// What each node holds open now (NodeStats.connections: publisher,
+// subscriber and commit-watch sessions, and chain links counted at both
+// ends), from the first heartbeat of each that the controller got after
+// this call began (the one before may predate sessions opened since); -1
+// where none came within 5 s.
 std::map<std::string, std::int64_t> node_connections(control::ControllerClient& admin,
                                                      const std::vector<NodeProcess>& nodes) {
   std::map<std::string, std::int64_t> out;
   for (const auto& n : nodes) out[n.node_id] = -1;
-  auto st = admin.cluster_status();
-  if (!st) return out;
-  for (const auto& n : st->nodes) {
-    if (out.count(n.info.node_id) != 0) out[n.info.node_id] = n.stats.connections;
-  }
+  const std::uint64_t asked = bench_detail::steady_ns();
+  bench_detail::wait_until(
+      [&] {
+        auto st = admin.cluster_status();
+        if (!st) return false;
+        const auto since_ms = static_cast<std::int64_t>((bench_detail::steady_ns() - asked) / 1'000'000);
+        for (const auto& n : st->nodes) {
+          // A heartbeat at most since_ms - 1 ago came after `asked`.
+          if (out.count(n.info.node_id) != 0 && n.last_heartbeat_ms_ago < since_ms)
+            out[n.info.node_id] = n.stats.connections;
+        }
+        return std::all_of(out.begin(), out.end(), [](const auto& kv) { return kv.second >= 0; });
+      },
+      std::chrono::seconds(5));
   return out;
 }
 
@@ -286,10 +297,11 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
         warm = bench_detail::warm_until_steady(
             *pub.value(), 2 * (cfg.ttl_ms + co.grace_ms) / 1000.0, 6,
             [&] { return bench_detail::segment_memory_taken(admin); }, bytes,
-            static_cast<std::uint32_t>(partitions));
+            static_cast<std::uint32_t>(partitions), static_cast<std::uint32_t>(o.rounds));
       }
       cpu_before = cpu_now(cluster);
-      t = bench_detail::throughput(*pub.value(), bytes, o.seconds, 0, static_cast<std::uint32_t>(partitions));
+      t = bench_detail::throughput(*pub.value(), bytes, o.seconds, 0, static_cast<std::uint32_t>(partitions),
+                                   static_cast<std::uint32_t>(o.rounds));
       cpu_after = cpu_now(cluster);
       rings_in_use = pub.value()->ring_bytes_in_use();
       connections = node_connections(admin, cluster.nodes());
@@ -347,6 +359,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"publisher_cpu_us_per_msg", publisher_cpu_us},
                        {"cores_busy", cores_busy},
                        {"tail_acks", !o.head_acks_only},
+                       {"rounds", o.rounds},
                        {"connections_per_node", connections},
                        {"heads_per_node", heads},
                        {"tails_per_node", tails},
@@ -397,9 +410,10 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
   }
   if (!o.json) {
     std::printf(
-        "  (one publisher, round robin over the partitions, up to %d records in flight, linger %d us, acks "
-        "from %s; resident: the catenad's VmRSS, registered: the fabric regions it holds, after the run)\n",
-        o.window, o.linger_us,
+        "  (one publisher, round robin over the partitions, up to %d rounds between two polls, up to %d "
+        "records in flight, linger %d us, acks from %s; resident: the catenad's VmRSS, registered: the "
+        "fabric regions it holds, after the run)\n",
+        o.rounds, o.window, o.linger_us,
         o.head_acks_only ? "the heads only" : "the tails' commit watches and the heads");
   }
   return rc;

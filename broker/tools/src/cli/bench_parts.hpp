@@ -134,9 +134,10 @@ std::string tagged_record(std::string_view tag, std::uint64_t id, std::size_t by
 std::uint64_t tagged_id(std::string_view tag, std::span<const std::byte> payload);
 // Keeps the pipeline full for `seconds` (or until `max_records` were acked,
 // if not 0), then waits for the last acks. Records go to partitions 0 ..
-// partitions-1 in turn (0 partitions: Fail).
+// partitions-1 in turn (0 partitions: Fail), up to `rounds` rounds over
+// them (at least 256 records) between two polls.
 Throughput throughput(Publisher& pub, std::uint32_t bytes, double seconds, std::uint64_t max_records = 0,
-                      std::uint32_t partitions = 1);
+                      std::uint32_t partitions = 1, std::uint32_t rounds = 8);
 // One lap through every segment slot of a channel's log (first touches of
 // its pages are page faults a long-running broker pays once). MB/s of it.
 double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint64_t* bytes_out);
@@ -164,7 +165,7 @@ struct WarmUp {
 std::int64_t segment_memory_taken(control::ControllerClient& admin);
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
                          const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes = 64u << 10,
-                         std::uint32_t partitions = 1);
+                         std::uint32_t partitions = 1, std::uint32_t rounds = 8);
 // publish -> commit ack, one record in flight.
 std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
                                               std::uint64_t* elapsed);

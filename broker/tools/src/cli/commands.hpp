@@ -122,6 +122,7 @@ struct BenchOptions {
   int partitions = 2;            // --rescale: before the first alter
   std::string partition_counts;  // --partitions as given: "1,16,256" (a single count for --rescale)
   bool head_acks_only = false;   // --partitions: the publisher runs with tail_acks off
+  int rounds = 8;                // --partitions: rounds over the partitions between two polls, at most
   std::string alters = "4,3,6,2";
   int keys = 64;
   int members = 2;  // --rescale's subscriber group (0: none)

@@ -321,7 +321,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--linger-us", o.linger_us, "publisher linger for throughput runs")->capture_default_str();
   app.add_option("--max-batch-bytes", o.max_batch_bytes, "publisher batch limit for throughput runs")
       ->capture_default_str();
-  app.add_option("--window", o.window, "records awaiting their ack, at most, in throughput runs")
+  app.add_option("--window", o.window,
+                 "records awaiting their ack, at most, per partition, in throughput runs")
       ->capture_default_str();
   app.add_option("--ring-bytes", o.ring_bytes, "publisher staging ring at the head for throughput runs")
       ->capture_default_str();

@@ -2,7 +2,8 @@
 // partitions. For each count a fresh local cluster (--nodes brokers, chains
 // of --replicas) gets one channel of that many partitions; one publisher
 // sends --sizes' first payload size to every partition in turn (publish_to,
-// round robin) for --seconds, keeping up to --window records in flight,
+// round robin) for --seconds, keeping up to --window records in flight on
+// each partition (PublisherOptions::max_in_flight),
 // after a warm-up at that rate until segments are reused in place (unless
 // --cold).
 // One row per count: aggregate committed records/s and MB/s, how many
@@ -411,8 +412,8 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
   if (!o.json) {
     std::printf(
         "  (one publisher, round robin over the partitions, up to %d rounds between two polls, up to %d "
-        "records in flight, linger %d us, acks from %s; resident: the catenad's VmRSS, registered: the "
-        "fabric regions it holds, after the run)\n",
+        "records in flight per partition, linger %d us, acks from %s; resident: the catenad's VmRSS, "
+        "registered: the fabric regions it holds, after the run)\n",
         o.rounds, o.window, o.linger_us,
         o.head_acks_only ? "the heads only" : "the tails' commit watches and the heads");
   }

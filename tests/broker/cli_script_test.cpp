@@ -5,16 +5,22 @@
 // node ids, tenants' use and quotas, group offsets); the documented exit
 // codes of the usual failures; and `catena subscribe --format` printing
 // exact records.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <thread>
 #include <vector>
 
@@ -330,6 +336,84 @@ TEST_F(CliScript, SubscribeFormatsPrintExactRecords) {
   r = run_apart(cli() + "subscribe feed --from 4 --count 1 --timeout-ms 10000 --attributes");
   ASSERT_EQ(r.exit_code, 0) << r.errors;
   EXPECT_EQ(r.output, "[key=user-7 traceparent=00-4bf9-01 schema=3] delta\n");
+}
+
+// SIGINT is process-directed: it lands on whichever thread does not block
+// it, as often a provider's as main. `catena subscribe` must end cleanly
+// (exit 0) when one of its other threads takes it. Before the flag was an
+// atomic, the handler's write on that thread raced main's reads (a TSan
+// report, exit 66, in Groups.AControllerRestart... when a member was
+// stopped); the sanitizer build of this test fails on that race.
+TEST_F(CliScript, AnInterruptTakenByAnyThreadEndsSubscribeCleanly) {
+  ASSERT_EQ(run_apart(cli() + "channel create intr --partitions 1 --replication 2").exit_code, 0);
+  ASSERT_EQ(run_apart("echo first | " + cli() + "publish intr").exit_code, 0);
+  const std::string out = "/tmp/catena-cli-intr-" + std::to_string(getpid()) + ".out";
+  const std::string err = "/tmp/catena-cli-intr-" + std::to_string(getpid()) + ".err";
+  const std::string bin = self_dir() + "/catena";
+  const std::string controller = cluster_->controller_address();
+  const std::string token = cluster_->admin_token();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int efd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(efd, 2);
+    execl(bin.c_str(), bin.c_str(), "--controller", controller.c_str(), "--token", token.c_str(), "subscribe",
+          "intr", "--offsets", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto printed = [&] {
+    std::ifstream in(out);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return all;
+  };
+  auto errors = [&] {
+    std::ifstream in(err);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // Running: it printed the record, so its provider's threads are up.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (printed().find("first") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_NE(printed().find("first"), std::string::npos) << errors();
+  // Another thread the kernel could have picked: one that does not block
+  // SIGINT (a sanitizer's own thread blocks every signal).
+  auto blocks_sigint = [](const std::filesystem::path& task) {
+    std::ifstream in(task / "status");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("SigBlk:", 0) == 0)
+        return (std::stoull(line.substr(7), nullptr, 16) >> (SIGINT - 1) & 1) != 0;
+    }
+    return true;
+  };
+  pid_t other = 0;
+  std::string name;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    const pid_t tid = static_cast<pid_t>(std::stol(e.path().filename().string()));
+    if (tid == pid || blocks_sigint(e.path())) continue;
+    other = tid;
+    std::ifstream(e.path() / "comm") >> name;
+    break;
+  }
+  ASSERT_NE(other, 0) << "no thread but main takes SIGINT";
+  ASSERT_EQ(syscall(SYS_tgkill, pid, other, SIGINT), 0);
+  int status = 0;
+  pid_t done = 0;
+  const auto stop_by = std::chrono::steady_clock::now() + 20s;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < stop_by)
+    std::this_thread::sleep_for(20ms);
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ADD_FAILURE() << "subscribe did not end within 20 s of SIGINT on thread " << other << " (" << name << ")";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << status << " after SIGINT on thread " << name << "\n"
+      << errors();
+  EXPECT_EQ(printed(), "0:0 first\n");
+  std::remove(out.c_str());
+  std::remove(err.c_str());
 }
 
 TEST_F(CliScript, DeleteTakesTheChannelAndItsRecordsAndFreesTheName) {

@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <linux/falloc.h>
+#include <linux/memfd.h>
 #include <string>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -20,6 +22,21 @@ std::string errno_text(const char* what) {
 
 std::uint64_t round_up_pages(std::uint64_t bytes) {
   return (bytes + kPageSize - 1) & ~(kPageSize - 1);
+}
+
+// "HugePages_Free: N of M" from /proc/meminfo, for an error message.
+std::string huge_pages_free() {
+  std::ifstream in("/proc/meminfo");
+  std::string total = "?", free = "?";
+  for (std::string line; std::getline(in, line);) {
+    auto value = [&] {
+      const auto at = line.find_first_not_of(' ', line.find(':') + 1);
+      return at == std::string::npos ? std::string("?") : line.substr(at);
+    };
+    if (line.rfind("HugePages_Total:", 0) == 0) total = value();
+    if (line.rfind("HugePages_Free:", 0) == 0) free = value();
+  }
+  return "2 MiB pages free: " + free + " of " + total;
 }
 
 }  // namespace
@@ -75,6 +92,51 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::stri
         a->view_.base,
         [self](std::uint64_t offset, std::uint64_t bytes) { self->finish_free(offset, bytes); });
   }
+  return finish_create(std::move(a), size);
+}
+
+Result<std::unique_ptr<Arena>> Arena::create_huge(std::uint64_t bytes) {
+  if (bytes < kMinHugeArenaBytes || bytes % kHugePageBytes != 0) {
+    return make_error(Errc::invalid_argument, "a huge-page arena is a multiple of 2 MiB, at least " +
+                                                  std::to_string(kMinHugeArenaBytes >> 20) + " MiB");
+  }
+  std::unique_ptr<Arena> a(new Arena());
+  a->huge_ = true;
+  const int fd =
+      memfd_create("catena-soft-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB);
+  if (fd < 0) {
+    return make_error(Errc::resource_exhausted,
+                      errno_text("memfd_create on 2 MiB huge pages (soft provider huge=)"));
+  }
+  a->id_.memfd = fd;
+  const std::string want = std::to_string(bytes >> 20) + " MiB";
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    return make_error(Errc::resource_exhausted,
+                      errno_text(("sizing a " + want + " huge-page arena").c_str()));
+  }
+  // Shared and without MAP_NORESERVE: the kernel reserves every page now
+  // or refuses the mapping (ENOMEM), instead of a SIGBUS at some later fault.
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const std::string why = std::strerror(errno);
+    return make_error(Errc::resource_exhausted,
+                      "reserving " + want + " of 2 MiB huge pages for the soft arena: " + why + " (" +
+                          huge_pages_free() + "; raise vm.nr_hugepages or lower huge=)");
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    munmap(base, bytes);
+    return make_error(Errc::resource_exhausted, errno_text("sealing the soft arena"));
+  }
+  a->view_.base = static_cast<std::byte*>(base);
+  a->view_.size = bytes;
+  Arena* self = a.get();
+  a->populator_ = std::make_unique<Populator>(
+      a->view_.base,
+      [self](std::uint64_t offset, std::uint64_t length) { self->finish_free(offset, length); });
+  return finish_create(std::move(a), bytes);
+}
+
+Result<std::unique_ptr<Arena>> Arena::finish_create(std::unique_ptr<Arena> a, std::uint64_t size) {
   std::byte* base = a->view_.base;
   a->id_.size = size;
   a->id_.pid = getpid();
@@ -96,7 +158,7 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::stri
   for (std::uint32_t i = 0; i < kRegionTableCapacity; ++i) {
     a->free_slots_.push_back(i);
   }
-  if (!keep_dir.empty()) {
+  if (!a->keep_dir_.empty()) {
     // Every key of the last process dies here: its table was the NIC's.
     a->zero_range(kTableOffset, kDataOffset - kTableOffset);
     if (auto r = a->load_kept_directory(); !r) {
@@ -153,9 +215,10 @@ void Arena::zero_range(std::uint64_t offset, std::uint64_t bytes) {
   // No populate may fault these pages back in after they are dropped.
   if (populator_ != nullptr) populator_->forget(offset, bytes);
   // Dropping the pages both zeroes the range for its next owner and returns
-  // the memory; if the kernel cannot punch, zero by hand.
-  if (fallocate(id_.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                static_cast<off_t>(bytes)) != 0) {
+  // the memory; if the kernel cannot punch, zero by hand. Huge pages stay:
+  // the reservation a punch would give back is what keeps faults from SIGBUS.
+  if (huge_ || fallocate(id_.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                         static_cast<off_t>(bytes)) != 0) {
     std::memset(view_.base + offset, 0, bytes);
   }
 }

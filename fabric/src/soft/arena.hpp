@@ -38,6 +38,10 @@ inline constexpr std::uint32_t kArenaVersion = 1;
 inline constexpr std::uint32_t kRegionTableCapacity = 1u << 16;
 inline constexpr std::uint64_t kDefaultArenaSize = 64ull << 30;
 inline constexpr std::uint64_t kMinArenaSize = 1ull << 30;
+// An arena on huge pages (Arena::create_huge): 2 MiB pages, all of it
+// reserved up front, at least this much.
+inline constexpr std::uint64_t kHugePageBytes = 2ull << 20;
+inline constexpr std::uint64_t kMinHugeArenaBytes = 64ull << 20;
 // Header page, then the region table; regions and channels from kDataOffset.
 // Peers map [0, kDataOffset) read-only.
 inline constexpr std::uint64_t kTableOffset = kPageSize;
@@ -146,6 +150,12 @@ struct KeptRange {
 class Arena {
  public:
   static Result<std::unique_ptr<Arena>> create(std::uint64_t size, const std::string& keep_dir = {});
+  // `bytes` (a multiple of kHugePageBytes) on 2 MiB huge pages of the
+  // kernel's pool, every page reserved by the mapping (no MAP_NORESERVE: a
+  // fault never finds the pool empty, which would be SIGBUS). Freed ranges
+  // are zeroed in place: punching them out would hand their reservation
+  // back to a pool other processes draw from.
+  static Result<std::unique_ptr<Arena>> create_huge(std::uint64_t bytes);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -200,6 +210,8 @@ class Arena {
 
  private:
   Arena() = default;
+  // The header, the region table and the free lists of a mapped arena.
+  static Result<std::unique_ptr<Arena>> finish_create(std::unique_ptr<Arena> a, std::uint64_t size);
   void zero_range(std::uint64_t offset, std::uint64_t bytes);
   // free_range's work: zero, then back into free_ranges_.
   void finish_free(std::uint64_t offset, std::uint64_t bytes);
@@ -226,6 +238,7 @@ class Arena {
   // Kept mode: the directory, and name -> range (guarded by keep_mu_; taken
   // before mu_ where both are).
   std::string keep_dir_;
+  bool huge_ = false;  // create_huge(): zero_range() writes zeros, never punches
   // memfd arenas only; stopped before the mapping goes.
   std::unique_ptr<Populator> populator_;
   mutable std::mutex keep_mu_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <fstream>
 #include <thread>
 
@@ -78,9 +79,22 @@ Result<Options> parse_options(std::string_view text) {
       mode_seen = true;
     } else if (item.starts_with("host=") && item.size() > 5) {
       o.host_id = std::string(item.substr(5));
+    } else if (item.starts_with("huge=")) {
+      const std::string_view mib = item.substr(5);
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(mib.data(), mib.data() + mib.size(), v);
+      if (ec != std::errc{} || end != mib.data() + mib.size() || v < kMinHugeArenaBytes >> 20 ||
+          v > kDefaultArenaSize >> 20) {
+        return make_error(Errc::invalid_argument, "soft provider option '" + std::string(item) +
+                                                      "': huge=<MiB> takes " +
+                                                      std::to_string(kMinHugeArenaBytes >> 20) + " to " +
+                                                      std::to_string(kDefaultArenaSize >> 20) + " MiB");
+      }
+      o.huge_bytes = ((v << 20) + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
     } else {
-      return make_error(Errc::invalid_argument, "unknown soft provider option '" + std::string(item) +
-                                                    "' (expected 'tcp', 'shm', 'auto' or 'host=<id>')");
+      return make_error(Errc::invalid_argument,
+                        "unknown soft provider option '" + std::string(item) +
+                            "' (expected 'tcp', 'shm', 'auto', 'host=<id>' or 'huge=<MiB>')");
     }
   }
   return o;
@@ -117,7 +131,13 @@ Result<std::shared_ptr<Core>> Core::create(const Options& options) {
   std::shared_ptr<Core> c(new Core());
   c->options_ = options;
   c->host_id_ = options.host_id.empty() ? host_identity() : options.host_id;
-  auto arena = Arena::create(kDefaultArenaSize, options.keep_dir);
+  if (options.huge_bytes != 0 && !options.keep_dir.empty()) {
+    return make_error(
+        Errc::invalid_argument,
+        "soft provider: huge= does not go with a keep directory (a kept arena is a file there)");
+  }
+  auto arena = options.huge_bytes != 0 ? Arena::create_huge(options.huge_bytes)
+                                       : Arena::create(kDefaultArenaSize, options.keep_dir);
   if (!arena) {
     return arena.error();
   }

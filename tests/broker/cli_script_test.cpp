@@ -5,7 +5,6 @@
 // node ids, tenants' use and quotas, group offsets); the documented exit
 // codes of the usual failures; and `catena subscribe --format` printing
 // exact records.
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +26,7 @@
 #include <catena/broker/local_cluster.hpp>
 #include <catena/control/controller_client.hpp>
 
+#include "../child_process.hpp"
 #include "run_command.hpp"
 
 namespace catena {
@@ -347,36 +347,17 @@ TEST_F(CliScript, SubscribeFormatsPrintExactRecords) {
 TEST_F(CliScript, AnInterruptTakenByAnyThreadEndsSubscribeCleanly) {
   ASSERT_EQ(run_apart(cli() + "channel create intr --partitions 1 --replication 2").exit_code, 0);
   ASSERT_EQ(run_apart("echo first | " + cli() + "publish intr").exit_code, 0);
-  const std::string out = "/tmp/catena-cli-intr-" + std::to_string(getpid()) + ".out";
-  const std::string err = "/tmp/catena-cli-intr-" + std::to_string(getpid()) + ".err";
-  const std::string bin = self_dir() + "/catena";
-  const std::string controller = cluster_->controller_address();
-  const std::string token = cluster_->admin_token();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int efd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(efd, 2);
-    execl(bin.c_str(), bin.c_str(), "--controller", controller.c_str(), "--token", token.c_str(), "subscribe",
-          "intr", "--offsets", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  auto printed = [&] {
-    std::ifstream in(out);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return all;
-  };
-  auto errors = [&] {
-    std::ifstream in(err);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  const std::string stem = "/tmp/catena-cli-intr-" + std::to_string(getpid());
+  test::ChildProcess sub({self_dir() + "/catena", "--controller", cluster_->controller_address(), "--token",
+                          cluster_->admin_token(), "subscribe", "intr", "--offsets"},
+                         stem + ".out", stem + ".err");
+  ASSERT_TRUE(sub.running());
+  const pid_t pid = sub.pid();
   // Running: it printed the record, so its provider's threads are up.
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (printed().find("first") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+  while (sub.out().find("first") == std::string::npos && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
-  ASSERT_NE(printed().find("first"), std::string::npos) << errors();
+  ASSERT_NE(sub.out().find("first"), std::string::npos) << sub.err();
   // Another thread the kernel could have picked: one that does not block
   // SIGINT (a sanitizer's own thread blocks every signal).
   auto blocks_sigint = [](const std::filesystem::path& task) {
@@ -398,22 +379,14 @@ TEST_F(CliScript, AnInterruptTakenByAnyThreadEndsSubscribeCleanly) {
   }
   ASSERT_NE(other, 0) << "no thread but main takes SIGINT";
   ASSERT_EQ(syscall(SYS_tgkill, pid, other, SIGINT), 0);
-  int status = 0;
-  pid_t done = 0;
-  const auto stop_by = std::chrono::steady_clock::now() + 20s;
-  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < stop_by)
-    std::this_thread::sleep_for(20ms);
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    ADD_FAILURE() << "subscribe did not end within 20 s of SIGINT on thread " << other << " (" << name << ")";
-  }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "status " << status << " after SIGINT on thread " << name << "\n"
-      << errors();
-  EXPECT_EQ(printed(), "0:0 first\n");
-  std::remove(out.c_str());
-  std::remove(err.c_str());
+  const auto status = sub.wait_for(20s);
+  ASSERT_TRUE(status.has_value()) << "subscribe did not end within 20 s of SIGINT on thread " << other << " ("
+                                  << name << ")";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "status " << *status << " after SIGINT on thread " << name << "\n"
+      << sub.err();
+  EXPECT_EQ(sub.out(), "0:0 first\n");
+  sub.remove_files();
 }
 
 TEST_F(CliScript, DeleteTakesTheChannelAndItsRecordsAndFreesTheName) {

@@ -8,7 +8,6 @@
 // members only if one of them was the killed one (delivered after its last
 // commit: at-least-once, as the README says); and the group's committed
 // offsets are the partitions' ends.
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -28,6 +28,8 @@
 #include <catena/broker/local_cluster.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/control/controller_client.hpp>
+
+#include "../child_process.hpp"
 
 namespace catena {
 namespace {
@@ -66,40 +68,26 @@ class Groups : public ::testing::Test {
   void TearDown() override {
     stop_publishing_ = true;
     if (publisher_.joinable()) publisher_.join();
-    for (auto& [i, pid] : members_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
+    members_.clear();  // SIGKILLs and reaps the members still running
     cluster_.reset();
   }
 
   // A member: `catena subscribe g --group grp --offsets` printing to member-<i>.out.
   void start_member(int i) {
-    const std::string out = dir_ + "/member-" + std::to_string(i) + ".out";
-    const std::string err = dir_ + "/member-" + std::to_string(i) + ".err";
-    const std::string bin = self_dir() + "/catena";
-    const std::string controller = cluster_->controller_address();
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int efd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(efd, 2);
-      execl(bin.c_str(), bin.c_str(), "--controller", controller.c_str(), "subscribe", "g", "--group", "grp",
-            "--offsets", "--from", "earliest", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    members_[i] = pid;
+    const std::string stem = dir_ + "/member-" + std::to_string(i);
+    auto member = std::make_unique<test::ChildProcess>(
+        std::vector<std::string>{self_dir() + "/catena", "--controller", cluster_->controller_address(),
+                                 "subscribe", "g", "--group", "grp", "--offsets", "--from", "earliest"},
+        stem + ".out", stem + ".err");
+    ASSERT_TRUE(member->running());
+    members_[i] = std::move(member);
   }
 
   void stop_member(int i, int sig) {
-    const pid_t pid = members_.at(i);
-    kill(pid, sig);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    const auto status = members_.at(i)->signal_and_wait(sig);
     if (sig == SIGINT) {
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "member " << i << " status " << status;
+      ASSERT_TRUE(status.has_value()) << "member " << i << " did not end within 20 s of SIGINT";
+      EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "member " << i << " status " << *status;
     }
     members_.erase(i);
   }
@@ -181,7 +169,7 @@ class Groups : public ::testing::Test {
       std::this_thread::sleep_for(200ms);
     }
     std::vector<int> running;
-    for (const auto& [i, pid] : members_) running.push_back(i);
+    for (const auto& [i, member] : members_) running.push_back(i);
     for (int i : running) stop_member(i, SIGINT);
     return want;
   }
@@ -246,7 +234,7 @@ class Groups : public ::testing::Test {
   std::unique_ptr<LocalCluster> cluster_;
   std::unique_ptr<control::ControllerClient> admin_;
   std::string dir_;
-  std::map<int, pid_t> members_;
+  std::map<int, std::unique_ptr<test::ChildProcess>> members_;
   std::thread publisher_;
   std::atomic<bool> stop_publishing_{false};
   std::mutex mu_;

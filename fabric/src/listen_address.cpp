@@ -11,6 +11,8 @@
 #include <catena/fabric/host_port.hpp>
 #include <catena/fabric/listen_address.hpp>
 
+#include "soft/core.hpp"
+
 namespace catena::fabric {
 namespace {
 
@@ -68,14 +70,28 @@ std::string canonical_ip(std::string_view host, bool* loopback, bool* wildcard) 
   return "";
 }
 
-}  // namespace
-
-std::string_view verbs_device_of(std::string_view spec) {
-  while (spec.starts_with("fault")) {  // fault:<inner> or fault(<options>):<inner>
+// The provider a fault:<inner> or fault(<options>):<inner> spec wraps ("" if
+// it wraps none).
+std::string_view without_fault(std::string_view spec) {
+  while (spec.starts_with("fault")) {
     const auto colon = spec.find(':', spec.starts_with("fault(") ? spec.find(')') : 0);
     if (colon == std::string_view::npos) return {};
     spec.remove_prefix(colon + 1);
   }
+  return spec;
+}
+
+}  // namespace
+
+std::uint64_t soft_huge_arena_bytes(std::string_view spec) {
+  spec = without_fault(spec);
+  if (!spec.starts_with("soft:")) return 0;
+  auto o = soft::parse_options(spec.substr(5));
+  return o ? o->huge_bytes : 0;
+}
+
+std::string_view verbs_device_of(std::string_view spec) {
+  spec = without_fault(spec);
   if (!spec.starts_with("verbs:")) return {};
   spec.remove_prefix(6);
   return spec.substr(0, spec.find(','));  // "verbs:<dev>,oob"

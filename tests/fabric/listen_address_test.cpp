@@ -71,6 +71,18 @@ TEST(ListenAddress, FindsTheDeviceInsideAFaultWrapper) {
   EXPECT_EQ(verbs_device_of("soft"), "");
 }
 
+// What the bench sizes a broker's retention by (soft:huge=<MiB>).
+TEST(ProviderSpec, SoftHugeArenaBytesAreReadFromTheSpec) {
+  EXPECT_EQ(soft_huge_arena_bytes("soft:huge=2048"), std::uint64_t{2048} << 20);
+  EXPECT_EQ(soft_huge_arena_bytes("soft:shm,huge=100"), std::uint64_t{100} << 20);
+  EXPECT_EQ(soft_huge_arena_bytes("soft:shm,huge=65"), std::uint64_t{66} << 20);  // whole 2 MiB pages
+  EXPECT_EQ(soft_huge_arena_bytes("fault(connect_delay_ms=3):soft:huge=64"), std::uint64_t{64} << 20);
+  EXPECT_EQ(soft_huge_arena_bytes("soft"), 0u);
+  EXPECT_EQ(soft_huge_arena_bytes("soft:shm"), 0u);
+  EXPECT_EQ(soft_huge_arena_bytes("soft:huge=1"), 0u);  // invalid: the open says why
+  EXPECT_EQ(soft_huge_arena_bytes("verbs:rxe0"), 0u);
+}
+
 TEST(ListenAddress, MissingDeviceIsAClearError) {
   auto r = listen_address_for("verbs:nosuchdev9", "127.0.0.1:0");
   ASSERT_EQ(r.code(), Errc::no_device);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <linux/falloc.h>
@@ -24,19 +25,22 @@ std::uint64_t round_up_pages(std::uint64_t bytes) {
   return (bytes + kPageSize - 1) & ~(kPageSize - 1);
 }
 
-// "HugePages_Free: N of M" from /proc/meminfo, for an error message.
+// What the kernel's pool of 2 MiB pages can still give, from /proc/meminfo,
+// for an error message. Pages reserved by other mappings (HugePages_Rsvd)
+// still count as free there, but no new mapping can have them.
 std::string huge_pages_free() {
   std::ifstream in("/proc/meminfo");
-  std::string total = "?", free = "?";
+  long total = -1, free = -1, reserved = -1;
   for (std::string line; std::getline(in, line);) {
-    auto value = [&] {
-      const auto at = line.find_first_not_of(' ', line.find(':') + 1);
-      return at == std::string::npos ? std::string("?") : line.substr(at);
-    };
+    auto value = [&] { return std::strtol(line.c_str() + line.find(':') + 1, nullptr, 10); };
     if (line.rfind("HugePages_Total:", 0) == 0) total = value();
     if (line.rfind("HugePages_Free:", 0) == 0) free = value();
+    if (line.rfind("HugePages_Rsvd:", 0) == 0) reserved = value();
   }
-  return "2 MiB pages free: " + free + " of " + total;
+  if (total < 0 || free < 0 || reserved < 0) return "no huge page counts in /proc/meminfo";
+  return "2 MiB pages: " + std::to_string(total) + " in the pool, " + std::to_string(free - reserved) +
+         " available (" + std::to_string(free) + " free, " + std::to_string(reserved) +
+         " of them reserved by other mappings)";
 }
 
 }  // namespace

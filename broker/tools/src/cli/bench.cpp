@@ -44,6 +44,7 @@
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
 #include <catena/fabric/idle.hpp>
+#include <catena/fabric/listen_address.hpp>
 
 #include "bench_parts.hpp"
 #include "commands.hpp"
@@ -274,13 +275,20 @@ constexpr int kBenchLingerMs = 5000;
 constexpr double kRetentionSpanS = (kBenchTtlMs + kBenchGraceMs) / 1000.0;
 constexpr double kRetentionTargetBytesPerS = 4e9;
 
-int retention_slots(const BenchOptions& o, bool own_cluster) {
+// `huge_arena`: each broker's whole arena on huge pages (soft:huge=<MiB>),
+// or 0.
+int retention_slots(const BenchOptions& o, bool own_cluster, std::uint64_t huge_arena) {
   if (o.log_slots > 0) return o.log_slots;
   if (!own_cluster || o.no_throughput) return 8;
   double want = kRetentionTargetBytesPerS * kRetentionSpanS;
-  // Every replica of the throughput channel holds its slots (the soft
-  // provider's memory is shared memory): a third of what is free, at most.
-  if (const std::uint64_t avail = mem_available(); avail > 0) {
+  if (huge_arena > 0) {
+    // The arena is reserved already (and not in MemAvailable): three
+    // quarters of it for the throughput replica, the rest for the latency
+    // channels' segments, rings and link buffers.
+    want = std::min(want, static_cast<double>(huge_arena) * 0.75);
+  } else if (const std::uint64_t avail = mem_available(); avail > 0) {
+    // Every replica of the throughput channel holds its slots (the soft
+    // provider's memory is shared memory): a third of what is free, at most.
     want = std::min(want, static_cast<double>(avail) / 3.0 / std::max(1, o.replicas));
   }
   const int slots = 1 + static_cast<int>(want / static_cast<double>(o.segment_bytes));
@@ -333,7 +341,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
          "segment slots per replica: the cluster the bench starts runs with them (catenad "
          "--segment-slots), and all are warmed up before measuring; 0: as many as keep retention (ttl "
          "0.25 s + grace 0.25 s) from capping the throughput rows at 4 GB/s, within a third of free memory "
-         "(8 with --controller)")
+         "(within 3/4 of each broker's arena with --provider soft:huge=<MiB>; 8 with --controller)")
       ->capture_default_str()
       ->check(CLI::Range(0, static_cast<int>(chain::limits::kMaxSegmentSlots)));
   app.add_flag("--cold", o.cold,
@@ -581,14 +589,20 @@ int run_bench(const Common& c, const BenchOptions& o) {
   }
 
   // The cluster, with retention sized for the throughput rows.
-  const int slots = retention_slots(o, own_cluster);
+  const std::uint64_t huge_arena = fabric::soft_huge_arena_bytes(c.provider);
+  const int slots = retention_slots(o, own_cluster, huge_arena);
   const double retention_cap_mb = (slots - 1) * static_cast<double>(o.segment_bytes) / kRetentionSpanS / 1e6;
   if (own_cluster) {
     std::fprintf(info,
                  "  retention: %d slots x %lld MiB per replica, ttl %.2f s + grace %.2f s: at most %.0f MB/s "
-                 "sustained (--log-slots); expired segments keep their memory %.0f s for reuse\n",
+                 "sustained (--log-slots%s); expired segments keep their memory %.0f s for reuse\n",
                  slots, static_cast<long long>(o.segment_bytes >> 20), kBenchTtlMs / 1000.0,
-                 kBenchGraceMs / 1000.0, retention_cap_mb, kBenchLingerMs / 1000.0);
+                 kBenchGraceMs / 1000.0, retention_cap_mb,
+                 o.log_slots > 0   ? ""
+                 : huge_arena > 0  ? "; 0: within 3/4 of each broker's huge-page arena"
+                 : o.no_throughput ? ""
+                                   : "; 0: within a third of free memory",
+                 kBenchLingerMs / 1000.0);
   }
   std::unique_ptr<LocalCluster> cluster;
   std::string controller = c.controller;

@@ -7,6 +7,7 @@
 // device's own address when none is given.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,11 @@ namespace catena::fabric {
 // The RDMA device a provider spec runs on ("verbs:<dev>", also inside
 // "fault(...):"); empty for the soft provider.
 [[nodiscard]] std::string_view verbs_device_of(std::string_view spec);
+
+// The bytes of the soft provider's arena on huge pages that `spec` asks for
+// (`soft:...,huge=<MiB>`, also under `fault:`), 0 for a spec without them.
+// Every provider a process opens with such a spec reserves that much.
+[[nodiscard]] std::uint64_t soft_huge_arena_bytes(std::string_view spec);
 
 // The IP addresses of the interfaces RDMA device `device` runs over, IPv4
 // first, from sysfs and getifaddrs (no verbs call). Errc::no_device if the

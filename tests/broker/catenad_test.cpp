@@ -12,6 +12,7 @@
 #include <string>
 #include <sys/wait.h>
 
+#include <catena/broker/broker.hpp>
 #include <catena/broker/local_cluster.hpp>
 
 #include "../test_env.hpp"
@@ -22,6 +23,20 @@ namespace {
 
 using test::Outcome;
 using test::run;
+
+// Without --segment-memory-mb a node's segments may take half the machine,
+// or 3/4 of a huge-page arena (soft:huge=<MiB>): the rest of the arena is
+// for publisher rings and link buffers, and a full arena is then a spent
+// budget the node logs and counts, not a failed allocation.
+TEST(Catenad, TheDefaultSegmentBudgetLeavesRoomInAHugePageArena) {
+  EXPECT_EQ(broker::default_segment_memory_bytes("soft:shm,huge=2048"), std::uint64_t{1536} << 20);
+  EXPECT_EQ(broker::default_segment_memory_bytes("fault:soft:huge=64"), std::uint64_t{48} << 20);
+  const std::uint64_t half = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                             static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)) / 2;
+  EXPECT_EQ(broker::default_segment_memory_bytes("soft"), half);
+  EXPECT_EQ(broker::default_segment_memory_bytes("soft:shm"), half);
+  EXPECT_EQ(broker::default_segment_memory_bytes("verbs:rxe0"), half);
+}
 
 TEST(Catenad, RefusesAVerbsListenAddressNoDeviceServesWithExitCode2) {
   const std::string spec = test::provider_spec();

@@ -2,6 +2,14 @@
 
 namespace catena::broker {
 
+std::uint64_t default_segment_memory_bytes(std::string_view provider) {
+  if (const std::uint64_t huge = fabric::soft_huge_arena_bytes(provider); huge > 0) return huge / 4 * 3;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::uint64_t{16} << 30;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
+}
+
 Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Broker::~Broker() {
   impl_->stop();

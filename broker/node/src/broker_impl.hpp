@@ -29,6 +29,7 @@
 #include <catena/chain/publish.hpp>
 #include <catena/chain/wire.hpp>
 #include <catena/fabric/idle.hpp>
+#include <catena/fabric/listen_address.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
@@ -75,15 +76,8 @@ class Broker::Impl {
  public:
   Impl(const BrokerConfig& cfg, const catena::Clock& clock) : cfg_(cfg), clock_(clock) {
     budget_.ring_bytes_limit = cfg.session_memory_bytes;
-    segments_.limit_bytes = cfg.segment_memory_bytes != 0 ? cfg.segment_memory_bytes : half_of_memory();
-  }
-
-  // The default segment budget: half the machine's physical memory.
-  static std::uint64_t half_of_memory() {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return std::uint64_t{16} << 30;
-    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
+    segments_.limit_bytes =
+        cfg.segment_memory_bytes != 0 ? cfg.segment_memory_bytes : default_segment_memory_bytes(cfg.provider);
   }
 
   fabric::Result<void> open(std::unique_ptr<fabric::Provider> provider) {
@@ -633,11 +627,16 @@ class Broker::Impl {
       if (sum.count != 0) st.stage_latency.push_back(NodeStats::Stage{p, sum});
     }
     if (segments_.refusals > refusals_logged_ && now >= next_refusal_log_ns_) {
+      const std::uint64_t arena = fabric::soft_huge_arena_bytes(cfg_.provider);
       spdlog::warn(
           "segment memory budget spent: {} of {} bytes held; {} segments refused since start "
-          "(heads wait to open a segment, predecessors for a slot): raise --segment-memory-mb or shorten "
+          "(heads wait to open a segment, predecessors for a slot): raise --segment-memory-mb{} or shorten "
           "retention",
-          segments_.used_bytes, segments_.limit_bytes, segments_.refusals);
+          segments_.used_bytes, segments_.limit_bytes, segments_.refusals,
+          arena > 0 ? fmt::format(" and the provider's huge-page arena ({} MiB, which also holds rings and "
+                                  "link buffers)",
+                                  arena >> 20)
+                    : std::string());
       refusals_logged_ = segments_.refusals;
       next_refusal_log_ns_ = now + 10'000'000'000ull;
     }

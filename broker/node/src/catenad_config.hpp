@@ -35,7 +35,7 @@ struct Config {
   std::string keep_dir;
   std::uint64_t session_memory_mb = 1024;  // [limits] session_memory_mb
   // [storage] segment_memory_mb: segment memory all replicas may hold (0:
-  // half the machine's memory).
+  // broker::default_segment_memory_bytes).
   std::uint64_t segment_memory_mb = 0;
   // [storage] min_segment_kb: the smallest segment a head opens (segments
   // are sized by what the partition takes in); 0: every segment is the

@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
        "keep segments in this directory on a memory filesystem (e.g. /dev/shm/catena/node-1): a restarted "
        "catenad finds them and catches up only what it missed (soft provider; needs --node-id)");
   flag("--segment-memory-mb", &Config::segment_memory_mb, "storage.segment_memory_mb",
-       "registered memory all partitions' segments may hold on this node (0: half the machine's memory); "
+       "registered memory all partitions' segments may hold on this node (0: half the machine's memory, "
+       "or 3/4 of the arena with --provider soft:huge=<MiB>); "
        "a segment takes it when it opens and gives it back when it expires; beyond it heads wait "
        "(back-pressure) and the node logs why");
   flag("--min-segment-kb", &Config::min_segment_kb, "storage.min_segment_kb",

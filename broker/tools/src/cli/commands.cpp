@@ -21,6 +21,7 @@
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
+#include <catena/fabric/listen_address.hpp>
 
 #include "output.hpp"
 
@@ -126,8 +127,11 @@ control::ControllerClient::Options Common::client_options() const {
 }
 
 std::string default_keep_root(const ClusterOptions& opts) {
-  // Only the soft provider keeps memory, on a memory filesystem.
-  if (opts.provider.rfind("soft", 0) != 0 || !std::filesystem::is_directory("/dev/shm")) return {};
+  // Only the soft provider keeps memory, on a memory filesystem, and not
+  // with its arena on huge pages (soft:huge=<MiB>: a kept arena is a file).
+  if (opts.provider.rfind("soft", 0) != 0 || fabric::soft_huge_arena_bytes(opts.provider) > 0 ||
+      !std::filesystem::is_directory("/dev/shm"))
+    return {};
   std::error_code ec;
   const auto dir = std::filesystem::weakly_canonical(opts.dir, ec).string();
   return fmt::format("/dev/shm/catena-kept-{}-{:016x}", getuid(), std::hash<std::string>{}(dir));

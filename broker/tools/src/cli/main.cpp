@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   bool no_keep = false;
   up->add_flag("--no-keep-memory", no_keep,
                "brokers keep no segments across a restart (default with the soft provider: kept in "
-               "/dev/shm, so a crashed broker, restarted by `cluster up`, catches up only what it missed)");
+               "/dev/shm, so a crashed broker, restarted by `cluster up`, catches up only what it missed; "
+               "not kept on huge pages, soft:huge=<MiB>)");
   // Also accepted after the subcommand: `catena cluster up --provider verbs:rxe0`.
   auto add_fabric_options = [&](CLI::App& cmd) {
     cmd.add_option("--provider", common.provider,

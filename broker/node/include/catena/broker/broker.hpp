@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <catena/chain/replica.hpp>
@@ -42,7 +43,7 @@ struct BrokerConfig {
   // opens there and gives it back once the segment expired past its grace,
   // so what a node holds follows what it retains. Spent: heads wait to open
   // a segment (back-pressure, as a full log) and predecessors wait for a
-  // slot, and the node logs it. 0: half the machine's physical memory.
+  // slot, and the node logs it. 0: default_segment_memory_bytes(provider).
   std::uint64_t segment_memory_bytes = 0;
   // The smallest segment a head opens (chain::LogConfig::min_segment_bytes:
   // segments are sized by what the partition takes in, up to the channel's
@@ -143,6 +144,13 @@ struct MarkerResult {
   std::string message;
   chain::MarkerState state;
 };
+
+// The segment memory a node may hold when BrokerConfig::segment_memory_bytes
+// is 0: with the soft provider's arena on huge pages (`soft:...,huge=<MiB>`)
+// 3/4 of that arena, the rest left to publisher rings and link buffers (so a
+// full arena is a spent budget that says so, not a failed allocation); else
+// half the machine's physical memory.
+[[nodiscard]] std::uint64_t default_segment_memory_bytes(std::string_view provider);
 
 class Broker {
  public:

@@ -274,6 +274,8 @@ constexpr int kBenchGraceMs = 250;
 constexpr int kBenchLingerMs = 5000;
 constexpr double kRetentionSpanS = (kBenchTtlMs + kBenchGraceMs) / 1000.0;
 constexpr double kRetentionTargetBytesPerS = 4e9;
+// What the latency channels' segments may take at a broker.
+constexpr std::int64_t kLatencyReserve = std::int64_t{64} << 20;
 
 // `huge_arena`: each broker's whole arena on huge pages (soft:huge=<MiB>),
 // or 0.
@@ -282,11 +284,16 @@ int retention_slots(const BenchOptions& o, bool own_cluster, std::uint64_t huge_
   if (!own_cluster || o.no_throughput) return 8;
   double want = kRetentionTargetBytesPerS * kRetentionSpanS;
   if (huge_arena > 0) {
-    // The arena is reserved already (and not in MemAvailable): three
-    // quarters of it for the throughput replica, the rest for the latency
-    // channels' segments, rings and link buffers.
-    want = std::min(want, static_cast<double>(huge_arena) * 0.75);
-  } else if (const std::uint64_t avail = mem_available(); avail > 0) {
+    // The arena is reserved already (and not in MemAvailable). A broker's
+    // segments may take 3/4 of it (broker::default_segment_memory_bytes):
+    // every slot of the throughput replica must fit there beside the
+    // latency channels' segments.
+    const double budget = static_cast<double>(huge_arena) * 0.75 - static_cast<double>(kLatencyReserve);
+    const int fit = static_cast<int>(budget / static_cast<double>(o.segment_bytes));
+    const int slots = 1 + static_cast<int>(want / static_cast<double>(o.segment_bytes));
+    return std::clamp(std::min(slots, fit), 8, static_cast<int>(chain::limits::kMaxSegmentSlots));
+  }
+  if (const std::uint64_t avail = mem_available(); avail > 0) {
     // Every replica of the throughput channel holds its slots (the soft
     // provider's memory is shared memory): a third of what is free, at most.
     want = std::min(want, static_cast<double>(avail) / 3.0 / std::max(1, o.replicas));

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -63,9 +64,14 @@ class ChildProcess {
     int status = 0;
     const auto stop_by = std::chrono::steady_clock::now() + within;
     pid_t done = 0;
-    while ((done = waitpid(pid_, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < stop_by)
+    while (((done = waitpid(pid_, &status, WNOHANG)) == 0 || (done < 0 && errno == EINTR)) &&
+           std::chrono::steady_clock::now() < stop_by)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (done == 0) {
+    if (done < 0 && errno != EINTR) {  // not our child any more: no status to report
+      pid_ = -1;
+      return std::nullopt;
+    }
+    if (done <= 0) {
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
       pid_ = -1;

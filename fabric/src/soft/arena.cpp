@@ -82,21 +82,24 @@ Result<std::unique_ptr<Arena>> Arena::create(std::uint64_t size, const std::stri
     if (base == MAP_FAILED) {
       return make_error(Errc::resource_exhausted, errno_text("mmap of the soft arena"));
     }
-    // Peers map this file read-write (through /proc/<pid>/fd): sealed, none
-    // of them can shrink it under our mapping (every access past the new end
-    // would be SIGBUS here) or grow it, and the seals cannot be lifted.
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-      munmap(base, size);
-      return make_error(Errc::resource_exhausted, errno_text("sealing the soft arena"));
-    }
-    a->view_.base = static_cast<std::byte*>(base);
-    a->view_.size = size;
-    Arena* self = a.get();
-    a->populator_ = std::make_unique<Populator>(
-        a->view_.base,
-        [self](std::uint64_t offset, std::uint64_t bytes) { self->finish_free(offset, bytes); });
+    if (auto r = a->adopt_memfd_mapping(base, size); !r) return r.error();
   }
   return finish_create(std::move(a), size);
+}
+
+Result<void> Arena::adopt_memfd_mapping(void* base, std::uint64_t size) {
+  // Peers map this file read-write (through /proc/<pid>/fd): sealed, none
+  // of them can shrink it under our mapping (every access past the new end
+  // would be SIGBUS here) or grow it, and the seals cannot be lifted.
+  if (fcntl(id_.memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    munmap(base, size);
+    return make_error(Errc::resource_exhausted, errno_text("sealing the soft arena"));
+  }
+  view_.base = static_cast<std::byte*>(base);
+  view_.size = size;
+  populator_ = std::make_unique<Populator>(
+      view_.base, [this](std::uint64_t offset, std::uint64_t bytes) { finish_free(offset, bytes); });
+  return {};
 }
 
 Result<std::unique_ptr<Arena>> Arena::create_huge(std::uint64_t bytes) {
@@ -127,16 +130,7 @@ Result<std::unique_ptr<Arena>> Arena::create_huge(std::uint64_t bytes) {
                       "reserving " + want + " of 2 MiB huge pages for the soft arena: " + why + " (" +
                           huge_pages_free() + "; raise vm.nr_hugepages or lower huge=)");
   }
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    munmap(base, bytes);
-    return make_error(Errc::resource_exhausted, errno_text("sealing the soft arena"));
-  }
-  a->view_.base = static_cast<std::byte*>(base);
-  a->view_.size = bytes;
-  Arena* self = a.get();
-  a->populator_ = std::make_unique<Populator>(
-      a->view_.base,
-      [self](std::uint64_t offset, std::uint64_t length) { self->finish_free(offset, length); });
+  if (auto r = a->adopt_memfd_mapping(base, bytes); !r) return r.error();
   return finish_create(std::move(a), bytes);
 }
 

@@ -210,6 +210,9 @@ class Arena {
 
  private:
   Arena() = default;
+  // A fresh memfd arena's mapping of `size` bytes at `base`: seals the file
+  // (unmapping on failure), takes the view and starts the populator.
+  Result<void> adopt_memfd_mapping(void* base, std::uint64_t size);
   // The header, the region table and the free lists of a mapped arena.
   static Result<std::unique_ptr<Arena>> finish_create(std::unique_ptr<Arena> a, std::uint64_t size);
   void zero_range(std::uint64_t offset, std::uint64_t bytes);

@@ -14,6 +14,7 @@
 #include <catena/fabric/idle.hpp>
 
 #include "publisher_impl.hpp"
+#include "shared_provider.hpp"
 
 namespace catena {
 
@@ -34,7 +35,7 @@ client::Result<void> Publisher::Impl::init() {
   auto layout = routes_.layout(channel_);
   if (!layout) return layout.error();
   if (layout->partitions == 0) return fabric::make_error(Errc::invalid_argument, "channel has no partitions");
-  auto p = fabric::Provider::open(opts_.provider);
+  auto p = client_detail::shared_provider(opts_.provider);
   if (!p) return p.error();
   provider_ = std::move(p.value());
   auto identity = routes_.init_producer(opts_.producer_id);

@@ -302,7 +302,7 @@ class CATENA_LOCAL Publisher::Impl {
   RouteSource& routes_;
   std::string channel_;
   PublisherOptions opts_;
-  std::unique_ptr<fabric::Provider> provider_;
+  std::shared_ptr<fabric::Provider> provider_;  // shared_provider(): the process's for this spec
   std::vector<std::unique_ptr<PartitionSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;     // a partition's largest ring (PublisherOptions::ring_bytes)
   std::uint64_t ring_budget_ = 0;    // PublisherOptions::ring_budget_bytes

@@ -15,6 +15,7 @@
 #include <catena/fabric/thread_owner.hpp>
 
 #include "marker_gate.hpp"
+#include "shared_provider.hpp"
 #include "sub_session.hpp"
 
 namespace catena {
@@ -43,7 +44,7 @@ class CATENA_LOCAL Subscriber::Impl {
     }
     auto layout = routes_.layout(channel_);
     if (!layout) return layout.error();
-    auto p = fabric::Provider::open(opts_.provider);
+    auto p = client_detail::shared_provider(opts_.provider);
     if (!p) return p.error();
     provider_ = std::move(p.value());
     ring_bytes_ =
@@ -583,7 +584,7 @@ class CATENA_LOCAL Subscriber::Impl {
   RouteSource& routes_;
   std::string channel_;
   SubscriberOptions opts_;
-  std::unique_ptr<fabric::Provider> provider_;
+  std::shared_ptr<fabric::Provider> provider_;  // shared_provider(): the process's for this spec
   std::vector<std::unique_ptr<SubSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;
   NoticeHandler notice_;

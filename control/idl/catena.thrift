@@ -562,7 +562,7 @@ service Controller {
   // lose its zone spread (node_id is the last node of a zone it uses).
   NodeStatus drainNode(1: string node_id) throws (1: CatenaError err),
 
-  // Evens out replica and head counts across ALIVE, serving nodes (a newly
+  // Evens out replica, head and tail counts across ALIVE, serving nodes (a newly
   // registered node among them) by tail-offset handoffs (movePartition: no
   // history is copied), keeping every chain's zone spread. dry_run: only
   // the plan. Otherwise the moves are made one by one; a failed one is

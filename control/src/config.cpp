@@ -30,6 +30,7 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("push_retry_initial_ms", &C::push_retry_initial_ms)
         .integer("push_retry_max_ms", &C::push_retry_max_ms)
         .integer("tick_interval_ms", &C::tick_interval_ms)
+        .integer("role_balance_interval_ms", &C::role_balance_interval_ms)
         .integer("idle_timeout_ms", &C::idle_timeout_ms)
         .integer("max_connections", &C::max_connections)
         .integer("snapshot_every_records", &C::snapshot_every_records)
@@ -88,6 +89,10 @@ Result<void> ControllerConfig::validate() const {
     if (value <= 0 || value > std::int64_t{1} << 31) {
       return invalid_argument(fmt::format("{} must be in 1..2^31, got {}", name, value));
     }
+  }
+  if (role_balance_interval_ms < 0 || role_balance_interval_ms > std::int64_t{1} << 31) {
+    return invalid_argument(fmt::format("role_balance_interval_ms must be in 0..2^31 (0: never), got {}",
+                                        role_balance_interval_ms));
   }
   if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
     return invalid_argument(fmt::format("heartbeat_timeout_ms ({}) must exceed heartbeat_interval_ms ({})",
@@ -175,6 +180,7 @@ ControllerServer::Options ControllerConfig::server_options() const {
   o.thrift.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   o.thrift.max_connections = max_connections;
   o.tick_interval = std::chrono::milliseconds(tick_interval_ms);
+  o.role_balance_interval = std::chrono::milliseconds(role_balance_interval_ms);
   if (!admin_token_file.empty()) {
     auto token = read_token_file(admin_token_file);
     // validate() read it; should it fail now, no one gets in rather than everyone.

@@ -368,7 +368,7 @@ Result<idl::RebalancePlan> Controller::add_node(const std::string& node_id, bool
   return rebalance(dry_run);
 }
 
-Result<idl::RebalancePlan> Controller::rebalance(bool dry_run) {
+Result<idl::RebalancePlan> Controller::rebalance(bool dry_run, RebalanceScope scope) {
   MutexLock rebalance_lock(rebalance_mu_);
   std::vector<RebalanceMove> moves;
   {
@@ -396,7 +396,7 @@ Result<idl::RebalancePlan> Controller::rebalance(bool dry_run) {
         if (settled) chains.push_back(std::move(c));
       }
     }
-    moves = plan_rebalance(nodes, chains);
+    moves = plan_rebalance(nodes, chains, scope);
     // A tenant's chain never moves outside its zones (the plan balances
     // counts, not policies): such a move is left out.
     std::vector<RebalanceMove> allowed;
@@ -423,7 +423,11 @@ Result<idl::RebalancePlan> Controller::rebalance(bool dry_run) {
     plan.moves.push_back(std::move(pm));
   }
   plan.__isset.moves = true;
-  spdlog::info("rebalance{}: {} move(s)", dry_run ? " (dry run)" : "", plan.moves.size());
+  // The periodic role balance says nothing when it found nothing to do.
+  if (scope == RebalanceScope::replicas_and_roles || !plan.moves.empty()) {
+    spdlog::info("{}{}: {} move(s)", scope == RebalanceScope::roles ? "role balance" : "rebalance",
+                 dry_run ? " (dry run)" : "", plan.moves.size());
+  }
   return plan;
 }
 

@@ -235,6 +235,8 @@ int main(int argc, char** argv) {
        "first retry delay of a failed push");
   flag("--push-retry-max-ms", &ControllerConfig::push_retry_max_ms, "retry delay cap");
   flag("--tick-interval-ms", &ControllerConfig::tick_interval_ms, "maintenance loop period");
+  flag("--role-balance-interval-ms", &ControllerConfig::role_balance_interval_ms,
+       "even out head and tail roles (reordering chains, one handoff each) this often; 0: never");
   flag("--idle-timeout-ms", &ControllerConfig::idle_timeout_ms, "close client connections idle this long");
   flag("--max-connections", &ControllerConfig::max_connections, "concurrent client connections");
   flag("--snapshot-every-records", &ControllerConfig::snapshot_every_records,

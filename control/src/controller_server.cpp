@@ -370,7 +370,8 @@ ControllerServer::ControllerServer(std::shared_ptr<ControllerRole> role, Options
                   std::make_shared<HandlerFactory>(std::make_shared<const Shared>(Shared{
                       role_, options.admin_token.empty() ? std::string() : token_sha256(options.admin_token),
                       [this] { tick_now(); }}))),
-              with_rpc_stats(std::move(options.thrift), options.rpc_stats)) {}
+              with_rpc_stats(std::move(options.thrift), options.rpc_stats)),
+      role_balance_interval_(options.role_balance_interval) {}
 
 ControllerServer::~ControllerServer() {
   stop();
@@ -379,7 +380,32 @@ ControllerServer::~ControllerServer() {
 Result<void> ControllerServer::start() {
   if (auto r = server_.start(); !r) return r;
   if (tick_interval_.count() > 0) maintenance_thread_ = std::thread([this] { maintenance_loop(); });
+  if (role_balance_interval_.count() > 0) role_balance_thread_ = std::thread([this] { role_balance_loop(); });
   return {};
+}
+
+void ControllerServer::role_balance_loop() {
+  for (;;) {
+    {
+      UniqueLock lock(mu_);
+      if (lock.wait_for(wake_, role_balance_interval_, [this] {
+            mu_.assert_held();
+            return stopping_;
+          })) {
+        return;
+      }
+    }
+    auto c = role_->leading();
+    if (!c) continue;  // a follower: the leader balances
+    auto plan = c->balance_roles();
+    if (!plan) {
+      spdlog::warn("role balance: {}", plan.error().describe());
+      continue;
+    }
+    for (const auto& m : plan->moves) {
+      if (!m.error.empty()) spdlog::warn("role balance: {}/{}: {}", m.channel, m.partition, m.error);
+    }
+  }
 }
 
 void ControllerServer::maintenance_loop() {
@@ -428,6 +454,7 @@ void ControllerServer::stop() {
   wake_.notify_all();
   server_.stop();
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
+  if (role_balance_thread_.joinable()) role_balance_thread_.join();
 }
 
 }  // namespace catena::control

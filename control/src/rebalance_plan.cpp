@@ -18,7 +18,7 @@ struct Planner {
   std::vector<std::string> eligible;        // sorted ids
   std::vector<RebalanceChain> chains;       // the working copy
   std::map<std::size_t, std::vector<std::string>> reasons;
-  std::map<std::string, std::int64_t> replicas, heads;
+  std::map<std::string, std::int64_t> replicas, heads, tails;
 
   std::string zone_of(const std::string& id) const {
     auto it = zone.find(id);
@@ -32,16 +32,20 @@ struct Planner {
   void count() {
     replicas.clear();
     heads.clear();
+    tails.clear();
     std::map<std::string, ChainRoles> roles;  // as placement counts them
-    for (const auto& id : eligible) replicas[id] = heads[id] = 0;
+    for (const auto& id : eligible) replicas[id] = heads[id] = tails[id] = 0;
     for (const auto& c : chains) {
       for (const auto& m : c.replicas) {
         if (auto it = replicas.find(m); it != replicas.end()) ++it->second;
       }
       add_roles(c.replicas, roles);
     }
-    for (auto& [id, n] : heads) {
-      if (auto it = roles.find(id); it != roles.end()) n = it->second.heads;
+    for (const auto& id : eligible) {
+      if (auto it = roles.find(id); it != roles.end()) {
+        heads[id] = it->second.heads;
+        tails[id] = it->second.tails;
+      }
     }
   }
   // Nodes by load, most loaded first (ties: node id).
@@ -110,12 +114,36 @@ struct Planner {
     }
     return false;
   }
+
+  // One step of rule 3: the tail trades places with a member in the middle
+  // of its chain (never the head, so heads stay as rule 2 left them).
+  bool move_one_tail() {
+    count();
+    const auto order = by_load(tails);
+    for (const auto& over : order) {
+      for (auto u = order.rbegin(); u != order.rend(); ++u) {
+        const std::string& under = *u;
+        if (tails.at(over) - tails.at(under) <= 1) break;
+        for (std::size_t i = 0; i < chains.size(); ++i) {
+          auto& members = chains[i].replicas;
+          if (members.size() < 3 || members.back() != over) continue;
+          const auto at = std::find(members.begin() + 1, members.end() - 1, under);
+          if (at == members.end() - 1) continue;
+          std::iter_swap(members.end() - 1, at);
+          reasons[i].push_back(fmt::format("{} is the tail of {} chains, {} of {}", over, tails.at(over),
+                                           under, tails.at(under)));
+          return true;
+        }
+      }
+    }
+    return false;
+  }
 };
 
 }  // namespace
 
 std::vector<RebalanceMove> plan_rebalance(const std::vector<RebalanceNode>& nodes,
-                                          const std::vector<RebalanceChain>& chains) {
+                                          const std::vector<RebalanceChain>& chains, RebalanceScope scope) {
   Planner p;
   for (const auto& n : nodes) {
     p.zone[n.node_id] = n.zone;
@@ -128,9 +156,13 @@ std::vector<RebalanceMove> plan_rebalance(const std::vector<RebalanceNode>& node
   // or more, so the sum of squared loads falls: the loops end. The bound is
   // a guard, not a limit one reaches.
   const std::size_t bound = 1 + chains.size() * 16;
-  for (std::size_t i = 0; i < bound && p.move_one_replica(); ++i) {
+  if (scope == RebalanceScope::replicas_and_roles) {
+    for (std::size_t i = 0; i < bound && p.move_one_replica(); ++i) {
+    }
   }
   for (std::size_t i = 0; i < bound && p.move_one_head(); ++i) {
+  }
+  for (std::size_t i = 0; i < bound && p.move_one_tail(); ++i) {
   }
   std::vector<RebalanceMove> out;
   for (std::size_t i = 0; i < chains.size(); ++i) {

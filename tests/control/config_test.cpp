@@ -130,6 +130,22 @@ TEST(Config, ReplacementDelayIsReadAndChecked) {
   EXPECT_EQ(r.error().message, "replacement_delay_ms must be in 0..2^31, got -1");
 }
 
+TEST(Config, RoleBalanceIntervalIsReadAndChecked) {
+  ControllerConfig c;
+  EXPECT_EQ(c.server_options().role_balance_interval, std::chrono::minutes(5));
+  ASSERT_TRUE(apply_toml("role_balance_interval_ms = 0\n", "t", c).ok());
+  EXPECT_TRUE(c.validate().ok()) << "0: never";
+  EXPECT_EQ(c.server_options().role_balance_interval, std::chrono::milliseconds(0));
+  c.role_balance_interval_ms = 60000;
+  ControllerConfig back;
+  ASSERT_TRUE(apply_toml(c.to_toml(), "dump", back).ok());
+  EXPECT_EQ(back.role_balance_interval_ms, 60000);
+  c.role_balance_interval_ms = -5;
+  auto r = c.validate();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "role_balance_interval_ms must be in 0..2^31 (0: never), got -5");
+}
+
 TEST(Address, ParsesHostPortForms) {
   auto v4 = parse_host_port("10.1.2.3:7400");
   ASSERT_TRUE(v4.ok());

@@ -32,7 +32,9 @@ struct ControllerConfig {
   std::int64_t broker_rpc_threads = 16;       // BrokerAdmin calls of a push or probe round at once
   std::int64_t push_retry_initial_ms = 100;
   std::int64_t push_retry_max_ms = 5000;
-  std::int64_t tick_interval_ms = 50;    // maintenance loop period
+  std::int64_t tick_interval_ms = 50;  // maintenance loop period
+  // Head and tail roles evened out by reordering chains this often (0: never).
+  std::int64_t role_balance_interval_ms = 300000;
   std::int64_t idle_timeout_ms = 60000;  // idle client connections are closed
   std::int64_t max_connections = 1024;
   std::int64_t snapshot_every_records = 1000;

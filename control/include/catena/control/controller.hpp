@@ -77,6 +77,7 @@
 #include <catena/control/idl/catena_meta_types.h>
 #include <catena/control/metadata_store.hpp>
 #include <catena/control/placement.hpp>
+#include <catena/control/rebalance_plan.hpp>
 #include <catena/control/result.hpp>
 #include <catena/fabric/clock.hpp>
 #include <catena/fabric/thread_annotations.hpp>
@@ -217,7 +218,16 @@ class Controller {
   // replaces the node's replicas (controller_drain.cpp).
   [[nodiscard]] Result<idl::NodeStatus> drain_node(const std::string& node_id);
   // See rebalance in catena.thrift (the plan: rebalance_plan.hpp).
-  [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run) EXCLUDES(rebalance_mu_, move_mu_, mu_);
+  [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run) EXCLUDES(rebalance_mu_, move_mu_, mu_) {
+    return rebalance(dry_run, RebalanceScope::replicas_and_roles);
+  }
+  // Evens out head and tail counts by reordering chains, never changing
+  // their members (RebalanceScope::roles): what a repair skews (the dead
+  // head's successor heads, its replacement is the tail). Run every
+  // ControllerServer role_balance_interval; the plan's moves, made.
+  [[nodiscard]] Result<idl::RebalancePlan> balance_roles() EXCLUDES(rebalance_mu_, move_mu_, mu_) {
+    return rebalance(false, RebalanceScope::roles);
+  }
   // See addNode in catena.thrift: rebalance() once node_id may take
   // partitions (`catena node add`, catenad --join-rebalance).
   [[nodiscard]] Result<idl::RebalancePlan> add_node(const std::string& node_id, bool dry_run)
@@ -290,6 +300,8 @@ class Controller {
   [[nodiscard]] bool metadata_failed() const noexcept;
 
  private:
+  [[nodiscard]] Result<idl::RebalancePlan> rebalance(bool dry_run, RebalanceScope scope)
+      EXCLUDES(rebalance_mu_, move_mu_, mu_);
   using RouteId = std::pair<std::string, std::int32_t>;
   struct AckState {
     std::int64_t epoch = 0;

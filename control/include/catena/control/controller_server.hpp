@@ -75,6 +75,12 @@ class ControllerServer {
   struct Options {
     ThriftServer::Options thrift{.host = "127.0.0.1", .port = 7400};
     std::chrono::milliseconds tick_interval{50};  // maintenance period; 0 disables the loop
+    // How often the leader evens out head and tail roles by reordering
+    // chains (Controller::balance_roles: what repairs skewed, as Kafka's
+    // periodic preferred-leader election). Each reordered chain is one
+    // handoff (its head sealed for a moment, its publishers redirected),
+    // on a thread of its own, so the tick never waits for it. 0: never.
+    std::chrono::milliseconds role_balance_interval{300000};
     // Non-empty: every connection must authenticate (with this token, the
     // admin's, or a tenant's) before any other call. Empty: open mode, a
     // connection that does not authenticate is the admin.
@@ -105,6 +111,7 @@ class ControllerServer {
 
  private:
   void maintenance_loop() EXCLUDES(mu_);
+  void role_balance_loop() EXCLUDES(mu_);
 
   std::shared_ptr<ControllerRole> role_;
   const std::chrono::milliseconds tick_interval_;
@@ -112,7 +119,9 @@ class ControllerServer {
       tick_interval_ / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
   std::atomic<std::uint64_t> ticks_{0};
   ThriftServer server_;
+  const std::chrono::milliseconds role_balance_interval_;
   std::thread maintenance_thread_;
+  std::thread role_balance_thread_;
   Mutex mu_;
   std::condition_variable wake_;
   bool stopping_ GUARDED_BY(mu_) = false;

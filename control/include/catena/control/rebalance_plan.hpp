@@ -3,10 +3,10 @@
 // it is tested without a controller.
 //
 // Load is what the chains in the routes put on a node: chain memberships
-// (replicas), then heads (a head takes every publisher's appends). Sealed
-// ranges are not load: they are read-only and expire. The plan only ever
-// changes chains by replacing one member with another node (or, for
-// heads, by swapping the head with another member), so each step is one
+// (replicas), then heads (a head takes every publisher's appends), then
+// tails. Sealed ranges are not load: they are read-only and expire. The
+// plan only ever changes chains by replacing one member with another node
+// (or, for roles, by swapping two members), so each step is one
 // tail-offset handoff (Controller::move_partition) that copies no history.
 //
 // Rules, in order:
@@ -17,8 +17,14 @@
 //      spans. Pairs that cannot trade are skipped for the next best pair.
 //   2. Heads: the same with head counts, by making another member the head
 //      (the chain keeps its members and its zones).
-//   3. A partition changed by several steps is one move, from its chain now
+//   3. Tails: the same with tail counts, by making a member in the middle
+//      of the chain its tail (so chains of 3 or more; heads do not change).
+//      The tail serves subscribers and acknowledges commits.
+//   4. A partition changed by several steps is one move, from its chain now
 //      to its final chain; a chain that ends as it began is no move.
+// RebalanceScope::roles skips rule 1: chains keep their members and only
+// their order changes, as Kafka's preferred-leader election moves only
+// leadership (the controller's periodic role balance after repairs).
 // Nodes that are not eligible (draining, suspect) take nothing and are not
 // relieved: their chains only ever lose them by a drain or a repair.
 //
@@ -52,8 +58,14 @@ struct RebalanceMove {
   std::string reason;
 };
 
+enum class RebalanceScope : std::uint8_t {
+  replicas_and_roles,  // rules 1-3 (`catena rebalance`)
+  roles,               // rules 2 and 3 only: no chain gains or loses a member
+};
+
 // Members of chains that are not in nodes count as a zone of their own.
-[[nodiscard]] std::vector<RebalanceMove> plan_rebalance(const std::vector<RebalanceNode>& nodes,
-                                                        const std::vector<RebalanceChain>& chains);
+[[nodiscard]] std::vector<RebalanceMove> plan_rebalance(
+    const std::vector<RebalanceNode>& nodes, const std::vector<RebalanceChain>& chains,
+    RebalanceScope scope = RebalanceScope::replicas_and_roles);
 
 }  // namespace catena::control

@@ -78,6 +78,23 @@ static void on_message(void* opaque, const catena_message* m) {
         (unsigned long long)m->offset, acks[i].partition, (unsigned long long)acks[i].offset);
 }
 
+/* What a subscriber that starts at an offset of one partition gets. */
+struct from_offset {
+  int count;
+  uint64_t first;
+  int other_partition;
+};
+static uint32_t offset_partition;
+static void on_offset(void* opaque, const catena_message* m) {
+  struct from_offset* f = opaque;
+  if (m->partition != offset_partition) {
+    f->other_partition++;
+    return;
+  }
+  if (f->count == 0) f->first = m->offset;
+  f->count++;
+}
+
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -203,6 +220,88 @@ int main(int argc, char** argv) {
   }
   CHECK(received == N, "received %d of %d", received, N);
   for (int i = 0; i < N; ++i) CHECK(seen[i] == 1, "record %d delivered %d times", i, seen[i]);
+  catena_subscriber_destroy(sub);
+
+  /* Options: a publisher on another provider with its own producer id and a
+   * linger; a subscriber on that provider reading one partition from an
+   * offset. */
+  catena_publisher_options po;
+  catena_publisher_options_init(&po);
+  CHECK(po.size == sizeof po && po.provider == NULL && po.producer_id == 0 && po.linger_us == 0,
+        "publisher options defaults");
+  po.provider = "nope";
+  CHECK(catena_publisher_create_with(sub_routes, argv[2], &po, &pub) == CATENA_ERR_INVALID_ARGUMENT &&
+            pub == NULL,
+        "an unknown provider was taken");
+  CHECK(strstr(catena_last_error(), "unknown provider spec 'nope'") != NULL, "%s", catena_last_error());
+  po.size = sizeof po - 1;
+  CHECK(catena_publisher_create_with(sub_routes, argv[2], &po, &pub) == CATENA_ERR_INVALID_ARGUMENT,
+        "options of an unknown size were taken");
+  CHECK(strstr(catena_last_error(), "catena_publisher_options_init") != NULL, "%s", catena_last_error());
+  catena_publisher_options_init(&po);
+  po.provider = "soft:tcp";
+  po.producer_id = 4242;
+  po.linger_us = 200;
+  po.ring_bytes = 1u << 20;
+  e = catena_publisher_create_with(sub_routes, argv[2], &po, &pub);
+  CHECK(e == CATENA_OK, "publisher with options: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  enum { M = 20 };
+  static struct acked more[M];
+  for (int i = 0; i < M; ++i) {
+    char payload[32];
+    const int len = snprintf(payload, sizeof payload, "record-%d", i);
+    while ((e = catena_publish(pub, "k", 1, payload, (size_t)len, on_ack, &more[i])) ==
+           CATENA_ERR_BACKPRESSURE)
+      catena_publisher_poll(pub);
+    CHECK(e == CATENA_OK, "publish with options %d: %s", i, catena_last_error());
+  }
+  CHECK(catena_publisher_flush(pub, 15000) == CATENA_OK, "flush with options: %s", catena_last_error());
+  catena_publisher_destroy(pub);
+  /* One key: one partition, consecutive offsets. */
+  const uint32_t part = more[0].partition;
+  for (int i = 0; i < M; ++i) {
+    CHECK(more[i].done == 1 && more[i].status == CATENA_OK, "record %d with options not acknowledged", i);
+    CHECK(more[i].partition == part && more[i].offset == more[0].offset + (uint64_t)i, "record %d at %u:%llu",
+          i, more[i].partition, (unsigned long long)more[i].offset);
+  }
+  catena_subscriber_options so;
+  catena_subscriber_options_init(&so);
+  CHECK(so.size == sizeof so && so.start == CATENA_START_EARLIEST && so.partitions == NULL,
+        "subscriber defaults");
+  const uint32_t missing = 99;
+  so.partitions = &missing;
+  so.partition_count = 1;
+  CHECK(catena_subscriber_create_with(sub_routes, argv[2], &so, &sub) == CATENA_ERR_INVALID_ARGUMENT &&
+            sub == NULL,
+        "a partition the channel does not have was taken");
+  CHECK(strstr(catena_last_error(), "partition 99 does not exist") != NULL, "%s", catena_last_error());
+  so.partition_count = 0;
+  CHECK(catena_subscriber_create_with(sub_routes, argv[2], &so, &sub) == CATENA_ERR_INVALID_ARGUMENT,
+        "partitions without a count were taken");
+  so.provider = "soft:tcp";
+  so.partitions = &part;
+  so.partition_count = 1;
+  so.start = CATENA_START_OFFSET;
+  so.start_offset = more[M / 2].offset;
+  e = catena_subscriber_create_with(sub_routes, argv[2], &so, &sub);
+  CHECK(e == CATENA_OK, "subscriber with options: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  struct from_offset got = {0, 0, 0};
+  offset_partition = part;
+  const double deadline2 = now_s() + 10;
+  while (got.count < M / 2 && now_s() < deadline2) {
+    if (catena_subscriber_poll(sub, on_offset, &got, 64) <= 0) {
+      struct timespec pause = {0, 200000};
+      nanosleep(&pause, NULL);
+    }
+  }
+  CHECK(got.count == M / 2, "from offset %llu: %d records, not %d", (unsigned long long)so.start_offset,
+        got.count, M / 2);
+  CHECK(got.first == more[M / 2].offset && got.other_partition == 0, "first offset %llu, %d elsewhere",
+        (unsigned long long)got.first, got.other_partition);
+  CHECK(catena_subscriber_position(sub, part) == more[M - 1].offset + 1, "position %llu",
+        (unsigned long long)catena_subscriber_position(sub, part));
   catena_subscriber_destroy(sub);
   catena_routes_destroy(sub_routes);
   fprintf(stderr, "capi_test: received %d, %s\n", received, failures ? "FAILED" : "ok");

@@ -76,6 +76,41 @@ def main():
     assert got2 == want, [(k, got2.get(k), w) for k, w in want.items() if got2.get(k) != w][:5]
     print("python: keys and headers of %d records, ok" % len(want), file=sys.stderr)
 
+    # Options: another provider, a producer id, a linger; a subscriber of one
+    # partition from an offset on that provider.
+    for bad, code in (({"provider": "nope"}, "invalid_argument"), ({"linger_us": -1}, "invalid_argument")):
+        try:
+            catena.Publisher(routes, channel, **bad)
+            raise AssertionError("a publisher with %s was created" % bad)
+        except catena.Error as e:
+            assert e.code == code, (bad, e.code, str(e))
+    pub2 = catena.Publisher(routes, channel, provider="soft:tcp", producer_id=777, linger_us=200)
+    more = [pub2.publish(b"opt-%d" % i, key=b"one-key") for i in range(20)]
+    pub2.flush(timeout_ms=15000)
+    assert all(r.ok for r in more), more
+    part = more[0].partition
+    assert [r.offset for r in more] == list(range(more[0].offset, more[0].offset + 20)), more
+    assert all(r.partition == part for r in more), more
+    sub3 = catena.Subscriber(routes, channel, start=more[10].offset, provider="soft:tcp", partitions=[part])
+    got3 = []
+    deadline = time.monotonic() + 10
+    while len(got3) < 10 and time.monotonic() < deadline:
+        got3.extend(sub3.poll(max=64, timeout_ms=100))
+    assert got3 == [(part, r.offset, b"opt-%d" % (10 + i)) for i, r in enumerate(more[10:])], got3
+    for bad, kind in (({"start": "middle"}, ValueError), ({"start": -1}, ValueError), ({"start": 1.5}, TypeError),
+                      ({"partitions": []}, ValueError)):
+        try:
+            catena.Subscriber(routes, channel, **bad)
+            raise AssertionError("a subscriber with %s was created" % bad)
+        except kind:
+            pass
+    try:
+        catena.Subscriber(routes, channel, partitions=[99])
+        raise AssertionError("a subscriber of partition 99 was created")
+    except catena.Error as e:
+        assert e.code == "invalid_argument" and "partition 99 does not exist" in str(e), (e.code, str(e))
+    print("python: options, ok", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

@@ -6,6 +6,8 @@
 //   r = pub.publish(b"hello", key=b"k")                 # a PublishResult, filled at its ack
 //   pub.flush()                                         # r.done, r.status == "ok", r.offset
 //   sub = catena.Subscriber(routes, "orders", start="earliest")
+//   pub = catena.Publisher(routes, "orders", provider="verbs:mlx5_0", linger_us=200)
+//   sub = catena.Subscriber(routes, "orders", start=1000, partitions=[2], provider="verbs:mlx5_0")
 //   for partition, offset, payload in sub.poll(timeout_ms=1000): ...
 //   pub.publish(b"x", key=b"k", headers=[(b"schema", b"3")])  # key and headers stored
 //   for p, o, payload, key, headers in sub.poll(attributes=True): ...
@@ -90,11 +92,22 @@ void on_ack(void* opaque, const catena_publish_result* r) {
 
 class Publisher {
  public:
-  Publisher(std::shared_ptr<Routes> routes, const std::string& channel) : routes_(std::move(routes)) {
+  // provider None: "soft". Zero: the default (catena_publisher_options).
+  Publisher(std::shared_ptr<Routes> routes, const std::string& channel,
+            const std::optional<std::string>& provider, std::uint64_t producer_id, std::uint32_t ring_bytes,
+            std::uint32_t max_in_flight, std::int64_t linger_us)
+      : routes_(std::move(routes)) {
+    catena_publisher_options o;
+    catena_publisher_options_init(&o);
+    if (provider) o.provider = provider->c_str();
+    o.producer_id = producer_id;
+    o.ring_bytes = ring_bytes;
+    o.max_in_flight = max_in_flight;
+    o.linger_us = linger_us;
     catena_err e;
     {
       py::gil_scoped_release nogil;
-      e = catena_publisher_create(routes_->h, channel.c_str(), &h_);
+      e = catena_publisher_create_with(routes_->h, channel.c_str(), &o, &h_);
     }
     if (e != CATENA_OK) raise(e);
   }
@@ -199,19 +212,41 @@ void on_message(void* opaque, const catena_message* m) {
 
 class Subscriber {
  public:
-  Subscriber(std::shared_ptr<Routes> routes, const std::string& channel, const std::string& start)
+  // start: "earliest", "latest", or an offset (an int) in every partition
+  // read. partitions None: all. provider None: "soft".
+  Subscriber(std::shared_ptr<Routes> routes, const std::string& channel, const py::object& start,
+             const std::optional<std::string>& provider,
+             const std::optional<std::vector<std::uint32_t>>& partitions, std::uint32_t ring_bytes)
       : routes_(std::move(routes)) {
-    catena_start s;
-    if (start == "earliest")
-      s = CATENA_START_EARLIEST;
-    else if (start == "latest")
-      s = CATENA_START_LATEST;
-    else
-      throw py::value_error("start must be \"earliest\" or \"latest\"");
+    catena_subscriber_options o;
+    catena_subscriber_options_init(&o);
+    if (py::isinstance<py::str>(start)) {
+      const auto name = start.cast<std::string>();
+      if (name == "earliest")
+        o.start = CATENA_START_EARLIEST;
+      else if (name == "latest")
+        o.start = CATENA_START_LATEST;
+      else
+        throw py::value_error("start must be \"earliest\", \"latest\" or an offset");
+    } else if (py::isinstance<py::int_>(start) && !py::isinstance<py::bool_>(start)) {
+      const auto offset = start.cast<std::int64_t>();
+      if (offset < 0) throw py::value_error("start offset must be >= 0");
+      o.start = CATENA_START_OFFSET;
+      o.start_offset = static_cast<std::uint64_t>(offset);
+    } else {
+      throw py::type_error("start must be \"earliest\", \"latest\" or an offset (int)");
+    }
+    if (provider) o.provider = provider->c_str();
+    if (partitions) {
+      if (partitions->empty()) throw py::value_error("partitions must name at least one (None: all)");
+      o.partitions = partitions->data();
+      o.partition_count = partitions->size();
+    }
+    o.ring_bytes = ring_bytes;
     catena_err e;
     {
       py::gil_scoped_release nogil;
-      e = catena_subscriber_create(routes_->h, channel.c_str(), s, &h_);
+      e = catena_subscriber_create_with(routes_->h, channel.c_str(), &o, &h_);
     }
     if (e != CATENA_OK) raise(e);
   }
@@ -302,7 +337,11 @@ PYBIND11_MODULE(catena, m) {
       .def("__repr__", &PublishResult::repr);
 
   py::class_<Publisher>(m, "Publisher")
-      .def(py::init<std::shared_ptr<Routes>, const std::string&>(), py::arg("routes"), py::arg("channel"))
+      .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::optional<std::string>&,
+                    std::uint64_t, std::uint32_t, std::uint32_t, std::int64_t>(),
+           py::arg("routes"), py::arg("channel"), py::kw_only(), py::arg("provider") = py::none(),
+           py::arg("producer_id") = 0, py::arg("ring_bytes") = 0, py::arg("max_in_flight") = 0,
+           py::arg("linger_us") = 0)
       .def("publish", &Publisher::publish, py::arg("payload"), py::arg("key") = py::bytes(),
            py::arg("timeout_ms") = 30000, py::arg("headers") = py::none(),
            "Queues one record (same key, same partition, in order); its result completes in poll()/flush()")
@@ -312,8 +351,11 @@ PYBIND11_MODULE(catena, m) {
       .def_property_readonly("in_flight", &Publisher::in_flight);
 
   py::class_<Subscriber>(m, "Subscriber")
-      .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::string&>(), py::arg("routes"),
-           py::arg("channel"), py::arg("start") = "earliest")
+      .def(py::init<std::shared_ptr<Routes>, const std::string&, const py::object&,
+                    const std::optional<std::string>&, const std::optional<std::vector<std::uint32_t>>&,
+                    std::uint32_t>(),
+           py::arg("routes"), py::arg("channel"), py::arg("start") = "earliest", py::kw_only(),
+           py::arg("provider") = py::none(), py::arg("partitions") = py::none(), py::arg("ring_bytes") = 0)
       .def("poll", &Subscriber::poll, py::arg("max") = 1024, py::arg("timeout_ms") = 0,
            py::arg("attributes") = false,
            "Up to max records as (partition, offset, payload) tuples (attributes=True: (partition, offset, "

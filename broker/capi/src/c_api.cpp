@@ -141,14 +141,42 @@ void catena_routes_destroy(catena_routes* routes) noexcept {
   }
 }
 
+void catena_publisher_options_init(catena_publisher_options* options) noexcept {
+  if (options == nullptr) return;
+  *options = catena_publisher_options{};
+  options->size = sizeof(catena_publisher_options);
+}
+
 catena_err catena_publisher_create(catena_routes* routes, const char* channel,
                                    catena_publisher** out) noexcept {
+  return catena_publisher_create_with(routes, channel, nullptr, out);
+}
+
+catena_err catena_publisher_create_with(catena_routes* routes, const char* channel,
+                                        const catena_publisher_options* options,
+                                        catena_publisher** out) noexcept {
   if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create: out is NULL");
   *out = nullptr;
   if (routes == nullptr || channel == nullptr)
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create: routes or channel is NULL");
+  if (options != nullptr && options->size != sizeof(catena_publisher_options)) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: options.size is " +
+                                                 std::to_string(options->size) + ", not " +
+                                                 std::to_string(sizeof(catena_publisher_options)) +
+                                                 " (fill the options with catena_publisher_options_init)");
+  }
+  if (options != nullptr && options->linger_us < 0)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: linger_us is negative");
   try {
-    auto created = catena::Publisher::create(*routes->routes, channel);
+    catena::PublisherOptions po;
+    if (options != nullptr) {
+      if (options->provider != nullptr) po.provider = options->provider;
+      po.producer_id = options->producer_id;
+      if (options->ring_bytes != 0) po.ring_bytes = options->ring_bytes;
+      if (options->max_in_flight != 0) po.max_in_flight = options->max_in_flight;
+      po.linger = std::chrono::microseconds(options->linger_us);
+    }
+    auto created = catena::Publisher::create(*routes->routes, channel, po);
     if (!created) return fail(created.error());
     auto p = std::make_unique<catena_publisher>();
     p->routes = routes->routes;
@@ -305,18 +333,63 @@ void catena_publisher_destroy(catena_publisher* pub) noexcept {
   }
 }
 
+void catena_subscriber_options_init(catena_subscriber_options* options) noexcept {
+  if (options == nullptr) return;
+  *options = catena_subscriber_options{};
+  options->size = sizeof(catena_subscriber_options);
+  options->start = CATENA_START_EARLIEST;
+}
+
 catena_err catena_subscriber_create(catena_routes* routes, const char* channel, catena_start start,
                                     catena_subscriber** out) noexcept {
+  if (start != CATENA_START_EARLIEST && start != CATENA_START_LATEST) {
+    if (out != nullptr) *out = nullptr;
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: start is not EARLIEST or LATEST");
+  }
+  catena_subscriber_options options;
+  catena_subscriber_options_init(&options);
+  options.start = start;
+  return catena_subscriber_create_with(routes, channel, &options, out);
+}
+
+catena_err catena_subscriber_create_with(catena_routes* routes, const char* channel,
+                                         const catena_subscriber_options* options,
+                                         catena_subscriber** out) noexcept {
   if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: out is NULL");
   *out = nullptr;
   if (routes == nullptr || channel == nullptr)
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: routes or channel is NULL");
-  if (start != CATENA_START_EARLIEST && start != CATENA_START_LATEST)
-    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: start is not EARLIEST or LATEST");
+  if (options != nullptr) {
+    if (options->size != sizeof(catena_subscriber_options)) {
+      return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create_with: options.size is " +
+                                                   std::to_string(options->size) + ", not " +
+                                                   std::to_string(sizeof(catena_subscriber_options)) +
+                                                   " (fill the options with catena_subscriber_options_init)");
+    }
+    if (options->start != CATENA_START_EARLIEST && options->start != CATENA_START_LATEST &&
+        options->start != CATENA_START_OFFSET) {
+      return fail(CATENA_ERR_INVALID_ARGUMENT,
+                  "catena_subscriber_create_with: start is not EARLIEST, LATEST or OFFSET");
+    }
+    if ((options->partitions == nullptr) != (options->partition_count == 0)) {
+      return fail(CATENA_ERR_INVALID_ARGUMENT,
+                  "catena_subscriber_create_with: partitions and partition_count must both be set or both "
+                  "be NULL/0");
+    }
+  }
   try {
-    catena::SubscriberOptions options;
-    options.start = start == CATENA_START_EARLIEST ? catena::Start::earliest : catena::Start::latest;
-    auto created = catena::Subscriber::create(*routes->routes, channel, options);
+    catena::SubscriberOptions so;
+    if (options != nullptr) {
+      if (options->provider != nullptr) so.provider = options->provider;
+      so.start = options->start == CATENA_START_EARLIEST ? catena::Start::earliest
+                 : options->start == CATENA_START_LATEST ? catena::Start::latest
+                                                         : catena::Start::offset;
+      so.start_offset = options->start_offset;
+      if (options->partitions != nullptr)
+        so.partitions.assign(options->partitions, options->partitions + options->partition_count);
+      if (options->ring_bytes != 0) so.ring_bytes = options->ring_bytes;
+    }
+    auto created = catena::Subscriber::create(*routes->routes, channel, so);
     if (!created) return fail(created.error());
     auto s = std::make_unique<catena_subscriber>();
     s->routes = routes->routes;

@@ -91,6 +91,26 @@ typedef void (*catena_publish_cb)(void* opaque, const catena_publish_result* res
 
 catena_err catena_publisher_create(catena_routes* routes, const char* channel,
                                    catena_publisher** out) CATENA_NOEXCEPT;
+/* What catena_publisher_create_with takes. Fill it with
+ * catena_publisher_options_init (the defaults), then set what you need: a
+ * field added in a later version goes at the end and its default keeps
+ * what the program asked for. Zero means the default everywhere. */
+typedef struct catena_publisher_options {
+  size_t size;            /* sizeof(catena_publisher_options), set by _init */
+  const char* provider;   /* NULL: "soft"; "soft:tcp", "verbs:mlx5_0", "dpdk:<port>"... */
+  uint64_t producer_id;   /* 0: the controller issues one; else 1..2^62-1, kept across restarts */
+  uint32_t ring_bytes;    /* a partition's staging ring at most (0: 4 MiB) */
+  uint32_t max_in_flight; /* records awaiting acknowledgement per partition (0: the default) */
+  int64_t linger_us;      /* hold a partition's records this long to batch them (0: send at once) */
+} catena_publisher_options;
+void catena_publisher_options_init(catena_publisher_options* options) CATENA_NOEXCEPT;
+/* catena_publisher_create with options (NULL: the defaults).
+ * CATENA_ERR_INVALID_ARGUMENT for a size this library does not know or an
+ * unknown provider spec; CATENA_ERR_NO_DEVICE when the provider has no
+ * device here. */
+catena_err catena_publisher_create_with(catena_routes* routes, const char* channel,
+                                        const catena_publisher_options* options,
+                                        catena_publisher** out) CATENA_NOEXCEPT;
 /* Queues one record (the key picks the partition: same key, same partition,
  * in order; no key (NULL, 0): round-robin). Copies key and payload. Returns
  * CATENA_OK, CATENA_ERR_BACKPRESSURE (poll, then retry), CATENA_ERR_TOO_LARGE,
@@ -148,7 +168,11 @@ void catena_publisher_destroy(catena_publisher* pub) CATENA_NOEXCEPT;
 
 /* ---- Subscriber ---- */
 
-typedef enum catena_start { CATENA_START_EARLIEST = 0, CATENA_START_LATEST = 1 } catena_start;
+typedef enum catena_start {
+  CATENA_START_EARLIEST = 0,
+  CATENA_START_LATEST = 1,
+  CATENA_START_OFFSET = 2 /* catena_subscriber_options.start_offset in every partition it reads */
+} catena_start;
 
 typedef struct catena_message {
   uint32_t partition;
@@ -169,6 +193,24 @@ typedef void (*catena_message_cb)(void* opaque, const catena_message* message);
 /* Every partition of the channel, from its earliest or latest record. */
 catena_err catena_subscriber_create(catena_routes* routes, const char* channel, catena_start start,
                                     catena_subscriber** out) CATENA_NOEXCEPT;
+/* What catena_subscriber_create_with takes; as catena_publisher_options. */
+typedef struct catena_subscriber_options {
+  size_t size;                /* sizeof(catena_subscriber_options), set by _init */
+  const char* provider;       /* NULL: "soft" */
+  catena_start start;         /* EARLIEST (the default), LATEST or OFFSET */
+  uint64_t start_offset;      /* with CATENA_START_OFFSET */
+  const uint32_t* partitions; /* the partitions to read (copied); NULL: all */
+  size_t partition_count;
+  uint32_t ring_bytes; /* per partition (0: 8 MiB; at least twice the channel's segment) */
+} catena_subscriber_options;
+void catena_subscriber_options_init(catena_subscriber_options* options) CATENA_NOEXCEPT;
+/* catena_subscriber_create with options (NULL: the defaults).
+ * CATENA_ERR_INVALID_ARGUMENT for a size this library does not know, an
+ * unknown provider spec, a start it does not know, partitions with a count
+ * of 0 or a partition the channel does not have. */
+catena_err catena_subscriber_create_with(catena_routes* routes, const char* channel,
+                                         const catena_subscriber_options* options,
+                                         catena_subscriber** out) CATENA_NOEXCEPT;
 /* Delivers up to max records to cb; never waits. Returns how many, or -1
  * (catena_last_error()). */
 int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* opaque,

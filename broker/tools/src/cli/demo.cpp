@@ -43,11 +43,34 @@ std::string payload_for(int i, int bytes) {
   return s;
 }
 
+// The demo keeps every record for its whole run (ttl 10 min), so its
+// channel's segments must hold them all: a broker keeps 8 slots per
+// partition replica by default, one of them open. Sized as if every record
+// went to one partition (16 keys over few partitions are far from even),
+// with a frame of the payload plus 128 bytes (header, key, alignment).
+// 0 when even 64 MiB segments are too small.
+std::uint32_t demo_segment_bytes(int records, int bytes) {
+  constexpr std::uint64_t kUsableSlots = 6;
+  const std::uint64_t needed =
+      static_cast<std::uint64_t>(records) * (static_cast<std::uint64_t>(bytes) + 128);
+  std::uint64_t segment = 1u << 20;
+  while (segment * kUsableSlots < needed && segment < (64u << 20)) segment *= 2;
+  return segment * kUsableSlots < needed ? 0 : static_cast<std::uint32_t>(segment);
+}
+
 }  // namespace
 
 int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& common) {
   opts.provider = common.provider;
   opts.quiet = true;
+  const std::uint32_t segment_bytes = demo_segment_bytes(demo.records, demo.bytes);
+  if (segment_bytes == 0) {
+    std::fprintf(stderr,
+                 "catena: cluster demo: %d records of %d bytes do not fit the demo channel's retention "
+                 "(6 x 64 MiB per partition); publish fewer or smaller records\n",
+                 demo.records, demo.bytes);
+    return 2;
+  }
   LocalCluster cluster(opts);
   std::string err;
   std::printf("== starting a local cluster: controller + %d brokers (provider %s), logs in %s/\n", opts.nodes,
@@ -66,14 +89,15 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   cfg.name = "demo";
   cfg.partitions = demo.partitions;
   cfg.replication = std::min(3, opts.nodes);
-  cfg.segment_bytes = 1 << 20;
+  cfg.segment_bytes = segment_bytes;
   cfg.ttl_ms = 600000;
   auto ch = admin.create_channel(cfg);
   if (!ch) {
     std::fprintf(stderr, "catena: cluster demo: create channel: %s\n", ch.error().describe().c_str());
     return 1;
   }
-  std::printf("== channel 'demo': %d partitions, replication %d\n", cfg.partitions, cfg.replication);
+  std::printf("== channel 'demo': %d partitions, replication %d, segments of %u KiB\n", cfg.partitions,
+              cfg.replication, segment_bytes >> 10);
   for (const auto& r : ch->routes) {
     std::printf("   partition %d chain:", r.partition);
     for (const auto& rep : r.replicas) std::printf(" %s", rep.node_id.c_str());

@@ -555,6 +555,18 @@ std::uint32_t PartitionLog::segments_held() const noexcept {
   return n;
 }
 
+std::uint64_t PartitionLog::oldest_free_in_ns_st() const {
+  const std::uint64_t now = clock_.now_ns();
+  std::uint64_t soonest = ~0ull;
+  for (std::uint32_t s = 0; s < slot_count(); ++s) {
+    const SlotInfo& in = info_[s];
+    if (in.state != SlotState::sealed) continue;
+    const std::uint64_t at = in.sealed_ns + cfg_.ttl_ns + cfg_.grace_ns;  // as pick_slot_st's may_go
+    soonest = std::min(soonest, at > now ? at - now : 0);
+  }
+  return soonest == ~0ull ? 0 : soonest;
+}
+
 Cursor PartitionLog::seek(std::uint64_t offset) const {
   Cursor c;
   for (std::uint32_t s = 0; s < slot_count(); ++s) {

@@ -175,6 +175,7 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
     // The tenant's rate on this broker: the frame waits in the ring.
     if (target.rate != nullptr && !target.rate->take(f.bytes, target.now_ns)) {
       if (target.counters != nullptr) ReplicaCounters::add(target.counters->rate_limited_events, 1);
+      hold(s, wire::HeldReason::rate_limited, target);
       return work;
     }
     AppendStatus staged = AppendStatus::ok;
@@ -187,6 +188,9 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
                                                               : target.counters->segment_memory_refusals,
                              1);
       }
+      hold(s,
+           staged == AppendStatus::log_full ? wire::HeldReason::log_full : wire::HeldReason::segment_memory,
+           target);
       return work;
     }
     if (staged == AppendStatus::too_large) {
@@ -243,6 +247,21 @@ int PublishServer::consume(Session& s, PublishTarget& target) {
     ++work;
   }
   return work;
+}
+
+void PublishServer::hold(Session& s, wire::HeldReason why, const PublishTarget& target) {
+  if (s.told == why && target.now_ns - s.told_ns < kHeldNoticeNs) return;
+  const PartitionLog& log = target.log;
+  wire::PublishHeld n{};
+  n.reason = why;
+  n.segments = log.slot_count();
+  n.ttl_ns = log.config().ttl_ns;
+  n.grace_ns = log.config().grace_ns;
+  n.free_in_ns = why == wire::HeldReason::log_full ? log.oldest_free_in_ns_st() : 0;
+  if (s.link->send(n) != fabric::Errc::ok) return;  // no room now: the next pass tells
+  s.link->poll_send();
+  s.told = why;
+  s.told_ns = target.now_ns;
 }
 
 int PublishServer::acknowledge(std::uint64_t commit_offset, std::uint64_t epoch, ReplicaCounters* counters) {

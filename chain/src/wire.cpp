@@ -53,7 +53,7 @@ std::optional<Kind> peek(const std::byte* in, std::uint32_t len) {
   if (h.magic != kMagic || h.version != kVersion || h.length != len) return std::nullopt;
   const auto k = static_cast<std::uint16_t>(h.kind);
   if (k < static_cast<std::uint16_t>(Kind::replica_hello) ||
-      k > static_cast<std::uint16_t>(Kind::replica_slot_grant)) {
+      k > static_cast<std::uint16_t>(Kind::publish_held)) {
     return std::nullopt;
   }
   return h.kind;

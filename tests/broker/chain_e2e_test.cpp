@@ -148,6 +148,52 @@ TEST_F(ChainE2E, UnknownChannelAndOversizedRecordsAreClearErrors) {
   EXPECT_EQ(f.get().status, PublishStatus::ok);
 }
 
+// A partition whose every segment still holds records within the ttl takes
+// no more: the head holds the publisher's records back in its ring until
+// the oldest segment expires. The publisher is told why (a log_full event
+// naming the ttl), is not taken for a stalled head while the head says it
+// holds them (no ack_stalled, no route re-reads), and loses nothing: once
+// segments expire every record is appended, in order.
+TEST_F(ChainE2E, APublisherHeldBackByAFullLogIsToldWhyAndLosesNothing) {
+  constexpr std::uint64_t kTtlMs = 2000;
+  configure("full", 0, 1, {0, 1, 2}, 1, kTtlMs);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  std::vector<ClientEvent> events;
+  po.on_event = [&](const ClientEvent& e) { events.push_back(e); };
+  auto pub = Publisher::create(routes_, "full", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  // 4 slots of at most 512 KiB: 2 MiB, about 60 records of 32 KiB within a ttl.
+  constexpr int kRecords = 96;
+  const std::string payload(32u << 10, 'f');
+  std::map<int, PublishResult> results;
+  for (int i = 0; i < kRecords; ++i) {
+    for (;;) {
+      const auto e = pub.value()->publish_to(0, bytes(payload),
+                                             [&results, i](const PublishResult& r) { results[i] = r; });
+      if (e == client::ErrorCode::ok) break;
+      ASSERT_EQ(e, client::ErrorCode::backpressure);
+      pub.value()->poll();
+    }
+  }
+  ASSERT_TRUE(pub.value()->flush(30s));
+  ASSERT_EQ(results.size(), static_cast<std::size_t>(kRecords));
+  for (int i = 0; i < kRecords; ++i) {
+    ASSERT_EQ(results[i].status, PublishStatus::ok) << "record " << i;
+    ASSERT_EQ(results[i].offset, static_cast<std::uint64_t>(i)) << "record " << i;
+  }
+  int held = 0;
+  for (const auto& e : events) {
+    EXPECT_NE(to_string(e.kind), "ack_stalled") << e.message;
+    if (to_string(e.kind) != "log_full") continue;
+    ++held;
+    EXPECT_EQ(e.partition, 0u);
+    EXPECT_NE(e.message.find("log is full"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("ttl 2000 ms"), std::string::npos) << e.message;
+  }
+  EXPECT_GE(held, 1) << "the publisher was never told why its records waited";
+}
+
 // A client's hello goes out the moment its connect returns. The broker posts
 // its receives before it accepts the connection, so no hello ever waits on
 // RNR retries (a device may limit them; rdma_rxe counts the NAKs it sends).

@@ -290,13 +290,20 @@ TEST_F(LogTest, FullRetentionIsBackpressureUntilTtlAndGracePass) {
          AppendStatus::ok)
     ++n;
   EXPECT_EQ(st, AppendStatus::log_full);
-  EXPECT_EQ(n, 6);                          // 3 records per 4 KiB segment, 2 slots: slot 0 must not be reused
-  log.set_commit_offset(log.end_offset());  // everything committed: only age holds slot 0
+  EXPECT_EQ(n, 6);  // 3 records per 4 KiB segment, 2 slots: slot 0 must not be reused
+  // What a held publisher is told: the oldest segment frees ttl + grace
+  // after it was sealed; once that passed, it waits for its commits (0).
+  EXPECT_EQ(log.oldest_free_in_ns_st(), 12'000'000'000ull);
   clock.advance(10s);
   EXPECT_TRUE(log.tick());
   EXPECT_TRUE(log.slot_info(0).expired);
   EXPECT_EQ(log.append(producer(1, 6), bytes_of(payload), &off), AppendStatus::log_full);  // grace
+  EXPECT_EQ(log.oldest_free_in_ns_st(), 2'000'000'000ull);
   clock.advance(2s);
+  // Its time passed, but nothing is committed: it waits for the commits.
+  EXPECT_EQ(log.oldest_free_in_ns_st(), 0u);
+  EXPECT_EQ(log.append(producer(1, 6), bytes_of(payload), &off), AppendStatus::log_full);
+  log.set_commit_offset(log.end_offset());
   ASSERT_EQ(log.append(producer(1, 6), bytes_of(payload), &off), AppendStatus::ok);
   EXPECT_EQ(off, 6u);
   // Reused slot was zeroed: nothing of the old segment remains past the new frame.

@@ -328,6 +328,11 @@ int Publisher::Impl::poll() {
         &event,
         [&](std::uint64_t seq, wire::Status st, std::uint64_t offset) { resolved_st(s, seq, st, offset); });
     s.watch.head_resolved(static_cast<std::uint32_t>(from_head));
+    if (auto held = s.head.take_held()) {
+      held_st(s, *held, now);
+    } else if (s.held != wire::HeldReason::none && now - s.held_at > kHeldQuiet) {
+      s.held = wire::HeldReason::none;  // the head stopped saying so: its records flow
+    }
     acks += from_head;
     if (s.head.acks() != acks_before) s.last_progress = now;
     s.resync = s.resync || event == chain::PublishClient::Event::resync;
@@ -350,8 +355,10 @@ int Publisher::Impl::poll() {
     } else if (s.head.broken()) {
       lost_head_st(s, "connection to head lost");
     } else if (s.head.pending() > 0 && now - s.last_progress >= opts_.stall_check &&
-               now >= s.route_check_at && !s.lookup.busy()) {
-      // Acks stalled: a head cut off the network goes silent, no reset.
+               now >= s.route_check_at && !s.lookup.busy() && s.held == wire::HeldReason::none) {
+      // Acks stalled: a head cut off the network goes silent, no reset. (A
+      // head that holds records back says so every 250 ms: not stalled,
+      // until it has not said so for kHeldQuiet.)
       start_stall_check_st(s, now);
     }
   }

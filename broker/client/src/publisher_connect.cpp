@@ -419,6 +419,45 @@ void Publisher::Impl::emit_st(ClientEvent::Kind kind, const PartitionSession& s,
   opts_.on_event(ClientEvent{kind, s.partition, std::move(message)});
 }
 
+void Publisher::Impl::held_st(PartitionSession& s, const wire::PublishHeld& h, Clock::time_point now) {
+  CATENA_ST_CHECK(owner_);
+  const wire::HeldReason was = s.held;
+  s.held = h.reason;
+  s.held_at = now;
+  if (h.reason == was || !events_ || !opts_.on_event) return;
+  const std::string who =
+      fmt::format("{}/{}: head {} holds records back", channel_, s.partition,
+                  s.route.replicas.empty() ? std::string("?") : s.route.replicas.front().node_id);
+  constexpr std::uint64_t kMs = 1'000'000;
+  switch (h.reason) {
+    case wire::HeldReason::log_full:
+      emit_st(
+          ClientEvent::Kind::log_full, s,
+          fmt::format("{}: the log is full (its {} segments hold records within ttl {} ms + {} ms grace, "
+                      "or not yet committed); {}. publish() reports backpressure meanwhile",
+                      who, h.segments, h.ttl_ns / kMs, h.grace_ns / kMs,
+                      h.free_in_ns > 0
+                          ? fmt::format("the oldest may be reused in {} ms, and they are appended then",
+                                        h.free_in_ns / kMs)
+                          : std::string("the oldest waits for its records to commit (a replica is behind)")));
+      return;
+    case wire::HeldReason::segment_memory:
+      emit_st(ClientEvent::Kind::segment_memory_full, s,
+              fmt::format("{}: the node's segment memory is spent ([storage] segment_memory_mb); they are "
+                          "appended once a segment gives memory back",
+                          who));
+      return;
+    case wire::HeldReason::rate_limited:
+      emit_st(ClientEvent::Kind::rate_limited, s,
+              fmt::format("{}: the channel's tenant is at its publish rate on that node "
+                          "(max_publish_bytes_per_sec); they are appended as the rate allows",
+                          who));
+      return;
+    case wire::HeldReason::none:
+      return;
+  }
+}
+
 void Publisher::Impl::observe_st(PartitionSession& s, Clock::time_point now) {
   CATENA_ST_CHECK(owner_);
   if (!events_ || !opts_.on_event) return;

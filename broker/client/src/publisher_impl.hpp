@@ -48,6 +48,11 @@ struct PendingRecord {
   Placement placement = Placement::any;
 };
 
+// A partition the head said it holds back is taken as flowing again once
+// the head has not said so for this long (it says so every
+// PublishServer::kHeldNoticeNs while it lasts).
+inline constexpr std::chrono::milliseconds kHeldQuiet{1000};
+
 // One partition's session with its head, and its commit watch with the tail.
 // Owned by the publishing thread, like the Publisher.
 struct PartitionSession {
@@ -125,6 +130,10 @@ struct PartitionSession {
   std::uint64_t seen_epoch = 0;
   std::uint64_t seen_link = 0;
   bool stall_reported = false;
+  // Why the head holds this partition's records back (its last PublishHeld;
+  // none once it has not said so for kHeldQuiet), and when it last said so.
+  chain::wire::HeldReason held = chain::wire::HeldReason::none;
+  Clock::time_point held_at{};
 
   // An open claim (Publisher::try_claim, publisher_claim.cpp): its frame
   // reserved in the ring, how its record is placed, its frame flags, and
@@ -366,6 +375,8 @@ class CATENA_LOCAL Publisher::Impl {
   // observe_st compares a session with what was last told (once per poll).
   void emit_st(ClientEvent::Kind kind, const PartitionSession& s, std::string message);
   void observe_st(PartitionSession& s, Clock::time_point now);
+  // The head's PublishHeld: an event when the reason is new.
+  void held_st(PartitionSession& s, const chain::wire::PublishHeld& h, Clock::time_point now);
   void report_st(const std::string& node_id, const Route& route, const std::string& reason);
   void on_connect_route_st(PartitionSession& s, client::Result<Route> route, Clock::time_point now);
   void dial_head_st(PartitionSession& s, ReplicaAddress head, std::uint64_t epoch);

@@ -21,6 +21,7 @@
 #include <catena/broker/subscriber.hpp>
 #include <catena/control/controller_client.hpp>
 #include <catena/fabric/clock.hpp>
+#include <catena/fabric/idle.hpp>
 #include <catena/fabric/listen_address.hpp>
 
 #include "output.hpp"
@@ -375,6 +376,20 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
   broker::ControllerRoutes routes(client_options(c), "catena-cli");
   PublisherOptions po;
   po.provider = c.provider;
+  // Why records wait or fail, on stderr (route changes and reconnects are
+  // the client's own business).
+  po.on_event = [](const ClientEvent& e) {
+    switch (e.kind) {
+      case ClientEvent::Kind::log_full:
+      case ClientEvent::Kind::segment_memory_full:
+      case ClientEvent::Kind::rate_limited:
+      case ClientEvent::Kind::partition_unavailable:
+        std::fprintf(stderr, "catena: publish: %s\n", e.message.c_str());
+        break;
+      default:
+        break;
+    }
+  };
   auto pub = Publisher::create(routes, o.channel, po);
   if (!pub) return fail("publish " + o.channel, pub.error());
   std::string line;
@@ -405,6 +420,7 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
         ac != chain::AttributesCheck::ok)
       return fail("publish", chain::describe(ac));
   }
+  fabric::BackoffIdle idle;
   while (std::getline(std::cin, line)) {
     const auto payload = std::span(reinterpret_cast<const std::byte*>(line.data()), line.size());
     const Record record{key, headers, payload};
@@ -420,8 +436,9 @@ int publish_stdin(const Common& c, const PublishOptions& o) {
       if (e == client::ErrorCode::ok) break;
       if (e != client::ErrorCode::backpressure)
         return fail("publish", std::string(client::to_string(e)), exit_code_of(e));
-      pub.value()->poll();
+      idle.idle(pub.value()->poll());  // a head holding records back (a full log) may take a ttl
     }
+    idle.reset();
     ++sent;
     pub.value()->poll();
   }

@@ -289,6 +289,10 @@ class PartitionLog {
   [[nodiscard]] std::uint64_t bytes_used() const noexcept;
   // Segments the log holds in memory.
   [[nodiscard]] std::uint32_t segments_held() const noexcept;
+  // A full log (append: log_full): how long until its oldest sealed segment
+  // may be reused (ttl + grace after it was sealed); 0 when that time has
+  // passed and it waits for its records to commit, or no segment is sealed.
+  [[nodiscard]] std::uint64_t oldest_free_in_ns_st() const;
   // Every slot's memory is zero (fresh from Provider::allocate): the first
   // segment opened in each needs no clearing.
   void slots_are_zero_st() { std::fill(dirty_.begin(), dirty_.end(), 0u); }

@@ -44,6 +44,16 @@
 //                       ack returns ring credit: bytes the head has consumed.
 //                       A refused run (moved, remap) leaves the producer's state
 //                       as it was: the head expects the same next sequence.
+//   head -> publisher   PublishHeld {reason, the log's segments, ttl, grace,
+//                       when its oldest segment may be reused}: the head
+//                       holds the session's frames back, unread in the ring,
+//                       because the log is full (every segment holds records
+//                       within ttl + grace, or not yet committed), the node's
+//                       segment memory is spent, or the tenant is at its
+//                       publish rate. Sent when that starts and again every
+//                       kHeldNoticeNs (250 ms) while it lasts, so a publisher
+//                       knows why its acks wait and that the head is alive. Nothing is
+//                       refused: the frames are appended once it passes.
 //   publisher -> head   PublisherGeneration {generation}: the channel
 //                       generation the publisher maps keys by from here on,
 //                       sent once every frame it wrote was answered (so the
@@ -67,6 +77,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -147,6 +158,29 @@ struct PublisherGeneration {
   std::uint64_t generation;
 };
 
+// Why a head holds a publisher's frames back (PublishHeld).
+enum class HeldReason : std::uint16_t {
+  none = 0,
+  log_full = 1,        // every segment holds records within ttl + grace, or not yet committed
+  segment_memory = 2,  // the node's segment memory budget is spent
+  rate_limited = 3,    // the partition's tenant is at its publish rate on this node
+};
+
+struct PublishHeld {
+  HeldReason reason;
+  std::uint16_t reserved0;
+  std::uint32_t segments;  // the log's segment slots
+  std::uint64_t ttl_ns;
+  std::uint64_t grace_ns;
+  // log_full: until the log's oldest segment may be reused; 0 when its time
+  // has passed and it waits for its records to commit. 0 for other reasons.
+  std::uint64_t free_in_ns;
+};
+
+template <>
+constexpr Kind kind_of<PublishHeld>() {
+  return Kind::publish_held;
+}
 template <>
 constexpr Kind kind_of<PublishAck>() {
   return Kind::publish_ack;
@@ -213,6 +247,9 @@ struct PublishTarget {
 
 class PublishServer {
  public:
+  // How often a head says again that it still holds a session's frames back.
+  static constexpr std::uint64_t kHeldNoticeNs = 250'000'000;
+
   // A publisher said hello: answers, and keeps the link (and registers the
   // ring it writes into) if it is accepted.
   void attach(fabric::Provider& provider, std::unique_ptr<Link> link, const wire::PublisherHello& hello,
@@ -268,6 +305,12 @@ class PublishServer {
     SessionBudget* budget = nullptr;         // charged the ring's bytes while this session lives
     SessionBudget* tenant_budget = nullptr;  // and its tenant's share, if it has one
     Seat seat;                               // one of its tenant's sessions here
+    // What the publisher was last told of frames held back (PublishHeld),
+    // and when: told again only for another reason or kHeldNoticeNs later,
+    // so a session that is held, appends and is held again (a tenant at its
+    // rate) sends a notice an interval, not one per record.
+    wire::HeldReason told = wire::HeldReason::none;
+    std::uint64_t told_ns = 0;
 
     Session() = default;
     Session(const Session&) = delete;
@@ -278,6 +321,9 @@ class PublishServer {
     }
   };
   int consume(Session& s, PublishTarget& target);
+  // The session's next frame waits for `why`: tells the publisher, at most
+  // every kHeldNoticeNs unless the reason changed.
+  static void hold(Session& s, wire::HeldReason why, const PublishTarget& target);
   int acknowledge(Session& s, std::uint64_t commit_offset, std::uint64_t epoch, ReplicaCounters* counters);
   std::vector<std::unique_ptr<Session>> sessions_;
   std::uint64_t opened_ = 0;
@@ -367,8 +413,15 @@ class PublishClient {
   void drop() { link_.reset(); }
   [[nodiscard]] bool connected() const { return link_ != nullptr; }
   [[nodiscard]] bool broken() const { return link_ == nullptr || link_->broken(); }
-  // Acks taken so far, resolving or not (a head that answers is alive).
+  // Messages taken from the head and the commit watch so far: acks,
+  // resolving or not, and held notices (a head that answers is alive).
   [[nodiscard]] std::uint64_t acks() const { return acks_; }
+  // The head's last PublishHeld since the previous call, if one came.
+  [[nodiscard]] std::optional<wire::PublishHeld> take_held() {
+    auto h = held_;
+    held_.reset();
+    return h;
+  }
 
   // What an ack told besides resolved records.
   enum class Event : std::uint8_t {
@@ -431,8 +484,12 @@ class PublishClient {
     link_->poll_send();
     link_->poll_recv(
         [&](const std::byte* msg, std::uint32_t len) {
-          if (auto ack = wire::decode<wire::PublishAck>(msg, len))
+          if (auto ack = wire::decode<wire::PublishAck>(msg, len)) {
             resolved += on_ack(*ack, event, on_resolved);
+          } else if (auto held = wire::decode<wire::PublishHeld>(msg, len)) {
+            ++acks_;
+            held_ = *held;
+          }
         },
         [](std::uint32_t, std::uint32_t) {});
     return resolved;
@@ -511,6 +568,7 @@ class PublishClient {
   BoundedFifo<Pending> pending_;
   std::uint64_t next_seq_ = 0;
   std::uint64_t acks_ = 0;
+  std::optional<wire::PublishHeld> held_;
   std::uint64_t refused_ = 0;
   std::uint64_t remap_generation_ = 0;
   std::uint32_t remap_partitions_ = 0;

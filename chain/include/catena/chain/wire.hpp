@@ -55,6 +55,7 @@ enum class Kind : std::uint16_t {
   publisher_generation = 12,
   replica_slot_request = 13,
   replica_slot_grant = 14,
+  publish_held = 15,  // added within version 9: a receiver that does not know it ignores it
 };
 
 // Status codes carried on the wire (stable numbers).

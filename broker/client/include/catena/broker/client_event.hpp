@@ -2,7 +2,8 @@
 // about a partition's connection, beside the records and their results:
 // the route changed, the link to the head (or the replica read from) was
 // lost or came back, acknowledgements stalled, records failed because the
-// partition stayed unreachable. For logs, metrics and alerts; nothing needs
+// partition stayed unreachable, the head holds records back (a full log,
+// the node's segment memory, the tenant's rate). For logs, metrics and alerts; nothing needs
 // to act on them (the client recovers on its own).
 //
 // Set PublisherOptions::on_event / SubscriberOptions::on_event. The callback
@@ -25,6 +26,13 @@ struct ClientEvent {
     reconnected,            // a link is up again after create(): records flow again
     ack_stalled,            // records await their ack past stall_check; the route is re-read
     partition_unavailable,  // pending records failed with `unavailable` after retry_timeout
+    // The head holds the partition's records back, unread, and says why
+    // (publisher only; told when it starts, again after the head has not
+    // said so for 1 s). Nothing fails: they are appended once it passes,
+    // and publish() reports backpressure meanwhile.
+    log_full,             // every segment holds records within ttl + grace (message: when the oldest frees)
+    segment_memory_full,  // the head's node spent its segment memory budget ([storage] segment_memory_mb)
+    rate_limited,         // the channel's tenant is at its publish rate on the head's node
   };
   Kind kind = Kind::route_changed;
   std::uint32_t partition = 0;
@@ -43,6 +51,12 @@ struct ClientEvent {
       return "ack_stalled";
     case ClientEvent::Kind::partition_unavailable:
       return "partition_unavailable";
+    case ClientEvent::Kind::log_full:
+      return "log_full";
+    case ClientEvent::Kind::segment_memory_full:
+      return "segment_memory_full";
+    case ClientEvent::Kind::rate_limited:
+      return "rate_limited";
   }
   return "?";
 }

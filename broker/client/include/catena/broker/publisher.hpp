@@ -248,11 +248,13 @@ struct PublisherOptions {
   // While records await their ack and none came for this long, re-read the
   // partition's route: a head cut off the network goes silent without
   // breaking the connection, and a new head in the route means moving on.
+  // (A head that holds records back says so every 250 ms: no stall.)
   // Likewise while a head dial has waited this long for its answer (again
   // every stall_check): a new head in the route ends the dial.
   std::chrono::milliseconds stall_check{250};
   // Partition events (client_event.hpp): route_changed, disconnected,
-  // reconnected, ack_stalled, partition_unavailable; on this thread, from
+  // reconnected, ack_stalled, partition_unavailable, log_full,
+  // segment_memory_full, rate_limited; on this thread, from
   // poll(), never per record. Empty: none.
   ClientEventHandler on_event;
 };

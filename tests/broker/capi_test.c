@@ -2,7 +2,8 @@
  * capi_cluster.sh). Publishes N records with callbacks, flushes, subscribes
  * from the earliest record and checks that every record arrived once, with
  * its payload at the partition and offset its acknowledgement named; and
- * the error paths (unknown channel, NULL arguments, strerror). */
+ * the error paths (unknown channel, NULL arguments, strerror); options,
+ * publish_to, and a full log's event. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,25 @@ static void on_offset(void* opaque, const catena_message* m) {
   }
   if (f->count == 0) f->first = m->offset;
   f->count++;
+}
+
+/* Events a publisher told (catena_publisher_options.on_event). */
+struct events {
+  int log_full;
+  int other;
+  uint32_t partition;
+  char message[512];
+};
+static void on_event(void* opaque, const catena_event* ev) {
+  struct events* e = opaque;
+  if (ev->kind != CATENA_EVENT_LOG_FULL) {
+    e->other++;
+    return;
+  }
+  e->log_full++;
+  e->partition = ev->partition;
+  if (strcmp(ev->name, "log_full") != 0) e->other++;
+  snprintf(e->message, sizeof e->message, "%s", ev->message);
 }
 
 static double now_s(void) {
@@ -303,6 +323,90 @@ int main(int argc, char** argv) {
   CHECK(catena_subscriber_position(sub, part) == more[M - 1].offset + 1, "position %llu",
         (unsigned long long)catena_subscriber_position(sub, part));
   catena_subscriber_destroy(sub);
+
+  /* Options a program built against the first header passes (its smaller
+   * size): taken, the later fields at their defaults. */
+  catena_publisher_options_init(&po);
+  po.size = 40; /* through linger_us */
+  e = catena_publisher_create_with(sub_routes, argv[2], &po, &pub);
+  CHECK(e == CATENA_OK, "publisher options of the first size: %s", catena_last_error());
+  if (e == CATENA_OK) catena_publisher_destroy(pub);
+  catena_publisher_options_init(&po);
+  po.head_acks_only = 2;
+  CHECK(catena_publisher_create_with(sub_routes, argv[2], &po, &pub) == CATENA_ERR_INVALID_ARGUMENT,
+        "head_acks_only 2 was taken");
+
+  /* publish_to: every record on the partition named (a key is only stored),
+   * acks from the heads only, small batches. */
+  catena_publisher_options_init(&po);
+  po.head_acks_only = 1;
+  po.max_batch_bytes = 4096;
+  e = catena_publisher_create_with(sub_routes, argv[2], &po, &pub);
+  CHECK(e == CATENA_OK, "publisher for publish_to: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  CHECK(catena_publish_to(pub, 99, NULL, 0, NULL, 0, "x", 1, NULL, NULL) == CATENA_ERR_INVALID_ARGUMENT,
+        "publish_to a partition the channel does not have");
+  static struct acked to[M];
+  const catena_header tag = {"t", 1, "v", 1};
+  for (int i = 0; i < M; ++i) {
+    char payload[32];
+    const int len = snprintf(payload, sizeof payload, "to-%d", i);
+    const int keyed = i % 2;
+    while ((e = catena_publish_to(pub, 3, keyed ? "kk" : NULL, keyed ? 2 : 0, keyed ? &tag : NULL,
+                                  keyed ? 1 : 0, payload, (size_t)len, on_ack, &to[i])) ==
+           CATENA_ERR_BACKPRESSURE)
+      catena_publisher_poll(pub);
+    CHECK(e == CATENA_OK, "publish_to %d: %s", i, catena_last_error());
+  }
+  CHECK(catena_publisher_flush(pub, 15000) == CATENA_OK, "flush publish_to: %s", catena_last_error());
+  catena_publisher_destroy(pub);
+  for (int i = 0; i < M; ++i) {
+    CHECK(to[i].done == 1 && to[i].status == CATENA_OK && to[i].partition == 3 &&
+              to[i].offset == to[0].offset + (uint64_t)i,
+          "publish_to record %d: done %d at %u:%llu", i, to[i].done, to[i].partition,
+          (unsigned long long)to[i].offset);
+  }
+
+  /* A log that fills within its ttl (capi_cluster.sh's "<channel>-full":
+   * 64 KiB segments kept 500 ms): the head holds records back and the
+   * publisher is told why, once per hold; none is lost. */
+  char full[128];
+  snprintf(full, sizeof full, "%s-full", argv[2]);
+  struct events events = {0, 0, 0, ""};
+  catena_publisher_options_init(&po);
+  po.on_event = on_event;
+  po.event_opaque = &events;
+  e = catena_publisher_create_with(sub_routes, full, &po, &pub);
+  CHECK(e == CATENA_OK, "publisher on %s: %s", full, catena_last_error());
+  if (e != CATENA_OK) return 1;
+  enum { F = 1200 };
+  static struct acked fa[F];
+  static char blob[1000];
+  memset(blob, 'b', sizeof blob);
+  const double full_deadline = now_s() + 30;
+  for (int i = 0; i < F && now_s() < full_deadline; ++i) {
+    while ((e = catena_publish_to(pub, 0, NULL, 0, NULL, 0, blob, sizeof blob, on_ack, &fa[i])) ==
+               CATENA_ERR_BACKPRESSURE &&
+           now_s() < full_deadline) {
+      if (catena_publisher_poll(pub) == 0) {
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+      }
+    }
+    CHECK(e == CATENA_OK, "publish to %s %d: %s", full, i, catena_last_error());
+  }
+  CHECK(catena_publisher_flush(pub, 15000) == CATENA_OK, "flush %s: %s", full, catena_last_error());
+  catena_publisher_destroy(pub);
+  int full_ok = 0;
+  for (int i = 0; i < F; ++i)
+    full_ok += fa[i].done == 1 && fa[i].status == CATENA_OK && fa[i].offset == (uint64_t)i;
+  CHECK(full_ok == F, "%s: %d of %d acknowledged ok at their offsets", full, full_ok, F);
+  CHECK(events.log_full >= 1 && events.partition == 0 && strstr(events.message, "log is full") != NULL &&
+            strstr(events.message, "ttl 500 ms") != NULL,
+        "%s: %d log_full events (%s)", full, events.log_full, events.message);
+  fprintf(stderr, "capi_test: %s: %d log_full event(s), %d other(s): %s\n", full, events.log_full,
+          events.other, events.message);
+
   catena_routes_destroy(sub_routes);
   fprintf(stderr, "capi_test: received %d, %s\n", received, failures ? "FAILED" : "ok");
   return failures ? 1 : 0;

@@ -111,6 +111,34 @@ def main():
         assert e.code == "invalid_argument" and "partition 99 does not exist" in str(e), (e.code, str(e))
     print("python: options, ok", file=sys.stderr)
 
+    # publish(partition=...): to that partition, the key stored; acks from
+    # the heads only, small batches.
+    pub3 = catena.Publisher(routes, channel, head_acks_only=True, max_batch_bytes=4096)
+    to = [pub3.publish(b"to-%d" % i, key=b"kk", headers=[], partition=3) for i in range(20)]
+    pub3.flush(timeout_ms=15000)
+    assert all(r.ok and r.partition == 3 for r in to), to
+    assert [r.offset for r in to] == list(range(to[0].offset, to[0].offset + 20)), to
+    try:
+        pub3.publish(b"x", partition=99)
+        raise AssertionError("a record to partition 99 was queued")
+    except catena.Error as e:
+        assert e.code == "invalid_argument", (e.code, str(e))
+
+    # A log that fills within its ttl (capi_cluster.sh's "<channel>-full"):
+    # the head holds records back and on_event says why; none is lost.
+    events = []
+    full = catena.Publisher(routes, channel + "-full",
+                            on_event=lambda kind, partition, message: events.append((kind, partition, message)))
+    blob = b"b" * 1000
+    held = [full.publish(blob, partition=0) for _ in range(1200)]
+    full.flush(timeout_ms=15000)
+    assert [r.offset for r in held] == list(range(1200)) and all(r.ok for r in held), held[:3]
+    kinds = [k for k, _, _ in events]
+    assert "log_full" in kinds, events
+    kind, partition, message = events[kinds.index("log_full")]
+    assert partition == 0 and "log is full" in message and "ttl 500 ms" in message, message
+    print("python: publish(partition=), on_event (%s), ok" % message, file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

@@ -10,12 +10,15 @@
 //   sub = catena.Subscriber(routes, "orders", start=1000, partitions=[2], provider="verbs:mlx5_0")
 //   for partition, offset, payload in sub.poll(timeout_ms=1000): ...
 //   pub.publish(b"x", key=b"k", headers=[(b"schema", b"3")])  # key and headers stored
+//   pub.publish(b"x", partition=2)                       # to partition 2
+//   pub = catena.Publisher(routes, "orders", on_event=lambda kind, partition, message: print(kind, message))
 //   for p, o, payload, key, headers in sub.poll(attributes=True): ...
 //
 // Errors raise catena.Error (its .code is the catena_err name). Every call
 // that may wait (flush, publish under back-pressure, poll with a timeout)
 // releases the GIL; a publisher or subscriber serializes its own calls, so
 // Python threads may share one.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -82,6 +85,44 @@ class PublishResult {
   std::shared_ptr<ResultState> s_;
 };
 
+// Events a client told (catena_event_cb). The callback runs inside a poll,
+// under the client's lock and without the GIL: it only queues; each call
+// that polls takes the queue with it and hands the events to the Python
+// callable once it holds the GIL again (so the callable may call the
+// client).
+struct Event {
+  std::string kind;
+  std::uint32_t partition;
+  std::string message;
+};
+void queue_event(void* opaque, const catena_event* e) {
+  static_cast<std::vector<Event>*>(opaque)->push_back({e->name, e->partition, e->message});
+}
+void deliver(const py::object& handler, const std::vector<Event>& events) {
+  for (const Event& e : events) handler(e.kind, e.partition, e.message);
+}
+
+// Waiting for a publisher's ring to have room: yield a little, then sleep
+// from 50 us up to 1 ms (a head holding records back may take a ttl).
+class Backoff {
+ public:
+  void idle(int work) {
+    if (work > 0) {
+      rounds_ = 0;
+      return;
+    }
+    if (++rounds_ < 64) {
+      std::this_thread::yield();
+      return;
+    }
+    const auto pause = std::chrono::microseconds(std::min(1000, 50 << std::min(rounds_ - 64, 5)));
+    std::this_thread::sleep_for(pause);
+  }
+
+ private:
+  int rounds_ = 0;
+};
+
 void on_ack(void* opaque, const catena_publish_result* r) {
   auto* s = static_cast<ResultState*>(opaque);
   s->status.store(r->status);
@@ -93,10 +134,12 @@ void on_ack(void* opaque, const catena_publish_result* r) {
 class Publisher {
  public:
   // provider None: "soft". Zero: the default (catena_publisher_options).
+  // on_event: None, or called as on_event(kind, partition, message).
   Publisher(std::shared_ptr<Routes> routes, const std::string& channel,
             const std::optional<std::string>& provider, std::uint64_t producer_id, std::uint32_t ring_bytes,
-            std::uint32_t max_in_flight, std::int64_t linger_us)
-      : routes_(std::move(routes)) {
+            std::uint32_t max_in_flight, std::int64_t linger_us, std::uint32_t max_batch_bytes,
+            bool head_acks_only, const py::object& on_event)
+      : routes_(std::move(routes)), on_event_(on_event) {
     catena_publisher_options o;
     catena_publisher_options_init(&o);
     if (provider) o.provider = provider->c_str();
@@ -104,6 +147,12 @@ class Publisher {
     o.ring_bytes = ring_bytes;
     o.max_in_flight = max_in_flight;
     o.linger_us = linger_us;
+    o.max_batch_bytes = max_batch_bytes;
+    o.head_acks_only = head_acks_only ? 1 : 0;
+    if (!on_event_.is_none()) {
+      o.on_event = queue_event;
+      o.event_opaque = &events_;
+    }
     catena_err e;
     {
       py::gil_scoped_release nogil;
@@ -120,9 +169,11 @@ class Publisher {
   // Queues one record; waits (polling, GIL released) while back-pressured,
   // up to timeout_ms.
   // With `headers` (a list of (name, value) bytes pairs, [] too), the
-  // record carries its key and the headers (catena_publish_record).
+  // record carries its key and the headers (catena_publish_record). With
+  // `partition`, it goes there (catena_publish_to: a key is only stored).
   PublishResult publish(const py::bytes& payload, const py::bytes& key, std::int64_t timeout_ms,
-                        const std::optional<std::vector<std::pair<std::string, std::string>>>& headers) {
+                        const std::optional<std::vector<std::pair<std::string, std::string>>>& headers,
+                        std::optional<std::uint32_t> partition) {
     std::string p = payload;  // copies: the GIL is released below
     std::string k = key;
     std::vector<catena_header> hs;
@@ -132,43 +183,60 @@ class Publisher {
     }
     auto state = std::make_shared<ResultState>();
     catena_err e;
+    std::vector<Event> events;
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      Backoff backoff;
       for (;;) {
-        e = headers ? catena_publish_record(h_, k.data(), k.size(), hs.data(), hs.size(), p.data(), p.size(),
-                                            on_ack, state.get())
-                    : catena_publish(h_, k.data(), k.size(), p.data(), p.size(), on_ack, state.get());
+        e = partition ? catena_publish_to(h_, *partition, k.data(), k.size(), hs.data(), hs.size(), p.data(),
+                                          p.size(), on_ack, state.get())
+            : headers ? catena_publish_record(h_, k.data(), k.size(), hs.data(), hs.size(), p.data(),
+                                              p.size(), on_ack, state.get())
+                      : catena_publish(h_, k.data(), k.size(), p.data(), p.size(), on_ack, state.get());
         if (e != CATENA_ERR_BACKPRESSURE || std::chrono::steady_clock::now() >= deadline) break;
-        if (catena_publisher_poll(h_) < 0) break;
+        const int n = catena_publisher_poll(h_);
+        if (n < 0) break;
+        backoff.idle(n);
       }
       if (e == CATENA_OK) {
         pending_.push_back(state);  // kept alive until its ack ran
         (void)catena_publisher_poll(h_);
         reap();
       }
+      events.swap(events_);
     }
+    deliver(on_event_, events);
     if (e != CATENA_OK) raise(e);
     return PublishResult(std::move(state));
   }
 
   int poll() {
-    py::gil_scoped_release nogil;
-    std::lock_guard lock(mu_);
-    const int n = catena_publisher_poll(h_);
-    reap();
+    int n = 0;
+    std::vector<Event> events;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      n = catena_publisher_poll(h_);
+      reap();
+      events.swap(events_);
+    }
+    deliver(on_event_, events);
     return n;
   }
 
   void flush(std::int64_t timeout_ms) {
     catena_err e;
+    std::vector<Event> events;
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
       e = catena_publisher_flush(h_, timeout_ms);
       reap();
+      events.swap(events_);
     }
+    deliver(on_event_, events);
     if (e != CATENA_OK) raise(e);
   }
 
@@ -183,6 +251,8 @@ class Publisher {
   }
 
   std::shared_ptr<Routes> routes_;
+  py::object on_event_;        // None: no events asked for
+  std::vector<Event> events_;  // queued by queue_event, under mu_
   std::mutex mu_;
   catena_publisher* h_ = nullptr;
   std::vector<std::shared_ptr<ResultState>> pending_;
@@ -216,8 +286,9 @@ class Subscriber {
   // read. partitions None: all. provider None: "soft".
   Subscriber(std::shared_ptr<Routes> routes, const std::string& channel, const py::object& start,
              const std::optional<std::string>& provider,
-             const std::optional<std::vector<std::uint32_t>>& partitions, std::uint32_t ring_bytes)
-      : routes_(std::move(routes)) {
+             const std::optional<std::vector<std::uint32_t>>& partitions, std::uint32_t ring_bytes,
+             const py::object& on_event)
+      : routes_(std::move(routes)), on_event_(on_event) {
     catena_subscriber_options o;
     catena_subscriber_options_init(&o);
     if (py::isinstance<py::str>(start)) {
@@ -243,6 +314,10 @@ class Subscriber {
       o.partition_count = partitions->size();
     }
     o.ring_bytes = ring_bytes;
+    if (!on_event_.is_none()) {
+      o.on_event = queue_event;
+      o.event_opaque = &events_;
+    }
     catena_err e;
     {
       py::gil_scoped_release nogil;
@@ -261,6 +336,7 @@ class Subscriber {
   py::list poll(int max, std::int64_t timeout_ms, bool attributes) {
     std::vector<Record> got;
     int n = 0;
+    std::vector<Event> events;
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
@@ -270,7 +346,9 @@ class Subscriber {
         if (n != 0 || std::chrono::steady_clock::now() >= deadline) break;
         std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll never waits
       }
+      events.swap(events_);
     }
+    deliver(on_event_, events);
     if (n < 0) raise(CATENA_ERR_INTERNAL);
     py::list out;
     for (const Record& r : got) {
@@ -293,6 +371,8 @@ class Subscriber {
 
  private:
   std::shared_ptr<Routes> routes_;
+  py::object on_event_;        // None: no events asked for
+  std::vector<Event> events_;  // queued by queue_event, under mu_
   std::mutex mu_;
   catena_subscriber* h_ = nullptr;
 };
@@ -338,13 +418,16 @@ PYBIND11_MODULE(catena, m) {
 
   py::class_<Publisher>(m, "Publisher")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::optional<std::string>&,
-                    std::uint64_t, std::uint32_t, std::uint32_t, std::int64_t>(),
+                    std::uint64_t, std::uint32_t, std::uint32_t, std::int64_t, std::uint32_t, bool,
+                    const py::object&>(),
            py::arg("routes"), py::arg("channel"), py::kw_only(), py::arg("provider") = py::none(),
            py::arg("producer_id") = 0, py::arg("ring_bytes") = 0, py::arg("max_in_flight") = 0,
-           py::arg("linger_us") = 0)
+           py::arg("linger_us") = 0, py::arg("max_batch_bytes") = 0, py::arg("head_acks_only") = false,
+           py::arg("on_event") = py::none())
       .def("publish", &Publisher::publish, py::arg("payload"), py::arg("key") = py::bytes(),
-           py::arg("timeout_ms") = 30000, py::arg("headers") = py::none(),
-           "Queues one record (same key, same partition, in order); its result completes in poll()/flush()")
+           py::arg("timeout_ms") = 30000, py::arg("headers") = py::none(), py::arg("partition") = py::none(),
+           "Queues one record (same key, same partition, in order; partition=N: to that partition, the "
+           "key only stored); its result completes in poll()/flush()")
       .def("poll", &Publisher::poll, "Sends and takes acknowledgements; never waits")
       .def("flush", &Publisher::flush, py::arg("timeout_ms") = 30000,
            "Waits until every record is acknowledged or failed; raises catena.Error (timeout) otherwise")
@@ -353,9 +436,10 @@ PYBIND11_MODULE(catena, m) {
   py::class_<Subscriber>(m, "Subscriber")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const py::object&,
                     const std::optional<std::string>&, const std::optional<std::vector<std::uint32_t>>&,
-                    std::uint32_t>(),
+                    std::uint32_t, const py::object&>(),
            py::arg("routes"), py::arg("channel"), py::arg("start") = "earliest", py::kw_only(),
-           py::arg("provider") = py::none(), py::arg("partitions") = py::none(), py::arg("ring_bytes") = 0)
+           py::arg("provider") = py::none(), py::arg("partitions") = py::none(), py::arg("ring_bytes") = 0,
+           py::arg("on_event") = py::none())
       .def("poll", &Subscriber::poll, py::arg("max") = 1024, py::arg("timeout_ms") = 0,
            py::arg("attributes") = false,
            "Up to max records as (partition, offset, payload) tuples (attributes=True: (partition, offset, "

@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -86,6 +87,30 @@ std::span<const std::byte> bytes(const void* p, std::size_t n) {
 }
 
 // The C callback as the publisher's: none when cb is NULL.
+// The options structs as the header first had them (through linger_us, and
+// through ring_bytes): a program built then passes that size.
+constexpr std::size_t kPublisherOptionsFirst = offsetof(catena_publisher_options, max_batch_bytes);
+constexpr std::size_t kSubscriberOptionsFirst = offsetof(catena_subscriber_options, on_event);
+static_assert(kPublisherOptionsFirst == 40 && kSubscriberOptionsFirst == 56,
+              "fields added to an options struct go after the ones a program built earlier knows");
+
+static_assert(static_cast<int>(catena::ClientEvent::Kind::route_changed) == CATENA_EVENT_ROUTE_CHANGED &&
+              static_cast<int>(catena::ClientEvent::Kind::ack_stalled) == CATENA_EVENT_ACK_STALLED &&
+              static_cast<int>(catena::ClientEvent::Kind::partition_unavailable) ==
+                  CATENA_EVENT_PARTITION_UNAVAILABLE &&
+              static_cast<int>(catena::ClientEvent::Kind::log_full) == CATENA_EVENT_LOG_FULL &&
+              static_cast<int>(catena::ClientEvent::Kind::rate_limited) == CATENA_EVENT_RATE_LIMITED);
+
+catena::ClientEventHandler event_handler(catena_event_cb cb, void* opaque) {
+  if (cb == nullptr) return {};
+  return [cb, opaque](const catena::ClientEvent& e) {
+    const catena_event c{static_cast<catena_event_kind>(e.kind), e.partition,
+                         catena::to_string(e.kind).data(),  // a literal: NUL-terminated
+                         e.message.c_str()};
+    cb(opaque, &c);
+  };
+}
+
 catena::PublishCallback ack_callback(catena_publish_cb cb, void* opaque) {
   if (cb == nullptr) return {};
   return [cb, opaque](const catena::PublishResult& r) {
@@ -159,23 +184,31 @@ catena_err catena_publisher_create_with(catena_routes* routes, const char* chann
   *out = nullptr;
   if (routes == nullptr || channel == nullptr)
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create: routes or channel is NULL");
-  if (options != nullptr && options->size != sizeof(catena_publisher_options)) {
-    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: options.size is " +
-                                                 std::to_string(options->size) + ", not " +
-                                                 std::to_string(sizeof(catena_publisher_options)) +
-                                                 " (fill the options with catena_publisher_options_init)");
+  catena_publisher_options o;
+  catena_publisher_options_init(&o);
+  if (options != nullptr) {
+    if (options->size != sizeof(catena_publisher_options) && options->size != kPublisherOptionsFirst) {
+      return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: options.size is " +
+                                                   std::to_string(options->size) + ", not " +
+                                                   std::to_string(sizeof(catena_publisher_options)) +
+                                                   " (fill the options with catena_publisher_options_init)");
+    }
+    std::memcpy(&o, options, options->size);  // a smaller (earlier) struct keeps the later fields' defaults
   }
-  if (options != nullptr && options->linger_us < 0)
+  if (o.linger_us < 0)
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: linger_us is negative");
+  if (o.head_acks_only != 0 && o.head_acks_only != 1)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: head_acks_only is not 0 or 1");
   try {
     catena::PublisherOptions po;
-    if (options != nullptr) {
-      if (options->provider != nullptr) po.provider = options->provider;
-      po.producer_id = options->producer_id;
-      if (options->ring_bytes != 0) po.ring_bytes = options->ring_bytes;
-      if (options->max_in_flight != 0) po.max_in_flight = options->max_in_flight;
-      po.linger = std::chrono::microseconds(options->linger_us);
-    }
+    if (o.provider != nullptr) po.provider = o.provider;
+    po.producer_id = o.producer_id;
+    if (o.ring_bytes != 0) po.ring_bytes = o.ring_bytes;
+    if (o.max_in_flight != 0) po.max_in_flight = o.max_in_flight;
+    po.linger = std::chrono::microseconds(o.linger_us);
+    if (o.max_batch_bytes != 0) po.max_batch_bytes = o.max_batch_bytes;
+    po.tail_acks = o.head_acks_only == 0;
+    po.on_event = event_handler(o.on_event, o.event_opaque);
     auto created = catena::Publisher::create(*routes->routes, channel, po);
     if (!created) return fail(created.error());
     auto p = std::make_unique<catena_publisher>();
@@ -203,22 +236,27 @@ catena_err catena_publish(catena_publisher* pub, const void* key, std::size_t ke
   }
 }
 
-catena_err catena_publish_record(catena_publisher* pub, const void* key, std::size_t key_len,
-                                 const catena_header* headers, std::size_t header_count, const void* payload,
-                                 std::size_t payload_len, catena_publish_cb cb, void* opaque) noexcept {
-  if (pub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish_record: publisher is NULL");
+namespace {
+
+// catena_publish_record and catena_publish_to: `fn` names the call in
+// errors; with a partition, the record goes there (its key is only stored).
+catena_err enqueue_record(const char* fn, catena_publisher* pub, const std::uint32_t* partition,
+                          const void* key, std::size_t key_len, const catena_header* headers,
+                          std::size_t header_count, const void* payload, std::size_t payload_len,
+                          catena_publish_cb cb, void* opaque) noexcept {
+  const std::string name(fn);
+  if (pub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, name + ": publisher is NULL");
   if ((key == nullptr && key_len != 0) || (payload == nullptr && payload_len != 0) ||
       (headers == nullptr && header_count != 0))
-    return fail(CATENA_ERR_INVALID_ARGUMENT,
-                "catena_publish_record: NULL key, headers or payload with a length");
+    return fail(CATENA_ERR_INVALID_ARGUMENT, name + ": NULL key, headers or payload with a length");
   if (header_count > catena::chain::limits::kMaxRecordHeaders)
-    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish_record: more than 64 headers");
+    return fail(CATENA_ERR_INVALID_ARGUMENT, name + ": more than 64 headers");
   // On the stack: no allocation for the headers' views.
   std::array<catena::HeaderField, catena::chain::limits::kMaxRecordHeaders> fields;
   for (std::size_t i = 0; i < header_count; ++i) {
     const catena_header& h = headers[i];
     if ((h.name == nullptr && h.name_len != 0) || (h.value == nullptr && h.value_len != 0))
-      return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publish_record: a header with a NULL name or value");
+      return fail(CATENA_ERR_INVALID_ARGUMENT, name + ": a header with a NULL name or value");
     fields[i] = {{static_cast<const char*>(h.name), h.name_len},
                  {static_cast<const char*>(h.value), h.value_len}};
   }
@@ -228,17 +266,36 @@ catena_err catena_publish_record(catena_publisher* pub, const void* key, std::si
   if (const auto ac =
           catena::chain::attributes_size({record.key, catena::chain_headers(record.headers)}, &block);
       ac != catena::chain::AttributesCheck::ok) {
-    return fail(CATENA_ERR_INVALID_ARGUMENT,
-                std::string("catena_publish_record: ") + catena::chain::describe(ac));
+    return fail(CATENA_ERR_INVALID_ARGUMENT, name + ": " + catena::chain::describe(ac));
   }
   try {
     catena::PublishCallback on_ack = ack_callback(cb, opaque);
-    const auto e = pub->pub->publish(record, std::move(on_ack));
+    const bool plain = key_len == 0 && header_count == 0;
+    const auto e = partition == nullptr ? pub->pub->publish(record, std::move(on_ack))
+                   : plain              ? pub->pub->publish_to(*partition, record.payload, std::move(on_ack))
+                                        : pub->pub->publish_to(*partition, record, std::move(on_ack));
     if (e != client::ErrorCode::ok) return fail(to_c(e), std::string(client::to_string(e)));
     return CATENA_OK;
   } catch (...) {
     return caught();
   }
+}
+
+}  // namespace
+
+catena_err catena_publish_record(catena_publisher* pub, const void* key, std::size_t key_len,
+                                 const catena_header* headers, std::size_t header_count, const void* payload,
+                                 std::size_t payload_len, catena_publish_cb cb, void* opaque) noexcept {
+  return enqueue_record("catena_publish_record", pub, nullptr, key, key_len, headers, header_count, payload,
+                        payload_len, cb, opaque);
+}
+
+catena_err catena_publish_to(catena_publisher* pub, std::uint32_t partition, const void* key,
+                             std::size_t key_len, const catena_header* headers, std::size_t header_count,
+                             const void* payload, std::size_t payload_len, catena_publish_cb cb,
+                             void* opaque) noexcept {
+  return enqueue_record("catena_publish_to", pub, &partition, key, key_len, headers, header_count, payload,
+                        payload_len, cb, opaque);
 }
 
 catena_err catena_try_claim(catena_publisher* pub, std::uint32_t partition, std::size_t length,
@@ -359,13 +416,17 @@ catena_err catena_subscriber_create_with(catena_routes* routes, const char* chan
   *out = nullptr;
   if (routes == nullptr || channel == nullptr)
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: routes or channel is NULL");
+  catena_subscriber_options o;
+  catena_subscriber_options_init(&o);
   if (options != nullptr) {
-    if (options->size != sizeof(catena_subscriber_options)) {
+    if (options->size != sizeof(catena_subscriber_options) && options->size != kSubscriberOptionsFirst) {
       return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create_with: options.size is " +
                                                    std::to_string(options->size) + ", not " +
                                                    std::to_string(sizeof(catena_subscriber_options)) +
                                                    " (fill the options with catena_subscriber_options_init)");
     }
+    std::memcpy(&o, options, options->size);  // a smaller (earlier) struct keeps the later fields' defaults
+    options = &o;
     if (options->start != CATENA_START_EARLIEST && options->start != CATENA_START_LATEST &&
         options->start != CATENA_START_OFFSET) {
       return fail(CATENA_ERR_INVALID_ARGUMENT,
@@ -388,6 +449,7 @@ catena_err catena_subscriber_create_with(catena_routes* routes, const char* chan
       if (options->partitions != nullptr)
         so.partitions.assign(options->partitions, options->partitions + options->partition_count);
       if (options->ring_bytes != 0) so.ring_bytes = options->ring_bytes;
+      so.on_event = event_handler(options->on_event, options->event_opaque);
     }
     auto created = catena::Subscriber::create(*routes->routes, channel, so);
     if (!created) return fail(created.error());

@@ -434,7 +434,7 @@ void Publisher::Impl::held_st(PartitionSession& s, const wire::PublishHeld& h, C
       emit_st(
           ClientEvent::Kind::log_full, s,
           fmt::format("{}: the log is full (its {} segments hold records within ttl {} ms + {} ms grace, "
-                      "or not yet committed); {}. publish() reports backpressure meanwhile",
+                      "or not yet committed); {}; publishing reports backpressure meanwhile",
                       who, h.segments, h.ttl_ns / kMs, h.grace_ns / kMs,
                       h.free_in_ns > 0
                           ? fmt::format("the oldest may be reused in {} ms, and they are appended then",

@@ -89,6 +89,32 @@ typedef struct catena_publish_result {
 /* Called once per record, from catena_publisher_poll/flush. */
 typedef void (*catena_publish_cb)(void* opaque, const catena_publish_result* result);
 
+/* What a publisher or subscriber tells about a partition besides records
+ * (catena::ClientEvent): its route changed, its link was lost or came back,
+ * acks stalled, records failed as unreachable, or the head holds records
+ * back and why. For logs and alerts: the client recovers on its own. */
+typedef enum catena_event_kind {
+  CATENA_EVENT_ROUTE_CHANGED = 0,
+  CATENA_EVENT_DISCONNECTED = 1,
+  CATENA_EVENT_RECONNECTED = 2,
+  CATENA_EVENT_ACK_STALLED = 3,           /* publisher: no ack for stall_check */
+  CATENA_EVENT_PARTITION_UNAVAILABLE = 4, /* publisher: pending records failed after retry_timeout */
+  /* publisher: the head holds records back, unread (nothing fails; they are
+   * appended once it passes, and publishing reports BACKPRESSURE meanwhile) */
+  CATENA_EVENT_LOG_FULL = 5,            /* every segment holds records within ttl + grace */
+  CATENA_EVENT_SEGMENT_MEMORY_FULL = 6, /* the head's node spent its segment memory */
+  CATENA_EVENT_RATE_LIMITED = 7         /* the tenant is at its publish rate on the head's node */
+} catena_event_kind;
+typedef struct catena_event {
+  catena_event_kind kind;
+  uint32_t partition;
+  const char* name;    /* the kind's name, e.g. "log_full" */
+  const char* message; /* for people; valid during the callback only */
+} catena_event;
+/* Called from poll/flush on the caller's thread, once per change of a
+ * partition's state, never per record. It may not destroy the client. */
+typedef void (*catena_event_cb)(void* opaque, const catena_event* event);
+
 catena_err catena_publisher_create(catena_routes* routes, const char* channel,
                                    catena_publisher** out) CATENA_NOEXCEPT;
 /* What catena_publisher_create_with takes. Fill it with
@@ -102,6 +128,13 @@ typedef struct catena_publisher_options {
   uint32_t ring_bytes;    /* a partition's staging ring at most (0: 4 MiB) */
   uint32_t max_in_flight; /* records awaiting acknowledgement per partition (0: the default) */
   int64_t linger_us;      /* hold a partition's records this long to batch them (0: send at once) */
+  /* Added later: a program built against the header before them passes its
+   * smaller size and gets their defaults. */
+  uint32_t max_batch_bytes; /* flush a partition's batch at this many bytes (0: 256 KiB) */
+  int head_acks_only;       /* 1: acks come from the head only, no commit watch at the tail (less CPU
+                               with many partitions, one chain round trip later); 0: both */
+  catena_event_cb on_event; /* NULL: none */
+  void* event_opaque;       /* passed to on_event */
 } catena_publisher_options;
 void catena_publisher_options_init(catena_publisher_options* options) CATENA_NOEXCEPT;
 /* catena_publisher_create with options (NULL: the defaults).
@@ -132,6 +165,13 @@ typedef struct catena_header {
 catena_err catena_publish_record(catena_publisher* pub, const void* key, size_t key_len,
                                  const catena_header* headers, size_t header_count, const void* payload,
                                  size_t payload_len, catena_publish_cb cb, void* opaque) CATENA_NOEXCEPT;
+/* Queues one record to this partition (publish_to): its key and headers, if
+ * any, are stored with it as catena_publish_record stores them (they do not
+ * pick the partition). Errors as catena_publish_record, and
+ * CATENA_ERR_INVALID_ARGUMENT for a partition the channel does not have. */
+catena_err catena_publish_to(catena_publisher* pub, uint32_t partition, const void* key, size_t key_len,
+                             const catena_header* headers, size_t header_count, const void* payload,
+                             size_t payload_len, catena_publish_cb cb, void* opaque) CATENA_NOEXCEPT;
 /* Zero-copy publish: a frame claimed in a partition's staging ring, filled
  * in place, then committed (a record exactly as catena_publish would make
  * it) or aborted (no record, no gap). One claim per partition at a time:
@@ -202,6 +242,10 @@ typedef struct catena_subscriber_options {
   const uint32_t* partitions; /* the partitions to read (copied); NULL: all */
   size_t partition_count;
   uint32_t ring_bytes; /* per partition (0: 8 MiB; at least twice the channel's segment) */
+  /* Added later: a program built against the header before them passes its
+   * smaller size and gets their defaults. */
+  catena_event_cb on_event; /* NULL: none */
+  void* event_opaque;       /* passed to on_event */
 } catena_subscriber_options;
 void catena_subscriber_options_init(catena_subscriber_options* options) CATENA_NOEXCEPT;
 /* catena_subscriber_create with options (NULL: the defaults).

@@ -92,22 +92,20 @@ struct Planner {
     return false;
   }
 
-  // One step of rule 2.
-  bool move_one_head() {
-    count();
-    const auto order = by_load(heads);
+  // One step of a role rule: for the most loaded node and the least loaded
+  // one two or more below it (by `load`), the first chain where
+  // swap(members, over, under) trades the role from one to the other.
+  template <class Swap>
+  bool move_one_role(const std::map<std::string, std::int64_t>& load, const char* role, Swap&& swap) {
+    const auto order = by_load(load);
     for (const auto& over : order) {
       for (auto u = order.rbegin(); u != order.rend(); ++u) {
         const std::string& under = *u;
-        if (heads.at(over) - heads.at(under) <= 1) break;
+        if (load.at(over) - load.at(under) <= 1) break;
         for (std::size_t i = 0; i < chains.size(); ++i) {
-          auto& members = chains[i].replicas;
-          if (members.empty() || members.front() != over) continue;
-          const auto at = std::find(members.begin(), members.end(), under);
-          if (at == members.end()) continue;
-          std::iter_swap(members.begin(), at);
-          reasons[i].push_back(
-              fmt::format("{} heads {} chains, {} heads {}", over, heads.at(over), under, heads.at(under)));
+          if (!swap(chains[i].replicas, over, under)) continue;
+          reasons[i].push_back(fmt::format("{} {} {} chains, {} {} {}", over, role, load.at(over), under,
+                                           role, load.at(under)));
           return true;
         }
       }
@@ -115,28 +113,31 @@ struct Planner {
     return false;
   }
 
+  // One step of rule 2: the head trades places with a member that heads fewer.
+  bool move_one_head() {
+    count();
+    return move_one_role(heads, "heads",
+                         [](auto& members, const std::string& over, const std::string& under) {
+                           if (members.empty() || members.front() != over) return false;
+                           const auto at = std::find(members.begin(), members.end(), under);
+                           if (at == members.end()) return false;
+                           std::iter_swap(members.begin(), at);
+                           return true;
+                         });
+  }
+
   // One step of rule 3: the tail trades places with a member in the middle
   // of its chain (never the head, so heads stay as rule 2 left them).
   bool move_one_tail() {
     count();
-    const auto order = by_load(tails);
-    for (const auto& over : order) {
-      for (auto u = order.rbegin(); u != order.rend(); ++u) {
-        const std::string& under = *u;
-        if (tails.at(over) - tails.at(under) <= 1) break;
-        for (std::size_t i = 0; i < chains.size(); ++i) {
-          auto& members = chains[i].replicas;
-          if (members.size() < 3 || members.back() != over) continue;
-          const auto at = std::find(members.begin() + 1, members.end() - 1, under);
-          if (at == members.end() - 1) continue;
-          std::iter_swap(members.end() - 1, at);
-          reasons[i].push_back(fmt::format("{} is the tail of {} chains, {} of {}", over, tails.at(over),
-                                           under, tails.at(under)));
-          return true;
-        }
-      }
-    }
-    return false;
+    return move_one_role(tails, "is the tail of",
+                         [](auto& members, const std::string& over, const std::string& under) {
+                           if (members.size() < 3 || members.back() != over) return false;
+                           const auto at = std::find(members.begin() + 1, members.end() - 1, under);
+                           if (at == members.end() - 1) return false;
+                           std::iter_swap(members.end() - 1, at);
+                           return true;
+                         });
   }
 };
 

@@ -190,6 +190,45 @@ class NodeAgentTest : public ::testing::Test {
   std::unique_ptr<broker::NodeAgent> agent_;
 };
 
+// The node's log says when records wait at a replica, and why, from its
+// counters: once when they start growing, then at most once a minute.
+TEST(HeldBackLog, SaysWhyRecordsWaitAtMostOnceAMinutePerPartition) {
+  auto counters = std::make_shared<chain::ReplicaCounters>();
+  broker::NodeStats st;
+  broker::PartitionStats p;
+  p.channel = "orders";
+  p.partition = 2;
+  p.position = 0;
+  p.chain_length = 3;
+  p.counters = counters;
+  st.partitions.push_back(p);
+  broker::HeldBackLog log;
+  constexpr std::uint64_t kS = 1'000'000'000ull;
+  std::uint64_t now = 1000 * kS;
+  EXPECT_TRUE(log.lines(st, now).empty());  // nothing held back
+  chain::ReplicaCounters::add(counters->log_full_events, 3);
+  auto lines = log.lines(st, now += kS);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("orders/2 (head, chain of 3): records held back: the partition's log is full"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_EQ(lines[0].find("segment memory"), std::string::npos) << lines[0];
+  chain::ReplicaCounters::add(counters->log_full_events, 1);
+  EXPECT_TRUE(log.lines(st, now += 30 * kS).empty());  // told 30 s ago
+  EXPECT_TRUE(log.lines(st, now += 29 * kS).empty());
+  chain::ReplicaCounters::add(counters->segment_memory_refusals, 1);
+  lines = log.lines(st, now += 2 * kS);  // 61 s after: both reasons since it was told
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("log is full"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("segment memory is spent"), std::string::npos) << lines[0];
+  EXPECT_TRUE(log.lines(st, now += 300 * kS).empty());  // nothing new: quiet
+  chain::ReplicaCounters::add(counters->rate_limited_events, 1);
+  lines = log.lines(st, now += kS);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("publish rate"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("log is full"), std::string::npos) << lines[0];
+}
+
 TEST_F(NodeAgentTest, RegistersAndHeartbeatsRenewTheLeaseFromTheirSendTime) {
   const std::uint64_t before = now_ns();
   ASSERT_TRUE(agent_->register_node());

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <thread>
 #include <utility>
@@ -7,6 +9,40 @@
 #include <catena/broker/node_agent.hpp>
 
 namespace catena::broker {
+
+std::vector<std::string> HeldBackLog::lines(const NodeStats& stats, std::uint64_t now_ns) {
+  std::vector<std::string> out;
+  std::map<std::pair<std::string, std::uint32_t>, Seen> seen;
+  for (const PartitionStats& p : stats.partitions) {
+    if (p.counters == nullptr) continue;
+    const auto key = std::make_pair(p.channel, p.partition);
+    Seen s = seen_.contains(key) ? seen_.at(key) : Seen{};
+    const chain::ReplicaCounters& c = *p.counters;
+    const std::uint64_t log_full = c.log_full_events.load(std::memory_order_relaxed);
+    const std::uint64_t memory = c.segment_memory_refusals.load(std::memory_order_relaxed);
+    const std::uint64_t rate = c.rate_limited_events.load(std::memory_order_relaxed);
+    const bool grew = log_full > s.log_full || memory > s.memory || rate > s.rate;
+    if (grew && (!s.told || now_ns - s.told_ns >= kEveryNs)) {
+      std::vector<std::string> why;
+      if (log_full > s.log_full)
+        why.emplace_back(
+            "the partition's log is full (every segment holds records within ttl + grace, or not yet "
+            "committed)");
+      if (memory > s.memory)
+        why.emplace_back("the node's segment memory is spent ([storage] segment_memory_mb)");
+      if (rate > s.rate)
+        why.emplace_back("the tenant is at its publish rate here (max_publish_bytes_per_sec)");
+      out.push_back(fmt::format(
+          "{}/{} ({}, chain of {}): records held back: {}; they wait, none is dropped", p.channel,
+          p.partition, p.position == 0 ? std::string("head") : fmt::format("position {}", p.position),
+          p.chain_length, fmt::join(why, "; ")));
+      s = Seen{log_full, memory, rate, now_ns, true};
+    }
+    seen.emplace(key, s);
+  }
+  seen_ = std::move(seen);  // partitions gone from the node are forgotten
+  return out;
+}
 
 NodeAgent::NodeAgent(Broker& broker, ControllerCalls& controller, Options options)
     : broker_(broker), controller_(controller), options_(std::move(options)) {}
@@ -77,8 +113,10 @@ void NodeAgent::step() {
   hb.node_epoch = node_epoch_;
   // Load and per-partition progress: the controller promotes a joining
   // replica once its tail reports it caught up.
-  hb.stats = node_stats_of(broker_.stats());
+  const NodeStats stats = broker_.stats();
+  hb.stats = node_stats_of(stats);
   const std::uint64_t sent = broker_.clock().now_ns();
+  for (const std::string& line : held_back_.lines(stats, sent)) spdlog::warn("{}", line);
   auto reply = controller_.heartbeat(hb);
   if (reply && reply->__isset.controller_epoch && options_.fence != nullptr &&
       !options_.fence->heard(reply->controller_epoch)) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,30 @@ class ControllerCallsOf final : public ControllerCalls {
 
  private:
   Controller& controller_;
+};
+
+// What the node's log says when records wait at a replica: a head's
+// partition log full (every segment within ttl + grace, or not committed),
+// the node's segment memory spent, the tenant at its publish rate. From the
+// replicas' counters (ReplicaCounters), at most once every kEveryNs per
+// partition while it lasts; the publishers are told too (ClientEvent).
+class HeldBackLog {
+ public:
+  static constexpr std::uint64_t kEveryNs = 60'000'000'000ull;
+  // The lines to log for these stats at now_ns: one per partition whose
+  // counters grew since it was last told, if that is kEveryNs ago (or it
+  // never was).
+  [[nodiscard]] std::vector<std::string> lines(const NodeStats& stats, std::uint64_t now_ns);
+
+ private:
+  struct Seen {
+    std::uint64_t log_full = 0;  // the counters when it was last told
+    std::uint64_t memory = 0;
+    std::uint64_t rate = 0;
+    std::uint64_t told_ns = 0;
+    bool told = false;
+  };
+  std::map<std::pair<std::string, std::uint32_t>, Seen> seen_;
 };
 
 class NodeAgent {
@@ -108,6 +133,7 @@ class NodeAgent {
   int lease_ms_ = 0;  // 0: the controller grants no lease
   std::uint64_t lease_deadline_ns_ = 0;
   bool stall_logged_ = false;
+  HeldBackLog held_back_;
 };
 
 }  // namespace catena::broker

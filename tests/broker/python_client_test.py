@@ -139,6 +139,23 @@ def main():
     assert partition == 0 and "log is full" in message and "ttl 500 ms" in message, message
     print("python: publish(partition=), on_event (%s), ok" % message, file=sys.stderr)
 
+    # A callable that raises loses no record: the error is reported as
+    # unraisable, and the call that delivered the event returns as usual.
+    unraisable = []
+    sys.unraisablehook = unraisable.append
+
+    def broken(kind, partition, message):
+        raise RuntimeError("on_event failed on " + kind)
+
+    full2 = catena.Publisher(routes, channel + "-full", on_event=broken)
+    held2 = [full2.publish(blob, partition=0) for _ in range(1200)]
+    full2.flush(timeout_ms=15000)
+    sys.unraisablehook = sys.__unraisablehook__
+    assert all(r.ok for r in held2), held2[:3]
+    assert [r.offset for r in held2] == list(range(held2[0].offset, held2[0].offset + 1200)), held2[:3]
+    assert any("on_event failed on log_full" in str(u.exc_value) for u in unraisable), unraisable
+    print("python: a raising on_event, ok", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

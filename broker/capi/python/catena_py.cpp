@@ -98,8 +98,17 @@ struct Event {
 void queue_event(void* opaque, const catena_event* e) {
   static_cast<std::vector<Event>*>(opaque)->push_back({e->name, e->partition, e->message});
 }
+// An exception from the callable is reported as unraisable (as Python
+// does for callbacks it cannot return into), not raised from the call that
+// delivered it: that call's own outcome (a queued record) must not be lost.
 void deliver(const py::object& handler, const std::vector<Event>& events) {
-  for (const Event& e : events) handler(e.kind, e.partition, e.message);
+  for (const Event& e : events) {
+    try {
+      handler(e.kind, e.partition, e.message);
+    } catch (py::error_already_set& err) {
+      err.discard_as_unraisable("catena on_event");
+    }
+  }
 }
 
 // Waiting for a publisher's ring to have room: yield a little, then sleep

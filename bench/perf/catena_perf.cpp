@@ -50,10 +50,21 @@ struct Options {
   std::vector<std::uint32_t> bw_sizes{4096, 65536, 1u << 20};
   double bw_seconds = 1.0;
   std::vector<std::uint32_t> bw_batches{1};
+  // 0: every bandwidth write from and to offset 0 (perftest's ib_write_bw:
+  // cache-resident on a soft provider); else the writes walk this many
+  // bytes at both ends, as a publisher appends through a segment, so the
+  // copies go to and from memory not in cache.
+  std::uint64_t bw_span = 0;
   bool json = false;
   bool pin = true;
   int ib_gid_index = -1;  // for ib_write_lat on RoCE (-x); -1: its default
 };
+
+// The data region at both ends: room for the latency and bandwidth writes,
+// and for --bw-span.
+std::size_t region_bytes(const Options& o) {
+  return std::max<std::size_t>(kRegionBytes, o.bw_span);
+}
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "catena-perf: %s\n", what.c_str());
@@ -117,7 +128,7 @@ void responder(const Options& o, const std::string& spec, int addr_pipe) {
   if (write(addr_pipe, &n, 4) != 4 || write(addr_pipe, a.data(), n) != static_cast<ssize_t>(n)) die("pipe");
   auto ep = must(listener->accept(std::chrono::milliseconds(30000)), "accept");
   auto region =
-      must(provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
+      must(provider->allocate(region_bytes(o), fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
   auto scratch = must(provider->allocate(4096, fabric::kLocalWrite), "allocate");
   RemoteRegion peer = swap_regions(*ep, *scratch, must(ep->expose(*region), "expose"));
   for (std::uint32_t i = 0; i < kRecvDepth; ++i)
@@ -162,36 +173,54 @@ Percentiles latency(Session& s, std::uint32_t bytes, int iters) {
 }
 
 // `batch` writes per doorbell (Endpoint::hold_posts; 1: each write posted
-// alone and signalled, as perftest's ib_write_bw does by default).
-double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds, std::uint32_t batch) {
+// alone and signalled, as perftest's ib_write_bw does by default). With a
+// `span`, the k-th write goes from and to offset (k * bytes) mod span at
+// both ends; one lap over it first, untimed, so that no page is touched for
+// the first time while timed.
+double bandwidth_gbps(Session& s, std::uint32_t bytes, double seconds, std::uint32_t batch,
+                      std::uint64_t span) {
   const std::uint32_t window = std::min<std::uint32_t>(64, s.ep->caps().send_queue_depth - 1);
+  const std::uint64_t places = span >= bytes ? span / bytes : 1;
+  std::uint64_t next = 0;  // writes posted
   std::uint32_t outstanding = 0;
   std::uint64_t done_bytes = 0;
-  std::uint64_t t0 = now_ns();
-  const std::uint64_t until = t0 + static_cast<std::uint64_t>(seconds * 1e9);
   Completion c[32];
-  while (now_ns() < until) {
-    bool room = true;
-    while (room && outstanding < window) {
-      if (batch > 1) s.ep->hold_posts();
-      for (std::uint32_t i = 0; i < batch && outstanding < window; ++i) {
-        Errc e = s.ep->post_write(2, {s.region.get(), 0, bytes}, {s.peer, 0});
-        if (e == Errc::backpressure) {
-          room = false;
-          break;
+  auto run = [&](std::uint64_t until_ns, std::uint64_t until_writes) {
+    while (now_ns() < until_ns && next < until_writes) {
+      bool room = true;
+      while (room && outstanding < window && next < until_writes) {
+        if (batch > 1) s.ep->hold_posts();
+        for (std::uint32_t i = 0; i < batch && outstanding < window; ++i) {
+          const std::uint64_t at = (next % places) * bytes;
+          Errc e = s.ep->post_write(2, {s.region.get(), at, bytes}, {s.peer, at});
+          if (e == Errc::backpressure) {
+            room = false;
+            break;
+          }
+          must_post(e, "write");
+          ++outstanding;
+          ++next;
         }
-        must_post(e, "write");
-        ++outstanding;
+        if (batch > 1) s.ep->release_posts();
       }
-      if (batch > 1) s.ep->release_posts();
+      int n = s.ep->poll_send(c, 32);
+      for (int i = 0; i < n; ++i) {
+        if (c[i].status != fabric::WcStatus::success) die("write failed");
+        done_bytes += bytes;
+      }
+      outstanding -= static_cast<std::uint32_t>(n);
     }
-    int n = s.ep->poll_send(c, 32);
-    for (int i = 0; i < n; ++i) {
-      if (c[i].status != fabric::WcStatus::success) die("write failed");
-      done_bytes += bytes;
-    }
-    outstanding -= static_cast<std::uint32_t>(n);
+  };
+  if (span > 0) {
+    std::memset(s.region->data(), 0x5a, places * bytes);
+    run(~0ull, places);
+    for (; outstanding > 0; --outstanding) wait_one(*s.ep, false);
+    next = 0;
   }
+  std::uint64_t t0 = now_ns();
+  done_bytes = 0;
+  const std::uint64_t until = t0 + static_cast<std::uint64_t>(seconds * 1e9);
+  run(until, ~0ull);
   while (outstanding > 0) {
     wait_one(*s.ep, false);
     done_bytes += bytes;
@@ -272,7 +301,8 @@ void run_provider(const Options& o, const std::string& spec) {
   Session s;
   s.provider = must(Provider::open(spec), "open provider");
   s.ep = must(s.provider->connect(addr), "connect");
-  s.region = must(s.provider->allocate(kRegionBytes, fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
+  s.region =
+      must(s.provider->allocate(region_bytes(o), fabric::kLocalWrite | fabric::kRemoteWrite), "allocate");
   s.scratch = must(s.provider->allocate(4096, fabric::kLocalWrite), "allocate");
   s.peer = swap_regions(*s.ep, *s.scratch, must(s.ep->expose(*s.region), "expose"));
   for (std::uint32_t i = 0; i < kRecvDepth; ++i) {
@@ -310,13 +340,14 @@ void run_provider(const Options& o, const std::string& spec) {
   }
   for (std::uint32_t bytes : o.bw_sizes) {
     for (std::uint32_t batch : o.bw_batches) {
-      double gbps = bandwidth_gbps(s, bytes, o.bw_seconds, batch);
+      double gbps = bandwidth_gbps(s, bytes, o.bw_seconds, batch, o.bw_span);
       if (o.json) {
-        nlohmann::json j{{"provider", spec}, {"op", "write_bw"}, {"bytes", bytes},    {"gbps", gbps},
-                         {"batch", batch},   {"cores", cores},   {"pinning", pinning}};
+        nlohmann::json j{{"provider", spec}, {"op", "write_bw"},  {"bytes", bytes}, {"gbps", gbps},
+                         {"batch", batch},   {"span", o.bw_span}, {"cores", cores}, {"pinning", pinning}};
         std::cout << j.dump() << std::endl;
       } else {
-        std::printf("%-10s write bandwidth %9u B, %2u per doorbell: %8.2f Gb/s\n", spec.c_str(), bytes, batch,
+        std::printf("%-10s write bandwidth %9u B, %2u per doorbell%s: %8.2f Gb/s\n", spec.c_str(), bytes,
+                    batch, o.bw_span > 0 ? (" over " + std::to_string(o.bw_span >> 20) + " MiB").c_str() : "",
                     gbps);
       }
     }
@@ -355,6 +386,11 @@ int main(int argc, char** argv) {
                  "then 16 per ibv_post_send with the last signalled)")
       ->delimiter(',')
       ->check(CLI::Range(1u, 64u));
+  app.add_option("--bw-span", o.bw_span,
+                 "bytes the bandwidth writes walk at both ends (0: all at offset 0, cache-resident, as "
+                 "perftest; 67108864: through a 64 MiB segment, to and from memory not in cache)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 32));
   app.add_flag("--json", o.json, "one JSON object per line per measurement");
   app.add_option("--ib-gid-index", o.ib_gid_index,
                  "GID index for ib_write_lat, the floor of verbs providers (RoCE/soft-RoCE: usually 1)");

@@ -69,8 +69,9 @@ struct Row {
   std::uint32_t bytes = 64;
   Percentiles pct;
   double msgs_per_s = 0;
-  Percentiles floor;           // latency rows: the floor ring's, same run
-  double fabric_mb_per_s = 0;  // throughput rows: the fabric_bw row's at this size, same run
+  Percentiles floor;                  // latency rows: the floor ring's, same run
+  double fabric_mb_per_s = 0;         // throughput rows: the fabric_bw row's at this size, same run
+  double fabric_stream_mb_per_s = 0;  // and the fabric_bw_stream row's
   std::string note;
 };
 
@@ -107,7 +108,7 @@ struct Report {
                        {"pinning", pinning},
                        {"provider", provider},
                        {"loadavg_1m", load_average()}};
-      if (r.mode != "throughput" && r.mode != "fabric_bw") {
+      if (r.mode != "throughput" && !r.mode.starts_with("fabric_bw")) {
         j["floor_p50_ns"] = r.floor.p50;
         j["floor_p99_ns"] = r.floor.p99;
         j["floor_p999_ns"] = r.floor.p999;
@@ -115,6 +116,10 @@ struct Report {
       if (r.fabric_mb_per_s > 0) {
         j["fabric_mb_per_s"] = r.fabric_mb_per_s;
         j["fabric_ratio"] = r.msgs_per_s * r.bytes / 1e6 / r.fabric_mb_per_s;
+      }
+      if (r.fabric_stream_mb_per_s > 0) {
+        j["fabric_stream_mb_per_s"] = r.fabric_stream_mb_per_s;
+        j["fabric_stream_ratio"] = r.msgs_per_s * r.bytes / 1e6 / r.fabric_stream_mb_per_s;
       }
       if (!r.note.empty()) j["note"] = r.note;
       if (!hgrm.empty()) j["hgrm"] = hgrm;
@@ -126,7 +131,7 @@ struct Report {
       }
     }
     auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e3; };
-    if (r.mode == "fabric_bw") {
+    if (r.mode.starts_with("fabric_bw")) {
       std::printf("  %-28s %6u B  %10.0f msg/s  %8.1f MB/s\n", r.mode.c_str(), r.bytes, r.msgs_per_s,
                   r.msgs_per_s * r.bytes / 1e6);
     } else if (r.mode == "throughput") {
@@ -136,6 +141,10 @@ struct Report {
       if (r.fabric_mb_per_s > 0) {
         std::printf("  = 1/%.0f of fabric_bw",
                     r.fabric_mb_per_s / std::max(1e-9, r.msgs_per_s * r.bytes / 1e6));
+      }
+      if (r.fabric_stream_mb_per_s > 0) {
+        std::printf(", 1/%.1f of fabric_bw_stream",
+                    r.fabric_stream_mb_per_s / std::max(1e-9, r.msgs_per_s * r.bytes / 1e6));
       }
       std::printf("\n");
     } else {
@@ -203,9 +212,10 @@ std::vector<Row> stage_rows(control::ControllerClient& admin, const control::idl
 
 // The fabric's own bandwidth for one-sided writes of `bytes` between two
 // processes, in MB/s: catena-perf (installed beside this binary) writing for
-// `seconds` on `provider`. 0, with *why set, if it is missing or failed.
+// `seconds` on `provider`, all at offset 0 (span 0) or walking `span` bytes
+// at both ends (--bw-span). 0, with *why set, if it is missing or failed.
 double fabric_bw_mb_per_s(const std::string& provider, std::uint32_t bytes, double seconds,
-                          std::string* why) {
+                          std::uint64_t span, std::string* why) {
   const std::string perf = self_dir() + "/catena-perf";
   if (access(perf.c_str(), X_OK) != 0) {
     *why = perf + " not found";
@@ -216,9 +226,20 @@ double fabric_bw_mb_per_s(const std::string& provider, std::uint32_t bytes, doub
     *why = "pipe failed";
     return 0;
   }
-  const std::vector<std::string> args{
-      perf,         "--provider",          provider,       "--lat-sizes",           "8",     "--iters", "100",
-      "--bw-sizes", std::to_string(bytes), "--bw-seconds", std::to_string(seconds), "--json"};
+  const std::vector<std::string> args{perf,
+                                      "--provider",
+                                      provider,
+                                      "--lat-sizes",
+                                      "8",
+                                      "--iters",
+                                      "100",
+                                      "--bw-sizes",
+                                      std::to_string(bytes),
+                                      "--bw-seconds",
+                                      std::to_string(seconds),
+                                      "--bw-span",
+                                      std::to_string(span),
+                                      "--json"};
   std::vector<char*> argv;  // built before the fork: the child only calls what is async-signal-safe
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -372,8 +393,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_flag("--no-floor", o.no_floor, "skip the floor measurement");
   app.add_flag(
       "--no-fabric-bw", o.no_fabric_bw,
-      "skip the fabric_bw rows (catena-perf's one-sided write bandwidth at each throughput size of 4 KiB "
-      "to 1 MiB, which each throughput row is compared with)");
+      "skip the fabric_bw and fabric_bw_stream rows (catena-perf's one-sided write bandwidth at each "
+      "throughput size of 4 KiB to 1 MiB, at one offset and through 64 MiB, which each throughput row is "
+      "compared with)");
   app.add_flag("--no-throughput", o.no_throughput, "latency rows only");
   app.add_flag(
       "--failover", o.failover,
@@ -572,26 +594,35 @@ int run_bench(const Common& c, const BenchOptions& o) {
 
   // The fabric's bandwidth at each throughput size, before any broker runs:
   // what the data path's MB/s compares with (one-sided writes, 2 processes).
-  std::map<std::uint32_t, double> fabric_mb;
+  // fabric_bw writes from and to one place, as perftest's ib_write_bw (on a
+  // soft provider a copy within the cache); fabric_bw_stream walks a
+  // segment's 64 MiB at both ends, as the data path does, so its copies go
+  // to and from memory not in cache.
+  std::map<std::uint32_t, double> fabric_mb, fabric_stream_mb;
   if (!o.no_throughput && !o.no_fabric_bw) {
+    constexpr std::uint64_t kStreamSpan = 64ull << 20;
     for (std::uint32_t bytes : tput_sizes) {
       if (bytes < 4096 || bytes > (1u << 20)) continue;
-      std::string why;
-      const double mb = fabric_bw_mb_per_s(c.provider, bytes, 0.5, &why);
-      if (mb <= 0) {
-        std::fprintf(info, "  fabric_bw %u B: not measured: %s\n", bytes, why.c_str());
-        continue;
+      for (const std::uint64_t span : {std::uint64_t{0}, kStreamSpan}) {
+        const char* mode = span == 0 ? "fabric_bw" : "fabric_bw_stream";
+        std::string why;
+        const double mb = fabric_bw_mb_per_s(c.provider, bytes, 0.5, span, &why);
+        if (mb <= 0) {
+          std::fprintf(info, "  %s %u B: not measured: %s\n", mode, bytes, why.c_str());
+          continue;
+        }
+        (span == 0 ? fabric_mb : fabric_stream_mb)[bytes] = mb;
+        Row r;
+        r.system = "fabric";
+        r.mode = mode;
+        r.replicas = 1;
+        r.bytes = bytes;
+        r.msgs_per_s = mb * 1e6 / bytes;
+        r.note = "catena-perf: one-sided writes between 2 processes, " + c.provider +
+                 ", cpu0 -> cpu1, 64 in flight" +
+                 (span == 0 ? ", all at offset 0" : ", walking 64 MiB at both ends");
+        rep.emit(r);
       }
-      fabric_mb[bytes] = mb;
-      Row r;
-      r.system = "fabric";
-      r.mode = "fabric_bw";
-      r.replicas = 1;
-      r.bytes = bytes;
-      r.msgs_per_s = mb * 1e6 / bytes;
-      r.note =
-          "catena-perf: one-sided writes between 2 processes, " + c.provider + ", cpu0 -> cpu1, 64 in flight";
-      rep.emit(r);
     }
   }
 
@@ -769,6 +800,8 @@ int run_bench(const Common& c, const BenchOptions& o) {
         r.pct = bench::percentiles(std::move(t.ack_ns));
         r.msgs_per_s = rate(t.acked, t.elapsed_ns);
         if (auto f = fabric_mb.find(bytes); f != fabric_mb.end()) r.fabric_mb_per_s = f->second;
+        if (auto f = fabric_stream_mb.find(bytes); f != fabric_stream_mb.end())
+          r.fabric_stream_mb_per_s = f->second;
         if (own_cluster) {
           r.note = "retention (" + std::to_string(slots) + " slots) caps this at " +
                    std::to_string(static_cast<long long>(retention_cap_mb)) + " MB/s of frames";

@@ -143,6 +143,14 @@ class CATENA_LOCAL Subscriber::Impl {
 
   int poll(const Handler& on_message, int max) {
     CATENA_ST_CHECK(owner_);
+    if (!polled_) {
+      polled_ = true;
+      if (notice_) {
+        for (const Notice& n : early_notices_) notice_(n);
+      }
+      early_notices_.clear();
+      early_notices_.shrink_to_fit();
+    }
     int delivered = 0;
     const auto now = Steady::now();
     for (auto& sp : sessions_) {
@@ -371,8 +379,14 @@ class CATENA_LOCAL Subscriber::Impl {
     s.ever_connected = true;
   }
 
+  // A notice found while create() connected comes before the caller could
+  // set a handler (on_notice() after create): kept, and handed over by the
+  // first poll(). Later, without a handler, a notice is dropped.
   void notify(const Notice& n) {
-    if (notice_) notice_(n);
+    if (notice_)
+      notice_(n);
+    else if (!polled_)
+      early_notices_.push_back(n);
   }
 
   const ReplicaAddress& pick_st(SubSession& s, const std::vector<ReplicaAddress>& reps) {
@@ -588,7 +602,9 @@ class CATENA_LOCAL Subscriber::Impl {
   std::vector<std::unique_ptr<SubSession>> sessions_;
   std::uint32_t ring_bytes_ = 0;
   NoticeHandler notice_;
-  bool events_ = false;  // create() is done: changes from here on are events
+  bool polled_ = false;                // poll() has run: notices go to notice_ or nowhere
+  std::vector<Notice> early_notices_;  // raised before the first poll()
+  bool events_ = false;                // create() is done: changes from here on are events
   // The partition's session, or null if it is not read here.
   const SubSession* session_of(std::uint32_t partition) const {
     for (const auto& s : sessions_) {

@@ -144,6 +144,9 @@ class CATENA_API Subscriber {
   // Delivers up to `max` records, reconnecting partitions whose replica
   // was lost, never waiting (see the bound above); returns how many.
   int poll(const Handler& on_message, int max = 1024);
+  // Notices (Notice) are handed to `h` from poll(), on this thread; those
+  // found while create() connected (a start position that expired) come
+  // with the first poll().
   void on_notice(NoticeHandler h);
 
   // Next offset to be delivered, per partition. A partition held at an

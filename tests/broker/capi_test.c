@@ -3,7 +3,7 @@
  * from the earliest record and checks that every record arrived once, with
  * its payload at the partition and offset its acknowledgement named; and
  * the error paths (unknown channel, NULL arguments, strerror); options,
- * publish_to, and a full log's event. */
+ * publish_to, a full log's event; notices, seek, commit and a group member. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +113,54 @@ static void on_event(void* opaque, const catena_event* ev) {
   e->partition = ev->partition;
   if (strcmp(ev->name, "log_full") != 0) e->other++;
   snprintf(e->message, sizeof e->message, "%s", ev->message);
+}
+
+/* Notices a subscriber told (catena_subscriber_options.on_notice). */
+struct notices {
+  int expired;
+  int other;
+  uint64_t next_offset;
+};
+static void on_notice(void* opaque, const catena_notice* n) {
+  struct notices* t = opaque;
+  if (n->status != CATENA_ERR_POSITION_EXPIRED) {
+    t->other++;
+    return;
+  }
+  t->expired++;
+  t->next_offset = n->next_offset;
+}
+
+/* What a group member was handed: every partition's offsets must follow on
+ * from 0 without a gap or a repeat. */
+struct group_seen {
+  int count;
+  int out_of_order;
+  uint64_t next[4];
+  int before_commit;
+};
+static void on_group_message(void* opaque, const catena_message* m) {
+  struct group_seen* g = opaque;
+  g->count++;
+  if (m->partition >= 4 || m->offset != g->next[m->partition]) {
+    g->out_of_order++;
+    return;
+  }
+  g->next[m->partition]++;
+}
+static void on_before_commit(void* opaque) {
+  ((struct group_seen*)opaque)->before_commit++;
+}
+static int on_nothing_count;
+static void on_nothing(void* opaque, const catena_message* m) {
+  (void)opaque;
+  (void)m;
+  on_nothing_count++;
+}
+
+static void pause_200us(void) {
+  struct timespec pause = {0, 200000};
+  nanosleep(&pause, NULL);
 }
 
 static double now_s(void) {
@@ -406,6 +454,189 @@ int main(int argc, char** argv) {
         "%s: %d log_full events (%s)", full, events.log_full, events.message);
   fprintf(stderr, "capi_test: %s: %d log_full event(s), %d other(s): %s\n", full, events.log_full,
           events.other, events.message);
+
+  /* Reading the full log from offset 0, whose first segments were reused
+   * long ago: a POSITION_EXPIRED notice names where delivery resumes, and
+   * it goes on from there to the end (read from the head this time). */
+  struct notices nt = {0, 0, 0};
+  catena_subscriber_options_init(&so);
+  so.start = CATENA_START_OFFSET;
+  so.start_offset = 0;
+  so.read_from = CATENA_READ_HEAD;
+  so.on_notice = on_notice;
+  so.notice_opaque = &nt;
+  e = catena_subscriber_create_with(sub_routes, full, &so, &sub);
+  CHECK(e == CATENA_OK, "subscriber on %s: %s", full, catena_last_error());
+  if (e != CATENA_OK) return 1;
+  struct from_offset tail_of_full = {0, 0, 0};
+  offset_partition = 0;
+  const double expired_deadline = now_s() + 10;
+  while (catena_subscriber_position(sub, 0) < F && now_s() < expired_deadline) {
+    if (catena_subscriber_poll(sub, on_offset, &tail_of_full, 256) <= 0) pause_200us();
+  }
+  CHECK(nt.expired >= 1 && nt.other == 0 && nt.next_offset > 0 && nt.next_offset <= F,
+        "%s from 0: %d position_expired notices (next offset %llu), %d others", full, nt.expired,
+        (unsigned long long)nt.next_offset, nt.other);
+  CHECK(tail_of_full.count == 0 || tail_of_full.first == nt.next_offset,
+        "%s: delivery resumed at %llu, the notice said %llu", full, (unsigned long long)tail_of_full.first,
+        (unsigned long long)nt.next_offset);
+  CHECK(catena_subscriber_position(sub, 0) == F && tail_of_full.count == (int)(F - nt.next_offset),
+        "%s: position %llu after %d records", full, (unsigned long long)catena_subscriber_position(sub, 0),
+        tail_of_full.count);
+  catena_subscriber_destroy(sub);
+  fprintf(stderr, "capi_test: %s from 0: expired up to %llu, then %d records\n", full,
+          (unsigned long long)nt.next_offset, tail_of_full.count);
+
+  /* Options the later header added: bad values refused, the earlier sizes taken. */
+  catena_publisher_options_init(&po);
+  po.retry_timeout_ms = -5;
+  CHECK(catena_publisher_create_with(sub_routes, argv[2], &po, &pub) == CATENA_ERR_INVALID_ARGUMENT &&
+            strstr(catena_last_error(), "retry_timeout_ms is negative") != NULL,
+        "a negative retry_timeout_ms: %s", catena_last_error());
+  catena_publisher_options_init(&po);
+  po.size = 64;             /* through event_opaque */
+  po.retry_timeout_ms = -5; /* beyond that size: not read */
+  e = catena_publisher_create_with(sub_routes, argv[2], &po, &pub);
+  CHECK(e == CATENA_OK, "publisher options of the second size: %s", catena_last_error());
+  if (e == CATENA_OK) catena_publisher_destroy(pub);
+  catena_publisher_options_init(&po);
+  po.retry_timeout_ms = 2000;
+  po.connect_timeout_ms = 500;
+  po.stall_check_ms = 100;
+  e = catena_publisher_create_with(sub_routes, argv[2], &po, &pub);
+  CHECK(e == CATENA_OK, "publisher with timeouts: %s", catena_last_error());
+  if (e == CATENA_OK) catena_publisher_destroy(pub);
+  catena_subscriber_options_init(&so);
+  so.start = CATENA_START_COMMITTED;
+  CHECK(catena_subscriber_create_with(sub_routes, argv[2], &so, &sub) == CATENA_ERR_INVALID_ARGUMENT &&
+            strstr(catena_last_error(), "needs a group") != NULL,
+        "START_COMMITTED without a group: %s", catena_last_error());
+  catena_subscriber_options_init(&so);
+  so.read_from = (catena_read_from)9;
+  CHECK(catena_subscriber_create_with(sub_routes, argv[2], &so, &sub) == CATENA_ERR_INVALID_ARGUMENT,
+        "read_from 9 was taken");
+  catena_subscriber_options_init(&so);
+  so.delivery_stall_ms = -1;
+  CHECK(catena_subscriber_create_with(sub_routes, argv[2], &so, &sub) == CATENA_ERR_INVALID_ARGUMENT,
+        "a negative delivery_stall_ms was taken");
+  catena_subscriber_options_init(&so);
+  so.size = 72; /* through event_opaque */
+  so.read_from = (catena_read_from)9;
+  e = catena_subscriber_create_with(sub_routes, argv[2], &so, &sub);
+  CHECK(e == CATENA_OK, "subscriber options of the second size: %s", catena_last_error());
+  if (e == CATENA_OK) catena_subscriber_destroy(sub);
+
+  /* Seek, commit and START_COMMITTED: a subscriber of group "capi-c" reads
+   * partition 3 to its end, seeks back to publish_to's 6th record and gets
+   * it and what follows again, seeks to the 11th and commits there; a new
+   * one starting at the group's position begins with the 11th. */
+  const uint32_t three = 3;
+  const uint64_t end3 = to[M - 1].offset + 1;
+  catena_subscriber_options_init(&so);
+  so.partitions = &three;
+  so.partition_count = 1;
+  so.group = "capi-c";
+  so.stall_check_ms = 500;
+  so.connect_timeout_ms = 2000;
+  e = catena_subscriber_create_with(sub_routes, argv[2], &so, &sub);
+  CHECK(e == CATENA_OK, "subscriber of group capi-c: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  const double seek_deadline = now_s() + 10;
+  while (catena_subscriber_position(sub, 3) < end3 && now_s() < seek_deadline) {
+    if (catena_subscriber_poll(sub, on_nothing, NULL, 256) <= 0) pause_200us();
+  }
+  CHECK(catena_subscriber_position(sub, 3) == end3, "partition 3 read to %llu, not %llu",
+        (unsigned long long)catena_subscriber_position(sub, 3), (unsigned long long)end3);
+  CHECK(catena_subscriber_seek(sub, 0, 0) == CATENA_ERR_INVALID_ARGUMENT &&
+            strstr(catena_last_error(), "does not read partition 0") != NULL,
+        "seek on a partition it does not read: %s", catena_last_error());
+  CHECK(catena_subscriber_seek(sub, 3, to[5].offset) == CATENA_OK, "seek: %s", catena_last_error());
+  struct from_offset again = {0, 0, 0};
+  offset_partition = 3;
+  while (again.count < M - 5 && now_s() < seek_deadline + 10) {
+    if (catena_subscriber_poll(sub, on_offset, &again, 256) <= 0) pause_200us();
+  }
+  CHECK(again.count == M - 5 && again.first == to[5].offset && again.other_partition == 0,
+        "after the seek: %d records from %llu, not %d from %llu", again.count,
+        (unsigned long long)again.first, M - 5, (unsigned long long)to[5].offset);
+  CHECK(catena_subscriber_seek(sub, 3, to[10].offset) == CATENA_OK, "seek: %s", catena_last_error());
+  CHECK(catena_subscriber_position(sub, 3) == to[10].offset, "position %llu after the seek",
+        (unsigned long long)catena_subscriber_position(sub, 3));
+  e = catena_subscriber_commit(sub);
+  CHECK(e == CATENA_OK, "commit: %s", catena_last_error());
+  catena_subscriber_destroy(sub);
+  so.start = CATENA_START_COMMITTED;
+  e = catena_subscriber_create_with(sub_routes, argv[2], &so, &sub);
+  CHECK(e == CATENA_OK, "subscriber from the group's position: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  struct from_offset resumed = {0, 0, 0};
+  const double resume_deadline = now_s() + 10;
+  while (resumed.count < M - 10 && now_s() < resume_deadline) {
+    if (catena_subscriber_poll(sub, on_offset, &resumed, 256) <= 0) pause_200us();
+  }
+  CHECK(resumed.count == M - 10 && resumed.first == to[10].offset, "from the commit: %d records from %llu",
+        resumed.count, (unsigned long long)resumed.first);
+  catena_subscriber_destroy(sub);
+
+  /* A group member: the only one, so every partition is its; it is handed
+   * every record of the channel once, in order, and commits where it
+   * stopped when destroyed: a subscriber starting at the group's positions
+   * is at each partition's end. */
+  catena_group* grp = NULL;
+  CHECK(catena_group_create(sub_routes, argv[2], "", NULL, &grp) == CATENA_ERR_INVALID_ARGUMENT,
+        "a group without a name");
+  catena_group_options go;
+  catena_group_options_init(&go);
+  CHECK(go.size == sizeof go && go.start == CATENA_START_EARLIEST && go.commit_interval_ms == 0,
+        "group defaults");
+  go.start = CATENA_START_OFFSET;
+  CHECK(catena_group_create(sub_routes, argv[2], "capi-grp", &go, &grp) == CATENA_ERR_INVALID_ARGUMENT,
+        "a group starting at an offset");
+  catena_group_options_init(&go);
+  struct group_seen gs;
+  memset(&gs, 0, sizeof gs);
+  go.member_name = "capi-member";
+  go.commit_interval_ms = -1;
+  go.before_commit = on_before_commit;
+  go.before_commit_opaque = &gs;
+  go.join_timeout_ms = 10000;
+  e = catena_group_create(sub_routes, argv[2], "capi-grp", &go, &grp);
+  CHECK(e == CATENA_OK, "group member: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  const int total = N + 2 * M;
+  const double group_deadline = now_s() + 15;
+  while (gs.count < total && now_s() < group_deadline) {
+    const int n = catena_group_poll(grp, on_group_message, &gs, 256);
+    CHECK(n >= 0, "group poll: %s", catena_last_error());
+    if (n <= 0) pause_200us();
+  }
+  uint32_t owned[8];
+  const size_t owned_n = catena_group_partitions(grp, owned, 8);
+  CHECK(owned_n == 4 && owned[0] == 0 && owned[3] == 3, "the member has %zu partitions", owned_n);
+  CHECK(gs.count == total && gs.out_of_order == 0, "the member was handed %d of %d records, %d out of order",
+        gs.count, total, gs.out_of_order);
+  CHECK(catena_group_commit(grp) == CATENA_OK, "group commit: %s", catena_last_error());
+  CHECK(gs.before_commit >= 1, "before_commit ran %d times", gs.before_commit);
+  catena_group_destroy(grp);
+  catena_subscriber_options_init(&so);
+  so.start = CATENA_START_COMMITTED;
+  so.group = "capi-grp";
+  e = catena_subscriber_create_with(sub_routes, argv[2], &so, &sub);
+  CHECK(e == CATENA_OK, "subscriber at capi-grp's positions: %s", catena_last_error());
+  if (e != CATENA_OK) return 1;
+  on_nothing_count = 0;
+  const double settle = now_s() + 0.5;
+  while (now_s() < settle) {
+    if (catena_subscriber_poll(sub, on_nothing, NULL, 256) <= 0) pause_200us();
+  }
+  for (uint32_t p = 0; p < 4; ++p)
+    CHECK(catena_subscriber_position(sub, p) == gs.next[p],
+          "partition %u: the group committed %llu, not %llu", p,
+          (unsigned long long)catena_subscriber_position(sub, p), (unsigned long long)gs.next[p]);
+  CHECK(on_nothing_count == 0, "%d records after the group's commit", on_nothing_count);
+  catena_subscriber_destroy(sub);
+  fprintf(stderr, "capi_test: group member handed %d records, before_commit %d\n", gs.count,
+          gs.before_commit);
 
   catena_routes_destroy(sub_routes);
   fprintf(stderr, "capi_test: received %d, %s\n", received, failures ? "FAILED" : "ok");

@@ -4,7 +4,8 @@
 
 Publishes N records, flushes, subscribes from the earliest record, and
 asserts every record arrived once with its payload at the partition and
-offset its PublishResult named; and the error path (unknown channel)."""
+offset its PublishResult named; the error path (unknown channel); options,
+publish(partition=), events, notices, seek, commit and a group member."""
 import sys
 import time
 
@@ -155,6 +156,95 @@ def main():
     assert [r.offset for r in held2] == list(range(held2[0].offset, held2[0].offset + 1200)), held2[:3]
     assert any("on_event failed on log_full" in str(u.exc_value) for u in unraisable), unraisable
     print("python: a raising on_event, ok", file=sys.stderr)
+
+    # Notices: the full log read from offset 0, whose first segments were
+    # reused long ago: position_expired says where delivery resumes (read
+    # from the head this time).
+    notices = []
+    sub4 = catena.Subscriber(routes, channel + "-full", start=0, read_from="head",
+                             on_notice=lambda status, partition, next_offset, lost_from:
+                             notices.append((status, partition, next_offset)))
+    end = held2[-1].offset + 1
+    got4 = []
+    deadline = time.monotonic() + 10
+    while sub4.position(0) < end and time.monotonic() < deadline:
+        got4.extend(sub4.poll(max=256, timeout_ms=100))
+    assert notices and all(n[0] == "position_expired" and n[1] == 0 for n in notices), notices
+    assert 0 < notices[0][2] <= end and sub4.position(0) == end, (notices, sub4.position(0), end)
+    offsets = [o for _, o, _ in got4]
+    assert offsets == sorted(set(offsets)) and all(o >= notices[0][2] for o in offsets), offsets[:5]
+    assert not offsets or offsets[-1] == end - 1, (offsets[-1], end)
+    for bad, kind in (({"read_from": "middle"}, ValueError), ({"stall_check_ms": -1}, catena.Error),
+                      ({"start": "committed"}, catena.Error)):
+        try:
+            catena.Subscriber(routes, channel, **bad)
+            raise AssertionError("a subscriber with %s was created" % bad)
+        except kind:
+            pass
+    print("python: on_notice (%s), ok" % (notices,), file=sys.stderr)
+
+    # seek, commit and start="committed": read partition 3 to its end, seek
+    # back to the 6th publish(partition=3) record, commit at the 11th; a new
+    # subscriber of the group starts there.
+    sub5 = catena.Subscriber(routes, channel, partitions=[3], group="py-c", stall_check_ms=500,
+                             connect_timeout_ms=2000, delivery_stall_ms=2000)
+    end3 = to[-1].offset + 1
+    deadline = time.monotonic() + 10
+    while sub5.position(3) < end3 and time.monotonic() < deadline:
+        sub5.poll(max=256, timeout_ms=100)
+    assert sub5.position(3) == end3, (sub5.position(3), end3)
+    sub5.seek(3, to[5].offset)
+    again = []
+    deadline = time.monotonic() + 10
+    while len(again) < 15 and time.monotonic() < deadline:
+        again.extend(sub5.poll(max=256, timeout_ms=100))
+    assert again == [(3, r.offset, b"to-%d" % (5 + i)) for i, r in enumerate(to[5:])], again
+    try:
+        sub5.seek(0, 0)
+        raise AssertionError("a seek on a partition the subscriber does not read")
+    except catena.Error as e:
+        assert e.code == "invalid_argument", (e.code, str(e))
+    sub5.seek(3, to[10].offset)
+    sub5.commit()
+    del sub5
+    sub6 = catena.Subscriber(routes, channel, start="committed", group="py-c", partitions=[3])
+    resumed = []
+    deadline = time.monotonic() + 10
+    while len(resumed) < 10 and time.monotonic() < deadline:
+        resumed.extend(sub6.poll(max=256, timeout_ms=100))
+    assert resumed == [(3, r.offset, b"to-%d" % (10 + i)) for i, r in enumerate(to[10:])], resumed
+    print("python: seek, commit, start=committed, ok", file=sys.stderr)
+
+    # A group member, the only one: every partition is its, every record of
+    # the channel is handed over once and in order, and what it committed on
+    # leaving is each partition's end.
+    for bad, kind in (({"start": 5}, ValueError), ({"commit_interval_ms": -1}, ValueError)):
+        try:
+            catena.Group(routes, channel, "py-grp", **bad)
+            raise AssertionError("a group member with %s was created" % bad)
+        except kind:
+            pass
+    total = N + 4 + 20 + 20
+    nxt = {}
+    disorder = []
+    with catena.Group(routes, channel, "py-grp", member_name="py-member", commit_interval_ms=0,
+                      join_timeout_ms=10000) as g:
+        assert g.partitions == [0, 1, 2, 3], g.partitions
+        count = 0
+        deadline = time.monotonic() + 15
+        while count < total and time.monotonic() < deadline:
+            for partition, offset, _ in g.poll(max=256, timeout_ms=100):
+                count += 1
+                if offset != nxt.get(partition, 0):
+                    disorder.append((partition, offset))
+                nxt[partition] = offset + 1
+        assert count == total and not disorder, (count, total, disorder[:5])
+        g.commit()
+    assert g.partitions == [], g.partitions
+    sub7 = catena.Subscriber(routes, channel, start="committed", group="py-grp")
+    assert sub7.poll(max=256, timeout_ms=500) == []
+    assert {p: sub7.position(p) for p in range(4)} == nxt, ({p: sub7.position(p) for p in range(4)}, nxt)
+    print("python: a group member handed %d records, ok" % count, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@
 //   pub.publish(b"x", partition=2)                       # to partition 2
 //   pub = catena.Publisher(routes, "orders", on_event=lambda kind, partition, message: print(kind, message))
 //   for p, o, payload, key, headers in sub.poll(attributes=True): ...
+//   sub = catena.Subscriber(routes, "orders", start="committed", group="g", on_notice=print); sub.commit()
+//   with catena.Group(routes, "orders", "g", member_name="m1") as g: g.poll(timeout_ms=1000)
 //
 // Errors raise catena.Error (its .code is the catena_err name). Every call
 // that may wait (flush, publish under back-pressure, poll with a timeout)
@@ -111,6 +113,56 @@ void deliver(const py::object& handler, const std::vector<Event>& events) {
   }
 }
 
+// Notices a subscriber told (catena_notice_cb): queued and delivered as events.
+struct NoticeEvent {
+  std::string status;
+  std::uint32_t partition;
+  std::uint64_t next_offset;
+  std::uint64_t lost_from;
+};
+void queue_notice(void* opaque, const catena_notice* n) {
+  static_cast<std::vector<NoticeEvent>*>(opaque)->push_back(
+      {catena_strerror(n->status), n->partition, n->next_offset, n->lost_from});
+}
+void deliver(const py::object& handler, const std::vector<NoticeEvent>& notices) {
+  for (const NoticeEvent& n : notices) {
+    try {
+      handler(n.status, n.partition, n.next_offset, n.lost_from);
+    } catch (py::error_already_set& err) {
+      err.discard_as_unraisable("catena on_notice");
+    }
+  }
+}
+
+// start= as the Subscriber and Group take it: "earliest", "latest",
+// "committed" (where allowed) or an offset.
+catena_start parse_start(const py::object& start, bool committed_ok, std::uint64_t* offset) {
+  if (py::isinstance<py::str>(start)) {
+    const auto name = start.cast<std::string>();
+    if (name == "earliest") return CATENA_START_EARLIEST;
+    if (name == "latest") return CATENA_START_LATEST;
+    if (name == "committed" && committed_ok) return CATENA_START_COMMITTED;
+  } else if (offset != nullptr && py::isinstance<py::int_>(start) && !py::isinstance<py::bool_>(start)) {
+    const auto at = start.cast<std::int64_t>();
+    if (at < 0) throw py::value_error("start offset must be >= 0");
+    *offset = static_cast<std::uint64_t>(at);
+    return CATENA_START_OFFSET;
+  }
+  if (offset == nullptr) throw py::value_error("start must be \"earliest\" or \"latest\"");
+  if (!py::isinstance<py::str>(start) && !py::isinstance<py::int_>(start))
+    throw py::type_error("start must be \"earliest\", \"latest\", \"committed\" or an offset (int)");
+  throw py::value_error(committed_ok
+                            ? "start must be \"earliest\", \"latest\", \"committed\" or an offset (int)"
+                            : "start must be \"earliest\", \"latest\" or an offset (int)");
+}
+
+catena_read_from parse_read_from(const std::string& r) {
+  if (r == "tail") return CATENA_READ_TAIL;
+  if (r == "head") return CATENA_READ_HEAD;
+  if (r == "spread") return CATENA_READ_SPREAD;
+  throw py::value_error("read_from must be \"tail\", \"head\" or \"spread\"");
+}
+
 // Waiting for a publisher's ring to have room: yield a little, then sleep
 // from 50 us up to 1 ms (a head holding records back may take a ttl).
 class Backoff {
@@ -147,7 +199,8 @@ class Publisher {
   Publisher(std::shared_ptr<Routes> routes, const std::string& channel,
             const std::optional<std::string>& provider, std::uint64_t producer_id, std::uint32_t ring_bytes,
             std::uint32_t max_in_flight, std::int64_t linger_us, std::uint32_t max_batch_bytes,
-            bool head_acks_only, const py::object& on_event)
+            bool head_acks_only, const py::object& on_event, std::int64_t retry_timeout_ms,
+            std::int64_t connect_timeout_ms, std::int64_t stall_check_ms)
       : routes_(std::move(routes)), on_event_(on_event) {
     catena_publisher_options o;
     catena_publisher_options_init(&o);
@@ -158,6 +211,9 @@ class Publisher {
     o.linger_us = linger_us;
     o.max_batch_bytes = max_batch_bytes;
     o.head_acks_only = head_acks_only ? 1 : 0;
+    o.retry_timeout_ms = retry_timeout_ms;
+    o.connect_timeout_ms = connect_timeout_ms;
+    o.stall_check_ms = stall_check_ms;
     if (!on_event_.is_none()) {
       o.on_event = queue_event;
       o.event_opaque = &events_;
@@ -291,30 +347,27 @@ void on_message(void* opaque, const catena_message* m) {
 
 class Subscriber {
  public:
-  // start: "earliest", "latest", or an offset (an int) in every partition
-  // read. partitions None: all. provider None: "soft".
+  // start: "earliest", "latest", "committed" (the group's positions) or an
+  // offset (an int) in every partition read. partitions None: all.
+  // provider None: "soft". Zero timeouts: the defaults.
   Subscriber(std::shared_ptr<Routes> routes, const std::string& channel, const py::object& start,
              const std::optional<std::string>& provider,
              const std::optional<std::vector<std::uint32_t>>& partitions, std::uint32_t ring_bytes,
-             const py::object& on_event)
-      : routes_(std::move(routes)), on_event_(on_event) {
+             const py::object& on_event, const std::string& read_from,
+             const std::optional<std::string>& group, const py::object& on_notice,
+             std::int64_t connect_timeout_ms, std::int64_t stall_check_ms, std::int64_t delivery_stall_ms)
+      : routes_(std::move(routes)), on_event_(on_event), on_notice_(on_notice) {
     catena_subscriber_options o;
     catena_subscriber_options_init(&o);
-    if (py::isinstance<py::str>(start)) {
-      const auto name = start.cast<std::string>();
-      if (name == "earliest")
-        o.start = CATENA_START_EARLIEST;
-      else if (name == "latest")
-        o.start = CATENA_START_LATEST;
-      else
-        throw py::value_error("start must be \"earliest\", \"latest\" or an offset");
-    } else if (py::isinstance<py::int_>(start) && !py::isinstance<py::bool_>(start)) {
-      const auto offset = start.cast<std::int64_t>();
-      if (offset < 0) throw py::value_error("start offset must be >= 0");
-      o.start = CATENA_START_OFFSET;
-      o.start_offset = static_cast<std::uint64_t>(offset);
-    } else {
-      throw py::type_error("start must be \"earliest\", \"latest\" or an offset (int)");
+    o.start = parse_start(start, true, &o.start_offset);
+    o.read_from = parse_read_from(read_from);
+    if (group) o.group = group->c_str();
+    o.connect_timeout_ms = connect_timeout_ms;
+    o.stall_check_ms = stall_check_ms;
+    o.delivery_stall_ms = delivery_stall_ms;
+    if (!on_notice_.is_none()) {
+      o.on_notice = queue_notice;
+      o.notice_opaque = &notices_;
     }
     if (provider) o.provider = provider->c_str();
     if (partitions) {
@@ -346,6 +399,7 @@ class Subscriber {
     std::vector<Record> got;
     int n = 0;
     std::vector<Event> events;
+    std::vector<NoticeEvent> notices;
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
@@ -356,9 +410,36 @@ class Subscriber {
         std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll never waits
       }
       events.swap(events_);
+      notices.swap(notices_);
     }
     deliver(on_event_, events);
+    deliver(on_notice_, notices);
     if (n < 0) raise(CATENA_ERR_INTERNAL);
+    return records(got, attributes);
+  }
+
+  std::uint64_t position(std::uint32_t partition) {
+    std::lock_guard lock(mu_);
+    return catena_subscriber_position(h_, partition);
+  }
+
+  void seek(std::uint32_t partition, std::uint64_t offset) {
+    std::lock_guard lock(mu_);
+    if (const catena_err e = catena_subscriber_seek(h_, partition, offset); e != CATENA_OK) raise(e);
+  }
+
+  // Waits for the controller (GIL released).
+  void commit() {
+    catena_err e;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      e = catena_subscriber_commit(h_);
+    }
+    if (e != CATENA_OK) raise(e);
+  }
+
+  static py::list records(const std::vector<Record>& got, bool attributes) {
     py::list out;
     for (const Record& r : got) {
       if (!attributes) {
@@ -373,17 +454,102 @@ class Subscriber {
     return out;
   }
 
-  std::uint64_t position(std::uint32_t partition) {
+ private:
+  std::shared_ptr<Routes> routes_;
+  py::object on_event_;               // None: no events asked for
+  py::object on_notice_;              // None: no notices asked for
+  std::vector<Event> events_;         // queued by queue_event, under mu_
+  std::vector<NoticeEvent> notices_;  // queued by queue_notice, under mu_
+  std::mutex mu_;
+  catena_subscriber* h_ = nullptr;
+};
+
+// One member of a subscriber group (catena_group_*). poll() returns a list:
+// the member commits at the start of its next poll what earlier polls
+// returned, so a record is never committed before the list holding it was
+// handed back. close() (or leaving a `with` block) commits and leaves the
+// group at once; otherwise the member leaves when it is collected.
+class Group {
+ public:
+  Group(std::shared_ptr<Routes> routes, const std::string& channel, const std::string& group,
+        const std::string& member_name, const py::object& start, const std::string& read_from,
+        const std::optional<std::string>& provider, std::uint32_t ring_bytes, std::int64_t commit_interval_ms,
+        std::int64_t join_timeout_ms, const py::object& on_event)
+      : routes_(std::move(routes)), on_event_(on_event) {
+    catena_group_options o;
+    catena_group_options_init(&o);
+    o.member_name = member_name.c_str();
+    o.start = parse_start(start, false, nullptr);
+    o.read_from = parse_read_from(read_from);
+    if (provider) o.provider = provider->c_str();
+    o.ring_bytes = ring_bytes;
+    if (commit_interval_ms < 0) throw py::value_error("commit_interval_ms must be >= 0 (0: only commit())");
+    o.commit_interval_ms = commit_interval_ms == 0 ? -1 : commit_interval_ms;
+    o.join_timeout_ms = join_timeout_ms;
+    if (!on_event_.is_none()) {
+      o.on_event = queue_event;
+      o.event_opaque = &events_;
+    }
+    catena_err e;
+    {
+      py::gil_scoped_release nogil;
+      e = catena_group_create(routes_->h, channel.c_str(), group.c_str(), &o, &h_);
+    }
+    if (e != CATENA_OK) raise(e);
+  }
+  ~Group() { close(); }
+
+  py::list poll(int max, std::int64_t timeout_ms, bool attributes) {
+    std::vector<Record> got;
+    int n = 0;
+    std::vector<Event> events;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      if (h_ == nullptr) n = -2;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      while (n == 0) {
+        n = catena_group_poll(h_, on_message, &got, max);
+        if (n != 0 || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll never waits
+      }
+      events.swap(events_);
+    }
+    deliver(on_event_, events);
+    if (n == -2) throw py::value_error("the group member is closed");
+    if (n < 0) raise(CATENA_ERR_INTERNAL);
+    return Subscriber::records(got, attributes);
+  }
+
+  void commit() {
     std::lock_guard lock(mu_);
-    return catena_subscriber_position(h_, partition);
+    if (h_ == nullptr) throw py::value_error("the group member is closed");
+    if (const catena_err e = catena_group_commit(h_); e != CATENA_OK) raise(e);
+  }
+
+  std::vector<std::uint32_t> partitions() {
+    std::lock_guard lock(mu_);
+    if (h_ == nullptr) return {};
+    std::vector<std::uint32_t> out(catena_group_partitions(h_, nullptr, 0));
+    out.resize(catena_group_partitions(h_, out.data(), out.size()));
+    return out;
+  }
+
+  // Commits what poll() returned and leaves the group (waits for the
+  // controller, GIL released). Again: nothing.
+  void close() {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mu_);
+    catena_group_destroy(h_);
+    h_ = nullptr;
   }
 
  private:
   std::shared_ptr<Routes> routes_;
-  py::object on_event_;        // None: no events asked for
-  std::vector<Event> events_;  // queued by queue_event, under mu_
+  py::object on_event_;
+  std::vector<Event> events_;
   std::mutex mu_;
-  catena_subscriber* h_ = nullptr;
+  catena_group* h_ = nullptr;
 };
 
 std::shared_ptr<Routes> connect(const std::string& controllers, const std::optional<std::string>& token) {
@@ -428,11 +594,12 @@ PYBIND11_MODULE(catena, m) {
   py::class_<Publisher>(m, "Publisher")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::optional<std::string>&,
                     std::uint64_t, std::uint32_t, std::uint32_t, std::int64_t, std::uint32_t, bool,
-                    const py::object&>(),
+                    const py::object&, std::int64_t, std::int64_t, std::int64_t>(),
            py::arg("routes"), py::arg("channel"), py::kw_only(), py::arg("provider") = py::none(),
            py::arg("producer_id") = 0, py::arg("ring_bytes") = 0, py::arg("max_in_flight") = 0,
            py::arg("linger_us") = 0, py::arg("max_batch_bytes") = 0, py::arg("head_acks_only") = false,
-           py::arg("on_event") = py::none())
+           py::arg("on_event") = py::none(), py::arg("retry_timeout_ms") = 0,
+           py::arg("connect_timeout_ms") = 0, py::arg("stall_check_ms") = 0)
       .def("publish", &Publisher::publish, py::arg("payload"), py::arg("key") = py::bytes(),
            py::arg("timeout_ms") = 30000, py::arg("headers") = py::none(), py::arg("partition") = py::none(),
            "Queues one record (same key, same partition, in order; partition=N: to that partition, the "
@@ -445,13 +612,37 @@ PYBIND11_MODULE(catena, m) {
   py::class_<Subscriber>(m, "Subscriber")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const py::object&,
                     const std::optional<std::string>&, const std::optional<std::vector<std::uint32_t>>&,
-                    std::uint32_t, const py::object&>(),
+                    std::uint32_t, const py::object&, const std::string&, const std::optional<std::string>&,
+                    const py::object&, std::int64_t, std::int64_t, std::int64_t>(),
            py::arg("routes"), py::arg("channel"), py::arg("start") = "earliest", py::kw_only(),
            py::arg("provider") = py::none(), py::arg("partitions") = py::none(), py::arg("ring_bytes") = 0,
-           py::arg("on_event") = py::none())
+           py::arg("on_event") = py::none(), py::arg("read_from") = "tail", py::arg("group") = py::none(),
+           py::arg("on_notice") = py::none(), py::arg("connect_timeout_ms") = 0,
+           py::arg("stall_check_ms") = 0, py::arg("delivery_stall_ms") = 0)
       .def("poll", &Subscriber::poll, py::arg("max") = 1024, py::arg("timeout_ms") = 0,
            py::arg("attributes") = false,
            "Up to max records as (partition, offset, payload) tuples (attributes=True: (partition, offset, "
            "payload, key, [(name, value), ...])); waits up to timeout_ms for the first")
-      .def("position", &Subscriber::position, py::arg("partition"));
+      .def("position", &Subscriber::position, py::arg("partition"))
+      .def("seek", &Subscriber::seek, py::arg("partition"), py::arg("offset"),
+           "Delivers the partition from this offset on")
+      .def("commit", &Subscriber::commit, "Stores every partition's position as the group's (needs group=)");
+
+  py::class_<Group>(m, "Group")
+      .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::string&, const std::string&,
+                    const py::object&, const std::string&, const std::optional<std::string>&, std::uint32_t,
+                    std::int64_t, std::int64_t, const py::object&>(),
+           py::arg("routes"), py::arg("channel"), py::arg("group"), py::kw_only(),
+           py::arg("member_name") = "member", py::arg("start") = "earliest", py::arg("read_from") = "tail",
+           py::arg("provider") = py::none(), py::arg("ring_bytes") = 0, py::arg("commit_interval_ms") = 1000,
+           py::arg("join_timeout_ms") = 0, py::arg("on_event") = py::none())
+      .def("poll", &Group::poll, py::arg("max") = 1024, py::arg("timeout_ms") = 0,
+           py::arg("attributes") = false,
+           "Up to max records of the partitions this member has, as Subscriber.poll")
+      .def("commit", &Group::commit, "Commits what earlier polls returned (in the background)")
+      .def_property_readonly("partitions", &Group::partitions, "The partitions this member reads now")
+      .def("close", &Group::close, "Commits and leaves the group")
+      .def(
+          "__enter__", [](Group& g) -> Group& { return g; }, py::return_value_policy::reference)
+      .def("__exit__", [](Group& g, const py::args&) { g.close(); });
 }

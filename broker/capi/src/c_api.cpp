@@ -2,6 +2,7 @@
 // the C++ objects, error codes and a per-thread message instead of
 // exceptions. Every entry point catches everything: nothing C++ crosses the
 // C boundary.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include <catena/broker/client_error.hpp>
+#include <catena/broker/group_subscriber.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
@@ -25,6 +27,8 @@ namespace client = catena::client;
 
 struct catena_routes {
   std::shared_ptr<catena::RouteSource> routes;
+  std::string controllers;  // what catena_connect was given: a group member's coordinator
+  std::string token;
 };
 struct catena_publisher {
   std::shared_ptr<catena::RouteSource> routes;  // outlives the publisher
@@ -42,6 +46,10 @@ struct catena_publisher {
 struct catena_subscriber {
   std::shared_ptr<catena::RouteSource> routes;
   std::unique_ptr<catena::Subscriber> sub;
+};
+struct catena_group {
+  std::shared_ptr<catena::RouteSource> routes;
+  std::unique_ptr<catena::GroupSubscriber> group;
 };
 
 namespace {
@@ -86,13 +94,56 @@ std::span<const std::byte> bytes(const void* p, std::size_t n) {
   return {static_cast<const std::byte*>(p), n};
 }
 
-// The C callback as the publisher's: none when cb is NULL.
-// The options structs as the header first had them (through linger_us, and
-// through ring_bytes): a program built then passes that size.
-constexpr std::size_t kPublisherOptionsFirst = offsetof(catena_publisher_options, max_batch_bytes);
-constexpr std::size_t kSubscriberOptionsFirst = offsetof(catena_subscriber_options, on_event);
-static_assert(kPublisherOptionsFirst == 40 && kSubscriberOptionsFirst == 56,
+// The sizes each options struct has had: a program built against an earlier
+// header passes its size (fields are only appended) and gets the later
+// fields' defaults.
+constexpr std::array<std::size_t, 3> kPublisherOptionsSizes{
+    offsetof(catena_publisher_options, max_batch_bytes), offsetof(catena_publisher_options, retry_timeout_ms),
+    sizeof(catena_publisher_options)};
+constexpr std::array<std::size_t, 3> kSubscriberOptionsSizes{offsetof(catena_subscriber_options, on_event),
+                                                             offsetof(catena_subscriber_options, read_from),
+                                                             sizeof(catena_subscriber_options)};
+constexpr std::array<std::size_t, 1> kGroupOptionsSizes{sizeof(catena_group_options)};
+static_assert(kPublisherOptionsSizes[0] == 40 && kPublisherOptionsSizes[1] == 64 &&
+                  kSubscriberOptionsSizes[0] == 56 && kSubscriberOptionsSizes[1] == 72,
               "fields added to an options struct go after the ones a program built earlier knows");
+
+// Copies the caller's options (NULL: none) over `out`, which holds the
+// defaults; a size the header never had is refused.
+template <typename T, std::size_t N>
+catena_err read_options(const char* fn, const char* init, const T* in,
+                        const std::array<std::size_t, N>& sizes, T* out) {
+  if (in == nullptr) return CATENA_OK;
+  if (std::find(sizes.begin(), sizes.end(), in->size) == sizes.end()) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": options.size is " + std::to_string(in->size) + ", not " +
+                    std::to_string(sizeof(T)) + " (fill the options with " + init + ")");
+  }
+  std::memcpy(out, in, in->size);
+  return CATENA_OK;
+}
+
+// A millisecond option: 0 keeps `*out` (the default), negative is refused.
+catena_err millis(const char* fn, const char* field, std::int64_t ms, std::chrono::milliseconds* out) {
+  if (ms < 0) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": " + field + " is negative");
+  if (ms > 0) *out = std::chrono::milliseconds(ms);
+  return CATENA_OK;
+}
+
+catena_err read_from(const char* fn, catena_read_from r, catena::SubscriberOptions::ReadFrom* out) {
+  switch (r) {
+    case CATENA_READ_TAIL:
+      *out = catena::SubscriberOptions::ReadFrom::tail;
+      return CATENA_OK;
+    case CATENA_READ_HEAD:
+      *out = catena::SubscriberOptions::ReadFrom::head;
+      return CATENA_OK;
+    case CATENA_READ_SPREAD:
+      *out = catena::SubscriberOptions::ReadFrom::spread;
+      return CATENA_OK;
+  }
+  return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": read_from is not TAIL, HEAD or SPREAD");
+}
 
 static_assert(static_cast<int>(catena::ClientEvent::Kind::route_changed) == CATENA_EVENT_ROUTE_CHANGED &&
               static_cast<int>(catena::ClientEvent::Kind::ack_stalled) == CATENA_EVENT_ACK_STALLED &&
@@ -115,6 +166,29 @@ catena::PublishCallback ack_callback(catena_publish_cb cb, void* opaque) {
   if (cb == nullptr) return {};
   return [cb, opaque](const catena::PublishResult& r) {
     const catena_publish_result c{to_c(r.error()), r.partition, r.offset, r.sequence};
+    cb(opaque, &c);
+  };
+}
+
+// A message as the C callback sees it; the headers' views on the stack (at
+// most kMaxRecordHeaders): no allocation per message.
+catena::Subscriber::Handler message_handler(catena_message_cb cb, void* opaque) {
+  return [cb, opaque](const catena::Message& m) {
+    std::array<catena_header, catena::chain::limits::kMaxRecordHeaders> hs;
+    std::size_t n = 0;
+    for (const catena::HeaderField& h : m.headers) {
+      if (n == hs.size()) break;  // decode_record bounds the count: never taken
+      hs[n++] = catena_header{h.name.data(), h.name.size(), h.value.data(), h.value.size()};
+    }
+    const catena_message c{m.partition,
+                           m.offset,
+                           m.timestamp_ns,
+                           m.payload.data(),
+                           m.payload.size(),
+                           m.key.empty() ? nullptr : m.key.data(),
+                           m.key.size(),
+                           n == 0 ? nullptr : hs.data(),
+                           n};
     cb(opaque, &c);
   };
 }
@@ -151,6 +225,8 @@ catena_err catena_connect(const char* controllers, const char* token, catena_rou
     if (!connected) return fail(connected.error());
     auto r = std::make_unique<catena_routes>();
     r->routes = std::move(connected.value());
+    r->controllers = controllers;
+    if (token != nullptr) r->token = token;
     *out = r.release();
     return CATENA_OK;
   } catch (...) {
@@ -186,15 +262,9 @@ catena_err catena_publisher_create_with(catena_routes* routes, const char* chann
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create: routes or channel is NULL");
   catena_publisher_options o;
   catena_publisher_options_init(&o);
-  if (options != nullptr) {
-    if (options->size != sizeof(catena_publisher_options) && options->size != kPublisherOptionsFirst) {
-      return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: options.size is " +
-                                                   std::to_string(options->size) + ", not " +
-                                                   std::to_string(sizeof(catena_publisher_options)) +
-                                                   " (fill the options with catena_publisher_options_init)");
-    }
-    std::memcpy(&o, options, options->size);  // a smaller (earlier) struct keeps the later fields' defaults
-  }
+  if (const catena_err e = read_options("catena_publisher_create_with", "catena_publisher_options_init",
+                                        options, kPublisherOptionsSizes, &o))
+    return e;
   if (o.linger_us < 0)
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_publisher_create_with: linger_us is negative");
   if (o.head_acks_only != 0 && o.head_acks_only != 1)
@@ -209,6 +279,14 @@ catena_err catena_publisher_create_with(catena_routes* routes, const char* chann
     if (o.max_batch_bytes != 0) po.max_batch_bytes = o.max_batch_bytes;
     po.tail_acks = o.head_acks_only == 0;
     po.on_event = event_handler(o.on_event, o.event_opaque);
+    const char* fn = "catena_publisher_create_with";
+    if (catena_err e = millis(fn, "retry_timeout_ms", o.retry_timeout_ms, &po.retry_timeout); e != CATENA_OK)
+      return e;
+    if (catena_err e = millis(fn, "connect_timeout_ms", o.connect_timeout_ms, &po.connect_timeout);
+        e != CATENA_OK)
+      return e;
+    if (catena_err e = millis(fn, "stall_check_ms", o.stall_check_ms, &po.stall_check); e != CATENA_OK)
+      return e;
     auto created = catena::Publisher::create(*routes->routes, channel, po);
     if (!created) return fail(created.error());
     auto p = std::make_unique<catena_publisher>();
@@ -412,50 +490,59 @@ catena_err catena_subscriber_create(catena_routes* routes, const char* channel, 
 catena_err catena_subscriber_create_with(catena_routes* routes, const char* channel,
                                          const catena_subscriber_options* options,
                                          catena_subscriber** out) noexcept {
+  const char* fn = "catena_subscriber_create_with";
   if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: out is NULL");
   *out = nullptr;
   if (routes == nullptr || channel == nullptr)
     return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create: routes or channel is NULL");
   catena_subscriber_options o;
   catena_subscriber_options_init(&o);
-  if (options != nullptr) {
-    if (options->size != sizeof(catena_subscriber_options) && options->size != kSubscriberOptionsFirst) {
-      return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_create_with: options.size is " +
-                                                   std::to_string(options->size) + ", not " +
-                                                   std::to_string(sizeof(catena_subscriber_options)) +
-                                                   " (fill the options with catena_subscriber_options_init)");
-    }
-    std::memcpy(&o, options, options->size);  // a smaller (earlier) struct keeps the later fields' defaults
-    options = &o;
-    if (options->start != CATENA_START_EARLIEST && options->start != CATENA_START_LATEST &&
-        options->start != CATENA_START_OFFSET) {
-      return fail(CATENA_ERR_INVALID_ARGUMENT,
-                  "catena_subscriber_create_with: start is not EARLIEST, LATEST or OFFSET");
-    }
-    if ((options->partitions == nullptr) != (options->partition_count == 0)) {
-      return fail(CATENA_ERR_INVALID_ARGUMENT,
-                  "catena_subscriber_create_with: partitions and partition_count must both be set or both "
-                  "be NULL/0");
-    }
+  if (const catena_err e =
+          read_options(fn, "catena_subscriber_options_init", options, kSubscriberOptionsSizes, &o))
+    return e;
+  if (o.start != CATENA_START_EARLIEST && o.start != CATENA_START_LATEST && o.start != CATENA_START_OFFSET &&
+      o.start != CATENA_START_COMMITTED) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": start is not EARLIEST, LATEST, OFFSET or COMMITTED");
   }
+  if ((o.partitions == nullptr) != (o.partition_count == 0)) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": partitions and partition_count must both be set or both be NULL/0");
+  }
+  if (o.start == CATENA_START_COMMITTED && (o.group == nullptr || *o.group == '\0'))
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": start COMMITTED needs a group");
   try {
     catena::SubscriberOptions so;
-    if (options != nullptr) {
-      if (options->provider != nullptr) so.provider = options->provider;
-      so.start = options->start == CATENA_START_EARLIEST ? catena::Start::earliest
-                 : options->start == CATENA_START_LATEST ? catena::Start::latest
-                                                         : catena::Start::offset;
-      so.start_offset = options->start_offset;
-      if (options->partitions != nullptr)
-        so.partitions.assign(options->partitions, options->partitions + options->partition_count);
-      if (options->ring_bytes != 0) so.ring_bytes = options->ring_bytes;
-      so.on_event = event_handler(options->on_event, options->event_opaque);
-    }
+    if (o.provider != nullptr) so.provider = o.provider;
+    so.start = o.start == CATENA_START_EARLIEST ? catena::Start::earliest
+               : o.start == CATENA_START_LATEST ? catena::Start::latest
+               : o.start == CATENA_START_OFFSET ? catena::Start::offset
+                                                : catena::Start::committed;
+    so.start_offset = o.start_offset;
+    if (o.partitions != nullptr) so.partitions.assign(o.partitions, o.partitions + o.partition_count);
+    if (o.ring_bytes != 0) so.ring_bytes = o.ring_bytes;
+    so.on_event = event_handler(o.on_event, o.event_opaque);
+    if (catena_err e = read_from(fn, o.read_from, &so.read_from); e != CATENA_OK) return e;
+    if (catena_err e = millis(fn, "connect_timeout_ms", o.connect_timeout_ms, &so.connect_timeout);
+        e != CATENA_OK)
+      return e;
+    if (catena_err e = millis(fn, "stall_check_ms", o.stall_check_ms, &so.stall_check); e != CATENA_OK)
+      return e;
+    if (catena_err e = millis(fn, "delivery_stall_ms", o.delivery_stall_ms, &so.delivery_stall);
+        e != CATENA_OK)
+      return e;
+    if (o.group != nullptr) so.group = o.group;
     auto created = catena::Subscriber::create(*routes->routes, channel, so);
     if (!created) return fail(created.error());
     auto s = std::make_unique<catena_subscriber>();
     s->routes = routes->routes;
     s->sub = std::move(created.value());
+    if (o.on_notice != nullptr) {
+      s->sub->on_notice([cb = o.on_notice, opaque = o.notice_opaque](const catena::Notice& n) {
+        const catena_notice c{n.partition, to_c(n.status), n.next_offset, n.lost_from};
+        cb(opaque, &c);
+      });
+    }
     *out = s.release();
     return CATENA_OK;
   } catch (...) {
@@ -469,27 +556,7 @@ int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* o
         fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_poll: NULL subscriber or callback, or max <= 0"),
         -1);
   try {
-    return sub->sub->poll(
-        [cb, opaque](const catena::Message& m) {
-          // The headers' views on the stack (at most kMaxRecordHeaders): no allocation per message.
-          std::array<catena_header, catena::chain::limits::kMaxRecordHeaders> hs;
-          std::size_t n = 0;
-          for (const catena::HeaderField& h : m.headers) {
-            if (n == hs.size()) break;  // decode_record bounds the count: never taken
-            hs[n++] = catena_header{h.name.data(), h.name.size(), h.value.data(), h.value.size()};
-          }
-          const catena_message c{m.partition,
-                                 m.offset,
-                                 m.timestamp_ns,
-                                 m.payload.data(),
-                                 m.payload.size(),
-                                 m.key.empty() ? nullptr : m.key.data(),
-                                 m.key.size(),
-                                 n == 0 ? nullptr : hs.data(),
-                                 n};
-          cb(opaque, &c);
-        },
-        max);
+    return sub->sub->poll(message_handler(cb, opaque), max);
   } catch (...) {
     (void)caught();
     return -1;
@@ -506,9 +573,134 @@ std::uint64_t catena_subscriber_position(const catena_subscriber* sub, std::uint
   }
 }
 
+catena_err catena_subscriber_seek(catena_subscriber* sub, std::uint32_t partition,
+                                  std::uint64_t offset) noexcept {
+  if (sub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_seek: subscriber is NULL");
+  try {
+    const auto parts = sub->sub->partitions();
+    if (std::find(parts.begin(), parts.end(), partition) == parts.end()) {
+      return fail(
+          CATENA_ERR_INVALID_ARGUMENT,
+          "catena_subscriber_seek: the subscriber does not read partition " + std::to_string(partition));
+    }
+    sub->sub->seek(partition, offset);
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+catena_err catena_subscriber_commit(catena_subscriber* sub) noexcept {
+  if (sub == nullptr)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_commit: subscriber is NULL");
+  try {
+    if (auto r = sub->sub->commit(); !r) return fail(r.error());
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
 void catena_subscriber_destroy(catena_subscriber* sub) noexcept {
   try {
     delete sub;
+  } catch (...) {
+    (void)caught();
+  }
+}
+
+void catena_group_options_init(catena_group_options* options) noexcept {
+  if (options == nullptr) return;
+  *options = catena_group_options{};
+  options->size = sizeof(catena_group_options);
+  options->start = CATENA_START_EARLIEST;
+  options->read_from = CATENA_READ_TAIL;
+}
+
+catena_err catena_group_create(catena_routes* routes, const char* channel, const char* group,
+                               const catena_group_options* options, catena_group** out) noexcept {
+  const char* fn = "catena_group_create";
+  if (out == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_group_create: out is NULL");
+  *out = nullptr;
+  if (routes == nullptr || channel == nullptr || group == nullptr || *group == '\0')
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                "catena_group_create: routes, channel or group is NULL or empty");
+  catena_group_options o;
+  catena_group_options_init(&o);
+  if (const catena_err e = read_options(fn, "catena_group_options_init", options, kGroupOptionsSizes, &o))
+    return e;
+  if (o.start != CATENA_START_EARLIEST && o.start != CATENA_START_LATEST)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_group_create: start is not EARLIEST or LATEST");
+  if (o.commit_interval_ms < -1)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_group_create: commit_interval_ms is below -1");
+  try {
+    catena::GroupSubscriberOptions go;
+    go.controller = routes->controllers;
+    go.token = routes->token;
+    go.group = group;
+    if (o.member_name != nullptr) go.member_name = o.member_name;
+    go.subscriber.start = o.start == CATENA_START_EARLIEST ? catena::Start::earliest : catena::Start::latest;
+    if (catena_err e = read_from(fn, o.read_from, &go.subscriber.read_from); e != CATENA_OK) return e;
+    if (o.provider != nullptr) go.subscriber.provider = o.provider;
+    if (o.ring_bytes != 0) go.subscriber.ring_bytes = o.ring_bytes;
+    go.subscriber.on_event = event_handler(o.on_event, o.event_opaque);
+    if (o.commit_interval_ms == -1)
+      go.commit_interval = std::chrono::milliseconds(0);
+    else if (o.commit_interval_ms > 0)
+      go.commit_interval = std::chrono::milliseconds(o.commit_interval_ms);
+    if (catena_err e = millis(fn, "join_timeout_ms", o.join_timeout_ms, &go.join_timeout); e != CATENA_OK)
+      return e;
+    if (o.before_commit != nullptr)
+      go.before_commit = [cb = o.before_commit, opaque = o.before_commit_opaque] { cb(opaque); };
+    auto created = catena::GroupSubscriber::create(*routes->routes, channel, go);
+    if (!created) return fail(created.error());
+    auto g = std::make_unique<catena_group>();
+    g->routes = routes->routes;
+    g->group = std::move(created.value());
+    *out = g.release();
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+int catena_group_poll(catena_group* g, catena_message_cb cb, void* opaque, int max) noexcept {
+  if (g == nullptr || cb == nullptr || max <= 0)
+    return (fail(CATENA_ERR_INVALID_ARGUMENT, "catena_group_poll: NULL group or callback, or max <= 0"), -1);
+  try {
+    return g->group->poll(message_handler(cb, opaque), max);
+  } catch (...) {
+    (void)caught();
+    return -1;
+  }
+}
+
+catena_err catena_group_commit(catena_group* g) noexcept {
+  if (g == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_group_commit: group is NULL");
+  try {
+    g->group->commit_async();
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+std::size_t catena_group_partitions(const catena_group* g, std::uint32_t* out,
+                                    std::size_t capacity) noexcept {
+  if (g == nullptr || (out == nullptr && capacity != 0)) return 0;
+  try {
+    const auto parts = g->group->partitions();
+    std::copy_n(parts.begin(), std::min(capacity, parts.size()), out);
+    return parts.size();
+  } catch (...) {
+    (void)caught();
+    return 0;
+  }
+}
+
+void catena_group_destroy(catena_group* g) noexcept {
+  try {
+    delete g;
   } catch (...) {
     (void)caught();
   }

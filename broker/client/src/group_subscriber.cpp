@@ -78,6 +78,15 @@ class CATENA_LOCAL GroupSubscriber::Impl {
   int poll_st(const Subscriber::Handler& on_message, int max) {
     CATENA_ST_CHECK(owner_);
     if (for_poll_.load(std::memory_order_acquire)) take_changes_st();
+    // What the last poll decided to commit (an alter's marker reached, the
+    // interval) is taken before this one delivers more: a commit covers
+    // only records earlier polls handed out, also to a caller that
+    // buffers a whole poll's records before it consumes them (the Python
+    // module's poll returns a list).
+    if (commit_due_) {
+      commit_due_ = false;
+      commit_async_st();
+    }
     int delivered = 0;
     bool at_marker = false, held = false;
     for (auto& o : owned_) {
@@ -97,7 +106,7 @@ class CATENA_LOCAL GroupSubscriber::Impl {
     if (held != holding_.load(std::memory_order_relaxed)) holding_.store(held, std::memory_order_relaxed);
     const auto now = Steady::now();
     if (at_marker || (opts_.commit_interval.count() > 0 && now >= next_commit_)) {
-      commit_async_st();
+      commit_due_ = true;
       if (opts_.commit_interval.count() > 0) next_commit_ = now + opts_.commit_interval;
     }
     return delivered;
@@ -105,6 +114,7 @@ class CATENA_LOCAL GroupSubscriber::Impl {
 
   void commit_async_st() {
     CATENA_ST_CHECK(owner_);
+    commit_due_ = false;
     if (opts_.before_commit) opts_.before_commit();
     bool any = false;
     {
@@ -118,11 +128,22 @@ class CATENA_LOCAL GroupSubscriber::Impl {
     if (any) wake_.notify_one();
   }
 
+  // What it consumes, and what it was assigned that the next poll takes
+  // (the first assignment, right after create(); not what it must give back).
   std::vector<std::uint32_t> partitions_st() const {
     CATENA_ST_CHECK(owner_);
     std::vector<std::uint32_t> out;
     for (const auto& o : owned_) out.push_back(o.partition);
+    if (for_poll_.load(std::memory_order_acquire)) {
+      MutexLock lk(mu_);
+      for (const auto& a : adopt_) out.push_back(a.partition);
+      std::erase_if(out, [&](std::uint32_t p) {
+        mu_.assert_held();  // called here, under the lock
+        return revoke_.contains(p) || drop_.contains(p);
+      });
+    }
     std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   }
 
@@ -490,7 +511,7 @@ class CATENA_LOCAL GroupSubscriber::Impl {
   const GroupSubscriberOptions opts_;
   control::ControllerClient controller_;  // the worker's (and setup's, and close's)
 
-  Mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable wake_;
   std::vector<Owned> adopt_ GUARDED_BY(mu_);                          // worker -> poll: consume
   std::set<std::uint32_t> revoke_ GUARDED_BY(mu_);                    // worker -> poll: stop, commit
@@ -507,6 +528,7 @@ class CATENA_LOCAL GroupSubscriber::Impl {
   fabric::ThreadOwner owner_;
   std::vector<Owned> owned_;
   Steady::time_point next_commit_ = Steady::now();
+  bool commit_due_ = false;  // the next poll commits first (owner's thread)
 
   // The worker's (setup's and close's before and after it runs).
   std::string member_id_;

@@ -135,6 +135,11 @@ typedef struct catena_publisher_options {
                                with many partitions, one chain round trip later); 0: both */
   catena_event_cb on_event; /* NULL: none */
   void* event_opaque;       /* passed to on_event */
+  /* Added later still (0: the default; negative: CATENA_ERR_INVALID_ARGUMENT). */
+  int64_t retry_timeout_ms;   /* a partition's pending records fail with CATENA_ERR_UNAVAILABLE after this
+                                 long without a head that takes them (0: 30000) */
+  int64_t connect_timeout_ms; /* a dial to a head that does not answer is given up after this (0: 3000) */
+  int64_t stall_check_ms;     /* no ack for this long: re-read the route, CATENA_EVENT_ACK_STALLED (0: 250) */
 } catena_publisher_options;
 void catena_publisher_options_init(catena_publisher_options* options) CATENA_NOEXCEPT;
 /* catena_publisher_create with options (NULL: the defaults).
@@ -211,8 +216,32 @@ void catena_publisher_destroy(catena_publisher* pub) CATENA_NOEXCEPT;
 typedef enum catena_start {
   CATENA_START_EARLIEST = 0,
   CATENA_START_LATEST = 1,
-  CATENA_START_OFFSET = 2 /* catena_subscriber_options.start_offset in every partition it reads */
+  CATENA_START_OFFSET = 2,   /* catena_subscriber_options.start_offset in every partition it reads */
+  CATENA_START_COMMITTED = 3 /* where catena_subscriber_options.group last committed (a partition it
+                                never committed: from its earliest record) */
 } catena_start;
+
+/* Which replica of a partition's chain a subscriber reads from. */
+typedef enum catena_read_from {
+  CATENA_READ_TAIL = 0,  /* committed records only, as they commit (the default) */
+  CATENA_READ_HEAD = 1,  /* still only committed records, from the head */
+  CATENA_READ_SPREAD = 2 /* the subscriber's partitions spread over every replica */
+} catena_read_from;
+
+/* Something a subscriber must know that is not a record (catena::Notice):
+ * status CATENA_ERR_POSITION_EXPIRED (records before next_offset passed
+ * their ttl before they were read), CATENA_ERR_DATA_LOST (every replica of
+ * the partition failed at once: records [lost_from, next_offset) are gone
+ * for good) or CATENA_ERR_CORRUPT (the record at lost_from could not be
+ * decoded and was skipped). Delivery goes on at next_offset. */
+typedef struct catena_notice {
+  uint32_t partition;
+  catena_err status;
+  uint64_t next_offset;
+  uint64_t lost_from;
+} catena_notice;
+/* Called from catena_subscriber_poll on the caller's thread. */
+typedef void (*catena_notice_cb)(void* opaque, const catena_notice* notice);
 
 typedef struct catena_message {
   uint32_t partition;
@@ -246,6 +275,15 @@ typedef struct catena_subscriber_options {
    * smaller size and gets their defaults. */
   catena_event_cb on_event; /* NULL: none */
   void* event_opaque;       /* passed to on_event */
+  /* Added later still (0: the default; negative: CATENA_ERR_INVALID_ARGUMENT). */
+  catena_read_from read_from;
+  int64_t connect_timeout_ms; /* a dial to a replica that does not answer is given up (0: 3000) */
+  int64_t stall_check_ms;     /* nothing delivered for this long: re-read the route (0: 1000) */
+  int64_t delivery_stall_ms;  /* a replica that said records are committed and delivered none of them
+                                 for this long is left for another (0: 3000) */
+  const char* group;          /* for CATENA_START_COMMITTED and catena_subscriber_commit (copied) */
+  catena_notice_cb on_notice; /* NULL: none (notices are then only seen in catena_subscriber_position) */
+  void* notice_opaque;        /* passed to on_notice */
 } catena_subscriber_options;
 void catena_subscriber_options_init(catena_subscriber_options* options) CATENA_NOEXCEPT;
 /* catena_subscriber_create with options (NULL: the defaults).
@@ -261,7 +299,60 @@ int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* o
                            int max) CATENA_NOEXCEPT;
 /* The next offset to be delivered in a partition. */
 uint64_t catena_subscriber_position(const catena_subscriber* sub, uint32_t partition) CATENA_NOEXCEPT;
+/* Delivers a partition from this offset on (it reconnects there; an offset
+ * that expired is told by a POSITION_EXPIRED notice). CATENA_ERR_INVALID_ARGUMENT
+ * for a partition the subscriber does not read. */
+catena_err catena_subscriber_seek(catena_subscriber* sub, uint32_t partition,
+                                  uint64_t offset) CATENA_NOEXCEPT;
+/* Stores the position of every partition it reads as the group's
+ * (options.group; without one, CATENA_ERR_INVALID_ARGUMENT). Waits for the
+ * controller: CATENA_ERR_CONTROLLER_UNAVAILABLE, ... */
+catena_err catena_subscriber_commit(catena_subscriber* sub) CATENA_NOEXCEPT;
 void catena_subscriber_destroy(catena_subscriber* sub) CATENA_NOEXCEPT;
+
+/* ---- Subscriber group member (catena::GroupSubscriber) ----
+ *
+ * The controller assigns the group's partitions to its members; a member
+ * reads the ones it is given and commits its positions (every
+ * commit_interval_ms, at a revoke and when destroyed) so that the next
+ * owner of a partition starts where it stopped. A partition moved between
+ * live members is delivered once; a member that dies hands over at its last
+ * commit (records after it are delivered again, never skipped). A commit
+ * that a poll decides on (the interval, an alter's marker) is taken at the
+ * start of the next catena_group_poll: it covers only records that earlier
+ * polls handed out. */
+typedef struct catena_group catena_group;
+typedef struct catena_group_options {
+  size_t size;                /* sizeof(catena_group_options), set by _init */
+  const char* member_name;    /* for people (catena group describe); NULL: "member" */
+  catena_start start;         /* where a partition the group never committed begins: EARLIEST or LATEST */
+  catena_read_from read_from; /* as catena_subscriber_options */
+  const char* provider;       /* NULL: "soft" */
+  uint32_t ring_bytes;        /* per partition (0: 8 MiB) */
+  int64_t commit_interval_ms; /* 0: 1000; -1: only catena_group_commit (and revokes, and destroy) */
+  int64_t join_timeout_ms;    /* catena_group_create keeps trying the first join this long (0: 30000) */
+  /* Called on the polling thread just before the member takes its positions
+   * to commit: a consumer that buffers what it was handed writes it out here. */
+  void (*before_commit)(void* opaque);
+  void* before_commit_opaque;
+  catena_event_cb on_event; /* NULL: none */
+  void* event_opaque;
+} catena_group_options;
+void catena_group_options_init(catena_group_options* options) CATENA_NOEXCEPT;
+/* Joins `group` on `channel` and waits for the first assignment (up to
+ * join_timeout_ms). options may be NULL (the defaults). */
+catena_err catena_group_create(catena_routes* routes, const char* channel, const char* group,
+                               const catena_group_options* options, catena_group** out) CATENA_NOEXCEPT;
+/* Delivers up to max records of the partitions this member has now; never
+ * waits. Returns how many, or -1 (catena_last_error()). */
+int catena_group_poll(catena_group* g, catena_message_cb cb, void* opaque, int max) CATENA_NOEXCEPT;
+/* Hands every partition's position to the member's worker to commit; returns at once. */
+catena_err catena_group_commit(catena_group* g) CATENA_NOEXCEPT;
+/* The partitions this member reads now: writes up to `capacity` of them to
+ * out (ascending) and returns how many there are (may exceed capacity). */
+size_t catena_group_partitions(const catena_group* g, uint32_t* out, size_t capacity) CATENA_NOEXCEPT;
+/* Commits what was delivered and leaves the group (waits for the controller). */
+void catena_group_destroy(catena_group* g) CATENA_NOEXCEPT;
 
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop

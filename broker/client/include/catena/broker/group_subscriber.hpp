@@ -60,7 +60,10 @@ struct GroupSubscriberOptions {
   // partition the group never committed begins (earliest or latest).
   SubscriberOptions subscriber;
   // Positions are committed this often (and on every revoke, and when the
-  // member leaves); zero: only by commit_async().
+  // member leaves); zero: only by commit_async(). A commit poll() decides
+  // on (the interval, an alter's marker) is taken at the start of the next
+  // poll(): it covers what earlier polls delivered, never records of the
+  // poll still running.
   std::chrono::milliseconds commit_interval{1000};
   // Called on the polling thread (inside poll(), commit_async() or the
   // destructor) just before the member takes its positions to commit: at
@@ -90,7 +93,8 @@ class CATENA_API GroupSubscriber {
   // Hands the positions of every partition to the worker to commit (one
   // batch); returns at once.
   void commit_async();
-  // The partitions this member consumes now.
+  // The partitions this member consumes now, and those it was assigned
+  // that the next poll() starts (right after create(): its first assignment).
   [[nodiscard]] std::vector<std::uint32_t> partitions() const;
 
   struct Stats {

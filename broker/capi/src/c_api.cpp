@@ -141,6 +141,8 @@ catena_err read_from(const char* fn, catena_read_from r, catena::SubscriberOptio
     case CATENA_READ_SPREAD:
       *out = catena::SubscriberOptions::ReadFrom::spread;
       return CATENA_OK;
+    case CATENA_READ_FROM_MAX_ENUM_:
+      break;
   }
   return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": read_from is not TAIL, HEAD or SPREAD");
 }

@@ -216,16 +216,19 @@ void catena_publisher_destroy(catena_publisher* pub) CATENA_NOEXCEPT;
 typedef enum catena_start {
   CATENA_START_EARLIEST = 0,
   CATENA_START_LATEST = 1,
-  CATENA_START_OFFSET = 2,   /* catena_subscriber_options.start_offset in every partition it reads */
-  CATENA_START_COMMITTED = 3 /* where catena_subscriber_options.group last committed (a partition it
-                                never committed: from its earliest record) */
+  CATENA_START_OFFSET = 2,    /* catena_subscriber_options.start_offset in every partition it reads */
+  CATENA_START_COMMITTED = 3, /* where catena_subscriber_options.group last committed (a partition it
+                                 never committed: from its earliest record) */
+  /* Not a value: makes every int one the library may check (and refuse). */
+  CATENA_START_MAX_ENUM_ = 0x7fffffff
 } catena_start;
 
 /* Which replica of a partition's chain a subscriber reads from. */
 typedef enum catena_read_from {
-  CATENA_READ_TAIL = 0,  /* committed records only, as they commit (the default) */
-  CATENA_READ_HEAD = 1,  /* still only committed records, from the head */
-  CATENA_READ_SPREAD = 2 /* the subscriber's partitions spread over every replica */
+  CATENA_READ_TAIL = 0,                   /* committed records only, as they commit (the default) */
+  CATENA_READ_HEAD = 1,                   /* still only committed records, from the head */
+  CATENA_READ_SPREAD = 2,                 /* the subscriber's partitions spread over every replica */
+  CATENA_READ_FROM_MAX_ENUM_ = 0x7fffffff /* not a value (as CATENA_START_MAX_ENUM_) */
 } catena_read_from;
 
 /* Something a subscriber must know that is not a record (catena::Notice):

@@ -11,7 +11,8 @@
 #      --detach`): each build's publisher sends N records, its subscriber
 #      must get exactly those N (every payload once), the C example
 #      (examples/c, the C API, pkg-config build) must get back the N it
-#      published, and the group consumer must consume them all as the only
+#      published, the Python example (examples/python, the staged module)
+#      likewise, and the group consumer must consume them all as the only
 #      member of a new group;
 #   4. the .deb packages (cpack), each listing what it must hold.
 # BUILD_DIR must have built catena, catenad, catena-controller and
@@ -61,6 +62,16 @@ for b in catena catenad catena-controller; do
   case "${help%%$'\n'*}" in *"$b $version"*) ;; *) fail "$b --help does not say $version" ;; esac
 done
 
+# The Python module, where the build made one (not in sanitizer builds).
+pydir=lib/python3/dist-packages
+pymod=""
+if compgen -G "$build/python/catena.cpython-*.so" >/dev/null; then
+  pymod=$(basename "$build"/python/catena.cpython-*.so)
+  [ -f "$stage/$pydir/$pymod" ] || fail "$pydir/$pymod was not installed"
+  found=$(ldd "$stage/$pydir/$pymod" | sed -n 's/^\s*libcatena\.so[.0-9]* => \(\S*\) .*/\1/p')
+  [ -n "$found" ] && [ "$(realpath "$found")" = "$(realpath "$stage/$libdir/libcatena.so")" ] ||
+    fail "the installed Python module does not find $stage/$libdir/libcatena.so: $(ldd "$stage/$pydir/$pymod" | grep catena)"
+fi
 step "the SDK's boundary: installed headers alone, libcatena.so's exported symbols"
 for d in chain fabric control; do
   [ ! -e "$stage/include/catena/$d" ] || fail "include/catena/$d was installed (internal headers)"
@@ -138,6 +149,17 @@ echo "install-check: C example: $(grep -c . "$work/got-c") records back ($(grep 
 records_of "$work/got-group" | diff -q - "$work/expected" >/dev/null ||
   fail "group consumer: got $(records_of "$work/got-group" | wc -l) records, not the $records published (once each): $(cat "$work/group.log")"
 echo "install-check: group consumer: $(tail -1 "$work/group.log")"
+# Python: the staged module (not the build tree's) finds the staged
+# libcatena.so by its RPATH.
+if [ -n "$pymod" ]; then
+  "$stage/bin/catena" --controller "$controller" channel create ex-py --partitions 4 --replication 2 >/dev/null
+  PYTHONPATH=$stage/$pydir python3 examples/python/pubsub.py "$controller" ex-py "$records" > "$work/got-py" 2> "$work/py.log" ||
+    { cat "$work/py.log" >&2; fail "Python example (examples/python/pubsub.py)"; }
+  grep -qF "pubsub.py: $stage/$pydir/catena." "$work/py.log" || fail "Python imported catena from elsewhere: $(head -1 "$work/py.log")"
+  records_of "$work/got-py" | diff -q - "$work/expected" >/dev/null ||
+    fail "Python example: got $(records_of "$work/got-py" | wc -l) records, not the $records published (once each)"
+  echo "install-check: Python example: $(grep -c . "$work/got-py") records back ($(grep acknowledged "$work/py.log"))"
+fi
 "$stage/bin/catena" cluster down --dir "$cluster" >/dev/null
 rm -f "$cluster/cluster.env"
 
@@ -158,4 +180,9 @@ dpkg-deb --fsys-tarfile "$work"/debs/catena_"${version}"_*.deb | tar -xO ./usr/l
 check_deb "libcatena*_${version}_*.deb" "lib/libcatena.so.$version"
 check_deb "catena-dev_${version}_*.deb" lib/libcatena.so include/catena/client.hpp include/catena/broker/publisher.hpp include/catena/catena.h \
   include/catena/version.hpp lib/cmake/Catena/CatenaConfig.cmake lib/pkgconfig/catena.pc
+if [ -n "$pymod" ]; then
+  check_deb "python3-catena_${version}_*.deb" "$pydir/$pymod"
+  dpkg-deb -f "$work"/debs/python3-catena_"${version}"_*.deb Depends | grep -q "libcatena" ||
+    fail "python3-catena does not depend on libcatena"
+fi
 step "passed"

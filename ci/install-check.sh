@@ -44,7 +44,7 @@ step "cmake --install $build --prefix $stage"
 cmake --install "$build" --prefix "$stage" >/dev/null
 libdir=$(sed -n 's/^libdir=${prefix}\///p' "$build/broker/packaging/catena.pc")
 for f in bin/catena bin/catenad bin/catena-controller "$libdir/libcatena.so" include/catena/version.hpp \
-  include/catena/client.hpp include/catena/client/connect.hpp include/catena/broker/publisher.hpp include/catena/catena.h \
+  include/catena/client.hpp include/catena/client/admin.hpp include/catena/client/connect.hpp include/catena/broker/publisher.hpp include/catena/catena.h \
   "$libdir/cmake/Catena/CatenaConfig.cmake" "$libdir/cmake/Catena/CatenaConfigVersion.cmake" \
   "$libdir/pkgconfig/catena.pc"; do
   [ -e "$stage/$f" ] || fail "$f was not installed"
@@ -94,6 +94,7 @@ printf '#include <catena/catena.h>\nint main(void) { return 0; }\n' |
 syms=$(nm -D --defined-only "$stage/$libdir/libcatena.so" | c++filt)
 for want in 'catena::connect(' 'catena::Publisher::create(' 'catena::Publisher::publish(' 'catena::PublishFuture::get(' \
   'catena::Subscriber::create(' 'catena::Subscriber::poll(' 'catena::GroupSubscriber::create(' 'catena::client::to_string(' \
+  'catena::Admin::connect(' 'catena::Admin::create_channel(' ' catena_channel_create' ' catena_channel_list' \
   'catena::client::Error::describe' 'typeinfo for catena::RouteSource' ' catena_connect' ' catena_publish' \
   ' catena_subscriber_poll' ' catena_version'; do
   grep -qF -- "$want" <<< "$syms" || fail "libcatena.so does not export $want"

@@ -638,6 +638,88 @@ int main(int argc, char** argv) {
   fprintf(stderr, "capi_test: group member handed %d records, before_commit %d\n", gs.count,
           gs.before_commit);
 
+  /* Channel administration through the same routes. */
+  catena_channel_settings cs;
+  catena_channel_settings_init(&cs);
+  cs.name = "capi-admin";
+  cs.partitions = 3;
+  cs.replication = 2;
+  cs.ttl_ms = 60000;
+  catena_channel_info info;
+  catena_channel_info_init(&info);
+  e = catena_channel_create(sub_routes, &cs, &info);
+  CHECK(e == CATENA_OK, "channel create: %s", catena_last_error());
+  CHECK(strcmp(info.name, "capi-admin") == 0 && info.partitions == 3 && info.replication == 2 &&
+            info.ttl_ms == 60000 && info.segment_bytes == 64 << 20 && info.routed_partitions == 3 &&
+            info.altering == 0,
+        "created: %s %d partitions, replication %d, ttl %lld, segment %lld, routed %u, altering %d",
+        info.name, info.partitions, info.replication, (long long)info.ttl_ms, (long long)info.segment_bytes,
+        info.routed_partitions, info.altering);
+  e = catena_channel_create(sub_routes, &cs, NULL);
+  CHECK(e == CATENA_ERR_INVALID_ARGUMENT && strstr(catena_last_error(), "exists") != NULL,
+        "a second create: %s (%s)", catena_strerror(e), catena_last_error());
+  cs.name = "bad name!";
+  e = catena_channel_create(sub_routes, &cs, NULL);
+  CHECK(e == CATENA_ERR_INVALID_ARGUMENT, "a create with a bad name: %s (%s)", catena_strerror(e),
+        catena_last_error());
+  cs.name = "capi-admin-2";
+  cs.size = 8;
+  e = catena_channel_create(sub_routes, &cs, NULL);
+  CHECK(
+      e == CATENA_ERR_INVALID_ARGUMENT && strstr(catena_last_error(), "catena_channel_settings_init") != NULL,
+      "settings of an unknown size: %s (%s)", catena_strerror(e), catena_last_error());
+  catena_channel_info raw;
+  memset(&raw, 0, sizeof raw);
+  e = catena_channel_describe(sub_routes, "capi-admin", &raw);
+  CHECK(e == CATENA_ERR_INVALID_ARGUMENT, "describe into an uninitialised info: %s", catena_strerror(e));
+  e = catena_channel_describe(sub_routes, "no-such-channel", &info);
+  CHECK(e == CATENA_ERR_UNKNOWN_CHANNEL, "describe a missing channel: %s (%s)", catena_strerror(e),
+        catena_last_error());
+  catena_channel_info list[8];
+  for (int i = 0; i < 8; ++i) catena_channel_info_init(&list[i]);
+  size_t channels = 0;
+  e = catena_channel_list(sub_routes, list, 8, &channels);
+  CHECK(e == CATENA_OK && channels == 3, "list: %s, %zu channels", catena_last_error(), channels);
+  CHECK(channels == 3 && strcmp(list[0].name, "capi") == 0 && strcmp(list[1].name, "capi-admin") == 0 &&
+            strcmp(list[2].name, "capi-full") == 0 && list[0].partitions == 4 && list[1].partitions == 3,
+        "listed %s (%d) %s (%d) %s", list[0].name, list[0].partitions, list[1].name, list[1].partitions,
+        list[2].name);
+  size_t counted = 0;
+  CHECK(catena_channel_list(sub_routes, NULL, 0, &counted) == CATENA_OK && counted == 3, "count only: %zu",
+        counted);
+  e = catena_channel_alter_retention(sub_routes, "capi-admin", 120000, &info);
+  CHECK(e == CATENA_OK && info.ttl_ms == 120000, "alter retention: %s, ttl %lld", catena_last_error(),
+        (long long)info.ttl_ms);
+  e = catena_channel_alter_partitions(sub_routes, "capi-admin", 4, &info);
+  CHECK(e == CATENA_OK && info.partitions == 4 && info.routed_partitions == 4 && info.altering == 0,
+        "alter partitions: %s, %d partitions, routed %u", catena_last_error(), info.partitions,
+        info.routed_partitions);
+  e = catena_channel_describe(sub_routes, "capi-admin", &info);
+  CHECK(e == CATENA_OK && info.partitions == 4 && info.ttl_ms == 120000, "described: %s, %d partitions",
+        catena_last_error(), info.partitions);
+  /* The new partition takes records, after the alter's marker (offset 0). */
+  catena_publisher* admin_pub = NULL;
+  e = catena_publisher_create(sub_routes, "capi-admin", &admin_pub);
+  CHECK(e == CATENA_OK, "publisher on capi-admin: %s", catena_last_error());
+  if (e == CATENA_OK) {
+    struct acked a = {0};
+    e = catena_publish_to(admin_pub, 3, NULL, 0, NULL, 0, "p3", 2, on_ack, &a);
+    CHECK(e == CATENA_OK, "publish to partition 3: %s", catena_last_error());
+    CHECK(catena_publisher_flush(admin_pub, 10000) == CATENA_OK && a.done == 1 && a.partition == 3 &&
+              a.offset == 1,
+          "partition 3's first record: done %d, %u@%llu (%s)", a.done, a.partition,
+          (unsigned long long)a.offset, catena_last_error());
+    catena_publisher_destroy(admin_pub);
+  }
+  e = catena_channel_delete(sub_routes, "capi-admin");
+  CHECK(e == CATENA_OK, "delete: %s", catena_last_error());
+  e = catena_channel_describe(sub_routes, "capi-admin", &info);
+  CHECK(e == CATENA_ERR_UNKNOWN_CHANNEL, "describe after delete: %s", catena_strerror(e));
+  e = catena_channel_delete(sub_routes, "capi-admin");
+  CHECK(e == CATENA_ERR_UNKNOWN_CHANNEL, "a second delete: %s (%s)", catena_strerror(e), catena_last_error());
+  CHECK(catena_channel_delete(NULL, "x") == CATENA_ERR_INVALID_ARGUMENT, "delete with NULL routes");
+  fprintf(stderr, "capi_test: channel administration checked\n");
+
   catena_routes_destroy(sub_routes);
   fprintf(stderr, "capi_test: received %d, %s\n", received, failures ? "FAILED" : "ok");
   return failures ? 1 : 0;

@@ -246,6 +246,43 @@ def main():
     assert {p: sub7.position(p) for p in range(4)} == nxt, ({p: sub7.position(p) for p in range(4)}, nxt)
     print("python: a group member handed %d records, ok" % count, file=sys.stderr)
 
+    # Channel administration through the routes.
+    info = routes.create_channel("py-admin", partitions=3, replication=2, ttl_ms=60000)
+    assert (info.name, info.partitions, info.replication, info.ttl_ms, info.segment_bytes) == (
+        "py-admin", 3, 2, 60000, 64 << 20), info
+    assert info.routed_partitions == 3 and not info.altering, info
+    try:
+        routes.create_channel("py-admin")
+        raise AssertionError("a second create_channel did not raise")
+    except catena.Error as e:
+        assert e.code == "invalid_argument" and "exists" in str(e), (e.code, str(e))
+    try:
+        routes.describe_channel("no-such-channel")
+        raise AssertionError("describe_channel of a missing channel did not raise")
+    except catena.Error as e:
+        assert e.code == "unknown_channel", e.code
+    names = [c.name for c in routes.list_channels()]
+    assert names == sorted(names) and channel in names and "py-admin" in names, names
+    info = routes.alter_channel("py-admin", partitions=4, ttl_ms=120000)
+    assert (info.partitions, info.ttl_ms, info.routed_partitions) == (4, 120000, 4), info
+    assert routes.describe_channel("py-admin").partitions == 4
+    pub9 = catena.Publisher(routes, "py-admin")
+    r = pub9.publish(b"p3", partition=3)
+    pub9.flush()
+    assert r.ok and r.partition == 3 and r.offset == 1, r  # after the alter's marker at offset 0
+    try:
+        routes.alter_channel("py-admin")
+        raise AssertionError("alter_channel without a change did not raise")
+    except ValueError:
+        pass
+    routes.delete_channel("py-admin")
+    try:
+        routes.describe_channel("py-admin")
+        raise AssertionError("describe_channel after delete_channel did not raise")
+    except catena.Error as e:
+        assert e.code == "unknown_channel", e.code
+    print("python: channel administration, ok", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

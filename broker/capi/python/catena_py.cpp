@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -552,6 +553,107 @@ class Group {
   catena_group* h_ = nullptr;
 };
 
+// A channel as catena_channel_info has it.
+struct ChannelInfo {
+  std::string name;
+  std::int32_t partitions = 0;
+  std::int32_t replication = 0;
+  std::int64_t segment_bytes = 0;
+  std::int64_t ttl_ms = 0;
+  std::uint32_t routed_partitions = 0;
+  bool altering = false;
+
+  explicit ChannelInfo(const catena_channel_info& c)
+      : name(c.name),
+        partitions(c.partitions),
+        replication(c.replication),
+        segment_bytes(c.segment_bytes),
+        ttl_ms(c.ttl_ms),
+        routed_partitions(c.routed_partitions),
+        altering(c.altering != 0) {}
+  std::string repr() const {
+    return "ChannelInfo(name=" + name + ", partitions=" + std::to_string(partitions) +
+           ", replication=" + std::to_string(replication) +
+           ", segment_bytes=" + std::to_string(segment_bytes) + ", ttl_ms=" + std::to_string(ttl_ms) + ")";
+  }
+};
+
+// Channel administration: one request to the controller each, the GIL
+// released while it waits.
+ChannelInfo channel_call(const std::function<catena_err(catena_channel_info*)>& call) {
+  catena_channel_info info;
+  catena_channel_info_init(&info);
+  catena_err e = CATENA_OK;
+  {
+    py::gil_scoped_release nogil;
+    e = call(&info);
+  }
+  if (e != CATENA_OK) raise(e);
+  return ChannelInfo(info);
+}
+
+ChannelInfo create_channel(Routes& r, const std::string& name, std::int32_t partitions,
+                           std::int32_t replication, std::int64_t segment_bytes, std::int64_t ttl_ms) {
+  catena_channel_settings s;
+  catena_channel_settings_init(&s);
+  s.name = name.c_str();
+  s.partitions = partitions;
+  s.replication = replication;
+  s.segment_bytes = segment_bytes;
+  s.ttl_ms = ttl_ms;
+  return channel_call([&](catena_channel_info* out) { return catena_channel_create(r.h, &s, out); });
+}
+
+ChannelInfo describe_channel(Routes& r, const std::string& name) {
+  return channel_call(
+      [&](catena_channel_info* out) { return catena_channel_describe(r.h, name.c_str(), out); });
+}
+
+ChannelInfo alter_channel(Routes& r, const std::string& name, std::optional<std::int32_t> partitions,
+                          std::optional<std::int64_t> ttl_ms) {
+  if (!partitions && !ttl_ms) throw py::value_error("alter_channel: give partitions=, ttl_ms= or both");
+  std::optional<ChannelInfo> out;
+  if (ttl_ms) {
+    out = channel_call([&](catena_channel_info* o) {
+      return catena_channel_alter_retention(r.h, name.c_str(), *ttl_ms, o);
+    });
+  }
+  if (partitions) {
+    out = channel_call([&](catena_channel_info* o) {
+      return catena_channel_alter_partitions(r.h, name.c_str(), *partitions, o);
+    });
+  }
+  return *out;
+}
+
+std::vector<ChannelInfo> list_channels(Routes& r) {
+  std::vector<catena_channel_info> infos;
+  std::size_t count = 0;
+  catena_err e = CATENA_OK;
+  {
+    py::gil_scoped_release nogil;
+    // The list may grow between the two calls: ask again until it fits.
+    do {
+      infos.resize(count + 8);
+      for (auto& i : infos) catena_channel_info_init(&i);
+      e = catena_channel_list(r.h, infos.data(), infos.size(), &count);
+    } while (e == CATENA_OK && count > infos.size());
+  }
+  if (e != CATENA_OK) raise(e);
+  std::vector<ChannelInfo> out;
+  for (std::size_t i = 0; i < count; ++i) out.emplace_back(infos[i]);
+  return out;
+}
+
+void delete_channel(Routes& r, const std::string& name) {
+  catena_err e = CATENA_OK;
+  {
+    py::gil_scoped_release nogil;
+    e = catena_channel_delete(r.h, name.c_str());
+  }
+  if (e != CATENA_OK) raise(e);
+}
+
 std::shared_ptr<Routes> connect(const std::string& controllers, const std::optional<std::string>& token) {
   auto r = std::make_shared<Routes>();
   const catena_err e = catena_connect(controllers.c_str(), token ? token->c_str() : nullptr, &r->h);
@@ -578,8 +680,32 @@ PYBIND11_MODULE(catena, m) {
     }
   });
 
-  const py::class_<Routes, std::shared_ptr<Routes>> routes_type(
-      m, "Routes", "Routes from the controller(s); see connect()");
+  py::class_<ChannelInfo>(m, "ChannelInfo", "A channel as the controller has it")
+      .def_readonly("name", &ChannelInfo::name)
+      .def_readonly("partitions", &ChannelInfo::partitions, "The count keyed records map over")
+      .def_readonly("replication", &ChannelInfo::replication)
+      .def_readonly("segment_bytes", &ChannelInfo::segment_bytes)
+      .def_readonly("ttl_ms", &ChannelInfo::ttl_ms)
+      .def_readonly("routed_partitions", &ChannelInfo::routed_partitions,
+                    "Partitions with a route: after a shrink, more than partitions")
+      .def_readonly("altering", &ChannelInfo::altering, "A change of the partition count is under way")
+      .def("__repr__", &ChannelInfo::repr);
+
+  py::class_<Routes, std::shared_ptr<Routes>>(
+      m, "Routes",
+      "Routes from the controller(s); see connect(). Also channel "
+      "administration (what `catena channel ...` does), each call one "
+      "request to the controller, never retried behind your back")
+      .def("create_channel", &create_channel, py::arg("name"), py::kw_only(), py::arg("partitions") = 0,
+           py::arg("replication") = 0, py::arg("segment_bytes") = 0, py::arg("ttl_ms") = 0,
+           "Creates a channel (0: the controller's default: 1 partition, replication 3, 64 MiB segments, "
+           "ttl one hour); a name taken raises Error code \"invalid_argument\"")
+      .def("describe_channel", &describe_channel, py::arg("name"))
+      .def("list_channels", &list_channels, "Every channel, by name")
+      .def("alter_channel", &alter_channel, py::arg("name"), py::kw_only(),
+           py::arg("partitions") = py::none(), py::arg("ttl_ms") = py::none(),
+           "Changes the retention and/or the partition count (under traffic; waits for the markers)")
+      .def("delete_channel", &delete_channel, py::arg("name"), "The channel and every record in it");
   m.def("connect", &connect, py::arg("controllers"), py::arg("token") = py::none(),
         "Routes from the controller(s) at \"host:port[,host:port...]\"");
 

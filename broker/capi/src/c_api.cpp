@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -21,6 +22,7 @@
 #include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/catena.h>
+#include <catena/client/admin.hpp>
 #include <catena/client/connect.hpp>
 
 namespace client = catena::client;
@@ -29,6 +31,9 @@ struct catena_routes {
   std::shared_ptr<catena::RouteSource> routes;
   std::string controllers;  // what catena_connect was given: a group member's coordinator
   std::string token;
+  // The catena_channel_* calls' client, made by the first of them.
+  std::mutex admin_mu;
+  std::unique_ptr<catena::Admin> admin;
 };
 struct catena_publisher {
   std::shared_ptr<catena::RouteSource> routes;  // outlives the publisher
@@ -705,6 +710,190 @@ void catena_group_destroy(catena_group* g) noexcept {
     delete g;
   } catch (...) {
     (void)caught();
+  }
+}
+
+// ------------------------------------------------------------ administration
+
+void catena_channel_settings_init(catena_channel_settings* settings) noexcept {
+  if (settings == nullptr) return;
+  *settings = catena_channel_settings{};
+  settings->size = sizeof(catena_channel_settings);
+}
+
+void catena_channel_info_init(catena_channel_info* info) noexcept {
+  if (info == nullptr) return;
+  *info = catena_channel_info{};
+  info->size = sizeof(catena_channel_info);
+}
+
+}  // extern "C"
+
+namespace {
+
+constexpr std::array<std::size_t, 1> kChannelSettingsSizes{sizeof(catena_channel_settings)};
+
+// The routes' Admin, made on first use (with catena_connect's controllers and token).
+catena::Admin* admin_of(catena_routes* routes, const char* fn, catena_err* err) {
+  if (routes == nullptr) {
+    *err = fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": routes is NULL");
+    return nullptr;
+  }
+  std::lock_guard lock(routes->admin_mu);
+  if (!routes->admin) {
+    catena::ConnectOptions options;
+    options.token = routes->token;
+    options.client_name = "c-client";
+    auto made = catena::Admin::connect(routes->controllers, options);
+    if (!made) {
+      *err = fail(made.error());
+      return nullptr;
+    }
+    routes->admin = std::move(made.value());
+  }
+  return routes->admin.get();
+}
+
+catena_err check_name(const char* fn, const char* name) {
+  if (name == nullptr || *name == '\0')
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": no channel name");
+  return CATENA_OK;
+}
+
+// An output struct: NULL (where allowed) or initialised by catena_channel_info_init.
+catena_err check_info(const char* fn, const catena_channel_info* out, bool required) {
+  if (out == nullptr) {
+    return required ? fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL") : CATENA_OK;
+  }
+  if (out->size != sizeof(catena_channel_info)) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out->size is " + std::to_string(out->size) +
+                                                 ", not " + std::to_string(sizeof(catena_channel_info)) +
+                                                 " (fill it with catena_channel_info_init)");
+  }
+  return CATENA_OK;
+}
+
+void fill_info(const catena::ChannelInfo& ch, catena_channel_info* out) {
+  if (out == nullptr) return;
+  catena_channel_info_init(out);
+  const std::size_t n = std::min(ch.settings.name.size(), sizeof(out->name) - 1);
+  std::memcpy(out->name, ch.settings.name.data(), n);
+  out->name[n] = '\0';
+  out->partitions = ch.settings.partitions;
+  out->replication = ch.settings.replication;
+  out->segment_bytes = ch.settings.segment_bytes;
+  out->ttl_ms = ch.settings.ttl_ms;
+  out->routed_partitions = static_cast<std::uint32_t>(ch.partitions.size());
+  out->altering = ch.altering ? 1 : 0;
+}
+
+// One administration call: checks, the routes' Admin, `call` returning a
+// client::Result<ChannelInfo>, copied into out.
+template <typename Call>
+catena_err channel_call(const char* fn, catena_routes* routes, catena_channel_info* out, bool out_required,
+                        Call&& call) {
+  if (catena_err e = check_info(fn, out, out_required); e != CATENA_OK) return e;
+  try {
+    catena_err err = CATENA_OK;
+    catena::Admin* admin = admin_of(routes, fn, &err);
+    if (admin == nullptr) return err;
+    auto r = call(*admin);
+    if (!r) return fail(r.error());
+    fill_info(r.value(), out);
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+catena_err catena_channel_create(catena_routes* routes, const catena_channel_settings* settings,
+                                 catena_channel_info* out) noexcept {
+  const char* fn = "catena_channel_create";
+  if (settings == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": settings is NULL");
+  catena_channel_settings s;
+  catena_channel_settings_init(&s);
+  if (catena_err e = read_options(fn, "catena_channel_settings_init", settings, kChannelSettingsSizes, &s))
+    return e;
+  if (catena_err e = check_name(fn, s.name); e != CATENA_OK) return e;
+  if (s.partitions < 0 || s.replication < 0 || s.segment_bytes < 0 || s.ttl_ms < 0)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": a negative setting");
+  return channel_call(fn, routes, out, false, [&](catena::Admin& admin) {
+    catena::ChannelSettings cs;
+    cs.name = s.name;
+    if (s.partitions != 0) cs.partitions = s.partitions;
+    if (s.replication != 0) cs.replication = s.replication;
+    if (s.segment_bytes != 0) cs.segment_bytes = s.segment_bytes;
+    if (s.ttl_ms != 0) cs.ttl_ms = s.ttl_ms;
+    return admin.create_channel(cs);
+  });
+}
+
+catena_err catena_channel_describe(catena_routes* routes, const char* name,
+                                   catena_channel_info* out) noexcept {
+  const char* fn = "catena_channel_describe";
+  if (catena_err e = check_name(fn, name); e != CATENA_OK) return e;
+  return channel_call(fn, routes, out, true,
+                      [&](catena::Admin& admin) { return admin.describe_channel(name); });
+}
+
+catena_err catena_channel_alter_partitions(catena_routes* routes, const char* name, std::int32_t partitions,
+                                           catena_channel_info* out) noexcept {
+  const char* fn = "catena_channel_alter_partitions";
+  if (catena_err e = check_name(fn, name); e != CATENA_OK) return e;
+  return channel_call(fn, routes, out, false,
+                      [&](catena::Admin& admin) { return admin.alter_partitions(name, partitions); });
+}
+
+catena_err catena_channel_alter_retention(catena_routes* routes, const char* name, std::int64_t ttl_ms,
+                                          catena_channel_info* out) noexcept {
+  const char* fn = "catena_channel_alter_retention";
+  if (catena_err e = check_name(fn, name); e != CATENA_OK) return e;
+  return channel_call(fn, routes, out, false,
+                      [&](catena::Admin& admin) { return admin.alter_retention(name, ttl_ms); });
+}
+
+catena_err catena_channel_list(catena_routes* routes, catena_channel_info* out, std::size_t capacity,
+                               std::size_t* count) noexcept {
+  const char* fn = "catena_channel_list";
+  if (count == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": count is NULL");
+  *count = 0;
+  if (out == nullptr && capacity != 0)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL with a capacity");
+  for (std::size_t i = 0; i < capacity; ++i) {
+    if (catena_err e = check_info(fn, &out[i], true); e != CATENA_OK) return e;
+  }
+  try {
+    catena_err err = CATENA_OK;
+    catena::Admin* admin = admin_of(routes, fn, &err);
+    if (admin == nullptr) return err;
+    auto r = admin->list_channels();
+    if (!r) return fail(r.error());
+    auto& channels = r.value();
+    std::sort(channels.begin(), channels.end(),
+              [](const auto& a, const auto& b) { return a.settings.name < b.settings.name; });
+    for (std::size_t i = 0; i < std::min(capacity, channels.size()); ++i) fill_info(channels[i], &out[i]);
+    *count = channels.size();
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+catena_err catena_channel_delete(catena_routes* routes, const char* name) noexcept {
+  const char* fn = "catena_channel_delete";
+  if (catena_err e = check_name(fn, name); e != CATENA_OK) return e;
+  try {
+    catena_err err = CATENA_OK;
+    catena::Admin* admin = admin_of(routes, fn, &err);
+    if (admin == nullptr) return err;
+    if (auto r = admin->delete_channel(name); !r) return fail(r.error());
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
   }
 }
 

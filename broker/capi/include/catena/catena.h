@@ -357,6 +357,55 @@ size_t catena_group_partitions(const catena_group* g, uint32_t* out, size_t capa
 /* Commits what was delivered and leaves the group (waits for the controller). */
 void catena_group_destroy(catena_group* g) CATENA_NOEXCEPT;
 
+/* ---- Channel administration ----
+ * What `catena channel create/list/describe/alter/delete` does, through the
+ * controllers catena_connect was given (with its token: a tenant's own
+ * channels). Each call is one request that waits for the controller's
+ * answer and is never retried behind the caller's back:
+ * CATENA_ERR_CONTROLLER_UNAVAILABLE means it may or may not have been
+ * carried out. A name already taken is CATENA_ERR_INVALID_ARGUMENT
+ * ("channel exists: ..."); one not there, CATENA_ERR_UNKNOWN_CHANNEL. */
+typedef struct catena_channel_settings {
+  size_t size;           /* sizeof(catena_channel_settings), set by _init */
+  const char* name;      /* [A-Za-z0-9._-]{1,128} */
+  int32_t partitions;    /* 1..1024 (0: 1) */
+  int32_t replication;   /* 1..7, the chain's length (0: 3) */
+  int64_t segment_bytes; /* 4 KiB..512 MiB, a multiple of 4096 (0: 64 MiB) */
+  int64_t ttl_ms;        /* retention, 1000..10^12 (0: one hour) */
+} catena_channel_settings;
+void catena_channel_settings_init(catena_channel_settings* settings) CATENA_NOEXCEPT;
+
+/* A channel as the controller has it. */
+typedef struct catena_channel_info {
+  size_t size;        /* sizeof(catena_channel_info), set by _init */
+  char name[129];     /* NUL-terminated */
+  int32_t partitions; /* the count keyed records map over */
+  int32_t replication;
+  int64_t segment_bytes;
+  int64_t ttl_ms;
+  uint32_t routed_partitions; /* partitions with a route: after a shrink, more than `partitions` */
+  int altering;               /* 1: a change of the partition count is under way */
+} catena_channel_info;
+void catena_channel_info_init(catena_channel_info* info) CATENA_NOEXCEPT;
+
+/* `out` may be NULL in create and the alters (else filled, its size set by _init). */
+catena_err catena_channel_create(catena_routes* routes, const catena_channel_settings* settings,
+                                 catena_channel_info* out) CATENA_NOEXCEPT;
+catena_err catena_channel_describe(catena_routes* routes, const char* name,
+                                   catena_channel_info* out) CATENA_NOEXCEPT;
+/* Writes up to `capacity` channels to out (each initialised by _init), by
+ * name, and sets *count to how many there are (may exceed capacity). */
+catena_err catena_channel_list(catena_routes* routes, catena_channel_info* out, size_t capacity,
+                               size_t* count) CATENA_NOEXCEPT;
+/* Changes the partition count under traffic; waits until every marker is
+ * committed (up to 30 s). */
+catena_err catena_channel_alter_partitions(catena_routes* routes, const char* name, int32_t partitions,
+                                           catena_channel_info* out) CATENA_NOEXCEPT;
+catena_err catena_channel_alter_retention(catena_routes* routes, const char* name, int64_t ttl_ms,
+                                          catena_channel_info* out) CATENA_NOEXCEPT;
+/* The channel and every record in it, on every node. */
+catena_err catena_channel_delete(catena_routes* routes, const char* name) CATENA_NOEXCEPT;
+
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop
 #endif

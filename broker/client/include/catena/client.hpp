@@ -7,6 +7,7 @@
 //   auto routes = catena::connect("h1:7400,h2:7400");            // connect.hpp
 //   auto pub = catena::Publisher::create(**routes, "orders");    // publisher.hpp
 //   auto sub = catena::Subscriber::create(**routes, "orders");   // subscriber.hpp
+//   auto admin = catena::Admin::connect("h1:7400");               // admin.hpp: channels
 //
 // Errors are client::ErrorCode / client::Error (error.hpp), results
 // client::Result<T> (catena::Expected).
@@ -16,6 +17,7 @@
 #include <catena/broker/group_subscriber.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/broker/subscriber.hpp>
+#include <catena/client/admin.hpp>
 #include <catena/client/connect.hpp>
 #include <catena/client/error.hpp>
 #include <catena/client/headers.hpp>

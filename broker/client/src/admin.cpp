@@ -1,0 +1,120 @@
+// catena::Admin over the controller's Thrift client: the SDK's types in,
+// idl types out of sight, controller errors as client errors.
+#include <algorithm>
+#include <utility>
+
+#include <catena/broker/controller_routes.hpp>
+#include <catena/client/admin.hpp>
+#include <catena/control/address.hpp>
+#include <catena/control/controller_client.hpp>
+
+namespace catena {
+
+namespace idl = control::idl;
+
+namespace {
+
+client::Error to_client(const control::ControlError& e) {
+  return client::make_error(broker::client_error_of(e.code), e.describe());
+}
+
+ChannelInfo info_of(const idl::ChannelInfo& info) {
+  ChannelInfo out;
+  out.settings.name = info.config.name;
+  out.settings.partitions = info.config.partitions;
+  out.settings.replication = info.config.replication;
+  out.settings.segment_bytes = info.config.segment_bytes;
+  out.settings.ttl_ms = info.config.ttl_ms;
+  out.partitions.reserve(info.routes.size());
+  for (const auto& r : info.routes) {
+    PartitionChain p;
+    p.partition = static_cast<std::uint32_t>(r.partition);
+    p.epoch = static_cast<std::uint64_t>(r.epoch);
+    p.start_offset = static_cast<std::uint64_t>(r.start_offset);
+    for (const auto& rep : r.replicas) p.chain.push_back(rep.node_id);
+    out.partitions.push_back(std::move(p));
+  }
+  out.altering = !info.generations.empty() && !info.generations.back().complete;
+  return out;
+}
+
+}  // namespace
+
+struct Admin::Impl {
+  control::ControllerClient::Options options;
+  control::ControllerClient client;
+  explicit Impl(control::ControllerClient::Options o) : options(o), client(std::move(o)) {}
+};
+
+Admin::Admin(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Admin::~Admin() = default;
+
+client::Result<std::unique_ptr<Admin>> Admin::connect(const std::string& controllers,
+                                                      const ConnectOptions& options) {
+  if (controllers.empty()) {
+    return client::make_error(client::ErrorCode::invalid_argument,
+                              "admin: no controller address (want host:port[,host:port...])");
+  }
+  if (auto list = control::parse_address_list(controllers); !list) {
+    return client::make_error(client::ErrorCode::invalid_argument,
+                              "admin: " + list.error().message + " (want host:port[,host:port...])");
+  }
+  control::ControllerClient::Options o;
+  o.address = controllers;
+  o.token = options.token;
+  o.connect_timeout = options.connect_timeout;
+  o.rpc_timeout = options.rpc_timeout;
+  return std::unique_ptr<Admin>(new Admin(std::make_unique<Impl>(std::move(o))));
+}
+
+client::Result<ChannelInfo> Admin::create_channel(const ChannelSettings& s) {
+  idl::ChannelConfig cfg;
+  cfg.name = s.name;
+  cfg.partitions = s.partitions;
+  cfg.replication = s.replication;
+  cfg.segment_bytes = s.segment_bytes;
+  cfg.ttl_ms = s.ttl_ms;
+  auto r = impl_->client.create_channel(cfg);
+  if (!r) return to_client(r.error());
+  return info_of(r.value());
+}
+
+client::Result<ChannelInfo> Admin::describe_channel(const std::string& name) {
+  auto r = impl_->client.describe_channel(name);
+  if (!r) return to_client(r.error());
+  return info_of(r.value());
+}
+
+client::Result<std::vector<ChannelInfo>> Admin::list_channels() {
+  auto r = impl_->client.list_channels();
+  if (!r) return to_client(r.error());
+  std::vector<ChannelInfo> out;
+  out.reserve(r.value().size());
+  for (const auto& ch : r.value()) out.push_back(info_of(ch));
+  return out;
+}
+
+client::Result<ChannelInfo> Admin::alter_partitions(const std::string& name, std::int32_t partitions) {
+  // The controller answers once every marker committed: a connection of
+  // its own, with room for that.
+  control::ControllerClient::Options o = impl_->options;
+  o.rpc_timeout = std::max(o.rpc_timeout, std::chrono::milliseconds(30000));
+  control::ControllerClient slow(std::move(o));
+  auto r = slow.alter_channel(name, partitions);
+  if (!r) return to_client(r.error());
+  return info_of(r.value());
+}
+
+client::Result<ChannelInfo> Admin::alter_retention(const std::string& name, std::int64_t ttl_ms) {
+  auto r = impl_->client.alter_retention(name, ttl_ms);
+  if (!r) return to_client(r.error());
+  return info_of(r.value());
+}
+
+client::Result<void> Admin::delete_channel(const std::string& name) {
+  auto r = impl_->client.delete_channel(name);
+  if (!r) return to_client(r.error());
+  return {};
+}
+
+}  // namespace catena

@@ -5,8 +5,9 @@
 
 #include <catena/broker/controller_routes.hpp>
 #include <catena/client/admin.hpp>
-#include <catena/control/address.hpp>
 #include <catena/control/controller_client.hpp>
+
+#include "controller_options.hpp"
 
 namespace catena {
 
@@ -51,20 +52,9 @@ Admin::~Admin() = default;
 
 client::Result<std::unique_ptr<Admin>> Admin::connect(const std::string& controllers,
                                                       const ConnectOptions& options) {
-  if (controllers.empty()) {
-    return client::make_error(client::ErrorCode::invalid_argument,
-                              "admin: no controller address (want host:port[,host:port...])");
-  }
-  if (auto list = control::parse_address_list(controllers); !list) {
-    return client::make_error(client::ErrorCode::invalid_argument,
-                              "admin: " + list.error().message + " (want host:port[,host:port...])");
-  }
-  control::ControllerClient::Options o;
-  o.address = controllers;
-  o.token = options.token;
-  o.connect_timeout = options.connect_timeout;
-  o.rpc_timeout = options.rpc_timeout;
-  return std::unique_ptr<Admin>(new Admin(std::make_unique<Impl>(std::move(o))));
+  auto o = client_detail::controller_options(controllers, options, "admin");
+  if (!o) return o.error();
+  return std::unique_ptr<Admin>(new Admin(std::make_unique<Impl>(std::move(o.value()))));
 }
 
 client::Result<ChannelInfo> Admin::create_channel(const ChannelSettings& s) {

@@ -52,6 +52,31 @@ struct CatenaError : std::runtime_error {
   throw CatenaError(code, std::string(catena_strerror(code)) + ": " + catena_last_error());
 }
 
+// Runs a C API call that may wait on the network with the GIL released,
+// and raises its error.
+template <typename Call>
+void call_released(Call&& call) {
+  catena_err e = CATENA_OK;
+  {
+    py::gil_scoped_release nogil;
+    e = call();
+  }
+  if (e != CATENA_OK) raise(e);
+}
+
+// Calls `poll` (a C API poll, which never waits) until it returns non-zero
+// or timeout_ms have passed, pausing 200 us between tries. The caller has
+// released the GIL.
+template <typename Poll>
+int poll_until(Poll&& poll, std::int64_t timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const int n = poll();
+    if (n != 0 || std::chrono::steady_clock::now() >= deadline) return n;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 struct Routes {
   catena_routes* h = nullptr;
   ~Routes() { catena_routes_destroy(h); }
@@ -219,12 +244,7 @@ class Publisher {
       o.on_event = queue_event;
       o.event_opaque = &events_;
     }
-    catena_err e;
-    {
-      py::gil_scoped_release nogil;
-      e = catena_publisher_create_with(routes_->h, channel.c_str(), &o, &h_);
-    }
-    if (e != CATENA_OK) raise(e);
+    call_released([&] { return catena_publisher_create_with(routes_->h, channel.c_str(), &o, &h_); });
   }
   ~Publisher() {
     py::gil_scoped_release nogil;
@@ -381,12 +401,7 @@ class Subscriber {
       o.on_event = queue_event;
       o.event_opaque = &events_;
     }
-    catena_err e;
-    {
-      py::gil_scoped_release nogil;
-      e = catena_subscriber_create_with(routes_->h, channel.c_str(), &o, &h_);
-    }
-    if (e != CATENA_OK) raise(e);
+    call_released([&] { return catena_subscriber_create_with(routes_->h, channel.c_str(), &o, &h_); });
   }
   ~Subscriber() {
     py::gil_scoped_release nogil;
@@ -404,12 +419,7 @@ class Subscriber {
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-      for (;;) {
-        n = catena_subscriber_poll(h_, on_message, &got, max);
-        if (n != 0 || std::chrono::steady_clock::now() >= deadline) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll never waits
-      }
+      n = poll_until([&] { return catena_subscriber_poll(h_, on_message, &got, max); }, timeout_ms);
       events.swap(events_);
       notices.swap(notices_);
     }
@@ -491,12 +501,7 @@ class Group {
       o.on_event = queue_event;
       o.event_opaque = &events_;
     }
-    catena_err e;
-    {
-      py::gil_scoped_release nogil;
-      e = catena_group_create(routes_->h, channel.c_str(), group.c_str(), &o, &h_);
-    }
-    if (e != CATENA_OK) raise(e);
+    call_released([&] { return catena_group_create(routes_->h, channel.c_str(), group.c_str(), &o, &h_); });
   }
   ~Group() { close(); }
 
@@ -507,13 +512,9 @@ class Group {
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
-      if (h_ == nullptr) n = -2;
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-      while (n == 0) {
-        n = catena_group_poll(h_, on_message, &got, max);
-        if (n != 0 || std::chrono::steady_clock::now() >= deadline) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll never waits
-      }
+      n = h_ == nullptr
+              ? -2
+              : poll_until([&] { return catena_group_poll(h_, on_message, &got, max); }, timeout_ms);
       events.swap(events_);
     }
     deliver(on_event_, events);
@@ -583,12 +584,7 @@ struct ChannelInfo {
 ChannelInfo channel_call(const std::function<catena_err(catena_channel_info*)>& call) {
   catena_channel_info info;
   catena_channel_info_init(&info);
-  catena_err e = CATENA_OK;
-  {
-    py::gil_scoped_release nogil;
-    e = call(&info);
-  }
-  if (e != CATENA_OK) raise(e);
+  call_released([&] { return call(&info); });
   return ChannelInfo(info);
 }
 
@@ -629,29 +625,23 @@ ChannelInfo alter_channel(Routes& r, const std::string& name, std::optional<std:
 std::vector<ChannelInfo> list_channels(Routes& r) {
   std::vector<catena_channel_info> infos;
   std::size_t count = 0;
-  catena_err e = CATENA_OK;
-  {
-    py::gil_scoped_release nogil;
-    // The list may grow between the two calls: ask again until it fits.
+  call_released([&] {
+    // The list may grow between two calls: ask again until it fits.
+    catena_err e = CATENA_OK;
     do {
       infos.resize(count + 8);
       for (auto& i : infos) catena_channel_info_init(&i);
       e = catena_channel_list(r.h, infos.data(), infos.size(), &count);
     } while (e == CATENA_OK && count > infos.size());
-  }
-  if (e != CATENA_OK) raise(e);
+    return e;
+  });
   std::vector<ChannelInfo> out;
   for (std::size_t i = 0; i < count; ++i) out.emplace_back(infos[i]);
   return out;
 }
 
 void delete_channel(Routes& r, const std::string& name) {
-  catena_err e = CATENA_OK;
-  {
-    py::gil_scoped_release nogil;
-    e = catena_channel_delete(r.h, name.c_str());
-  }
-  if (e != CATENA_OK) raise(e);
+  call_released([&] { return catena_channel_delete(r.h, name.c_str()); });
 }
 
 std::shared_ptr<Routes> connect(const std::string& controllers, const std::optional<std::string>& token) {

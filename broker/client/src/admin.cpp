@@ -15,10 +15,6 @@ namespace idl = control::idl;
 
 namespace {
 
-client::Error to_client(const control::ControlError& e) {
-  return client::make_error(broker::client_error_of(e.code), e.describe());
-}
-
 ChannelInfo info_of(const idl::ChannelInfo& info) {
   ChannelInfo out;
   out.settings.name = info.config.name;
@@ -65,19 +61,19 @@ client::Result<ChannelInfo> Admin::create_channel(const ChannelSettings& s) {
   cfg.segment_bytes = s.segment_bytes;
   cfg.ttl_ms = s.ttl_ms;
   auto r = impl_->client.create_channel(cfg);
-  if (!r) return to_client(r.error());
+  if (!r) return broker::to_client_error(r.error());
   return info_of(r.value());
 }
 
 client::Result<ChannelInfo> Admin::describe_channel(const std::string& name) {
   auto r = impl_->client.describe_channel(name);
-  if (!r) return to_client(r.error());
+  if (!r) return broker::to_client_error(r.error());
   return info_of(r.value());
 }
 
 client::Result<std::vector<ChannelInfo>> Admin::list_channels() {
   auto r = impl_->client.list_channels();
-  if (!r) return to_client(r.error());
+  if (!r) return broker::to_client_error(r.error());
   std::vector<ChannelInfo> out;
   out.reserve(r.value().size());
   for (const auto& ch : r.value()) out.push_back(info_of(ch));
@@ -91,19 +87,19 @@ client::Result<ChannelInfo> Admin::alter_partitions(const std::string& name, std
   o.rpc_timeout = std::max(o.rpc_timeout, std::chrono::milliseconds(30000));
   control::ControllerClient slow(std::move(o));
   auto r = slow.alter_channel(name, partitions);
-  if (!r) return to_client(r.error());
+  if (!r) return broker::to_client_error(r.error());
   return info_of(r.value());
 }
 
 client::Result<ChannelInfo> Admin::alter_retention(const std::string& name, std::int64_t ttl_ms) {
   auto r = impl_->client.alter_retention(name, ttl_ms);
-  if (!r) return to_client(r.error());
+  if (!r) return broker::to_client_error(r.error());
   return info_of(r.value());
 }
 
 client::Result<void> Admin::delete_channel(const std::string& name) {
   auto r = impl_->client.delete_channel(name);
-  if (!r) return to_client(r.error());
+  if (!r) return broker::to_client_error(r.error());
   return {};
 }
 

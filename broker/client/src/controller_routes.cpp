@@ -44,13 +44,9 @@ client::ErrorCode client_error_of(control::ErrorCode code) noexcept {
   return ErrorCode::internal;
 }
 
-namespace {
-
-client::Error to_client(const ControlError& e) {
+client::Error to_client_error(const ControlError& e) {
   return client::make_error(client_error_of(e.code), e.describe());
 }
-
-}  // namespace
 
 ControllerRoutes::ControllerRoutes(control::ControllerClient::Options options, std::string client_name)
     : client_(std::move(options)), name_(std::move(client_name)) {}
@@ -78,7 +74,7 @@ Route ControllerRoutes::to_route(const idl::PartitionRoute& r) {
 
 client::Result<ChannelLayout> ControllerRoutes::layout(const std::string& channel) {
   auto info = client_.describe_channel(channel);
-  if (!info) return to_client(info.error());
+  if (!info) return to_client_error(info.error());
   MutexLock lk(mu_);
   for (const auto& r : info->routes) cache_[{channel, static_cast<std::uint32_t>(r.partition)}] = to_route(r);
   return to_layout(*info);
@@ -109,7 +105,7 @@ client::Result<Route> ControllerRoutes::route(const std::string& channel, std::u
       return it->second;
   }
   auto r = client_.get_route(channel, static_cast<std::int32_t>(partition), 0);
-  if (!r) return to_client(r.error());
+  if (!r) return to_client_error(r.error());
   Route route = to_route(r.value());
   MutexLock lk(mu_);
   cache_[{channel, partition}] = route;
@@ -132,7 +128,7 @@ void ControllerRoutes::report_unreachable(const std::string& node_id, const Rout
 
 client::Result<ProducerIdentity> ControllerRoutes::init_producer(std::uint64_t producer_id) {
   auto r = client_.init_producer(static_cast<std::int64_t>(producer_id));
-  if (!r) return to_client(r.error());
+  if (!r) return to_client_error(r.error());
   return ProducerIdentity{static_cast<std::uint64_t>(r->producer_id),
                           static_cast<std::uint64_t>(r->producer_epoch)};
 }
@@ -141,7 +137,7 @@ client::Result<void> ControllerRoutes::commit_offset(const std::string& group, c
                                                      std::uint32_t partition, std::uint64_t offset) {
   auto r = client_.commit_offset(group, channel, static_cast<std::int32_t>(partition),
                                  static_cast<std::int64_t>(offset));
-  if (!r) return to_client(r.error());
+  if (!r) return to_client_error(r.error());
   return {};
 }
 
@@ -149,7 +145,7 @@ client::Result<std::uint64_t> ControllerRoutes::committed_offset(const std::stri
                                                                  const std::string& channel,
                                                                  std::uint32_t partition) {
   auto r = client_.fetch_offset(group, channel, static_cast<std::int32_t>(partition));
-  if (!r) return to_client(r.error());
+  if (!r) return to_client_error(r.error());
   return static_cast<std::uint64_t>(r.value());
 }
 

@@ -27,10 +27,6 @@ namespace {
 
 constexpr std::chrono::milliseconds kMaxJoinBackoff{500};
 
-client::Error to_client(const control::ControlError& e) {
-  return client::make_error(broker::client_error_of(e.code), e.describe());
-}
-
 bool lost_membership(const control::ControlError& e) {
   return e.code == idl::ErrorCode::UNKNOWN_MEMBER || e.code == idl::ErrorCode::NOT_OWNER;
 }
@@ -241,7 +237,7 @@ class CATENA_LOCAL GroupSubscriber::Impl {
     for (const std::uint32_t p : held_) claim.push_back(static_cast<std::int32_t>(p));
     const auto sent = Steady::now();
     auto a = controller_.join_group(opts_.group, channel_, opts_.member_name, claim);
-    if (!a) return to_client(a.error());
+    if (!a) return broker::to_client_error(a.error());
     ++joins_;
     spdlog::info("group {}: joined as {} (generation {}), claiming [{}]", opts_.group, a->member_id,
                  a->generation, fmt::join(claim, ","));

@@ -20,6 +20,9 @@ namespace catena::broker {
 // controller could not be reached) becomes controller_unavailable, which is
 // retriable; INVALID_ARGUMENT and UNKNOWN_CHANNEL are not.
 [[nodiscard]] client::ErrorCode client_error_of(control::ErrorCode code) noexcept;
+// A controller error as a client error: that code, and the controller's
+// description as the message.
+[[nodiscard]] client::Error to_client_error(const control::ControlError& e);
 
 class ControllerRoutes final : public RouteSource {
  public:

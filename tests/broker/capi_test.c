@@ -616,6 +616,20 @@ int main(int argc, char** argv) {
   CHECK(gs.count == total && gs.out_of_order == 0, "the member was handed %d of %d records, %d out of order",
         gs.count, total, gs.out_of_order);
   CHECK(catena_group_commit(grp) == CATENA_OK, "group commit: %s", catena_last_error());
+  catena_group_stats gst;
+  catena_group_stats_init(&gst);
+  const double commit_deadline = now_s() + 5;
+  do {
+    CHECK(catena_group_get_stats(grp, &gst) == CATENA_OK, "group stats: %s", catena_last_error());
+    if (gst.commits == 0) pause_200us();
+  } while (gst.commits == 0 && now_s() < commit_deadline);
+  CHECK(gst.joins == 1 && gst.commits >= 1 && gst.commit_refusals == 0 && gst.revoked == 0,
+        "group stats: %llu joins, %llu commits, %llu refusals, %llu revoked", (unsigned long long)gst.joins,
+        (unsigned long long)gst.commits, (unsigned long long)gst.commit_refusals,
+        (unsigned long long)gst.revoked);
+  catena_group_stats unsized;
+  memset(&unsized, 0, sizeof unsized);
+  CHECK(catena_group_get_stats(grp, &unsized) == CATENA_ERR_INVALID_ARGUMENT, "group stats into a zero size");
   CHECK(gs.before_commit >= 1, "before_commit ran %d times", gs.before_commit);
   catena_group_destroy(grp);
   catena_subscriber_options_init(&so);

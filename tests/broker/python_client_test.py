@@ -240,6 +240,12 @@ def main():
                 nxt[partition] = offset + 1
         assert count == total and not disorder, (count, total, disorder[:5])
         g.commit()
+        deadline = time.monotonic() + 5
+        while g.stats()["commits"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        st = g.stats()
+        assert st["joins"] == 1 and st["commits"] >= 1, st
+        assert st["commit_refusals"] == 0 and st["revoked"] == 0, st
     assert g.partitions == [], g.partitions
     sub7 = catena.Subscriber(routes, channel, start="committed", group="py-grp")
     assert sub7.poll(max=256, timeout_ms=500) == []

@@ -537,6 +537,20 @@ class Group {
     return out;
   }
 
+  py::dict stats() {
+    std::lock_guard lock(mu_);
+    if (h_ == nullptr) throw py::value_error("the group member is closed");
+    catena_group_stats st;
+    catena_group_stats_init(&st);
+    if (const catena_err e = catena_group_get_stats(h_, &st); e != CATENA_OK) raise(e);
+    py::dict d;
+    d["joins"] = st.joins;
+    d["commits"] = st.commits;
+    d["commit_refusals"] = st.commit_refusals;
+    d["revoked"] = st.revoked;
+    return d;
+  }
+
   // Commits what poll() returned and leaves the group (waits for the
   // controller, GIL released). Again: nothing.
   void close() {
@@ -757,6 +771,7 @@ PYBIND11_MODULE(catena, m) {
            "Up to max records of the partitions this member has, as Subscriber.poll")
       .def("commit", &Group::commit, "Commits what earlier polls returned (in the background)")
       .def_property_readonly("partitions", &Group::partitions, "The partitions this member reads now")
+      .def("stats", &Group::stats, "joins, commits, commit_refusals, revoked: what the member did so far")
       .def("close", &Group::close, "Commits and leaves the group")
       .def(
           "__enter__", [](Group& g) -> Group& { return g; }, py::return_value_policy::reference)

@@ -705,6 +705,32 @@ std::size_t catena_group_partitions(const catena_group* g, std::uint32_t* out,
   }
 }
 
+void catena_group_stats_init(catena_group_stats* stats) noexcept {
+  if (stats == nullptr) return;
+  *stats = catena_group_stats{};
+  stats->size = sizeof(catena_group_stats);
+}
+
+catena_err catena_group_get_stats(const catena_group* g, catena_group_stats* out) noexcept {
+  if (g == nullptr || out == nullptr)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_group_get_stats: g or out is NULL");
+  if (out->size != sizeof(catena_group_stats)) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                "catena_group_get_stats: out->size is " + std::to_string(out->size) + ", not " +
+                    std::to_string(sizeof(catena_group_stats)) + " (fill it with catena_group_stats_init)");
+  }
+  try {
+    const catena::GroupSubscriber::Stats st = g->group->stats();
+    out->joins = st.joins;
+    out->commits = st.commits;
+    out->commit_refusals = st.commit_refusals;
+    out->revoked = st.revoked;
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
 void catena_group_destroy(catena_group* g) noexcept {
   try {
     delete g;

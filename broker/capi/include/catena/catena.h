@@ -354,6 +354,16 @@ catena_err catena_group_commit(catena_group* g) CATENA_NOEXCEPT;
 /* The partitions this member reads now: writes up to `capacity` of them to
  * out (ascending) and returns how many there are (may exceed capacity). */
 size_t catena_group_partitions(const catena_group* g, uint32_t* out, size_t capacity) CATENA_NOEXCEPT;
+/* What the member did since it was created; any thread. */
+typedef struct catena_group_stats {
+  size_t size;              /* sizeof(catena_group_stats), set by _init */
+  uint64_t joins;           /* joins of the group (the first, and each after a lost membership) */
+  uint64_t commits;         /* commit batches the controller accepted */
+  uint64_t commit_refusals; /* batches it refused: the partition had moved to another member */
+  uint64_t revoked;         /* partitions given back (each after a commit) */
+} catena_group_stats;
+void catena_group_stats_init(catena_group_stats* stats) CATENA_NOEXCEPT;
+catena_err catena_group_get_stats(const catena_group* g, catena_group_stats* out) CATENA_NOEXCEPT;
 /* Commits what was delivered and leaves the group (waits for the controller). */
 void catena_group_destroy(catena_group* g) CATENA_NOEXCEPT;
 

@@ -6,11 +6,9 @@
  *
  * Exits 0 when all COUNT were acknowledged and COUNT records arrived.
  * Build: cc main.c $(pkg-config --cflags --libs catena) (examples/Makefile). */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <catena/catena.h>
 
@@ -74,15 +72,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   unsigned long received = 0;
-  time_t last = time(NULL);
-  while (received < count && time(NULL) - last < 10) {
-    const int n = catena_subscriber_poll(sub, on_message, &received, 1024);
-    if (n > 0) {
-      last = time(NULL);
-    } else {
-      struct timespec pause = {0, 200000}; /* poll never waits */
-      nanosleep(&pause, NULL);
-    }
+  while (received < count) {
+    /* Waits up to 10 s for the next records (catena_subscriber_poll never waits). */
+    const int n = catena_subscriber_poll_wait(sub, on_message, &received, 1024, 10000);
+    if (n <= 0) break; /* nothing for 10 s, or an error */
   }
   fflush(stdout);
   catena_subscriber_destroy(sub);

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include <catena/client.hpp>  // the client SDK: connect, Publisher, Subscriber, GroupSubscriber
 
@@ -53,12 +52,13 @@ int main(int argc, char** argv) {
   std::uint64_t consumed = 0;
   const auto end = std::chrono::steady_clock::now() + run_for;
   while (std::chrono::steady_clock::now() < end) {
-    const int n = group.poll([&](const catena::Message& m) {
-      std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
-      std::fputc('\n', stdout);
-      ++consumed;
-    });
-    if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    group.poll_for(
+        [&](const catena::Message& m) {
+          std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+          std::fputc('\n', stdout);
+          ++consumed;
+        },
+        std::chrono::milliseconds(100));
   }
   std::string held;
   for (const auto p : group.partitions()) held += (held.empty() ? "" : ",") + std::to_string(p);

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include <catena/client.hpp>  // the client SDK: connect, Publisher, Subscriber, GroupSubscriber
 
@@ -49,21 +48,18 @@ int main(int argc, char** argv) {
   });
 
   std::uint64_t received = 0;
-  auto last = std::chrono::steady_clock::now();
   while (received < count) {
-    // The handler runs on this thread; the payload is valid during the call only.
-    const int n = sub.poll([&](const catena::Message& m) {
-      std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
-      std::fputc('\n', stdout);
-      ++received;
-    });
-    if (n > 0) {
-      last = std::chrono::steady_clock::now();
-    } else if (std::chrono::steady_clock::now() - last > timeout) {
-      break;
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));  // poll() never waits
-    }
+    // The handler runs on this thread; the payload is valid during the call
+    // only. poll_for waits up to `timeout` for the first record (poll()
+    // never waits).
+    const int n = sub.poll_for(
+        [&](const catena::Message& m) {
+          std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+          std::fputc('\n', stdout);
+          ++received;
+        },
+        timeout);
+    if (n == 0) break;  // nothing for `timeout`
   }
   std::fflush(stdout);
   std::fprintf(stderr, "received %llu of %llu\n", static_cast<unsigned long long>(received),

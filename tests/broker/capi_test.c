@@ -279,15 +279,17 @@ int main(int argc, char** argv) {
   int received = 0;
   const double deadline = now_s() + 10;
   while (received < N && now_s() < deadline) {
-    const int n = catena_subscriber_poll(sub, on_message, &received, 64);
+    const int n = catena_subscriber_poll_wait(sub, on_message, &received, 64, 1000);
     CHECK(n >= 0, "subscriber poll: %s", catena_last_error());
-    if (n <= 0) {
-      struct timespec pause = {0, 200000};
-      nanosleep(&pause, NULL);
-    }
   }
   CHECK(received == N, "received %d of %d", received, N);
   for (int i = 0; i < N; ++i) CHECK(seen[i] == 1, "record %d delivered %d times", i, seen[i]);
+  /* Nothing more: a wait runs to its timeout and hands over nothing. */
+  const double wait_start = now_s();
+  const int waited = catena_subscriber_poll_wait(sub, on_message, &received, 64, 200);
+  CHECK(waited == 0 && now_s() - wait_start >= 0.2 && received == N,
+        "poll_wait on a drained subscriber: %d after %.3f s", waited, now_s() - wait_start);
+  CHECK(catena_subscriber_poll_wait(sub, on_message, &received, 64, -1) == -1, "a negative timeout taken");
   catena_subscriber_destroy(sub);
 
   /* Options: a publisher on another provider with its own producer id and a
@@ -606,9 +608,8 @@ int main(int argc, char** argv) {
   const int total = N + 2 * M;
   const double group_deadline = now_s() + 15;
   while (gs.count < total && now_s() < group_deadline) {
-    const int n = catena_group_poll(grp, on_group_message, &gs, 256);
+    const int n = catena_group_poll_wait(grp, on_group_message, &gs, 256, 100);
     CHECK(n >= 0, "group poll: %s", catena_last_error());
-    if (n <= 0) pause_200us();
   }
   uint32_t owned[8];
   const size_t owned_n = catena_group_partitions(grp, owned, 8);

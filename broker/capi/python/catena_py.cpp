@@ -64,19 +64,6 @@ void call_released(Call&& call) {
   if (e != CATENA_OK) raise(e);
 }
 
-// Calls `poll` (a C API poll, which never waits) until it returns non-zero
-// or timeout_ms have passed, pausing 200 us between tries. The caller has
-// released the GIL.
-template <typename Poll>
-int poll_until(Poll&& poll, std::int64_t timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    const int n = poll();
-    if (n != 0 || std::chrono::steady_clock::now() >= deadline) return n;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-
 struct Routes {
   catena_routes* h = nullptr;
   ~Routes() { catena_routes_destroy(h); }
@@ -412,6 +399,7 @@ class Subscriber {
   // Up to max records; waits (GIL released) up to timeout_ms for the first.
   // attributes: (partition, offset, payload, key, [(name, value), ...]) tuples.
   py::list poll(int max, std::int64_t timeout_ms, bool attributes) {
+    if (timeout_ms < 0) throw py::value_error("poll: timeout_ms is negative");
     std::vector<Record> got;
     int n = 0;
     std::vector<Event> events;
@@ -419,7 +407,7 @@ class Subscriber {
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
-      n = poll_until([&] { return catena_subscriber_poll(h_, on_message, &got, max); }, timeout_ms);
+      n = catena_subscriber_poll_wait(h_, on_message, &got, max, timeout_ms);
       events.swap(events_);
       notices.swap(notices_);
     }
@@ -506,15 +494,14 @@ class Group {
   ~Group() { close(); }
 
   py::list poll(int max, std::int64_t timeout_ms, bool attributes) {
+    if (timeout_ms < 0) throw py::value_error("poll: timeout_ms is negative");
     std::vector<Record> got;
     int n = 0;
     std::vector<Event> events;
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
-      n = h_ == nullptr
-              ? -2
-              : poll_until([&] { return catena_group_poll(h_, on_message, &got, max); }, timeout_ms);
+      n = h_ == nullptr ? -2 : catena_group_poll_wait(h_, on_message, &got, max, timeout_ms);
       events.swap(events_);
     }
     deliver(on_event_, events);

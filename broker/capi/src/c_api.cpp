@@ -570,6 +570,20 @@ int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* o
   }
 }
 
+int catena_subscriber_poll_wait(catena_subscriber* sub, catena_message_cb cb, void* opaque, int max,
+                                std::int64_t timeout_ms) noexcept {
+  if (sub == nullptr || cb == nullptr || max <= 0 || timeout_ms < 0)
+    return (fail(CATENA_ERR_INVALID_ARGUMENT,
+                 "catena_subscriber_poll_wait: NULL subscriber or callback, max <= 0 or timeout_ms < 0"),
+            -1);
+  try {
+    return sub->sub->poll_for(message_handler(cb, opaque), std::chrono::milliseconds(timeout_ms), max);
+  } catch (...) {
+    (void)caught();
+    return -1;
+  }
+}
+
 std::uint64_t catena_subscriber_position(const catena_subscriber* sub, std::uint32_t partition) noexcept {
   if (sub == nullptr) return 0;
   try {
@@ -676,6 +690,20 @@ int catena_group_poll(catena_group* g, catena_message_cb cb, void* opaque, int m
     return (fail(CATENA_ERR_INVALID_ARGUMENT, "catena_group_poll: NULL group or callback, or max <= 0"), -1);
   try {
     return g->group->poll(message_handler(cb, opaque), max);
+  } catch (...) {
+    (void)caught();
+    return -1;
+  }
+}
+
+int catena_group_poll_wait(catena_group* g, catena_message_cb cb, void* opaque, int max,
+                           std::int64_t timeout_ms) noexcept {
+  if (g == nullptr || cb == nullptr || max <= 0 || timeout_ms < 0)
+    return (fail(CATENA_ERR_INVALID_ARGUMENT,
+                 "catena_group_poll_wait: NULL group or callback, max <= 0 or timeout_ms < 0"),
+            -1);
+  try {
+    return g->group->poll_for(message_handler(cb, opaque), std::chrono::milliseconds(timeout_ms), max);
   } catch (...) {
     (void)caught();
     return -1;

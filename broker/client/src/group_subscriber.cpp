@@ -18,6 +18,8 @@
 #include <catena/fabric/thread_annotations.hpp>
 #include <catena/fabric/thread_owner.hpp>
 
+#include "poll_wait.hpp"
+
 namespace catena {
 
 namespace idl = control::idl;
@@ -558,6 +560,10 @@ GroupSubscriber::~GroupSubscriber() {
 
 int GroupSubscriber::poll(const Subscriber::Handler& on_message, int max) {
   return impl_->poll_st(on_message, max);
+}
+int GroupSubscriber::poll_for(const Subscriber::Handler& on_message, std::chrono::milliseconds timeout,
+                              int max) {
+  return client_detail::poll_waiting([&] { return impl_->poll_st(on_message, max); }, timeout);
 }
 
 void GroupSubscriber::commit_async() {

@@ -15,6 +15,7 @@
 #include <catena/fabric/thread_owner.hpp>
 
 #include "marker_gate.hpp"
+#include "poll_wait.hpp"
 #include "shared_provider.hpp"
 #include "sub_session.hpp"
 
@@ -645,6 +646,9 @@ client::Result<std::unique_ptr<Subscriber>> Subscriber::create(RouteSource& rout
 
 int Subscriber::poll(const Handler& on_message, int max) {
   return impl_->poll(on_message, max);
+}
+int Subscriber::poll_for(const Handler& on_message, std::chrono::milliseconds timeout, int max) {
+  return client_detail::poll_waiting([&] { return impl_->poll(on_message, max); }, timeout);
 }
 void Subscriber::on_notice(NoticeHandler h) {
   impl_->notice_ = std::move(h);

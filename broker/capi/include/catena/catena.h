@@ -300,6 +300,13 @@ catena_err catena_subscriber_create_with(catena_routes* routes, const char* chan
  * (catena_last_error()). */
 int catena_subscriber_poll(catena_subscriber* sub, catena_message_cb cb, void* opaque,
                            int max) CATENA_NOEXCEPT;
+/* As catena_subscriber_poll, and if nothing is ready waits up to timeout_ms
+ * for the first record (spinning a few microseconds, then yielding, then
+ * parking in steps that grow to 1 ms: a record that comes during a long
+ * wait may be handed over up to 1 ms late). Returns how many (0 at the
+ * timeout), or -1. */
+int catena_subscriber_poll_wait(catena_subscriber* sub, catena_message_cb cb, void* opaque, int max,
+                                int64_t timeout_ms) CATENA_NOEXCEPT;
 /* The next offset to be delivered in a partition. */
 uint64_t catena_subscriber_position(const catena_subscriber* sub, uint32_t partition) CATENA_NOEXCEPT;
 /* Delivers a partition from this offset on (it reconnects there; an offset
@@ -349,6 +356,9 @@ catena_err catena_group_create(catena_routes* routes, const char* channel, const
 /* Delivers up to max records of the partitions this member has now; never
  * waits. Returns how many, or -1 (catena_last_error()). */
 int catena_group_poll(catena_group* g, catena_message_cb cb, void* opaque, int max) CATENA_NOEXCEPT;
+/* As catena_group_poll, waiting up to timeout_ms (as catena_subscriber_poll_wait). */
+int catena_group_poll_wait(catena_group* g, catena_message_cb cb, void* opaque, int max,
+                           int64_t timeout_ms) CATENA_NOEXCEPT;
 /* Hands every partition's position to the member's worker to commit; returns at once. */
 catena_err catena_group_commit(catena_group* g) CATENA_NOEXCEPT;
 /* The partitions this member reads now: writes up to `capacity` of them to

@@ -90,6 +90,9 @@ class CATENA_API GroupSubscriber {
 
   // Delivers up to `max` records of the partitions this member consumes now.
   int poll(const Subscriber::Handler& on_message, int max = 1024);
+  // As poll(), waiting up to `timeout` for the first record (as
+  // Subscriber::poll_for).
+  int poll_for(const Subscriber::Handler& on_message, std::chrono::milliseconds timeout, int max = 1024);
   // Hands the positions of every partition to the worker to commit (one
   // batch); returns at once.
   void commit_async();

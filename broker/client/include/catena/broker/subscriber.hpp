@@ -144,6 +144,13 @@ class CATENA_API Subscriber {
   // Delivers up to `max` records, reconnecting partitions whose replica
   // was lost, never waiting (see the bound above); returns how many.
   int poll(const Handler& on_message, int max = 1024);
+  // As poll(), and if nothing is ready waits up to `timeout` for the first
+  // record, idling between tries (spinning a few microseconds, then
+  // yielding, then parking in steps that grow to 1 ms: a record that comes
+  // during a long wait may be handed over up to 1 ms late; a program that
+  // wants every microsecond calls poll() in its own loop). Returns how many
+  // (0 at the timeout).
+  int poll_for(const Handler& on_message, std::chrono::milliseconds timeout, int max = 1024);
   // Notices (Notice) are handed to `h` from poll(), on this thread; those
   // found while create() connected (a start position that expired) come
   // with the first poll().

@@ -37,7 +37,7 @@ ChannelInfo info_of(const idl::ChannelInfo& info) {
 
 }  // namespace
 
-struct Admin::Impl {
+struct CATENA_LOCAL Admin::Impl {
   control::ControllerClient::Options options;
   control::ControllerClient client;
   explicit Impl(control::ControllerClient::Options o) : options(o), client(std::move(o)) {}

@@ -5,6 +5,7 @@
 // GroupSubscriber::poll_for.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 #include <catena/fabric/idle.hpp>
@@ -13,6 +14,9 @@ namespace catena::client_detail {
 
 template <typename Poll>
 int poll_waiting(Poll&& poll, std::chrono::milliseconds timeout) {
+  // A year at most: a larger one (INT64_MAX ms from C) would overflow the
+  // clock into the past and not wait at all.
+  timeout = std::min(timeout, std::chrono::milliseconds(std::chrono::hours(24 * 365)));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   fabric::BackoffIdle idle;
   for (;;) {

@@ -289,6 +289,32 @@ def main():
         assert e.code == "unknown_channel", e.code
     print("python: channel administration, ok", file=sys.stderr)
 
+    # close() and with-blocks: a publisher flushes before it goes.
+    with catena.Publisher(routes, channel) as pub10:
+        results = [pub10.publish(b"closing-%d" % i, partition=1) for i in range(20)]
+    assert all(r.ok for r in results), [r.status for r in results if not r.ok]
+    offsets = [r.offset for r in results]
+    assert offsets == list(range(offsets[0], offsets[0] + 20)), offsets
+    pub10.close()  # a second close does nothing
+    try:
+        pub10.publish(b"late")
+        raise AssertionError("publish on a closed publisher did not raise")
+    except ValueError as e:
+        assert "closed" in str(e), str(e)
+    with catena.Subscriber(routes, channel, start=offsets[0], partitions=[1]) as sub10:
+        got = []
+        while len(got) < 20:
+            batch = sub10.poll(max=64, timeout_ms=5000)
+            assert batch, "nothing for 5 s after %d of 20" % len(got)
+            got += [(o, p) for _, o, p in batch]
+    assert got == [(offsets[0] + i, b"closing-%d" % i) for i in range(20)], got[:3]
+    try:
+        sub10.poll()
+        raise AssertionError("poll on a closed subscriber did not raise")
+    except ValueError as e:
+        assert "closed" in str(e), str(e)
+    print("python: close() and with-blocks, ok", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

@@ -247,6 +247,7 @@ class Publisher {
   PublishResult publish(const py::bytes& payload, const py::bytes& key, std::int64_t timeout_ms,
                         const std::optional<std::vector<std::pair<std::string, std::string>>>& headers,
                         std::optional<std::uint32_t> partition) {
+    check_open();
     std::string p = payload;  // copies: the GIL is released below
     std::string k = key;
     std::vector<catena_header> hs;
@@ -286,6 +287,7 @@ class Publisher {
   }
 
   int poll() {
+    check_open();
     int n = 0;
     std::vector<Event> events;
     {
@@ -300,6 +302,7 @@ class Publisher {
   }
 
   void flush(std::int64_t timeout_ms) {
+    check_open();
     catena_err e;
     std::vector<Event> events;
     {
@@ -314,11 +317,36 @@ class Publisher {
   }
 
   std::uint64_t in_flight() {
+    check_open();
     std::lock_guard lock(mu_);
     return catena_publisher_in_flight(h_);
   }
 
+  // Flushes (up to timeout_ms), then lets the publisher go; raises what the
+  // flush did (records not acknowledged by then stay "pending": their fate
+  // is unknown). Closing twice does nothing.
+  void close(std::int64_t timeout_ms) {
+    catena_err e = CATENA_OK;
+    std::vector<Event> events;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      if (h_ != nullptr) {
+        e = catena_publisher_flush(h_, timeout_ms);
+        reap();
+        catena_publisher_destroy(h_);
+        h_ = nullptr;
+      }
+      events.swap(events_);
+    }
+    deliver(on_event_, events);
+    if (e != CATENA_OK) raise(e);
+  }
+
  private:
+  void check_open() const {
+    if (h_ == nullptr) throw py::value_error("the publisher is closed");
+  }
   void reap() {
     std::erase_if(pending_, [](const auto& s) { return s->done.load(); });
   }
@@ -399,6 +427,7 @@ class Subscriber {
   // Up to max records; waits (GIL released) up to timeout_ms for the first.
   // attributes: (partition, offset, payload, key, [(name, value), ...]) tuples.
   py::list poll(int max, std::int64_t timeout_ms, bool attributes) {
+    check_open();
     if (timeout_ms < 0) throw py::value_error("poll: timeout_ms is negative");
     std::vector<Record> got;
     int n = 0;
@@ -418,17 +447,20 @@ class Subscriber {
   }
 
   std::uint64_t position(std::uint32_t partition) {
+    check_open();
     std::lock_guard lock(mu_);
     return catena_subscriber_position(h_, partition);
   }
 
   void seek(std::uint32_t partition, std::uint64_t offset) {
+    check_open();
     std::lock_guard lock(mu_);
     if (const catena_err e = catena_subscriber_seek(h_, partition, offset); e != CATENA_OK) raise(e);
   }
 
   // Waits for the controller (GIL released).
   void commit() {
+    check_open();
     catena_err e;
     {
       py::gil_scoped_release nogil;
@@ -436,6 +468,18 @@ class Subscriber {
       e = catena_subscriber_commit(h_);
     }
     if (e != CATENA_OK) raise(e);
+  }
+
+  // Lets the subscriber go (its sessions, rings and worker threads). Closing
+  // twice does nothing.
+  void close() {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mu_);
+    catena_subscriber_destroy(h_);
+    h_ = nullptr;
+  }
+  void check_open() const {
+    if (h_ == nullptr) throw py::value_error("the subscriber is closed");
   }
 
   static py::list records(const std::vector<Record>& got, bool attributes) {
@@ -724,7 +768,12 @@ PYBIND11_MODULE(catena, m) {
       .def("poll", &Publisher::poll, "Sends and takes acknowledgements; never waits")
       .def("flush", &Publisher::flush, py::arg("timeout_ms") = 30000,
            "Waits until every record is acknowledged or failed; raises catena.Error (timeout) otherwise")
-      .def_property_readonly("in_flight", &Publisher::in_flight);
+      .def_property_readonly("in_flight", &Publisher::in_flight)
+      .def("close", &Publisher::close, py::arg("timeout_ms") = 30000,
+           "Flushes (raising as flush() does), then lets the publisher go")
+      .def(
+          "__enter__", [](Publisher& p) -> Publisher& { return p; }, py::return_value_policy::reference)
+      .def("__exit__", [](Publisher& p, const py::args&) { p.close(30000); });
 
   py::class_<Subscriber>(m, "Subscriber")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const py::object&,
@@ -743,7 +792,11 @@ PYBIND11_MODULE(catena, m) {
       .def("position", &Subscriber::position, py::arg("partition"))
       .def("seek", &Subscriber::seek, py::arg("partition"), py::arg("offset"),
            "Delivers the partition from this offset on")
-      .def("commit", &Subscriber::commit, "Stores every partition's position as the group's (needs group=)");
+      .def("commit", &Subscriber::commit, "Stores every partition's position as the group's (needs group=)")
+      .def("close", &Subscriber::close, "Lets the subscriber go")
+      .def(
+          "__enter__", [](Subscriber& s) -> Subscriber& { return s; }, py::return_value_policy::reference)
+      .def("__exit__", [](Subscriber& s, const py::args&) { s.close(); });
 
   py::class_<Group>(m, "Group")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::string&, const std::string&,

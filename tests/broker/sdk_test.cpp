@@ -4,7 +4,8 @@
 // (capi_cluster.sh passes CONTROLLER CHANNEL): catena::connect refuses a
 // malformed controller list with invalid_argument; through connect(), a
 // Publisher's records (with a key and headers) are acknowledged and a
-// Subscriber reads exactly them back.
+// Subscriber reads exactly them back; catena::Admin creates, alters and
+// deletes a channel.
 #include <chrono>
 #include <cstdint>
 #include <gtest/gtest.h>
@@ -137,6 +138,69 @@ TEST(Sdk, PublishesAndSubscribesThroughConnect) {
 }
 
 }  // namespace
+
+// catena::Admin: a channel's life through the SDK, with its chains.
+TEST(Sdk, AdminCreatesDescribesAltersAndDeletesAChannel) {
+  auto bad = catena::Admin::connect("h1:port");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, catena::client::ErrorCode::invalid_argument);
+  EXPECT_EQ(bad.error().describe().rfind("invalid_argument: admin: ", 0), 0u) << bad.error().describe();
+
+  auto made = catena::Admin::connect(g_controller);
+  ASSERT_TRUE(made.ok()) << made.error().describe();
+  catena::Admin& admin = *made.value();
+  catena::ChannelSettings settings;
+  settings.name = "sdk-admin";
+  settings.partitions = 2;
+  settings.replication = 2;
+  settings.segment_bytes = 1 << 20;
+  settings.ttl_ms = 30'000;
+  auto ch = admin.create_channel(settings);
+  ASSERT_TRUE(ch.ok()) << ch.error().describe();
+  EXPECT_EQ(ch->settings.name, "sdk-admin");
+  EXPECT_EQ(ch->settings.partitions, 2);
+  EXPECT_EQ(ch->settings.replication, 2);
+  EXPECT_EQ(ch->settings.segment_bytes, 1 << 20);
+  EXPECT_EQ(ch->settings.ttl_ms, 30'000);
+  EXPECT_FALSE(ch->altering);
+  ASSERT_EQ(ch->partitions.size(), 2u);
+  for (std::uint32_t p = 0; p < 2; ++p) {
+    const catena::PartitionChain& c = ch->partitions[p];
+    EXPECT_EQ(c.partition, p);
+    EXPECT_GT(c.epoch, 0u);
+    ASSERT_EQ(c.chain.size(), 2u) << "partition " << p;
+    EXPECT_NE(c.chain[0], c.chain[1]) << "partition " << p << ": one node twice in its chain";
+  }
+
+  auto again = admin.create_channel(settings);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, catena::client::ErrorCode::invalid_argument);
+  EXPECT_NE(again.error().message.find("exists"), std::string::npos) << again.error().describe();
+
+  auto listed = admin.list_channels();
+  ASSERT_TRUE(listed.ok()) << listed.error().describe();
+  std::set<std::string> names;
+  for (const auto& c : *listed) names.insert(c.settings.name);
+  EXPECT_TRUE(names.count("sdk-admin") == 1 && names.count(g_channel) == 1);
+
+  auto grown = admin.alter_partitions("sdk-admin", 3);
+  ASSERT_TRUE(grown.ok()) << grown.error().describe();
+  EXPECT_EQ(grown->settings.partitions, 3);
+  EXPECT_EQ(grown->partitions.size(), 3u);
+  EXPECT_FALSE(grown->altering);
+  auto kept = admin.alter_retention("sdk-admin", 90'000);
+  ASSERT_TRUE(kept.ok()) << kept.error().describe();
+  EXPECT_EQ(kept->settings.ttl_ms, 90'000);
+  auto described = admin.describe_channel("sdk-admin");
+  ASSERT_TRUE(described.ok()) << described.error().describe();
+  EXPECT_EQ(described->settings.partitions, 3);
+  EXPECT_EQ(described->settings.ttl_ms, 90'000);
+
+  ASSERT_TRUE(admin.delete_channel("sdk-admin").ok());
+  auto gone = admin.describe_channel("sdk-admin");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code, catena::client::ErrorCode::unknown_channel);
+}
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);

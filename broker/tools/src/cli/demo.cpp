@@ -133,6 +133,11 @@ int cluster_demo(ClusterOptions opts, const DemoOptions& demo, const Common& com
   broker::ControllerRoutes routes(co, "demo-publisher");
   PublisherOptions po;
   po.provider = common.provider;
+  // What the publisher meets (a lost head, the new route, records held
+  // back): shown as it happens, so a --kill run shows the failover.
+  po.on_event = [](const ClientEvent& e) {
+    std::printf("   publisher event: %s: %s\n", std::string(to_string(e.kind)).c_str(), e.message.c_str());
+  };
   auto pub = Publisher::create(routes, "demo", po);
   if (!pub) {
     stop_sub = true;

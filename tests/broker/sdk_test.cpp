@@ -6,6 +6,7 @@
 // Publisher's records (with a key and headers) are acknowledged and a
 // Subscriber reads exactly them back; catena::Admin creates, alters and
 // deletes a channel.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <gtest/gtest.h>
@@ -200,6 +201,75 @@ TEST(Sdk, AdminCreatesDescribesAltersAndDeletesAChannel) {
   auto gone = admin.describe_channel("sdk-admin");
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.error().code, catena::client::ErrorCode::unknown_channel);
+}
+
+// catena::Admin's tenant calls, and a tenant's own Admin held to its
+// namespace and quota.
+TEST(Sdk, AdminManagesTenantsAndATenantStaysInItsNamespace) {
+  auto made = catena::Admin::connect(g_controller);
+  ASSERT_TRUE(made.ok()) << made.error().describe();
+  catena::Admin& admin = *made.value();
+  catena::TenantQuotas quotas;
+  quotas.max_channels = 1;
+  auto token = admin.create_tenant("sdkt", quotas);
+  ASSERT_TRUE(token.ok()) << token.error().describe();
+  EXPECT_EQ(token->size(), 64u) << *token;
+
+  auto as_tenant = [&](const std::string& t) {
+    catena::ConnectOptions co;
+    co.token = t;
+    auto a = catena::Admin::connect(g_controller, co);
+    EXPECT_TRUE(a.ok()) << a.error().describe();
+    return std::move(a.value());
+  };
+  auto tenant = as_tenant(*token);
+  catena::ChannelSettings s;
+  s.name = "sdkt.orders";
+  s.replication = 1;
+  ASSERT_TRUE(tenant->create_channel(s).ok());
+  s.name = "sdkt.more";
+  auto over = tenant->create_channel(s);  // its quota: one channel
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("max_channels"), std::string::npos) << over.error().describe();
+  s.name = "elsewhere";
+  auto outside = tenant->create_channel(s);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.error().code, catena::client::ErrorCode::unauthenticated) << outside.error().describe();
+  auto own = tenant->list_channels();
+  ASSERT_TRUE(own.ok()) << own.error().describe();
+  ASSERT_EQ(own->size(), 1u);
+  EXPECT_EQ(own->front().settings.name, "sdkt.orders");
+
+  auto listed = admin.list_tenants();
+  ASSERT_TRUE(listed.ok()) << listed.error().describe();
+  auto it = std::find_if(listed->begin(), listed->end(), [](const auto& t) { return t.name == "sdkt"; });
+  ASSERT_NE(it, listed->end());
+  EXPECT_EQ(it->quotas.max_channels, 1);
+  EXPECT_EQ(it->quotas.max_partitions, -1);
+  EXPECT_EQ(it->channels, 1);
+  EXPECT_GT(it->created_at_ms, 0);
+
+  quotas.max_channels = 2;
+  ASSERT_TRUE(admin.alter_tenant("sdkt", quotas).ok());
+  s.name = "sdkt.more";
+  EXPECT_TRUE(tenant->create_channel(s).ok());
+
+  auto rotated = admin.rotate_tenant_token("sdkt");
+  ASSERT_TRUE(rotated.ok()) << rotated.error().describe();
+  EXPECT_NE(*rotated, *token);
+  auto stale = tenant->describe_channel("sdkt.orders");  // the old token's connection
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, catena::client::ErrorCode::unauthenticated) << stale.error().describe();
+  auto renewed = as_tenant(*rotated);
+  EXPECT_TRUE(renewed->describe_channel("sdkt.orders").ok());
+
+  EXPECT_FALSE(admin.delete_tenant("sdkt").ok());  // it owns channels
+  ASSERT_TRUE(renewed->delete_channel("sdkt.orders").ok());
+  ASSERT_TRUE(renewed->delete_channel("sdkt.more").ok());
+  ASSERT_TRUE(admin.delete_tenant("sdkt").ok());
+  auto after = admin.list_tenants();
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  EXPECT_TRUE(std::none_of(after->begin(), after->end(), [](const auto& t) { return t.name == "sdkt"; }));
 }
 
 int main(int argc, char** argv) {

@@ -35,6 +35,40 @@ ChannelInfo info_of(const idl::ChannelInfo& info) {
   return out;
 }
 
+idl::TenantQuotas to_idl(const TenantQuotas& q) {
+  idl::TenantQuotas out;
+  out.__set_max_channels(q.max_channels);
+  out.__set_max_partitions(q.max_partitions);
+  out.__set_max_groups(q.max_groups);
+  out.__set_zones(q.zones);
+  out.__set_max_segment_bytes(q.max_segment_bytes);
+  out.__set_max_publisher_ring_bytes(q.max_publisher_ring_bytes);
+  out.__set_max_publish_bytes_per_sec(q.max_publish_bytes_per_sec);
+  out.__set_max_sessions(q.max_sessions);
+  out.__set_max_producer_ids_per_minute(q.max_producer_ids_per_minute);
+  return out;
+}
+
+TenantInfo tenant_of(const idl::TenantInfo& t) {
+  TenantInfo out;
+  out.name = t.name;
+  out.quotas.max_channels = t.quotas.max_channels;
+  out.quotas.max_partitions = t.quotas.max_partitions;
+  out.quotas.max_groups = t.quotas.max_groups;
+  out.quotas.zones = t.quotas.zones;
+  out.quotas.max_segment_bytes = t.quotas.max_segment_bytes;
+  out.quotas.max_publisher_ring_bytes = t.quotas.max_publisher_ring_bytes;
+  out.quotas.max_publish_bytes_per_sec = t.quotas.max_publish_bytes_per_sec;
+  out.quotas.max_sessions = t.quotas.max_sessions;
+  out.quotas.max_producer_ids_per_minute = t.quotas.max_producer_ids_per_minute;
+  out.channels = t.channels;
+  out.partitions = t.partitions;
+  out.groups = t.groups;
+  out.segment_bytes = t.segment_bytes;
+  out.created_at_ms = t.created_at_ms;
+  return out;
+}
+
 }  // namespace
 
 struct CATENA_LOCAL Admin::Impl {
@@ -99,6 +133,39 @@ client::Result<ChannelInfo> Admin::alter_retention(const std::string& name, std:
 
 client::Result<void> Admin::delete_channel(const std::string& name) {
   auto r = impl_->client.delete_channel(name);
+  if (!r) return broker::to_client_error(r.error());
+  return {};
+}
+
+client::Result<std::string> Admin::create_tenant(const std::string& name, const TenantQuotas& quotas) {
+  auto r = impl_->client.create_tenant(name, to_idl(quotas));
+  if (!r) return broker::to_client_error(r.error());
+  return std::move(r.value());
+}
+
+client::Result<std::vector<TenantInfo>> Admin::list_tenants() {
+  auto r = impl_->client.list_tenants();
+  if (!r) return broker::to_client_error(r.error());
+  std::vector<TenantInfo> out;
+  out.reserve(r.value().size());
+  for (const auto& t : r.value()) out.push_back(tenant_of(t));
+  return out;
+}
+
+client::Result<void> Admin::alter_tenant(const std::string& name, const TenantQuotas& quotas) {
+  auto r = impl_->client.alter_tenant(name, to_idl(quotas));
+  if (!r) return broker::to_client_error(r.error());
+  return {};
+}
+
+client::Result<std::string> Admin::rotate_tenant_token(const std::string& name) {
+  auto r = impl_->client.rotate_tenant_token(name);
+  if (!r) return broker::to_client_error(r.error());
+  return std::move(r.value());
+}
+
+client::Result<void> Admin::delete_tenant(const std::string& name) {
+  auto r = impl_->client.delete_tenant(name);
   if (!r) return broker::to_client_error(r.error());
   return {};
 }

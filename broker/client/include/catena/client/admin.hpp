@@ -1,5 +1,6 @@
-// catena::Admin: channel administration for programs, what `catena channel
-// create/list/describe/alter/delete` does. Public: the standard library only.
+// catena::Admin: channel and tenant administration for programs, what
+// `catena channel ...` and `catena tenant ...` do. Public: the standard
+// library only.
 //
 //   auto admin = catena::Admin::connect("h1:7400,h2:7400");
 //   auto ch = (*admin)->create_channel({.name = "orders", .partitions = 8});
@@ -53,6 +54,32 @@ struct ChannelInfo {
   bool altering = false;  // a change of the partition count is under way
 };
 
+// A tenant's quotas (README "Tenants"); -1: no limit.
+struct TenantQuotas {
+  std::int64_t max_channels = -1;
+  std::int64_t max_partitions = -1;     // the sum of its channels' partition counts
+  std::int64_t max_groups = -1;         // groups with members or committed offsets
+  std::vector<std::string> zones;       // where its replicas may be placed; empty: anywhere
+  std::int64_t max_segment_bytes = -1;  // the sum over its partitions of replication x segment_bytes
+  // Per node, each broker enforcing its own:
+  std::int64_t max_publisher_ring_bytes = -1;   // staging rings its publishers may pin there
+  std::int64_t max_publish_bytes_per_sec = -1;  // bytes per second its publishers may append there
+  std::int64_t max_sessions = -1;               // client sessions it may hold there
+  // Cluster-wide: new producer ids (or epochs) per minute.
+  std::int64_t max_producer_ids_per_minute = -1;
+};
+
+struct TenantInfo {
+  std::string name;
+  TenantQuotas quotas;
+  // Current use.
+  std::int64_t channels = 0;
+  std::int64_t partitions = 0;
+  std::int64_t groups = 0;
+  std::int64_t segment_bytes = 0;
+  std::int64_t created_at_ms = 0;  // Unix time
+};
+
 class CATENA_API Admin {
  public:
   // Checks the address list now (invalid_argument); dials on the first call.
@@ -74,6 +101,19 @@ class CATENA_API Admin {
   [[nodiscard]] client::Result<ChannelInfo> alter_retention(const std::string& name, std::int64_t ttl_ms);
   // The channel and every record in it, on every node.
   [[nodiscard]] client::Result<void> delete_channel(const std::string& name);
+
+  // Tenants: the admin's calls (with a tenant's token, unauthenticated).
+  // create_tenant and rotate_tenant_token return the tenant's token, which
+  // the controller keeps only as a hash: it cannot be shown again.
+  [[nodiscard]] client::Result<std::string> create_tenant(const std::string& name,
+                                                          const TenantQuotas& quotas = {});
+  [[nodiscard]] client::Result<std::vector<TenantInfo>> list_tenants();
+  // Replaces every quota (read them with list_tenants to change one).
+  [[nodiscard]] client::Result<void> alter_tenant(const std::string& name, const TenantQuotas& quotas);
+  // A new token; the old one stops working, on connections that used it too.
+  [[nodiscard]] client::Result<std::string> rotate_tenant_token(const std::string& name);
+  // Refused while the tenant owns channels.
+  [[nodiscard]] client::Result<void> delete_tenant(const std::string& name);
 
  private:
   struct Impl;

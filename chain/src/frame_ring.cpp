@@ -33,6 +33,11 @@ RingRead FrameRingReader::next_st(RingFrame* out) noexcept {
     const std::uint32_t pos = static_cast<std::uint32_t>(consumed_ % ring_bytes_);
     const std::uint32_t to_end = ring_bytes_ - pos;
     if (to_end < sizeof(RecordHeader)) {  // implicit wrap
+      // A writer's total never stops inside one (it places the wrap with
+      // the frame after it): a doorbell there is a lie, and skipping the
+      // wrap would take consumed past written (found by the frame ring's
+      // fuzz target, tests/fuzz/).
+      if (written_ - consumed_ < to_end) return RingRead::garbled;
       consumed_ += to_end;
       continue;
     }

@@ -145,6 +145,24 @@ TEST(FrameRing, FewerBytesThanAHeaderBeforeTheEndWrapImplicitly) {
   EXPECT_EQ(r.reader.consumed(), r.writer.written());
 }
 
+// Found by tests/fuzz/frame_ring_fuzz.cpp: a doorbell whose total stops
+// inside the implicit wrap (which no writer rings: it places the wrap with
+// the frame after it) made the reader skip the wrap anyway and count more
+// consumed than was written.
+TEST(FrameRing, ADoorbellInsideTheImplicitWrapIsGarbled) {
+  Ring r(1024);
+  std::uint32_t pos = 0;
+  ASSERT_EQ(r.write(504, 0, &pos), RingStatus::ok);
+  ASSERT_EQ(r.write(504, 1, &pos), RingStatus::ok);  // 16 bytes left before the end
+  r.ring_doorbell();
+  (void)r.read();
+  (void)r.read();
+  r.reader.on_immediate_st(ring_immediate(1008 + 8));  // 8 of the 16 wrap bytes
+  RingFrame f;
+  EXPECT_EQ(r.reader.next_st(&f), RingRead::garbled);
+  EXPECT_LE(r.reader.consumed(), r.reader.written());
+}
+
 TEST(FrameRing, AFullRingRefusesUntilCreditReturnsSpace) {
   Ring r(1024);
   std::uint32_t pos = 0;

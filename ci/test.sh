@@ -10,7 +10,8 @@
 #      run a chain across it; boot one on a host tap and run the dpdk
 #      provider against its rdma_rxe and against the verbs provider's oob
 #      mode, and a chain mixing dpdk and verbs oob nodes,
-#   4. build with Clang, ASan+UBSan and run every test with ctest; build
+#   4. build with Clang, ASan+UBSan and run every test with ctest (and
+#      fuzz the parsers for a few seconds each: tests/fuzz/); build
 #      with Clang (-Wthread-safety -Werror) and ThreadSanitizer and run
 #      every test again; run clang-tidy's bug-finding checks over the GCC
 #      build's batches (ci/tidy-check.sh). The Clang builds and clang-tidy
@@ -92,8 +93,11 @@ collect() {  # collect KEY NAME: prints the stage's output, records its result; 
   # With Clang: GCC's ASan build took 647 s of a 30-minute suite, Clang's
   # about a third of that (2026-12-01), and Clang's UBSan checks more
   # (pointer overflow).
+  # With the libFuzzer targets (tests/fuzz/): the parsers of what a peer
+  # writes (record frames, the frame ring, RoCEv2 frames, the RC queue
+  # pair), each fuzzed for 10 s by the ASan ctest run below.
   background asan env BUILD_DIR=build-asan CC=clang CXX=clang++ ci/build.sh \
-    "${unity[@]}" -DCATENA_SANITIZE=ON -DCATENA_BUILD_BENCH=OFF
+    "${unity[@]}" -DCATENA_SANITIZE=ON -DCATENA_FUZZ=ON -DCATENA_BUILD_BENCH=OFF
   # One build serves both Clang checks: the lock annotations
   # (-Wthread-safety, an error under -Werror) and ThreadSanitizer with the
   # owner-thread checks.

@@ -632,6 +632,14 @@ ReadResult PartitionLog::read(Cursor& c) const {
       continue;
     }
     if (h.offset >= commit_offset_) return r;
+    // The header was validated when it arrived, but a predecessor can still
+    // write there: serve nothing that does not lie within what was
+    // validated, in order (found by the partition log's fuzz target,
+    // tests/fuzz/). Nothing is readable past it.
+    if (h.length > kMaxRecordPayload || frame_size(h.length) > in.valid_end - c.position ||
+        h.offset != c.next_offset) {
+      return r;
+    }
     r.status = ReadStatus::record;
     r.frame = frame;
     r.frame_bytes = static_cast<std::uint32_t>(frame_size(h.length));

@@ -679,6 +679,39 @@ TEST_F(LogTest, MarkerIsAReplicatedControlRecordEveryReplicaRemembers) {
   EXPECT_EQ(flags, (std::vector<std::uint32_t>{0, kFlagMarker, 0}));
 }
 
+// Found by tests/fuzz/partition_log_fuzz.cpp: a predecessor can still
+// write into bytes the replica validated. read() took the header it found
+// there as it was, and handed out a frame of any length (past the segment)
+// or out of order.
+TEST_F(LogTest, AReplicaServesOnlyWhatItValidatedWhateverIsWrittenThereLater) {
+  Slots hs(2, kSeg), rs(2, kSeg);
+  PartitionLog head(hs.spans(), cfg, clock);
+  PartitionLog rep(rs.spans(), cfg, clock);
+  std::uint64_t off;
+  ASSERT_EQ(head.append(producer(1, 0), bytes_of("abc"), &off), AppendStatus::ok);
+  ASSERT_EQ(head.append(producer(1, 1), bytes_of("def"), &off), AppendStatus::ok);
+  forward(head, rs, rep, 0);
+  rep.set_commit_offset(2);
+  const std::uint32_t first = 64;  // the first frame, after the segment header
+  const std::uint32_t second = first + static_cast<std::uint32_t>(frame_size(3));
+  RecordHeader h;
+  std::memcpy(&h, rs.mem[0].data() + first, sizeof h);
+  h.length = 1u << 30;  // rewritten after it was validated
+  std::memcpy(rs.mem[0].data() + first, &h, sizeof h);
+  Cursor c = rep.seek(0);
+  ASSERT_TRUE(c.valid);
+  EXPECT_EQ(rep.read(c).status, ReadStatus::none);
+
+  h.length = 3;
+  std::memcpy(rs.mem[0].data() + first, &h, sizeof h);
+  std::memcpy(&h, rs.mem[0].data() + second, sizeof h);
+  h.offset = 7;  // not the offset that follows
+  std::memcpy(rs.mem[0].data() + second, &h, sizeof h);
+  c = rep.seek(0);
+  ASSERT_EQ(rep.read(c).status, ReadStatus::record);
+  EXPECT_EQ(rep.read(c).status, ReadStatus::none);
+}
+
 TEST_F(LogTest, ReplicaRefusesCorruptOrOutOfOrderBytes) {
   Slots hs(2, kSeg), rs(2, kSeg);
   PartitionLog head(hs.spans(), cfg, clock);

@@ -303,6 +303,22 @@ ValidateStatus PartitionLog::on_remote_data(std::uint32_t slot, std::uint32_t en
     return ValidateStatus::corrupt;
   }
   if (sh.generation != in.generation || in.state == SlotState::free) {
+    // The predecessor sealed the open segment and moved on, but the seal
+    // never came: the link broke in between and, by the time it was back,
+    // the predecessor had reused that segment's slot (it was committed and
+    // past its retention), so nothing could send it any more, and every
+    // newer segment was refused as out of order. A newer segment that
+    // starts exactly where the open one's records end proves none is
+    // missing: the seal is written here as the predecessor wrote it (found
+    // by the partition log's fuzz target, tests/fuzz/).
+    if (open_ >= 0 && open_ != static_cast<int>(slot)) {
+      const auto o = static_cast<std::uint32_t>(open_);
+      const SlotInfo& open = info_[o];
+      if (sh.generation > open.generation && sh.base_offset == end_offset_ &&
+          open.next_offset == end_offset_ && open.valid_end + sizeof(RecordHeader) <= open.bytes) {
+        seal_st(o);
+      }
+    }
     const bool continues = sh.generation >= in.generation &&
                            (end_offset_ == 0 || sh.base_offset == end_offset_ || generation_ == 0) &&
                            (open_ < 0 || open_ == static_cast<int>(slot));

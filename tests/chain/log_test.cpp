@@ -565,6 +565,54 @@ TEST_F(LogTest, ReplicaValidatesForwardedBytesAndServesCommittedRecords) {
   EXPECT_EQ(rep.read(mid).header.offset, 17u);
 }
 
+// Found by tests/fuzz/partition_log_fuzz.cpp: the seal of a segment whose
+// records all reached the replica never came (the link broke between the
+// last record and the seal, and the head reused that slot once it was
+// committed and past its retention). The next segment continues the
+// replica's records exactly: it is taken, and the replica seals the old
+// one itself, so that readers cross from it to the next.
+TEST_F(LogTest, ASegmentWhoseSealNeverCameIsSealedByTheNextOneThatContinuesIt) {
+  Slots hs(3, kSeg), rs(3, kSeg);
+  PartitionLog head(hs.spans(), cfg, clock);
+  PartitionLog rep(rs.spans(), cfg, clock);
+  std::uint64_t off;
+  ASSERT_EQ(head.append(producer(1, 0), bytes_of("one"), &off), AppendStatus::ok);
+  ASSERT_EQ(head.append(producer(1, 1), bytes_of("two"), &off), AppendStatus::ok);
+  forward(head, rs, rep, 0);  // both records, not the seal below
+  head.seal_open();
+  ASSERT_EQ(head.append(producer(1, 2), bytes_of("three"), &off), AppendStatus::ok);
+  const std::uint32_t next = static_cast<std::uint32_t>(head.open_slot());
+  ASSERT_NE(next, 0u);
+  forward(head, rs, rep, next);  // refused as out of order before
+  EXPECT_EQ(rep.end_offset(), 3u);
+  EXPECT_EQ(rep.slot_info(0).state, SlotState::sealed);
+  // The seal the replica wrote is the head's, byte for byte.
+  const std::uint32_t end = head.slot_info(0).valid_end;
+  EXPECT_EQ(rep.slot_info(0).valid_end, end);
+  EXPECT_EQ(std::memcmp(rs.mem[0].data(), hs.mem[0].data(), end), 0);
+  rep.set_commit_offset(3);
+  Cursor c = rep.seek(0);
+  ASSERT_TRUE(c.valid);
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    const ReadResult r = rep.read(c);
+    ASSERT_EQ(r.status, ReadStatus::record) << i;
+    EXPECT_EQ(r.header.offset, i);
+  }
+  // A segment that does not continue the replica's records is still refused.
+  Slots hs2(3, kSeg), rs2(3, kSeg);
+  PartitionLog head2(hs2.spans(), cfg, clock);
+  PartitionLog rep2(rs2.spans(), cfg, clock);
+  ASSERT_EQ(head2.append(producer(1, 0), bytes_of("one"), &off), AppendStatus::ok);
+  forward(head2, rs2, rep2, 0);
+  ASSERT_EQ(head2.append(producer(1, 1), bytes_of("two"), &off), AppendStatus::ok);  // never forwarded
+  head2.seal_open();
+  ASSERT_EQ(head2.append(producer(1, 2), bytes_of("three"), &off), AppendStatus::ok);
+  const std::uint32_t s2 = static_cast<std::uint32_t>(head2.open_slot());
+  std::memcpy(rs2.mem[s2].data(), hs2.mem[s2].data(), head2.slot_info(s2).valid_end);
+  EXPECT_EQ(rep2.on_remote_data(s2, head2.slot_info(s2).valid_end), ValidateStatus::out_of_order);
+  EXPECT_EQ(rep2.slot_info(0).state, SlotState::open);
+}
+
 // Process-level recovery: a log rebuilt from the memory a crashed process
 // left keeps the committed records, checked, and nothing past the commit (a
 // head's uncommitted suffix may be rewritten by the next head); what it

@@ -94,8 +94,9 @@ collect() {  # collect KEY NAME: prints the stage's output, records its result; 
   # about a third of that (2026-12-01), and Clang's UBSan checks more
   # (pointer overflow).
   # With the libFuzzer targets (tests/fuzz/): the parsers of what a peer
-  # writes (record frames, the frame ring, RoCEv2 frames, the RC queue
-  # pair), each fuzzed for 10 s by the ASan ctest run below.
+  # writes (record frames, the frame ring, a partition's log, RoCEv2
+  # frames, the RC queue pair), each fuzzed for 10 s by the ASan ctest run
+  # below.
   background asan env BUILD_DIR=build-asan CC=clang CXX=clang++ ci/build.sh \
     "${unity[@]}" -DCATENA_SANITIZE=ON -DCATENA_FUZZ=ON -DCATENA_BUILD_BENCH=OFF
   # One build serves both Clang checks: the lock annotations

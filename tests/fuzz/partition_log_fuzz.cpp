@@ -15,7 +15,11 @@
 //   replica reads back exactly what the head stored;
 // - whatever the predecessor does, a replica serves only frames inside its
 //   segments' memory, below what it validated, that pass check_frame(), at
-//   consecutive offsets.
+//   consecutive offsets;
+// - a log rebuilt from a replica's memory (recover_st, a restarted
+//   process) keeps nothing at or past the commit it is given, and serves
+//   what it kept under the same rules (exactly the head's records while the
+//   predecessor was honest).
 #include <cstdint>
 #include <cstring>
 #include <fuzzer/FuzzedDataProvider.h>
@@ -161,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
 
   while (in.remaining_bytes() > 0) {
-    switch (in.ConsumeIntegralInRange(0, 11)) {
+    switch (in.ConsumeIntegralInRange(0, 12)) {
       case 0:
       case 1:
       case 2: {  // a publisher's record, well formed unless the input breaks it
@@ -242,6 +246,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint32_t end = in.ConsumeIntegral<std::uint32_t>() % (cfg.segment_bytes + 64);
         const std::uint64_t before = rep.end_offset();
         if (rep.on_remote_data(s, end) == ValidateStatus::ok && rep.end_offset() != before) honest = false;
+        break;
+      }
+      case 11: {  // the replica's process ends; a new one rebuilds the log from the memory it kept
+        Memory kept = rep_mem;
+        PartitionLog again(kept.spans(), cfg, clock);
+        ProducerState again_producers;
+        again.track_producers(&again_producers);
+        const std::uint64_t commit =
+            in.ConsumeBool() ? rep.commit_offset() : in.ConsumeIntegral<std::uint64_t>();
+        const PartitionLog::Recovered r = again.recover_st(commit);
+        FUZZ_CHECK(r.end <= commit || r.end == 0);
+        FUZZ_CHECK(r.start <= r.end);
+        FUZZ_CHECK(again.end_offset() == r.end || r.end == 0);
+        read_back(again, kept, honest && commit == rep.commit_offset());
         break;
       }
       default:

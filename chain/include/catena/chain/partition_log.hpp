@@ -194,7 +194,10 @@ class PartitionLog {
 
   // --- replica side --------------------------------------------------------
   // The predecessor says slot `slot` now holds `end` valid bytes. Validates the
-  // new frames (checksums, consecutive offsets) and updates state.
+  // new frames (checksums, consecutive offsets) and updates state. A newer
+  // segment that starts exactly where the open one's records end seals the
+  // open one here (its seal may never come: the predecessor reuses a
+  // committed slot once its retention passed, also while a link is down).
   ValidateStatus on_remote_data(std::uint32_t slot, std::uint32_t end);
 
   // --- recovery (a restarted process's kept slots) ---------------------------
@@ -261,7 +264,9 @@ class PartitionLog {
 
   // Reader positioned at `offset`; invalid cursor if it is not retained.
   [[nodiscard]] Cursor seek(std::uint64_t offset) const;
-  // Next committed record at the cursor, advancing it.
+  // Next committed record at the cursor, advancing it. Only a frame within
+  // what was validated and at the cursor's next offset is a record: bytes
+  // written over it since (a predecessor can) make it none.
   ReadResult read(Cursor& c) const;
 
   [[nodiscard]] std::uint32_t slot_count() const noexcept {

@@ -139,7 +139,7 @@ void built(FuzzedDataProvider& in) {
   // One flipped bit the ICRC covers (not a variant field, not the MACs) is
   // never taken for the packet that was sent.
   const std::size_t covered = f.size() - kEthLen;
-  std::size_t bit = flip % (covered * 8);
+  const std::size_t bit = flip % (covered * 8);
   const std::size_t byte = kEthLen + bit / 8;
   const std::size_t in_ip = byte - kEthLen;
   const bool variant = in_ip == 1 || in_ip == 8 || in_ip == 10 || in_ip == 11 || in_ip == kIpv4Len + 6 ||

@@ -2,7 +2,7 @@
 # Runs every ctest entry of a ThreadSanitizer build (configured with
 # -DCATENA_TSAN=ON, which is also the Clang -Wthread-safety build): unit,
 # integration, and the multi-process failover and chaos entries, which find
-# what single processes cannot (about 3 minutes in all on 2 cores; add
+# what single processes cannot (about 11 minutes in all on 2 cores; add
 # `-LE failover` to leave those out). Every process the tests start
 # (catenad, catena-controller, catena) is built with TSan too; each writes
 # its reports to $BUILD_DIR/tsan-reports/, and any report there fails the

@@ -38,6 +38,7 @@ const TomlSchema<ControllerConfig>& schema() {
         .integer("group_heartbeat_interval_ms", &C::group_heartbeat_interval_ms)
         .integer("zk_session_timeout_ms", &C::zk_session_timeout_ms)
         .integer("replacement_delay_ms", &C::replacement_delay_ms)
+        .integer("link_fault_timeout_ms", &C::link_fault_timeout_ms)
         .text("log_level", &C::log_level, log_level_rule())
         .text("admin_token_file", &C::admin_token_file)
         .text("metrics_addr", &C::metrics_addr);
@@ -125,6 +126,11 @@ Result<void> ControllerConfig::validate() const {
     return invalid_argument(
         fmt::format("replacement_delay_ms must be in 0..2^31, got {}", replacement_delay_ms));
   }
+  if (link_fault_timeout_ms < 3000 || link_fault_timeout_ms > std::int64_t{1} << 31) {
+    return invalid_argument(fmt::format(
+        "link_fault_timeout_ms must be in 3000..2^31 (brokers report a broken link every second), got {}",
+        link_fault_timeout_ms));
+  }
   if (broker_rpc_threads < 1 || broker_rpc_threads > 1024) {
     return invalid_argument(fmt::format("broker_rpc_threads must be in 1..1024, got {}", broker_rpc_threads));
   }
@@ -157,6 +163,7 @@ Controller::Options ControllerConfig::controller_options() const {
   o.group_session_timeout = std::chrono::milliseconds(group_session_timeout_ms);
   o.group_heartbeat_interval = std::chrono::milliseconds(group_heartbeat_interval_ms);
   o.replacement_delay = std::chrono::milliseconds(replacement_delay_ms);
+  o.link_fault_timeout = std::chrono::milliseconds(link_fault_timeout_ms);
   o.zk_session_timeout = std::chrono::milliseconds(zk_session_timeout_ms);
   o.broker_rpc_threads = static_cast<int>(broker_rpc_threads);
   return o;

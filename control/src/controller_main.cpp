@@ -251,6 +251,9 @@ int main(int argc, char** argv) {
   flag("--replacement-delay-ms", &ControllerConfig::replacement_delay_ms,
        "a chain that lost a member waits this long for it to come back with its data before placing "
        "a replacement (0: at once)");
+  flag("--link-fault-timeout-ms", &ControllerConfig::link_fault_timeout_ms,
+       "a node whose predecessor in a chain reported their data-plane link broken this long, while it "
+       "answers every probe, is evicted from the cluster (at least 3000: brokers report every second)");
   flag("--log-level", &ControllerConfig::log_level, "trace|debug|info|warn|error|critical|off");
   flag("--metrics-addr", &ControllerConfig::metrics_addr,
        "serve Prometheus metrics on http://host:port/metrics (e.g. 127.0.0.1:9465; port 0: any; default: "

@@ -256,7 +256,8 @@ bool has_line(const std::string& text, const std::string& line) {
 TEST(DaemonEnv, CatenadTakesFlagThenVariableThenFileThenDefault) {
   const auto file = write_text("env.toml",
                                "[node]\nzone = 'z-file'\ndatacenter = 'dc-file'\n"
-                               "[storage]\ngrace_ms = 777\nsegment_linger_ms = 2500\n");
+                               "[storage]\ngrace_ms = 777\nsegment_linger_ms = 2500\n"
+                               "[fabric]\nlink_stall_ms = 2000\n");
   Outcome r =
       run(env_prefix({"CATENA_ZONE=z-env", "CATENA_DATACENTER=dc-env", "CATENA_SEGMENT_SLOTS=4",
                       "CATENA_CONTROLLER=10.0.0.1:7400,10.0.0.2:7400", "CATENA_JOIN_REBALANCE=true"}) +
@@ -267,11 +268,16 @@ TEST(DaemonEnv, CatenadTakesFlagThenVariableThenFileThenDefault) {
       "# (flag > environment > config file > default); from the environment: CATENA_DATACENTER, "
       "CATENA_CONTROLLER, CATENA_SEGMENT_SLOTS, CATENA_JOIN_REBALANCE\n"))
       << r.output;
-  for (const char* line : {"zone = 'z-flag'", "datacenter = 'dc-env'",
-                           "address = '10.0.0.1:7400,10.0.0.2:7400'", "segment_slots = 4", "grace_ms = 777",
-                           "segment_linger_ms = 2500", "join_rebalance = true", "level = 'info'"}) {
+  for (const char* line :
+       {"zone = 'z-flag'", "datacenter = 'dc-env'", "address = '10.0.0.1:7400,10.0.0.2:7400'",
+        "segment_slots = 4", "grace_ms = 777", "segment_linger_ms = 2500", "link_stall_ms = 2000",
+        "join_rebalance = true", "level = 'info'"}) {
     EXPECT_TRUE(has_line(r.output, line)) << line << " in\n" << r.output;
   }
+  // A link stall shorter than the transports' own retries is refused.
+  Outcome bad = run(bin("catenad") + " --link-stall-ms 100 --check-config");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("fabric.link_stall_ms"), std::string::npos) << bad.output;
 }
 
 TEST(DaemonEnv, ControllerTakesFlagThenVariableThenFileThenDefault) {

@@ -146,6 +146,25 @@ TEST(Config, RoleBalanceIntervalIsReadAndChecked) {
   EXPECT_EQ(r.error().message, "role_balance_interval_ms must be in 0..2^31 (0: never), got -5");
 }
 
+TEST(Config, LinkFaultTimeoutIsReadAndChecked) {
+  ControllerConfig c;
+  EXPECT_EQ(c.controller_options().link_fault_timeout, std::chrono::seconds(10));
+  ASSERT_TRUE(apply_toml("link_fault_timeout_ms = 3000\n", "t", c).ok());
+  EXPECT_TRUE(c.validate().ok());
+  EXPECT_EQ(c.controller_options().link_fault_timeout, std::chrono::milliseconds(3000));
+  ControllerConfig back;
+  ASSERT_TRUE(apply_toml(c.to_toml(), "dump", back).ok());
+  EXPECT_EQ(back.link_fault_timeout_ms, 3000);
+  // Brokers report a broken link every second, and a gap of half the
+  // timeout ends a fault: below 3 s one late report would reset it.
+  c.link_fault_timeout_ms = 2999;
+  auto r = c.validate();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(
+      r.error().message,
+      "link_fault_timeout_ms must be in 3000..2^31 (brokers report a broken link every second), got 2999");
+}
+
 TEST(Address, ParsesHostPortForms) {
   auto v4 = parse_host_port("10.1.2.3:7400");
   ASSERT_TRUE(v4.ok());

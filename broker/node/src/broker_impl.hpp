@@ -229,6 +229,7 @@ class Broker::Impl {
     cfg.log.grace_ns = cfg_.grace_ms * 1'000'000ull;
     cfg.log.linger_ns = cfg_.segment_linger_ms * 1'000'000ull;
     cfg.log.min_segment_bytes = cfg_.min_segment_bytes;
+    cfg.link_stall_ns = cfg_.link_stall_ms * 1'000'000ull;
     cfg.limits = cfg_.limits;
     cfg.budget = &budget_;
     cfg.segment_budget = &segments_;

@@ -67,6 +67,7 @@ const control::TomlSchema<Config>& schema() {
         .text("metrics.listen", &Config::metrics_listen, optional_host_port())
         .text("fabric.provider", &Config::provider, not_empty())
         .text("fabric.listen", &Config::fabric_listen)
+        .integer("fabric.link_stall_ms", &Config::link_stall_ms, 500, 3'600'000)
         .integer("storage.segment_slots", &Config::slots, limits::kMinSegmentSlots, limits::kMaxSegmentSlots)
         .integer("storage.grace_ms", &Config::grace_ms, 0, std::int64_t{1} << 31)
         .integer("storage.segment_linger_ms", &Config::segment_linger_ms, 0, 3'600'000)

@@ -27,6 +27,9 @@ struct Config {
   std::string provider = "soft";             // [fabric] provider
   std::string
       fabric_listen;  // [fabric] listen; empty: 127.0.0.1:0 (soft), the RDMA device's own address (verbs)
+  // [fabric] link_stall_ms: a successor link that completes none of its
+  // writes this long is dropped and rebuilt (BrokerConfig::link_stall_ms).
+  std::uint64_t link_stall_ms = 6000;
   std::uint32_t slots = 8;                 // [storage] segment_slots
   std::uint64_t grace_ms = 5000;           // [storage] grace_ms
   std::uint64_t segment_linger_ms = 1000;  // [storage] segment_linger_ms

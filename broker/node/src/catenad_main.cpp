@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   flag("--fabric-listen", &Config::fabric_listen, "fabric.listen",
        "data-plane host:port (port 0: any); default 127.0.0.1:0 for soft, the device's own address for "
        "verbs:<dev>, which must serve any address given here");
+  flag("--link-stall-ms", &Config::link_stall_ms, "fabric.link_stall_ms",
+       "a link to a chain successor that completes none of its writes this long is dropped, rebuilt and, "
+       "while it cannot be, reported to the controller (keep it above the transport's own retries: ~2 s "
+       "on verbs)");
   flag("--segment-slots", &Config::slots, "storage.segment_slots",
        "segment slots per partition replica (memory = slots x segment_bytes)");
   flag("--grace-ms", &Config::grace_ms, "storage.grace_ms",
@@ -169,6 +173,7 @@ int main(int argc, char** argv) {
   bc.slot_count = s.slots;
   bc.grace_ms = s.grace_ms;
   bc.segment_linger_ms = s.segment_linger_ms;
+  bc.link_stall_ms = s.link_stall_ms;
   bc.keep_dir = s.keep_dir;
   bc.session_memory_bytes = s.session_memory_mb << 20;
   bc.segment_memory_bytes = s.segment_memory_mb << 20;

@@ -48,6 +48,11 @@ struct ControllerConfig {
   // A chain that lost a member waits this long for it to come back with its
   // data before placing a replacement (0: replace at once).
   std::int64_t replacement_delay_ms = 0;
+  // A successor whose predecessor has reported its data-plane link broken
+  // for this long, while the successor answers every probe, is evicted
+  // (Controller::Options::link_fault_timeout). Brokers report every second,
+  // so at least 3000.
+  std::int64_t link_fault_timeout_ms = 10000;
   std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
   // A file holding the admin token (README "Tenants"): set, every client
   // must authenticate; empty, the cluster is open (no authentication).

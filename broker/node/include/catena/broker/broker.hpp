@@ -58,6 +58,11 @@ struct BrokerConfig {
   // the controller, and again every this long while it lasts: a fault only
   // the data plane sees, which the controller repairs if it persists.
   std::uint64_t link_report_ms = 1000;
+  // A successor link that completes none of the writes in flight on it for
+  // this long is dropped and rebuilt (chain::ReplicaConfig::link_stall_ns):
+  // TCP into a cut, RNR retries without end. Keep it above the transport's
+  // own loss recovery (verbs queue pairs fail a dead peer after ~2 s).
+  std::uint64_t link_stall_ms = 6000;
   // Kept memory (process-level recovery): replicas' segments live in this
   // directory, on a memory filesystem (/dev/shm/...), so that this node,
   // restarted after a crash, finds what it held, registers saying so, and

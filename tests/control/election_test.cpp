@@ -326,10 +326,14 @@ TEST(ElectionBinary, ASigkilledLeaderIsReplacedOnceItsSessionTimesOut) {
   auto broker_server = make_broker_admin_server(broker, {});
   ASSERT_TRUE(broker_server->start().ok());
 
-  testing::ControllerProcess first({"--metadata", uri}, dir.path() / "port-a");
+  // Sessions of 3 s (the default is 10 s): the takeover below must come
+  // after about that, so the flag is seen to reach the ZooKeeper client.
+  testing::ControllerProcess first({"--metadata", uri, "--zk-session-timeout-ms", "3000"},
+                                   dir.path() / "port-a");
   const auto port_a = first.wait_for_port();
   ASSERT_NE(port_a, 0) << "the first catena-controller did not start";
-  testing::ControllerProcess second({"--metadata", uri}, dir.path() / "port-b");
+  testing::ControllerProcess second({"--metadata", uri, "--zk-session-timeout-ms", "3000"},
+                                    dir.path() / "port-b");
   const auto port_b = second.wait_for_port();
   ASSERT_NE(port_b, 0) << "the second catena-controller did not start";
   const std::string a = "127.0.0.1:" + std::to_string(port_a);
@@ -348,7 +352,7 @@ TEST(ElectionBinary, ASigkilledLeaderIsReplacedOnceItsSessionTimesOut) {
   ASSERT_TRUE(reg.ok()) << reg.error().describe();
   EXPECT_EQ(client.address(), a);
 
-  // A crash: the session lives on until ZooKeeper times it out (10 s).
+  // A crash: the session lives on until ZooKeeper times it out (3 s).
   ::kill(first.pid(), SIGKILL);
   EXPECT_EQ(first.wait_exit(), 128 + SIGKILL);
   const auto killed_at = std::chrono::steady_clock::now();
@@ -362,6 +366,8 @@ TEST(ElectionBinary, ASigkilledLeaderIsReplacedOnceItsSessionTimesOut) {
   const auto took = std::chrono::steady_clock::now() - killed_at;
   std::printf("takeover after SIGKILL of the leader: %lld ms\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_GE(took, 2s) << "taken over before the dead leader's session could have expired";
+  EXPECT_LT(took, 10s) << "the session was not the 3 s asked for";
   EXPECT_EQ(client.address(), b);
   EXPECT_EQ(client.cluster_status()->nodes.front().info.node_id, reg->node_id);
   EXPECT_EQ(second.stop(SIGTERM), 0);

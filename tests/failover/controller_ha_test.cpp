@@ -24,6 +24,10 @@ class ControllerHa : public Failover {
     FAILOVER_ZK_OR_SKIP();
     ClusterOptions o = default_options();
     o.controllers = 3;
+    // A dead leader is replaced once its ZooKeeper session expires: 5 s
+    // here instead of the default 10 s (one standalone server that never
+    // restarts; ZkEnsemble, which restarts servers, needs 20 s).
+    o.zk_session_timeout_ms = 5000;
     start_cluster(o);
   }
 

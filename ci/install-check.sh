@@ -94,7 +94,7 @@ printf '#include <catena/catena.h>\nint main(void) { return 0; }\n' |
 syms=$(nm -D --defined-only "$stage/$libdir/libcatena.so" | c++filt)
 for want in 'catena::connect(' 'catena::Publisher::create(' 'catena::Publisher::publish(' 'catena::PublishFuture::get(' \
   'catena::Subscriber::create(' 'catena::Subscriber::poll(' 'catena::GroupSubscriber::create(' 'catena::client::to_string(' \
-  'catena::Admin::connect(' 'catena::Admin::create_channel(' ' catena_channel_create' ' catena_channel_list' \
+  'catena::Admin::connect(' 'catena::Admin::create_channel(' ' catena_channel_create' ' catena_channel_list' ' catena_tenant_create' \
   'catena::client::Error::describe' 'typeinfo for catena::RouteSource' ' catena_connect' ' catena_publish' \
   ' catena_subscriber_poll' ' catena_version'; do
   grep -qF -- "$want" <<< "$syms" || fail "libcatena.so does not export $want"

@@ -735,6 +735,112 @@ int main(int argc, char** argv) {
   CHECK(catena_channel_delete(NULL, "x") == CATENA_ERR_INVALID_ARGUMENT, "delete with NULL routes");
   fprintf(stderr, "capi_test: channel administration checked\n");
 
+  /* Tenants: created with quotas, a token that opens its own namespace
+   * only, listed with its use, altered, its token rotated (the old one
+   * refused), deleted once it owns no channel. */
+  {
+    catena_tenant_quotas q;
+    catena_tenant_quotas_init(&q);
+    CHECK(
+        q.size == sizeof q && q.max_channels == -1 && q.max_producer_ids_per_minute == -1 && q.zones == NULL,
+        "quota defaults");
+    q.max_channels = 1;
+    q.zones = "zone-a,zone-b,zone-c";
+    char token[CATENA_TOKEN_SIZE];
+    char small[16];
+    CHECK(catena_tenant_create(sub_routes, "capit", &q, small, sizeof small) == CATENA_ERR_INVALID_ARGUMENT,
+          "a token buffer too small taken");
+    CHECK(strstr(catena_last_error(), "CATENA_TOKEN_SIZE") != NULL, "%s", catena_last_error());
+    CHECK(
+        catena_tenant_create(sub_routes, "bad name", &q, token, sizeof token) == CATENA_ERR_INVALID_ARGUMENT,
+        "a bad tenant name taken");
+    e = catena_tenant_create(sub_routes, "capit", &q, token, sizeof token);
+    CHECK(e == CATENA_OK, "tenant create: %s (%s)", catena_strerror(e), catena_last_error());
+    CHECK(strlen(token) == 64, "token of %zu characters", strlen(token));
+    CHECK(
+        catena_tenant_create(sub_routes, "capit", &q, token + 0, sizeof token) == CATENA_ERR_INVALID_ARGUMENT,
+        "a tenant created twice");
+    CHECK(strlen(token) == 64, "a refused create wrote the token buffer");
+
+    catena_routes* as_tenant = NULL;
+    CHECK(catena_connect(argv[1], token, &as_tenant) == CATENA_OK, "connect with the tenant's token: %s",
+          catena_last_error());
+    catena_channel_settings t;
+    catena_channel_settings_init(&t);
+    t.name = "capit.orders";
+    t.replication = 1;
+    e = catena_channel_create(as_tenant, &t, NULL);
+    CHECK(e == CATENA_OK, "tenant's channel: %s (%s)", catena_strerror(e), catena_last_error());
+    t.name = "capit.more";
+    CHECK(catena_channel_create(as_tenant, &t, NULL) == CATENA_ERR_INVALID_ARGUMENT, "past max_channels");
+    CHECK(strstr(catena_last_error(), "max_channels") != NULL, "%s", catena_last_error());
+    t.name = "elsewhere";
+    CHECK(catena_channel_create(as_tenant, &t, NULL) == CATENA_ERR_UNAUTHENTICATED, "outside its namespace");
+    char other[CATENA_TOKEN_SIZE];
+    CHECK(catena_tenant_create(as_tenant, "capit2", NULL, other, sizeof other) == CATENA_ERR_UNAUTHENTICATED,
+          "a tenant created another tenant");
+
+    catena_tenant_info tenants[4];
+    for (int i = 0; i < 4; ++i) catena_tenant_info_init(&tenants[i]);
+    size_t count = 0;
+    e = catena_tenant_list(sub_routes, tenants, 4, &count);
+    CHECK(e == CATENA_OK && count == 1, "tenant list: %s, %zu", catena_last_error(), count);
+    CHECK(strcmp(tenants[0].name, "capit") == 0 && tenants[0].max_channels == 1 &&
+              tenants[0].max_partitions == -1,
+          "listed: %s, max_channels %lld", tenants[0].name, (long long)tenants[0].max_channels);
+    CHECK(strcmp(tenants[0].zones, "zone-a,zone-b,zone-c") == 0, "zones '%s'", tenants[0].zones);
+    CHECK(tenants[0].channels == 1 && tenants[0].partitions == 1 && tenants[0].created_at_ms > 0,
+          "use: %lld channels, %lld partitions", (long long)tenants[0].channels,
+          (long long)tenants[0].partitions);
+    tenants[1].size = 8;
+    CHECK(catena_tenant_list(sub_routes, tenants, 2, &count) == CATENA_ERR_INVALID_ARGUMENT,
+          "unsized info taken");
+
+    q.max_channels = 2;
+    q.zones = NULL;
+    e = catena_tenant_alter(sub_routes, "capit", &q);
+    CHECK(e == CATENA_OK, "tenant alter: %s", catena_last_error());
+    CHECK(catena_channel_create(as_tenant, &t, NULL) == CATENA_ERR_UNAUTHENTICATED, "still outside");
+    t.name = "capit.more";
+    CHECK(catena_channel_create(as_tenant, &t, NULL) == CATENA_OK, "within the raised quota: %s",
+          catena_last_error());
+    catena_tenant_info_init(&tenants[0]);
+    CHECK(catena_tenant_list(sub_routes, tenants, 1, &count) == CATENA_OK && tenants[0].max_channels == 2 &&
+              tenants[0].zones[0] == '\0' && tenants[0].channels == 2,
+          "after alter: max_channels %lld, zones '%s'", (long long)tenants[0].max_channels, tenants[0].zones);
+    q.max_sessions = -2;
+    CHECK(catena_tenant_alter(sub_routes, "capit", &q) == CATENA_ERR_INVALID_ARGUMENT,
+          "a quota below -1 taken");
+    CHECK(catena_tenant_alter(sub_routes, "nobody", NULL) == CATENA_ERR_INVALID_ARGUMENT,
+          "an unknown tenant");
+
+    char rotated[CATENA_TOKEN_SIZE];
+    e = catena_tenant_rotate_token(sub_routes, "capit", rotated, sizeof rotated);
+    CHECK(e == CATENA_OK && strlen(rotated) == 64 && strcmp(rotated, token) != 0, "rotate: %s",
+          catena_last_error());
+    catena_channel_info gone;
+    catena_channel_info_init(&gone);
+    CHECK(catena_channel_describe(as_tenant, "capit.orders", &gone) == CATENA_ERR_UNAUTHENTICATED,
+          "the old token still works: %s", catena_last_error());
+    catena_routes_destroy(as_tenant);
+    CHECK(catena_connect(argv[1], rotated, &as_tenant) == CATENA_OK, "connect: %s", catena_last_error());
+    CHECK(catena_channel_describe(as_tenant, "capit.orders", &gone) == CATENA_OK, "the new token: %s",
+          catena_last_error());
+
+    CHECK(catena_tenant_delete(sub_routes, "capit") == CATENA_ERR_INVALID_ARGUMENT,
+          "deleted owning channels");
+    CHECK(strstr(catena_last_error(), "owns 2 channel") != NULL, "%s", catena_last_error());
+    CHECK(catena_channel_delete(as_tenant, "capit.orders") == CATENA_OK, "%s", catena_last_error());
+    CHECK(catena_channel_delete(as_tenant, "capit.more") == CATENA_OK, "%s", catena_last_error());
+    catena_routes_destroy(as_tenant);
+    e = catena_tenant_delete(sub_routes, "capit");
+    CHECK(e == CATENA_OK, "tenant delete: %s", catena_last_error());
+    CHECK(catena_tenant_list(sub_routes, NULL, 0, &count) == CATENA_OK && count == 0, "%zu tenants left",
+          count);
+    CHECK(catena_tenant_delete(NULL, "capit") == CATENA_ERR_INVALID_ARGUMENT, "delete with NULL routes");
+    fprintf(stderr, "capi_test: tenant administration checked\n");
+  }
+
   catena_routes_destroy(sub_routes);
   fprintf(stderr, "capi_test: received %d, %s\n", received, failures ? "FAILED" : "ok");
   return failures ? 1 : 0;

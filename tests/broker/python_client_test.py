@@ -289,6 +289,60 @@ def main():
         assert e.code == "unknown_channel", e.code
     print("python: channel administration, ok", file=sys.stderr)
 
+    # Tenant administration: a tenant held to its namespace and quota, its
+    # quotas and use listed, raised, its token rotated, deleted when empty.
+    token = routes.create_tenant("pyt", max_channels=1, zones=["zone-a", "zone-b", "zone-c"])
+    assert len(token) == 64, token
+    try:
+        routes.create_tenant("pyt2", max_chanels=1)
+        raise AssertionError("an unknown quota keyword was taken")
+    except TypeError as e:
+        assert "max_chanels" in str(e), str(e)
+    as_tenant = catena.connect(controller, token=token)
+    as_tenant.create_channel("pyt.orders", replication=1)
+    try:
+        as_tenant.create_channel("pyt.more", replication=1)
+        raise AssertionError("a channel past max_channels was created")
+    except catena.Error as e:
+        assert e.code == "invalid_argument" and "max_channels" in str(e), (e.code, str(e))
+    try:
+        as_tenant.create_channel("elsewhere", replication=1)
+        raise AssertionError("a channel outside the tenant's namespace was created")
+    except catena.Error as e:
+        assert e.code == "unauthenticated", e.code
+    try:
+        as_tenant.create_tenant("pyt3")
+        raise AssertionError("a tenant created a tenant")
+    except catena.Error as e:
+        assert e.code == "unauthenticated", e.code
+    (t,) = [t for t in routes.list_tenants() if t.name == "pyt"]
+    assert (t.max_channels, t.max_partitions, t.zones, t.channels, t.partitions) == (
+        1, -1, ["zone-a", "zone-b", "zone-c"], 1, 1), t
+    assert t.created_at_ms > 0, t
+    routes.alter_tenant("pyt", max_channels=2)
+    as_tenant.create_channel("pyt.more", replication=1)
+    (t,) = [t for t in routes.list_tenants() if t.name == "pyt"]
+    assert (t.max_channels, t.zones, t.channels) == (2, [], 2), t
+    rotated = routes.rotate_tenant_token("pyt")
+    assert len(rotated) == 64 and rotated != token
+    try:
+        as_tenant.describe_channel("pyt.orders")
+        raise AssertionError("the old token still works")
+    except catena.Error as e:
+        assert e.code == "unauthenticated", e.code
+    as_tenant = catena.connect(controller, token=rotated)
+    assert as_tenant.describe_channel("pyt.orders").name == "pyt.orders"
+    try:
+        routes.delete_tenant("pyt")
+        raise AssertionError("a tenant owning channels was deleted")
+    except catena.Error as e:
+        assert e.code == "invalid_argument" and "owns 2 channel" in str(e), (e.code, str(e))
+    as_tenant.delete_channel("pyt.orders")
+    as_tenant.delete_channel("pyt.more")
+    routes.delete_tenant("pyt")
+    assert "pyt" not in [t.name for t in routes.list_tenants()]
+    print("python: tenant administration, ok", file=sys.stderr)
+
     # close() and with-blocks: a publisher flushes before it goes.
     with catena.Publisher(routes, channel) as pub10:
         results = [pub10.publish(b"closing-%d" % i, partition=1) for i in range(20)]

@@ -32,6 +32,7 @@
 #include <pybind11/stl.h>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -689,6 +690,121 @@ void delete_channel(Routes& r, const std::string& name) {
   call_released([&] { return catena_channel_delete(r.h, name.c_str()); });
 }
 
+// A tenant as catena_tenant_info has it: quotas (-1: no limit) and use.
+struct TenantInfo {
+  std::string name;
+  std::int64_t max_channels, max_partitions, max_groups, max_segment_bytes, max_publisher_ring_bytes,
+      max_publish_bytes_per_sec, max_sessions, max_producer_ids_per_minute;
+  std::vector<std::string> zones;
+  std::int64_t channels, partitions, groups, segment_bytes, created_at_ms;
+
+  explicit TenantInfo(const catena_tenant_info& t)
+      : name(t.name),
+        max_channels(t.max_channels),
+        max_partitions(t.max_partitions),
+        max_groups(t.max_groups),
+        max_segment_bytes(t.max_segment_bytes),
+        max_publisher_ring_bytes(t.max_publisher_ring_bytes),
+        max_publish_bytes_per_sec(t.max_publish_bytes_per_sec),
+        max_sessions(t.max_sessions),
+        max_producer_ids_per_minute(t.max_producer_ids_per_minute),
+        channels(t.channels),
+        partitions(t.partitions),
+        groups(t.groups),
+        segment_bytes(t.segment_bytes),
+        created_at_ms(t.created_at_ms) {
+    std::string_view rest(t.zones);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      zones.emplace_back(rest.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  std::string repr() const {
+    return "TenantInfo(name=" + name + ", channels=" + std::to_string(channels) +
+           ", max_channels=" + std::to_string(max_channels) + ")";
+  }
+};
+
+// Keyword quotas (create_tenant, alter_tenant) as catena_tenant_quotas;
+// `zones_text` holds the joined zones list. An unknown keyword is refused.
+struct Quotas {
+  catena_tenant_quotas q;
+  std::string zones_text;
+
+  explicit Quotas(const py::kwargs& kwargs) {
+    catena_tenant_quotas_init(&q);
+    static constexpr std::pair<const char*, std::int64_t catena_tenant_quotas::*> kLimits[] = {
+        {"max_channels", &catena_tenant_quotas::max_channels},
+        {"max_partitions", &catena_tenant_quotas::max_partitions},
+        {"max_groups", &catena_tenant_quotas::max_groups},
+        {"max_segment_bytes", &catena_tenant_quotas::max_segment_bytes},
+        {"max_publisher_ring_bytes", &catena_tenant_quotas::max_publisher_ring_bytes},
+        {"max_publish_bytes_per_sec", &catena_tenant_quotas::max_publish_bytes_per_sec},
+        {"max_sessions", &catena_tenant_quotas::max_sessions},
+        {"max_producer_ids_per_minute", &catena_tenant_quotas::max_producer_ids_per_minute},
+    };
+    for (const auto& [key, value] : kwargs) {
+      const auto k = key.cast<std::string>();
+      if (k == "zones") {
+        for (const auto& z : value.cast<std::vector<std::string>>()) {
+          if (z.empty() || z.find(',') != std::string::npos)
+            throw py::value_error("zones: each zone is a non-empty name without ','");
+          zones_text += (zones_text.empty() ? "" : ",") + z;
+        }
+        continue;
+      }
+      const auto* it =
+          std::find_if(std::begin(kLimits), std::end(kLimits), [&](const auto& l) { return k == l.first; });
+      if (it == std::end(kLimits)) throw py::type_error("unknown quota '" + k + "'");
+      q.*(it->second) = value.cast<std::int64_t>();
+    }
+    q.zones = zones_text.c_str();
+  }
+  Quotas(const Quotas&) = delete;  // q.zones points into zones_text
+  Quotas& operator=(const Quotas&) = delete;
+};
+
+std::string create_tenant(Routes& r, const std::string& name, const py::kwargs& kwargs) {
+  const Quotas quotas(kwargs);
+  char token[CATENA_TOKEN_SIZE] = {};
+  call_released([&] { return catena_tenant_create(r.h, name.c_str(), &quotas.q, token, sizeof token); });
+  return token;
+}
+
+void alter_tenant(Routes& r, const std::string& name, const py::kwargs& kwargs) {
+  const Quotas quotas(kwargs);
+  call_released([&] { return catena_tenant_alter(r.h, name.c_str(), &quotas.q); });
+}
+
+std::string rotate_tenant_token(Routes& r, const std::string& name) {
+  char token[CATENA_TOKEN_SIZE] = {};
+  call_released([&] { return catena_tenant_rotate_token(r.h, name.c_str(), token, sizeof token); });
+  return token;
+}
+
+std::vector<TenantInfo> list_tenants(Routes& r) {
+  std::vector<catena_tenant_info> infos;
+  std::size_t count = 0;
+  call_released([&] {
+    catena_err e = CATENA_OK;
+    do {  // the list may grow between two calls: ask again until it fits
+      infos.resize(count + 8);
+      for (auto& i : infos) catena_tenant_info_init(&i);
+      e = catena_tenant_list(r.h, infos.data(), infos.size(), &count);
+    } while (e == CATENA_OK && count > infos.size());
+    return e;
+  });
+  std::vector<TenantInfo> out;
+  for (std::size_t i = 0; i < count; ++i) out.emplace_back(infos[i]);
+  return out;
+}
+
+void delete_tenant(Routes& r, const std::string& name) {
+  call_released([&] { return catena_tenant_delete(r.h, name.c_str()); });
+}
+
 std::shared_ptr<Routes> connect(const std::string& controllers, const std::optional<std::string>& token) {
   auto r = std::make_shared<Routes>();
   const catena_err e = catena_connect(controllers.c_str(), token ? token->c_str() : nullptr, &r->h);
@@ -726,6 +842,24 @@ PYBIND11_MODULE(catena, m) {
       .def_readonly("altering", &ChannelInfo::altering, "A change of the partition count is under way")
       .def("__repr__", &ChannelInfo::repr);
 
+  py::class_<TenantInfo>(m, "TenantInfo", "A tenant as the controller has it: quotas (-1: no limit), use")
+      .def_readonly("name", &TenantInfo::name)
+      .def_readonly("max_channels", &TenantInfo::max_channels)
+      .def_readonly("max_partitions", &TenantInfo::max_partitions)
+      .def_readonly("max_groups", &TenantInfo::max_groups)
+      .def_readonly("max_segment_bytes", &TenantInfo::max_segment_bytes)
+      .def_readonly("max_publisher_ring_bytes", &TenantInfo::max_publisher_ring_bytes)
+      .def_readonly("max_publish_bytes_per_sec", &TenantInfo::max_publish_bytes_per_sec)
+      .def_readonly("max_sessions", &TenantInfo::max_sessions)
+      .def_readonly("max_producer_ids_per_minute", &TenantInfo::max_producer_ids_per_minute)
+      .def_readonly("zones", &TenantInfo::zones, "Where its replicas may be placed; []: anywhere")
+      .def_readonly("channels", &TenantInfo::channels)
+      .def_readonly("partitions", &TenantInfo::partitions)
+      .def_readonly("groups", &TenantInfo::groups)
+      .def_readonly("segment_bytes", &TenantInfo::segment_bytes)
+      .def_readonly("created_at_ms", &TenantInfo::created_at_ms, "Unix time")
+      .def("__repr__", &TenantInfo::repr);
+
   py::class_<Routes, std::shared_ptr<Routes>>(
       m, "Routes",
       "Routes from the controller(s); see connect(). Also channel "
@@ -740,7 +874,18 @@ PYBIND11_MODULE(catena, m) {
       .def("alter_channel", &alter_channel, py::arg("name"), py::kw_only(),
            py::arg("partitions") = py::none(), py::arg("ttl_ms") = py::none(),
            "Changes the retention and/or the partition count (under traffic; waits for the markers)")
-      .def("delete_channel", &delete_channel, py::arg("name"), "The channel and every record in it");
+      .def("delete_channel", &delete_channel, py::arg("name"), "The channel and every record in it")
+      .def("create_tenant", &create_tenant, py::arg("name"),
+           "Creates a tenant (its channels are \"name.*\") and returns its token, which cannot be shown "
+           "again (the admin's call). Quotas as keywords: max_channels, max_partitions, max_groups, "
+           "max_segment_bytes, max_publisher_ring_bytes, max_publish_bytes_per_sec, max_sessions, "
+           "max_producer_ids_per_minute (-1 or not given: no limit) and zones (a list; []: anywhere)")
+      .def("list_tenants", &list_tenants, "Every tenant, by name: TenantInfo (quotas and use)")
+      .def("alter_tenant", &alter_tenant, py::arg("name"),
+           "Replaces every quota of a tenant, keywords as create_tenant's (those not given: no limit)")
+      .def("rotate_tenant_token", &rotate_tenant_token, py::arg("name"),
+           "A new token for the tenant; the old one stops working, also on connections that used it")
+      .def("delete_tenant", &delete_tenant, py::arg("name"), "Refused while the tenant owns channels");
   m.def("connect", &connect, py::arg("controllers"), py::arg("token") = py::none(),
         "Routes from the controller(s) at \"host:port[,host:port...]\"");
 

@@ -13,6 +13,7 @@
 #include <new>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -949,6 +950,215 @@ catena_err catena_channel_delete(catena_routes* routes, const char* name) noexce
   } catch (...) {
     return caught();
   }
+}
+
+}  // extern "C"
+
+// --- tenants -------------------------------------------------------------------
+
+extern "C" {
+
+void catena_tenant_quotas_init(catena_tenant_quotas* quotas) noexcept {
+  if (quotas == nullptr) return;
+  *quotas = catena_tenant_quotas{};
+  quotas->size = sizeof(catena_tenant_quotas);
+  quotas->max_channels = -1;
+  quotas->max_partitions = -1;
+  quotas->max_groups = -1;
+  quotas->max_segment_bytes = -1;
+  quotas->max_publisher_ring_bytes = -1;
+  quotas->max_publish_bytes_per_sec = -1;
+  quotas->max_sessions = -1;
+  quotas->max_producer_ids_per_minute = -1;
+}
+
+void catena_tenant_info_init(catena_tenant_info* info) noexcept {
+  if (info == nullptr) return;
+  std::memset(info, 0, sizeof *info);
+  info->size = sizeof(catena_tenant_info);
+}
+
+}  // extern "C"
+
+namespace {
+
+constexpr std::array<std::size_t, 1> kTenantQuotasSizes{sizeof(catena_tenant_quotas)};
+
+catena_err check_tenant_name(const char* fn, const char* name) {
+  if (name == nullptr || *name == '\0')
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": no tenant name");
+  return CATENA_OK;
+}
+
+// The caller's quotas (NULL: none) as the client's; the zones list split at
+// commas (the controller checks each zone).
+catena_err read_quotas(const char* fn, const catena_tenant_quotas* in, catena::TenantQuotas* out) {
+  catena_tenant_quotas q;
+  catena_tenant_quotas_init(&q);
+  if (catena_err e = read_options(fn, "catena_tenant_quotas_init", in, kTenantQuotasSizes, &q)) return e;
+  out->max_channels = q.max_channels;
+  out->max_partitions = q.max_partitions;
+  out->max_groups = q.max_groups;
+  out->max_segment_bytes = q.max_segment_bytes;
+  out->max_publisher_ring_bytes = q.max_publisher_ring_bytes;
+  out->max_publish_bytes_per_sec = q.max_publish_bytes_per_sec;
+  out->max_sessions = q.max_sessions;
+  out->max_producer_ids_per_minute = q.max_producer_ids_per_minute;
+  out->zones.clear();
+  if (q.zones != nullptr && *q.zones != '\0') {
+    std::string_view rest(q.zones);
+    for (;;) {
+      const auto comma = rest.find(',');
+      out->zones.emplace_back(rest.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return CATENA_OK;
+}
+
+// A token buffer the caller passes: checked before the controller is asked,
+// so that a token is never made and then lost for want of room.
+catena_err check_token_buffer(const char* fn, const char* token, std::size_t token_size) {
+  if (token == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": token is NULL");
+  if (token_size < CATENA_TOKEN_SIZE) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": token_size is " + std::to_string(token_size) +
+                    ", less than CATENA_TOKEN_SIZE (" + std::to_string(CATENA_TOKEN_SIZE) + ")");
+  }
+  return CATENA_OK;
+}
+
+catena_err write_token(const char* fn, const std::string& made, char* token, std::size_t token_size) {
+  if (made.size() >= token_size) {  // the controller's tokens are 64 characters: not seen
+    return fail(CATENA_ERR_INTERNAL, std::string(fn) + ": the controller's token has " +
+                                         std::to_string(made.size()) +
+                                         " characters, more than token_size holds");
+  }
+  std::memcpy(token, made.data(), made.size());
+  token[made.size()] = '\0';
+  return CATENA_OK;
+}
+
+void fill_tenant(const catena::TenantInfo& t, catena_tenant_info* out) {
+  catena_tenant_info_init(out);
+  const std::size_t n = std::min(t.name.size(), sizeof(out->name) - 1);
+  std::memcpy(out->name, t.name.data(), n);
+  out->name[n] = '\0';
+  out->max_channels = t.quotas.max_channels;
+  out->max_partitions = t.quotas.max_partitions;
+  out->max_groups = t.quotas.max_groups;
+  out->max_segment_bytes = t.quotas.max_segment_bytes;
+  out->max_publisher_ring_bytes = t.quotas.max_publisher_ring_bytes;
+  out->max_publish_bytes_per_sec = t.quotas.max_publish_bytes_per_sec;
+  out->max_sessions = t.quotas.max_sessions;
+  out->max_producer_ids_per_minute = t.quotas.max_producer_ids_per_minute;
+  std::string zones;
+  for (const auto& z : t.quotas.zones) zones += (zones.empty() ? "" : ",") + z;
+  const std::size_t z = std::min(zones.size(), sizeof(out->zones) - 1);
+  std::memcpy(out->zones, zones.data(), z);
+  out->zones[z] = '\0';
+  out->channels = t.channels;
+  out->partitions = t.partitions;
+  out->groups = t.groups;
+  out->segment_bytes = t.segment_bytes;
+  out->created_at_ms = t.created_at_ms;
+}
+
+// One tenant call: the routes' Admin, `call` returning a client::Result<T>;
+// `done` takes the value.
+template <typename Call, typename Done>
+catena_err tenant_call(const char* fn, catena_routes* routes, Call&& call, Done&& done) {
+  try {
+    catena_err err = CATENA_OK;
+    catena::Admin* admin = admin_of(routes, fn, &err);
+    if (admin == nullptr) return err;
+    auto r = call(*admin);
+    if (!r) return fail(r.error());
+    return done(r);
+  } catch (...) {
+    return caught();
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+catena_err catena_tenant_create(catena_routes* routes, const char* name, const catena_tenant_quotas* quotas,
+                                char* token, std::size_t token_size) noexcept {
+  const char* fn = "catena_tenant_create";
+  if (catena_err e = check_tenant_name(fn, name)) return e;
+  if (catena_err e = check_token_buffer(fn, token, token_size)) return e;
+  try {
+    catena::TenantQuotas q;
+    if (catena_err e = read_quotas(fn, quotas, &q)) return e;
+    return tenant_call(
+        fn, routes, [&](catena::Admin& admin) { return admin.create_tenant(name, q); },
+        [&](auto& r) { return write_token(fn, r.value(), token, token_size); });
+  } catch (...) {
+    return caught();
+  }
+}
+
+catena_err catena_tenant_list(catena_routes* routes, catena_tenant_info* out, std::size_t capacity,
+                              std::size_t* count) noexcept {
+  const char* fn = "catena_tenant_list";
+  if (count == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": count is NULL");
+  *count = 0;
+  if (out == nullptr && capacity != 0)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL with a capacity");
+  for (std::size_t i = 0; i < capacity; ++i) {
+    if (out[i].size != sizeof(catena_tenant_info)) {
+      return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out[" + std::to_string(i) + "].size is " +
+                                                   std::to_string(out[i].size) + ", not " +
+                                                   std::to_string(sizeof(catena_tenant_info)) +
+                                                   " (fill it with catena_tenant_info_init)");
+    }
+  }
+  return tenant_call(
+      fn, routes, [&](catena::Admin& admin) { return admin.list_tenants(); },
+      [&](auto& r) {
+        auto& tenants = r.value();
+        std::sort(tenants.begin(), tenants.end(),
+                  [](const auto& a, const auto& b) { return a.name < b.name; });
+        for (std::size_t i = 0; i < std::min(capacity, tenants.size()); ++i) fill_tenant(tenants[i], &out[i]);
+        *count = tenants.size();
+        return CATENA_OK;
+      });
+}
+
+catena_err catena_tenant_alter(catena_routes* routes, const char* name,
+                               const catena_tenant_quotas* quotas) noexcept {
+  const char* fn = "catena_tenant_alter";
+  if (catena_err e = check_tenant_name(fn, name)) return e;
+  try {
+    catena::TenantQuotas q;
+    if (catena_err e = read_quotas(fn, quotas, &q)) return e;
+    return tenant_call(
+        fn, routes, [&](catena::Admin& admin) { return admin.alter_tenant(name, q); },
+        [](auto&) { return CATENA_OK; });
+  } catch (...) {
+    return caught();
+  }
+}
+
+catena_err catena_tenant_rotate_token(catena_routes* routes, const char* name, char* token,
+                                      std::size_t token_size) noexcept {
+  const char* fn = "catena_tenant_rotate_token";
+  if (catena_err e = check_tenant_name(fn, name)) return e;
+  if (catena_err e = check_token_buffer(fn, token, token_size)) return e;
+  return tenant_call(
+      fn, routes, [&](catena::Admin& admin) { return admin.rotate_tenant_token(name); },
+      [&](auto& r) { return write_token(fn, r.value(), token, token_size); });
+}
+
+catena_err catena_tenant_delete(catena_routes* routes, const char* name) noexcept {
+  const char* fn = "catena_tenant_delete";
+  if (catena_err e = check_tenant_name(fn, name)) return e;
+  return tenant_call(
+      fn, routes, [&](catena::Admin& admin) { return admin.delete_tenant(name); },
+      [](auto&) { return CATENA_OK; });
 }
 
 }  // extern "C"

@@ -426,6 +426,79 @@ catena_err catena_channel_alter_retention(catena_routes* routes, const char* nam
 /* The channel and every record in it, on every node. */
 catena_err catena_channel_delete(catena_routes* routes, const char* name) CATENA_NOEXCEPT;
 
+/* ---- Tenant administration (README "Tenants") ----
+ * What `catena tenant create/list/alter/rotate-token/delete` does: the
+ * cluster admin's calls, through the controllers catena_connect was given
+ * with the admin token (a closed cluster) or none (an open one); with a
+ * tenant's token they fail CATENA_ERR_UNAUTHENTICATED. Each waits for the
+ * controller's answer and is never retried behind the caller's back
+ * (CATENA_ERR_CONTROLLER_UNAVAILABLE: it may or may not have been carried
+ * out). A tenant's token is returned by create and rotate_token only (the
+ * controller keeps a hash of it): the caller must keep it. */
+
+/* A token's 64 characters and the NUL: the least a token buffer holds. */
+#define CATENA_TOKEN_SIZE 65
+/* The longest zones list a tenant has: 64 zones of 64 characters, commas, NUL. */
+#define CATENA_TENANT_ZONES_SIZE 4160
+
+typedef struct catena_tenant_quotas {
+  size_t size;                         /* sizeof(catena_tenant_quotas), set by _init */
+  int64_t max_channels;                /* -1 (what _init sets): no limit */
+  int64_t max_partitions;              /* the sum of its channels' partition counts */
+  int64_t max_groups;                  /* groups with members or committed offsets */
+  int64_t max_segment_bytes;           /* sum over its partitions of replication x segment_bytes */
+  int64_t max_publisher_ring_bytes;    /* per node: staging rings its publishers may pin there */
+  int64_t max_publish_bytes_per_sec;   /* per node: bytes per second its publishers may append there */
+  int64_t max_sessions;                /* per node: client sessions it may hold there */
+  int64_t max_producer_ids_per_minute; /* cluster-wide: new producer ids (or epochs) per minute */
+  /* Zones its replicas may be placed in, comma-separated (at most 64, each
+   * 1..64 characters); NULL or "": anywhere. */
+  const char* zones;
+} catena_tenant_quotas;
+void catena_tenant_quotas_init(catena_tenant_quotas* quotas) CATENA_NOEXCEPT;
+
+/* A tenant as the controller has it: its quotas (-1: no limit) and use. */
+typedef struct catena_tenant_info {
+  size_t size;   /* sizeof(catena_tenant_info), set by _init */
+  char name[65]; /* NUL-terminated */
+  int64_t max_channels;
+  int64_t max_partitions;
+  int64_t max_groups;
+  int64_t max_segment_bytes;
+  int64_t max_publisher_ring_bytes;
+  int64_t max_publish_bytes_per_sec;
+  int64_t max_sessions;
+  int64_t max_producer_ids_per_minute;
+  char zones[CATENA_TENANT_ZONES_SIZE]; /* comma-separated, NUL-terminated; "": anywhere */
+  int64_t channels;                     /* current use */
+  int64_t partitions;
+  int64_t groups;
+  int64_t segment_bytes;
+  int64_t created_at_ms; /* Unix time */
+} catena_tenant_info;
+void catena_tenant_info_init(catena_tenant_info* info) CATENA_NOEXCEPT;
+
+/* Creates tenant `name` ([A-Za-z0-9_-]{1,64}; its channels are named
+ * "name.*") with `quotas` (NULL: no limits) and writes its token to `token`,
+ * which holds at least CATENA_TOKEN_SIZE bytes (`token_size`; checked before
+ * anything is asked of the controller). */
+catena_err catena_tenant_create(catena_routes* routes, const char* name, const catena_tenant_quotas* quotas,
+                                char* token, size_t token_size) CATENA_NOEXCEPT;
+/* Writes up to `capacity` tenants to out (each initialised by _init), by
+ * name, and sets *count to how many there are (may exceed capacity). */
+catena_err catena_tenant_list(catena_routes* routes, catena_tenant_info* out, size_t capacity,
+                              size_t* count) CATENA_NOEXCEPT;
+/* Replaces every quota (NULL: no limits; read them with catena_tenant_list
+ * to change one). */
+catena_err catena_tenant_alter(catena_routes* routes, const char* name,
+                               const catena_tenant_quotas* quotas) CATENA_NOEXCEPT;
+/* A new token, written as by catena_tenant_create; the old one stops
+ * working, also on connections that used it. */
+catena_err catena_tenant_rotate_token(catena_routes* routes, const char* name, char* token,
+                                      size_t token_size) CATENA_NOEXCEPT;
+/* Refused (CATENA_ERR_INVALID_ARGUMENT) while the tenant owns channels. */
+catena_err catena_tenant_delete(catena_routes* routes, const char* name) CATENA_NOEXCEPT;
+
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop
 #endif

@@ -828,6 +828,26 @@ catena_err check_info(const char* fn, const catena_channel_info* out, bool requi
   return CATENA_OK;
 }
 
+// A list call's arguments: *count set to 0, out NULL only with no
+// capacity, each of its `capacity` entries initialised by `init`.
+template <typename T>
+catena_err check_list(const char* fn, const char* init, const T* out, std::size_t capacity,
+                      std::size_t* count) {
+  if (count == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": count is NULL");
+  *count = 0;
+  if (out == nullptr && capacity != 0)
+    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL with a capacity");
+  for (std::size_t i = 0; i < capacity; ++i) {
+    if (out[i].size != sizeof(T)) {
+      return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out[" + std::to_string(i) + "].size is " +
+                                                   std::to_string(out[i].size) + ", not " +
+                                                   std::to_string(sizeof(T)) + " (fill it with " + init +
+                                                   ")");
+    }
+  }
+  return CATENA_OK;
+}
+
 void fill_info(const catena::ChannelInfo& ch, catena_channel_info* out) {
   if (out == nullptr) return;
   catena_channel_info_init(out);
@@ -914,13 +934,7 @@ catena_err catena_channel_alter_retention(catena_routes* routes, const char* nam
 catena_err catena_channel_list(catena_routes* routes, catena_channel_info* out, std::size_t capacity,
                                std::size_t* count) noexcept {
   const char* fn = "catena_channel_list";
-  if (count == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": count is NULL");
-  *count = 0;
-  if (out == nullptr && capacity != 0)
-    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL with a capacity");
-  for (std::size_t i = 0; i < capacity; ++i) {
-    if (catena_err e = check_info(fn, &out[i], true); e != CATENA_OK) return e;
-  }
+  if (catena_err e = check_list(fn, "catena_channel_info_init", out, capacity, count)) return e;
   try {
     catena_err err = CATENA_OK;
     catena::Admin* admin = admin_of(routes, fn, &err);
@@ -1104,18 +1118,7 @@ catena_err catena_tenant_create(catena_routes* routes, const char* name, const c
 catena_err catena_tenant_list(catena_routes* routes, catena_tenant_info* out, std::size_t capacity,
                               std::size_t* count) noexcept {
   const char* fn = "catena_tenant_list";
-  if (count == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": count is NULL");
-  *count = 0;
-  if (out == nullptr && capacity != 0)
-    return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL with a capacity");
-  for (std::size_t i = 0; i < capacity; ++i) {
-    if (out[i].size != sizeof(catena_tenant_info)) {
-      return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": out[" + std::to_string(i) + "].size is " +
-                                                   std::to_string(out[i].size) + ", not " +
-                                                   std::to_string(sizeof(catena_tenant_info)) +
-                                                   " (fill it with catena_tenant_info_init)");
-    }
-  }
+  if (catena_err e = check_list(fn, "catena_tenant_info_init", out, capacity, count)) return e;
   return tenant_call(
       fn, routes, [&](catena::Admin& admin) { return admin.list_tenants(); },
       [&](auto& r) {

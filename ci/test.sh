@@ -184,9 +184,10 @@ fi
 # Every test, under ASan+UBSan and then under TSan, but the multi-process
 # failover programme: half its tests under each (failover_0 under ASan,
 # failover_1 under TSan: each about 4 of the suite's 37 minutes when all ran
-# under both, 2026-12-02), and two more long multi-process runs only under
-# ASan: the chaos soak and the chain tests on the dpdk provider (46 s and
-# 59 s under TSan, 2026-12-06; TSan runs the dpdk provider's own tests). (A plain build's run
+# under both, 2026-12-02), and three more long multi-process runs only under
+# ASan: the chaos soak, the chain tests on the dpdk provider and the CLI's
+# scripts (46 s, 59 s and 20-25 s under TSan, 2026-12-06; TSan runs the dpdk
+# provider's own tests, and the daemons' in every other multi-process test). (A plain build's run
 # repeated what the ASan run does, 350 s of a suite that must stay short,
 # 2026-12-02; the GCC build's binaries run on soft-RoCE above). The
 # simulation's seeds are single-threaded schedules: 50 under ASan, a window
@@ -202,7 +203,7 @@ if collect asan "build (clang, asan+ubsan)"; then
     ctest --test-dir build-asan --output-on-failure --timeout 900 -j1 -E '^failover_1$'
 fi
 if collect tsan "build (clang, thread-safety, tsan)"; then
-  stage "ctest (tsan)" env BUILD_DIR=build-tsan CATENA_SIM_SEEDS=5 CATENA_SIM_FIRST=261 ci/tsan-test.sh -E '^(failover_0|chaos|broker_chain_e2e_dpdk)$'
+  stage "ctest (tsan)" env BUILD_DIR=build-tsan CATENA_SIM_SEEDS=5 CATENA_SIM_FIRST=261 ci/tsan-test.sh -E '^(failover_0|chaos|broker_chain_e2e_dpdk|broker_cli)$'
 fi
 
 collect tidy "clang-tidy" || true

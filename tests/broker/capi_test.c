@@ -670,6 +670,28 @@ int main(int argc, char** argv) {
         "created: %s %d partitions, replication %d, ttl %lld, segment %lld, routed %u, altering %d",
         info.name, info.partitions, info.replication, (long long)info.ttl_ms, (long long)info.segment_bytes,
         info.routed_partitions, info.altering);
+  /* Its chains: one per partition, by number, two distinct nodes each. */
+  {
+    catena_partition_chain chains[4];
+    for (int i = 0; i < 4; ++i) catena_partition_chain_init(&chains[i]);
+    size_t n = 0;
+    e = catena_channel_chains(sub_routes, "capi-admin", chains, 4, &n);
+    CHECK(e == CATENA_OK && n == 3, "chains: %s, %zu", catena_last_error(), n);
+    for (size_t i = 0; i < n && i < 4; ++i) {
+      CHECK(chains[i].partition == i && chains[i].length == 2 && chains[i].epoch >= 1 &&
+                chains[i].start_offset == 0 && strlen(chains[i].nodes[0]) > 0 &&
+                strcmp(chains[i].nodes[0], chains[i].nodes[1]) != 0,
+            "chain %zu: partition %u, %u members (%s, %s), epoch %llu", i, chains[i].partition,
+            chains[i].length, chains[i].nodes[0], chains[i].nodes[1], (unsigned long long)chains[i].epoch);
+    }
+    CHECK(catena_channel_chains(sub_routes, "capi-admin", chains, 1, &n) == CATENA_OK && n == 3,
+          "a short array: %zu", n);
+    CHECK(catena_channel_chains(sub_routes, "no-such-channel", chains, 4, &n) == CATENA_ERR_UNKNOWN_CHANNEL,
+          "chains of a missing channel: %s", catena_last_error());
+    chains[2].size = 4;
+    CHECK(catena_channel_chains(sub_routes, "capi-admin", chains, 3, &n) == CATENA_ERR_INVALID_ARGUMENT,
+          "an unsized chain taken");
+  }
   e = catena_channel_create(sub_routes, &cs, NULL);
   CHECK(e == CATENA_ERR_INVALID_ARGUMENT && strstr(catena_last_error(), "exists") != NULL,
         "a second create: %s (%s)", catena_strerror(e), catena_last_error());

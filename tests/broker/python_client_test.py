@@ -267,6 +267,10 @@ def main():
         raise AssertionError("describe_channel of a missing channel did not raise")
     except catena.Error as e:
         assert e.code == "unknown_channel", e.code
+    chains = routes.channel_chains("py-admin")
+    assert [c.partition for c in chains] == [0, 1, 2], chains
+    for c in chains:
+        assert len(c.nodes) == 2 and len(set(c.nodes)) == 2 and c.epoch >= 1 and c.start_offset == 0, c
     names = [c.name for c in routes.list_channels()]
     assert names == sorted(names) and channel in names and "py-admin" in names, names
     info = routes.alter_channel("py-admin", partitions=4, ttl_ms=120000)

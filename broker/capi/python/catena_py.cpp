@@ -686,6 +686,42 @@ std::vector<ChannelInfo> list_channels(Routes& r) {
   return out;
 }
 
+// One partition's chain as catena_partition_chain has it.
+struct PartitionChain {
+  std::uint32_t partition;
+  std::uint64_t epoch;
+  std::uint64_t start_offset;
+  std::vector<std::string> nodes;  // head first, tail last
+
+  explicit PartitionChain(const catena_partition_chain& c)
+      : partition(c.partition), epoch(c.epoch), start_offset(c.start_offset) {
+    for (std::uint32_t m = 0; m < c.length; ++m) nodes.emplace_back(c.nodes[m]);
+  }
+  std::string repr() const {
+    std::string chain;
+    for (const auto& n : nodes) chain += (chain.empty() ? "" : ",") + n;
+    return "PartitionChain(partition=" + std::to_string(partition) + ", epoch=" + std::to_string(epoch) +
+           ", nodes=[" + chain + "])";
+  }
+};
+
+std::vector<PartitionChain> channel_chains(Routes& r, const std::string& name) {
+  std::vector<catena_partition_chain> chains;
+  std::size_t count = 0;
+  call_released([&] {
+    catena_err e = CATENA_OK;
+    do {  // a channel may grow between two calls: ask again until it fits
+      chains.resize(count + 8);
+      for (auto& c : chains) catena_partition_chain_init(&c);
+      e = catena_channel_chains(r.h, name.c_str(), chains.data(), chains.size(), &count);
+    } while (e == CATENA_OK && count > chains.size());
+    return e;
+  });
+  std::vector<PartitionChain> out;
+  for (std::size_t i = 0; i < count; ++i) out.emplace_back(chains[i]);
+  return out;
+}
+
 void delete_channel(Routes& r, const std::string& name) {
   call_released([&] { return catena_channel_delete(r.h, name.c_str()); });
 }
@@ -842,6 +878,13 @@ PYBIND11_MODULE(catena, m) {
       .def_readonly("altering", &ChannelInfo::altering, "A change of the partition count is under way")
       .def("__repr__", &ChannelInfo::repr);
 
+  py::class_<PartitionChain>(m, "PartitionChain", "One partition's chain as the controller routes it now")
+      .def_readonly("partition", &PartitionChain::partition)
+      .def_readonly("epoch", &PartitionChain::epoch, "A new chain, a new epoch")
+      .def_readonly("start_offset", &PartitionChain::start_offset, "The chain's first offset")
+      .def_readonly("nodes", &PartitionChain::nodes, "Node ids, head first, tail last")
+      .def("__repr__", &PartitionChain::repr);
+
   py::class_<TenantInfo>(m, "TenantInfo", "A tenant as the controller has it: quotas (-1: no limit), use")
       .def_readonly("name", &TenantInfo::name)
       .def_readonly("max_channels", &TenantInfo::max_channels)
@@ -871,6 +914,9 @@ PYBIND11_MODULE(catena, m) {
            "ttl one hour); a name taken raises Error code \"invalid_argument\"")
       .def("describe_channel", &describe_channel, py::arg("name"))
       .def("list_channels", &list_channels, "Every channel, by name")
+      .def("channel_chains", &channel_chains, py::arg("name"),
+           "Each routed partition's chain (PartitionChain: partition, epoch, start_offset, nodes head "
+           "first), by partition")
       .def("alter_channel", &alter_channel, py::arg("name"), py::kw_only(),
            py::arg("partitions") = py::none(), py::arg("ttl_ms") = py::none(),
            "Changes the retention and/or the partition count (under traffic; waits for the markers)")

@@ -23,6 +23,7 @@
 #include <catena/broker/record_views.hpp>
 #include <catena/broker/subscriber.hpp>
 #include <catena/catena.h>
+#include <catena/chain/limits.hpp>
 #include <catena/client/admin.hpp>
 #include <catena/client/connect.hpp>
 
@@ -946,6 +947,50 @@ catena_err catena_channel_list(catena_routes* routes, catena_channel_info* out, 
               [](const auto& a, const auto& b) { return a.settings.name < b.settings.name; });
     for (std::size_t i = 0; i < std::min(capacity, channels.size()); ++i) fill_info(channels[i], &out[i]);
     *count = channels.size();
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+static_assert(CATENA_MAX_REPLICATION == catena::chain::limits::kMaxReplication &&
+                  sizeof(catena_partition_chain::nodes[0]) == catena::chain::limits::kMaxNodeIdLength + 1,
+              "catena_partition_chain holds a chain of the longest and its longest node ids");
+
+void catena_partition_chain_init(catena_partition_chain* chain) noexcept {
+  if (chain == nullptr) return;
+  std::memset(chain, 0, sizeof *chain);
+  chain->size = sizeof(catena_partition_chain);
+}
+
+catena_err catena_channel_chains(catena_routes* routes, const char* name, catena_partition_chain* out,
+                                 std::size_t capacity, std::size_t* count) noexcept {
+  const char* fn = "catena_channel_chains";
+  if (catena_err e = check_name(fn, name); e != CATENA_OK) return e;
+  if (catena_err e = check_list(fn, "catena_partition_chain_init", out, capacity, count)) return e;
+  try {
+    catena_err err = CATENA_OK;
+    catena::Admin* admin = admin_of(routes, fn, &err);
+    if (admin == nullptr) return err;
+    auto r = admin->describe_channel(name);
+    if (!r) return fail(r.error());
+    const auto& parts = r.value().partitions;
+    for (std::size_t i = 0; i < std::min(capacity, parts.size()); ++i) {
+      catena_partition_chain& c = out[i];
+      catena_partition_chain_init(&c);
+      c.partition = parts[i].partition;
+      c.epoch = parts[i].epoch;
+      c.start_offset = parts[i].start_offset;
+      c.length =
+          static_cast<std::uint32_t>(std::min<std::size_t>(parts[i].chain.size(), CATENA_MAX_REPLICATION));
+      for (std::uint32_t m = 0; m < c.length; ++m) {
+        const std::string& id = parts[i].chain[m];
+        const std::size_t n = std::min(id.size(), sizeof(c.nodes[m]) - 1);
+        std::memcpy(c.nodes[m], id.data(), n);
+        c.nodes[m][n] = '\0';
+      }
+    }
+    *count = parts.size();
     return CATENA_OK;
   } catch (...) {
     return caught();

@@ -408,6 +408,18 @@ typedef struct catena_channel_info {
 } catena_channel_info;
 void catena_channel_info_init(catena_channel_info* info) CATENA_NOEXCEPT;
 
+/* One partition's chain as the controller routes it now. */
+#define CATENA_MAX_REPLICATION 7
+typedef struct catena_partition_chain {
+  size_t size; /* sizeof(catena_partition_chain), set by _init */
+  uint32_t partition;
+  uint32_t length;                         /* members in nodes[] */
+  uint64_t epoch;                          /* the route's epoch: a new chain, a new epoch */
+  uint64_t start_offset;                   /* the chain's first offset (records below are in sealed ranges) */
+  char nodes[CATENA_MAX_REPLICATION][129]; /* node ids, head first, tail last; NUL-terminated */
+} catena_partition_chain;
+void catena_partition_chain_init(catena_partition_chain* chain) CATENA_NOEXCEPT;
+
 /* `out` may be NULL in create and the alters (else filled, its size set by _init). */
 catena_err catena_channel_create(catena_routes* routes, const catena_channel_settings* settings,
                                  catena_channel_info* out) CATENA_NOEXCEPT;
@@ -417,6 +429,12 @@ catena_err catena_channel_describe(catena_routes* routes, const char* name,
  * name, and sets *count to how many there are (may exceed capacity). */
 catena_err catena_channel_list(catena_routes* routes, catena_channel_info* out, size_t capacity,
                                size_t* count) CATENA_NOEXCEPT;
+/* Writes up to `capacity` of the channel's partition chains to out (each
+ * initialised by _init), by partition: every partition with a route, after
+ * a shrink also those past the channel's count that subscribers may still
+ * read; sets *count to how many there are (may exceed capacity). */
+catena_err catena_channel_chains(catena_routes* routes, const char* name, catena_partition_chain* out,
+                                 size_t capacity, size_t* count) CATENA_NOEXCEPT;
 /* Changes the partition count under traffic; waits until every marker is
  * committed (up to 30 s). */
 catena_err catena_channel_alter_partitions(catena_routes* routes, const char* name, int32_t partitions,

@@ -302,6 +302,11 @@ def main():
         raise AssertionError("an unknown quota keyword was taken")
     except TypeError as e:
         assert "max_chanels" in str(e), str(e)
+    try:
+        routes.create_tenant("pyt2", zones="zone-a")
+        raise AssertionError("zones given as a string were taken")
+    except TypeError as e:
+        assert "not a string" in str(e), str(e)
     as_tenant = catena.connect(controller, token=token)
     as_tenant.create_channel("pyt.orders", replication=1)
     try:

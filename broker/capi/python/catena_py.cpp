@@ -784,6 +784,8 @@ struct Quotas {
     for (const auto& [key, value] : kwargs) {
       const auto k = key.cast<std::string>();
       if (k == "zones") {
+        // pybind11 refuses a str for a list with a bare cast error: say what is wrong.
+        if (py::isinstance<py::str>(value)) throw py::type_error("zones: a list of zone names, not a string");
         for (const auto& z : value.cast<std::vector<std::string>>()) {
           if (z.empty() || z.find(',') != std::string::npos)
             throw py::value_error("zones: each zone is a non-empty name without ','");

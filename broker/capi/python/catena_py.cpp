@@ -668,22 +668,29 @@ ChannelInfo alter_channel(Routes& r, const std::string& name, std::optional<std:
   return *out;
 }
 
-std::vector<ChannelInfo> list_channels(Routes& r) {
-  std::vector<catena_channel_info> infos;
+// A C list call's entries as Out. The list may grow between two calls:
+// ask again, with room for the count the last call gave, until it fits.
+template <typename Out, typename Entry, typename List>
+std::vector<Out> list_call(void (*init)(Entry*) noexcept, List&& list) {
+  std::vector<Entry> entries;
   std::size_t count = 0;
   call_released([&] {
-    // The list may grow between two calls: ask again until it fits.
     catena_err e = CATENA_OK;
     do {
-      infos.resize(count + 8);
-      for (auto& i : infos) catena_channel_info_init(&i);
-      e = catena_channel_list(r.h, infos.data(), infos.size(), &count);
-    } while (e == CATENA_OK && count > infos.size());
+      entries.resize(count + 8);
+      for (auto& entry : entries) init(&entry);
+      e = list(entries.data(), entries.size(), &count);
+    } while (e == CATENA_OK && count > entries.size());
     return e;
   });
-  std::vector<ChannelInfo> out;
-  for (std::size_t i = 0; i < count; ++i) out.emplace_back(infos[i]);
-  return out;
+  return std::vector<Out>(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(count));
+}
+
+std::vector<ChannelInfo> list_channels(Routes& r) {
+  return list_call<ChannelInfo>(catena_channel_info_init,
+                                [&](catena_channel_info* out, std::size_t n, std::size_t* count) {
+                                  return catena_channel_list(r.h, out, n, count);
+                                });
 }
 
 // One partition's chain as catena_partition_chain has it.
@@ -706,20 +713,10 @@ struct PartitionChain {
 };
 
 std::vector<PartitionChain> channel_chains(Routes& r, const std::string& name) {
-  std::vector<catena_partition_chain> chains;
-  std::size_t count = 0;
-  call_released([&] {
-    catena_err e = CATENA_OK;
-    do {  // a channel may grow between two calls: ask again until it fits
-      chains.resize(count + 8);
-      for (auto& c : chains) catena_partition_chain_init(&c);
-      e = catena_channel_chains(r.h, name.c_str(), chains.data(), chains.size(), &count);
-    } while (e == CATENA_OK && count > chains.size());
-    return e;
-  });
-  std::vector<PartitionChain> out;
-  for (std::size_t i = 0; i < count; ++i) out.emplace_back(chains[i]);
-  return out;
+  return list_call<PartitionChain>(catena_partition_chain_init,
+                                   [&](catena_partition_chain* out, std::size_t n, std::size_t* count) {
+                                     return catena_channel_chains(r.h, name.c_str(), out, n, count);
+                                   });
 }
 
 void delete_channel(Routes& r, const std::string& name) {
@@ -823,20 +820,10 @@ std::string rotate_tenant_token(Routes& r, const std::string& name) {
 }
 
 std::vector<TenantInfo> list_tenants(Routes& r) {
-  std::vector<catena_tenant_info> infos;
-  std::size_t count = 0;
-  call_released([&] {
-    catena_err e = CATENA_OK;
-    do {  // the list may grow between two calls: ask again until it fits
-      infos.resize(count + 8);
-      for (auto& i : infos) catena_tenant_info_init(&i);
-      e = catena_tenant_list(r.h, infos.data(), infos.size(), &count);
-    } while (e == CATENA_OK && count > infos.size());
-    return e;
-  });
-  std::vector<TenantInfo> out;
-  for (std::size_t i = 0; i < count; ++i) out.emplace_back(infos[i]);
-  return out;
+  return list_call<TenantInfo>(catena_tenant_info_init,
+                               [&](catena_tenant_info* out, std::size_t n, std::size_t* count) {
+                                 return catena_tenant_list(r.h, out, n, count);
+                               });
 }
 
 void delete_tenant(Routes& r, const std::string& name) {

@@ -863,23 +863,46 @@ void fill_info(const catena::ChannelInfo& ch, catena_channel_info* out) {
   out->altering = ch.altering ? 1 : 0;
 }
 
-// One administration call: checks, the routes' Admin, `call` returning a
-// client::Result<ChannelInfo>, copied into out.
-template <typename Call>
-catena_err channel_call(const char* fn, catena_routes* routes, catena_channel_info* out, bool out_required,
-                        Call&& call) {
-  if (catena_err e = check_info(fn, out, out_required); e != CATENA_OK) return e;
+void fill_chain(const catena::PartitionChain& part, catena_partition_chain* out) {
+  catena_partition_chain_init(out);
+  out->partition = part.partition;
+  out->epoch = part.epoch;
+  out->start_offset = part.start_offset;
+  out->length = static_cast<std::uint32_t>(std::min<std::size_t>(part.chain.size(), CATENA_MAX_REPLICATION));
+  for (std::uint32_t m = 0; m < out->length; ++m) {
+    const std::string& id = part.chain[m];
+    const std::size_t n = std::min(id.size(), sizeof(out->nodes[m]) - 1);
+    std::memcpy(out->nodes[m], id.data(), n);
+    out->nodes[m][n] = '\0';
+  }
+}
+
+// One administration call: the routes' Admin, `call` returning a
+// client::Result<T>; `done` takes the result when it holds a value.
+template <typename Call, typename Done>
+catena_err admin_call(const char* fn, catena_routes* routes, Call&& call, Done&& done) {
   try {
     catena_err err = CATENA_OK;
     catena::Admin* admin = admin_of(routes, fn, &err);
     if (admin == nullptr) return err;
     auto r = call(*admin);
     if (!r) return fail(r.error());
-    fill_info(r.value(), out);
-    return CATENA_OK;
+    return done(r);
   } catch (...) {
     return caught();
   }
+}
+
+// A channel call: `out` checked, then admin_call with the
+// client::Result<ChannelInfo> copied into out.
+template <typename Call>
+catena_err channel_call(const char* fn, catena_routes* routes, catena_channel_info* out, bool out_required,
+                        Call&& call) {
+  if (catena_err e = check_info(fn, out, out_required); e != CATENA_OK) return e;
+  return admin_call(fn, routes, std::forward<Call>(call), [&](auto& r) {
+    fill_info(r.value(), out);
+    return CATENA_OK;
+  });
 }
 
 }  // namespace
@@ -936,21 +959,16 @@ catena_err catena_channel_list(catena_routes* routes, catena_channel_info* out, 
                                std::size_t* count) noexcept {
   const char* fn = "catena_channel_list";
   if (catena_err e = check_list(fn, "catena_channel_info_init", out, capacity, count)) return e;
-  try {
-    catena_err err = CATENA_OK;
-    catena::Admin* admin = admin_of(routes, fn, &err);
-    if (admin == nullptr) return err;
-    auto r = admin->list_channels();
-    if (!r) return fail(r.error());
-    auto& channels = r.value();
-    std::sort(channels.begin(), channels.end(),
-              [](const auto& a, const auto& b) { return a.settings.name < b.settings.name; });
-    for (std::size_t i = 0; i < std::min(capacity, channels.size()); ++i) fill_info(channels[i], &out[i]);
-    *count = channels.size();
-    return CATENA_OK;
-  } catch (...) {
-    return caught();
-  }
+  return admin_call(
+      fn, routes, [](catena::Admin& admin) { return admin.list_channels(); },
+      [&](auto& r) {
+        auto& channels = r.value();
+        std::sort(channels.begin(), channels.end(),
+                  [](const auto& x, const auto& y) { return x.settings.name < y.settings.name; });
+        for (std::size_t i = 0; i < std::min(capacity, channels.size()); ++i) fill_info(channels[i], &out[i]);
+        *count = channels.size();
+        return CATENA_OK;
+      });
 }
 
 static_assert(CATENA_MAX_REPLICATION == catena::chain::limits::kMaxReplication &&
@@ -968,47 +986,22 @@ catena_err catena_channel_chains(catena_routes* routes, const char* name, catena
   const char* fn = "catena_channel_chains";
   if (catena_err e = check_name(fn, name); e != CATENA_OK) return e;
   if (catena_err e = check_list(fn, "catena_partition_chain_init", out, capacity, count)) return e;
-  try {
-    catena_err err = CATENA_OK;
-    catena::Admin* admin = admin_of(routes, fn, &err);
-    if (admin == nullptr) return err;
-    auto r = admin->describe_channel(name);
-    if (!r) return fail(r.error());
-    const auto& parts = r.value().partitions;
-    for (std::size_t i = 0; i < std::min(capacity, parts.size()); ++i) {
-      catena_partition_chain& c = out[i];
-      catena_partition_chain_init(&c);
-      c.partition = parts[i].partition;
-      c.epoch = parts[i].epoch;
-      c.start_offset = parts[i].start_offset;
-      c.length =
-          static_cast<std::uint32_t>(std::min<std::size_t>(parts[i].chain.size(), CATENA_MAX_REPLICATION));
-      for (std::uint32_t m = 0; m < c.length; ++m) {
-        const std::string& id = parts[i].chain[m];
-        const std::size_t n = std::min(id.size(), sizeof(c.nodes[m]) - 1);
-        std::memcpy(c.nodes[m], id.data(), n);
-        c.nodes[m][n] = '\0';
-      }
-    }
-    *count = parts.size();
-    return CATENA_OK;
-  } catch (...) {
-    return caught();
-  }
+  return admin_call(
+      fn, routes, [&](catena::Admin& admin) { return admin.describe_channel(name); },
+      [&](auto& r) {
+        const auto& parts = r.value().partitions;
+        for (std::size_t i = 0; i < std::min(capacity, parts.size()); ++i) fill_chain(parts[i], &out[i]);
+        *count = parts.size();
+        return CATENA_OK;
+      });
 }
 
 catena_err catena_channel_delete(catena_routes* routes, const char* name) noexcept {
   const char* fn = "catena_channel_delete";
   if (catena_err e = check_name(fn, name); e != CATENA_OK) return e;
-  try {
-    catena_err err = CATENA_OK;
-    catena::Admin* admin = admin_of(routes, fn, &err);
-    if (admin == nullptr) return err;
-    if (auto r = admin->delete_channel(name); !r) return fail(r.error());
-    return CATENA_OK;
-  } catch (...) {
-    return caught();
-  }
+  return admin_call(
+      fn, routes, [&](catena::Admin& admin) { return admin.delete_channel(name); },
+      [](auto&) { return CATENA_OK; });
 }
 
 }  // extern "C"
@@ -1124,22 +1117,6 @@ void fill_tenant(const catena::TenantInfo& t, catena_tenant_info* out) {
   out->created_at_ms = t.created_at_ms;
 }
 
-// One tenant call: the routes' Admin, `call` returning a client::Result<T>;
-// `done` takes the value.
-template <typename Call, typename Done>
-catena_err tenant_call(const char* fn, catena_routes* routes, Call&& call, Done&& done) {
-  try {
-    catena_err err = CATENA_OK;
-    catena::Admin* admin = admin_of(routes, fn, &err);
-    if (admin == nullptr) return err;
-    auto r = call(*admin);
-    if (!r) return fail(r.error());
-    return done(r);
-  } catch (...) {
-    return caught();
-  }
-}
-
 }  // namespace
 
 extern "C" {
@@ -1152,7 +1129,7 @@ catena_err catena_tenant_create(catena_routes* routes, const char* name, const c
   try {
     catena::TenantQuotas q;
     if (catena_err e = read_quotas(fn, quotas, &q)) return e;
-    return tenant_call(
+    return admin_call(
         fn, routes, [&](catena::Admin& admin) { return admin.create_tenant(name, q); },
         [&](auto& r) { return write_token(fn, r.value(), token, token_size); });
   } catch (...) {
@@ -1164,7 +1141,7 @@ catena_err catena_tenant_list(catena_routes* routes, catena_tenant_info* out, st
                               std::size_t* count) noexcept {
   const char* fn = "catena_tenant_list";
   if (catena_err e = check_list(fn, "catena_tenant_info_init", out, capacity, count)) return e;
-  return tenant_call(
+  return admin_call(
       fn, routes, [&](catena::Admin& admin) { return admin.list_tenants(); },
       [&](auto& r) {
         auto& tenants = r.value();
@@ -1183,7 +1160,7 @@ catena_err catena_tenant_alter(catena_routes* routes, const char* name,
   try {
     catena::TenantQuotas q;
     if (catena_err e = read_quotas(fn, quotas, &q)) return e;
-    return tenant_call(
+    return admin_call(
         fn, routes, [&](catena::Admin& admin) { return admin.alter_tenant(name, q); },
         [](auto&) { return CATENA_OK; });
   } catch (...) {
@@ -1196,7 +1173,7 @@ catena_err catena_tenant_rotate_token(catena_routes* routes, const char* name, c
   const char* fn = "catena_tenant_rotate_token";
   if (catena_err e = check_tenant_name(fn, name)) return e;
   if (catena_err e = check_token_buffer(fn, token, token_size)) return e;
-  return tenant_call(
+  return admin_call(
       fn, routes, [&](catena::Admin& admin) { return admin.rotate_tenant_token(name); },
       [&](auto& r) { return write_token(fn, r.value(), token, token_size); });
 }
@@ -1204,7 +1181,7 @@ catena_err catena_tenant_rotate_token(catena_routes* routes, const char* name, c
 catena_err catena_tenant_delete(catena_routes* routes, const char* name) noexcept {
   const char* fn = "catena_tenant_delete";
   if (catena_err e = check_tenant_name(fn, name)) return e;
-  return tenant_call(
+  return admin_call(
       fn, routes, [&](catena::Admin& admin) { return admin.delete_tenant(name); },
       [](auto&) { return CATENA_OK; });
 }

@@ -20,11 +20,7 @@ constexpr std::uint32_t kFirstRecord = sizeof(SegmentHeader);
 }  // namespace
 
 PartitionLog::PartitionLog(std::vector<std::span<std::byte>> slots, LogConfig cfg, const Clock& clock)
-    : slots_(std::move(slots)),
-      info_(slots_.size()),
-      dirty_(slots_.size(), kAllDirty),
-      cfg_(cfg),
-      clock_(clock) {
+    : slots_(std::move(slots)), info_(slots_.size()), foreign_(slots_.size(), 1), cfg_(cfg), clock_(clock) {
   if (slots_.size() < 2) throw std::invalid_argument("a partition needs at least 2 segment slots");
   for (auto& s : slots_) {
     if (!s.empty() && s.size() != cfg_.segment_bytes)
@@ -92,7 +88,7 @@ bool PartitionLog::ensure_memory_st(std::uint32_t s, std::uint32_t bytes) {
     // segment is about to be written there).
     if (!memory_->release(s, ~0ull)) return false;
     slots_[s] = {};
-    dirty_[s] = kAllDirty;
+    foreign_[s] = 1;
     info_[s] = SlotInfo{};
   }
   bool zeroed = false;
@@ -100,7 +96,7 @@ bool PartitionLog::ensure_memory_st(std::uint32_t s, std::uint32_t bytes) {
   if (m.empty()) return false;
   if (m.size() != bytes) throw std::invalid_argument("segment slot size mismatch");
   slots_[s] = m;
-  dirty_[s] = zeroed ? 0 : kAllDirty;
+  foreign_[s] = zeroed ? 0 : 1;
   return true;
 }
 
@@ -154,12 +150,10 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need)
   // Memory of another size than this segment's goes (the segment in it
   // expired past its grace and is committed).
   if (!ensure_memory_st(s, bytes)) return AppendStatus::no_memory;
-  // Only what may be non-zero: a head that wrote the slot's last segment
-  // itself clears what it wrote (a segment rolled by age, or sized for a
-  // faster rate, used a part), not pages it never touched: clearing those
-  // would fault each one in just to write zeros over the kernel's.
-  if (dirty_[s] != 0) std::memset(slots_[s].data(), 0, std::min<std::size_t>(dirty_[s], slots_[s].size()));
-  dirty_[s] = 0;
+  // Memory whose past this log does not know is cleared; what the log
+  // wrote there itself is not (see Zeroing in partition_log.hpp).
+  if (foreign_[s] != 0) std::memset(slots_[s].data(), 0, slots_[s].size());
+  foreign_[s] = 0;
   SegmentHeader h{};
   h.magic = kSegmentMagic;
   h.base_offset = end_offset_;
@@ -169,7 +163,6 @@ AppendStatus PartitionLog::open_next_st(std::uint64_t epoch, std::uint32_t need)
   h.bytes = static_cast<std::uint32_t>(slots_[s].size());
   h.header_crc = segment_header_crc(h);
   std::memcpy(slots_[s].data(), &h, sizeof h);
-  note_written_st(s, sizeof h);
   in = SlotInfo{};
   in.state = SlotState::open;
   in.generation = h.generation;
@@ -190,7 +183,6 @@ void PartitionLog::seal_st(std::uint32_t s) {
   seal.flags = kFlagSeal;
   seal.offset = in.next_offset;
   in.valid_end += static_cast<std::uint32_t>(write_frame(slots_[s].data() + in.valid_end, seal, {}));
-  note_written_st(s, in.valid_end);
   in.state = SlotState::sealed;
   in.sealed_ns = clock_.now_ns();
   if (open_ == static_cast<int>(s)) open_ = -1;
@@ -239,7 +231,6 @@ AppendStatus PartitionLog::append_frame_st(const RecordHeader& h, std::span<cons
   r.offset = end_offset_;
   in.valid_end += static_cast<std::uint32_t>(
       write_frame(slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end, r, payload));
-  note_written_st(static_cast<std::uint32_t>(open_), in.valid_end);
   *offset = end_offset_;
   in.next_offset = ++end_offset_;
   return AppendStatus::ok;
@@ -263,8 +254,6 @@ std::byte* PartitionLog::stage_frame(const std::byte* frame, std::uint32_t frame
   const SlotInfo& in = info_[static_cast<std::uint32_t>(open_)];
   std::byte* at = slots_[static_cast<std::uint32_t>(open_)].data() + in.valid_end;
   std::memcpy(at, frame, frame_bytes);
-  // Written whether or not it is appended (a frame that fails its check stays).
-  note_written_st(static_cast<std::uint32_t>(open_), in.valid_end + frame_bytes);
   *status = AppendStatus::ok;
   return at;
 }
@@ -388,7 +377,7 @@ ValidateStatus PartitionLog::scan_frames_st(std::uint32_t slot, std::uint32_t en
 
 void PartitionLog::reset_st() {
   std::fill(info_.begin(), info_.end(), SlotInfo{});
-  std::fill(dirty_.begin(), dirty_.end(), kAllDirty);
+  std::fill(foreign_.begin(), foreign_.end(), 1);
   open_ = -1;
   next_slot_ = 0;
   generation_ = 0;
@@ -416,7 +405,7 @@ PartitionLog::Recovered PartitionLog::recover_st(std::uint64_t commit_offset) {
   }
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.sh.generation < b.sh.generation; });
-  std::fill(dirty_.begin(), dirty_.end(), kAllDirty);
+  std::fill(foreign_.begin(), foreign_.end(), 1);
   // Scans one segment up to the first frame that does not check (the rest
   // of the slot is an older segment's bytes, or zeros), never past the
   // commit offset.
@@ -511,7 +500,7 @@ bool PartitionLog::release_expired_st(std::uint64_t now) {
     }
     if (!memory_->release(s, in.generation)) continue;
     slots_[s] = {};
-    dirty_[s] = kAllDirty;
+    foreign_[s] = 1;
     released = true;
   }
   return released;

@@ -31,7 +31,7 @@
 // below the commit offset was written afresh in front of them. A replica
 // has always relied on this (its predecessor may be writing the new
 // segment's next bytes while it validates the first, so it cannot clear
-// ahead of them); since 2026-12-07 the head does too, and no longer clears
+// ahead of them); since 2026-12-06 the head does too, and no longer clears
 // what it wrote in a slot before reusing it (a pass over every byte of a
 // 64 MiB segment per reuse, 5.5-7.5% of the cycles of 64 KiB records).
 // Memory whose past the log does not know is still cleared before a

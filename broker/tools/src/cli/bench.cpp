@@ -294,6 +294,10 @@ constexpr int kBenchGraceMs = 250;
 // zeroing) on every swing.
 constexpr int kBenchLingerMs = 5000;
 constexpr double kRetentionSpanS = (kBenchTtlMs + kBenchGraceMs) / 1000.0;
+// The throughput log's warm-up (rounds of 2 x kRetentionSpanS): at most this
+// many rounds, done once this many in a row took no new segment memory.
+constexpr int kThroughputWarmRounds = 90;
+constexpr int kThroughputFlatRounds = 3;
 constexpr double kRetentionTargetBytesPerS = 4e9;
 // What the latency channels' segments may take at a broker.
 constexpr std::int64_t kLatencyReserve = std::int64_t{64} << 20;
@@ -779,17 +783,28 @@ int run_bench(const Common& c, const BenchOptions& o) {
       if (!tpub) throw Fail{"publisher: " + tpub.error().message};
       if (!o.cold && !tput_sizes.empty()) {
         // Rounds of twice ttl + grace: each cycles the slots in use twice,
-        // until the rate stopped rising and a round took no new memory.
-        const WarmUp w = warm_until_steady(*tpub.value(), 2 * kRetentionSpanS, 10,
-                                           [&] { return segment_memory_taken(admin); });
+        // until the rate stopped rising and three rounds in a row took no
+        // new memory. A partition takes a slot it never used whenever its
+        // warm ones are all within ttl + grace; the page faults of that
+        // slot (three replicas' 64 MiB) stall the chain for 0.2-0.4 s on
+        // 2 cores, and the burst that follows takes the next one. So from
+        // cold the slots in use grow by about one every 2 s for a minute:
+        // a warm-up that stopped at the first round without new memory
+        // measured that ratchet (ack p99 0.2-0.3 s, a new stall every ~20
+        // segments), not the data path.
+        const WarmUp w = warm_until_steady(
+            *tpub.value(), 2 * kRetentionSpanS, kThroughputWarmRounds,
+            [&] { return segment_memory_taken(admin); }, 64u << 10, 1, 8, kThroughputFlatRounds);
+        const std::string how = !w.steady               ? "not settled: " + w.unsettled + " at the last round"
+                                : w.segment_memory >= 0 ? "the rate stopped rising and the last " +
+                                                              std::to_string(kThroughputFlatRounds) +
+                                                              " rounds took no new segment memory"
+                                                        : std::string("the rate stopped rising");
         std::fprintf(info,
                      "  warm-up of the throughput log: %llu MiB in %.1f s, %d rounds, the last at %.0f MB/s "
                      "(first-touch page faults of the slots in use; %s)\n",
                      static_cast<unsigned long long>(w.bytes >> 20), w.seconds, w.rounds, w.last_mb_per_s,
-                     !w.steady ? ("not settled: " + w.unsettled + " at the last round").c_str()
-                     : w.segment_memory >= 0
-                         ? "the rate stopped rising and the last round took no new segment memory"
-                         : "the rate stopped rising");
+                     how.c_str());
       }
       for (std::uint32_t bytes : tput_sizes) {
         Throughput t = throughput(*tpub.value(), bytes, o.seconds);

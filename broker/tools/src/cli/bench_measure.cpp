@@ -130,7 +130,7 @@ std::int64_t segment_memory_taken(control::ControllerClient& admin) {
 
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
                          const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes,
-                         std::uint32_t partitions, std::uint32_t rounds) {
+                         std::uint32_t partitions, std::uint32_t rounds, int flat_rounds) {
   const std::uint32_t wb = bytes;
   WarmUp out;
   double best = 0;
@@ -150,7 +150,8 @@ WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
     // measured run) reaches further ones, cold (the 64 KiB row measured
     // 987 MB/s after a warm-up that stopped at 841, against 1.7-1.8 GB/s).
     const bool rate_flat = out.rounds >= 3 && out.last_mb_per_s < best * 1.05;
-    const bool memory_flat = held < 0 || before < 0 || held <= before;
+    out.memory_flat_rounds = held < 0 || before < 0 || held <= before ? out.memory_flat_rounds + 1 : 0;
+    const bool memory_flat = out.memory_flat_rounds >= flat_rounds;
     if (rate_flat && memory_flat) {
       out.steady = true;
       break;

@@ -148,13 +148,15 @@ double warm_log(Publisher& pub, int slots, std::int64_t segment_bytes, std::uint
 // records (round robin over partitions 0 .. `partitions`-1), at least 3,
 // until a round is less than 1.05x faster than the best before it and
 // (when `segment_memory` knows: the bytes of segment memory the nodes
-// hold, -1 if unknown) the nodes took no segment memory in it: it touched
-// only warm pages at the rate the run will reach. At most `max_rounds`.
+// hold, -1 if unknown) the nodes took no segment memory in it nor in the
+// `flat_rounds` - 1 rounds before: it touched only warm pages at the rate
+// the run will reach. At most `max_rounds`.
 struct WarmUp {
   std::uint64_t bytes = 0;
   double seconds = 0;
   double last_mb_per_s = 0;  // of the last round
   int rounds = 0;
+  int memory_flat_rounds = 0;        // the last rounds that took no segment memory
   std::int64_t segment_memory = -1;  // after the last round
   bool steady = false;               // stopped by the rule, not by max_rounds
   std::string unsettled;             // if not steady: what the last round still did
@@ -165,7 +167,7 @@ struct WarmUp {
 std::int64_t segment_memory_taken(control::ControllerClient& admin);
 WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
                          const std::function<std::int64_t()>& segment_memory, std::uint32_t bytes = 64u << 10,
-                         std::uint32_t partitions = 1, std::uint32_t rounds = 8);
+                         std::uint32_t partitions = 1, std::uint32_t rounds = 8, int flat_rounds = 1);
 // publish -> commit ack, one record in flight.
 std::vector<std::uint64_t> commit_ack_latency(Publisher& pub, std::uint32_t bytes, int iters, int warmup,
                                               std::uint64_t* elapsed);

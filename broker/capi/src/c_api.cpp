@@ -849,12 +849,18 @@ catena_err check_list(const char* fn, const char* init, const T* out, std::size_
   return CATENA_OK;
 }
 
+// `src` into a fixed C string field, cut to fit, NUL-terminated.
+template <std::size_t N>
+void copy_cstr(char (&dst)[N], const std::string& src) {
+  const std::size_t n = std::min(src.size(), N - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
 void fill_info(const catena::ChannelInfo& ch, catena_channel_info* out) {
   if (out == nullptr) return;
   catena_channel_info_init(out);
-  const std::size_t n = std::min(ch.settings.name.size(), sizeof(out->name) - 1);
-  std::memcpy(out->name, ch.settings.name.data(), n);
-  out->name[n] = '\0';
+  copy_cstr(out->name, ch.settings.name);
   out->partitions = ch.settings.partitions;
   out->replication = ch.settings.replication;
   out->segment_bytes = ch.settings.segment_bytes;
@@ -869,12 +875,7 @@ void fill_chain(const catena::PartitionChain& part, catena_partition_chain* out)
   out->epoch = part.epoch;
   out->start_offset = part.start_offset;
   out->length = static_cast<std::uint32_t>(std::min<std::size_t>(part.chain.size(), CATENA_MAX_REPLICATION));
-  for (std::uint32_t m = 0; m < out->length; ++m) {
-    const std::string& id = part.chain[m];
-    const std::size_t n = std::min(id.size(), sizeof(out->nodes[m]) - 1);
-    std::memcpy(out->nodes[m], id.data(), n);
-    out->nodes[m][n] = '\0';
-  }
+  for (std::uint32_t m = 0; m < out->length; ++m) copy_cstr(out->nodes[m], part.chain[m]);
 }
 
 // One administration call: the routes' Admin, `call` returning a
@@ -1094,9 +1095,7 @@ catena_err write_token(const char* fn, const std::string& made, char* token, std
 
 void fill_tenant(const catena::TenantInfo& t, catena_tenant_info* out) {
   catena_tenant_info_init(out);
-  const std::size_t n = std::min(t.name.size(), sizeof(out->name) - 1);
-  std::memcpy(out->name, t.name.data(), n);
-  out->name[n] = '\0';
+  copy_cstr(out->name, t.name);
   out->max_channels = t.quotas.max_channels;
   out->max_partitions = t.quotas.max_partitions;
   out->max_groups = t.quotas.max_groups;
@@ -1107,9 +1106,7 @@ void fill_tenant(const catena::TenantInfo& t, catena_tenant_info* out) {
   out->max_producer_ids_per_minute = t.quotas.max_producer_ids_per_minute;
   std::string zones;
   for (const auto& z : t.quotas.zones) zones += (zones.empty() ? "" : ",") + z;
-  const std::size_t z = std::min(zones.size(), sizeof(out->zones) - 1);
-  std::memcpy(out->zones, zones.data(), z);
-  out->zones[z] = '\0';
+  copy_cstr(out->zones, zones);
   out->channels = t.channels;
   out->partitions = t.partitions;
   out->groups = t.groups;

@@ -134,6 +134,7 @@ WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
   const std::uint32_t wb = bytes;
   WarmUp out;
   double best = 0;
+  int memory_flat_rounds = 0;  // the last rounds in a row that took no segment memory
   std::int64_t held = segment_memory();
   while (out.rounds < max_rounds) {
     const Throughput w = throughput(pub, wb, round_seconds, 0, partitions, rounds);
@@ -150,8 +151,8 @@ WarmUp warm_until_steady(Publisher& pub, double round_seconds, int max_rounds,
     // measured run) reaches further ones, cold (the 64 KiB row measured
     // 987 MB/s after a warm-up that stopped at 841, against 1.7-1.8 GB/s).
     const bool rate_flat = out.rounds >= 3 && out.last_mb_per_s < best * 1.05;
-    out.memory_flat_rounds = held < 0 || before < 0 || held <= before ? out.memory_flat_rounds + 1 : 0;
-    const bool memory_flat = out.memory_flat_rounds >= flat_rounds;
+    memory_flat_rounds = held < 0 || before < 0 || held <= before ? memory_flat_rounds + 1 : 0;
+    const bool memory_flat = memory_flat_rounds >= flat_rounds;
     if (rate_flat && memory_flat) {
       out.steady = true;
       break;

@@ -156,7 +156,6 @@ struct WarmUp {
   double seconds = 0;
   double last_mb_per_s = 0;  // of the last round
   int rounds = 0;
-  int memory_flat_rounds = 0;        // the last rounds that took no segment memory
   std::int64_t segment_memory = -1;  // after the last round
   bool steady = false;               // stopped by the rule, not by max_rounds
   std::string unsettled;             // if not steady: what the last round still did

@@ -6,8 +6,11 @@
 //   CATENA_PROVIDER=soft:tcp catena-fabric-bench
 #include <benchmark/benchmark.h>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <catena/fabric/fabric.hpp>
 
@@ -142,6 +145,64 @@ void BM_AllocateRegion(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
 }
 BENCHMARK(BM_AllocateRegion)->Arg(64 << 10)->Arg(2 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond);
+
+// A segment's memory over its life as the data thread sees it: allocate
+// `bytes`, write every byte of it (records arriving), free it, and again.
+// On the soft provider the memory a free gives back stays warm (zeroed
+// with its pages, within `soft:warm=<MiB>`, 256 by default) and the next
+// allocation of its size takes it: compare `CATENA_PROVIDER=soft:warm=0`,
+// where every allocation's first writes fault its pages in.
+void BM_SegmentLife(benchmark::State& state) {
+  static std::unique_ptr<Provider> provider = [] {
+    const char* spec = std::getenv("CATENA_PROVIDER");
+    auto prov = Provider::open(spec && *spec ? spec : "soft");
+    if (!prov) throw std::runtime_error(prov.error().message);
+    return std::move(prov.value());
+  }();
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    auto mr = provider->allocate(bytes, kLocalWrite | kRemoteWrite | kRemoteRead);
+    if (!mr) {
+      state.SkipWithError(mr.error().message.c_str());
+      break;
+    }
+    std::memset(mr.value()->data(), 0x5a, bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_SegmentLife)->Arg(16 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A partition whose rate grows: it takes one more segment of `bytes`
+// every 200 ms (the pause is not timed) and keeps them all (nothing is
+// freed to reuse). Each allocation has the soft provider populate a spare
+// of its size ahead, on its own thread, so the next one's writes find their
+// pages (compare `soft:warm=0`). 24 segments, all freed at the end.
+void BM_SegmentGrowth(benchmark::State& state) {
+  const char* spec = std::getenv("CATENA_PROVIDER");
+  auto prov = Provider::open(spec && *spec ? spec : "soft");
+  if (!prov) {
+    state.SkipWithError(prov.error().message.c_str());
+    return;
+  }
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  std::vector<std::unique_ptr<MemoryRegion>> held;
+  for (auto _ : state) {
+    auto mr = prov.value()->allocate(bytes, kLocalWrite | kRemoteWrite | kRemoteRead);
+    if (!mr) {
+      state.SkipWithError(mr.error().message.c_str());
+      break;
+    }
+    std::memset(mr.value()->data(), 0x5a, bytes);
+    benchmark::ClobberMemory();
+    held.push_back(std::move(mr.value()));
+    state.PauseTiming();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_SegmentGrowth)->Arg(64 << 20)->Iterations(24)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace catena::fabric

@@ -1,15 +1,21 @@
 // The soft provider faults a fresh large region's pages in ahead of its
-// first writer (soft/populator.hpp), and never after the region is gone.
-// Residency is read with mincore(2) on the region's own mapping.
+// first writer (soft/populator.hpp), and never after the region is gone;
+// it keeps freed large ranges warm and makes spares ahead, within its warm
+// limit (soft/arena.hpp, Warm memory). Residency is read with mincore(2) on
+// the region's own mapping.
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <functional>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <thread>
 #include <vector>
 
 #include <catena/fabric/fabric.hpp>
+
+#include "soft/arena.hpp"
 
 namespace catena::fabric::test {
 namespace {
@@ -68,6 +74,25 @@ TEST(SoftPrefault, ARegionFreedWhileItIsFaultedInKeepsNoPages) {
   }
 }
 
+TEST(SoftPrefault, WritesRacingThePopulatorAreNeverUndone) {
+  // The populator writes every page it populates (an atomic add of 0 to
+  // its first word): a writer filling the region at the same time must
+  // find every byte it wrote, also in the words the populator touched.
+  auto prov = open_prefault_soft();
+  ASSERT_NE(prov, nullptr);
+  constexpr std::size_t kBytes = 64u << 20;
+  for (int round = 0; round < 4; ++round) {
+    auto mr = prov->allocate(kBytes, kPrefaultRw);
+    ASSERT_TRUE(mr.ok()) << mr.error().message;
+    auto* p = reinterpret_cast<std::uint64_t*>(mr.value()->data());
+    const std::uint64_t mark = 0x0123456789abcdefULL + static_cast<std::uint64_t>(round);
+    for (std::size_t i = 0; i < kBytes / 8; i += 512) p[i] = mark ^ i;  // the first word of each page
+    std::this_thread::sleep_for(100ms);                                 // the populator has passed every page
+    for (std::size_t i = 0; i < kBytes / 8; i += 512)
+      ASSERT_EQ(p[i], mark ^ i) << "round " << round << " word " << i;
+  }
+}
+
 TEST(SoftPrefault, ASmallRegionIsLeftToItsFirstWrite) {
   auto prov = open_prefault_soft();
   ASSERT_NE(prov, nullptr);
@@ -77,6 +102,110 @@ TEST(SoftPrefault, ASmallRegionIsLeftToItsFirstWrite) {
   ASSERT_TRUE(mr.ok()) << mr.error().message;
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(prefault_resident_pages(mr.value()->data(), 256u << 10), 0u);
+}
+
+// The arena's own allocations, white-box: what is warm, what is a spare.
+std::unique_ptr<soft::Arena> warm_arena(std::uint64_t limit) {
+  auto a = soft::Arena::create(4ull << 30);
+  EXPECT_TRUE(a.ok()) << a.error().message;
+  if (!a.ok()) return nullptr;
+  a.value()->set_warm_limit(limit);
+  return std::move(a.value());
+}
+
+// Waits until the arena's populator has nothing of `what` left to do.
+bool settles(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+TEST(SoftWarmMemory, AFreedSegmentIsZeroedInPlaceAndTheNextOneOfItsSizeTakesItWarm) {
+  constexpr std::uint64_t kSeg = 16u << 20;
+  auto arena = warm_arena(4 * kSeg);
+  ASSERT_NE(arena, nullptr);
+  bool warm = true;
+  auto first = arena->allocate_range(kSeg, &warm);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(warm) << "a fresh arena has nothing warm";
+  // One allocation of a size (a client's ring) makes no spare.
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(arena->spare_bytes_pending() + arena->warm_bytes(), 0u);
+  // The second does: a spare of its size, populated ahead.
+  auto cold = arena->allocate_range(kSeg, &warm);
+  ASSERT_TRUE(cold.ok());
+  EXPECT_FALSE(warm);
+  ASSERT_TRUE(settles([&] { return arena->spare_bytes_pending() == 0; }));
+  EXPECT_EQ(arena->warm_bytes(), kSeg);
+  std::byte* base = arena->view().base;
+  std::memset(base + first.value(), 0x5a, kSeg);  // a segment's worth of records
+
+  auto second = arena->allocate_range(kSeg, &warm);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(warm) << "the spare";
+  EXPECT_EQ(prefault_resident_pages(base + second.value(), kSeg), kSeg / 4096) << "present before any write";
+
+  arena->free_range(first.value(), kSeg);
+  // Zeroed in place on the populator's thread, pages kept.
+  ASSERT_TRUE(settles([&] { return arena->warm_bytes() >= 2 * kSeg; })) << arena->warm_bytes();
+  EXPECT_EQ(prefault_resident_pages(base + first.value(), kSeg), kSeg / 4096);
+  auto third = arena->allocate_range(kSeg, &warm);
+  ASSERT_TRUE(third.ok());
+  EXPECT_TRUE(warm);
+  // Whichever warm range it took: zeros, every page present.
+  for (std::uint64_t i = 0; i < kSeg; i += 4096) ASSERT_EQ(base[third.value() + i], std::byte{0}) << i;
+  EXPECT_EQ(base[third.value() + kSeg - 1], std::byte{0});
+  EXPECT_EQ(prefault_resident_pages(base + third.value(), kSeg), kSeg / 4096);
+}
+
+TEST(SoftWarmMemory, WhatIsFreedBeyondTheLimitGivesItsPagesBack) {
+  constexpr std::uint64_t kSeg = 16u << 20;
+  auto arena = warm_arena(kSeg);  // room for one
+  ASSERT_NE(arena, nullptr);
+  std::byte* base = arena->view().base;
+  std::vector<std::uint64_t> offs;
+  for (int i = 0; i < 3; ++i) {
+    auto off = arena->allocate_range(kSeg);
+    ASSERT_TRUE(off.ok());
+    std::memset(base + off.value(), 0x11, kSeg);
+    offs.push_back(off.value());
+  }
+  ASSERT_TRUE(settles([&] { return arena->spare_bytes_pending() == 0; }));
+  ASSERT_EQ(arena->warm_bytes(), kSeg) << "the one spare the limit allows";
+  // The limit is full: both freed segments are punched out, read as zeros.
+  arena->free_range(offs[0], kSeg);
+  arena->free_range(offs[1], kSeg);
+  ASSERT_TRUE(settles([&] { return prefault_resident_pages(base + offs[1], kSeg) == 0; }));
+  EXPECT_EQ(prefault_resident_pages(base + offs[0], kSeg), 0u);
+  EXPECT_EQ(arena->warm_bytes(), kSeg);
+  EXPECT_EQ(base[offs[0]], std::byte{0});
+
+  // Limit 0: nothing warm, no spare, as before warm memory.
+  arena->set_warm_limit(0);
+  auto spare = arena->allocate_range(kSeg);  // takes the warm spare
+  ASSERT_TRUE(spare.ok());
+  auto cold = arena->allocate_range(kSeg);
+  ASSERT_TRUE(cold.ok());
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(arena->spare_bytes_pending(), 0u);
+  EXPECT_EQ(arena->warm_bytes(), 0u);
+  arena->free_range(offs[2], kSeg);
+  ASSERT_TRUE(settles([&] { return prefault_resident_pages(base + offs[2], kSeg) == 0; }));
+  EXPECT_EQ(arena->warm_bytes(), 0u);
+}
+
+TEST(SoftWarmMemory, TheOptionSetsTheLimitAndABadValueIsAClearError) {
+  auto p = Provider::open("soft:shm,warm=0");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  for (const char* bad : {"soft:warm=", "soft:warm=-1", "soft:warm=12x", "soft:warm=99999999"}) {
+    auto q = Provider::open(bad);
+    ASSERT_FALSE(q.ok()) << bad;
+    EXPECT_EQ(q.error().code, Errc::invalid_argument) << bad;
+    EXPECT_NE(q.error().message.find("warm=<MiB>"), std::string::npos) << q.error().message;
+  }
 }
 
 }  // namespace

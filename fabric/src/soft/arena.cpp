@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <linux/falloc.h>
 #include <linux/memfd.h>
+#include <optional>
 #include <string>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -98,7 +101,11 @@ Result<void> Arena::adopt_memfd_mapping(void* base, std::uint64_t size) {
   view_.base = static_cast<std::byte*>(base);
   view_.size = size;
   populator_ = std::make_unique<Populator>(
-      view_.base, [this](std::uint64_t offset, std::uint64_t bytes) { finish_free(offset, bytes); });
+      view_.base, [this](std::uint64_t offset, std::uint64_t bytes) { finish_free(offset, bytes); },
+      [this](std::uint64_t offset, std::uint64_t bytes, bool populated) {
+        take_spare(offset, bytes, populated);
+      });
+  warm_limit_ = kDefaultWarmBytes;
   return {};
 }
 
@@ -179,29 +186,131 @@ Arena::~Arena() {
   }
 }
 
-Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes) {
-  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
-  std::lock_guard lock(mu_);
-  for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
-    if (it->second < bytes) {
-      continue;
-    }
-    std::uint64_t off = it->first;
-    std::uint64_t rest = it->second - bytes;
-    free_ranges_.erase(it);
-    if (rest > 0) {
-      free_ranges_.emplace(off + bytes, rest);
-    }
+namespace {
+
+// The first range of `ranges` (offset -> length) that holds `bytes`, cut
+// from its front; the rest stays.
+std::optional<std::uint64_t> take_first_fit(std::map<std::uint64_t, std::uint64_t>& ranges,
+                                            std::uint64_t bytes) {
+  for (auto it = ranges.begin(); it != ranges.end(); ++it) {
+    if (it->second < bytes) continue;
+    const std::uint64_t off = it->first;
+    const std::uint64_t rest = it->second - bytes;
+    ranges.erase(it);
+    if (rest > 0) ranges.emplace(off + bytes, rest);
     return off;
   }
-  if (bytes > view_.size - high_water_) {
+  return std::nullopt;
+}
+
+// Adds [offset, offset + bytes) to `ranges`, merged with its neighbours.
+void insert_coalesced(std::map<std::uint64_t, std::uint64_t>& ranges, std::uint64_t offset,
+                      std::uint64_t bytes) {
+  auto next = ranges.lower_bound(offset);
+  if (next != ranges.end() && next->first == offset + bytes) {
+    bytes += next->second;
+    next = ranges.erase(next);
+  }
+  if (next != ranges.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += bytes;
+      return;
+    }
+  }
+  ranges.emplace(offset, bytes);
+}
+
+}  // namespace
+
+Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes, bool* warm) {
+  bytes = round_up_pages(bytes == 0 ? 1 : bytes);
+  if (warm != nullptr) *warm = false;
+  std::lock_guard lock(mu_);
+  const bool large = bytes > kWarmRangeBytes;
+  if (large) {
+    if (auto off = take_first_fit(warm_ranges_, bytes)) {
+      warm_bytes_ -= bytes;
+      if (warm != nullptr) *warm = true;
+      maybe_make_spare_locked(bytes);
+      return *off;
+    }
+  }
+  std::uint64_t off = 0;
+  if (auto cold = take_first_fit(free_ranges_, bytes)) {
+    off = *cold;
+  } else if (bytes > view_.size - high_water_) {
     return make_error(Errc::resource_exhausted, "soft arena exhausted: " + std::to_string(bytes) +
                                                     " bytes requested, " +
                                                     std::to_string(view_.size - high_water_) + " left");
+  } else {
+    off = high_water_;
+    high_water_ += bytes;
   }
-  std::uint64_t off = high_water_;
-  high_water_ += bytes;
+  if (large) maybe_make_spare_locked(bytes);
   return off;
+}
+
+void Arena::maybe_make_spare_locked(std::uint64_t bytes) {
+  // Only for a size that recurs: the second allocation of it makes one.
+  const bool seen = std::find(recent_sizes_.begin(), recent_sizes_.end(), bytes) != recent_sizes_.end();
+  if (!seen) {
+    recent_sizes_[recent_next_] = bytes;
+    recent_next_ = (recent_next_ + 1) % recent_sizes_.size();
+    return;
+  }
+  if (populator_ == nullptr || spare_pending_ != 0 || warm_bytes_ + bytes > warm_limit_) return;
+  for (const auto& [off, len] : warm_ranges_) {
+    if (len >= bytes) return;  // the next allocation of this size is warm already
+  }
+  // Fresh memory for it: punched free memory, else the untouched end.
+  std::uint64_t off = 0;
+  if (auto cold = take_first_fit(free_ranges_, bytes)) {
+    off = *cold;
+  } else if (bytes <= view_.size - high_water_) {
+    off = high_water_;
+    high_water_ += bytes;
+  } else {
+    return;
+  }
+  if (!populator_->add_spare(off, bytes)) {
+    insert_coalesced(free_ranges_, off, bytes);
+    return;
+  }
+  spare_pending_ = bytes;
+}
+
+void Arena::take_spare(std::uint64_t offset, std::uint64_t bytes, bool populated) {
+  std::lock_guard lock(mu_);
+  spare_pending_ = 0;
+  // Populated or not, it is zero (fresh memory): warm only if its pages
+  // are all there.
+  if (populated) {
+    insert_coalesced(warm_ranges_, offset, bytes);
+    warm_bytes_ += bytes;
+  } else {
+    insert_coalesced(free_ranges_, offset, bytes);
+  }
+}
+
+void Arena::set_warm_limit(std::uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  warm_limit_ = populator_ != nullptr ? bytes : 0;
+}
+
+std::uint64_t Arena::warm_limit() const {
+  std::lock_guard lock(mu_);
+  return warm_limit_;
+}
+
+std::uint64_t Arena::warm_bytes() const {
+  std::lock_guard lock(mu_);
+  return warm_bytes_;
+}
+
+std::uint64_t Arena::spare_bytes_pending() const {
+  std::lock_guard lock(mu_);
+  return spare_pending_;
 }
 
 void Arena::prefault(std::uint64_t offset, std::uint64_t bytes) {
@@ -252,23 +361,25 @@ void Arena::free_range(std::uint64_t offset, std::uint64_t bytes) {
 void Arena::finish_free(std::uint64_t offset, std::uint64_t bytes) {
   if (bytes <= kWarmRangeBytes) {
     std::memset(view_.base + offset, 0, bytes);
+    std::lock_guard lock(mu_);
+    insert_coalesced(free_ranges_, offset, bytes);
+    return;
+  }
+  // Kept warm if the limit has room (reserved before zeroing, so that two
+  // frees never both count on the same room), else punched out.
+  bool keep = false;
+  {
+    std::lock_guard lock(mu_);
+    keep = warm_bytes_ + bytes <= warm_limit_;
+    if (keep) warm_bytes_ += bytes;
+  }
+  if (keep) {
+    std::memset(view_.base + offset, 0, bytes);
   } else {
     zero_range(offset, bytes);
   }
   std::lock_guard lock(mu_);
-  auto next = free_ranges_.lower_bound(offset);
-  if (next != free_ranges_.end() && next->first == offset + bytes) {
-    bytes += next->second;
-    next = free_ranges_.erase(next);
-  }
-  if (next != free_ranges_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == offset) {
-      prev->second += bytes;
-      return;
-    }
-  }
-  free_ranges_.emplace(offset, bytes);
+  insert_coalesced(keep ? warm_ranges_ : free_ranges_, offset, bytes);
 }
 
 Result<std::uint32_t> Arena::register_region(std::uint64_t offset, std::uint64_t length, std::uint32_t access,

@@ -91,10 +91,20 @@ Result<Options> parse_options(std::string_view text) {
                                                       std::to_string(kDefaultArenaSize >> 20) + " MiB");
       }
       o.huge_bytes = ((v << 20) + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+    } else if (item.starts_with("warm=")) {
+      const std::string_view mib = item.substr(5);
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(mib.data(), mib.data() + mib.size(), v);
+      if (ec != std::errc{} || end != mib.data() + mib.size() || v > kDefaultArenaSize >> 20) {
+        return make_error(Errc::invalid_argument, "soft provider option '" + std::string(item) +
+                                                      "': warm=<MiB> takes 0 to " +
+                                                      std::to_string(kDefaultArenaSize >> 20) + " MiB");
+      }
+      o.warm_bytes = v << 20;
     } else {
       return make_error(Errc::invalid_argument,
                         "unknown soft provider option '" + std::string(item) +
-                            "' (expected 'tcp', 'shm', 'auto', 'host=<id>' or 'huge=<MiB>')");
+                            "' (expected 'tcp', 'shm', 'auto', 'host=<id>', 'huge=<MiB>' or 'warm=<MiB>')");
     }
   }
   return o;
@@ -142,6 +152,7 @@ Result<std::shared_ptr<Core>> Core::create(const Options& options) {
     return arena.error();
   }
   c->arena_ = std::move(arena.value());
+  c->arena_->set_warm_limit(options.warm_bytes);
   auto manager = ConnectionManager::create();
   if (!manager) {
     return manager.error();
@@ -158,7 +169,8 @@ Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint
   if ((access & ~kAllAccess) != 0) {
     return make_error(Errc::invalid_argument, "unknown access bits " + std::to_string(access));
   }
-  auto off = arena_->allocate_range(size);
+  bool warm = false;
+  auto off = arena_->allocate_range(size, &warm);
   if (!off) {
     return off.error();
   }
@@ -169,7 +181,7 @@ Result<std::unique_ptr<MemoryRegion>> Core::allocate(std::size_t size, std::uint
     arena_->free_range(off.value(), size);
     return key.error();
   }
-  arena_->prefault(off.value(), size);
+  if (!warm) arena_->prefault(off.value(), size);
   return std::unique_ptr<MemoryRegion>(
       std::make_unique<SoftMemoryRegion>(shared_from_this(), off.value(), size, key.value(), access, domain));
 }

@@ -51,9 +51,13 @@ struct Options {
   // opens, instead of a sparse 64 GiB of 4 KiB pages. Fewer TLB misses for
   // a node holding many replicas; a pool too small is an error at open.
   std::uint64_t huge_bytes = 0;
+  // `warm=<MiB>`: freed memory kept zeroed with its pages, and spares made
+  // ahead, up to this much (arena.hpp, Warm memory; 0: none).
+  std::uint64_t warm_bytes = kDefaultWarmBytes;
 };
 
-// "", "tcp", "shm", each optionally followed by ",host=<id>".
+// "", "tcp", "shm", each optionally followed by ",host=<id>", ",huge=<MiB>",
+// ",warm=<MiB>".
 Result<Options> parse_options(std::string_view text);
 
 // How long a revocation waits for a peer to leave an access it is in. A

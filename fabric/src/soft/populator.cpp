@@ -5,12 +5,34 @@
 #include <algorithm>
 #include <cerrno>
 #include <sys/mman.h>
+#include <vector>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack the name
 #endif
 
 namespace catena::fabric::soft {
+
+namespace {
+
+// Writes every 4 KiB page of [p, p + bytes) without changing a byte: a
+// locked add of 0 to its first word, atomic against anyone writing there
+// (the region may be live: its owner's data thread, or a peer's one-sided
+// writes, filling it as we go). Needed where the machine backs memory
+// lazily below the kernel: on this kind of VM (KVM guest, host memory given
+// back by free page reporting) MADV_POPULATE_WRITE maps every page without
+// a guest fault, yet the first write to each still costs ~5 us in the host
+// (a 64 MiB fill 80-110 ms after a populate, 3-4 ms once each page was
+// written: tests/fabric/soft_prefault_test.cpp, DEVELOPERS.md). Not
+// instrumented by TSan: the race with a writer is the point, and harmless
+// (the word is added to atomically, by hardware, across processes too).
+__attribute__((no_sanitize("thread"))) void touch_pages(std::byte* p, std::uint64_t bytes) {
+  for (std::uint64_t off = 0; off < bytes; off += 4096) {
+    __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(p + off), 0, __ATOMIC_RELAXED);
+  }
+}
+
+}  // namespace
 
 Populator::~Populator() {
   stop();
@@ -36,6 +58,18 @@ void Populator::add(std::uint64_t offset, std::uint64_t bytes) {
     start_locked();
   }
   work_cv_.notify_one();
+}
+
+bool Populator::add_spare(std::uint64_t offset, std::uint64_t bytes) {
+  if (bytes == 0) return false;
+  {
+    MutexLock lock(mu_);
+    if (unsupported_ || stop_ || !spare_) return false;
+    spares_.push_back({{offset, bytes}, {offset, bytes}, true});
+    start_locked();
+  }
+  work_cv_.notify_one();
+  return true;
 }
 
 bool Populator::free_later(std::uint64_t offset, std::uint64_t bytes) {
@@ -87,11 +121,12 @@ void Populator::run() {
   for (;;) {
     Range chunk;
     Range freed;  // bytes 0: a populate chunk instead
+    bool spare_chunk = false;
     {
       UniqueLock lock(mu_);
       lock.wait(work_cv_, [&] {
         mu_.assert_held();
-        return stop_ || !jobs_.empty() || !frees_.empty();
+        return stop_ || !jobs_.empty() || !frees_.empty() || !spares_.empty();
       });
       if (stop_) return;
       if (!frees_.empty()) {
@@ -99,11 +134,13 @@ void Populator::run() {
         freed = frees_.front();
         frees_.pop_front();
       } else {
-        Range& front = jobs_.front();
+        // Then memory someone is about to write, then spares.
+        spare_chunk = jobs_.empty();
+        Range& front = spare_chunk ? spares_.front().left : jobs_.front();
         chunk = {front.offset, std::min(front.bytes, kChunkBytes)};
         front.offset += chunk.bytes;
         front.bytes -= chunk.bytes;
-        if (front.bytes == 0) jobs_.pop_front();
+        if (!spare_chunk && front.bytes == 0) jobs_.pop_front();
         working_ = chunk;  // forget() of these bytes waits until it is done
       }
     }
@@ -113,18 +150,28 @@ void Populator::run() {
     }
     const int rc = madvise(base_ + chunk.offset, chunk.bytes, MADV_POPULATE_WRITE);
     const int err = errno;
+    if (rc == 0) touch_pages(base_ + chunk.offset, chunk.bytes);
+    std::vector<Spare> done;  // spares finished (or given up): told outside the lock
     {
       MutexLock lock(mu_);
+      if (spare_chunk && rc != 0) spares_.front().populated = false;
+      if (spare_chunk && spares_.front().left.bytes == 0) {
+        done.push_back(spares_.front());
+        spares_.pop_front();
+      }
       if (rc != 0 && err == EINVAL) {
         // The kernel does not know the advice: first touches fault as before.
         unsupported_ = true;
         jobs_.clear();
+        for (Spare& s : spares_) done.push_back({s.left, s.whole, false});
+        spares_.clear();
       }
       // Other failures (ENOMEM: the memory is not there now) skip the chunk:
       // its pages fault in when they are written.
       working_ = {};
     }
     idle_cv_.notify_all();
+    for (const Spare& s : done) spare_(s.whole.offset, s.whole.bytes, s.populated);
   }
 }
 

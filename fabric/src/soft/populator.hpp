@@ -16,8 +16,12 @@
 // (up to 3.6 ms) each on this kind of VM, and the data-plane thread that
 // let a segment go stalled every partition of its node for that long.
 //
-// Thread safety: add(), forget() and free_later() from any thread. The
-// thread starts with the first add() or free_later().
+// It also makes spares (add_spare()): free memory populated ahead of any
+// allocation, which the arena hands to the next one of that size warm
+// (arena.hpp, Warm memory).
+//
+// Thread safety: add(), add_spare(), forget() and free_later() from any
+// thread. The thread starts with the first of them.
 #pragma once
 
 #include <condition_variable>
@@ -35,14 +39,24 @@ class Populator {
  public:
   // Zeroes a freed range and makes it allocatable again (Arena's).
   using FreeFn = std::function<void(std::uint64_t offset, std::uint64_t bytes)>;
+  // A spare's range is populated (`populated`: every chunk was; false: some
+  // chunk was refused, its pages fault in on first touch). Not called for a
+  // spare still queued when the thread stops.
+  using SpareFn = std::function<void(std::uint64_t offset, std::uint64_t bytes, bool populated)>;
   // Ranges are offsets into the mapping at `base`, which outlives this.
-  Populator(std::byte* base, FreeFn free) : base_(base), free_(std::move(free)) {}
+  Populator(std::byte* base, FreeFn free, SpareFn spare = {})
+      : base_(base), free_(std::move(free)), spare_(std::move(spare)) {}
   ~Populator();
   Populator(const Populator&) = delete;
   Populator& operator=(const Populator&) = delete;
 
   // Populates [offset, offset + bytes) in the background, in order of adds.
   void add(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
+  // Populates [offset, offset + bytes) after every add() queued before it
+  // (memory someone is about to write comes first), then runs the SpareFn.
+  // False when the thread is stopping or the kernel lacks the advice: the
+  // caller keeps the range.
+  bool add_spare(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
   // Before a range's pages are dropped: on return no populate of any byte
   // of it runs, and none will (a populate after the drop would fault the
   // pages back in and hold memory the arena gave back).
@@ -63,16 +77,24 @@ class Populator {
     std::uint64_t offset = 0;
     std::uint64_t bytes = 0;
   };
+  // A spare being made: what is left to populate, and the whole range.
+  struct Spare {
+    Range left;
+    Range whole;
+    bool populated = true;
+  };
   void run() EXCLUDES(mu_);
   void start_locked() REQUIRES(mu_);
 
   std::byte* const base_;
   const FreeFn free_;
+  const SpareFn spare_;
   mutable Mutex mu_;
   std::condition_variable work_cv_;  // a job was added, or stop
   std::condition_variable idle_cv_;  // a chunk finished
   std::deque<Range> jobs_ GUARDED_BY(mu_);
   std::deque<Range> frees_ GUARDED_BY(mu_);
+  std::deque<Spare> spares_ GUARDED_BY(mu_);
   Range working_ GUARDED_BY(mu_){};           // the chunk being populated (bytes 0: none)
   bool unsupported_ GUARDED_BY(mu_) = false;  // the kernel refused the advice (before 5.14)
   bool stop_ GUARDED_BY(mu_) = false;

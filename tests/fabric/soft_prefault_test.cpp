@@ -197,6 +197,32 @@ TEST(SoftWarmMemory, WhatIsFreedBeyondTheLimitGivesItsPagesBack) {
   EXPECT_EQ(arena->warm_bytes(), 0u);
 }
 
+TEST(SoftWarmMemory, WhenNothingColdIsLeftWarmMemoryServesAnySize) {
+  constexpr std::uint64_t kSeg = 16u << 20;
+  auto a = soft::Arena::create(soft::kMinArenaSize);  // 1 GiB, fixed
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto& arena = *a.value();
+  arena.set_warm_limit(kSeg);
+  ASSERT_TRUE(arena.allocate_range(kSeg).ok());
+  ASSERT_TRUE(arena.allocate_range(kSeg).ok());  // a spare of 16 MiB follows
+  ASSERT_TRUE(settles([&] { return arena.spare_bytes_pending() == 0; }));
+  ASSERT_EQ(arena.warm_bytes(), kSeg);
+  // Small ranges until the arena refuses: the last 16 MiB come from the spare.
+  int from_warm = 0;
+  for (;;) {
+    bool warm = false;
+    auto r = arena.allocate_range(512u << 10, &warm);
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code, Errc::resource_exhausted);
+      EXPECT_NE(r.error().message.find("soft arena exhausted"), std::string::npos) << r.error().message;
+      break;
+    }
+    from_warm += warm ? 1 : 0;
+  }
+  EXPECT_EQ(from_warm, static_cast<int>(kSeg / (512u << 10)));
+  EXPECT_EQ(arena.warm_bytes(), 0u);
+}
+
 TEST(SoftWarmMemory, TheOptionSetsTheLimitAndABadValueIsAClearError) {
   auto p = Provider::open("soft:shm,warm=0");
   ASSERT_TRUE(p.ok()) << p.error().message;

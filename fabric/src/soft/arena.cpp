@@ -239,13 +239,18 @@ Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes, bool* warm) {
   std::uint64_t off = 0;
   if (auto cold = take_first_fit(free_ranges_, bytes)) {
     off = *cold;
-  } else if (bytes > view_.size - high_water_) {
+  } else if (bytes <= view_.size - high_water_) {
+    off = high_water_;
+    high_water_ += bytes;
+  } else if (auto last = take_first_fit(warm_ranges_, bytes)) {
+    // Nothing cold left (a fixed huge-page arena): warm memory serves any size.
+    warm_bytes_ -= bytes;
+    if (warm != nullptr) *warm = true;
+    return *last;
+  } else {
     return make_error(Errc::resource_exhausted, "soft arena exhausted: " + std::to_string(bytes) +
                                                     " bytes requested, " +
                                                     std::to_string(view_.size - high_water_) + " left");
-  } else {
-    off = high_water_;
-    high_water_ += bytes;
   }
   if (large) maybe_make_spare_locked(bytes);
   return off;

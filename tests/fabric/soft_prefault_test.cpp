@@ -223,6 +223,35 @@ TEST(SoftWarmMemory, WhenNothingColdIsLeftWarmMemoryServesAnySize) {
   EXPECT_EQ(arena.warm_bytes(), 0u);
 }
 
+TEST(SoftWarmMemory, AnAllocationWaitsForMemoryStillBeingGivenBack) {
+  // Frees are finished on the populator's thread; an allocation that finds
+  // the arena full while one is pending waits for it instead of failing.
+  constexpr std::uint64_t kSeg = 64u << 20;
+  auto a = soft::Arena::create(soft::kMinArenaSize);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto& arena = *a.value();
+  for (const std::uint64_t limit : {std::uint64_t{0}, 2 * kSeg}) {
+    arena.set_warm_limit(limit);
+    std::vector<std::uint64_t> held;
+    for (;;) {
+      auto r = arena.allocate_range(kSeg);
+      if (!r.ok()) break;
+      held.push_back(r.value());
+    }
+    ASSERT_GE(held.size(), 4u);
+    for (int round = 0; round < 4; ++round) {
+      std::memset(arena.view().base + held.back(), 0x3c, kSeg);  // pages to drop or clear: a slower free
+      arena.free_range(held.back(), kSeg);
+      auto again = arena.allocate_range(kSeg);
+      ASSERT_TRUE(again.ok()) << "limit " << limit << " round " << round << ": " << again.error().message;
+      EXPECT_EQ(arena.view().base[again.value() + kSeg - 1], std::byte{0});
+      held.back() = again.value();
+    }
+    for (const std::uint64_t off : held) arena.free_range(off, kSeg);
+    ASSERT_TRUE(settles([&] { return arena.allocate_range(kSeg).ok(); }));  // the frees went through
+  }
+}
+
 TEST(SoftWarmMemory, TheOptionSetsTheLimitAndABadValueIsAClearError) {
   auto p = Provider::open("soft:shm,warm=0");
   ASSERT_TRUE(p.ok()) << p.error().message;

@@ -226,7 +226,18 @@ void insert_coalesced(std::map<std::uint64_t, std::uint64_t>& ranges, std::uint6
 Result<std::uint64_t> Arena::allocate_range(std::uint64_t bytes, bool* warm) {
   bytes = round_up_pages(bytes == 0 ? 1 : bytes);
   if (warm != nullptr) *warm = false;
-  std::lock_guard lock(mu_);
+  for (;;) {
+    Result<std::uint64_t> r = [&] {
+      std::lock_guard lock(mu_);
+      return allocate_locked(bytes, warm);
+    }();
+    // Memory given back may still be on its way (being zeroed on the
+    // populator's thread): once it is back, try again.
+    if (r || populator_ == nullptr || !populator_->wait_frees()) return r;
+  }
+}
+
+Result<std::uint64_t> Arena::allocate_locked(std::uint64_t bytes, bool* warm) {
   const bool large = bytes > kWarmRangeBytes;
   if (large) {
     if (auto off = take_first_fit(warm_ranges_, bytes)) {

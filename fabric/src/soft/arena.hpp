@@ -249,6 +249,8 @@ class Arena {
   // the next allocation (first fit: soon) to use without page faults in
   // every process that maps it; a larger one gives its pages back.
   static constexpr std::uint64_t kWarmRangeBytes = 1 << 20;
+  // allocate_range's work, under mu_ (`bytes` rounded to pages).
+  Result<std::uint64_t> allocate_locked(std::uint64_t bytes, bool* warm);
   // After a large allocation: a spare of its size, unless one is being made
   // or a warm range would serve it, within the warm limit (under mu_).
   void maybe_make_spare_locked(std::uint64_t bytes);

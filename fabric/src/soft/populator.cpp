@@ -46,6 +46,7 @@ void Populator::stop() {
     t = std::move(thread_);
   }
   work_cv_.notify_all();
+  idle_cv_.notify_all();  // wait_frees() returns
   if (t.joinable()) t.join();
 }
 
@@ -80,6 +81,16 @@ bool Populator::free_later(std::uint64_t offset, std::uint64_t bytes) {
     start_locked();
   }
   work_cv_.notify_one();
+  return true;
+}
+
+bool Populator::wait_frees() {
+  UniqueLock lock(mu_);
+  if (frees_.empty() && !freeing_) return false;
+  lock.wait(idle_cv_, [&] {
+    mu_.assert_held();
+    return stop_ || (frees_.empty() && !freeing_);
+  });
   return true;
 }
 
@@ -133,6 +144,7 @@ void Populator::run() {
         // Memory given back first: the next segment may be waiting for it.
         freed = frees_.front();
         frees_.pop_front();
+        freeing_ = true;
       } else {
         // Then memory someone is about to write, then spares.
         spare_chunk = jobs_.empty();
@@ -146,6 +158,11 @@ void Populator::run() {
     }
     if (freed.bytes != 0) {
       free_(freed.offset, freed.bytes);  // takes mu_ itself (forget())
+      {
+        MutexLock lock(mu_);
+        freeing_ = false;
+      }
+      idle_cv_.notify_all();
       continue;
     }
     const int rc = madvise(base_ + chunk.offset, chunk.bytes, MADV_POPULATE_WRITE);

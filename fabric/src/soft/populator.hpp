@@ -66,6 +66,10 @@ class Populator {
   // when this is destroyed is never freed (the arena is going too).
   bool free_later(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
 
+  // Waits until every range handed to free_later() before the call has been
+  // freed. False at once if none was pending (nothing to wait for).
+  bool wait_frees() EXCLUDES(mu_);
+
   // Stops the thread (what is queued is dropped) and joins it; idempotent.
   // The owner calls it before anything the FreeFn reads goes.
   void stop() EXCLUDES(mu_);
@@ -91,11 +95,12 @@ class Populator {
   const SpareFn spare_;
   mutable Mutex mu_;
   std::condition_variable work_cv_;  // a job was added, or stop
-  std::condition_variable idle_cv_;  // a chunk finished
+  std::condition_variable idle_cv_;  // a chunk or a free finished
   std::deque<Range> jobs_ GUARDED_BY(mu_);
   std::deque<Range> frees_ GUARDED_BY(mu_);
   std::deque<Spare> spares_ GUARDED_BY(mu_);
   Range working_ GUARDED_BY(mu_){};           // the chunk being populated (bytes 0: none)
+  bool freeing_ GUARDED_BY(mu_) = false;      // a FreeFn runs
   bool unsupported_ GUARDED_BY(mu_) = false;  // the kernel refused the advice (before 5.14)
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_ GUARDED_BY(mu_);

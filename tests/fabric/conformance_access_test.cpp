@@ -18,6 +18,39 @@ TEST_F(Conformance, DeregisteredRegionIsUnreachable) {
   EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
 }
 
+// A region's memory given back may serve the next allocation of its size
+// (soft: warm arena ranges; verbs: regions kept registered, WarmRegions):
+// what that allocation gets reads as zeros, and the keys given out for the
+// old region reach nothing, while the new region's own key works.
+TEST_F(Conformance, MemoryGivenBackAndTakenAgainIsZeroAndOldKeysReachNothing) {
+  constexpr std::size_t kBytes = 2u << 20;  // above the soft arena's 1 MiB
+  auto src = alloc(4096, kLocalWrite);
+  ASSERT_TRUE(src);
+  fill(*src, 0, 64, 9);
+  std::vector<RemoteRegion> stale;
+  for (int round = 0; round < 4; ++round) {
+    auto dst = alloc(kBytes, kLocalWrite | kRemoteWrite);
+    ASSERT_TRUE(dst);
+    EXPECT_TRUE(all_zero(*dst)) << "round " << round;
+    const RemoteRegion key = grant(*dst);
+    ASSERT_EQ(client().post_write(static_cast<std::uint64_t>(round), {src.get(), 0, 64}, {key, kBytes - 64}),
+              Errc::ok);
+    ASSERT_EQ(wait_send(client()).status, WcStatus::success) << "round " << round;
+    EXPECT_TRUE(check(*dst, kBytes - 64, 64, 9));
+    std::memset(dst->data(), 0x77, 4096);  // bytes of its own, which the next owner must not see
+    stale.push_back(key);
+  }
+  auto fresh = alloc(kBytes, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(fresh);
+  EXPECT_TRUE(all_zero(*fresh));
+  (void)grant(*fresh);  // a live window on it: the stale keys still must not reach it
+  // One stale key (an access error breaks the connection): refused, and
+  // nothing landed.
+  ASSERT_EQ(client().post_write(99, {src.get(), 0, 64}, {stale.back(), kBytes - 64}), Errc::ok);
+  EXPECT_EQ(wait_send(client()).status, WcStatus::remote_access_error);
+  EXPECT_TRUE(all_zero(*fresh));
+}
+
 // Protection domains (fabric.hpp): the accepted end takes the dialer's
 // domain; a connection exposes and sends from its own domain's memory only;
 // a key of one domain's connection is useless on another's; and a region

@@ -209,6 +209,49 @@ void WindowTable::release_endpoint(const void* endpoint) noexcept {
   });
 }
 
+void WarmRegions::set_limit(std::size_t bytes) {
+  std::deque<WarmRegion> out;  // deregistered outside the lock
+  std::lock_guard lock(mu_);
+  limit_ = bytes;
+  while (bytes_ > limit_) {
+    bytes_ -= regions_.front().size;
+    out.push_back(std::move(regions_.front()));
+    regions_.pop_front();
+  }
+}
+
+std::optional<WarmRegion> WarmRegions::take(std::size_t size, std::uint32_t access, DomainId domain) {
+  std::lock_guard lock(mu_);
+  for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+    if (it->size == size && it->access == access && it->domain == domain) {
+      WarmRegion r = std::move(*it);
+      regions_.erase(it);
+      bytes_ -= size;
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+bool WarmRegions::put(WarmRegion& r) {
+  std::deque<WarmRegion> out;  // pushed out: deregistered and freed after the lock
+  std::lock_guard lock(mu_);
+  if (r.size > limit_) return false;
+  while (bytes_ + r.size > limit_) {
+    bytes_ -= regions_.front().size;
+    out.push_back(std::move(regions_.front()));
+    regions_.pop_front();
+  }
+  bytes_ += r.size;
+  regions_.push_back(std::move(r));
+  return true;
+}
+
+std::size_t WarmRegions::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
+}
+
 Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_ptr<VerbsDevice> device,
                                                                   std::size_t size, std::uint32_t access,
                                                                   DomainId domain) {
@@ -221,6 +264,10 @@ Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_pt
   if (size > device->attr.max_mr_size || size > SIZE_MAX - kPageSize) {
     return make_error(Errc::too_large, "region of " + std::to_string(size) + " bytes exceeds the device's " +
                                            std::to_string(device->attr.max_mr_size) + "-byte limit");
+  }
+  if (auto w = device->warm.take(size, access, domain)) {
+    return std::unique_ptr<MemoryRegion>(new VerbsMemoryRegion(std::move(device), std::move(w->memory),
+                                                               std::move(w->mr), size, access, domain));
   }
   // A region of a huge page or more is aligned to one and asks for
   // transparent huge pages (THP "always" or "madvise"; otherwise the advice
@@ -264,11 +311,14 @@ VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, Aligne
 // MR cannot be deregistered while one is bound to it.
 VerbsMemoryRegion::~VerbsMemoryRegion() {
   device_->windows.release_region(this);
-  // Deregistered, no access reaches the bytes any more: cleared before the
-  // allocator can hand them to anyone else (explicit_bzero: a memset
-  // before free may be optimised away).
-  mr_.reset();
+  // No window is bound to it any more, so no key a peer holds reaches the
+  // bytes: cleared before anyone else gets them, kept registered for the
+  // next region of its kind (WarmRegions) or deregistered and freed
+  // (explicit_bzero: a memset before free may be optimised away).
   explicit_bzero(memory_.get(), size_);
+  WarmRegion w{std::move(memory_), std::move(mr_), size_, access_, domain()};
+  if (device_->warm.put(w)) return;
+  w.mr.reset();  // deregistered before its memory is freed
 }
 
 }  // namespace catena::fabric::verbs

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,42 @@ class WindowTable {
   std::map<std::pair<const void*, const void*>, Window> windows_;
 };
 
+// Regions given back, kept registered and zeroed for the next allocation of
+// the same size, access and domain: a segment's memory costs its data
+// thread an aligned_alloc, a fill that faults every page in, ibv_reg_mr
+// (pinning) when it is taken and ibv_dereg_mr when it goes, tens of ms for
+// 64 MiB; taken warm, none of it. At most `limit` bytes (`verbs:<device>,
+// warm=<MiB>`, 256 by default; 0: none): a region given back beyond it
+// pushes the oldest out (deregistered and freed). Safe to reuse because a
+// region's remote rights are its memory windows (to_ibv_access): they are
+// deallocated before it comes here, so no key a peer holds reaches it, and
+// it is zeroed before it does. Setup path; any thread.
+struct WarmRegion {
+  AlignedBuffer memory;
+  MrHandle mr;
+  std::size_t size = 0;
+  std::uint32_t access = 0;
+  DomainId domain = kDefaultDomain;
+};
+
+class WarmRegions {
+ public:
+  void set_limit(std::size_t bytes);
+  // One of exactly this size, access and domain, if any is kept.
+  std::optional<WarmRegion> take(std::size_t size, std::uint32_t access, DomainId domain);
+  // Keeps `r` (zeroed, no window bound to it), pushing the oldest out to
+  // stay within the limit; false if it alone is larger than the limit (the
+  // caller deregisters and frees it, as without a pool).
+  bool put(WarmRegion& r);
+  [[nodiscard]] std::size_t bytes() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::deque<WarmRegion> regions_;  // oldest first
+  std::size_t bytes_ = 0;
+  std::size_t limit_ = std::size_t{256} << 20;
+};
+
 struct VerbsDevice {
   // Declared in creation order: the PDs are released before the context.
   ContextHandle context;
@@ -67,6 +104,10 @@ struct VerbsDevice {
  private:
   mutable std::mutex domains_mu_;
   mutable std::map<DomainId, PdHandle> domain_pds_;
+
+ public:
+  // Declared last, so destroyed first: its MRs go before their PDs.
+  WarmRegions warm;
 };
 
 // A page-aligned, zeroed buffer registered with the device's PD. Destruction

@@ -4,8 +4,10 @@
 // the caller's timeout; the data path lives in verbs_endpoint.cpp.
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -335,25 +337,36 @@ Result<std::unique_ptr<Endpoint>> VerbsProvider::connect(std::string_view addres
 }  // namespace verbs
 
 Result<std::unique_ptr<Provider>> open_verbs_provider(std::string_view spec) {
-  // "<device>" or "<device>,oob".
+  // "<device>", then ",oob" and ",warm=<MiB>" in any order.
   const std::string_view device = spec.substr(0, spec.find(','));
   bool oob = false;
+  std::optional<std::size_t> warm;
   for (std::string_view rest = spec.substr(device.size()); !rest.empty();) {
     rest.remove_prefix(1);  // the comma
     const std::string_view option = rest.substr(0, rest.find(','));
     rest.remove_prefix(option.size());
     if (option == "oob") {
       oob = true;
+    } else if (option.starts_with("warm=")) {
+      const std::string_view mib = option.substr(5);
+      std::size_t v = 0;
+      const auto [end, ec] = std::from_chars(mib.data(), mib.data() + mib.size(), v);
+      if (ec != std::errc{} || end != mib.data() + mib.size() || v > (std::size_t{1} << 20)) {
+        return make_error(Errc::invalid_argument, "verbs provider option '" + std::string(option) +
+                                                      "': warm=<MiB> takes 0 to 1048576 MiB");
+      }
+      warm = v << 20;
     } else {
       return make_error(Errc::invalid_argument, "unknown verbs provider option '" + std::string(option) +
                                                     "' in 'verbs:" + std::string(spec) +
-                                                    "' (expected 'verbs:<device>' or 'verbs:<device>,oob')");
+                                                    "' (expected 'verbs:<device>[,oob][,warm=<MiB>]')");
     }
   }
   auto dev = verbs::VerbsDevice::open(device);
   if (!dev) {
     return dev.error();
   }
+  if (warm) dev.value()->warm.set_limit(*warm);
   // Fail at open, not at the first connect, if rdma_cm is unusable.
   if (!oob) {
     auto probe = verbs::create_event_channel();

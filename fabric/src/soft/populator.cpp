@@ -84,6 +84,11 @@ bool Populator::free_later(std::uint64_t offset, std::uint64_t bytes) {
   {
     MutexLock lock(mu_);
     if (stop_) return false;
+    // A writer freeing faster than this thread zeroes (a tight allocate
+    // and free loop) would otherwise queue without bound, and memory that
+    // is zeroed in place stays resident: past the cap it frees itself.
+    if (free_bytes_queued_ + bytes > kMaxQueuedFreeBytes) return false;
+    free_bytes_queued_ += bytes;
     frees_.push_back({offset, bytes});
     start_locked();
   }
@@ -151,6 +156,7 @@ void Populator::run() {
         // Memory given back first: the next segment may be waiting for it.
         freed = frees_.front();
         frees_.pop_front();
+        free_bytes_queued_ -= freed.bytes;
         freeing_ = true;
       } else {
         // Then memory someone is about to write, then spares.

@@ -62,7 +62,8 @@ class Populator {
   // pages back in and hold memory the arena gave back).
   void forget(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
   // Runs the FreeFn for the range on the thread, before any populate still
-  // queued. False once stopping: the caller frees it itself. A range queued
+  // queued. False once stopping, or when kMaxQueuedFreeBytes are queued
+  // already: the caller frees it itself. A range queued
   // when this is destroyed is never freed (the arena is going too).
   bool free_later(std::uint64_t offset, std::uint64_t bytes) EXCLUDES(mu_);
 
@@ -75,6 +76,7 @@ class Populator {
   void stop() EXCLUDES(mu_);
 
   static constexpr std::uint64_t kChunkBytes = 2ull << 20;
+  static constexpr std::uint64_t kMaxQueuedFreeBytes = 1ull << 30;
 
  private:
   struct Range {
@@ -99,8 +101,9 @@ class Populator {
   std::deque<Range> jobs_ GUARDED_BY(mu_);
   std::deque<Range> frees_ GUARDED_BY(mu_);
   std::deque<Spare> spares_ GUARDED_BY(mu_);
-  Range working_ GUARDED_BY(mu_){};           // the chunk being populated (bytes 0: none)
-  bool freeing_ GUARDED_BY(mu_) = false;      // a FreeFn runs
+  Range working_ GUARDED_BY(mu_){};       // the chunk being populated (bytes 0: none)
+  bool freeing_ GUARDED_BY(mu_) = false;  // a FreeFn runs
+  std::uint64_t free_bytes_queued_ GUARDED_BY(mu_) = 0;
   bool unsupported_ GUARDED_BY(mu_) = false;  // the kernel refused the advice (before 5.14)
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_ GUARDED_BY(mu_);

@@ -275,6 +275,10 @@ struct NodeStats {
   // Traced records' latency from publish to each chain position a replica
   // of this node holds (PublisherOptions::trace_stages), since it started.
   9: optional list<StageLatency> stage_latency,
+  // Memory given back that the node's provider keeps ready for the next
+  // segment (zeroed; on verbs still registered): resident beside
+  // registered_bytes, at most the provider's warm=<MiB>.
+  10: optional i64 warm_bytes,
 }
 
 struct HeartbeatRequest {

@@ -152,6 +152,7 @@ TEST(Metrics, PerPartitionCountersMoveByWhatWasPublishedAndStatShowsThem) {
     EXPECT_EQ(segments, 1.0 * (64 << 10)) << text;
     EXPECT_GE(gauge("catena_node_registered_bytes"), segments) << text;
     EXPECT_GT(gauge("catena_node_segment_memory_limit_bytes"), segments) << text;
+    EXPECT_GE(gauge("catena_node_warm_bytes"), 0.0) << text;  // reported (nothing given back yet)
   }
   const double head_bytes = value(first, "catena_replica_appended_bytes_total", "head").value_or(-1);
   // Every record is a frame of the same size: a header and the 13-byte payload.

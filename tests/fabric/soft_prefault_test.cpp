@@ -270,6 +270,31 @@ TEST(SoftWarmMemory, FreesFasterThanThePopulatorZeroesStayBounded) {
   EXPECT_LT(highest, soft::kDataOffset + soft::Populator::kMaxQueuedFreeBytes + (64u << 20));
 }
 
+TEST(SoftWarmMemory, TheProviderReportsWhatItKeepsWarm) {
+  constexpr std::size_t kSeg = 16u << 20;
+  for (const char* spec : {"soft", "fault:soft"}) {
+    auto p = Provider::open(spec);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    Provider& prov = *p.value();
+    EXPECT_EQ(prov.warm_bytes(), 0) << spec;
+    auto a = prov.allocate(kSeg, kPrefaultRw);
+    auto b = prov.allocate(kSeg, kPrefaultRw);  // the second of its size: a spare follows
+    ASSERT_TRUE(a.ok() && b.ok()) << spec;
+    EXPECT_TRUE(settles([&] { return prov.warm_bytes() == static_cast<std::int64_t>(kSeg); }))
+        << spec << " " << prov.warm_bytes();
+    a.value().reset();  // zeroed in place, kept
+    EXPECT_TRUE(settles([&] { return prov.warm_bytes() == static_cast<std::int64_t>(2 * kSeg); }))
+        << spec << " " << prov.warm_bytes();
+  }
+  auto off = Provider::open("soft:warm=0");
+  ASSERT_TRUE(off.ok());
+  auto a = off.value()->allocate(kSeg, kPrefaultRw);
+  auto b = off.value()->allocate(kSeg, kPrefaultRw);
+  a.value().reset();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(off.value()->warm_bytes(), 0);
+}
+
 TEST(SoftWarmMemory, TheOptionSetsTheLimitAndABadValueIsAClearError) {
   auto p = Provider::open("soft:shm,warm=0");
   ASSERT_TRUE(p.ok()) << p.error().message;

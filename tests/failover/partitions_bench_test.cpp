@@ -90,6 +90,14 @@ TEST(PartitionsBench, TwelvePartitionsOnThreeNodesCommitSpreadTheirRolesAndRegis
       }
     }
   }
+  // And what each node's provider keeps warm, reported by every node.
+  for (const auto& [partitions, row] : rows) {
+    ASSERT_TRUE(row.contains("warm_bytes") && row["warm_bytes"].is_object()) << partitions << ": " << out;
+    EXPECT_EQ(row["warm_bytes"].size(), 3u) << partitions << ": " << out;
+    for (const auto& [node, bytes] : row["warm_bytes"].items()) {
+      EXPECT_GE(bytes.get<std::int64_t>(), 0) << partitions << " warm_bytes " << node << ": " << out;
+    }
+  }
   // CPU per record: the brokers' (from /proc) and the publisher's (its
   // process), both spent; together no more cores than the machine has
   // (plus the clock ticks' granularity).

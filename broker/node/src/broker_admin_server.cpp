@@ -77,6 +77,7 @@ idl::NodeStats node_stats_of(const broker::NodeStats& st) {
   out.__set_zeroed_bytes(static_cast<std::int64_t>(st.zeroed_bytes));
   out.__set_link_rebuilds(static_cast<std::int64_t>(st.link_rebuilds));
   out.__set_registered_bytes(static_cast<std::int64_t>(st.registered_bytes));
+  out.__set_warm_bytes(static_cast<std::int64_t>(st.warm_bytes));
   out.__set_segment_memory_bytes(static_cast<std::int64_t>(st.segment_memory_bytes));
   if (!st.stage_latency.empty()) {
     std::vector<idl::StageLatency> stages;

@@ -177,6 +177,7 @@ class Broker::Impl {
     st.link_rebuilds = link_rebuilds_;
     st.registered_bytes =
         static_cast<std::uint64_t>(std::max<std::int64_t>(provider_->registered_bytes(), 0));
+    st.warm_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(provider_->warm_bytes(), 0));
     MutexLock lk(stats_mu_);
     stats_ = std::move(st);
   }
@@ -620,6 +621,7 @@ class Broker::Impl {
     st.link_rebuilds = link_rebuilds_;
     st.registered_bytes =
         static_cast<std::uint64_t>(std::max<std::int64_t>(provider_->registered_bytes(), 0));
+    st.warm_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(provider_->warm_bytes(), 0));
     st.segment_memory_bytes = segments_.used_bytes;
     st.segment_memory_limit_bytes = segments_.limit_bytes;
     st.segment_memory_refusals = segments_.refusals;

@@ -119,6 +119,9 @@ std::vector<MetricFamily> collect(const Broker& broker) {
        static_cast<double>(st.zeroed_bytes));
   node("catena_node_registered_bytes", "Fabric memory registered (segments, rings, link buffers)", gauge,
        static_cast<double>(st.registered_bytes));
+  node("catena_node_warm_bytes",
+       "Memory given back that the provider keeps ready for the next segment (warm=<MiB>)", gauge,
+       static_cast<double>(st.warm_bytes));
   node("catena_node_segment_memory_bytes", "Segment memory held by this node's replicas", gauge,
        static_cast<double>(st.segment_memory_bytes));
   node("catena_node_segment_memory_limit_bytes", "The node's segment memory budget (--segment-memory-mb)",

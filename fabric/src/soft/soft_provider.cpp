@@ -137,6 +137,10 @@ class SoftProvider final : public Provider {
     return core_->allocate_kept(name, size, access, domain);
   }
   [[nodiscard]] std::vector<std::string> kept_names() const override { return core_->arena().kept_names(); }
+  [[nodiscard]] std::int64_t warm_bytes() const noexcept override {
+    const Arena& a = core_->arena();
+    return static_cast<std::int64_t>(a.warm_bytes() + a.spare_bytes_pending());
+  }
   void discard_kept(std::string_view name) override { core_->arena().discard_kept(std::string(name)); }
 
   Result<std::unique_ptr<Listener>> listen(std::string_view address, const EndpointConfig& cfg) override {

@@ -209,6 +209,9 @@ class VerbsProvider final : public Provider {
   VerbsProvider(std::shared_ptr<VerbsDevice> device, bool oob) : device_(std::move(device)), oob_(oob) {}
 
   [[nodiscard]] std::string name() const override { return "verbs:" + device_->name + (oob_ ? ",oob" : ""); }
+  [[nodiscard]] std::int64_t warm_bytes() const noexcept override {
+    return static_cast<std::int64_t>(device_->warm.bytes());
+  }
 
   Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,
                                                         DomainId domain) override {

@@ -131,11 +131,12 @@ struct NodeMemory {
   std::map<std::string, std::int64_t> registered;  // every region it registered
   std::map<std::string, std::int64_t> segments;    // of which its segments' (taken as they open)
   std::map<std::string, std::int64_t> retained;    // bytes of records its replicas hold
+  std::map<std::string, std::int64_t> warm;        // given back, kept ready (Provider::warm_bytes)
 };
 NodeMemory node_memory(control::ControllerClient& admin, const std::vector<NodeProcess>& nodes) {
   NodeMemory out;
   for (const auto& n : nodes)
-    out.registered[n.node_id] = out.segments[n.node_id] = out.retained[n.node_id] = -1;
+    out.registered[n.node_id] = out.segments[n.node_id] = out.retained[n.node_id] = out.warm[n.node_id] = -1;
   bench_detail::wait_until(
       [&] {
         auto st = admin.cluster_status();
@@ -146,6 +147,7 @@ NodeMemory node_memory(control::ControllerClient& admin, const std::vector<NodeP
           out.registered[id] = n.stats.registered_bytes;
           out.segments[id] = n.stats.__isset.segment_memory_bytes ? n.stats.segment_memory_bytes : -1;
           out.retained[id] = n.stats.bytes;
+          out.warm[id] = n.stats.__isset.warm_bytes ? n.stats.warm_bytes : -1;
         }
         return std::all_of(out.registered.begin(), out.registered.end(),
                            [](const auto& kv) { return kv.second > 0; });
@@ -368,6 +370,7 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
                        {"registered_bytes", registered},
                        {"segment_memory_bytes", memory.segments},
                        {"retained_bytes", memory.retained},
+                       {"warm_bytes", memory.warm},
                        {"all_slots_bytes", all_slots},
                        {"provider", common.provider},
                        {"loadavg_1m", bench_detail::load_average()}};
@@ -401,10 +404,11 @@ int run_partitions_bench(const Common& common, const BenchOptions& o) {
       };
       for (const auto& [id, bytes] : rss) {
         std::printf(
-            "  %15s %s: resident %s, registered %s (segments %s for %s retained; all slots would be %s)\n",
+            "  %15s %s: resident %s, registered %s (segments %s for %s retained; all slots would be %s), "
+            "warm %s\n",
             "", id.c_str(), mib_text(bytes).c_str(), mib_text(at(registered, id)).c_str(),
             mib_text(at(memory.segments, id)).c_str(), mib_text(at(memory.retained, id)).c_str(),
-            mib_text(at(all_slots, id)).c_str());
+            mib_text(at(all_slots, id)).c_str(), mib_text(at(memory.warm, id)).c_str());
       }
     }
     std::fflush(stdout);

@@ -351,6 +351,11 @@ class Provider {
   [[nodiscard]] virtual std::int64_t registered_bytes() const noexcept {
     return registered_->load(std::memory_order_relaxed);
   }
+  // Bytes of memory given back that the provider keeps ready for the next
+  // allocation (zeroed; soft: `warm=<MiB>` arena ranges and spares, verbs:
+  // regions still registered): resident, on verbs pinned, but in no
+  // region. Any thread.
+  [[nodiscard]] virtual std::int64_t warm_bytes() const noexcept { return 0; }
   // The names that hold kept bytes (from this process or the last one).
   [[nodiscard]] virtual std::vector<std::string> kept_names() const { return {}; }
   // Drops a name's bytes (zeroed, memory returned). Its region, if any, must

@@ -201,6 +201,7 @@ class FaultProvider final : public Provider {
   void settle() override { inner_->settle(); }
   // The inner provider allocates (and counts) every region.
   [[nodiscard]] std::int64_t registered_bytes() const noexcept override { return inner_->registered_bytes(); }
+  [[nodiscard]] std::int64_t warm_bytes() const noexcept override { return inner_->warm_bytes(); }
 
  protected:
   Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,

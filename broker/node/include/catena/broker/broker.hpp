@@ -112,6 +112,9 @@ struct NodeStats {
   // Bytes of fabric memory the node has registered (every region its
   // provider allocated and still holds: segments, rings, link buffers).
   std::uint64_t registered_bytes = 0;
+  // Memory given back that the provider keeps ready for the next segment
+  // (Provider::warm_bytes: soft and verbs `warm=<MiB>`).
+  std::uint64_t warm_bytes = 0;
   // Segment memory held by replicas, its limit (BrokerConfig::
   // segment_memory_bytes), and segments refused for want of it since start.
   std::uint64_t segment_memory_bytes = 0;

@@ -124,23 +124,37 @@ void BM_SendRecv(benchmark::State& state) {
 }
 BENCHMARK(BM_SendRecv)->Arg(8)->Arg(64)->Arg(512)->Arg(4096);
 
-// Allocate (zeroed, registered on verbs) and free one region of `bytes`:
-// what a partition pays when a segment takes fresh memory.
-void BM_AllocateRegion(benchmark::State& state) {
+// The provider $CATENA_PROVIDER names ("soft" when unset), one per process.
+Provider& shared_provider() {
   static std::unique_ptr<Provider> provider = [] {
     const char* spec = std::getenv("CATENA_PROVIDER");
     auto prov = Provider::open(spec && *spec ? spec : "soft");
     if (!prov) throw std::runtime_error(prov.error().message);
     return std::move(prov.value());
   }();
+  return *provider;
+}
+
+// A remotely writable region of `bytes`, or nullptr with the run marked
+// skipped (the provider's error).
+std::unique_ptr<MemoryRegion> allocate_or_skip(benchmark::State& state, Provider& provider,
+                                               std::size_t bytes) {
+  auto mr = provider.allocate(bytes, kLocalWrite | kRemoteWrite | kRemoteRead);
+  if (!mr) {
+    state.SkipWithError(mr.error().message.c_str());
+    return nullptr;
+  }
+  return std::move(mr.value());
+}
+
+// Allocate (zeroed, registered on verbs) and free one region of `bytes`:
+// what a partition pays when a segment takes fresh memory.
+void BM_AllocateRegion(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   for (auto _ : state) {
-    auto mr = provider->allocate(bytes, kLocalWrite | kRemoteWrite | kRemoteRead);
-    if (!mr) {
-      state.SkipWithError(mr.error().message.c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(mr.value()->data());
+    auto mr = allocate_or_skip(state, shared_provider(), bytes);
+    if (!mr) break;
+    benchmark::DoNotOptimize(mr->data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
 }
@@ -153,20 +167,11 @@ BENCHMARK(BM_AllocateRegion)->Arg(64 << 10)->Arg(2 << 20)->Arg(64 << 20)->Unit(b
 // allocation of its size takes it: compare `CATENA_PROVIDER=soft:warm=0`,
 // where every allocation's first writes fault its pages in.
 void BM_SegmentLife(benchmark::State& state) {
-  static std::unique_ptr<Provider> provider = [] {
-    const char* spec = std::getenv("CATENA_PROVIDER");
-    auto prov = Provider::open(spec && *spec ? spec : "soft");
-    if (!prov) throw std::runtime_error(prov.error().message);
-    return std::move(prov.value());
-  }();
   const auto bytes = static_cast<std::size_t>(state.range(0));
   for (auto _ : state) {
-    auto mr = provider->allocate(bytes, kLocalWrite | kRemoteWrite | kRemoteRead);
-    if (!mr) {
-      state.SkipWithError(mr.error().message.c_str());
-      break;
-    }
-    std::memset(mr.value()->data(), 0x5a, bytes);
+    auto mr = allocate_or_skip(state, shared_provider(), bytes);
+    if (!mr) break;
+    std::memset(mr->data(), 0x5a, bytes);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
@@ -188,14 +193,11 @@ void BM_SegmentGrowth(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   std::vector<std::unique_ptr<MemoryRegion>> held;
   for (auto _ : state) {
-    auto mr = prov.value()->allocate(bytes, kLocalWrite | kRemoteWrite | kRemoteRead);
-    if (!mr) {
-      state.SkipWithError(mr.error().message.c_str());
-      break;
-    }
-    std::memset(mr.value()->data(), 0x5a, bytes);
+    auto mr = allocate_or_skip(state, *prov.value(), bytes);
+    if (!mr) break;
+    std::memset(mr->data(), 0x5a, bytes);
     benchmark::ClobberMemory();
-    held.push_back(std::move(mr.value()));
+    held.push_back(std::move(mr));
     state.PauseTiming();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     state.ResumeTiming();

@@ -248,11 +248,8 @@ Result<std::uint64_t> Arena::allocate_locked(std::uint64_t bytes, bool* warm) {
     }
   }
   std::uint64_t off = 0;
-  if (auto cold = take_first_fit(free_ranges_, bytes)) {
+  if (auto cold = take_cold_locked(bytes)) {
     off = *cold;
-  } else if (bytes <= view_.size - high_water_) {
-    off = high_water_;
-    high_water_ += bytes;
   } else if (auto last = take_first_fit(warm_ranges_, bytes)) {
     // Nothing cold left (a fixed huge-page arena): warm memory serves any size.
     warm_bytes_ -= bytes;
@@ -264,6 +261,14 @@ Result<std::uint64_t> Arena::allocate_locked(std::uint64_t bytes, bool* warm) {
                                                     std::to_string(view_.size - high_water_) + " left");
   }
   if (large) maybe_make_spare_locked(bytes);
+  return off;
+}
+
+std::optional<std::uint64_t> Arena::take_cold_locked(std::uint64_t bytes) {
+  if (auto cold = take_first_fit(free_ranges_, bytes)) return cold;
+  if (bytes > view_.size - high_water_) return std::nullopt;
+  const std::uint64_t off = high_water_;
+  high_water_ += bytes;
   return off;
 }
 
@@ -279,18 +284,10 @@ void Arena::maybe_make_spare_locked(std::uint64_t bytes) {
   for (const auto& [off, len] : warm_ranges_) {
     if (len >= bytes) return;  // the next allocation of this size is warm already
   }
-  // Fresh memory for it: punched free memory, else the untouched end.
-  std::uint64_t off = 0;
-  if (auto cold = take_first_fit(free_ranges_, bytes)) {
-    off = *cold;
-  } else if (bytes <= view_.size - high_water_) {
-    off = high_water_;
-    high_water_ += bytes;
-  } else {
-    return;
-  }
-  if (!populator_->add_spare(off, bytes)) {
-    insert_coalesced(free_ranges_, off, bytes);
+  const std::optional<std::uint64_t> off = take_cold_locked(bytes);
+  if (!off) return;
+  if (!populator_->add_spare(*off, bytes)) {
+    insert_coalesced(free_ranges_, *off, bytes);
     return;
   }
   spare_pending_ = bytes;

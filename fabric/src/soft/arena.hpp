@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <sys/types.h>
@@ -249,6 +250,9 @@ class Arena {
   // the next allocation (first fit: soon) to use without page faults in
   // every process that maps it; a larger one gives its pages back.
   static constexpr std::uint64_t kWarmRangeBytes = 1 << 20;
+  // Memory no one touched since it was punched or never was: a cold free
+  // range, else the untouched end (under mu_).
+  std::optional<std::uint64_t> take_cold_locked(std::uint64_t bytes);
   // allocate_range's work, under mu_ (`bytes` rounded to pages).
   Result<std::uint64_t> allocate_locked(std::uint64_t bytes, bool* warm);
   // After a large allocation: a spare of its size, unless one is being made

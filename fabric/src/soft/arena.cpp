@@ -311,11 +311,6 @@ void Arena::set_warm_limit(std::uint64_t bytes) {
   warm_limit_ = populator_ != nullptr ? bytes : 0;
 }
 
-std::uint64_t Arena::warm_limit() const {
-  std::lock_guard lock(mu_);
-  return warm_limit_;
-}
-
 std::uint64_t Arena::warm_bytes() const {
   std::lock_guard lock(mu_);
   return warm_bytes_;

@@ -10,8 +10,9 @@
 //
 // Warm memory: a freed range larger than kWarmRangeBytes is zeroed in place
 // and kept with its pages (in this process and in every peer that maps the
-// arena), up to warm_limit() bytes, instead of being punched out; the next
-// allocation that fits takes it without a page fault anywhere. And after a
+// arena), up to the warm limit (set_warm_limit()), instead of being
+// punched out; the next allocation that fits takes it without a page fault
+// anywhere. And after a
 // large allocation of a size allocated before (a partition's segments, not a
 // client's one ring) the populator makes a spare of that size when no warm
 // range would serve another (within the limit): memory populated ahead, so
@@ -203,7 +204,6 @@ class Arena {
   // Warm memory (above): at most `bytes` of it, spares included (0: none;
   // what is warm beyond it stays until taken).
   void set_warm_limit(std::uint64_t bytes);
-  [[nodiscard]] std::uint64_t warm_limit() const;
   // Bytes warm now (zeroed, present, free), and being made into a spare.
   [[nodiscard]] std::uint64_t warm_bytes() const;
   [[nodiscard]] std::uint64_t spare_bytes_pending() const;

@@ -8,6 +8,7 @@
 
 #include <catena/broker/client_error.hpp>
 #include <catena/broker/local_cluster.hpp>
+#include <catena/broker/publisher.hpp>
 #include <catena/control/controller_client.hpp>
 
 namespace CLI {
@@ -91,7 +92,12 @@ struct BenchOptions {
   int window = 4096;
   int linger_us = 20;
   int max_batch_bytes = 256 << 10;
-  int ring_bytes = 64 << 20;  // the publisher ring's most (it grows to it): in-flight bytes for large records
+  // The publisher ring's most (it grows to it), PublisherOptions' default.
+  // It was 64 MiB: the ring then filled in the throughput runs and held
+  // ~10 ms of records queued before the head, and records written to
+  // memory the head read back long after, out of cache (README, "A ring
+  // the size of what is in flight").
+  int ring_bytes = static_cast<int>(PublisherOptions{}.ring_bytes);
   std::int64_t segment_bytes = 64 << 20;
   // Segment slots per replica: the bench's own cluster runs with them
   // (catenad --segment-slots), and all are warmed up before measuring.

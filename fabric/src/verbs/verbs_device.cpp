@@ -1,5 +1,8 @@
 #include "verbs_device.hpp"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -247,6 +250,26 @@ bool WarmRegions::put(WarmRegion& r) {
   return true;
 }
 
+bool WarmRegions::put_if_room(WarmRegion& r) {
+  std::lock_guard lock(mu_);
+  if (bytes_ + r.size > limit_) return false;
+  bytes_ += r.size;
+  regions_.push_back(std::move(r));
+  return true;
+}
+
+bool WarmRegions::holds(std::size_t size, std::uint32_t access, DomainId domain) const {
+  std::lock_guard lock(mu_);
+  return std::any_of(regions_.begin(), regions_.end(), [&](const WarmRegion& r) {
+    return r.size == size && r.access == access && r.domain == domain;
+  });
+}
+
+bool WarmRegions::has_room(std::size_t size) const {
+  std::lock_guard lock(mu_);
+  return bytes_ + size <= limit_;
+}
+
 std::size_t WarmRegions::bytes() const {
   std::lock_guard lock(mu_);
   return bytes_;
@@ -265,10 +288,18 @@ Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_pt
     return make_error(Errc::too_large, "region of " + std::to_string(size) + " bytes exceeds the device's " +
                                            std::to_string(device->attr.max_mr_size) + "-byte limit");
   }
-  if (auto w = device->warm.take(size, access, domain)) {
-    return std::unique_ptr<MemoryRegion>(new VerbsMemoryRegion(std::move(device), std::move(w->memory),
-                                                               std::move(w->mr), size, access, domain));
-  }
+  Result<WarmRegion> w = [&]() -> Result<WarmRegion> {
+    if (auto kept = device->warm.take(size, access, domain)) return std::move(*kept);
+    return register_fresh(*device, size, access, domain);
+  }();
+  if (!w) return w.error();
+  device->spares.allocated(size, access, domain);
+  return std::unique_ptr<MemoryRegion>(
+      new VerbsMemoryRegion(std::move(device), std::move(w->memory), std::move(w->mr), size, access, domain));
+}
+
+Result<WarmRegion> register_fresh(VerbsDevice& device, std::size_t size, std::uint32_t access,
+                                  DomainId domain) {
   // A region of a huge page or more is aligned to one and asks for
   // transparent huge pages (THP "always" or "madvise"; otherwise the advice
   // is refused and 4 KiB pages serve): 512 times fewer pages to fault in,
@@ -282,7 +313,7 @@ Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_pt
   if (align == kHugePageSize) (void)madvise(memory.get(), rounded, MADV_HUGEPAGE);
   // Faults every page in now, before registration pins them.
   std::memset(memory.get(), 0, rounded);
-  auto pd = device->domain_pd(domain);
+  auto pd = device.domain_pd(domain);
   if (!pd) return pd.error();
   // Register exactly `size` bytes: the NIC's bounds check is the region's.
   MrHandle mr(ibv_reg_mr(pd.value(), memory.get(), size, to_ibv_access(access)));
@@ -294,8 +325,69 @@ Result<std::unique_ptr<MemoryRegion>> VerbsMemoryRegion::allocate(std::shared_pt
     }
     return make_error(err == ENOMEM ? Errc::resource_exhausted : Errc::io_error, std::move(msg));
   }
-  return std::unique_ptr<MemoryRegion>(
-      new VerbsMemoryRegion(std::move(device), std::move(memory), std::move(mr), size, access, domain));
+  return WarmRegion{std::move(memory), std::move(mr), size, access, domain};
+}
+
+VerbsSpares::~VerbsSpares() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void VerbsSpares::allocated(std::size_t size, std::uint32_t access, DomainId domain) {
+  if (size < kMinBytes) return;
+  const Kind kind{size, access, domain};
+  {
+    std::lock_guard lock(mu_);
+    if (std::find(recent_.begin(), recent_.end(), kind) == recent_.end()) {
+      // Only a kind that recurs: the second allocation of it asks.
+      recent_[recent_next_] = kind;
+      recent_next_ = (recent_next_ + 1) % recent_.size();
+      return;
+    }
+    if (pending_ || stopping_) return;
+  }
+  // Outside our lock (the warm pool has its own): the next allocation of
+  // this kind is warm already, or there is no room to keep one more.
+  if (device_.warm.holds(size, access, domain) || !device_.warm.has_room(size)) return;
+  {
+    std::lock_guard lock(mu_);
+    if (pending_ || stopping_) return;
+    pending_ = kind;
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  cv_.notify_one();
+}
+
+void VerbsSpares::run() {
+  pthread_setname_np(pthread_self(), "catena-vspare");
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || pending_.has_value(); });
+    if (stopping_) return;
+    const Kind kind = *pending_;
+    lock.unlock();
+    Result<WarmRegion> r = register_fresh(device_, kind.size, kind.access, kind.domain);
+    // No room left by now (regions given back meanwhile): freed, not kept
+    // at the cost of another (its MR is deregistered before its memory goes).
+    const bool kept = r && device_.warm.put_if_room(r.value());
+    lock.lock();
+    if (kept) ++made_;
+    pending_.reset();
+  }
+}
+
+std::size_t VerbsSpares::pending_bytes() const {
+  std::lock_guard lock(mu_);
+  return pending_ ? pending_->size : 0;
+}
+
+std::uint64_t VerbsSpares::made() const {
+  std::lock_guard lock(mu_);
+  return made_;
 }
 
 VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, AlignedBuffer memory, MrHandle mr,

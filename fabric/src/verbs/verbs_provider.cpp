@@ -210,7 +210,7 @@ class VerbsProvider final : public Provider {
 
   [[nodiscard]] std::string name() const override { return "verbs:" + device_->name + (oob_ ? ",oob" : ""); }
   [[nodiscard]] std::int64_t warm_bytes() const noexcept override {
-    return static_cast<std::int64_t>(device_->warm.bytes());
+    return static_cast<std::int64_t>(device_->warm.bytes() + device_->spares.pending_bytes());
   }
 
   Result<std::unique_ptr<MemoryRegion>> allocate_region(std::size_t size, std::uint32_t access,

@@ -97,8 +97,8 @@ collect() {  # collect KEY NAME: prints the stage's output, records its result; 
   # (pointer overflow).
   # With the libFuzzer targets (tests/fuzz/): the parsers of what a peer
   # writes (record frames, the frame ring, a partition's log, RoCEv2
-  # frames, the RC queue pair), each fuzzed for 10 s by the ASan ctest run
-  # below.
+  # frames, the RC queue pair, the controller's requests), each fuzzed for
+  # 5 s (CATENA_FUZZ_SECONDS) by the ASan ctest run below.
   # Both sanitizer builds compile the tests and the generated Thrift code at
   # -O0 (CATENA_TEST_CODE_O0): 3-4x less CPU for those batches; what they
   # test keeps -O2.

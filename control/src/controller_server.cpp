@@ -360,6 +360,13 @@ std::map<std::string, RpcStats::Count> RpcStats::snapshot() const {
   return {counts_.begin(), counts_.end()};
 }
 
+std::shared_ptr<apache::thrift::TProcessor> make_connection_processor(std::shared_ptr<ControllerRole> role,
+                                                                      const std::string& admin_token) {
+  auto shared = std::make_shared<const Shared>(
+      Shared{std::move(role), admin_token.empty() ? std::string() : token_sha256(admin_token), {}});
+  return std::make_shared<idl::ControllerProcessor>(std::make_shared<ConnectionHandler>(std::move(shared)));
+}
+
 ControllerServer::ControllerServer(Controller& controller, Options options)
     : ControllerServer(leading_role(controller), std::move(options)) {}
 

@@ -5,6 +5,8 @@
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 
+#include "checked_protocol.hpp"
+
 namespace catena::control::detail {
 
 using apache::thrift::protocol::TBinaryProtocol;
@@ -23,7 +25,7 @@ bool decode(std::string_view data, apache::thrift::TBase& value) noexcept {
     auto buffer = std::make_shared<TMemoryBuffer>(
         reinterpret_cast<std::uint8_t*>(const_cast<char*>(data.data())),  // NOLINT
         static_cast<std::uint32_t>(data.size()), TMemoryBuffer::OBSERVE);
-    TBinaryProtocol protocol(buffer);
+    CheckedBinaryProtocol protocol(buffer);  // a record from disk or ZooKeeper: checked as any peer's
     value.read(&protocol);
     return buffer->available_read() == 0;
   } catch (...) {

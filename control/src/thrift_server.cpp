@@ -22,6 +22,7 @@
 #include <catena/control/thrift_server.hpp>
 #include <catena/fabric/thread_annotations.hpp>
 
+#include "checked_protocol.hpp"
 #include "thrift_socket.hpp"
 
 namespace catena::control {
@@ -160,11 +161,12 @@ class ThriftServer::Impl::Connection final : public std::enable_shared_from_this
     peer_ = numeric_peer(socket_);
     in_ = std::make_shared<TMemoryBuffer>(detail::wire_config());
     out_ = std::make_shared<TMemoryBuffer>(detail::wire_config());
-    in_protocol_ = std::make_shared<TBinaryProtocol>(in_, detail::kMaxStringBytes, detail::kMaxContainerItems,
-                                                     /*strict_read=*/true, /*strict_write=*/true);
-    out_protocol_ =
-        std::make_shared<TBinaryProtocol>(out_, detail::kMaxStringBytes, detail::kMaxContainerItems,
-                                          /*strict_read=*/true, /*strict_write=*/true);
+    in_protocol_ = std::make_shared<detail::CheckedBinaryProtocol>(
+        in_, detail::kMaxStringBytes, detail::kMaxContainerItems,
+        /*strict_read=*/true, /*strict_write=*/true);
+    out_protocol_ = std::make_shared<detail::CheckedBinaryProtocol>(
+        out_, detail::kMaxStringBytes, detail::kMaxContainerItems,
+        /*strict_read=*/true, /*strict_write=*/true);
     try {
       processor_ = server_.factory->getProcessor(apache::thrift::TConnectionInfo{
           in_protocol_, out_protocol_, std::make_shared<PeerTransport>(peer_)});

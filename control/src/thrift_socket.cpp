@@ -13,10 +13,11 @@
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TTransportException.h>
 
+#include "checked_protocol.hpp"
+
 namespace catena::control::detail {
 
 using apache::thrift::TConfiguration;
-using apache::thrift::protocol::TBinaryProtocol;
 using apache::thrift::transport::TFramedTransport;
 using apache::thrift::transport::TSocket;
 
@@ -56,7 +57,7 @@ Result<ThriftConnection> open_connection(const HostPort& peer, std::chrono::mill
   c.set_timeout(rpc_timeout);
   c.transport = std::make_shared<TFramedTransport>(c.socket, wire_config());
   c.protocol =
-      std::make_shared<TBinaryProtocol>(c.transport, kMaxStringBytes, kMaxContainerItems, true, true);
+      std::make_shared<CheckedBinaryProtocol>(c.transport, kMaxStringBytes, kMaxContainerItems, true, true);
   try {
     c.transport->open();
   } catch (const std::exception& e) {

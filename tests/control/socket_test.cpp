@@ -269,6 +269,17 @@ TEST_F(SocketTest, GarbageOnThePortDoesNotHurtTheServer) {
       {"huge string length", frame(std::string("\x80\x01\x00\x01\x00\x00\x00\x08getRoute\x00\x00\x00\x00"
                                                "\x0b\x00\x01\x7f\xff\xff\xff",
                                                26))},
+      // A field header whose type byte (0x46) names no Thrift type: the
+      // generated code switched on it as a TType, undefined behaviour that
+      // stopped the sanitizer builds (found by catena-fuzz-controller-request).
+      {"unknown field type", frame(std::string("\x80\x01\x00\x01\x00\x00\x00\x0clistChannels\x00\x00\x00\x01"
+                                               "\x46\x00\x01\x00",
+                                               28))},
+      {"unknown list element type", frame(std::string("\x80\x01\x00\x01\x00\x00\x00\x0dmovePartition"
+                                                      "\x00\x00\x00\x01\x0f\x00\x03\x46\x00\x00\x00\x01\x00",
+                                                      34))},
+      {"unknown message type",
+       frame(std::string("\x80\x01\x00\x09\x00\x00\x00\x0clistChannels\x00\x00\x00\x01\x00", 25))},
       {"http request", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"},
       {"half a frame", std::string("\x00\x00\x01\x00", 4) + "abc"},
       {"nothing at all", ""},

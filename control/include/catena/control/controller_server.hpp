@@ -70,6 +70,13 @@ class RpcStats {
   std::map<std::string, Count, std::less<>> counts_ GUARDED_BY(mu_);
 };
 
+// The Thrift processor a ControllerServer runs for each connection (the
+// same handler: the role's controller, the admin token's checks), for a
+// caller that feeds it requests without a socket: the request fuzzer
+// (tests/fuzz/controller_request_fuzz.cpp). Empty admin_token: open mode.
+[[nodiscard]] std::shared_ptr<apache::thrift::TProcessor> make_connection_processor(
+    std::shared_ptr<ControllerRole> role, const std::string& admin_token = {});
+
 class ControllerServer {
  public:
   struct Options {

@@ -88,21 +88,22 @@ uint32_t CheckedBinaryProtocol::readMapBegin_virt(TType& key, TType& value, uint
   return n;
 }
 
-uint32_t CheckedBinaryProtocol::readListBegin_virt(TType& element, uint32_t& size) {
+uint32_t CheckedBinaryProtocol::read_element_header(TType& element, uint32_t& size) {
   int8_t e = 0;
-  uint32_t n = readByte(e);
+  const uint32_t n = readByte(e);
   element = checked_type(e);
-  n += read_size(size);
+  return n + read_size(size);
+}
+
+uint32_t CheckedBinaryProtocol::readListBegin_virt(TType& element, uint32_t& size) {
+  const uint32_t n = read_element_header(element, size);
   tp::TList list(element, static_cast<int>(size));
   checkReadBytesAvailable(list);
   return n;
 }
 
 uint32_t CheckedBinaryProtocol::readSetBegin_virt(TType& element, uint32_t& size) {
-  int8_t e = 0;
-  uint32_t n = readByte(e);
-  element = checked_type(e);
-  n += read_size(size);
+  const uint32_t n = read_element_header(element, size);
   tp::TSet set(element, static_cast<int>(size));
   checkReadBytesAvailable(set);
   return n;

@@ -35,6 +35,8 @@ class CheckedBinaryProtocol final : public apache::thrift::protocol::TBinaryProt
   // The element count that follows a container header: not negative, within
   // the container limit.
   uint32_t read_size(uint32_t& size);
+  // A list's or set's header: the element type, then the count.
+  uint32_t read_element_header(TType& element, uint32_t& size);
 };
 
 }  // namespace catena::control::detail

@@ -374,5 +374,59 @@ TEST_F(NonBlockingPoll, SubscriberLeavesAReplicaThatDoesNotAnswerWhenTheRouteNam
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i);
 }
 
+// A client destroyed while its dial waits on a peer that answers nothing
+// returns at once: the connect is left to end on its own thread (holding
+// the provider it runs on), not waited out for connect_timeout.
+TEST_F(NonBlockingPoll, APublisherDestroyedWhileItsDialWaitsReturnsAtOnce) {
+  route_partition0_to_silence(1);
+  constexpr auto kLongConnect = 8s;
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.connect_timeout = kLongConnect;
+  po.retry_timeout = 60s;
+  auto created = Publisher::create(routes_, "nb", po);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  int resolved = 0;
+  ASSERT_EQ(created.value()->publish_to(0, bytes("held"), [&](const PublishResult&) { ++resolved; }),
+            client::ErrorCode::ok);
+  const auto end = Clock::now() + 500ms;
+  while (Clock::now() < end) created.value()->poll();  // the dial to the silent head is under way
+  EXPECT_EQ(resolved, 0);
+  const auto t0 = Clock::now();
+  created.value().reset();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  EXPECT_LT(took, kLongConnect / 4) << "~Publisher waited " << took.count() << " ms for the dial";
+  // The provider the abandoned connect runs on outlives the publisher:
+  // another client of this process opens and uses it meanwhile.
+  route_partition0_to_node0(2);
+  auto again = Publisher::create(routes_, "nb", po);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  std::uint64_t offset = ~0ull;
+  ASSERT_EQ(again.value()->publish_to(0, bytes("after"),
+                                      [&](const PublishResult& r) {
+                                        if (r.status == PublishStatus::ok) offset = r.offset;
+                                      }),
+            client::ErrorCode::ok);
+  ASSERT_TRUE(again.value()->flush(10s));
+  EXPECT_EQ(offset, 0u);
+}
+
+TEST_F(NonBlockingPoll, ASubscriberDestroyedWhileItsDialWaitsReturnsAtOnce) {
+  route_partition0_to_silence(1);
+  constexpr auto kLongConnect = 8s;
+  SubscriberOptions so;
+  so.provider = provider_spec();
+  so.connect_timeout = kLongConnect;
+  so.partitions = {0};
+  auto created = Subscriber::create(routes_, "nb", so);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  const auto end = Clock::now() + 500ms;
+  while (Clock::now() < end) created.value()->poll([](const Message&) {});
+  const auto t0 = Clock::now();
+  created.value().reset();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  EXPECT_LT(took, kLongConnect / 4) << "~Subscriber waited " << took.count() << " ms for the dial";
+}
+
 }  // namespace
 }  // namespace catena::test

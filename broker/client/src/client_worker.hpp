@@ -10,9 +10,14 @@
 // (stopped, cut off) does not hold up the dial to the head that replaced
 // it. Threads, once started, stay until the worker goes. Owned by a
 // Publisher or Subscriber (see publisher.hpp for why two per client, and
-// none shared between clients); its destructor lets the jobs in progress
-// finish (a lookup is bounded by the RouteSource's own timeout, a connect
-// by connect_timeout), drops the rest and joins.
+// none shared between clients); its destructor drops the jobs not started
+// and, by default, lets the ones in progress finish and joins (a lookup is
+// bounded by the RouteSource's own timeout). A worker made with
+// Ending::leave_running (the dial workers) does not wait: its threads are
+// detached and end once their job returns (a connect to a peer that
+// answers nothing: up to connect_timeout later), so its jobs must own
+// everything they touch (DialAttempt's hold the provider). What the
+// threads share lives in a State they hold too.
 //
 // Call<T>: the owner thread's side of one call: start() posts it, take()
 // returns the answer once it came. A Call is busy until its answer is
@@ -46,65 +51,83 @@ namespace catena::client_detail {
 
 class ClientWorker {
  public:
+  enum class Ending : std::uint8_t { join, leave_running };
+
   // `name`: the threads' name (15 characters at most).
-  explicit ClientWorker(std::string name, std::size_t max_threads = 1)
-      : name_(std::move(name)), max_threads_(max_threads == 0 ? 1 : max_threads) {
-    MutexLock lk(mu_);
-    threads_.emplace_back([this] { run(); });
+  explicit ClientWorker(std::string name, std::size_t max_threads = 1, Ending ending = Ending::join)
+      : state_(std::make_shared<State>(std::move(name), max_threads == 0 ? 1 : max_threads)),
+        ending_(ending) {
+    MutexLock lk(state_->mu);
+    state_->threads.emplace_back([s = state_] { run(*s); });
   }
   ~ClientWorker() {
     std::vector<std::thread> threads;
     {
-      MutexLock lk(mu_);
-      stopping_ = true;
-      jobs_.clear();
-      threads.swap(threads_);  // no thread starts once stopping_ is set
+      MutexLock lk(state_->mu);
+      state_->stopping = true;
+      state_->jobs.clear();
+      threads.swap(state_->threads);  // no thread starts once stopping is set
     }
-    cv_.notify_all();
-    for (auto& t : threads) t.join();
+    state_->cv.notify_all();
+    for (auto& t : threads) {
+      if (ending_ == Ending::join) {
+        t.join();
+      } else {
+        t.detach();  // it holds the State, and its job what it touches
+      }
+    }
   }
   ClientWorker(const ClientWorker&) = delete;
   ClientWorker& operator=(const ClientWorker&) = delete;
 
   void post(std::function<void()> job) {
+    State& st = *state_;
     {
-      MutexLock lk(mu_);
-      jobs_.push_back(std::move(job));
+      MutexLock lk(st.mu);
+      st.jobs.push_back(std::move(job));
       // More jobs waiting than threads free to take them: one more thread.
-      if (jobs_.size() > idle_ && threads_.size() < max_threads_) threads_.emplace_back([this] { run(); });
+      if (st.jobs.size() > st.idle && st.threads.size() < st.max_threads) {
+        st.threads.emplace_back([s = state_] { run(*s); });
+      }
     }
-    cv_.notify_one();
+    st.cv.notify_one();
   }
 
  private:
-  void run() {
-    pthread_setname_np(pthread_self(), name_.c_str());
+  struct State {
+    State(std::string n, std::size_t max) : name(std::move(n)), max_threads(max) {}
+    const std::string name;
+    const std::size_t max_threads;
+    Mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> jobs GUARDED_BY(mu);
+    std::size_t idle GUARDED_BY(mu) = 0;  // threads waiting for a job
+    bool stopping GUARDED_BY(mu) = false;
+    std::vector<std::thread> threads GUARDED_BY(mu);
+  };
+
+  static void run(State& st) {
+    pthread_setname_np(pthread_self(), st.name.c_str());
     for (;;) {
       std::function<void()> job;
       {
-        UniqueLock lk(mu_);
-        ++idle_;
-        lk.wait(cv_, [&] {
-          mu_.assert_held();  // the wait holds it when it asks
-          return stopping_ || !jobs_.empty();
+        UniqueLock lk(st.mu);
+        ++st.idle;
+        lk.wait(st.cv, [&] {
+          st.mu.assert_held();  // the wait holds it when it asks
+          return st.stopping || !st.jobs.empty();
         });
-        --idle_;
-        if (stopping_) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
+        --st.idle;
+        if (st.stopping) return;
+        job = std::move(st.jobs.front());
+        st.jobs.pop_front();
       }
       job();
     }
   }
 
-  const std::string name_;
-  const std::size_t max_threads_;
-  Mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
-  std::size_t idle_ GUARDED_BY(mu_) = 0;  // threads waiting for a job
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  std::shared_ptr<State> state_;
+  const Ending ending_;
 };
 
 // A client's dial worker: as many threads as connects may wait at once for

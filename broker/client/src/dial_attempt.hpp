@@ -52,17 +52,19 @@ class DialAttempt {
   [[nodiscard]] bool can_start() const { return step_ == Step::idle; }
 
   // Connects to `addr` on `worker` (bounded by `timeout`), then grants and
-  // sends `hello` and waits up to `timeout` more for the welcome.
-  void start(ClientWorker& worker, fabric::Provider& provider, std::string addr, const Hello& hello,
-             std::chrono::milliseconds timeout, Grant grant = {}) {
-    provider_ = &provider;
+  // sends `hello` and waits up to `timeout` more for the welcome. The
+  // connect holds `provider`: a dial worker does not wait for it when the
+  // client goes (ClientWorker::Ending::leave_running).
+  void start(ClientWorker& worker, const std::shared_ptr<fabric::Provider>& provider, std::string addr,
+             const Hello& hello, std::chrono::milliseconds timeout, Grant grant = {}) {
+    provider_ = provider.get();
     hello_ = hello;
     grant_ = std::move(grant);
     timeout_ = timeout;
     fabric::EndpointConfig cfg;
     cfg.domain = chain::domain_of_channel(hello.ref.name());  // the channel's tenant's (domain.hpp)
-    connecting_.start(worker, [&provider, addr = std::move(addr), cfg, timeout] {
-      return provider.connect(addr, cfg, timeout);
+    connecting_.start(worker, [provider, addr = std::move(addr), cfg, timeout] {
+      return provider->connect(addr, cfg, timeout);
     });
     step_ = Step::connecting;
   }

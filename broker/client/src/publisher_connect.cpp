@@ -202,7 +202,7 @@ void Publisher::Impl::dial_head_st(PartitionSession& s, ReplicaAddress head, std
   hello.ring_bytes = s.head.ring_bytes();  // the partition's ring as it is now (it grows)
   hello.generation = generation_;          // the head refuses it until its marker of this generation is in
   std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
-  s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout);
+  s.dial.start(dials_, provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout);
   s.attempt = Attempt::dial;
 }
 
@@ -378,7 +378,7 @@ void Publisher::Impl::dial_watch_st(PartitionSession& s, Clock::time_point) {
                                                                  opts_.producer_id, producer_epoch_);
   std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
   // Optional, so a tail that does not answer soon is given up quickly.
-  s.watch_dial.start(dials_, *provider_, s.route.replicas.back().fabric_addr, hello,
+  s.watch_dial.start(dials_, provider_, s.route.replicas.back().fabric_addr, hello,
                      std::min(opts_.connect_timeout, std::chrono::milliseconds(250)));
   s.watch_attempt = Attempt::dial;
 }

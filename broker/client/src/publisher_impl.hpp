@@ -364,10 +364,13 @@ class CATENA_LOCAL Publisher::Impl {
   // on another thread and hands the publisher over unowned).
   fabric::ThreadOwner owner_;
   // Last: destroyed (joined) first, while the provider, the sessions and
-  // the route source their calls use are still there.
-  client_detail::ClientWorker lookups_{"catena-pub-rt"};                               // RouteSource calls
-  client_detail::ClientWorker dials_{"catena-pub-dial", client_detail::kDialThreads};  // Provider::connect
-  client_detail::ClientWorker builds_{"catena-pub-mem"};  // sessions an alter adds
+  // the route source their calls use are still there; the dial worker's
+  // threads are left to end their connects, which hold the provider.
+  client_detail::ClientWorker lookups_{"catena-pub-rt"};  // RouteSource calls
+  client_detail::ClientWorker dials_{
+      "catena-pub-dial", client_detail::kDialThreads,
+      client_detail::ClientWorker::Ending::leave_running};  // Provider::connect
+  client_detail::ClientWorker builds_{"catena-pub-mem"};    // sessions an alter adds
 
  private:
   void start_lookup_st(PartitionSession& s, PartitionSession::Lookup what);

@@ -446,7 +446,7 @@ class CATENA_LOCAL Subscriber::Impl {
     std::memcpy(hello.access_secret, s.route.access_secret.data(), sizeof hello.access_secret);
     s.dial_range_end = range_end;
     s.dial_range_start = range_start;
-    s.dial.start(dials_, *provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout,
+    s.dial.start(dials_, provider_, s.dialled.fabric_addr, hello, opts_.connect_timeout,
                  [&delivery = s.delivery](fabric::Endpoint& e, wire::SubscriberHello& h) {
                    return delivery.grant(e, h);
                  });
@@ -625,9 +625,12 @@ class CATENA_LOCAL Subscriber::Impl {
   // on another thread and hands the subscriber over unowned).
   fabric::ThreadOwner owner_;
   // Last: destroyed (joined) first, while the provider, the sessions and
-  // the route source their calls use are still there.
-  client_detail::ClientWorker lookups_{"catena-sub-rt"};                               // RouteSource calls
-  client_detail::ClientWorker dials_{"catena-sub-dial", client_detail::kDialThreads};  // Provider::connect
+  // the route source their calls use are still there; the dial worker's
+  // threads are left to end their connects, which hold the provider.
+  client_detail::ClientWorker lookups_{"catena-sub-rt"};  // RouteSource calls
+  client_detail::ClientWorker dials_{
+      "catena-sub-dial", client_detail::kDialThreads,
+      client_detail::ClientWorker::Ending::leave_running};  // Provider::connect
 };
 
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -59,8 +59,8 @@
 // cut off) on the other; their answers are picked up by poll(). Two, so
 // that a controller that hangs does not hold up connects and a dead head
 // does not hold up lookups; the publisher's own, not shared through the
-// RouteSource, because they also use its provider and must be joined
-// before it goes (and a RouteSource may serve clients of several threads
+// RouteSource, because they also use its provider (and a RouteSource may
+// serve clients of several threads
 // that should not queue behind each other). Each partition has at most one
 // lookup and two connects (head and watch) in progress, besides the
 // failure reports it queued (one per lost head or failed connect; its next
@@ -72,9 +72,9 @@
 // still waits (setup) for the layout and the producer epoch; a partition's
 // session is started by its first record (which waits in the partition's
 // ring meanwhile) and brought up by poll(), like a reconnect (see
-// PublisherOptions::ring_bytes). ~Publisher waits for the worker calls in progress
-// (a connect: connect_timeout at most; a lookup: the RouteSource's own
-// timeout).
+// PublisherOptions::ring_bytes). ~Publisher waits for a lookup in progress
+// (the RouteSource's own timeout at most), not for a connect: that one ends
+// on its own thread, holding the process's provider until then.
 //
 // Public (client SDK): the standard library and the SDK's headers only.
 #pragma once

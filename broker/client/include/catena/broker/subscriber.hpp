@@ -35,7 +35,8 @@
 // on up to 8 others, for the reasons given in publisher.hpp; each partition
 // has at most one lookup and one connect in progress, besides its failure
 // reports. create() and commit() still wait on the controller (setup, and
-// an explicit call); ~Subscriber waits for the worker calls in progress.
+// an explicit call); ~Subscriber waits for a lookup in progress, not for a
+// connect (as ~Publisher, publisher.hpp).
 //
 // Public (client SDK): the standard library and the SDK's headers only.
 #pragma once

@@ -167,6 +167,11 @@ class CountingStore final : public MetadataStore {
     if (record.__isset.end_repair) counters_->repairs_completed.fetch_add(1, std::memory_order_relaxed);
     return r;
   }
+  // Only the high-water marks go this way: nothing to count.
+  [[nodiscard]] Result<void> commit_in_background(const meta::MetaRecord& record) override {
+    return inner_->commit_in_background(record);
+  }
+  [[nodiscard]] BackgroundCommit background_commit() override { return inner_->background_commit(); }
   [[nodiscard]] std::string describe() const override { return inner_->describe(); }
   [[nodiscard]] bool connected() const override { return inner_->connected(); }
   [[nodiscard]] bool failed() const noexcept override { return inner_->failed(); }

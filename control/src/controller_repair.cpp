@@ -324,9 +324,26 @@ void Controller::persist_high_water_locked() {
   // Rebuilt chains start a whole offset generation above the mark, so a
   // mark a second (or a restart) behind is as good as a current one: one
   // fsync a second at most under steady traffic, not one per tick.
-  // Nor while the store has no connection: that commit would wait for one
-  // under the lock, holding up every heartbeat answer until ZooKeeper is
-  // back, and the brokers' leases (so acknowledgements) would lapse.
+  // The commit is not waited for: a ZooKeeper that stops answering (a
+  // pause, a crash caught mid-commit) would otherwise hold it under the
+  // lock, holding up every heartbeat answer until ZooKeeper is back or the
+  // store gives up, and the brokers' leases (so acknowledgements) would
+  // lapse. Nor is one sent while the store has no connection, or while the
+  // one before is unanswered.
+  switch (store_->background_commit()) {
+    case MetadataStore::BackgroundCommit::in_flight:
+      return;
+    case MetadataStore::BackgroundCommit::not_applied:
+      for (const auto& [rid, offset] : unconfirmed_high_water_) {
+        auto& mark = raised_high_water_[rid];
+        mark = std::max(mark, offset);
+      }
+      [[fallthrough]];
+    case MetadataStore::BackgroundCommit::applied:
+    case MetadataStore::BackgroundCommit::none:
+      unconfirmed_high_water_.clear();
+      break;
+  }
   const auto now = clock_.now();
   if (raised_high_water_.empty() || now < next_high_water_persist_ || !store_->connected()) return;
   next_high_water_persist_ = now + std::chrono::seconds(1);
@@ -335,10 +352,11 @@ void Controller::persist_high_water_locked() {
   for (const auto& [rid, offset] : raised_high_water_) marks[rid.first][rid.second] = offset;
   record.raise_high_water = std::move(marks);  // the generated setter would copy
   record.__isset.raise_high_water = true;
-  if (auto r = store_->commit(record); !r) {
+  if (auto r = store_->commit_in_background(record); !r) {
     spdlog::error("could not persist high-water marks (will retry): {}", r.error().describe());
     return;
   }
+  unconfirmed_high_water_ = std::move(raised_high_water_);
   raised_high_water_.clear();
 }
 
@@ -348,8 +366,8 @@ std::int64_t Controller::high_water_locked(const std::string& channel, std::int3
   if (auto c = hw.find(channel); c != hw.end()) {
     if (auto p = c->second.find(partition); p != c->second.end()) mark = p->second;
   }
-  if (auto it = raised_high_water_.find({channel, partition}); it != raised_high_water_.end()) {
-    mark = std::max(mark, it->second);
+  for (const auto* marks : {&raised_high_water_, &unconfirmed_high_water_}) {
+    if (auto it = marks->find({channel, partition}); it != marks->end()) mark = std::max(mark, it->second);
   }
   return mark;
 }

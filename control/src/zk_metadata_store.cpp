@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
+#include <future>
 #include <spdlog/spdlog.h>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <catena/control/zk_metadata_store.hpp>
@@ -256,25 +258,33 @@ ZkMetadataStore::Outcome ZkMetadataStore::resolve_lost_commit() {
   }
 }
 
-Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
-  if (broken_) return *broken_;
-  // Apply in place, remembering what each touched znode held, so that a
-  // refused transaction can be undone from the same encodings.
-  const std::set<zk::Key> keys = zk::keys_touched(state_, record);
+// One transaction: the record applied to state_ in place, what each znode
+// it touches held before (to undo it from the same encodings), and the
+// zoo_multi operations, whose paths, payloads and answer slots live here
+// (sized up front, never moved) for as long as the client may use them.
+struct ZkMetadataStore::Transaction {
   std::vector<std::pair<zk::Key, std::optional<std::string>>> before;
-  before.reserve(keys.size());
-  for (const auto& k : keys) before.emplace_back(k, zk::encode_key(state_, k));
-  apply_record(state_, record);
-  auto undo = [&] {
-    for (auto it = before.rbegin(); it != before.rend(); ++it) {
-      if (!zk::put_key(state_, it->first, it->second))
-        spdlog::error("cannot undo {}", zk::path_of(it->first));
-    }
-  };
-
-  // Paths and payloads must outlive zoo_multi: sized up front, never moved.
   std::vector<std::string> paths;
   std::vector<std::optional<std::string>> afters;
+  std::vector<zoo_op_t> ops;
+  std::vector<std::size_t> op_path;  // op -> index into paths
+  std::vector<zoo_op_result_t> results;
+  Stat fence_stat{};
+  // A background commit's return code, from the client's completion thread.
+  std::promise<int> answered;
+  std::future<int> answer = answered.get_future();
+};
+
+Result<std::shared_ptr<ZkMetadataStore::Transaction>> ZkMetadataStore::prepare(
+    const meta::MetaRecord& record) {
+  auto tx = std::make_shared<Transaction>();
+  const std::set<zk::Key> keys = zk::keys_touched(state_, record);
+  tx->before.reserve(keys.size());
+  for (const auto& k : keys) tx->before.emplace_back(k, zk::encode_key(state_, k));
+  apply_record(state_, record);
+
+  auto& paths = tx->paths;
+  auto& afters = tx->afters;
   paths.reserve(keys.size() + 1);
   afters.reserve(keys.size() + 1);
   meta::ZkControllerEpoch fence;
@@ -286,14 +296,14 @@ Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
   std::size_t request_bytes = paths.back().size() + afters.back()->size() + kOpOverheadBytes;
   std::vector<std::size_t> deletes, writes;  // indexes into paths
   std::vector<bool> existed(1, true);
-  for (const auto& [key, old] : before) {
+  for (const auto& [key, old] : tx->before) {
     auto now = zk::encode_key(state_, key);
     if (now == old) continue;
     paths.push_back(abs(zk::path_of(key)));
     if (now && now->size() > zk::kMaxRequestBytes - paths.back().size() - kOpOverheadBytes) {
       const std::string path = paths.back();
       const std::size_t size = now->size();
-      undo();
+      undo(*tx);
       return make_error(
           idl::ErrorCode::INVALID_ARGUMENT,
           fmt::format("znode {} would hold {} bytes, over ZooKeeper's 1 MiB limit", path, size));
@@ -304,7 +314,7 @@ Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
     afters.push_back(std::move(now));
   }
   if (request_bytes > zk::kMaxRequestBytes) {
-    undo();
+    undo(*tx);
     return make_error(
         idl::ErrorCode::INVALID_ARGUMENT,
         fmt::format("the change needs a ZooKeeper transaction of {} bytes, over its 1 MiB limit",
@@ -313,79 +323,162 @@ Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
 
   // The fence, then removals (a channel's routes before the channel: they
   // sort after it), then writes (a channel before its routes).
-  std::vector<zoo_op_t> ops(paths.size());
-  std::vector<std::size_t> op_path(paths.size(), 0);  // op -> index into paths
-  Stat fence_stat{};
-  zoo_set_op_init(&ops[0], paths[0].c_str(), afters[0]->data(), static_cast<int>(afters[0]->size()),
-                  epoch_version_, &fence_stat);
+  tx->ops.resize(paths.size());
+  tx->op_path.assign(paths.size(), 0);
+  tx->results.resize(paths.size());
+  zoo_set_op_init(&tx->ops[0], paths[0].c_str(), afters[0]->data(), static_cast<int>(afters[0]->size()),
+                  epoch_version_, &tx->fence_stat);
   std::size_t at = 1;
   for (auto it = deletes.rbegin(); it != deletes.rend(); ++it) {
-    op_path[at] = *it;
-    zoo_delete_op_init(&ops[at++], paths[*it].c_str(), -1);
+    tx->op_path[at] = *it;
+    zoo_delete_op_init(&tx->ops[at++], paths[*it].c_str(), -1);
   }
   for (const std::size_t i : writes) {
     const auto& data = *afters[i];
-    op_path[at] = i;
+    tx->op_path[at] = i;
     if (existed[i]) {
-      zoo_set_op_init(&ops[at++], paths[i].c_str(), data.data(), static_cast<int>(data.size()), -1, nullptr);
+      zoo_set_op_init(&tx->ops[at++], paths[i].c_str(), data.data(), static_cast<int>(data.size()), -1,
+                      nullptr);
     } else {
-      zoo_create_op_init(&ops[at++], paths[i].c_str(), data.data(), static_cast<int>(data.size()),
+      zoo_create_op_init(&tx->ops[at++], paths[i].c_str(), data.data(), static_cast<int>(data.size()),
                          zk::open_acl(), ZOO_PERSISTENT, nullptr, 0);
     }
   }
+  return tx;
+}
 
-  for (int attempt = 0;; ++attempt) {
-    std::vector<zoo_op_result_t> results(ops.size());
-    const int rc = zoo_multi(session_->handle(), static_cast<int>(ops.size()), ops.data(), results.data());
-    if (rc == ZOK) {
-      epoch_version_ = fence_stat.version;
-      ++transactions_;
-      return {};
-    }
-    if (rc == ZBADVERSION && results[0].err == ZBADVERSION) {
-      undo();
-      return fail(fenced_error());
-    }
-    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
-      switch (resolve_lost_commit()) {
-        case Outcome::applied:
-          epoch_version_ += 1;
-          ++transactions_;
-          return {};
-        case Outcome::not_applied:
-          if (attempt + 1 < kAttempts) continue;
-          undo();
-          return session_->error(rc, "committing a metadata change (not applied; try again)");
-        case Outcome::fenced:
-          undo();
-          return fail(fenced_error());
-        case Outcome::unknown:
-          break;
-      }
-      undo();
-      return fail(session_->error(rc,
-                                  "committing a metadata change, whose outcome is unknown: this controller "
-                                  "must reopen its metadata"));
-    }
-    undo();
-    if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || session_->expired()) {
-      return fail(session_->error(rc, "committing a metadata change"));
-    }
-    // Any other refusal means ZooKeeper's znodes differ from this store's
-    // copy of them, which only another writer (which the fence keeps out)
-    // could cause.
-    std::string which;
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      if (results[i].err != ZOK && results[i].err != ZRUNTIMEINCONSISTENCY) {
-        which = fmt::format("{}: {}", paths[op_path[i]], zerror(results[i].err));
-        break;
-      }
-    }
-    return fail(
-        internal(fmt::format("ZooKeeper refused a metadata change ({}; {}): its znodes differ from this "
-                             "controller's copy",
-                             zerror(rc), which)));
+void ZkMetadataStore::undo(const Transaction& tx) {
+  for (auto it = tx.before.rbegin(); it != tx.before.rend(); ++it) {
+    if (!zk::put_key(state_, it->first, it->second)) spdlog::error("cannot undo {}", zk::path_of(it->first));
   }
+}
+
+ZkMetadataStore::Conclusion ZkMetadataStore::conclude(Transaction& tx, int rc, bool may_resend) {
+  if (rc == ZOK) {
+    epoch_version_ = tx.fence_stat.version;
+    ++transactions_;
+    return {Conclusion::applied, {}};
+  }
+  if (rc == ZBADVERSION && tx.results[0].err == ZBADVERSION) {
+    undo(tx);
+    return {Conclusion::failed, fail(fenced_error())};
+  }
+  if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+    switch (resolve_lost_commit()) {
+      case Outcome::applied:
+        epoch_version_ += 1;
+        ++transactions_;
+        return {Conclusion::applied, {}};
+      case Outcome::not_applied:
+        if (may_resend) return {Conclusion::resend, {}};
+        undo(tx);
+        return {Conclusion::not_applied,
+                session_->error(rc, "committing a metadata change (not applied; try again)")};
+      case Outcome::fenced:
+        undo(tx);
+        return {Conclusion::failed, fail(fenced_error())};
+      case Outcome::unknown:
+        break;
+    }
+    undo(tx);
+    return {Conclusion::failed,
+            fail(session_->error(rc,
+                                 "committing a metadata change, whose outcome is unknown: this controller "
+                                 "must reopen its metadata"))};
+  }
+  undo(tx);
+  if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || rc == ZCLOSING || session_->expired()) {
+    return {Conclusion::failed, fail(session_->error(rc, "committing a metadata change"))};
+  }
+  // Any other refusal means ZooKeeper's znodes differ from this store's
+  // copy of them, which only another writer (which the fence keeps out)
+  // could cause.
+  std::string which;
+  for (std::size_t i = 0; i < tx.results.size(); ++i) {
+    if (tx.results[i].err != ZOK && tx.results[i].err != ZRUNTIMEINCONSISTENCY) {
+      which = fmt::format("{}: {}", tx.paths[tx.op_path[i]], zerror(tx.results[i].err));
+      break;
+    }
+  }
+  return {Conclusion::failed,
+          fail(internal(fmt::format("ZooKeeper refused a metadata change ({}; {}): its znodes differ from "
+                                    "this controller's copy",
+                                    zerror(rc), which)))};
+}
+
+Result<void> ZkMetadataStore::commit(const meta::MetaRecord& record) {
+  // A background commit first: this one's fence follows from its outcome.
+  if (background_) settle_background(background_rc_ ? *background_rc_ : background_->answer.get());
+  if (broken_) return *broken_;
+  auto tx = prepare(record);
+  if (!tx) return tx.error();
+  for (int attempt = 0;; ++attempt) {
+    auto& t = **tx;
+    const int rc =
+        zoo_multi(session_->handle(), static_cast<int>(t.ops.size()), t.ops.data(), t.results.data());
+    const Conclusion c = conclude(t, rc, attempt + 1 < kAttempts);
+    if (c.outcome == Conclusion::resend) continue;
+    if (c.outcome == Conclusion::applied) return {};
+    return c.error;
+  }
+}
+
+Result<void> ZkMetadataStore::commit_in_background(const meta::MetaRecord& record) {
+  if (background_) {
+    return make_error(idl::ErrorCode::UNAVAILABLE, "a background metadata commit is still unanswered");
+  }
+  if (broken_) return *broken_;
+  auto tx = prepare(record);
+  if (!tx) return tx.error();
+  // The completion owns a reference: the transaction outlives this store if
+  // the client answers after it is gone (zookeeper_close answers ZCLOSING).
+  auto* held = new std::shared_ptr<Transaction>(*tx);
+  auto done = [](int rc, const void* data) {
+    const auto* h = static_cast<const std::shared_ptr<Transaction>*>(data);
+    (*h)->answered.set_value(rc);
+    delete h;
+  };
+  auto& t = **tx;
+  const int rc = zoo_amulti(session_->handle(), static_cast<int>(t.ops.size()), t.ops.data(),
+                            t.results.data(), done, held);
+  if (rc != ZOK) {  // not sent: no completion will come
+    delete held;
+    const Conclusion c = conclude(t, rc, false);
+    return c.outcome == Conclusion::applied ? Result<void>{} : Result<void>{c.error};
+  }
+  background_ = std::move(*tx);
+  return {};
+}
+
+void ZkMetadataStore::settle_background(int rc) {
+  const Conclusion c = conclude(*background_, rc, false);
+  background_.reset();
+  background_rc_.reset();
+  last_background_ =
+      c.outcome == Conclusion::applied ? BackgroundCommit::applied : BackgroundCommit::not_applied;
+  if (c.outcome != Conclusion::applied) {
+    spdlog::warn("a background metadata commit was not applied: {}", c.error.describe());
+  }
+}
+
+MetadataStore::BackgroundCommit ZkMetadataStore::background_commit() {
+  if (background_) {
+    if (!background_rc_) {
+      if (background_->answer.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        return BackgroundCommit::in_flight;
+      }
+      background_rc_ = background_->answer.get();
+    }
+    // A lost connection leaves the outcome to be read from ZooKeeper: not
+    // before the client is connected again (that read would wait for it).
+    const int rc = *background_rc_;
+    if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && !session_->connected() &&
+        !session_->expired()) {
+      return BackgroundCommit::in_flight;
+    }
+    settle_background(rc);
+  }
+  return std::exchange(last_background_, BackgroundCommit::none);
 }
 
 }  // namespace catena::control

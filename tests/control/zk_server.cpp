@@ -112,6 +112,14 @@ void ZkServer::kill() {
   pid_ = -1;
 }
 
+void ZkServer::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void ZkServer::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 bool ZkServer::restart(std::string* why) {
   kill();
   return launch(why);

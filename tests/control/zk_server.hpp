@@ -42,6 +42,10 @@ class ZkServer {
 
   // Kills the server (SIGKILL, as a crash), keeping its data.
   void kill();
+  // Stops it (SIGSTOP: it answers nothing, and its connections stay open)
+  // and lets it go on (SIGCONT).
+  void pause();
+  void resume();
   // Starts it again on the same port and data; false (and why) if it did
   // not answer.
   [[nodiscard]] bool restart(std::string* why);

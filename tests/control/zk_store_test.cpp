@@ -501,6 +501,93 @@ TEST_F(ZkStoreServerLoss, ACommitRidesOutAServerRestartWithinTheSession) {
   EXPECT_EQ((*reopened)->state(), written);
 }
 
+// The leader's high-water marks go as background commits: applied to the
+// state at once, answered later, one at a time, and a commit() takes the
+// answer first.
+TEST_F(ZkStore, ABackgroundCommitIsAppliedAtOnceAndAnsweredLater) {
+  using Background = MetadataStore::BackgroundCommit;
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->background_commit(), Background::none);
+  ASSERT_TRUE(store->commit_in_background(put_node("node-1", 1)).ok());
+  EXPECT_EQ(store->state().nodes.count("node-1"), 1U);
+  // A second while the first may be unanswered is refused, nothing applied.
+  Background first = store->background_commit();
+  if (first == Background::in_flight) {
+    auto refused = store->commit_in_background(put_node("node-2", 2));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, idl::ErrorCode::UNAVAILABLE) << refused.error().describe();
+    EXPECT_EQ(store->state().nodes.count("node-2"), 0U);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (first == Background::in_flight && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+    first = store->background_commit();
+  }
+  EXPECT_EQ(first, Background::applied);
+  EXPECT_EQ(store->background_commit(), Background::none) << "said once";
+  // A commit() right behind a background one waits for its answer first.
+  ASSERT_TRUE(store->commit_in_background(put_node("node-2", 2)).ok());
+  ASSERT_TRUE(store->commit(put_node("node-3", 3)).ok());
+  EXPECT_EQ(store->background_commit(), Background::applied);
+  const meta::MetaState written = store->state();
+  store.reset();
+  auto reopened = open();
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(reopened->state(), written);
+  EXPECT_EQ(reopened->state().nodes.size(), 3U);
+}
+
+// A background commit sent to a server that answers nothing (stopped) does
+// not wait for it: it stays in flight, and is applied once the server goes
+// on. Sent to one that then crashes before taking it, it is undone once the
+// store learns (from the restarted server) that it was not applied.
+TEST_F(ZkStoreServerLoss, ABackgroundCommitToAStoppedServerWaitsForNobody) {
+  using Background = MetadataStore::BackgroundCommit;
+  auto store = open(60000ms);
+  ASSERT_TRUE(store.ok()) << store.error().describe();
+  auto& s = **store;
+  ASSERT_TRUE(s.commit(put_node("node-1", 1)).ok());
+  auto settle = [&](std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    Background b = s.background_commit();
+    while (b == Background::in_flight && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+      b = s.background_commit();
+    }
+    return b;
+  };
+
+  zk_->pause();
+  ASSERT_TRUE(s.commit_in_background(put_node("node-2", 2)).ok());
+  EXPECT_EQ(s.state().nodes.count("node-2"), 1U);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(s.background_commit(), Background::in_flight);
+  zk_->resume();
+  EXPECT_EQ(settle(30s), Background::applied);
+
+  zk_->pause();
+  ASSERT_TRUE(s.commit_in_background(put_node("node-3", 3)).ok());
+  std::this_thread::sleep_for(300ms);
+  zk_->kill();  // never took it
+  EXPECT_EQ(s.background_commit(), Background::in_flight) << "the outcome needs the server back";
+  EXPECT_EQ(s.state().nodes.count("node-3"), 1U);
+  std::string why;
+  ASSERT_TRUE(zk_->restart(&why)) << why;
+  EXPECT_EQ(settle(30s), Background::not_applied);
+  EXPECT_EQ(s.state().nodes.count("node-3"), 0U) << "undone";
+  EXPECT_FALSE(s.broken().has_value());
+  // The store goes on: its fence follows the outcome.
+  ASSERT_TRUE(s.commit(put_node("node-4", 4)).ok());
+  const meta::MetaState written = s.state();
+  store->reset();
+  auto reopened = open(30000ms);
+  ASSERT_TRUE(reopened.ok()) << reopened.error().describe();
+  EXPECT_EQ((*reopened)->state(), written);
+  EXPECT_EQ((*reopened)->state().nodes.count("node-2"), 1U);
+  EXPECT_EQ((*reopened)->state().nodes.count("node-3"), 0U);
+}
+
 TEST(ZkLocation, ParsesHostsAndChroot) {
   auto a = parse_zk_location("zk://10.0.0.1:2181,zk-b:2182/prod/catena");
   ASSERT_TRUE(a.ok()) << a.error().describe();

@@ -11,12 +11,16 @@
 //   held by the leader until ZooKeeper is back, then succeeds (the store
 //   rides out a restart within the session); the controllers serve again.
 //
+// - ZooKeeper (standalone) stopped by SIGSTOP for 3 s and resumed: the
+//   client library notices nothing, and the data plane keeps committing.
+//
 // While ZooKeeper is away and nobody changes metadata, the data plane keeps
-// committing at its pace: the leader puts off its once-a-second high-water
-// commit while the store has no connection (that commit, made under the
-// controller's lock, used to wait for ZooKeeper and hold up every heartbeat
-// answer until the brokers' leases lapsed: acknowledgements stopped about a
-// second into the outage, seen first by this test). A metadata write during
+// committing at its pace: the leader's once-a-second high-water commit is
+// sent in the background (never while the store has no connection) and
+// never waited for (made under the controller's lock and waited for, it
+// used to hold up every heartbeat answer until the brokers' leases lapsed:
+// acknowledgements stopped about a second into the outage, seen first by
+// the restart test; and for the whole pause, by the SIGSTOP one). A metadata write during
 // the outage (the test's channel create) still waits for ZooKeeper under
 // the lock, so acknowledgements may pause from then until ZooKeeper is back
 // (README, known limits); the test checks that pause ends with the outage.
@@ -366,6 +370,49 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
   EXPECT_LT(*resumed - serving_at, resigned ? 30s : 10s);
   expect_controllers_running();
   expect_cluster_whole({"f", "during-zk-outage", "after-zk-restart"});
+  expect_fresh_reader_sees_every_ack();
+}
+
+// ZooKeeper paused (SIGSTOP: a server that hangs, a long GC pause, a
+// network path to it that drops everything) under traffic, for 3 s, then
+// resumed. The controllers' client library notices nothing until its
+// receive timeout (two thirds of the 20 s session), so the store still says
+// "connected": the leader's once-a-second high-water commit goes to a
+// server that does not answer. That commit used to wait under the
+// controller's lock, holding every heartbeat answer until ZooKeeper
+// answered again, so the brokers' leases lapsed and acknowledgements
+// stopped for the pause (and, caught by a SIGKILL instead, for up to the
+// store's 10 s connect timeout: the ASan run of 2026-12-07). Nobody changes
+// metadata here, so acknowledgements must go on at their pace throughout.
+TEST_F(ZkEnsemble, ZooKeeperPausedUnderTraffic) {
+  ASSERT_NO_FATAL_FAILURE(start(1));
+  ASSERT_EQ(cluster_->zookeeper_count(), 1u);
+  Clock::time_point stopped_at, resumed_at;
+  run_with_fault([&] {
+    start_sampling();
+    std::this_thread::sleep_for(1000ms);  // the pace before
+    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGSTOP));
+    stopped_at = Clock::now();
+    std::this_thread::sleep_for(3000ms);
+    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGCONT));
+    resumed_at = Clock::now();
+    // The controllers serve metadata changes again.
+    bool created = false;
+    EXPECT_TRUE(
+        wait_for([&] { return created = created || admin_->create_channel(channel("after-zk-pause")).ok(); },
+                 30s, "a channel created after ZooKeeper resumed"));
+  });
+  stop_sampling();
+  const Window before = window(stopped_at - 1000ms, stopped_at);
+  const Window paused = window(stopped_at, resumed_at);
+  std::printf("ZooKeeper (standalone) stopped for %lld ms under traffic; before: %s\n  while stopped: %s\n",
+              static_cast<long long>(std::chrono::duration_cast<Ms>(resumed_at - stopped_at).count()),
+              describe(before).c_str(), describe(paused).c_str());
+  EXPECT_GE(paused.acks * 4 * before.length.count(), before.acks * paused.length.count())
+      << "before: " << describe(before) << "; while ZooKeeper was stopped: " << describe(paused);
+  EXPECT_LT(paused.longest_gap, 500ms) << describe(paused);
+  expect_controllers_running();
+  expect_cluster_whole({"f", "after-zk-pause"});
   expect_fresh_reader_sees_every_ack();
 }
 

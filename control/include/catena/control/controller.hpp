@@ -606,6 +606,9 @@ class Controller {
   // Waiting for an evicted member, already logged.
   std::set<std::pair<RouteId, std::int64_t>> warned_waiting_ GUARDED_BY(mu_);
   std::map<RouteId, std::int64_t> raised_high_water_ GUARDED_BY(mu_);  // reported, not yet persisted
+  // Sent in a background commit whose answer has not come: raised again
+  // if it was not applied.
+  std::map<RouteId, std::int64_t> unconfirmed_high_water_ GUARDED_BY(mu_);
   Clock::time_point next_high_water_persist_ GUARDED_BY(mu_);
   struct LinkFault {
     std::string reporter;

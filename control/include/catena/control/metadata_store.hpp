@@ -51,6 +51,24 @@ class MetadataStore {
 
   // For the log: where the metadata lives and what opening it found.
   [[nodiscard]] virtual std::string describe() const = 0;
+  // A commit the caller need not wait for (the leader's high-water marks):
+  // applied to state() at once and sent, its answer taken later, by
+  // background_commit() or by the next commit() (which waits for it first).
+  // At most one is unanswered: another meanwhile fails (UNAVAILABLE) with
+  // nothing applied. If it turns out not applied it is undone from state().
+  // This default commits at once (background_commit() then says none).
+  [[nodiscard]] virtual Result<void> commit_in_background(const meta::MetaRecord& record) {
+    return commit(record);
+  }
+  enum class BackgroundCommit {
+    none,         // nothing unanswered, nothing to report
+    in_flight,    // sent, not answered (or its outcome not learnt yet)
+    applied,      // the last one was applied (said once)
+    not_applied,  // the last one was not (undone from state(); said once)
+  };
+  // Never waits: a lost connection's outcome is read only once the store
+  // is connected again.
+  [[nodiscard]] virtual BackgroundCommit background_commit() { return BackgroundCommit::none; }
   // Whether a commit now would be sent at once. False while the ZooKeeper
   // store has no connection: its commit would wait for one (up to its
   // connect timeout), under the controller's lock. Commits that can wait

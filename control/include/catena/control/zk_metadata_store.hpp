@@ -18,7 +18,8 @@
 // with the same error, and only a new open() (a controller restart) goes on.
 //
 // Thread: not thread-safe; the controller serialises all calls under its
-// lock. The ZooKeeper client's own threads never touch the state.
+// lock. The ZooKeeper client's own threads never touch the state (a
+// background commit's completion only hands its return code over).
 #pragma once
 
 #include <atomic>
@@ -62,6 +63,9 @@ class ZkMetadataStore final : public MetadataStore {
 
   [[nodiscard]] const meta::MetaState& state() const noexcept override { return state_; }
   [[nodiscard]] Result<void> commit(const meta::MetaRecord& record) override;
+  // zoo_amulti: the answer comes on the client's completion thread.
+  [[nodiscard]] Result<void> commit_in_background(const meta::MetaRecord& record) override;
+  [[nodiscard]] BackgroundCommit background_commit() override;
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] bool connected() const override;
   [[nodiscard]] bool failed() const noexcept override { return failed_.load(std::memory_order_acquire); }
@@ -74,6 +78,11 @@ class ZkMetadataStore final : public MetadataStore {
 
  private:
   enum class Outcome { applied, not_applied, fenced, unknown };
+  struct Transaction;
+  struct Conclusion {
+    enum { applied, resend, not_applied, failed } outcome;
+    ControlError error;
+  };
 
   ZkMetadataStore(Options options, std::unique_ptr<zk::Session> session);
   [[nodiscard]] Result<void> create_layout();
@@ -84,6 +93,14 @@ class ZkMetadataStore final : public MetadataStore {
   // epoch znode past epoch_version_ happen?
   [[nodiscard]] Outcome resolve_lost_commit();
   [[nodiscard]] ControlError fenced_error();
+  // Applies record to state_ and builds its transaction (undone on error).
+  [[nodiscard]] Result<std::shared_ptr<Transaction>> prepare(const meta::MetaRecord& record);
+  void undo(const Transaction& tx);
+  // What the transaction's return code rc means; undone unless applied or
+  // resent (may_resend: it was not applied and can go again).
+  [[nodiscard]] Conclusion conclude(Transaction& tx, int rc, bool may_resend);
+  // Concludes the background transaction with its answer rc.
+  void settle_background(int rc);
   // Breaks the store for good with why (broken_, failed_); returns why.
   ControlError fail(ControlError why);
   [[nodiscard]] std::string abs(std::string_view relative) const;
@@ -97,6 +114,9 @@ class ZkMetadataStore final : public MetadataStore {
   std::int64_t transactions_ = 0;   // committed under epoch_
   std::size_t znodes_loaded_ = 0;
   std::optional<ControlError> broken_;
+  std::shared_ptr<Transaction> background_;  // commit_in_background()'s, until concluded
+  std::optional<int> background_rc_;         // its answer, once taken from the client
+  BackgroundCommit last_background_ = BackgroundCommit::none;
   std::atomic<bool> failed_{false};  // broken_ is set: for failed(), on any thread
 };
 

@@ -476,8 +476,12 @@ TEST_F(CliScript, AlterTtlAppliesToRecordsAlreadyStored) {
     std::remove(path.c_str());
     return r;
   };
-  // Lengthened: created with 2 s, made 10 min at once; its records outlive 2 s.
-  const json kept = document("channel create longer --partitions 1 --replication 2 --ttl-ms 2000 --json");
+  // Lengthened: created with 6 s, made 10 min at once; its records outlive
+  // the 12 s after which the old ttl would have expired them (their segment
+  // rolls 6 s after it opened and expires 6 s later). With 2 s the alter
+  // came too late once in the soft-RoCE VM (each `catena` process there
+  // takes a second or more): the records were gone before it was applied.
+  const json kept = document("channel create longer --partitions 1 --replication 2 --ttl-ms 6000 --json");
   const auto longer_epoch = kept.at("routes")[0].at("epoch").get<std::int64_t>();
   const auto longer_fed = std::chrono::steady_clock::now();
   Outcome r = feed("longer", "l-1\nl-2\n");
@@ -536,9 +540,9 @@ TEST_F(CliScript, AlterTtlAppliesToRecordsAlreadyStored) {
       << r.errors;
   EXPECT_EQ(document("channel describe shorter --json").at("routes")[0].at("epoch"), shorter_epoch);
 
-  // The lengthened channel, past the 2 s + 2 s after which the old ttl would
+  // The lengthened channel, past the 6 s + 6 s after which the old ttl would
   // have sealed and expired its segment: every record still there.
-  std::this_thread::sleep_until(longer_fed + 5s);
+  std::this_thread::sleep_until(longer_fed + 13s);
   r = run_apart(cli() + "subscribe longer --from 0 --count 2 --timeout-ms 10000 --offsets");
   ASSERT_EQ(r.exit_code, 0) << r.errors;
   EXPECT_EQ(r.output, "0:0 l-1\n0:1 l-2\n");

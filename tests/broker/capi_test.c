@@ -169,6 +169,30 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* What a subscriber of capi-admin (altered from 3 to 4 partitions, one
+ * record "p3" at partition 3 offset 1) was handed. */
+struct seen_markers {
+  int markers;
+  int records;
+  int bad; /* a marker or record not where it should be */
+  uint64_t generation;
+};
+
+static void on_marker_or_record(void* opaque, const catena_message* m) {
+  struct seen_markers* s = opaque;
+  if (m->marker) {
+    ++s->markers;
+    if (m->offset != 0 || m->payload_len != 0 || m->marker_generation == 0 ||
+        (s->generation != 0 && s->generation != m->marker_generation))
+      ++s->bad;
+    s->generation = m->marker_generation;
+    return;
+  }
+  ++s->records;
+  if (m->partition != 3 || m->offset != 1 || m->payload_len != 2 || memcmp(m->payload, "p3", 2) != 0)
+    ++s->bad;
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s CONTROLLER CHANNEL\n", argv[0]);
@@ -747,6 +771,75 @@ int main(int argc, char** argv) {
           "partition 3's first record: done %d, %u@%llu (%s)", a.done, a.partition,
           (unsigned long long)a.offset, catena_last_error());
     catena_publisher_destroy(admin_pub);
+  }
+  /* The alter's markers (offset 0 of every partition), seen with
+   * control_records; and held, with markers_released_by_caller, until
+   * released. */
+  {
+    catena_subscriber_options mo;
+    catena_subscriber_options_init(&mo);
+    mo.control_records = 1;
+    catena_subscriber* ms = NULL;
+    e = catena_subscriber_create_with(sub_routes, "capi-admin", &mo, &ms);
+    CHECK(e == CATENA_OK, "subscriber with control_records: %s", catena_last_error());
+    struct seen_markers got = {0};
+    const double until = now_s() + 15;
+    while (e == CATENA_OK && (got.markers < 4 || got.records < 1) && now_s() < until) {
+      if (catena_subscriber_poll(ms, on_marker_or_record, &got, 64) <= 0) pause_200us();
+    }
+    CHECK(got.markers == 4 && got.records == 1 && got.bad == 0 && got.generation >= 1,
+          "markers %d (generation %llu), records %d, bad %d", got.markers, (unsigned long long)got.generation,
+          got.records, got.bad);
+    for (uint32_t p = 0; e == CATENA_OK && p < 4; ++p) {
+      CHECK(catena_subscriber_marker_reached(ms, p) == got.generation &&
+                catena_subscriber_held_at_marker(ms, p) == 0,
+            "partition %u: marker reached %llu, held %d", p,
+            (unsigned long long)catena_subscriber_marker_reached(ms, p),
+            catena_subscriber_held_at_marker(ms, p));
+    }
+    if (e == CATENA_OK) {
+      CHECK(catena_subscriber_release_markers(ms, 0, got.generation) == CATENA_ERR_INVALID_ARGUMENT &&
+                strstr(catena_last_error(), "markers_released_by_caller") != NULL,
+            "release without markers_released_by_caller: %s", catena_last_error());
+    }
+    catena_subscriber_destroy(ms);
+
+    mo.markers_released_by_caller = 1;
+    e = catena_subscriber_create_with(sub_routes, "capi-admin", &mo, &ms);
+    CHECK(e == CATENA_OK, "subscriber with markers_released_by_caller: %s", catena_last_error());
+    struct seen_markers held = {0};
+    int all_held = 0;
+    const double hold_until = now_s() + 15;
+    while (e == CATENA_OK && !all_held && now_s() < hold_until) {
+      if (catena_subscriber_poll(ms, on_marker_or_record, &held, 64) <= 0) pause_200us();
+      all_held = 1;
+      for (uint32_t p = 0; p < 4; ++p) all_held = all_held && catena_subscriber_held_at_marker(ms, p);
+    }
+    /* Each partition hands out its marker and stops there. */
+    CHECK(all_held && held.markers == 4 && held.records == 0 && held.bad == 0,
+          "before the release: held at every marker %d, markers %d, records %d, bad %d", all_held,
+          held.markers, held.records, held.bad);
+    for (uint32_t p = 0; e == CATENA_OK && p < 4; ++p) {
+      CHECK(catena_subscriber_position(ms, p) == 0, "partition %u held at %llu, not at its marker (0)", p,
+            (unsigned long long)catena_subscriber_position(ms, p));
+    }
+    if (e == CATENA_OK) {
+      CHECK(catena_subscriber_release_markers(ms, 9, got.generation) == CATENA_ERR_INVALID_ARGUMENT,
+            "release on a partition not read: %s", catena_last_error());
+      for (uint32_t p = 0; p < 4; ++p)
+        CHECK(catena_subscriber_release_markers(ms, p, got.generation) == CATENA_OK, "release %u: %s", p,
+              catena_last_error());
+    }
+    const double release_until = now_s() + 15;
+    while (e == CATENA_OK && held.records < 1 && now_s() < release_until) {
+      if (catena_subscriber_poll(ms, on_marker_or_record, &held, 64) <= 0) pause_200us();
+    }
+    CHECK(held.markers == 4 && held.records == 1 && held.bad == 0 && held.generation == got.generation,
+          "after the release: markers %d (generation %llu), records %d, bad %d", held.markers,
+          (unsigned long long)held.generation, held.records, held.bad);
+    catena_subscriber_destroy(ms);
+    fprintf(stderr, "capi_test: alter markers checked (generation %llu)\n",
+            (unsigned long long)got.generation);
   }
   e = catena_channel_delete(sub_routes, "capi-admin");
   CHECK(e == CATENA_OK, "delete: %s", catena_last_error());

@@ -285,6 +285,43 @@ def main():
         raise AssertionError("alter_channel without a change did not raise")
     except ValueError:
         pass
+    # The alter's markers: a Marker at offset 0 of every partition with
+    # control_records=True; with markers_released_by_caller=True each
+    # partition stops after its marker until released.
+    with catena.Subscriber(routes, "py-admin", control_records=True) as ms:
+        got = []
+        deadline = time.monotonic() + 15
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += ms.poll(timeout_ms=200)
+        markers = [m for m in got if isinstance(m, catena.Marker)]
+        records = [m for m in got if not isinstance(m, catena.Marker)]
+        assert sorted(m.partition for m in markers) == [0, 1, 2, 3], got
+        assert all(m.offset == 0 and m.generation == markers[0].generation >= 1 for m in markers), got
+        assert records == [(3, 1, b"p3")], got
+        assert all(ms.marker_reached(p) == markers[0].generation for p in range(4))
+        assert not any(ms.held_at_marker(p) for p in range(4))
+        assert "generation=" in repr(markers[0]), repr(markers[0])
+        try:
+            ms.release_markers(0, markers[0].generation)
+            raise AssertionError("release_markers without markers_released_by_caller did not raise")
+        except catena.Error as e:
+            assert e.code == "invalid_argument", e.code
+    generation = markers[0].generation
+    with catena.Subscriber(routes, "py-admin", control_records=True, markers_released_by_caller=True) as ms:
+        got = []
+        deadline = time.monotonic() + 15
+        while not all(ms.held_at_marker(p) for p in range(4)) and time.monotonic() < deadline:
+            got += ms.poll(timeout_ms=50)
+        assert all(ms.held_at_marker(p) for p in range(4)), got
+        assert sorted(m.partition for m in got if isinstance(m, catena.Marker)) == [0, 1, 2, 3], got
+        assert [ms.position(p) for p in range(4)] == [0, 0, 0, 0]
+        for p in range(4):
+            ms.release_markers(p, generation)
+        deadline = time.monotonic() + 15
+        after = []
+        while not after and time.monotonic() < deadline:
+            after += ms.poll(timeout_ms=200)
+        assert after == [(3, 1, b"p3")], after
     routes.delete_channel("py-admin")
     try:
         routes.describe_channel("py-admin")

@@ -366,6 +366,20 @@ struct Record {
   std::string payload;
   std::string key;
   std::vector<std::pair<std::string, std::string>> headers;
+  bool marker = false;  // a channel alter's marker (control_records)
+  std::uint64_t marker_generation = 0;
+};
+
+// A channel alter's marker, as Subscriber.poll() returns it with
+// control_records=True (in place of a record's tuple).
+struct Marker {
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t generation = 0;
+  [[nodiscard]] std::string repr() const {
+    return "Marker(partition=" + std::to_string(partition) + ", offset=" + std::to_string(offset) +
+           ", generation=" + std::to_string(generation) + ")";
+  }
 };
 
 void on_message(void* opaque, const catena_message* m) {
@@ -373,7 +387,9 @@ void on_message(void* opaque, const catena_message* m) {
            m->offset,
            std::string(static_cast<const char*>(m->payload), m->payload_len),
            m->key_len == 0 ? std::string() : std::string(static_cast<const char*>(m->key), m->key_len),
-           {}};
+           {},
+           m->marker != 0,
+           m->marker_generation};
   for (std::size_t i = 0; i < m->header_count; ++i) {
     const catena_header& h = m->headers[i];
     r.headers.emplace_back(std::string(static_cast<const char*>(h.name), h.name_len),
@@ -392,10 +408,13 @@ class Subscriber {
              const std::optional<std::vector<std::uint32_t>>& partitions, std::uint32_t ring_bytes,
              const py::object& on_event, const std::string& read_from,
              const std::optional<std::string>& group, const py::object& on_notice,
-             std::int64_t connect_timeout_ms, std::int64_t stall_check_ms, std::int64_t delivery_stall_ms)
+             std::int64_t connect_timeout_ms, std::int64_t stall_check_ms, std::int64_t delivery_stall_ms,
+             bool control_records, bool markers_released_by_caller)
       : routes_(std::move(routes)), on_event_(on_event), on_notice_(on_notice) {
     catena_subscriber_options o;
     catena_subscriber_options_init(&o);
+    o.control_records = control_records ? 1 : 0;
+    o.markers_released_by_caller = markers_released_by_caller ? 1 : 0;
     o.start = parse_start(start, true, &o.start_offset);
     o.read_from = parse_read_from(read_from);
     if (group) o.group = group->c_str();
@@ -459,6 +478,25 @@ class Subscriber {
     if (const catena_err e = catena_subscriber_seek(h_, partition, offset); e != CATENA_OK) raise(e);
   }
 
+  std::uint64_t marker_reached(std::uint32_t partition) {
+    check_open();
+    std::lock_guard lock(mu_);
+    return catena_subscriber_marker_reached(h_, partition);
+  }
+
+  bool held_at_marker(std::uint32_t partition) {
+    check_open();
+    std::lock_guard lock(mu_);
+    return catena_subscriber_held_at_marker(h_, partition) != 0;
+  }
+
+  void release_markers(std::uint32_t partition, std::uint64_t generation) {
+    check_open();
+    std::lock_guard lock(mu_);
+    if (const catena_err e = catena_subscriber_release_markers(h_, partition, generation); e != CATENA_OK)
+      raise(e);
+  }
+
   // Waits for the controller (GIL released).
   void commit() {
     check_open();
@@ -486,6 +524,10 @@ class Subscriber {
   static py::list records(const std::vector<Record>& got, bool attributes) {
     py::list out;
     for (const Record& r : got) {
+      if (r.marker) {
+        out.append(py::cast(Marker{r.partition, r.offset, r.marker_generation}));
+        continue;
+      }
       if (!attributes) {
         out.append(py::make_tuple(r.partition, r.offset, py::bytes(r.payload)));
         continue;
@@ -955,20 +997,35 @@ PYBIND11_MODULE(catena, m) {
           "__enter__", [](Publisher& p) -> Publisher& { return p; }, py::return_value_policy::reference)
       .def("__exit__", [](Publisher& p, const py::args&) { p.close(30000); });
 
+  py::class_<Marker>(m, "Marker", "A channel alter's marker (Subscriber(control_records=True))")
+      .def_readonly("partition", &Marker::partition)
+      .def_readonly("offset", &Marker::offset)
+      .def_readonly("generation", &Marker::generation, "The channel generation it brings in")
+      .def("__repr__", &Marker::repr);
+
   py::class_<Subscriber>(m, "Subscriber")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const py::object&,
                     const std::optional<std::string>&, const std::optional<std::vector<std::uint32_t>>&,
                     std::uint32_t, const py::object&, const std::string&, const std::optional<std::string>&,
-                    const py::object&, std::int64_t, std::int64_t, std::int64_t>(),
+                    const py::object&, std::int64_t, std::int64_t, std::int64_t, bool, bool>(),
            py::arg("routes"), py::arg("channel"), py::arg("start") = "earliest", py::kw_only(),
            py::arg("provider") = py::none(), py::arg("partitions") = py::none(), py::arg("ring_bytes") = 0,
            py::arg("on_event") = py::none(), py::arg("read_from") = "tail", py::arg("group") = py::none(),
            py::arg("on_notice") = py::none(), py::arg("connect_timeout_ms") = 0,
-           py::arg("stall_check_ms") = 0, py::arg("delivery_stall_ms") = 0)
+           py::arg("stall_check_ms") = 0, py::arg("delivery_stall_ms") = 0,
+           py::arg("control_records") = false, py::arg("markers_released_by_caller") = false)
       .def("poll", &Subscriber::poll, py::arg("max") = 1024, py::arg("timeout_ms") = 0,
            py::arg("attributes") = false,
            "Up to max records as (partition, offset, payload) tuples (attributes=True: (partition, offset, "
-           "payload, key, [(name, value), ...])); waits up to timeout_ms for the first")
+           "payload, key, [(name, value), ...])), and with control_records=True a Marker for each channel "
+           "alter's marker; waits up to timeout_ms for the first")
+      .def("marker_reached", &Subscriber::marker_reached, py::arg("partition"),
+           "The generation of the last alter marker the partition delivered since it started or was sought "
+           "(0: none)")
+      .def("held_at_marker", &Subscriber::held_at_marker, py::arg("partition"),
+           "Whether the partition is held at an alter marker (its position is the marker's offset)")
+      .def("release_markers", &Subscriber::release_markers, py::arg("partition"), py::arg("generation"),
+           "With markers_released_by_caller=True: the partition may pass markers up to this generation")
       .def("position", &Subscriber::position, py::arg("partition"))
       .def("seek", &Subscriber::seek, py::arg("partition"), py::arg("offset"),
            "Delivers the partition from this offset on")

@@ -53,6 +53,7 @@ struct catena_publisher {
 struct catena_subscriber {
   std::shared_ptr<catena::RouteSource> routes;
   std::unique_ptr<catena::Subscriber> sub;
+  bool markers_released_by_caller = false;
 };
 struct catena_group {
   std::shared_ptr<catena::RouteSource> routes;
@@ -107,12 +108,13 @@ std::span<const std::byte> bytes(const void* p, std::size_t n) {
 constexpr std::array<std::size_t, 3> kPublisherOptionsSizes{
     offsetof(catena_publisher_options, max_batch_bytes), offsetof(catena_publisher_options, retry_timeout_ms),
     sizeof(catena_publisher_options)};
-constexpr std::array<std::size_t, 3> kSubscriberOptionsSizes{offsetof(catena_subscriber_options, on_event),
-                                                             offsetof(catena_subscriber_options, read_from),
-                                                             sizeof(catena_subscriber_options)};
+constexpr std::array<std::size_t, 4> kSubscriberOptionsSizes{
+    offsetof(catena_subscriber_options, on_event), offsetof(catena_subscriber_options, read_from),
+    offsetof(catena_subscriber_options, control_records), sizeof(catena_subscriber_options)};
 constexpr std::array<std::size_t, 1> kGroupOptionsSizes{sizeof(catena_group_options)};
 static_assert(kPublisherOptionsSizes[0] == 40 && kPublisherOptionsSizes[1] == 64 &&
-                  kSubscriberOptionsSizes[0] == 56 && kSubscriberOptionsSizes[1] == 72,
+                  kSubscriberOptionsSizes[0] == 56 && kSubscriberOptionsSizes[1] == 72 &&
+                  kSubscriberOptionsSizes[2] == 128,
               "fields added to an options struct go after the ones a program built earlier knows");
 
 // Copies the caller's options (NULL: none) over `out`, which holds the
@@ -192,12 +194,14 @@ catena::Subscriber::Handler message_handler(catena_message_cb cb, void* opaque) 
     const catena_message c{m.partition,
                            m.offset,
                            m.timestamp_ns,
-                           m.payload.data(),
-                           m.payload.size(),
+                           m.marker ? nullptr : m.payload.data(),  // a marker's body is the broker's
+                           m.marker ? 0 : m.payload.size(),
                            m.key.empty() ? nullptr : m.key.data(),
                            m.key.size(),
                            n == 0 ? nullptr : hs.data(),
-                           n};
+                           n,
+                           m.marker ? 1 : 0,
+                           m.marker ? m.sequence : 0};
     cb(opaque, &c);
   };
 }
@@ -541,11 +545,14 @@ catena_err catena_subscriber_create_with(catena_routes* routes, const char* chan
         e != CATENA_OK)
       return e;
     if (o.group != nullptr) so.group = o.group;
+    so.control_records = o.control_records != 0;
+    so.markers_released_by_caller = o.markers_released_by_caller != 0;
     auto created = catena::Subscriber::create(*routes->routes, channel, so);
     if (!created) return fail(created.error());
     auto s = std::make_unique<catena_subscriber>();
     s->routes = routes->routes;
     s->sub = std::move(created.value());
+    s->markers_released_by_caller = so.markers_released_by_caller;
     if (o.on_notice != nullptr) {
       s->sub->on_notice([cb = o.on_notice, opaque = o.notice_opaque](const catena::Notice& n) {
         const catena_notice c{n.partition, to_c(n.status), n.next_offset, n.lost_from};
@@ -607,6 +614,48 @@ catena_err catena_subscriber_seek(catena_subscriber* sub, std::uint32_t partitio
           "catena_subscriber_seek: the subscriber does not read partition " + std::to_string(partition));
     }
     sub->sub->seek(partition, offset);
+    return CATENA_OK;
+  } catch (...) {
+    return caught();
+  }
+}
+
+std::uint64_t catena_subscriber_marker_reached(const catena_subscriber* sub,
+                                               std::uint32_t partition) noexcept {
+  if (sub == nullptr) return 0;
+  try {
+    return sub->sub->marker_reached(partition);
+  } catch (...) {
+    (void)caught();
+    return 0;
+  }
+}
+
+int catena_subscriber_held_at_marker(const catena_subscriber* sub, std::uint32_t partition) noexcept {
+  if (sub == nullptr) return 0;
+  try {
+    return sub->sub->held_at_marker(partition) ? 1 : 0;
+  } catch (...) {
+    (void)caught();
+    return 0;
+  }
+}
+
+catena_err catena_subscriber_release_markers(catena_subscriber* sub, std::uint32_t partition,
+                                             std::uint64_t generation) noexcept {
+  const char* fn = "catena_subscriber_release_markers";
+  if (sub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, std::string(fn) + ": subscriber is NULL");
+  if (!sub->markers_released_by_caller) {
+    return fail(CATENA_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": the subscriber was created without markers_released_by_caller");
+  }
+  try {
+    const auto parts = sub->sub->partitions();
+    if (std::find(parts.begin(), parts.end(), partition) == parts.end()) {
+      return fail(CATENA_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": the subscriber does not read partition " + std::to_string(partition));
+    }
+    sub->sub->release_markers(partition, generation);
     return CATENA_OK;
   } catch (...) {
     return caught();

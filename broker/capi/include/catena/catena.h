@@ -258,6 +258,11 @@ typedef struct catena_message {
   size_t key_len;
   const catena_header* headers;
   size_t header_count;
+  /* 1 for a channel alter's marker (catena_subscriber_options.control_records
+   * only): no payload, key or headers; marker_generation is the channel
+   * generation it brings in (the partition count changes from here on). */
+  int marker;
+  uint64_t marker_generation;
 } catena_message;
 
 typedef void (*catena_message_cb)(void* opaque, const catena_message* message);
@@ -287,6 +292,13 @@ typedef struct catena_subscriber_options {
   const char* group;          /* for CATENA_START_COMMITTED and catena_subscriber_commit (copied) */
   catena_notice_cb on_notice; /* NULL: none (notices are then only seen in catena_subscriber_position) */
   void* notice_opaque;        /* passed to on_notice */
+  /* Added in 0.1 after the rest (0: off). */
+  int control_records; /* deliver channel alters' markers too (catena_message.marker); else skipped */
+  /* Each partition stops at every alter marker of a generation newer than
+   * catena_subscriber_release_markers named for it (for a caller that
+   * coordinates readers itself, as a group's members do); else the
+   * subscriber decides from the partitions it reads. */
+  int markers_released_by_caller;
 } catena_subscriber_options;
 void catena_subscriber_options_init(catena_subscriber_options* options) CATENA_NOEXCEPT;
 /* catena_subscriber_create with options (NULL: the defaults).
@@ -314,6 +326,18 @@ uint64_t catena_subscriber_position(const catena_subscriber* sub, uint32_t parti
  * for a partition the subscriber does not read. */
 catena_err catena_subscriber_seek(catena_subscriber* sub, uint32_t partition,
                                   uint64_t offset) CATENA_NOEXCEPT;
+/* The generation of the last alter marker a partition delivered since it
+ * started or was sought (0: none, or a partition the subscriber does not
+ * read), and whether it is held there (1) or not (0). A partition held at a
+ * marker stands at the marker's offset in catena_subscriber_position. */
+uint64_t catena_subscriber_marker_reached(const catena_subscriber* sub, uint32_t partition) CATENA_NOEXCEPT;
+int catena_subscriber_held_at_marker(const catena_subscriber* sub, uint32_t partition) CATENA_NOEXCEPT;
+/* With options.markers_released_by_caller: the partition may pass markers
+ * up to this generation (it never goes back down). CATENA_ERR_INVALID_ARGUMENT
+ * for a partition the subscriber does not read, or a subscriber created
+ * without markers_released_by_caller. */
+catena_err catena_subscriber_release_markers(catena_subscriber* sub, uint32_t partition,
+                                             uint64_t generation) CATENA_NOEXCEPT;
 /* Stores the position of every partition it reads as the group's
  * (options.group; without one, CATENA_ERR_INVALID_ARGUMENT). Waits for the
  * controller: CATENA_ERR_CONTROLLER_UNAVAILABLE, ... */

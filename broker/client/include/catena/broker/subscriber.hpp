@@ -73,7 +73,9 @@ struct Message {
   std::span<const std::byte> key;
   Headers headers;
   // A channel alter's marker (only with SubscriberOptions::control_records):
-  // no payload, producer_id 0, sequence the channel generation it brings in.
+  // producer_id 0, sequence the channel generation it brings in; its payload
+  // is the broker's encoding of the alter, not the application's (the C API
+  // and Python hand out none).
   bool marker = false;
 };
 

@@ -196,6 +196,59 @@ TEST_F(ChainE2E, ABurstGrowsTheRingAndEveryRecordArrivesOnceInOrder) {
   EXPECT_LT(growth, static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()) + kLinkSlack);
 }
 
+// A ring a burst grew is halved (a new session with the head, as a grow)
+// each ring_shrink_after in which its records took at most a quarter of
+// it, down to 64 KiB, so that the memory the burst took, here and
+// registered at the head, goes back; it grows again for the next burst.
+// Every record is acknowledged once, in order, across the resizes.
+TEST_F(ChainE2E, AGrownRingShrinksBackOnceTrafficIsLightAndGrowsAgainForTheNextBurst) {
+  configure("shrink", 0, 1, {0, 1}, 1);
+  const auto before = settled(brokers_);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.ring_bytes = 1u << 20;
+  po.ring_shrink_after = 150ms;
+  auto pub = Publisher::create(routes_, "shrink", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  Sender s(*pub.value());
+  // (All of it within the fixture's 2 MiB of retention.)
+  auto burst = [&] {
+    for (int i = 0; i < 40; ++i) ASSERT_EQ(s.send(0, 16u << 10), client::ErrorCode::ok);
+    ASSERT_TRUE(pub.value()->flush(20s));
+  };
+  ASSERT_NO_FATAL_FAILURE(burst());
+  const std::uint64_t grown = pub.value()->ring_bytes_in_use();
+  EXPECT_GE(grown, 4 * kMin) << "the burst did not grow the ring";
+  // Light traffic: a 500-byte record every 5 ms, at most a few in the ring.
+  std::uint64_t smallest = grown;
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until && smallest > kMin) {
+    ASSERT_EQ(s.send(0, 500), client::ErrorCode::ok);
+    const auto next = std::chrono::steady_clock::now() + 5ms;
+    while (std::chrono::steady_clock::now() < next) pub.value()->poll();
+    smallest = std::min(smallest, pub.value()->ring_bytes_in_use());
+  }
+  ASSERT_TRUE(pub.value()->flush(20s));
+  EXPECT_EQ(pub.value()->ring_bytes_in_use(), kMin) << "grown to " << grown;
+  // The head lets the larger rings go with their sessions.
+  std::int64_t growth = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  do {
+    growth = registered(brokers_)[0] - before[0];
+    if (growth < static_cast<std::int64_t>(kMin) + kLinkSlack) break;
+    std::this_thread::sleep_for(10ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_LT(growth, static_cast<std::int64_t>(kMin) + kLinkSlack) << "the head still holds the grown ring";
+  // The next burst grows it again.
+  ASSERT_NO_FATAL_FAILURE(burst());
+  EXPECT_GE(pub.value()->ring_bytes_in_use(), 4 * kMin);
+
+  std::vector<std::size_t> all(s.sent.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  expect_contiguous(s, all, 0);
+  expect_log(routes_, "shrink", s.sent);
+}
+
 TEST_F(ChainE2E, RingsStayWithinTheBudgetAndEveryPartitionStillGetsOne) {
   constexpr std::uint32_t kParts = 8;
   for (std::uint32_t p = 0; p < kParts; ++p) configure("budget", p, kParts, {static_cast<int>(p % 3)}, 1);

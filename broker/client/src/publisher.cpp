@@ -114,6 +114,7 @@ Errc Publisher::Impl::activate_st(PartitionSession& s, Clock::time_point now) {
   s.head = chain::PublishClient(std::move(mirror.value()), ring, window_);
   s.records = chain::BoundedFifo<PendingRecord>(window_);
   s.active = true;
+  s.ring_window = now;
   ring_used_ += ring;
   if (s.partition < partitions_) ++active_in_gen_;
   // Its records wait in the ring until the head welcomes it (then they are
@@ -129,7 +130,7 @@ void Publisher::Impl::grow_st(PartitionSession& s, Clock::time_point now) {
   const std::uint32_t from = s.head.ring_bytes();
   const std::uint32_t to = s.grow_to;
   s.grow_to = 0;
-  if (to <= from || !budget_allows_st(to - from, s)) return;
+  if (to == from || (to > from && !budget_allows_st(to - from, s))) return;
   auto mirror = provider_->allocate(to, fabric::kLocalWrite, chain::domain_of_channel(channel_));
   if (!mirror) {
     spdlog::warn("publisher {}/{}: cannot allocate a {} KiB ring; keeping {} KiB", channel_, s.partition,
@@ -141,9 +142,11 @@ void Publisher::Impl::grow_st(PartitionSession& s, Clock::time_point now) {
   s.dial.cancel();
   s.attempt = Attempt::none;
   if (!s.head.replace_ring(std::move(mirror.value()), to)) return;  // records pending: cannot happen here
-  ring_used_ += to - from;
+  ring_used_ = ring_used_ + to - from;  // (a shrink: to < from, and ring_used_ holds from)
   s.growing = true;
   s.grown_from = from;
+  s.ring_peak = 0;
+  s.ring_window = now;
   spdlog::debug("publisher {}/{}: ring {} KiB -> {} KiB; new session with the head", channel_, s.partition,
                 from >> 10, to >> 10);
   // Down already (a head lost, a move followed): the outage goes on, and
@@ -163,11 +166,27 @@ void Publisher::Impl::grow_refused_st(PartitionSession& s, Clock::time_point now
       "staying at {} KiB",
       channel_, s.partition, s.dialled.node_id, big >> 10, s.grown_from >> 10);
   s.growing = false;
-  s.grow_refused = true;
+  s.grow_refused = big > s.grown_from;  // a refused shrink leaves later grows alone
   auto mirror = provider_->allocate(s.grown_from, fabric::kLocalWrite, chain::domain_of_channel(channel_));
   if (mirror && s.head.replace_ring(std::move(mirror.value()), s.grown_from))
-    ring_used_ -= big - s.grown_from;
+    ring_used_ = ring_used_ + s.grown_from - big;
   s.retry_at = now;
+}
+
+void Publisher::Impl::consider_shrink_st(PartitionSession& s, Clock::time_point now) {
+  CATENA_ST_CHECK(owner_);
+  if (opts_.ring_shrink_after.count() <= 0 || s.grow_to != 0 || s.growing) return;
+  if (now - s.ring_window < opts_.ring_shrink_after) return;
+  const std::uint32_t ring = s.head.ring_bytes();
+  const std::uint32_t to = std::max(ring / 2, chain::kMinRingBytes);
+  // (Every frame then fits in half the smaller ring.)
+  if (to < ring && s.ring_peak <= ring / 4 && s.head.connected()) {
+    spdlog::debug("publisher {}/{}: at most {} KiB of its {} KiB ring in use for {} ms; halving it", channel_,
+                  s.partition, s.ring_peak >> 10, ring >> 10, opts_.ring_shrink_after.count());
+    s.grow_to = to;
+  }
+  s.ring_peak = 0;
+  s.ring_window = now;
 }
 
 Errc Publisher::Impl::publish_to(std::uint32_t partition, std::span<const std::byte> payload,
@@ -281,6 +300,7 @@ void Publisher::Impl::staged_st(PartitionSession& s, bool opens_batch, bool was_
   }
   s.records.push_back(std::move(rec));
   ++in_flight_;
+  s.ring_peak = std::max(s.ring_peak, s.head.ring_in_use());
   if (opts_.linger.count() == 0 || s.head.unflushed() >= opts_.max_batch_bytes) s.head.flush();
 }
 
@@ -292,8 +312,9 @@ int Publisher::Impl::poll() {
     PartitionSession& s = *sp;
     take_lookup_st(s, now);
     if (s.partition >= partitions_ || !s.active) continue;  // removed by a channel alter, or not used yet
-    // A grow waits until every record in the ring is resolved (none to lay
-    // out again) and for no channel alter's switch.
+    consider_shrink_st(s, now);
+    // A grow (or shrink) waits until every record in the ring is resolved
+    // (none to lay out again) and for no channel alter's switch.
     // Nor while a claim is open: the caller is writing into this ring.
     if (s.grow_to != 0 && s.head.pending() == 0 && !remapping_ && s.claim_ticket == 0) grow_st(s, now);
     observe_st(s, now);

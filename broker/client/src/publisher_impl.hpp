@@ -72,10 +72,15 @@ struct PartitionSession {
   // the head welcomes the larger ring, `growing` (new records wait) and the
   // size to go back to if it refuses it (its ring budget). grow_refused: a
   // head refused once; this session does not ask again.
+  // The same path halves a ring (grow_to below its size) whose records
+  // took at most a quarter of it (ring_peak: the most bytes written and not
+  // yet taken by the head) since ring_window (PublisherOptions::ring_shrink_after).
   std::uint32_t grow_to = 0;
   bool growing = false;
   std::uint32_t grown_from = 0;
   bool grow_refused = false;
+  std::uint64_t ring_peak = 0;
+  Clock::time_point ring_window{};
   Route route;
   chain::PublishClient head;       // the records, their ring and the head's session (publish.hpp)
   chain::CommitWatchClient watch;  // the tail's early acks (chains of 2 or more)
@@ -240,6 +245,9 @@ class CATENA_LOCAL Publisher::Impl {
   // A grow asked for (grow_to) once every record is resolved: the larger
   // ring and a new session with the head.
   void grow_st(PartitionSession& s, Clock::time_point now);
+  // Asks for a halved ring (grow_to) when the partition's last
+  // ring_shrink_after used at most a quarter of it; starts the next window.
+  void consider_shrink_st(PartitionSession& s, Clock::time_point now);
   // The head refused a grown ring: back to the size before, not asked again.
   void grow_refused_st(PartitionSession& s, Clock::time_point now);
 

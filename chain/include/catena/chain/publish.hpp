@@ -398,6 +398,8 @@ class PublishClient {
 
   // Bytes staged and not yet sent.
   [[nodiscard]] std::uint64_t unflushed() const { return writer_.written() - writer_.flushed(); }
+  // Bytes of the ring written and not yet taken by the head.
+  [[nodiscard]] std::uint64_t ring_in_use() const { return writer_.written() - writer_.consumed(); }
   // Sends what is staged (stops where the send queue is full; call again).
   void flush();
 

@@ -213,6 +213,12 @@ struct PublisherOptions {
   // find it full, once its records in flight are acknowledged (a new
   // session with the head, same producer id and epoch).
   std::uint32_t ring_bytes = 4u << 20;
+  // A ring whose records took at most a quarter of it for this long is
+  // halved, down to 64 KiB, the same way (a new session once its records
+  // are acknowledged; new records wait meanwhile), so that what a burst
+  // took (here, and registered at the head) goes back; it grows again when
+  // records find it full. 0: rings never shrink.
+  std::chrono::milliseconds ring_shrink_after{60000};
   // The sum of this publisher's rings (ring_bytes_in_use()). A ring does not
   // grow past it, and the growth of one leaves 64 KiB for every partition
   // that has no ring yet; create() refuses (invalid_argument) a budget

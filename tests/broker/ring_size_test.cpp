@@ -66,6 +66,20 @@ std::vector<std::int64_t> settled(const std::vector<std::unique_ptr<broker::Brok
 
 // Publishes to one partition, records what was sent and each result, and
 // checks after every call that the rings stay within `budget`.
+// How much more node 0 (the head) registers than `before` says, once that
+// is below `limit` (a ring goes with its session: 5 s at most), or at 5 s.
+std::int64_t head_growth_once_below(const std::vector<std::unique_ptr<broker::Broker>>& brokers,
+                                    const std::vector<std::int64_t>& before, std::int64_t limit) {
+  std::int64_t growth = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  do {
+    growth = registered(brokers)[0] - before[0];
+    if (growth < limit) break;
+    std::this_thread::sleep_for(10ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return growth;
+}
+
 struct Sender {
   explicit Sender(Publisher& p, std::uint64_t b = ~0ull) : pub(p), budget(b) {}
   Publisher& pub;
@@ -185,13 +199,8 @@ TEST_F(ChainE2E, ABurstGrowsTheRingAndEveryRecordArrivesOnceInOrder) {
   EXPECT_EQ(tail.partitions[0].replica.end_offset, s.sent.size()) << "a record stored twice";
   // The head registers the ring the publisher has now; the smaller ones
   // went with their sessions.
-  std::int64_t growth = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  do {
-    growth = registered(brokers_)[0] - before[0];
-    if (growth < static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()) + kLinkSlack) break;
-    std::this_thread::sleep_for(10ms);
-  } while (std::chrono::steady_clock::now() < deadline);
+  const std::int64_t growth = head_growth_once_below(
+      brokers_, before, static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()) + kLinkSlack);
   EXPECT_GE(growth, static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()));
   EXPECT_LT(growth, static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()) + kLinkSlack);
 }
@@ -231,13 +240,8 @@ TEST_F(ChainE2E, AGrownRingShrinksBackOnceTrafficIsLightAndGrowsAgainForTheNextB
   ASSERT_TRUE(pub.value()->flush(20s));
   EXPECT_EQ(pub.value()->ring_bytes_in_use(), kMin) << "grown to " << grown;
   // The head lets the larger rings go with their sessions.
-  std::int64_t growth = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  do {
-    growth = registered(brokers_)[0] - before[0];
-    if (growth < static_cast<std::int64_t>(kMin) + kLinkSlack) break;
-    std::this_thread::sleep_for(10ms);
-  } while (std::chrono::steady_clock::now() < deadline);
+  const std::int64_t growth =
+      head_growth_once_below(brokers_, before, static_cast<std::int64_t>(kMin) + kLinkSlack);
   EXPECT_LT(growth, static_cast<std::int64_t>(kMin) + kLinkSlack) << "the head still holds the grown ring";
   // The next burst grows it again.
   ASSERT_NO_FATAL_FAILURE(burst());

@@ -206,6 +206,14 @@ catena::Subscriber::Handler message_handler(catena_message_cb cb, void* opaque) 
   };
 }
 
+// INVALID_ARGUMENT (fn's) unless the subscriber reads `partition`.
+catena_err check_reads(const char* fn, const catena_subscriber& sub, std::uint32_t partition) {
+  const auto parts = sub.sub->partitions();
+  if (std::find(parts.begin(), parts.end(), partition) != parts.end()) return CATENA_OK;
+  return fail(CATENA_ERR_INVALID_ARGUMENT,
+              std::string(fn) + ": the subscriber does not read partition " + std::to_string(partition));
+}
+
 }  // namespace
 
 extern "C" {
@@ -607,12 +615,7 @@ catena_err catena_subscriber_seek(catena_subscriber* sub, std::uint32_t partitio
                                   std::uint64_t offset) noexcept {
   if (sub == nullptr) return fail(CATENA_ERR_INVALID_ARGUMENT, "catena_subscriber_seek: subscriber is NULL");
   try {
-    const auto parts = sub->sub->partitions();
-    if (std::find(parts.begin(), parts.end(), partition) == parts.end()) {
-      return fail(
-          CATENA_ERR_INVALID_ARGUMENT,
-          "catena_subscriber_seek: the subscriber does not read partition " + std::to_string(partition));
-    }
+    if (const catena_err e = check_reads("catena_subscriber_seek", *sub, partition); e != CATENA_OK) return e;
     sub->sub->seek(partition, offset);
     return CATENA_OK;
   } catch (...) {
@@ -650,11 +653,7 @@ catena_err catena_subscriber_release_markers(catena_subscriber* sub, std::uint32
                 std::string(fn) + ": the subscriber was created without markers_released_by_caller");
   }
   try {
-    const auto parts = sub->sub->partitions();
-    if (std::find(parts.begin(), parts.end(), partition) == parts.end()) {
-      return fail(CATENA_ERR_INVALID_ARGUMENT,
-                  std::string(fn) + ": the subscriber does not read partition " + std::to_string(partition));
-    }
+    if (const catena_err e = check_reads(fn, *sub, partition); e != CATENA_OK) return e;
     sub->sub->release_markers(partition, generation);
     return CATENA_OK;
   } catch (...) {

@@ -584,8 +584,10 @@ service Controller {
   RebalancePlan addNode(1: string node_id, 2: bool dry_run) throws (1: CatenaError err),
 
   // Subscriber-group progress: offset is the next record the group will
-  // consume from channel/partition. Durable (one fsync per call: commit
-  // periodically, not per message). May move backwards (a rewind).
+  // consume from channel/partition. Durable when answered (commits that
+  // arrive together share one metadata write: commit periodically, not per
+  // message); UNAVAILABLE if the metadata store has not taken it within 4 s
+  // (it may still: commit again). May move backwards (a rewind).
   void commitOffset(1: string group, 2: string channel, 3: i32 partition, 4: i64 offset)
       throws (1: CatenaError err),
   // The last committed offset; NO_OFFSET if the group never committed one.
@@ -657,10 +659,11 @@ service Controller {
       throws (1: CatenaError err),
   // Leaves now: its partitions go to the others from their committed offsets.
   void leaveGroup(1: string group, 2: string member_id) throws (1: CatenaError err),
-  // One durable record for many partitions. Fenced: member_id must own each
-  // partition (NOT_OWNER) and have held it since at least `generation`
-  // (NOT_OWNER too); nothing is written unless all pass. UNKNOWN_MEMBER for
-  // an unknown member. A member's commit never moves an offset backwards.
+  // One durable record for many partitions, answered as commitOffset is.
+  // Fenced: member_id must own each partition (NOT_OWNER) and have held it
+  // since at least `generation` (NOT_OWNER too); nothing is written unless
+  // all pass. UNKNOWN_MEMBER for an unknown member. A member's commit never
+  // moves an offset backwards.
   void commitOffsets(1: string group, 2: string channel, 3: string member_id, 4: i64 generation,
                      5: list<PartitionOffset> offsets) throws (1: CatenaError err),
   // Every group with members or committed offsets.

@@ -628,7 +628,7 @@ Result<idl::ClusterStatus> Controller::cluster_status() const {
 
 Result<void> Controller::commit_offset(const std::string& group, const std::string& channel,
                                        std::int32_t partition, std::int64_t offset) {
-  MutexLock lock(mu_);
+  UniqueLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r;
   if (auto r = validate_name("group", group, kMaxGroupNameLength); !r) return r;
   if (auto route = route_locked(channel, partition); !route) return route.error();
@@ -638,14 +638,9 @@ Result<void> Controller::commit_offset(const std::string& group, const std::stri
   if (offset < 0) {
     return make_error(idl::ErrorCode::INVALID_ARGUMENT, fmt::format("offset must be >= 0, got {}", offset));
   }
-  meta::OffsetCommit commit;
-  commit.__set_group(group);
-  commit.__set_channel(channel);
-  commit.__set_partition(partition);
-  commit.__set_offset(offset);
-  meta::MetaRecord record;
-  record.__set_commit_offset(commit);
-  return store_->commit(record);
+  // Set as is (it may move back: a subscriber's seek, then commit), sent
+  // with the store's background commit like a group member's.
+  return commit_queued_offsets(lock, {{group, channel, partition, offset, true}});
 }
 
 Result<std::int64_t> Controller::fetch_offset(const std::string& group, const std::string& channel,

@@ -96,6 +96,7 @@ Result<void> Controller::delete_channel(const std::string& name) {
     std::erase_if(lost_members_, [&](const auto& e) { return of_channel(e.first); });
     std::erase_if(raised_high_water_, [&](const auto& e) { return of_channel(e.first); });
     std::erase_if(unconfirmed_high_water_, [&](const auto& e) { return of_channel(e.first); });
+    std::erase_if(queued_offsets_, [&](const auto& e) { return std::get<1>(e.first) == name; });
     std::erase_if(link_faults_, [&](const auto& e) { return of_channel(e.first.first); });
     std::erase_if(warned_short_, [&](const auto& e) { return of_channel(e.first); });
     std::erase_if(warned_waiting_, [&](const auto& e) { return of_channel(e.first); });

@@ -147,7 +147,7 @@ Result<void> Controller::leave_group(const std::string& group, const std::string
 Result<void> Controller::commit_offsets(const std::string& group, const std::string& channel,
                                         const std::string& member_id, std::int64_t generation,
                                         const std::vector<idl::PartitionOffset>& offsets) {
-  MutexLock lock(mu_);
+  UniqueLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r;
   if (auto r = validate_name("group", group, kMaxGroupNameLength); !r) return r;
   auto ch = channel_locked(channel);
@@ -163,25 +163,80 @@ Result<void> Controller::commit_offsets(const std::string& group, const std::str
     }
   }
   if (auto r = groups_.check_commit(group, channel, member_id, generation, offsets); !r) return r;
-  // A member never moves an offset backwards: a late retry of an older
-  // commit must not undo a newer one.
-  const auto* committed = offsets_of(store_->state(), group, channel);
-  std::vector<meta::OffsetCommit> batch;
-  for (const auto& o : offsets) {
-    if (committed != nullptr) {
-      if (auto c = committed->find(o.partition); c != committed->end() && c->second >= o.offset) continue;
+  std::vector<QueuedOffset> queued;
+  for (const auto& o : offsets) queued.push_back({group, channel, o.partition, o.offset, false});
+  return commit_queued_offsets(lock, std::move(queued));
+}
+
+Result<void> Controller::commit_queued_offsets(UniqueLock& lock, std::vector<QueuedOffset> offsets) {
+  // The batches this commit waits on: the one queued offsets go out in,
+  // and the one in flight when an offset is covered only by what it sent
+  // (the ZooKeeper store shows a background commit in state() at once).
+  std::shared_ptr<OffsetBatch> queued_batch, sent_batch;
+  for (auto& o : offsets) {
+    OffsetKey key{std::move(o.group), std::move(o.channel), o.partition};
+    auto q = queued_offsets_.find(key);
+    if (!o.exact) {
+      // A member never moves an offset backwards: a late retry of an older
+      // commit must not undo a newer one.
+      if (q != queued_offsets_.end() && q->second >= o.offset) {
+        queued_batch = queued_offsets_batch_;
+        continue;
+      }
+      const auto* committed = offsets_of(store_->state(), std::get<0>(key), std::get<1>(key));
+      if (committed != nullptr) {
+        if (auto c = committed->find(o.partition); c != committed->end() && c->second >= o.offset) {
+          if (auto s = sent_offsets_.find(key); s != sent_offsets_.end() && s->second >= o.offset) {
+            sent_batch = sent_offsets_batch_;
+          }
+          continue;
+        }
+      }
     }
-    meta::OffsetCommit commit;
-    commit.__set_group(group);
-    commit.__set_channel(channel);
-    commit.__set_partition(o.partition);
-    commit.__set_offset(o.offset);
-    batch.push_back(std::move(commit));
+    if (q == queued_offsets_.end()) {
+      queued_offsets_.emplace(std::move(key), o.offset);
+    } else {
+      q->second = o.offset;
+    }
+    if (!queued_offsets_batch_) queued_offsets_batch_ = std::make_shared<OffsetBatch>();
+    queued_batch = queued_offsets_batch_;
   }
-  if (batch.empty()) return {};
-  meta::MetaRecord record;
-  record.__set_commit_offsets(batch);
-  return store_->commit(record);
+  if (!queued_batch && !sent_batch) return {};
+  // Answered within the client's RPC timeout (5 s by default): a commit
+  // not answered by then may still be applied later, which a member's next
+  // commit (of the same offset or a newer one) makes no difference to.
+  constexpr auto kWait = std::chrono::milliseconds(4000);
+  const auto deadline = clock_.now() + kWait;
+  background_commit_locked();  // sent at once unless one is in flight
+  const auto answered = [&] {
+    mu_.assert_held();
+    return (!queued_batch || queued_batch->done) && (!sent_batch || sent_batch->done);
+  };
+  while (!answered()) {
+    if (auto r = check_running_locked(); !r) return r;
+    if (clock_.now() >= deadline) {
+      return make_error(idl::ErrorCode::UNAVAILABLE,
+                        fmt::format("the metadata store has not taken the offset commit in {} ms (it may "
+                                    "still): commit again",
+                                    kWait.count()));
+    }
+    // The store's answer comes on its own thread and is taken here (or by
+    // the maintenance tick, or another commit waiting): look every 2 ms.
+    (void)lock.wait_for(offsets_answered_, std::chrono::milliseconds(2), answered);
+    background_commit_locked();
+  }
+  for (const auto* batch : {&queued_batch, &sent_batch}) {
+    if (*batch && !(*batch)->result) return (*batch)->result;
+  }
+  return {};
+}
+
+void Controller::answer_offsets_locked(std::shared_ptr<OffsetBatch>& batch, const Result<void>& result) {
+  if (!batch) return;
+  batch->done = true;
+  batch->result = result;
+  batch.reset();
+  offsets_answered_.notify_all();
 }
 
 Result<std::vector<std::string>> Controller::list_groups() const {

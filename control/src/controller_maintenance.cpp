@@ -25,7 +25,7 @@ void Controller::tick() {
   {
     MutexLock lock(mu_);
     if (halted_) return;
-    persist_high_water_locked();
+    background_commit_locked();
     act_on_link_faults_locked();
     if (halted_) return;
     promote_caught_up_locked();

@@ -320,44 +320,83 @@ void Controller::note_progress_locked(const idl::NodeStats& stats) {
   }
 }
 
-void Controller::persist_high_water_locked() {
+void Controller::background_commit_locked() {
   // Rebuilt chains start a whole offset generation above the mark, so a
   // mark a second (or a restart) behind is as good as a current one: one
   // fsync a second at most under steady traffic, not one per tick.
-  // The commit is not waited for: a ZooKeeper that stops answering (a
-  // pause, a crash caught mid-commit) would otherwise hold it under the
-  // lock, holding up every heartbeat answer until ZooKeeper is back or the
-  // store gives up, and the brokers' leases (so acknowledgements) would
-  // lapse. Nor is one sent while the store has no connection, or while the
-  // one before is unanswered.
-  switch (store_->background_commit()) {
-    case MetadataStore::BackgroundCommit::in_flight:
-      return;
-    case MetadataStore::BackgroundCommit::not_applied:
-      for (const auto& [rid, offset] : unconfirmed_high_water_) {
-        auto& mark = raised_high_water_[rid];
-        mark = std::max(mark, offset);
-      }
-      [[fallthrough]];
-    case MetadataStore::BackgroundCommit::applied:
-    case MetadataStore::BackgroundCommit::none:
-      unconfirmed_high_water_.clear();
-      break;
-  }
+  // Neither the marks nor the groups' offset commits are waited for under
+  // the lock: a ZooKeeper that stops answering (a pause, a crash caught
+  // mid-commit) would otherwise hold every heartbeat answer until
+  // ZooKeeper is back or the store gives up, and the brokers' leases (so
+  // acknowledgements) would lapse. Nothing is sent while the store has no
+  // connection, or while the one before is unanswered.
+  const auto take_answer = [this] {
+    mu_.assert_held();
+    switch (store_->background_commit()) {
+      case MetadataStore::BackgroundCommit::in_flight:
+        return false;
+      case MetadataStore::BackgroundCommit::not_applied:
+        for (const auto& [rid, offset] : unconfirmed_high_water_) {
+          auto& mark = raised_high_water_[rid];
+          mark = std::max(mark, offset);
+        }
+        answer_offsets_locked(sent_offsets_batch_,
+                              make_error(idl::ErrorCode::UNAVAILABLE,
+                                         "the metadata store did not take the offset commit: commit again"));
+        break;
+      case MetadataStore::BackgroundCommit::applied:
+      case MetadataStore::BackgroundCommit::none:  // nothing sent, or a store that commits at once
+        answer_offsets_locked(sent_offsets_batch_, {});
+        break;
+    }
+    unconfirmed_high_water_.clear();
+    sent_offsets_.clear();
+    return true;
+  };
+  if (!take_answer()) return;
+  // Every offset the batch waited for went with a deleted channel: nothing
+  // to send for it (the commit came before the delete).
+  if (queued_offsets_.empty()) answer_offsets_locked(queued_offsets_batch_, {});
   const auto now = clock_.now();
-  if (raised_high_water_.empty() || now < next_high_water_persist_ || !store_->connected()) return;
-  next_high_water_persist_ = now + std::chrono::seconds(1);
+  const bool marks_due = !raised_high_water_.empty() && now >= next_high_water_persist_;
+  if ((!marks_due && queued_offsets_.empty()) || !store_->connected()) return;
   meta::MetaRecord record;
-  std::map<std::string, std::map<std::int32_t, std::int64_t>> marks;
-  for (const auto& [rid, offset] : raised_high_water_) marks[rid.first][rid.second] = offset;
-  record.raise_high_water = std::move(marks);  // the generated setter would copy
-  record.__isset.raise_high_water = true;
+  if (marks_due) {
+    std::map<std::string, std::map<std::int32_t, std::int64_t>> marks;
+    for (const auto& [rid, offset] : raised_high_water_) marks[rid.first][rid.second] = offset;
+    record.raise_high_water = std::move(marks);  // the generated setter would copy
+    record.__isset.raise_high_water = true;
+  }
+  if (!queued_offsets_.empty()) {
+    for (const auto& [key, offset] : queued_offsets_) {
+      meta::OffsetCommit commit;
+      commit.__set_group(std::get<0>(key));
+      commit.__set_channel(std::get<1>(key));
+      commit.__set_partition(std::get<2>(key));
+      commit.__set_offset(offset);
+      record.commit_offsets.push_back(std::move(commit));
+    }
+    record.__isset.commit_offsets = true;
+  }
   if (auto r = store_->commit_in_background(record); !r) {
-    spdlog::error("could not persist high-water marks (will retry): {}", r.error().describe());
+    spdlog::error("could not persist high-water marks or offset commits (marks: will retry): {}",
+                  r.error().describe());
+    // The marks are sent again later; the offset commits are answered
+    // (their callers commit again).
+    queued_offsets_.clear();
+    answer_offsets_locked(queued_offsets_batch_, r.error());
     return;
   }
-  unconfirmed_high_water_ = std::move(raised_high_water_);
-  raised_high_water_.clear();
+  if (marks_due) {
+    next_high_water_persist_ = now + std::chrono::seconds(1);
+    unconfirmed_high_water_ = std::move(raised_high_water_);
+    raised_high_water_.clear();
+  }
+  sent_offsets_ = std::move(queued_offsets_);
+  queued_offsets_.clear();
+  sent_offsets_batch_ = std::move(queued_offsets_batch_);
+  queued_offsets_batch_.reset();
+  (void)take_answer();  // a store that commits at once has answered already
 }
 
 std::int64_t Controller::high_water_locked(const std::string& channel, std::int32_t partition) const {

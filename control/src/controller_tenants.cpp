@@ -93,12 +93,17 @@ Controller::TenantUse Controller::tenant_use_locked(const std::string& tenant) c
   for (const auto& [name, offsets] : state.group_offsets) {
     if (in_namespace(tenant, name)) groups.insert(name);
   }
+  for (const auto& [key, offset] : queued_offsets_) {  // a first commit not sent yet
+    if (in_namespace(tenant, std::get<0>(key))) groups.insert(std::get<0>(key));
+  }
   use.groups = static_cast<std::int64_t>(groups.size());
   return use;
 }
 
 bool Controller::group_known_locked(const std::string& group) const {
-  return groups_.find(group) != nullptr || store_->state().group_offsets.count(group) != 0;
+  return groups_.find(group) != nullptr || store_->state().group_offsets.count(group) != 0 ||
+         std::any_of(queued_offsets_.begin(), queued_offsets_.end(),
+                     [&](const auto& q) { return std::get<0>(q.first) == group; });
 }
 
 Result<void> Controller::check_quota_locked(const std::string& name, std::int64_t add_channels,

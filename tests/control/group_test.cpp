@@ -3,12 +3,14 @@
 // assign, generation fencing of commits, batch commits, a controller
 // restart in the middle of a reassignment, and whom each change told.
 #include <algorithm>
+#include <future>
 #include <gtest/gtest.h>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "controller_fixture.hpp"
+#include "zk_server.hpp"
 
 namespace catena::control {
 namespace {
@@ -254,6 +256,73 @@ TEST(GroupCoordinator, NewPartitionsGoToMembersBelowTheirShareAndNothingElseMove
   const auto before = c.changes().size();
   c.tick({{"g", 5}});
   EXPECT_EQ(c.changes().size(), before) << "no change, nobody told";
+}
+
+// On ZooKeeper, a group's offset commit is answered once ZooKeeper took it,
+// and is waited for without the controller's lock: a ZooKeeper that stops
+// answering (here SIGSTOP) holds up the commits sent meanwhile, not every
+// other call (heartbeats: the brokers' leases). The same offsets committed
+// again while the first commit is unanswered wait for it too.
+class GroupsOnZooKeeper : public Groups {
+ protected:
+  void SetUp() override {
+    std::string why;
+    zk_ = testing::ZkServer::start(&why);
+    ZK_OR_SKIP(zk_.get(), why);
+    metadata_ = zk_->uri(testing::unique_chroot("groups"));
+    Groups::SetUp();
+  }
+  void TearDown() override {
+    if (zk_) zk_->resume();
+    controller_.reset();  // before its server goes
+  }
+  std::int64_t fetched(std::int32_t partition) {
+    auto o = controller_->fetch_offset("g", "c", partition);
+    EXPECT_TRUE(o.ok()) << o.error().describe();
+    return o ? *o : -1;
+  }
+  std::unique_ptr<testing::ZkServer> zk_;
+};
+
+TEST_F(GroupsOnZooKeeper, ACommitWaitsForZooKeeperWithoutHoldingUpOtherCalls) {
+  make_channel(2);
+  auto a = join("a");
+  ASSERT_TRUE(commit(a, {{0, 10}}).ok());
+  EXPECT_EQ(fetched(0), 10);
+
+  zk_->pause();
+  auto first = std::async(std::launch::async, [&] { return commit(a, {{0, 20}, {1, 21}}); });
+  auto again = std::async(std::launch::async, [&] { return commit(a, {{0, 20}}); });
+  // Other calls go on meanwhile: a member's heartbeat, a broker's.
+  auto others = std::async(std::launch::async, [&] {
+    beat(a.member_id);
+    idl::HeartbeatRequest hb;
+    hb.__set_node_id(id("a"));
+    hb.__set_node_epoch(nodes_.at("a").epoch);
+    return controller_->heartbeat(hb).ok();
+  });
+  ASSERT_EQ(others.wait_for(std::chrono::seconds(3)), std::future_status::ready)
+      << "a heartbeat waited for the stopped ZooKeeper";
+  EXPECT_TRUE(others.get());
+  EXPECT_EQ(first.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "a commit answered before ZooKeeper took it";
+  EXPECT_EQ(again.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+      << "the same offsets committed again were answered before ZooKeeper took the first";
+
+  zk_->resume();
+  auto r = first.get();
+  EXPECT_TRUE(r.ok()) << r.error().describe();
+  r = again.get();
+  EXPECT_TRUE(r.ok()) << r.error().describe();
+  EXPECT_EQ(fetched(0), 20);
+  EXPECT_EQ(fetched(1), 21);
+  // An older commit still never moves them back.
+  ASSERT_TRUE(commit(a, {{0, 15}}).ok());
+  EXPECT_EQ(fetched(0), 20);
+  // Durable: a controller opening the same metadata finds them.
+  restart();
+  EXPECT_EQ(fetched(0), 20);
+  EXPECT_EQ(fetched(1), 21);
 }
 
 }  // namespace

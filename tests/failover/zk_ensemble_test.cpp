@@ -12,7 +12,9 @@
 //   rides out a restart within the session); the controllers serve again.
 //
 // - ZooKeeper (standalone) stopped by SIGSTOP for 3 s and resumed: the
-//   client library notices nothing, and the data plane keeps committing.
+//   client library notices nothing, and the data plane keeps committing;
+//   also with a subscriber group's members committing offsets meanwhile
+//   (sent the high-water marks' way, answered once ZooKeeper is back).
 //
 // While ZooKeeper is away and nobody changes metadata, the data plane keeps
 // committing at its pace: the leader's once-a-second high-water commit is
@@ -413,6 +415,120 @@ TEST_F(ZkEnsemble, ZooKeeperPausedUnderTraffic) {
   EXPECT_LT(paused.longest_gap, 500ms) << describe(paused);
   expect_controllers_running();
   expect_cluster_whole({"f", "after-zk-pause"});
+  expect_fresh_reader_sees_every_ack();
+}
+
+// A subscriber group's members commit their offsets all the time (every
+// second by default, each a metadata change). Waited for under the
+// controller's lock, one commit sent while ZooKeeper was stopped held every
+// heartbeat answer until ZooKeeper answered again: the brokers' leases
+// lapsed and acknowledgements stopped for the pause, as the high-water
+// commit's did. Two members commit every 100 ms through the pause: the data
+// plane must keep its pace, the commits sent meanwhile are answered once
+// ZooKeeper is back, and the offsets last answered are the group's.
+TEST_F(ZkEnsemble, GroupOffsetCommitsWhileZooKeeperIsPaused) {
+  ASSERT_NO_FATAL_FAILURE(start(1));
+  control::ControllerClient::Options co;
+  co.address = cluster_->controller_address();
+  struct Member {
+    std::unique_ptr<control::ControllerClient> client;
+    std::string id;
+    std::int64_t generation = 0;
+    std::vector<std::int32_t> partitions;
+    std::map<std::int32_t, std::int64_t> answered;  // the offsets of its last answered commit
+    int sent = 0, answered_ok = 0, unavailable = 0;
+  };
+  ASSERT_TRUE(admin_->create_channel(channel("grouped")).ok());  // 2 partitions
+  std::vector<Member> members(2);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    members[m].client = std::make_unique<control::ControllerClient>(co);
+    auto a = members[m].client->join_group("g", "grouped", "member-" + std::to_string(m), {});
+    ASSERT_TRUE(a.ok()) << a.error().describe();
+    members[m].id = a->member_id;
+  }
+  // The second join takes a partition from the first, which releases it
+  // (as a member does once it committed) with its next heartbeat.
+  std::vector<std::vector<std::int32_t>> revoking(members.size());
+  ASSERT_TRUE(wait_for(
+      [&] {
+        bool each_one = true;
+        for (std::size_t m = 0; m < members.size(); ++m) {
+          auto a = members[m].client->group_heartbeat("g", members[m].id, revoking[m]);
+          if (!a.ok()) return false;
+          members[m].generation = a->generation;
+          members[m].partitions = a->partitions;
+          revoking[m] = a->revoke;
+          each_one = each_one && a->partitions.size() == 1 && a->revoke.empty();
+        }
+        return each_one;
+      },
+      10s, "each member assigned one partition"));
+  std::atomic<bool> stop_committing{false};
+  std::vector<std::thread> committers;
+  Clock::time_point stopped_at, resumed_at;
+  run_with_fault([&] {
+    start_sampling();
+    for (auto& member : members) {
+      committers.emplace_back([&member, &stop_committing] {
+        for (std::int64_t offset = 1; !stop_committing.load(); ++offset) {
+          control::idl::PartitionOffset po;
+          po.__set_partition(member.partitions[0]);
+          po.__set_offset(offset);
+          ++member.sent;
+          auto r = member.client->commit_offsets("g", "grouped", member.id, member.generation, {po});
+          if (r.ok()) {
+            ++member.answered_ok;
+            member.answered[po.partition] = offset;
+          } else if (r.error().code == control::idl::ErrorCode::UNAVAILABLE) {
+            ++member.unavailable;  // not answered in time: sent again next round
+          } else {
+            ADD_FAILURE() << "commit of offset " << offset << ": " << r.error().describe();
+            return;
+          }
+          // Stays a member (a heartbeat takes the lock too, nothing more).
+          if (auto a = member.client->group_heartbeat("g", member.id, {}); !a.ok()) {
+            ADD_FAILURE() << "group heartbeat: " << a.error().describe();
+            return;
+          }
+          std::this_thread::sleep_for(100ms);
+        }
+      });
+    }
+    std::this_thread::sleep_for(1000ms);  // the pace before
+    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGSTOP));
+    stopped_at = Clock::now();
+    std::this_thread::sleep_for(3000ms);
+    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGCONT));
+    resumed_at = Clock::now();
+    std::this_thread::sleep_for(1000ms);  // commits answered again
+    stop_committing = true;
+    for (auto& t : committers) t.join();
+  });
+  stop_sampling();
+  const Window before = window(stopped_at - 1000ms, stopped_at);
+  const Window paused = window(stopped_at, resumed_at);
+  std::printf(
+      "ZooKeeper stopped for %lld ms under traffic and group commits; before: %s\n  while stopped: %s\n",
+      static_cast<long long>(std::chrono::duration_cast<Ms>(resumed_at - stopped_at).count()),
+      describe(before).c_str(), describe(paused).c_str());
+  EXPECT_GE(paused.acks * 4 * before.length.count(), before.acks * paused.length.count())
+      << "before: " << describe(before) << "; while ZooKeeper was stopped: " << describe(paused);
+  EXPECT_LT(paused.longest_gap, 500ms) << describe(paused);
+  for (const auto& member : members) {
+    std::printf("member %s: %d commits sent, %d answered, %d unavailable\n", member.id.c_str(), member.sent,
+                member.answered_ok, member.unavailable);
+    EXPECT_GE(member.answered_ok, 10) << member.id;
+    ASSERT_EQ(member.answered.size(), 1u) << member.id;
+    const auto [partition, offset] = *member.answered.begin();
+    // What the member was last told was committed is what the group holds
+    // (a later commit could only have been answered after it).
+    auto fetched = admin_->fetch_offset("g", "grouped", partition);
+    ASSERT_TRUE(fetched.ok()) << fetched.error().describe();
+    EXPECT_GE(*fetched, offset) << member.id;
+    EXPECT_LE(*fetched, member.sent) << member.id;
+  }
+  expect_controllers_running();
+  expect_cluster_whole({"f", "grouped"});
   expect_fresh_reader_sees_every_ack();
 }
 

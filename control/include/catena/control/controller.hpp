@@ -68,6 +68,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -501,8 +502,30 @@ class Controller {
                                   std::vector<idl::PartitionRoute>* changed) REQUIRES(mu_);
   // Raises the in-memory high-water marks from a node's report.
   void note_progress_locked(const idl::NodeStats& stats) REQUIRES(mu_);
-  // Makes raised marks durable (one WAL record a second at most).
-  void persist_high_water_locked() REQUIRES(mu_);
+  // The store's background commit (one unanswered at a time): takes the
+  // answer to the one sent before (confirming or raising again its
+  // high-water marks, answering its offset commits), then sends what waits:
+  // raised high-water marks (one record a second at most) and queued
+  // offset commits, together. Never waits for ZooKeeper.
+  void background_commit_locked() REQUIRES(mu_);
+  // Subscriber groups' offset commits (controller_groups.cpp): queued under
+  // the lock, sent by background_commit_locked(), answered once the store
+  // has them; the RPC waits for that with the lock released, so a
+  // ZooKeeper that stops answering holds up no heartbeat answer.
+  struct OffsetBatch {
+    bool done = false;
+    Result<void> result;
+  };
+  struct QueuedOffset {
+    std::string group;
+    std::string channel;
+    std::int32_t partition = 0;
+    std::int64_t offset = 0;
+    bool exact = false;  // commit_offset's: set as is (may go back), not raised
+  };
+  [[nodiscard]] Result<void> commit_queued_offsets(UniqueLock& lock, std::vector<QueuedOffset> offsets)
+      REQUIRES(mu_);
+  void answer_offsets_locked(std::shared_ptr<OffsetBatch>& batch, const Result<void>& result) REQUIRES(mu_);
   [[nodiscard]] std::int64_t high_water_locked(const std::string& channel, std::int32_t partition) const
       REQUIRES(mu_);
   void promote_caught_up_locked() REQUIRES(mu_);
@@ -610,6 +633,14 @@ class Controller {
   // if it was not applied.
   std::map<RouteId, std::int64_t> unconfirmed_high_water_ GUARDED_BY(mu_);
   Clock::time_point next_high_water_persist_ GUARDED_BY(mu_);
+  using OffsetKey = std::tuple<std::string, std::string, std::int32_t>;  // group, channel, partition
+  // Offset commits waiting for the next background commit, and the batch
+  // their callers wait on; then those in the background commit in flight.
+  std::map<OffsetKey, std::int64_t> queued_offsets_ GUARDED_BY(mu_);
+  std::shared_ptr<OffsetBatch> queued_offsets_batch_ GUARDED_BY(mu_);
+  std::map<OffsetKey, std::int64_t> sent_offsets_ GUARDED_BY(mu_);
+  std::shared_ptr<OffsetBatch> sent_offsets_batch_ GUARDED_BY(mu_);
+  std::condition_variable offsets_answered_;
   struct LinkFault {
     std::string reporter;
     std::int64_t epoch = 0;

@@ -586,8 +586,9 @@ service Controller {
   // Subscriber-group progress: offset is the next record the group will
   // consume from channel/partition. Durable when answered (commits that
   // arrive together share one metadata write: commit periodically, not per
-  // message); UNAVAILABLE if the metadata store has not taken it within 4 s
-  // (it may still: commit again). May move backwards (a rewind).
+  // message); UNAVAILABLE if the metadata store has not taken it within 4 s,
+  // or if 8 commits wait for it already (it may still be taken: commit
+  // again). May move backwards (a rewind).
   void commitOffset(1: string group, 2: string channel, 3: i32 partition, 4: i64 offset)
       throws (1: CatenaError err),
   // The last committed offset; NO_OFFSET if the group never committed one.

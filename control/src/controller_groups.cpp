@@ -202,16 +202,32 @@ Result<void> Controller::commit_queued_offsets(UniqueLock& lock, std::vector<Que
     queued_batch = queued_offsets_batch_;
   }
   if (!queued_batch && !sent_batch) return {};
+  background_commit_locked();  // sent at once unless one is in flight
+  // Each waiting call holds one of the server's threads (16): with the
+  // store stalled and many members committing, waiters must not take the
+  // threads heartbeats are answered on. Beyond half of them a commit is
+  // answered at once: queued, not yet taken.
+  constexpr int kMaxWaiters = 8;
+  const auto answered = [&] {
+    mu_.assert_held();
+    return (!queued_batch || queued_batch->done) && (!sent_batch || sent_batch->done);
+  };
+  if (!answered() && offset_commit_waiters_ >= kMaxWaiters) {
+    return make_error(idl::ErrorCode::UNAVAILABLE,
+                      fmt::format("{} offset commits already wait for the metadata store: this one is "
+                                  "queued and may still be taken: commit again",
+                                  offset_commit_waiters_));
+  }
+  ++offset_commit_waiters_;
+  const struct Waiting {
+    int& waiters;
+    ~Waiting() { --waiters; }
+  } waiting{offset_commit_waiters_};
   // Answered within the client's RPC timeout (5 s by default): a commit
   // not answered by then may still be applied later, which a member's next
   // commit (of the same offset or a newer one) makes no difference to.
   constexpr auto kWait = std::chrono::milliseconds(4000);
   const auto deadline = clock_.now() + kWait;
-  background_commit_locked();  // sent at once unless one is in flight
-  const auto answered = [&] {
-    mu_.assert_held();
-    return (!queued_batch || queued_batch->done) && (!sent_batch || sent_batch->done);
-  };
   while (!answered()) {
     if (auto r = check_running_locked(); !r) return r;
     if (clock_.now() >= deadline) {
@@ -314,6 +330,11 @@ Result<idl::GroupStatus> Controller::describe_group(const std::string& group) co
 std::vector<GroupCoordinator::Change> Controller::group_changes() const {
   MutexLock lock(mu_);
   return {groups_.changes().begin(), groups_.changes().end()};
+}
+
+int Controller::offset_commits_waiting() const {
+  MutexLock lock(mu_);
+  return offset_commit_waiters_;
 }
 
 void Controller::groups_tick_locked() {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller_fixture.hpp"
@@ -308,21 +309,41 @@ TEST_F(GroupsOnZooKeeper, ACommitWaitsForZooKeeperWithoutHoldingUpOtherCalls) {
       << "a commit answered before ZooKeeper took it";
   EXPECT_EQ(again.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
       << "the same offsets committed again were answered before ZooKeeper took the first";
+  // Each waiting call holds a server thread: at most 8 wait, the next is
+  // answered at once (queued, not yet taken).
+  std::vector<std::future<Result<void>>> more;
+  for (std::int64_t o = 30; o < 36; ++o) {
+    more.push_back(std::async(std::launch::async, [&, o] { return commit(a, {{1, o}}); }));
+  }
+  for (int i = 0; i < 300 && controller_->offset_commits_waiting() < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(controller_->offset_commits_waiting(), 8);
+  auto ninth = std::async(std::launch::async, [&] { return commit(a, {{1, 40}}); });
+  ASSERT_EQ(ninth.wait_for(std::chrono::seconds(3)), std::future_status::ready);
+  auto r = ninth.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, idl::ErrorCode::UNAVAILABLE) << r.error().describe();
 
   zk_->resume();
-  auto r = first.get();
+  r = first.get();
   EXPECT_TRUE(r.ok()) << r.error().describe();
   r = again.get();
   EXPECT_TRUE(r.ok()) << r.error().describe();
+  for (auto& m : more) {
+    r = m.get();
+    EXPECT_TRUE(r.ok()) << r.error().describe();
+  }
+  EXPECT_EQ(controller_->offset_commits_waiting(), 0);
   EXPECT_EQ(fetched(0), 20);
-  EXPECT_EQ(fetched(1), 21);
+  EXPECT_EQ(fetched(1), 40) << "the commit answered at once was queued, and taken";
   // An older commit still never moves them back.
   ASSERT_TRUE(commit(a, {{0, 15}}).ok());
   EXPECT_EQ(fetched(0), 20);
   // Durable: a controller opening the same metadata finds them.
   restart();
   EXPECT_EQ(fetched(0), 20);
-  EXPECT_EQ(fetched(1), 21);
+  EXPECT_EQ(fetched(1), 40);
 }
 
 }  // namespace

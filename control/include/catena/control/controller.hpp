@@ -276,6 +276,8 @@ class Controller {
   [[nodiscard]] Result<idl::GroupStatus> describe_group(const std::string& group) const;
   // The latest assignment changes and whom each told (tests, diagnostics).
   [[nodiscard]] std::vector<GroupCoordinator::Change> group_changes() const;
+  // Offset commit calls waiting for the metadata store now (tests, diagnostics).
+  [[nodiscard]] int offset_commits_waiting() const;
 
   // --- tenants (controller_tenants.cpp; see catena.thrift, tenants.hpp) ---
   // The new tenant's token (shown once; only its SHA-256 is stored).
@@ -641,6 +643,7 @@ class Controller {
   std::map<OffsetKey, std::int64_t> sent_offsets_ GUARDED_BY(mu_);
   std::shared_ptr<OffsetBatch> sent_offsets_batch_ GUARDED_BY(mu_);
   std::condition_variable offsets_answered_;
+  int offset_commit_waiters_ GUARDED_BY(mu_) = 0;  // commit RPCs waiting for their batch now
   struct LinkFault {
     std::string reporter;
     std::int64_t epoch = 0;

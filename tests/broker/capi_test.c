@@ -193,6 +193,79 @@ static void on_marker_or_record(void* opaque, const catena_message* m) {
     ++s->bad;
 }
 
+/* A channel of one partition for the ring checks: a burst of 16 KiB
+ * records grows the partition's ring from 64 KiB; light traffic after it
+ * (a 500-byte record every 5 ms) shrinks it back within
+ * ring_shrink_after_ms; the options' bad values are refused. */
+static void check_ring_size(catena_routes* routes, const char* topic) {
+  catena_channel_settings cs;
+  catena_channel_settings_init(&cs);
+  cs.name = topic;
+  cs.partitions = 1;
+  cs.replication = 2;
+  catena_err e = catena_channel_create(routes, &cs, NULL);
+  CHECK(e == CATENA_OK, "channel create %s: %s", topic, catena_last_error());
+  if (e != CATENA_OK) return;
+  catena_publisher* pub = NULL;
+  catena_publisher_options po;
+  catena_publisher_options_init(&po);
+  po.ring_shrink_after_ms = -2;
+  CHECK(catena_publisher_create_with(routes, topic, &po, &pub) == CATENA_ERR_INVALID_ARGUMENT &&
+            strstr(catena_last_error(), "ring_shrink_after_ms is negative") != NULL,
+        "ring_shrink_after_ms -2: %s", catena_last_error());
+  catena_publisher_options_init(&po);
+  po.ring_budget_bytes = 1000;
+  CHECK(catena_publisher_create_with(routes, topic, &po, &pub) == CATENA_ERR_INVALID_ARGUMENT &&
+            strstr(catena_last_error(), "ring_budget_bytes") != NULL,
+        "ring_budget_bytes 1000: %s", catena_last_error());
+  catena_publisher_options_init(&po);
+  po.size = 88; /* through stall_check_ms */
+  po.ring_shrink_after_ms = -2;
+  e = catena_publisher_create_with(routes, topic, &po, &pub);
+  CHECK(e == CATENA_OK, "publisher options of the third size: %s", catena_last_error());
+  if (e == CATENA_OK) catena_publisher_destroy(pub);
+
+  catena_publisher_options_init(&po);
+  po.ring_bytes = 1u << 20;
+  po.ring_shrink_after_ms = 150;
+  e = catena_publisher_create_with(routes, topic, &po, &pub);
+  CHECK(e == CATENA_OK, "publisher on %s: %s", topic, catena_last_error());
+  if (e != CATENA_OK) return;
+  CHECK(catena_publisher_ring_bytes(pub) == 0, "a ring before the first record: %llu",
+        (unsigned long long)catena_publisher_ring_bytes(pub));
+  static char big[16 << 10];
+  memset(big, 'r', sizeof big);
+  for (int i = 0; i < 40; ++i) {
+    while ((e = catena_publish_to(pub, 0, NULL, 0, NULL, 0, big, sizeof big, NULL, NULL)) ==
+           CATENA_ERR_BACKPRESSURE) {
+      if (catena_publisher_poll(pub) == 0) pause_200us();
+    }
+    CHECK(e == CATENA_OK, "burst record %d: %s", i, catena_last_error());
+  }
+  CHECK(catena_publisher_flush(pub, 30000) == CATENA_OK, "burst flush: %s", catena_last_error());
+  const uint64_t grown = catena_publisher_ring_bytes(pub);
+  CHECK(grown >= 256u << 10, "the burst grew the ring to %llu bytes only", (unsigned long long)grown);
+  uint64_t smallest = grown;
+  const double until = now_s() + 10;
+  while (now_s() < until && smallest > 64u << 10) {
+    e = catena_publish_to(pub, 0, NULL, 0, NULL, 0, big, 500, NULL, NULL);
+    CHECK(e == CATENA_OK || e == CATENA_ERR_BACKPRESSURE, "light record: %s", catena_last_error());
+    const double next = now_s() + 0.005;
+    while (now_s() < next) {
+      if (catena_publisher_poll(pub) == 0) pause_200us();
+    }
+    const uint64_t now_bytes = catena_publisher_ring_bytes(pub);
+    if (now_bytes < smallest) smallest = now_bytes;
+  }
+  CHECK(catena_publisher_flush(pub, 30000) == CATENA_OK, "light flush: %s", catena_last_error());
+  CHECK(catena_publisher_ring_bytes(pub) == 64u << 10, "ring %llu bytes after light traffic (grown to %llu)",
+        (unsigned long long)catena_publisher_ring_bytes(pub), (unsigned long long)grown);
+  fprintf(stderr, "capi_test: ring grown to %llu bytes by a burst, back to %llu\n", (unsigned long long)grown,
+          (unsigned long long)catena_publisher_ring_bytes(pub));
+  catena_publisher_destroy(pub);
+  CHECK(catena_channel_delete(routes, topic) == CATENA_OK, "delete %s: %s", topic, catena_last_error());
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s CONTROLLER CHANNEL\n", argv[0]);
@@ -955,6 +1028,8 @@ int main(int argc, char** argv) {
     CHECK(catena_tenant_delete(NULL, "capit") == CATENA_ERR_INVALID_ARGUMENT, "delete with NULL routes");
     fprintf(stderr, "capi_test: tenant administration checked\n");
   }
+
+  check_ring_size(sub_routes, "capi-ring");
 
   catena_routes_destroy(sub_routes);
   fprintf(stderr, "capi_test: received %d, %s\n", received, failures ? "FAILED" : "ok");

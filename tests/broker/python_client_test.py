@@ -25,11 +25,18 @@ def main():
     except catena.Error as e:
         assert e.code == "unknown_channel", (e.code, str(e))
 
-    pub = catena.Publisher(routes, channel)
+    for bad in ({"ring_shrink_after_ms": -2}, {"ring_budget_bytes": 1000}):
+        try:
+            catena.Publisher(routes, channel, **bad)
+            raise AssertionError("a publisher with %r was created" % bad)
+        except catena.Error as e:
+            assert e.code == "invalid_argument", (bad, e.code, str(e))
+    pub = catena.Publisher(routes, channel, ring_shrink_after_ms=-1)  # never shrinks
     t0 = time.monotonic()
     results = [pub.publish(b"record-%d" % i, key=b"key-%d" % (i % 8)) for i in range(N)]
     pub.flush(timeout_ms=15000)
     assert pub.in_flight == 0, pub.in_flight
+    assert pub.ring_bytes >= 64 << 10, pub.ring_bytes  # a ring for each partition it published to
     bad = [(i, r) for i, r in enumerate(results) if not (r.done and r.ok and r.status == "ok")]
     assert not bad, bad[:5]
     at = {(r.partition, r.offset): i for i, r in enumerate(results)}

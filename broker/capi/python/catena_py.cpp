@@ -214,7 +214,8 @@ class Publisher {
             const std::optional<std::string>& provider, std::uint64_t producer_id, std::uint32_t ring_bytes,
             std::uint32_t max_in_flight, std::int64_t linger_us, std::uint32_t max_batch_bytes,
             bool head_acks_only, const py::object& on_event, std::int64_t retry_timeout_ms,
-            std::int64_t connect_timeout_ms, std::int64_t stall_check_ms)
+            std::int64_t connect_timeout_ms, std::int64_t stall_check_ms, std::int64_t ring_shrink_after_ms,
+            std::uint64_t ring_budget_bytes)
       : routes_(std::move(routes)), on_event_(on_event) {
     catena_publisher_options o;
     catena_publisher_options_init(&o);
@@ -228,6 +229,8 @@ class Publisher {
     o.retry_timeout_ms = retry_timeout_ms;
     o.connect_timeout_ms = connect_timeout_ms;
     o.stall_check_ms = stall_check_ms;
+    o.ring_shrink_after_ms = ring_shrink_after_ms;
+    o.ring_budget_bytes = ring_budget_bytes;
     if (!on_event_.is_none()) {
       o.on_event = queue_event;
       o.event_opaque = &events_;
@@ -321,6 +324,12 @@ class Publisher {
     check_open();
     std::lock_guard lock(mu_);
     return catena_publisher_in_flight(h_);
+  }
+
+  std::uint64_t ring_bytes() {
+    check_open();
+    std::lock_guard lock(mu_);
+    return catena_publisher_ring_bytes(h_);
   }
 
   // Flushes (up to timeout_ms), then lets the publisher go; raises what the
@@ -977,12 +986,14 @@ PYBIND11_MODULE(catena, m) {
   py::class_<Publisher>(m, "Publisher")
       .def(py::init<std::shared_ptr<Routes>, const std::string&, const std::optional<std::string>&,
                     std::uint64_t, std::uint32_t, std::uint32_t, std::int64_t, std::uint32_t, bool,
-                    const py::object&, std::int64_t, std::int64_t, std::int64_t>(),
+                    const py::object&, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                    std::uint64_t>(),
            py::arg("routes"), py::arg("channel"), py::kw_only(), py::arg("provider") = py::none(),
            py::arg("producer_id") = 0, py::arg("ring_bytes") = 0, py::arg("max_in_flight") = 0,
            py::arg("linger_us") = 0, py::arg("max_batch_bytes") = 0, py::arg("head_acks_only") = false,
            py::arg("on_event") = py::none(), py::arg("retry_timeout_ms") = 0,
-           py::arg("connect_timeout_ms") = 0, py::arg("stall_check_ms") = 0)
+           py::arg("connect_timeout_ms") = 0, py::arg("stall_check_ms") = 0,
+           py::arg("ring_shrink_after_ms") = 0, py::arg("ring_budget_bytes") = 0)
       .def("publish", &Publisher::publish, py::arg("payload"), py::arg("key") = py::bytes(),
            py::arg("timeout_ms") = 30000, py::arg("headers") = py::none(), py::arg("partition") = py::none(),
            "Queues one record (same key, same partition, in order; partition=N: to that partition, the "
@@ -991,6 +1002,8 @@ PYBIND11_MODULE(catena, m) {
       .def("flush", &Publisher::flush, py::arg("timeout_ms") = 30000,
            "Waits until every record is acknowledged or failed; raises catena.Error (timeout) otherwise")
       .def_property_readonly("in_flight", &Publisher::in_flight)
+      .def_property_readonly("ring_bytes", &Publisher::ring_bytes,
+                             "Bytes of the partitions' staging rings now (each head registers as much)")
       .def("close", &Publisher::close, py::arg("timeout_ms") = 30000,
            "Flushes (raising as flush() does), then lets the publisher go")
       .def(

@@ -105,16 +105,16 @@ std::span<const std::byte> bytes(const void* p, std::size_t n) {
 // The sizes each options struct has had: a program built against an earlier
 // header passes its size (fields are only appended) and gets the later
 // fields' defaults.
-constexpr std::array<std::size_t, 3> kPublisherOptionsSizes{
+constexpr std::array<std::size_t, 4> kPublisherOptionsSizes{
     offsetof(catena_publisher_options, max_batch_bytes), offsetof(catena_publisher_options, retry_timeout_ms),
-    sizeof(catena_publisher_options)};
+    offsetof(catena_publisher_options, ring_shrink_after_ms), sizeof(catena_publisher_options)};
 constexpr std::array<std::size_t, 4> kSubscriberOptionsSizes{
     offsetof(catena_subscriber_options, on_event), offsetof(catena_subscriber_options, read_from),
     offsetof(catena_subscriber_options, control_records), sizeof(catena_subscriber_options)};
 constexpr std::array<std::size_t, 1> kGroupOptionsSizes{sizeof(catena_group_options)};
 static_assert(kPublisherOptionsSizes[0] == 40 && kPublisherOptionsSizes[1] == 64 &&
-                  kSubscriberOptionsSizes[0] == 56 && kSubscriberOptionsSizes[1] == 72 &&
-                  kSubscriberOptionsSizes[2] == 128,
+                  kPublisherOptionsSizes[2] == 88 && kSubscriberOptionsSizes[0] == 56 &&
+                  kSubscriberOptionsSizes[1] == 72 && kSubscriberOptionsSizes[2] == 128,
               "fields added to an options struct go after the ones a program built earlier knows");
 
 // Copies the caller's options (NULL: none) over `out`, which holds the
@@ -308,6 +308,14 @@ catena_err catena_publisher_create_with(catena_routes* routes, const char* chann
       return e;
     if (catena_err e = millis(fn, "stall_check_ms", o.stall_check_ms, &po.stall_check); e != CATENA_OK)
       return e;
+    if (o.ring_shrink_after_ms == CATENA_NEVER) {
+      po.ring_shrink_after = std::chrono::milliseconds(0);
+    } else if (catena_err e =
+                   millis(fn, "ring_shrink_after_ms", o.ring_shrink_after_ms, &po.ring_shrink_after);
+               e != CATENA_OK) {
+      return e;
+    }
+    if (o.ring_budget_bytes != 0) po.ring_budget_bytes = o.ring_budget_bytes;
     auto created = catena::Publisher::create(*routes->routes, channel, po);
     if (!created) return fail(created.error());
     auto p = std::make_unique<catena_publisher>();
@@ -475,6 +483,16 @@ std::uint64_t catena_publisher_in_flight(const catena_publisher* pub) noexcept {
   if (pub == nullptr) return 0;
   try {
     return pub->pub->in_flight();
+  } catch (...) {
+    (void)caught();
+    return 0;
+  }
+}
+
+std::uint64_t catena_publisher_ring_bytes(const catena_publisher* pub) noexcept {
+  if (pub == nullptr) return 0;
+  try {
+    return pub->pub->ring_bytes_in_use();
   } catch (...) {
     (void)caught();
     return 0;

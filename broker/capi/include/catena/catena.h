@@ -140,7 +140,14 @@ typedef struct catena_publisher_options {
                                  long without a head that takes them (0: 30000) */
   int64_t connect_timeout_ms; /* a dial to a head that does not answer is given up after this (0: 3000) */
   int64_t stall_check_ms;     /* no ack for this long: re-read the route, CATENA_EVENT_ACK_STALLED (0: 250) */
+  /* Added later again. */
+  int64_t ring_shrink_after_ms; /* a partition's ring whose records took at most a quarter of it this long
+                                   is halved, down to 64 KiB (0: 60000; CATENA_NEVER: rings never shrink;
+                                   other negatives: CATENA_ERR_INVALID_ARGUMENT) */
+  uint64_t ring_budget_bytes;   /* the sum of this publisher's rings at most (0: 64 MiB; at least 64 KiB a
+                                   partition, else CATENA_ERR_INVALID_ARGUMENT) */
 } catena_publisher_options;
+#define CATENA_NEVER (-1)
 void catena_publisher_options_init(catena_publisher_options* options) CATENA_NOEXCEPT;
 /* catena_publisher_create with options (NULL: the defaults).
  * CATENA_ERR_INVALID_ARGUMENT for a size this library does not know or an
@@ -209,6 +216,11 @@ int catena_publisher_poll(catena_publisher* pub) CATENA_NOEXCEPT;
 catena_err catena_publisher_flush(catena_publisher* pub, int64_t timeout_ms) CATENA_NOEXCEPT;
 /* Records not yet acknowledged. */
 uint64_t catena_publisher_in_flight(const catena_publisher* pub) CATENA_NOEXCEPT;
+/* Bytes of the partitions' staging rings now (each grows from 64 KiB up to
+ * ring_bytes when records find it full, within ring_budget_bytes, and
+ * shrinks back after ring_shrink_after_ms of light use); each head
+ * registers as much for the partitions it leads. */
+uint64_t catena_publisher_ring_bytes(const catena_publisher* pub) CATENA_NOEXCEPT;
 void catena_publisher_destroy(catena_publisher* pub) CATENA_NOEXCEPT;
 
 /* ---- Subscriber ---- */

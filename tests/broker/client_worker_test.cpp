@@ -141,5 +141,41 @@ TEST(ClientWorker, TheAnswerOfAnAbandonedCallThatRanIsDropped) {
   EXPECT_EQ(closed.load(), 2);
 }
 
+// A client whose sessions are up holds no thread: a worker starts one for
+// the job that needs it and lets it end after idle_exit without another
+// (and starts one again for the next job).
+TEST(ClientWorker, HoldsThreadsOnlyWhileItHasJobs) {
+  ClientWorker worker("test-idle", 2, ClientWorker::Ending::join, 50ms);
+  EXPECT_EQ(worker.threads(), 0u) << "a thread before any job";
+  for (int round = 0; round < 2; ++round) {
+    Call<int> call;
+    call.start(worker, [round] { return round; });
+    std::optional<int> got;
+    EXPECT_TRUE(eventually([&] { return (got = call.take()).has_value(); }));
+    EXPECT_EQ(got, round);
+    EXPECT_TRUE(eventually([&] { return worker.threads() == 0; }))
+        << "round " << round << ": a thread stayed";
+  }
+}
+
+// The worker's end waits for a job in progress (Ending::join): what the job
+// touches may go with the worker's owner.
+TEST(ClientWorker, ItsEndWaitsForTheJobInProgress) {
+  std::atomic<bool> finished{false};
+  std::atomic<bool> started{false};
+  {
+    ClientWorker worker("test-end");
+    Call<int> call;
+    call.start(worker, [&] {
+      started = true;
+      std::this_thread::sleep_for(100ms);
+      finished = true;
+      return 1;
+    });
+    ASSERT_TRUE(eventually([&] { return started.load(); }));
+  }
+  EXPECT_TRUE(finished) << "the worker ended before its job";
+}
+
 }  // namespace
 }  // namespace catena::client_detail

@@ -4,20 +4,23 @@
 // looks at without waiting.
 //
 // ClientWorker: the threads running the jobs posted to it, in order of
-// posting. One thread unless made with more: then a job posted while every
-// thread is busy starts another, up to `max_threads` (the rest queue), so
-// that a connect waiting out its timeout on a head that answers nothing
-// (stopped, cut off) does not hold up the dial to the head that replaced
-// it. Threads, once started, stay until the worker goes. Owned by a
-// Publisher or Subscriber (see publisher.hpp for why two per client, and
-// none shared between clients); its destructor drops the jobs not started
-// and, by default, lets the ones in progress finish and joins (a lookup is
-// bounded by the RouteSource's own timeout). A worker made with
-// Ending::leave_running (the dial workers) does not wait: its threads are
-// detached and end once their job returns (a connect to a peer that
-// answers nothing: up to connect_timeout later), so its jobs must own
-// everything they touch (DialAttempt's hold the provider). What the
-// threads share lives in a State they hold too.
+// posting. At most one thread unless made with more: then a job posted
+// while every thread is busy starts another, up to `max_threads` (the rest
+// queue), so that a connect waiting out its timeout on a head that answers
+// nothing (stopped, cut off) does not hold up the dial to the head that
+// replaced it. Threads start with the jobs that need them and end after
+// `idle_exit` without one: a client whose sessions are up holds none (a
+// group member runs a Subscriber per partition, each with two workers).
+// Owned by a Publisher or Subscriber (see publisher.hpp for why two per
+// client, and none shared between clients); its destructor drops the jobs
+// not started and, by default, waits for the ones in progress to finish
+// and their threads to let go of them (a lookup is bounded by the
+// RouteSource's own timeout). A worker made with Ending::leave_running
+// (the dial workers) does not wait: its threads end once their job returns
+// (a connect to a peer that answers nothing: up to connect_timeout later),
+// so its jobs must own everything they touch (DialAttempt's hold the
+// provider). Threads are detached; what they share lives in a State they
+// hold too.
 //
 // Call<T>: the owner thread's side of one call: start() posts it, take()
 // returns the answer once it came. A Call is busy until its answer is
@@ -32,12 +35,15 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <spdlog/spdlog.h>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -52,29 +58,24 @@ namespace catena::client_detail {
 class ClientWorker {
  public:
   enum class Ending : std::uint8_t { join, leave_running };
+  static constexpr std::chrono::milliseconds kIdleExit{10000};
 
   // `name`: the threads' name (15 characters at most).
-  explicit ClientWorker(std::string name, std::size_t max_threads = 1, Ending ending = Ending::join)
-      : state_(std::make_shared<State>(std::move(name), max_threads == 0 ? 1 : max_threads)),
-        ending_(ending) {
-    MutexLock lk(state_->mu);
-    state_->threads.emplace_back([s = state_] { run(*s); });
-  }
+  explicit ClientWorker(std::string name, std::size_t max_threads = 1, Ending ending = Ending::join,
+                        std::chrono::milliseconds idle_exit = kIdleExit)
+      : state_(std::make_shared<State>(std::move(name), max_threads == 0 ? 1 : max_threads, idle_exit)),
+        ending_(ending) {}
   ~ClientWorker() {
-    std::vector<std::thread> threads;
-    {
-      MutexLock lk(state_->mu);
-      state_->stopping = true;
-      state_->jobs.clear();
-      threads.swap(state_->threads);  // no thread starts once stopping is set
-    }
-    state_->cv.notify_all();
-    for (auto& t : threads) {
-      if (ending_ == Ending::join) {
-        t.join();
-      } else {
-        t.detach();  // it holds the State, and its job what it touches
-      }
+    State& st = *state_;
+    UniqueLock lk(st.mu);
+    st.stopping = true;
+    st.jobs.clear();
+    st.cv.notify_all();
+    if (ending_ == Ending::join) {
+      lk.wait(st.ended, [&] {
+        st.mu.assert_held();  // the wait holds it when it asks
+        return st.live == 0;
+      });
     }
   }
   ClientWorker(const ClientWorker&) = delete;
@@ -86,39 +87,59 @@ class ClientWorker {
       MutexLock lk(st.mu);
       st.jobs.push_back(std::move(job));
       // More jobs waiting than threads free to take them: one more thread.
-      if (st.jobs.size() > st.idle && st.threads.size() < st.max_threads) {
-        st.threads.emplace_back([s = state_] { run(*s); });
+      if (st.jobs.size() > st.idle && st.live < st.max_threads) {
+        try {
+          std::thread([s = state_] { run(*s); }).detach();
+          ++st.live;
+        } catch (const std::system_error& e) {
+          // The job waits for a thread that ends its job, or for the next
+          // post to start one.
+          spdlog::warn("{}: could not start a thread ({}): the call waits", st.name, e.what());
+        }
       }
     }
     st.cv.notify_one();
   }
 
+  // Threads running now (tests).
+  [[nodiscard]] std::size_t threads() const {
+    MutexLock lk(state_->mu);
+    return state_->live;
+  }
+
  private:
   struct State {
-    State(std::string n, std::size_t max) : name(std::move(n)), max_threads(max) {}
+    State(std::string n, std::size_t max, std::chrono::milliseconds idle)
+        : name(std::move(n)), max_threads(max), idle_exit(idle) {}
     const std::string name;
     const std::size_t max_threads;
+    const std::chrono::milliseconds idle_exit;
     Mutex mu;
     std::condition_variable cv;
+    std::condition_variable ended;  // a thread let go of its last job
     std::deque<std::function<void()>> jobs GUARDED_BY(mu);
     std::size_t idle GUARDED_BY(mu) = 0;  // threads waiting for a job
+    std::size_t live GUARDED_BY(mu) = 0;  // threads running
     bool stopping GUARDED_BY(mu) = false;
-    std::vector<std::thread> threads GUARDED_BY(mu);
   };
 
   static void run(State& st) {
     pthread_setname_np(pthread_self(), st.name.c_str());
     for (;;) {
-      std::function<void()> job;
+      std::function<void()> job;  // destroyed before the thread takes another or ends
       {
         UniqueLock lk(st.mu);
         ++st.idle;
-        lk.wait(st.cv, [&] {
+        const bool got = lk.wait_for(st.cv, st.idle_exit, [&] {
           st.mu.assert_held();  // the wait holds it when it asks
           return st.stopping || !st.jobs.empty();
         });
         --st.idle;
-        if (st.stopping) return;
+        if (st.stopping || !got) {
+          --st.live;
+          st.ended.notify_all();
+          return;
+        }
         job = std::move(st.jobs.front());
         st.jobs.pop_front();
       }

@@ -53,7 +53,8 @@
 // call to a worker (an allocation, a lock, a wake-up: per lookup or
 // connect, never per record), and, when a connection comes up, its setup
 // (Link buffers, the hello, the resend).
-// Everything that may wait runs on two worker threads the publisher owns:
+// Everything that may wait runs on two workers the publisher owns (their
+// threads start with the calls and end 10 s after the last one):
 // RouteSource calls (route lookups, failure reports) on one, and
 // Provider::connect (which waits up to connect_timeout for a head that is
 // cut off) on the other; their answers are picked up by poll(). Two, so

@@ -30,7 +30,8 @@
 // uncontended lock once the answer came), handing the next call to a
 // worker (per lookup or connect, never per record), and, when a connection
 // comes up, its setup (Link buffers, the ring's key, the hello). Route
-// lookups and failure reports run on one worker thread the subscriber owns,
+// lookups and failure reports run on one worker thread the subscriber owns
+// (threads start with the calls and end 10 s after the last one),
 // Provider::connect (up to connect_timeout for a replica that is cut off)
 // on up to 8 others, for the reasons given in publisher.hpp; each partition
 // has at most one lookup and one connect in progress, besides its failure

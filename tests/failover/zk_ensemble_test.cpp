@@ -179,6 +179,33 @@ class ZkEnsemble : public Failover {
            std::to_string(w.longest_gap.count()) + " ms (from " + std::to_string(w.gap_at.count()) + " ms)";
   }
 
+  // The standalone ZooKeeper stopped (SIGSTOP) for 3 s, a second after
+  // sampling began; when it stopped and went on.
+  std::pair<Clock::time_point, Clock::time_point> pause_zookeeper() {
+    start_sampling();
+    std::this_thread::sleep_for(1000ms);  // the pace before
+    EXPECT_TRUE(cluster_->signal_zookeeper(0, SIGSTOP));
+    const auto stopped_at = Clock::now();
+    std::this_thread::sleep_for(3000ms);
+    EXPECT_TRUE(cluster_->signal_zookeeper(0, SIGCONT));
+    return {stopped_at, Clock::now()};
+  }
+
+  // Acknowledgements kept at least a quarter of their pace of the second
+  // before, with no gap of 500 ms, while ZooKeeper was stopped.
+  void expect_pace_kept(const std::pair<Clock::time_point, Clock::time_point>& pause, const char* what) {
+    stop_sampling();
+    const auto [stopped_at, resumed_at] = pause;
+    const Window before = window(stopped_at - 1000ms, stopped_at);
+    const Window paused = window(stopped_at, resumed_at);
+    std::printf("ZooKeeper (standalone) stopped for %lld ms %s; before: %s\n  while stopped: %s\n",
+                static_cast<long long>(std::chrono::duration_cast<Ms>(resumed_at - stopped_at).count()), what,
+                describe(before).c_str(), describe(paused).c_str());
+    EXPECT_GE(paused.acks * 4 * before.length.count(), before.acks * paused.length.count())
+        << "before: " << describe(before) << "; while ZooKeeper was stopped: " << describe(paused);
+    EXPECT_LT(paused.longest_gap, 500ms) << describe(paused);
+  }
+
   // When the leading controller took the lead (RecoveryCounts.since_ms; -1
   // if the status does not say): it changes when a leader resigns, even if
   // the same candidate wins the next election.
@@ -389,30 +416,16 @@ TEST_F(ZkEnsemble, ZooKeeperRestartedUnderTraffic) {
 TEST_F(ZkEnsemble, ZooKeeperPausedUnderTraffic) {
   ASSERT_NO_FATAL_FAILURE(start(1));
   ASSERT_EQ(cluster_->zookeeper_count(), 1u);
-  Clock::time_point stopped_at, resumed_at;
+  std::pair<Clock::time_point, Clock::time_point> pause;
   run_with_fault([&] {
-    start_sampling();
-    std::this_thread::sleep_for(1000ms);  // the pace before
-    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGSTOP));
-    stopped_at = Clock::now();
-    std::this_thread::sleep_for(3000ms);
-    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGCONT));
-    resumed_at = Clock::now();
+    pause = pause_zookeeper();
     // The controllers serve metadata changes again.
     bool created = false;
     EXPECT_TRUE(
         wait_for([&] { return created = created || admin_->create_channel(channel("after-zk-pause")).ok(); },
                  30s, "a channel created after ZooKeeper resumed"));
   });
-  stop_sampling();
-  const Window before = window(stopped_at - 1000ms, stopped_at);
-  const Window paused = window(stopped_at, resumed_at);
-  std::printf("ZooKeeper (standalone) stopped for %lld ms under traffic; before: %s\n  while stopped: %s\n",
-              static_cast<long long>(std::chrono::duration_cast<Ms>(resumed_at - stopped_at).count()),
-              describe(before).c_str(), describe(paused).c_str());
-  EXPECT_GE(paused.acks * 4 * before.length.count(), before.acks * paused.length.count())
-      << "before: " << describe(before) << "; while ZooKeeper was stopped: " << describe(paused);
-  EXPECT_LT(paused.longest_gap, 500ms) << describe(paused);
+  expect_pace_kept(pause, "under traffic");
   expect_controllers_running();
   expect_cluster_whole({"f", "after-zk-pause"});
   expect_fresh_reader_sees_every_ack();
@@ -465,9 +478,8 @@ TEST_F(ZkEnsemble, GroupOffsetCommitsWhileZooKeeperIsPaused) {
       10s, "each member assigned one partition"));
   std::atomic<bool> stop_committing{false};
   std::vector<std::thread> committers;
-  Clock::time_point stopped_at, resumed_at;
+  std::pair<Clock::time_point, Clock::time_point> pause;
   run_with_fault([&] {
-    start_sampling();
     for (auto& member : members) {
       committers.emplace_back([&member, &stop_committing] {
         for (std::int64_t offset = 1; !stop_committing.load(); ++offset) {
@@ -494,26 +506,12 @@ TEST_F(ZkEnsemble, GroupOffsetCommitsWhileZooKeeperIsPaused) {
         }
       });
     }
-    std::this_thread::sleep_for(1000ms);  // the pace before
-    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGSTOP));
-    stopped_at = Clock::now();
-    std::this_thread::sleep_for(3000ms);
-    ASSERT_TRUE(cluster_->signal_zookeeper(0, SIGCONT));
-    resumed_at = Clock::now();
+    pause = pause_zookeeper();
     std::this_thread::sleep_for(1000ms);  // commits answered again
     stop_committing = true;
     for (auto& t : committers) t.join();
   });
-  stop_sampling();
-  const Window before = window(stopped_at - 1000ms, stopped_at);
-  const Window paused = window(stopped_at, resumed_at);
-  std::printf(
-      "ZooKeeper stopped for %lld ms under traffic and group commits; before: %s\n  while stopped: %s\n",
-      static_cast<long long>(std::chrono::duration_cast<Ms>(resumed_at - stopped_at).count()),
-      describe(before).c_str(), describe(paused).c_str());
-  EXPECT_GE(paused.acks * 4 * before.length.count(), before.acks * paused.length.count())
-      << "before: " << describe(before) << "; while ZooKeeper was stopped: " << describe(paused);
-  EXPECT_LT(paused.longest_gap, 500ms) << describe(paused);
+  expect_pace_kept(pause, "under traffic and group commits");
   for (const auto& member : members) {
     std::printf("member %s: %d commits sent, %d answered, %d unavailable\n", member.id.c_str(), member.sent,
                 member.answered_ok, member.unavailable);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <catena/broker/controller_routes.hpp>
+#include <catena/broker/group_subscriber.hpp>
 #include <catena/broker/local_cluster.hpp>
 #include <catena/broker/publisher.hpp>
 #include <catena/control/controller_client.hpp>
@@ -285,6 +286,77 @@ TEST_F(Groups, AControllerRestartInTheMiddleOfAReassignmentDeliversEveryRecordOn
   wait_acked(acked() + 8000);
   const auto want = finish({0, 1, 2});
   check({0, 1, 2}, {}, want);
+}
+
+// A RouteSource whose channel layouts take `delay` to answer (a controller
+// far away, or busy): each Subscriber a group member starts asks for one.
+class SlowLayouts final : public RouteSource {
+ public:
+  SlowLayouts(RouteSource& inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
+  client::Result<ChannelLayout> layout(const std::string& channel) override {
+    std::this_thread::sleep_for(delay_);
+    return inner_.layout(channel);
+  }
+  client::Result<Route> route(const std::string& channel, std::uint32_t partition,
+                              std::uint64_t known_epoch) override {
+    return inner_.route(channel, partition, known_epoch);
+  }
+  client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override {
+    return inner_.init_producer(producer_id);
+  }
+  void report_unreachable(const std::string& node_id, const Route& route,
+                          const std::string& reason) override {
+    inner_.report_unreachable(node_id, route, reason);
+  }
+  client::Result<void> commit_offset(const std::string& group, const std::string& channel,
+                                     std::uint32_t partition, std::uint64_t offset) override {
+    return inner_.commit_offset(group, channel, partition, offset);
+  }
+  client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
+                                                 std::uint32_t partition) override {
+    return inner_.committed_offset(group, channel, partition);
+  }
+
+ private:
+  RouteSource& inner_;
+  const std::chrono::milliseconds delay_;
+};
+
+// A member assigned many partitions at once starts a Subscriber for each
+// on its worker thread, between heartbeats. 24 partitions whose layouts
+// take 200 ms each (4.8 s) held its heartbeats up past the 3 s session: the
+// controller dropped the member, which joined again. It must stay the
+// member it joined as, and come to consume all 24.
+TEST_F(Groups, AMemberAssignedManyPartitionsAtOnceStaysInTheGroup) {
+  control::idl::ChannelConfig cfg;
+  cfg.name = "many";
+  cfg.partitions = 24;
+  cfg.replication = 2;
+  cfg.segment_bytes = 1 << 20;
+  cfg.ttl_ms = 600000;
+  ASSERT_TRUE(admin_->create_channel(cfg).ok());
+  control::ControllerClient::Options co;
+  co.address = cluster_->controller_address();
+  broker::ControllerRoutes routes(co, "many");
+  SlowLayouts slow(routes, 200ms);
+  GroupSubscriberOptions go;
+  go.controller = cluster_->controller_address();
+  go.group = "grp-many";
+  go.member_name = "m";
+  auto member = GroupSubscriber::create(slow, "many", go);
+  ASSERT_TRUE(member.ok()) << member.error().message;
+  const auto deadline = Steady::now() + 30s;
+  while (Steady::now() < deadline && (*member)->partitions().size() < 24) {
+    (*member)->poll_for([](const Message&) {}, 50ms);
+  }
+  EXPECT_EQ((*member)->partitions().size(), 24u);
+  // And it stays: a few more sessions' worth of polling.
+  const auto until = Steady::now() + 4s;
+  while (Steady::now() < until) (*member)->poll_for([](const Message&) {}, 50ms);
+  EXPECT_EQ((*member)->stats().joins, 1u) << "the member was dropped and joined again";
+  auto group = admin_->describe_group("grp-many");
+  ASSERT_TRUE(group.ok()) << group.error().describe();
+  EXPECT_EQ(group->members.size(), 1u);
 }
 
 }  // namespace

@@ -305,8 +305,21 @@ class CATENA_LOCAL GroupSubscriber::Impl {
       markers_released_.erase(p);
     }
     for (const std::uint32_t p : to_revoke) revoking_.insert(p);
+    // Each Subscriber::create asks the controller and sets up a ring, here
+    // on the worker: many partitions at once would hold its heartbeats up
+    // past the session (and the controller would drop the member). At most
+    // half a heartbeat interval of them per assignment (one at least); the
+    // rest with the next heartbeats, sent sooner meanwhile (starting_).
+    const auto start_until = Steady::now() + interval_ / 2;
+    bool started_one = false;
+    starting_ = false;
     for (const std::uint32_t p : assigned) {
       if (held_.contains(p)) continue;
+      if (started_one && Steady::now() >= start_until) {
+        starting_ = true;
+        break;
+      }
+      started_one = true;
       SubscriberOptions so = opts_.subscriber;
       so.partitions = {p};
       so.group.clear();
@@ -453,9 +466,11 @@ class CATENA_LOCAL GroupSubscriber::Impl {
       std::set<std::uint32_t> stopped;
       std::vector<std::unique_ptr<Subscriber>> dead;
       // Held at a marker, the member asks often whether it was released
-      // (the poll thread's commit at the marker wakes this loop).
+      // (the poll thread's commit at the marker wakes this loop); with
+      // partitions still to start, it starts the next few sooner.
       const auto next_heartbeat =
-          last_heartbeat + (holding_.load(std::memory_order_relaxed) ? interval_ / 8 : interval_);
+          last_heartbeat +
+          (holding_.load(std::memory_order_relaxed) || starting_ ? interval_ / 8 : interval_);
       {
         UniqueLock lk(mu_);
         const bool pending = !to_commit_.empty() || !stopped_.empty();
@@ -535,6 +550,7 @@ class CATENA_LOCAL GroupSubscriber::Impl {
   std::map<std::uint32_t, std::uint64_t> markers_released_;  // of held_: what the poll thread was told
   std::set<std::uint32_t> revoking_;                         // of held_, asked to stop
   std::vector<std::int32_t> released_;                       // stopped and committed: to report
+  bool starting_ = false;                 // assigned partitions whose Subscriber the next assignment creates
   Steady::time_point last_ok_{};          // when the last answered heartbeat (or join) was sent
   Steady::time_point commit_retry_at_{};  // a failed commit is retried from then
   std::chrono::milliseconds session_{10000};

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <iterator>
@@ -112,8 +114,35 @@ void ZkServer::kill() {
   pid_ = -1;
 }
 
+namespace {
+// Whether every thread of pid is stopped (state 'T' in /proc/<pid>/task/*/stat).
+bool all_threads_stopped(pid_t pid) {
+  std::error_code ec;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  bool any = false;
+  for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream stat(t.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // ended meanwhile
+    const auto close = line.rfind(')');       // the name may hold spaces and parentheses
+    if (close == std::string::npos || close + 2 >= line.size()) continue;
+    if (line[close + 2] != 'T' && line[close + 2] != 't') return false;
+    any = true;
+  }
+  return any && !ec;
+}
+}  // namespace
+
 void ZkServer::pause() {
-  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGSTOP);
+  // kill() returns before the stop reaches threads running on another core
+  // (on a loaded VM, long enough for the server to take a request sent
+  // right after): return once every thread is stopped.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!all_threads_stopped(pid_) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void ZkServer::resume() {

@@ -46,7 +46,6 @@
 #include <system_error>
 #include <thread>
 #include <utility>
-#include <vector>
 
 #include <catena/broker/client_error.hpp>
 #include <catena/broker/routes.hpp>

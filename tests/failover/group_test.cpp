@@ -31,6 +31,7 @@
 #include <catena/control/controller_client.hpp>
 
 #include "../child_process.hpp"
+#include "../forwarding_routes.hpp"
 
 namespace catena {
 namespace {
@@ -290,35 +291,15 @@ TEST_F(Groups, AControllerRestartInTheMiddleOfAReassignmentDeliversEveryRecordOn
 
 // A RouteSource whose channel layouts take `delay` to answer (a controller
 // far away, or busy): each Subscriber a group member starts asks for one.
-class SlowLayouts final : public RouteSource {
+class SlowLayouts final : public test::ForwardingRoutes {
  public:
-  SlowLayouts(RouteSource& inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
+  SlowLayouts(RouteSource& inner, std::chrono::milliseconds delay) : ForwardingRoutes(inner), delay_(delay) {}
   client::Result<ChannelLayout> layout(const std::string& channel) override {
     std::this_thread::sleep_for(delay_);
-    return inner_.layout(channel);
-  }
-  client::Result<Route> route(const std::string& channel, std::uint32_t partition,
-                              std::uint64_t known_epoch) override {
-    return inner_.route(channel, partition, known_epoch);
-  }
-  client::Result<ProducerIdentity> init_producer(std::uint64_t producer_id) override {
-    return inner_.init_producer(producer_id);
-  }
-  void report_unreachable(const std::string& node_id, const Route& route,
-                          const std::string& reason) override {
-    inner_.report_unreachable(node_id, route, reason);
-  }
-  client::Result<void> commit_offset(const std::string& group, const std::string& channel,
-                                     std::uint32_t partition, std::uint64_t offset) override {
-    return inner_.commit_offset(group, channel, partition, offset);
-  }
-  client::Result<std::uint64_t> committed_offset(const std::string& group, const std::string& channel,
-                                                 std::uint32_t partition) override {
-    return inner_.committed_offset(group, channel, partition);
+    return ForwardingRoutes::layout(channel);
   }
 
  private:
-  RouteSource& inner_;
   const std::chrono::milliseconds delay_;
 };
 

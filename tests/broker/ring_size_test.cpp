@@ -6,8 +6,10 @@
 // budget. Every record is acknowledged once, at contiguous offsets in
 // publish order, and stored once, across grows and head failovers.
 #include <chrono>
+#include <condition_variable>
 #include <gtest/gtest.h>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include <catena/chain/frame_ring.hpp>
 #include <catena/chain/record.hpp>
 
+#include "../forwarding_routes.hpp"
 #include "chain_e2e_fixture.hpp"
 
 namespace catena::test {
@@ -203,6 +206,78 @@ TEST_F(ChainE2E, ABurstGrowsTheRingAndEveryRecordArrivesOnceInOrder) {
       brokers_, before, static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()) + kLinkSlack);
   EXPECT_GE(growth, static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()));
   EXPECT_LT(growth, static_cast<std::int64_t>(pub.value()->ring_bytes_in_use()) + kLinkSlack);
+}
+
+// Routes whose lookups, once stall() is called, wait until resume(): a
+// controller that holds its lock while a metadata change waits for
+// ZooKeeper.
+class StallingRoutes final : public ForwardingRoutes {
+ public:
+  using ForwardingRoutes::ForwardingRoutes;
+  ~StallingRoutes() override { resume(); }
+  client::Result<Route> route(const std::string& channel, std::uint32_t partition,
+                              std::uint64_t known_epoch) override {
+    {
+      std::unique_lock lock(mu_);
+      if (stalled_) ++waited_;
+      cv_.wait(lock, [this] { return !stalled_; });
+    }
+    return ForwardingRoutes::route(channel, partition, known_epoch);
+  }
+  void stall() {
+    std::lock_guard lock(mu_);
+    stalled_ = true;
+  }
+  void resume() {
+    {
+      std::lock_guard lock(mu_);
+      stalled_ = false;
+    }
+    cv_.notify_all();
+  }
+  int waited() {
+    std::lock_guard lock(mu_);
+    return waited_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stalled_ = false;
+  int waited_ = 0;
+};
+
+// A grow is a new session with the same head, for the new ring: the route
+// the publisher holds is as current as a moment before, so it dials that
+// head again without asking the controller. It used to ask: a controller
+// busy with a metadata change (waiting for ZooKeeper) then held up the
+// partition's records until it answered (seen in
+// ZkEnsemble.AChannelCreateWhileZooKeeperIsPaused, 1.0-1.1 s without
+// acknowledgements).
+TEST_F(ChainE2E, AGrowingRingDoesNotWaitForTheController) {
+  configure("grow-stalled", 0, 1, {0, 1}, 1);
+  StallingRoutes routes(routes_);
+  PublisherOptions po;
+  po.provider = provider_spec();
+  po.ring_bytes = 1u << 20;
+  auto pub = Publisher::create(routes, "grow-stalled", po);
+  ASSERT_TRUE(pub.ok()) << pub.error().message;
+  Sender s(*pub.value());
+  ASSERT_EQ(s.send(0, 100), client::ErrorCode::ok);
+  ASSERT_TRUE(pub.value()->flush(20s));  // the session is up
+  routes.stall();
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_EQ(s.send(0, 16u << 10), client::ErrorCode::ok)
+        << "record " << s.sent.size() << ": its partition waited for the stalled controller";
+  }
+  EXPECT_TRUE(pub.value()->flush(10s)) << "records waited for the stalled controller";
+  EXPECT_GT(pub.value()->ring_bytes_in_use(), kMin) << "the burst did not grow the ring";
+  routes.resume();
+  ASSERT_TRUE(pub.value()->flush(20s));
+  std::vector<std::size_t> all(s.sent.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  expect_contiguous(s, all, 0);
+  expect_log(routes_, "grow-stalled", s.sent);
 }
 
 // A ring a burst grew is halved (a new session with the head, as a grow)

@@ -155,6 +155,7 @@ void Publisher::Impl::grow_st(PartitionSession& s, Clock::time_point now) {
   const Clock::time_point down_since = s.down_since;
   go_down_st(s, now);
   if (was_down) s.down_since = down_since;
+  s.redial_resized = !was_down;  // the same head, at once (start_connect_st)
 }
 
 void Publisher::Impl::grow_refused_st(PartitionSession& s, Clock::time_point now) {

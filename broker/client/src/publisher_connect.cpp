@@ -63,6 +63,15 @@ void Publisher::Impl::start_connect_st(PartitionSession& s, Clock::time_point no
     dial_head_st(s, s.route.replicas.front(), s.route.epoch);
     return;
   }
+  if (s.redial_resized && !s.route.replicas.empty()) {
+    // A new session for a new ring (grow_st): the route is as current as a
+    // moment ago, so its head is dialled at once, without a lookup (the
+    // controller may be slow to answer: a metadata change waiting for
+    // ZooKeeper). A dial that fails asks the controller next time.
+    s.redial_resized = false;
+    dial_head_st(s, s.route.replicas.front(), s.route.epoch);
+    return;
+  }
   if (s.redial_head && !s.route.replicas.empty()) {
     // Its marker may not be in yet (not_ready): asked again soon, as the
     // controller asks each node's heads in turn, backing off (2 ms doubling
@@ -82,7 +91,11 @@ void Publisher::Impl::advance_connect_st(PartitionSession& s, Clock::time_point 
     case Attempt::none:
       // A stall check or watch lookup of the last link may still run: its
       // answer is dropped first (take_lookup_st), then the attempt asks.
-      if (may_start && now >= s.retry_at && !s.lookup.busy() && s.dial.can_start()) start_connect_st(s, now);
+      // A resized session's redial asks nothing: it goes at once (the
+      // lookup's answer, for an older link, is dropped when it comes).
+      if (may_start && now >= s.retry_at &&
+          (!s.lookup.busy() || (s.redial_resized && !s.route.replicas.empty())) && s.dial.can_start())
+        start_connect_st(s, now);
       return;
     case Attempt::route:
       return;  // take_lookup_st goes on with the answer

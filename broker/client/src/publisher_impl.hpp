@@ -120,6 +120,9 @@ struct PartitionSession {
   // epoch, with no route lookup, while it answers not_ready (its marker is
   // not in yet); any other failure asks the controller as usual.
   bool redial_head = false;
+  // A grow or shrink dropped the session for a new ring: the next attempt
+  // dials the route's head again without a lookup (once).
+  bool redial_resized = false;
   std::chrono::milliseconds redial_wait{0};
   // Between connect attempts while the partition is down: 2 ms doubling to
   // 50 ms, so a head that crashed is left as soon as the controller has

@@ -97,7 +97,7 @@ Result<std::unique_ptr<Controller>> Controller::open(Options options, const Cloc
   const auto& state = c->store_->state();
   spdlog::info("metadata {}: {} node(s), {} channel(s), {} open repair(s); controller epoch {}",
                c->store_->describe(), state.nodes.size(), state.channels.size(), state.intents.size(),
-               c->controller_epoch_);
+               c->controller_epoch_.load());
   // Every live node gets a fresh timeout window: silence while we were down
   // is not evidence against it.
   for (const auto& [id, node] : state.nodes) {
@@ -369,6 +369,27 @@ Result<idl::RegisterReply> Controller::register_node(const idl::NodeInfo& reques
 }
 
 Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& request) {
+  idl::HeartbeatReply reply;
+  reply.__set_controller_epoch(controller_epoch_.load());
+  // The lease is renewed without mu_: a metadata change holds mu_ while it
+  // waits for ZooKeeper (up to its connect timeout), and a lease that waited
+  // behind it would lapse and stop the node's chains. The detector renews
+  // only the incarnation it tracks, and never a node held for eviction (the
+  // verdict holds it at once); anything else is answered below, from the
+  // metadata under mu_. The report is taken now if mu_ is free, else by the
+  // next holder (take_heartbeats_locked()).
+  if (!halted_ && detector_.renew(request.node_id, request.node_epoch)) {
+    {
+      MutexLock inbox(heartbeats_mu_);
+      heartbeats_[request.node_id] = {request.node_epoch, request.stats};
+    }
+    if (mu_.try_lock()) {
+      take_heartbeats_locked();
+      mu_.unlock();
+    }
+    reply.__set_fenced(false);
+    return reply;
+  }
   MutexLock lock(mu_);
   if (auto r = check_running_locked(); !r) return r.error();
   const auto* node = node_locked(request.node_id);
@@ -376,21 +397,47 @@ Result<idl::HeartbeatReply> Controller::heartbeat(const idl::HeartbeatRequest& r
     return make_error(idl::ErrorCode::UNKNOWN_NODE,
                       fmt::format("node '{}' is not registered: call registerNode", request.node_id));
   }
-  idl::HeartbeatReply reply;
-  reply.__set_controller_epoch(controller_epoch_);
   if (node->dead || request.node_epoch != node->node_epoch) {
     reply.__set_fenced(true);  // a retired incarnation: it must drop its roles and re-register
     return reply;
   }
-  detector_.heartbeat(request.node_id);
-  stats_[request.node_id] = request.stats;
-  note_progress_locked(request.stats);
-  drop_strays_locked(request.node_id, request.stats);
-  if (auto it = backoff_.find(request.node_id); it != backoff_.end()) {
-    it->second.next_attempt = clock_.now();  // it is reachable again: retry its pushes next tick
-  }
+  detector_.heartbeat(request.node_id);  // ends a hold: the node is not being evicted
+  take_heartbeats_locked();              // older reports first
+  take_heartbeat_locked(request.node_id, request.stats);
   reply.__set_fenced(false);
   return reply;
+}
+
+void Controller::take_heartbeats_locked() {
+  std::map<std::string, std::pair<std::int64_t, idl::NodeStats>> beats;
+  std::vector<idl::FailureReport> failures;
+  {
+    MutexLock inbox(heartbeats_mu_);
+    if (heartbeats_.empty() && queued_reports_.empty()) return;
+    beats.swap(heartbeats_);
+    failures.swap(queued_reports_);
+  }
+  for (const auto& [node_id, beat] : beats) {
+    const auto* node = node_locked(node_id);
+    // Evicted or registered again since: that incarnation's report is stale.
+    if (node == nullptr || node->dead || node->node_epoch != beat.first) continue;
+    take_heartbeat_locked(node_id, beat.second);
+  }
+  for (const auto& failure : failures) {
+    if (auto r = report_failure_locked(failure); !r) {
+      spdlog::debug("queued failure report by '{}' about {} not taken: {}", failure.reporter,
+                    failure.suspect_node_id, r.error().describe());
+    }
+  }
+}
+
+void Controller::take_heartbeat_locked(const std::string& node_id, const idl::NodeStats& stats) {
+  stats_[node_id] = stats;
+  note_progress_locked(stats);
+  drop_strays_locked(node_id, stats);
+  if (auto it = backoff_.find(node_id); it != backoff_.end()) {
+    it->second.next_attempt = clock_.now();  // it is reachable again: retry its pushes next tick
+  }
 }
 
 Result<idl::ChannelInfo> Controller::create_channel(const idl::ChannelConfig& config) {
@@ -540,7 +587,22 @@ std::string Controller::access_secret_locked(const std::string& channel, std::in
 }
 
 Result<void> Controller::report_failure(const idl::FailureReport& report) {
-  MutexLock lock(mu_);
+  if (!mu_.try_lock()) {
+    MutexLock inbox(heartbeats_mu_);
+    if (queued_reports_.size() >= kMaxQueuedReports) {
+      return make_error(idl::ErrorCode::UNAVAILABLE,
+                        fmt::format("{} failure reports wait for the controller already: report again later",
+                                    queued_reports_.size()));
+    }
+    queued_reports_.push_back(report);
+    return {};
+  }
+  auto r = report_failure_locked(report);
+  mu_.unlock();
+  return r;
+}
+
+Result<void> Controller::report_failure_locked(const idl::FailureReport& report) {
   if (auto r = check_running_locked(); !r) return r.error();
   const auto* node = node_locked(report.suspect_node_id);
   if (node == nullptr) {

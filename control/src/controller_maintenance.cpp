@@ -25,6 +25,7 @@ void Controller::tick() {
   {
     MutexLock lock(mu_);
     if (halted_) return;
+    take_heartbeats_locked();  // those answered while another held mu_
     background_commit_locked();
     act_on_link_faults_locked();
     if (halted_) return;
@@ -50,7 +51,8 @@ void Controller::run_probes() {
   std::vector<std::pair<FailureDetector::Probe, BrokerTarget>> probes;
   {
     MutexLock lock(mu_);
-    (void)isolated_locked();  // logs when the controller loses or regains the cluster
+    take_heartbeats_locked();  // a failure report queued meanwhile is probed in this round
+    (void)isolated_locked();   // logs when the controller loses or regains the cluster
     for (auto& probe : detector_.due_probes()) {
       const auto* node = node_locked(probe.node_id);
       if (node == nullptr) continue;
@@ -107,10 +109,15 @@ void Controller::apply_probe_results(
       note_progress_locked(*answer);
     }
     const auto verdict = detector_.probe_result(probe.node_id, probe.node_epoch, answer.ok(), refused);
+    // A verdict that leads to an eviction holds the node (no lease renewed
+    // from here on); one not acted on releases it.
     if (verdict == FailureDetector::Verdict::unheard) {
       // It answers us, we do not hear it: its lease lapsed long ago and its
       // chains stall until its heartbeats get through. Repair them instead.
-      if (isolated) continue;
+      if (isolated) {
+        detector_.release(probe.node_id);
+        continue;
+      }
       const auto heard = detector_.since_heard(probe.node_id).value_or(Clock::duration{});
       const auto reason = fmt::format(
           "answers probes but none of its heartbeats arrived for {} ms (its lease lapsed): an asymmetric cut",
@@ -125,7 +132,10 @@ void Controller::apply_probe_results(
       // is gone and acknowledges nothing, so there is no lease to wait out.
       // A chain without it holds every record it committed (README,
       // "Failover"). Not while this controller may be the one cut off.
-      if (isolated) continue;
+      if (isolated) {
+        detector_.release(probe.node_id);
+        continue;
+      }
       const auto reason = fmt::format(
           "reported by a peer, its probe failed ({}) and its admin address refuses connections: the process "
           "is gone",
@@ -138,11 +148,15 @@ void Controller::apply_probe_results(
     if (verdict != FailureDetector::Verdict::dead) continue;
     // The node stays SUSPECT and is probed again; a heartbeat or an answered
     // probe clears it, as if it had never been silent.
-    if (isolated) continue;
+    if (isolated) {
+      detector_.release(probe.node_id);
+      continue;
+    }
     if (const auto quiet = detector_.since_heartbeat(probe.node_id);
         quiet && *quiet <= Clock::duration(options_.lease + options_.heartbeat_interval)) {
       spdlog::info("{} failed its probes but its lease may still be valid: not evicting it yet",
                    probe.node_id);
+      detector_.release(probe.node_id);
       continue;
     }
     const auto reason =

@@ -79,6 +79,10 @@ Result<void> Controller::evict_locked(const std::string& node_id, const std::str
                                       bool fence_evicted) {
   const auto* current = node_locked(node_id);
   if (current == nullptr || current->dead) return {};
+  // From here on no heartbeat renews its lease (the detector's verdict held
+  // it already, other evictions start here): the commit below may wait for
+  // ZooKeeper, and heartbeats are answered meanwhile without mu_.
+  detector_.hold(node_id);
   meta::NodeRecord node = *current;
   node.__set_dead(true);
 

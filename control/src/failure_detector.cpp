@@ -5,6 +5,7 @@
 namespace catena::control {
 
 void FailureDetector::track(const std::string& node_id, std::int64_t node_epoch) {
+  MutexLock lock(mu_);
   Entry e;
   e.node_epoch = node_epoch;
   e.last_heartbeat = e.heard = clock_.now();
@@ -12,13 +13,37 @@ void FailureDetector::track(const std::string& node_id, std::int64_t node_epoch)
 }
 
 void FailureDetector::forget(const std::string& node_id) {
+  MutexLock lock(mu_);
   nodes_.erase(node_id);
 }
 
 void FailureDetector::heartbeat(const std::string& node_id) {
+  MutexLock lock(mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
-  auto& e = it->second;
+  it->second.held = false;
+  heartbeat_locked(node_id, it->second);
+}
+
+bool FailureDetector::renew(const std::string& node_id, std::int64_t node_epoch) {
+  MutexLock lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.node_epoch != node_epoch || it->second.held) return false;
+  heartbeat_locked(node_id, it->second);
+  return true;
+}
+
+void FailureDetector::hold(const std::string& node_id) {
+  MutexLock lock(mu_);
+  if (auto it = nodes_.find(node_id); it != nodes_.end()) it->second.held = true;
+}
+
+void FailureDetector::release(const std::string& node_id) {
+  MutexLock lock(mu_);
+  if (auto it = nodes_.find(node_id); it != nodes_.end()) it->second.held = false;
+}
+
+void FailureDetector::heartbeat_locked(const std::string& node_id, Entry& e) {
   e.last_heartbeat = e.heard = clock_.now();
   if (e.state == idl::NodeState::SUSPECT && !e.reported) {
     spdlog::info("node {} is heartbeating again", node_id);
@@ -31,6 +56,7 @@ void FailureDetector::heartbeat(const std::string& node_id) {
 }
 
 void FailureDetector::report(const std::string& node_id, const std::string& reason) {
+  MutexLock lock(mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
   auto& e = it->second;
@@ -42,6 +68,7 @@ void FailureDetector::report(const std::string& node_id, const std::string& reas
 }
 
 std::vector<FailureDetector::Probe> FailureDetector::due_probes() {
+  MutexLock lock(mu_);
   const auto now = clock_.now();
   std::vector<Probe> out;
   for (auto& [id, e] : nodes_) {
@@ -67,6 +94,7 @@ std::vector<FailureDetector::Probe> FailureDetector::due_probes() {
 
 FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_id, std::int64_t node_epoch,
                                                        bool answered, bool refused) {
+  MutexLock lock(mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.node_epoch != node_epoch) return Verdict::ignored;
   auto& e = it->second;
@@ -83,10 +111,14 @@ FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_i
   if (answered) {
     const auto loss =
         options_.heartbeat_loss.count() > 0 ? options_.heartbeat_loss : 4 * options_.heartbeat_timeout;
-    if (clock_.now() - e.heard > loss) return Verdict::unheard;  // stays SUSPECT: the controller decides
+    if (clock_.now() - e.heard > loss) {
+      e.held = true;
+      return Verdict::unheard;  // stays SUSPECT: the controller decides
+    }
     spdlog::info("node {} answered its probe: alive", node_id);
     e.state = idl::NodeState::ALIVE;
     e.reported = false;
+    e.held = false;
     e.failed_probes = 0;
     e.last_heartbeat = clock_.now();  // a fresh window before it can be suspected again
     return Verdict::alive;
@@ -94,15 +126,23 @@ FailureDetector::Verdict FailureDetector::probe_result(const std::string& node_i
   ++e.failed_probes;
   // A heartbeat timeout alone with a refused connection still takes every
   // probe: only a peer's report says that the node failed just now.
-  if (refused && e.reported) return Verdict::crashed;
-  if (e.failed_probes >= options_.probe_attempts) return Verdict::dead;
+  if (refused && e.reported) {
+    e.held = true;
+    return Verdict::crashed;
+  }
+  if (e.failed_probes >= options_.probe_attempts) {
+    e.held = true;
+    return Verdict::dead;
+  }
   return Verdict::suspect;
 }
 
 void FailureDetector::restart_windows() {
+  MutexLock lock(mu_);
   const auto now = clock_.now();
   for (auto& [id, e] : nodes_) {
     e.last_heartbeat = e.heard = now;
+    e.held = false;
     e.failed_probes = 0;
     e.early_probed = false;
     if (!e.reported) e.state = idl::NodeState::ALIVE;
@@ -110,24 +150,28 @@ void FailureDetector::restart_windows() {
 }
 
 std::optional<idl::NodeState::type> FailureDetector::state(const std::string& node_id) const {
+  MutexLock lock(mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return std::nullopt;
   return it->second.state;
 }
 
 std::optional<Clock::duration> FailureDetector::since_heartbeat(const std::string& node_id) const {
+  MutexLock lock(mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return std::nullopt;
   return clock_.now() - it->second.last_heartbeat;
 }
 
 std::optional<Clock::duration> FailureDetector::since_heard(const std::string& node_id) const {
+  MutexLock lock(mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return std::nullopt;
   return clock_.now() - it->second.heard;
 }
 
 std::size_t FailureDetector::silent() const {
+  MutexLock lock(mu_);
   const auto now = clock_.now();
   std::size_t n = 0;
   for (const auto& [id, e] : nodes_) {

@@ -198,7 +198,13 @@ class Controller {
   // The partition's access secret (PartitionRoute.access_secret): derived
   // from the link key, the same for every route epoch of the partition.
   [[nodiscard]] std::string access_secret(const std::string& channel, std::int32_t partition) const;
+  // Taken at once if the controller's lock is free; otherwise (a change may
+  // be waiting for ZooKeeper under it, and a broker reports from the thread
+  // that heartbeats) queued for the next tick and answered ok, its checks
+  // (unknown node, stale epoch) logged instead of answered. At most
+  // kMaxQueuedReports wait; past that UNAVAILABLE.
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
+  static constexpr std::size_t kMaxQueuedReports = 1024;
   // See declarePartitionLost in catena.thrift.
   [[nodiscard]] Result<idl::PartitionRoute> declare_partition_lost(const std::string& channel,
                                                                    std::int32_t partition);
@@ -582,11 +588,24 @@ class Controller {
   std::shared_ptr<ControllerCounters> counters_ = std::make_shared<ControllerCounters>();
   std::unique_ptr<MetadataStore> store_ PT_GUARDED_BY(mu_);
   // Taken from the store at open: what this controller's BrokerAdmin calls
-  // and heartbeat answers carry (brokers refuse older ones).
-  std::int64_t controller_epoch_ GUARDED_BY(mu_) = 0;
-  FailureDetector detector_ GUARDED_BY(mu_);
+  // and heartbeat answers carry (brokers refuse older ones). Set once,
+  // before any other thread sees the controller.
+  std::atomic<std::int64_t> controller_epoch_{0};
+  // Thread-safe: heartbeats renew leases through it without mu_ (heartbeat()).
+  FailureDetector detector_;
   // From heartbeats and probes (progress too).
   std::map<std::string, idl::NodeStats> stats_ GUARDED_BY(mu_);
+  // What heartbeats answered without mu_ reported (node -> its epoch and
+  // stats, the latest only), and failure reports that found mu_ held, for
+  // the next holder of mu_ to take: the heartbeat itself if mu_ is free,
+  // else tick() or the next heartbeat.
+  Mutex heartbeats_mu_ ACQUIRED_AFTER(mu_);
+  std::map<std::string, std::pair<std::int64_t, idl::NodeStats>> heartbeats_ GUARDED_BY(heartbeats_mu_);
+  std::vector<idl::FailureReport> queued_reports_ GUARDED_BY(heartbeats_mu_);
+  void take_heartbeats_locked() REQUIRES(mu_) EXCLUDES(heartbeats_mu_);
+  [[nodiscard]] Result<void> report_failure_locked(const idl::FailureReport& report) REQUIRES(mu_);
+  // A heartbeat's report: stats, progress, strays, push back-off.
+  void take_heartbeat_locked(const std::string& node_id, const idl::NodeStats& stats) REQUIRES(mu_);
   std::map<RouteId, AckState> acks_ GUARDED_BY(mu_);                   // who confirmed which route epoch
   std::set<std::pair<std::string, RouteId>> pushing_ GUARDED_BY(mu_);  // (node, route) pushes in flight
   std::condition_variable pushes_done_;                     // run_pushes() took answers off pushing_
@@ -655,7 +674,8 @@ class Controller {
   std::map<std::pair<RouteId, std::string>, LinkFault> link_faults_ GUARDED_BY(mu_);
   // Reporter: when its reports last evicted a node.
   std::map<std::string, Clock::time_point> link_evictions_ GUARDED_BY(mu_);
-  bool halted_ GUARDED_BY(mu_) = false;
+  // Set under mu_; read without it by heartbeat()'s renewal.
+  std::atomic<bool> halted_{false};
   // Below store_->state().producer_numbers_reserved.
   std::int64_t next_producer_number_ GUARDED_BY(mu_) = 0;
   // Tenant -> its max_producer_ids_per_minute bucket (in this leader's

@@ -26,7 +26,17 @@
 // do, so one client with a bad link cannot evict a healthy broker. Dead nodes
 // are removed with forget(); the controller keeps them (fenced) in its store.
 //
-// Thread: not thread-safe; used under the controller's lock.
+// Holds: a verdict that leads to an eviction (dead, crashed, unheard) also
+// holds the node, atomically with the verdict: renew() refuses a held node,
+// so no heartbeat answered after the verdict renews the lease of a node
+// whose chains are being given to others. The controller releases a node
+// it decides not to evict; forget() ends it with the node, and a heartbeat
+// taken the slow way (heartbeat(), under the controller's lock, once the
+// node is known not to be dead) ends it too.
+//
+// Thread: thread-safe (a lock of its own): the controller's RPC threads
+// renew leases through it without the controller's lock, which a metadata
+// change may hold while it waits for ZooKeeper.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +47,7 @@
 
 #include <catena/control/idl/catena_types.h>
 #include <catena/fabric/clock.hpp>
+#include <catena/fabric/thread_annotations.hpp>
 
 namespace catena::control {
 
@@ -68,38 +79,54 @@ class FailureDetector {
   FailureDetector(Options options, const Clock& clock) : options_(options), clock_(clock) {}
 
   // Starts watching a node incarnation as ALIVE with a fresh timeout window.
-  void track(const std::string& node_id, std::int64_t node_epoch);
-  void forget(const std::string& node_id);
+  void track(const std::string& node_id, std::int64_t node_epoch) EXCLUDES(mu_);
+  void forget(const std::string& node_id) EXCLUDES(mu_);
 
-  // A heartbeat from the tracked incarnation.
-  void heartbeat(const std::string& node_id);
+  // A heartbeat from the tracked incarnation (clears a hold: the caller
+  // knows the node is not being evicted).
+  void heartbeat(const std::string& node_id) EXCLUDES(mu_);
+  // A heartbeat that renews the node's lease, if it is the tracked
+  // incarnation (node_epoch) and not held: recorded as heartbeat() would,
+  // and true. Otherwise nothing changes and false: the caller answers it
+  // the slow way (under its lock, from its metadata).
+  [[nodiscard]] bool renew(const std::string& node_id, std::int64_t node_epoch) EXCLUDES(mu_);
+  // Holds the node (renew() refuses it) until release(), forget() or a
+  // heartbeat(): the start of its eviction.
+  void hold(const std::string& node_id) EXCLUDES(mu_);
+  void release(const std::string& node_id) EXCLUDES(mu_);
   // Someone could not reach node_id: verify it.
-  void report(const std::string& node_id, const std::string& reason);
+  void report(const std::string& node_id, const std::string& reason) EXCLUDES(mu_);
 
   // Moves nodes whose heartbeats are overdue to SUSPECT and returns every
   // SUSPECT node without a probe in flight, and each ALIVE node silent for
   // half the timeout not yet probed early in this silence; marks them in flight.
-  [[nodiscard]] std::vector<Probe> due_probes();
+  [[nodiscard]] std::vector<Probe> due_probes() EXCLUDES(mu_);
   // The answer (or failure) of a probe from due_probes(). refused: the
-  // probe failed because the node's address refused the connection.
+  // probe failed because the node's address refused the connection. A
+  // dead, crashed or unheard verdict holds the node (hold()).
   Verdict probe_result(const std::string& node_id, std::int64_t node_epoch, bool answered,
-                       bool refused = false);
+                       bool refused = false) EXCLUDES(mu_);
   // Forgets every silence so far: each node is ALIVE (unless a peer reported
   // it) with a fresh timeout window, its failed probes and missed heartbeats
   // forgotten, and answers to probes in flight are ignored. For the end of
   // the controller's own isolation: what the nodes missed was its cut.
-  void restart_windows();
+  // Holds end too.
+  void restart_windows() EXCLUDES(mu_);
 
-  [[nodiscard]] std::optional<idl::NodeState::type> state(const std::string& node_id) const;
-  [[nodiscard]] std::optional<Clock::duration> since_heartbeat(const std::string& node_id) const;
+  [[nodiscard]] std::optional<idl::NodeState::type> state(const std::string& node_id) const EXCLUDES(mu_);
+  [[nodiscard]] std::optional<Clock::duration> since_heartbeat(const std::string& node_id) const
+      EXCLUDES(mu_);
   // Since the last heartbeat that actually arrived (answered probes do not count).
-  [[nodiscard]] std::optional<Clock::duration> since_heard(const std::string& node_id) const;
-  [[nodiscard]] bool is_alive(const std::string& node_id) const;
+  [[nodiscard]] std::optional<Clock::duration> since_heard(const std::string& node_id) const EXCLUDES(mu_);
+  [[nodiscard]] bool is_alive(const std::string& node_id) const EXCLUDES(mu_);
   // Nodes being watched, and how many of them the controller has not heard
   // from lately: SUSPECT, or silent past the heartbeat timeout and not yet
   // moved there. Many silent at once points at the controller's own link.
-  [[nodiscard]] std::size_t tracked() const { return nodes_.size(); }
-  [[nodiscard]] std::size_t silent() const;
+  [[nodiscard]] std::size_t tracked() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return nodes_.size();
+  }
+  [[nodiscard]] std::size_t silent() const EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -110,12 +137,15 @@ class FailureDetector {
     bool reported = false;             // SUSPECT because of a report: heartbeats do not clear it
     bool probing = false;
     bool early_probed = false;  // in this silence (a heartbeat ends it)
+    bool held = false;          // hold(): renew() refuses it
     int failed_probes = 0;
   };
+  void heartbeat_locked(const std::string& node_id, Entry& e) REQUIRES(mu_);
 
   Options options_;
   const Clock& clock_;
-  std::map<std::string, Entry> nodes_;
+  mutable Mutex mu_;
+  std::map<std::string, Entry> nodes_ GUARDED_BY(mu_);
 };
 
 }  // namespace catena::control

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <atomic>
 #include <fmt/format.h>
 #include <functional>
 #include <initializer_list>
@@ -37,6 +39,11 @@ ThriftServer::Options with_rpc_stats(ThriftServer::Options thrift, std::shared_p
   return thrift;
 }
 
+// Server threads kept for brokers' heartbeats and failure reports, which
+// never wait for the controller's lock: every other call may (a metadata
+// change waiting for ZooKeeper holds it), and holds its thread meanwhile.
+constexpr int kThreadsForBrokers = 4;
+
 // What the connections of one server share: the role and, when the
 // cluster is closed, the admin token's SHA-256.
 struct Shared {
@@ -45,6 +52,40 @@ struct Shared {
   // Runs the maintenance tick now (a failure report: its probe should not
   // wait for the next period).
   std::function<void()> tick_now;
+  // Calls other than heartbeats and failure reports inside the controller
+  // now, and how many may be (the server's threads less
+  // kThreadsForBrokers): past that a call is answered UNAVAILABLE at once,
+  // so that calls waiting behind a metadata change never take the threads
+  // brokers' heartbeats need (their leases would lapse).
+  int max_calls = 12;
+  mutable std::atomic<int> calls{0};
+};
+
+std::shared_ptr<const Shared> make_shared_state(std::shared_ptr<const ControllerRole> role,
+                                                const std::string& admin_token,
+                                                std::function<void()> tick_now, int max_calls) {
+  auto s = std::make_shared<Shared>();
+  s->role = std::move(role);
+  s->admin_sha256 = admin_token.empty() ? std::string() : token_sha256(admin_token);
+  s->tick_now = std::move(tick_now);
+  s->max_calls = max_calls;
+  return s;
+}
+
+// The controller for one call, counted in Shared::calls while it lives.
+class CountedCall {
+ public:
+  CountedCall(std::shared_ptr<Controller> controller, const Shared* shared)
+      : controller_(std::move(controller)), shared_(shared) {}
+  ~CountedCall() { shared_->calls.fetch_sub(1, std::memory_order_relaxed); }
+  CountedCall(const CountedCall&) = delete;
+  CountedCall& operator=(const CountedCall&) = delete;
+  Controller* operator->() const { return controller_.get(); }
+  Controller& operator*() const { return *controller_; }
+
+ private:
+  std::shared_ptr<Controller> controller_;
+  const Shared* shared_;
 };
 
 // Thin adapter: Thrift calls to Controller calls, errors to CatenaError.
@@ -61,7 +102,7 @@ class ConnectionHandler final : public idl::ControllerIf {
   }
   void heartbeat(idl::HeartbeatReply& out, const idl::HeartbeatRequest& req) override {
     admin_only("heartbeat");
-    out = value_or_throw(c()->heartbeat(req));
+    out = value_or_throw(broker_c()->heartbeat(req));
   }
   void createChannel(idl::ChannelInfo& out, const idl::ChannelConfig& config) override {
     on_names("createChannel", {config.name});
@@ -90,7 +131,7 @@ class ConnectionHandler final : public idl::ControllerIf {
   }
   void reportFailure(const idl::FailureReport& report) override {
     on_names("reportFailure", {report.channel});
-    const auto controller = c();
+    const auto controller = broker_c();
     if (auto r = controller->report_failure(report); !r) {
       auto e = r.error();
       if (e.current_route) e.current_route = with_access(*controller, std::move(*e.current_route));
@@ -234,7 +275,23 @@ class ConnectionHandler final : public idl::ControllerIf {
  private:
   enum class Who : std::uint8_t { none, admin, tenant };
 
-  std::shared_ptr<Controller> c() const { return value_or_throw(shared_->role->serving()); }
+  // The controller, for a call that may wait for its lock: at most
+  // Shared::max_calls at once (UNAVAILABLE past that).
+  CountedCall c() const {
+    auto controller = value_or_throw(shared_->role->serving());
+    if (shared_->calls.fetch_add(1, std::memory_order_relaxed) >= shared_->max_calls) {
+      const int now = shared_->calls.fetch_sub(1, std::memory_order_relaxed) - 1;
+      throw make_error(idl::ErrorCode::UNAVAILABLE,
+                       fmt::format("the controller is busy: {} calls are waiting for it (a metadata change "
+                                   "waiting for ZooKeeper?); call again shortly",
+                                   now))
+          .to_thrift();
+    }
+    return CountedCall(std::move(controller), shared_.get());
+  }
+  // For brokers' heartbeats and failure reports, which do not wait for the
+  // controller's lock (Controller::heartbeat, report_failure): uncounted.
+  std::shared_ptr<Controller> broker_c() const { return value_or_throw(shared_->role->serving()); }
 
   // The tenant this connection acts for, or null for the admin (an
   // unauthenticated connection is the admin in open mode). Throws
@@ -362,8 +419,8 @@ std::map<std::string, RpcStats::Count> RpcStats::snapshot() const {
 
 std::shared_ptr<apache::thrift::TProcessor> make_connection_processor(std::shared_ptr<ControllerRole> role,
                                                                       const std::string& admin_token) {
-  auto shared = std::make_shared<const Shared>(
-      Shared{std::move(role), admin_token.empty() ? std::string() : token_sha256(admin_token), {}});
+  // No server here: its threads' share is the default's.
+  auto shared = make_shared_state(std::move(role), admin_token, {}, 16 - kThreadsForBrokers);
   return std::make_shared<idl::ControllerProcessor>(std::make_shared<ConnectionHandler>(std::move(shared)));
 }
 
@@ -374,9 +431,9 @@ ControllerServer::ControllerServer(std::shared_ptr<ControllerRole> role, Options
     : role_(std::move(role)),
       tick_interval_(options.tick_interval),
       server_(std::make_shared<idl::ControllerProcessorFactory>(
-                  std::make_shared<HandlerFactory>(std::make_shared<const Shared>(Shared{
-                      role_, options.admin_token.empty() ? std::string() : token_sha256(options.admin_token),
-                      [this] { tick_now(); }}))),
+                  std::make_shared<HandlerFactory>(make_shared_state(
+                      role_, options.admin_token, [this] { tick_now(); },
+                      std::max(1, options.thrift.threads - kThreadsForBrokers)))),
               with_rpc_stats(std::move(options.thrift), options.rpc_stats)),
       role_balance_interval_(options.role_balance_interval) {}
 

@@ -9,6 +9,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include <catena/control/controller_client.hpp>
+#include <catena/control/controller_server.hpp>
 
 #include "controller_fixture.hpp"
 #include "zk_server.hpp"
@@ -146,6 +150,69 @@ TEST_F(LeasesOnZooKeeper, ANodeBeingEvictedIsNotRenewedWhileTheEvictionWaits) {
   auto again = heartbeat_async("c").get();
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->fenced);
+}
+
+// Over Thrift: calls that wait behind the change (here route lookups, as
+// new publishers and their stall checks make) each hold one of the
+// server's threads. They used to take all 16, and a broker's heartbeat then
+// found none and waited for ZooKeeper too. At most 12 wait now (the
+// server's threads less 4); the calls past that are answered UNAVAILABLE at
+// once, and a heartbeat finds a thread.
+TEST_F(LeasesOnZooKeeper, CallsWaitingBehindAChangeLeaveThreadsForHeartbeats) {
+  ASSERT_TRUE(controller_->create_channel(channel_config("c", 2, 3)).ok());
+  ControllerServer::Options so;
+  so.thrift.port = 0;
+  so.tick_interval = 0ms;
+  so.role_balance_interval = 0ms;
+  ControllerServer server(*controller_, so);
+  ASSERT_TRUE(server.start().ok());
+  ControllerClient::Options co;
+  co.address = server.address();
+  co.rpc_timeout = 20s;
+
+  zk_->pause();
+  auto create = std::async(std::launch::async, [co] {
+    ControllerClient client(co);
+    return client.create_channel(channel_config("late", 2, 3));
+  });
+  std::this_thread::sleep_for(200ms);
+  std::vector<std::future<Result<idl::PartitionRoute>>> lookups;
+  for (int i = 0; i < 24; ++i) {
+    lookups.push_back(std::async(std::launch::async, [co, i] {
+      ControllerClient client(co);
+      return client.get_route("c", i % 2, 0);
+    }));
+  }
+  std::this_thread::sleep_for(500ms);  // every lookup is in (waiting or answered)
+  ControllerClient::Options bo = co;
+  bo.rpc_timeout = 3s;
+  ControllerClient broker(bo);
+  idl::HeartbeatRequest hb;
+  hb.__set_node_id(id("a"));
+  hb.__set_node_epoch(nodes_.at("a").epoch);
+  const auto sent = std::chrono::steady_clock::now();
+  auto beat = broker.heartbeat(hb);
+  const auto took = std::chrono::steady_clock::now() - sent;
+  ASSERT_TRUE(beat.ok()) << "the heartbeat found no thread free: " << beat.error().describe();
+  EXPECT_FALSE(beat->fenced);
+  EXPECT_LT(took, 1s);
+  int refused = 0;
+  for (auto& l : lookups) {
+    if (l.wait_for(0ms) != std::future_status::ready) continue;
+    auto r = l.get();
+    ASSERT_FALSE(r.ok()) << "a lookup answered while the change waited for ZooKeeper";
+    EXPECT_EQ(r.error().code, idl::ErrorCode::UNAVAILABLE) << r.error().describe();
+    ++refused;
+  }
+  EXPECT_GE(refused, 24 - 11) << "more than 11 lookups (and the create) held threads";
+  zk_->resume();
+  for (auto& l : lookups) {
+    if (!l.valid()) continue;
+    auto r = l.get();
+    EXPECT_TRUE(r.ok()) << "a lookup that waited: " << r.error().describe();
+  }
+  auto created = create.get();
+  EXPECT_TRUE(created.ok()) << created.error().describe();
 }
 
 }  // namespace

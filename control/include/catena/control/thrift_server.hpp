@@ -19,7 +19,9 @@
 // Handlers may block (the controller's take its lock and may wait on
 // ZooKeeper): a blocked handler holds one of the threads, which is why
 // there are 16 by default. While all of them are inside handlers, other
-// connections' complete requests wait for one to return.
+// connections' complete requests wait for one to return (the controller's
+// handlers keep 4 for brokers' heartbeats: ControllerServer answers other
+// calls past the rest UNAVAILABLE).
 //
 // Nothing of a connection is shared between threads at once: its socket,
 // idle timer, transports, protocols and processor belong to the

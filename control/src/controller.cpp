@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <thread>
 
 #include <catena/control/controller.hpp>
 #include <catena/control/placement.hpp>
@@ -586,8 +587,26 @@ std::string Controller::access_secret_locked(const std::string& channel, std::in
   return link_secret(store_->state().link_key, "access\n" + channel, partition, generation);
 }
 
+// mu_ is held for microseconds, except by a change waiting for ZooKeeper:
+// a report waits a moment for it (and is answered with its checks, such as
+// a stale epoch's current route), unless reports are queued already (mu_ is
+// held for long: this one is queued at once too).
+bool Controller::lock_for_report() NO_THREAD_SAFETY_ANALYSIS {
+  if (mu_.try_lock()) return true;
+  {
+    MutexLock inbox(heartbeats_mu_);
+    if (!queued_reports_.empty()) return false;
+  }
+  const auto until = std::chrono::steady_clock::now() + kReportWaitsForLock;
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (mu_.try_lock()) return true;
+  }
+  return false;
+}
+
 Result<void> Controller::report_failure(const idl::FailureReport& report) {
-  if (!mu_.try_lock()) {
+  if (!lock_for_report()) {
     MutexLock inbox(heartbeats_mu_);
     if (queued_reports_.size() >= kMaxQueuedReports) {
       return make_error(idl::ErrorCode::UNAVAILABLE,

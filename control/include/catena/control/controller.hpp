@@ -198,13 +198,15 @@ class Controller {
   // The partition's access secret (PartitionRoute.access_secret): derived
   // from the link key, the same for every route epoch of the partition.
   [[nodiscard]] std::string access_secret(const std::string& channel, std::int32_t partition) const;
-  // Taken at once if the controller's lock is free; otherwise (a change may
-  // be waiting for ZooKeeper under it, and a broker reports from the thread
+  // Taken if the controller's lock is free within kReportWaitsForLock (at
+  // once when reports are queued already); otherwise (a change may be
+  // waiting for ZooKeeper under it, and a broker reports from the thread
   // that heartbeats) queued for the next tick and answered ok, its checks
   // (unknown node, stale epoch) logged instead of answered. At most
   // kMaxQueuedReports wait; past that UNAVAILABLE.
   [[nodiscard]] Result<void> report_failure(const idl::FailureReport& report);
   static constexpr std::size_t kMaxQueuedReports = 1024;
+  static constexpr std::chrono::milliseconds kReportWaitsForLock{20};
   // See declarePartitionLost in catena.thrift.
   [[nodiscard]] Result<idl::PartitionRoute> declare_partition_lost(const std::string& channel,
                                                                    std::int32_t partition);
@@ -604,6 +606,8 @@ class Controller {
   std::vector<idl::FailureReport> queued_reports_ GUARDED_BY(heartbeats_mu_);
   void take_heartbeats_locked() REQUIRES(mu_) EXCLUDES(heartbeats_mu_);
   [[nodiscard]] Result<void> report_failure_locked(const idl::FailureReport& report) REQUIRES(mu_);
+  // True holding mu_: free within kReportWaitsForLock (report_failure).
+  [[nodiscard]] bool lock_for_report() TRY_ACQUIRE(true, mu_) EXCLUDES(heartbeats_mu_);
   // A heartbeat's report: stats, progress, strays, push back-off.
   void take_heartbeat_locked(const std::string& node_id, const idl::NodeStats& stats) REQUIRES(mu_);
   std::map<RouteId, AckState> acks_ GUARDED_BY(mu_);                   // who confirmed which route epoch

@@ -262,6 +262,12 @@ TEST_F(ChainE2E, AGrowingRingDoesNotWaitForTheController) {
   po.ring_bytes = 1u << 20;
   auto pub = Publisher::create(routes, "grow-stalled", po);
   ASSERT_TRUE(pub.ok()) << pub.error().message;
+  // Lookups go on before the publisher goes (its end waits for the lookup
+  // in progress), also when an assertion ends the test early.
+  struct ResumeFirst {
+    StallingRoutes& routes;
+    ~ResumeFirst() { routes.resume(); }
+  } resume_first{routes};
   Sender s(*pub.value());
   ASSERT_EQ(s.send(0, 100), client::ErrorCode::ok);
   ASSERT_TRUE(pub.value()->flush(20s));  // the session is up

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <future>
 #include <spdlog/spdlog.h>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -109,58 +110,47 @@ void Controller::apply_probe_results(
       note_progress_locked(*answer);
     }
     const auto verdict = detector_.probe_result(probe.node_id, probe.node_epoch, answer.ok(), refused);
-    // A verdict that leads to an eviction holds the node (no lease renewed
-    // from here on); one not acted on releases it.
-    if (verdict == FailureDetector::Verdict::unheard) {
-      // It answers us, we do not hear it: its lease lapsed long ago and its
-      // chains stall until its heartbeats get through. Repair them instead.
-      if (isolated) {
-        detector_.release(probe.node_id);
-        continue;
-      }
-      const auto heard = detector_.since_heard(probe.node_id).value_or(Clock::duration{});
-      const auto reason = fmt::format(
-          "answers probes but none of its heartbeats arrived for {} ms (its lease lapsed): an asymmetric cut",
-          std::chrono::duration_cast<std::chrono::milliseconds>(heard).count());
-      if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
-        spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
-      }
+    if (verdict != FailureDetector::Verdict::unheard && verdict != FailureDetector::Verdict::crashed &&
+        verdict != FailureDetector::Verdict::dead) {
       continue;
     }
-    if (verdict == FailureDetector::Verdict::crashed) {
-      // Reported by a peer, and nothing listens at its address: the process
-      // is gone and acknowledges nothing, so there is no lease to wait out.
-      // A chain without it holds every record it committed (README,
-      // "Failover"). Not while this controller may be the one cut off.
-      if (isolated) {
-        detector_.release(probe.node_id);
-        continue;
-      }
-      const auto reason = fmt::format(
-          "reported by a peer, its probe failed ({}) and its admin address refuses connections: the process "
-          "is gone",
-          answer.error().message);
-      if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
-        spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
-      }
-      continue;
-    }
-    if (verdict != FailureDetector::Verdict::dead) continue;
-    // The node stays SUSPECT and is probed again; a heartbeat or an answered
-    // probe clears it, as if it had never been silent.
+    // Such a verdict holds the node (no lease renewed from here on); one not
+    // acted on releases it. None is acted on while this controller may be
+    // the one cut off: the node stays SUSPECT and is probed again, and a
+    // heartbeat or an answered probe clears it, as if it had never been
+    // silent.
     if (isolated) {
       detector_.release(probe.node_id);
       continue;
     }
-    if (const auto quiet = detector_.since_heartbeat(probe.node_id);
-        quiet && *quiet <= Clock::duration(options_.lease + options_.heartbeat_interval)) {
-      spdlog::info("{} failed its probes but its lease may still be valid: not evicting it yet",
-                   probe.node_id);
-      detector_.release(probe.node_id);
-      continue;
+    std::string reason;
+    if (verdict == FailureDetector::Verdict::unheard) {
+      // It answers us, we do not hear it: its lease lapsed long ago and its
+      // chains stall until its heartbeats get through. Repair them instead.
+      const auto heard = detector_.since_heard(probe.node_id).value_or(Clock::duration{});
+      reason = fmt::format(
+          "answers probes but none of its heartbeats arrived for {} ms (its lease lapsed): an asymmetric cut",
+          std::chrono::duration_cast<std::chrono::milliseconds>(heard).count());
+    } else if (verdict == FailureDetector::Verdict::crashed) {
+      // Reported by a peer, and nothing listens at its address: the process
+      // is gone and acknowledges nothing, so there is no lease to wait out.
+      // A chain without it holds every record it committed (README,
+      // "Failover").
+      reason = fmt::format(
+          "reported by a peer, its probe failed ({}) and its admin address refuses connections: the process "
+          "is gone",
+          answer.error().message);
+    } else {
+      if (const auto quiet = detector_.since_heartbeat(probe.node_id);
+          quiet && *quiet <= Clock::duration(options_.lease + options_.heartbeat_interval)) {
+        spdlog::info("{} failed its probes but its lease may still be valid: not evicting it yet",
+                     probe.node_id);
+        detector_.release(probe.node_id);
+        continue;
+      }
+      reason = fmt::format("failed {} probe(s) in a row, last: {}", options_.probe_attempts,
+                           answer.error().message);
     }
-    const auto reason =
-        fmt::format("failed {} probe(s) in a row, last: {}", options_.probe_attempts, answer.error().message);
     if (auto r = evict_locked(probe.node_id, reason, /*fence_evicted=*/true); !r && !halted_) {
       spdlog::error("could not evict {}: {} (will retry)", probe.node_id, r.error().describe());
     }
